@@ -1,0 +1,67 @@
+#include "ir/types.h"
+
+#include <cctype>
+
+namespace vtc::ir {
+
+std::string_view placement_name(Placement p) { return p == Placement::Host ? "host" : "device"; }
+
+std::optional<Placement> placement_from_name(std::string_view name) {
+  if (name == "host") return Placement::Host;
+  if (name == "device") return Placement::Device;
+  return std::nullopt;
+}
+
+ElemType ElemType::quant(GgmlType type) {
+  ElemType t(Quant);
+  t.quant_ = type;
+  return t;
+}
+
+namespace {
+constexpr std::string_view kScalarNames[] = {"f32", "f16", "bf16", "i32", "i64", "u8"};
+}
+
+std::string ElemType::name() const {
+  if (kind_ != Quant) return std::string(kScalarNames[kind_]);
+  std::string n(ggml_type_name(quant_));
+  for (char& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return n;
+}
+
+std::optional<ElemType> ElemType::from_name(std::string_view name) {
+  for (int k = F32; k <= U8; ++k)
+    if (name == kScalarNames[k]) return ElemType(static_cast<Kind>(k));
+  auto g = ggml_type_from_name(name);
+  if (g && ggml_traits(*g).quantized) return quant(*g);
+  return std::nullopt;
+}
+
+std::string shape_str(const Shape& shape) {
+  std::string out;
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? " x " : "") + shape[i].str();
+  return out;
+}
+
+std::string TensorType::str() const {
+  std::string dims = shape_str(shape);
+  return "tensor<" + dims + (dims.empty() ? "" : " x ") + elem.name() + ", " +
+         std::string(placement_name(placement)) + ">";
+}
+
+std::string_view state_kind_name(StateKind k) {
+  switch (k) {
+    case StateKind::Ring: return "ring";
+    case StateKind::Paged: return "paged";
+    case StateKind::Plain: return "plain";
+  }
+  return "?";
+}
+
+std::optional<StateKind> state_kind_from_name(std::string_view name) {
+  for (auto k : {StateKind::Ring, StateKind::Paged, StateKind::Plain})
+    if (state_kind_name(k) == name) return k;
+  return std::nullopt;
+}
+
+}  // namespace vtc::ir

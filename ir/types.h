@@ -1,0 +1,71 @@
+// IR types: element type x shape x placement.
+//
+// Every value has a TensorType. Placement is part of the type on purpose:
+// it lets the verifier reject a host op reading a device-produced value
+// without an explicit to_host (the seed bug in DESIGN.md).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/dim.h"
+#include "support/ggml_type.h"
+
+namespace vtc::ir {
+
+enum class Placement : uint8_t { Host, Device };
+std::string_view placement_name(Placement p);
+std::optional<Placement> placement_from_name(std::string_view name);
+
+// Activation element types, plus every GGUF block-quant type for weights.
+class ElemType {
+ public:
+  enum Kind : uint8_t { F32, F16, BF16, I32, I64, U8, Quant };
+  ElemType() = default;
+  ElemType(Kind kind) : kind_(kind) {}  // NOLINT: scalar kinds convert implicitly
+  static ElemType quant(GgmlType type);
+
+  Kind kind() const { return kind_; }
+  GgmlType quant_type() const { return quant_; }
+  bool is_float() const { return kind_ == F32 || kind_ == F16 || kind_ == BF16; }
+  bool is_integer() const { return kind_ == I32 || kind_ == I64 || kind_ == U8; }
+  bool is_quant() const { return kind_ == Quant; }
+
+  // Lowercase name: f32 ... u8, q4_k, iq2_xxs, ...
+  std::string name() const;
+  // Scalar names first, then quantized GGUF types by ggml name (any case).
+  static std::optional<ElemType> from_name(std::string_view name);
+
+  friend bool operator==(ElemType a, ElemType b) {
+    return a.kind_ == b.kind_ && (a.kind_ != Quant || a.quant_ == b.quant_);
+  }
+
+ private:
+  Kind kind_ = F32;
+  GgmlType quant_ = GgmlType::F32;
+};
+
+using Shape = std::vector<Dim>;
+std::string shape_str(const Shape& shape);  // "T x 4096" ("" for rank 0)
+
+struct TensorType {
+  ElemType elem;
+  Shape shape;
+  Placement placement = Placement::Device;
+
+  size_t rank() const { return shape.size(); }
+  std::string str() const;  // tensor<T x 4096 x f32, device>
+  friend bool operator==(const TensorType& a, const TensorType& b) {
+    return a.elem == b.elem && a.shape == b.shape && a.placement == b.placement;
+  }
+};
+
+// How the state store indexes a persistent buffer.
+enum class StateKind : uint8_t { Ring, Paged, Plain };
+std::string_view state_kind_name(StateKind k);
+std::optional<StateKind> state_kind_from_name(std::string_view name);
+
+}  // namespace vtc::ir

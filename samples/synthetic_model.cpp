@@ -1,0 +1,251 @@
+#include "samples/synthetic_model.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "frontends/gguf/dequant.h"
+#include "frontends/gguf/gguf.h"
+#include "support/error.h"
+
+namespace vtc::synth {
+namespace {
+
+using gguf::GgufFile;
+using gguf::GgufWriter;
+using gguf::Value;
+
+// n_embd, n_ff, n_layer, n_head, n_head_kv, head_dim, n_ctx. Every matrix
+// dimension of "small" and up is a multiple of 256, so K-quants apply.
+const std::map<std::string, ModelShape>& size_table() {
+  static const std::map<std::string, ModelShape> table = {
+      {"tiny", {64, 192, 2, 4, 2, 16, 512}},
+      {"small", {256, 512, 2, 4, 2, 64, 1024}},
+      {"125m", {768, 2048, 12, 12, 4, 64, 2048}},
+      {"0.5b", {1024, 2816, 24, 16, 8, 64, 4096}},
+      {"1b", {2048, 5632, 16, 32, 8, 64, 4096}},
+  };
+  return table;
+}
+
+// splitmix64: a small, well-mixed generator; one stream per tensor.
+struct Rng {
+  uint64_t state;
+  uint64_t next() {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [-1, 1).
+  float symmetric() { return static_cast<float>((next() >> 40) * 0x1.0p-24 * 2.0 - 1.0); }
+};
+
+uint64_t stream_seed(uint64_t seed, const std::string& name) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
+  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
+  return seed ^ h;
+}
+
+// How a tensor's values are drawn: uniform with a given standard deviation
+// around a center (norm gains use center 1).
+struct Init {
+  float center = 0.0f;
+  float stddev = 0.0f;
+};
+
+void fill_values(GgmlType type, const std::string& name, uint64_t seed, Init init, uint8_t* dst,
+                 uint64_t n_bytes) {
+  Rng rng{stream_seed(seed, name)};
+  const float half_width = init.stddev * std::sqrt(3.0f);  // uniform(-a,a) has std a/sqrt(3)
+  auto draw = [&] { return init.center + half_width * rng.symmetric(); };
+  if (type == GgmlType::F32) {
+    for (uint64_t i = 0; i < n_bytes / 4; ++i) {
+      float v = draw();
+      std::memcpy(dst + 4 * i, &v, 4);
+    }
+    return;
+  }
+  for (uint64_t i = 0; i < n_bytes / 2; ++i) {
+    uint16_t h = type == GgmlType::F16 ? fp32_to_fp16(draw()) : fp32_to_bf16(draw());
+    std::memcpy(dst + 2 * i, &h, 2);
+  }
+}
+
+struct TensorPlan {
+  std::string name;
+  std::vector<uint64_t> dims;
+  GgmlType type;
+  Init init;
+};
+
+std::vector<TensorPlan> plan_tensors(const Options& o, const ModelShape& s, uint32_t n_vocab) {
+  std::vector<TensorPlan> plan;
+  const GgmlType wt = o.weight_type;
+  const uint64_t q_dim = uint64_t{s.n_head} * s.head_dim, kv_dim = uint64_t{s.n_head_kv} * s.head_dim;
+  auto matrix = [&](std::string name, uint64_t in, uint64_t out) {
+    plan.push_back({std::move(name), {in, out}, wt, {0.0f, 1.0f / std::sqrt(float(in))}});
+  };
+  auto gain = [&](std::string name, uint64_t n) {
+    plan.push_back({std::move(name), {n}, GgmlType::F32, {1.0f, 0.1f}});
+  };
+  auto bias = [&](std::string name, uint64_t n) {
+    plan.push_back({std::move(name), {n}, GgmlType::F32, {0.0f, 0.1f}});
+  };
+  // Embeddings at unit scale, so the residual stream and the layers'
+  // contributions are of the same order.
+  plan.push_back({"token_embd.weight", {s.n_embd, n_vocab}, wt, {0.0f, 1.0f}});
+  for (uint32_t l = 0; l < s.n_layer; ++l) {
+    const std::string blk = fmt::format("blk.{}.", l);
+    gain(blk + "attn_norm.weight", s.n_embd);
+    matrix(blk + "attn_q.weight", s.n_embd, q_dim);
+    matrix(blk + "attn_k.weight", s.n_embd, kv_dim);
+    matrix(blk + "attn_v.weight", s.n_embd, kv_dim);
+    if (o.arch == "qwen2") {
+      bias(blk + "attn_q.bias", q_dim);
+      bias(blk + "attn_k.bias", kv_dim);
+      bias(blk + "attn_v.bias", kv_dim);
+    }
+    if (o.arch == "qwen3") {
+      gain(blk + "attn_q_norm.weight", s.head_dim);
+      gain(blk + "attn_k_norm.weight", s.head_dim);
+    }
+    matrix(blk + "attn_output.weight", q_dim, s.n_embd);
+    if (int(l) == o.zero_attn_output_layer) plan.back().init = {0.0f, 0.0f};
+    gain(blk + "ffn_norm.weight", s.n_embd);
+    matrix(blk + "ffn_gate.weight", s.n_embd, s.n_ff);
+    matrix(blk + "ffn_up.weight", s.n_embd, s.n_ff);
+    matrix(blk + "ffn_down.weight", s.n_ff, s.n_embd);
+  }
+  gain("output_norm.weight", s.n_embd);
+  if (!o.tied_embeddings) matrix("output.weight", s.n_embd, n_vocab);
+  return plan;
+}
+
+uint32_t file_type_for(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: return 0;   // LLAMA_FTYPE_ALL_F32
+    case GgmlType::F16: return 1;   // LLAMA_FTYPE_MOSTLY_F16
+    case GgmlType::BF16: return 32; // LLAMA_FTYPE_MOSTLY_BF16
+    default:
+      throw Error(fmt::format("gen-model: weight type {} is not supported (use f32, f16 or bf16; "
+                              "quantize with the reference for other types)",
+                              ggml_type_name(t)));
+  }
+}
+
+void set_hparams(GgufWriter& w, const Options& o, const ModelShape& s, uint32_t n_vocab) {
+  const std::string& a = o.arch;
+  w.set("general.architecture", Value(a));
+  w.set("general.name", Value(fmt::format("vtc-synthetic-{}-{}", a, o.size)));
+  w.set("general.file_type", Value(file_type_for(o.weight_type)));
+  w.set("general.vtc.seed", Value(o.seed));
+  w.set(a + ".vocab_size", Value(n_vocab));
+  w.set(a + ".context_length", Value(s.n_ctx));
+  w.set(a + ".embedding_length", Value(s.n_embd));
+  w.set(a + ".block_count", Value(s.n_layer));
+  w.set(a + ".feed_forward_length", Value(s.n_ff));
+  w.set(a + ".attention.head_count", Value(s.n_head));
+  w.set(a + ".attention.head_count_kv", Value(s.n_head_kv));
+  w.set(a + ".attention.key_length", Value(s.head_dim));
+  w.set(a + ".attention.value_length", Value(s.head_dim));
+  w.set(a + ".attention.layer_norm_rms_epsilon", Value(1e-6f));
+  w.set(a + ".rope.freq_base", Value(a == "llama" ? 10000.0f : 1000000.0f));
+  w.set(a + ".rope.dimension_count", Value(s.head_dim));
+}
+
+uint32_t copy_tokenizer(GgufWriter& w, const std::string& vocab_path) {
+  GgufFile vocab = GgufFile::open(vocab_path);
+  uint32_t n_vocab = 0;
+  for (const auto& kv : vocab.metadata()) {
+    if (kv.key.rfind("tokenizer.", 0) != 0) continue;
+    w.set(kv.key, kv.value);
+    if (kv.key == "tokenizer.ggml.tokens") n_vocab = uint32_t(kv.value.as_array()->items.size());
+  }
+  if (n_vocab == 0)
+    throw Error(fmt::format("{}: no tokenizer.ggml.tokens array; not a vocab GGUF", vocab_path));
+  return n_vocab;
+}
+
+}  // namespace
+
+const std::vector<std::string>& known_sizes() {
+  static const std::vector<std::string> sizes = {"tiny", "small", "125m", "0.5b", "1b"};
+  return sizes;
+}
+
+const std::vector<std::string>& known_archs() {
+  static const std::vector<std::string> archs = {"llama", "qwen2", "qwen3"};
+  return archs;
+}
+
+ModelShape shape_for(const std::string& size) {
+  auto it = size_table().find(size);
+  if (it == size_table().end())
+    throw Error(fmt::format("unknown model size '{}' (known: {})", size,
+                            fmt::join(known_sizes(), ", ")));
+  return it->second;
+}
+
+std::string default_vocab_name(const std::string& arch) {
+  return arch == "llama" ? "ggml-vocab-llama-spm.gguf" : "ggml-vocab-qwen2.gguf";
+}
+
+Summary write_model(const Options& o, const std::string& out_path, const ProgressFn& progress) {
+  const auto& archs = known_archs();
+  if (std::find(archs.begin(), archs.end(), o.arch) == archs.end())
+    throw Error(fmt::format("unknown architecture '{}' (known: {})", o.arch, fmt::join(archs, ", ")));
+  Summary summary;
+  summary.shape = shape_for(o.size);
+  GgufWriter w;
+  const uint32_t n_vocab_placeholder = 0;
+  set_hparams(w, o, summary.shape, n_vocab_placeholder);
+  summary.vocab_size = copy_tokenizer(w, o.vocab_path);
+  w.set(o.arch + ".vocab_size", Value(summary.vocab_size));
+
+  auto plan = plan_tensors(o, summary.shape, summary.vocab_size);
+  uint64_t bytes_total = 0;
+  for (const auto& t : plan) {
+    uint64_t n = 1;
+    for (auto d : t.dims) n *= d;
+    summary.parameters += n;
+    bytes_total += *ggml_bytes_for(t.type, n);
+  }
+  auto bytes_done = std::make_shared<uint64_t>(0);
+  for (size_t i = 0; i < plan.size(); ++i) {
+    TensorPlan t = plan[i];
+    w.add_tensor(t.name, t.type, t.dims,
+                 [=, seed = o.seed, total = plan.size()](uint8_t* dst, uint64_t n) {
+                   fill_values(t.type, t.name, seed, t.init, dst, n);
+                   *bytes_done += n;
+                   if (progress) progress({i + 1, total, t.name, *bytes_done, bytes_total});
+                 });
+  }
+  w.write(out_path);
+  summary.file_bytes = std::filesystem::file_size(out_path);
+  return summary;
+}
+
+}  // namespace vtc::synth
+
+namespace vtc::synth {
+
+std::string find_default_vocab(const std::string& arch) {
+  std::string cache;
+  if (const char* env = std::getenv("VTC_REF_CACHE"); env && *env) {
+    cache = env;
+  } else if (const char* home = std::getenv("HOME"); home && *home) {
+    cache = std::string(home) + "/.cache/vtc/llama-ref";
+  }
+  std::string path = cache + "/llama.cpp/models/" + default_vocab_name(arch);
+  if (!std::filesystem::exists(path))
+    throw Error(fmt::format("vocab file {} not found; fetch the llama.cpp reference with "
+                            "`bash tests/reference/fetch.sh` (or pass --vocab FILE.gguf)",
+                            path));
+  return path;
+}
+
+}  // namespace vtc::synth

@@ -1,0 +1,80 @@
+// Synthetic GGUF models with random weights and a real tokenizer.
+//
+// The generator writes complete, reference-loadable models for the dense
+// architectures (llama, qwen2, qwen3) so every test and benchmark runs on a
+// model the project makes itself. Weights are *sensitive* on purpose (see
+// DESIGN.md, "Correctness references"): norm gains are near 1 and matrices
+// have a standard deviation of 1/sqrt(fan_in), so each layer moves the
+// logits and a broken layer cannot hide under a tolerance.
+//
+// Determinism: each tensor's values come from its own stream seeded by
+// (seed, tensor name), so output depends only on the options, not on the
+// order in which tensors are produced.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "support/ggml_type.h"
+
+namespace vtc::synth {
+
+struct ModelShape {
+  uint32_t n_embd = 0;
+  uint32_t n_ff = 0;
+  uint32_t n_layer = 0;
+  uint32_t n_head = 0;
+  uint32_t n_head_kv = 0;
+  uint32_t head_dim = 0;
+  uint32_t n_ctx = 0;
+};
+
+struct Options {
+  std::string arch = "llama";   // llama | qwen2 | qwen3
+  std::string size = "tiny";    // tiny | small | 125m | 0.5b | 1b
+  uint64_t seed = 42;
+  std::string vocab_path;       // a GGUF whose tokenizer.* keys are copied
+  GgmlType weight_type = GgmlType::F32;  // f32 | f16 | bf16 for matrices
+  bool tied_embeddings = false; // no output.weight; the head reuses token_embd
+  // Zero blk.<N>.attn_output.weight (for sensitivity tests); -1 = none.
+  int zero_attn_output_layer = -1;
+};
+
+// Sizes known to the generator, smallest first.
+const std::vector<std::string>& known_sizes();
+const std::vector<std::string>& known_archs();
+ModelShape shape_for(const std::string& size);  // throws vtc::Error for unknown
+
+// Default vocabulary file name (in the reference's models/ folder) per arch.
+std::string default_vocab_name(const std::string& arch);
+
+struct Progress {
+  size_t index;       // 1-based tensor number
+  size_t total;
+  std::string tensor;
+  uint64_t bytes_done;
+  uint64_t bytes_total;
+};
+using ProgressFn = std::function<void(const Progress&)>;
+
+struct Summary {
+  uint64_t parameters = 0;
+  uint64_t file_bytes = 0;
+  uint32_t vocab_size = 0;
+  ModelShape shape;
+};
+
+// Writes the model to `out_path`. Throws vtc::Error on bad options or I/O.
+Summary write_model(const Options& options, const std::string& out_path,
+                    const ProgressFn& progress = nullptr);
+
+}  // namespace vtc::synth
+
+namespace vtc::synth {
+// Finds the default vocab GGUF for `arch` in the llama.cpp reference cache:
+// $VTC_REF_CACHE (or ~/.cache/vtc/llama-ref) /llama.cpp/models/. Throws
+// vtc::Error saying how to fetch the reference when it is missing.
+std::string find_default_vocab(const std::string& arch);
+}  // namespace vtc::synth

@@ -1,0 +1,473 @@
+// vtc-ref: a small harness over the prebuilt llama.cpp reference library.
+//
+// Tests run it as a subprocess to get the reference's answer for something
+// vtc computes itself: logits and greedy tokens of a model, a quantized copy
+// of a model, token ids of a text, the f32 values of a stored tensor, and
+// ggml's type table. It is compiled against the headers of the matching
+// llama.cpp source (include/llama.h, ggml/include/*.h) and links the
+// prebuilt libllama/libggml; see docs/reference.md.
+//
+//   vtc-ref logits MODEL.gguf --tokens 1,2,3 [--n-predict N] [--threads N]
+//   vtc-ref quantize IN.gguf OUT.gguf TYPE [--pure] [--threads N]
+//           [--token-embedding-type T] [--output-tensor-type T]
+//   vtc-ref tokenize VOCAB.gguf [--no-special] [--no-add-special] < text
+//   vtc-ref dequant FILE.gguf TENSOR_NAME OUT.f32
+//   vtc-ref dequant FILE.gguf --all OUT_DIR
+//   vtc-ref type-traits
+//
+// Results go to stdout (JSON or plain text) or to the named files; the
+// library's log goes to stderr only with --verbose (anywhere on the command
+// line) or for errors. Exit status: 0 ok, 1 failure, 2 usage error.
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ggml-backend.h"
+#include "ggml.h"
+#include "gguf.h"
+#include "llama.h"
+
+#ifndef VTC_REF_BINS_DIR
+#define VTC_REF_BINS_DIR ""
+#endif
+
+namespace {
+
+bool g_verbose = false;
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] void fail(const std::string& message) { throw std::runtime_error(message); }
+
+void log_callback(ggml_log_level level, const char* text, void*) {
+  if (g_verbose || level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
+}
+
+// Backends are loaded once, before any model: the prebuilt library keeps
+// its CPU kernels in per-microarchitecture plugins next to it.
+void load_backends() {
+  static bool loaded = false;
+  if (loaded) return;
+  loaded = true;
+  llama_log_set(log_callback, nullptr);
+  const char* env = std::getenv("VTC_REF_BINS_DIR");
+  const std::string dir = env && *env ? env : VTC_REF_BINS_DIR;
+  if (dir.empty()) fail("no backend directory: set VTC_REF_BINS_DIR");
+  ggml_backend_load_all_from_path(dir.c_str());
+  if (ggml_backend_reg_count() == 0) fail("no ggml backends could be loaded from " + dir);
+  llama_backend_init();
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+long parse_int(const std::string& s, const char* what) {
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || errno != 0) throw UsageError(std::string("bad ") + what + ": " + s);
+  return v;
+}
+
+// Positional arguments and --flags of one subcommand.
+struct Args {
+  std::vector<std::string> positional;
+  std::vector<std::pair<std::string, std::string>> options;  // "--x" -> value ("" for flags)
+
+  static Args parse(int argc, char** argv, int first, const std::vector<std::string>& valued) {
+    Args a;
+    for (int i = first; i < argc; ++i) {
+      std::string arg = argv[i];
+      if (arg.rfind("--", 0) == 0 && arg.size() > 2) {
+        if (std::find(valued.begin(), valued.end(), arg) != valued.end()) {
+          if (i + 1 >= argc) throw UsageError(arg + " needs a value");
+          a.options.emplace_back(arg, argv[++i]);
+        } else {
+          a.options.emplace_back(arg, "");
+        }
+      } else {
+        a.positional.push_back(arg);
+      }
+    }
+    return a;
+  }
+  std::optional<std::string> get(const std::string& name) const {
+    for (const auto& [k, v] : options)
+      if (k == name) return v;
+    return std::nullopt;
+  }
+  bool has(const std::string& name) const { return get(name).has_value(); }
+  void allow(const std::vector<std::string>& known) const {
+    for (const auto& [k, v] : options)
+      if (std::find(known.begin(), known.end(), k) == known.end()) throw UsageError("unknown option " + k);
+  }
+};
+
+// ---------------------------------------------------------------------------
+// logits
+
+int argmax(const float* v, int n) {
+  int best = 0;
+  for (int i = 1; i < n; ++i)
+    if (v[i] > v[best]) best = i;  // ties keep the lowest id
+  return best;
+}
+
+int cmd_logits(const Args& a) {
+  a.allow({"--tokens", "--n-predict", "--threads", "--verbose"});
+  if (a.positional.size() != 1) throw UsageError("logits MODEL.gguf --tokens 1,2,3");
+  const auto tokens_arg = a.get("--tokens");
+  if (!tokens_arg) throw UsageError("logits needs --tokens");
+  std::vector<llama_token> tokens;
+  {
+    std::stringstream ss(*tokens_arg);
+    std::string item;
+    while (std::getline(ss, item, ',')) tokens.push_back(static_cast<llama_token>(parse_int(item, "token")));
+  }
+  if (tokens.empty()) throw UsageError("--tokens is empty");
+  const int n_predict = static_cast<int>(parse_int(a.get("--n-predict").value_or("0"), "--n-predict"));
+  const int threads = static_cast<int>(parse_int(a.get("--threads").value_or("4"), "--threads"));
+  if (n_predict < 0 || threads < 1) throw UsageError("bad --n-predict or --threads");
+
+  load_backends();
+  llama_model_params mp = llama_model_default_params();
+  mp.n_gpu_layers = 0;
+  llama_model* model = llama_model_load_from_file(a.positional[0].c_str(), mp);
+  if (!model) fail("could not load model " + a.positional[0]);
+  const llama_vocab* vocab = llama_model_get_vocab(model);
+  const int n_vocab = llama_vocab_n_tokens(vocab);
+  for (llama_token t : tokens)
+    if (t < 0 || t >= n_vocab) fail("token id " + std::to_string(t) + " out of range");
+
+  const int n_tokens = static_cast<int>(tokens.size());
+  llama_context_params cp = llama_context_default_params();
+  cp.n_ctx = static_cast<uint32_t>(std::max(n_tokens + n_predict, 16));
+  cp.n_batch = static_cast<uint32_t>(std::max(n_tokens, 1));
+  cp.n_ubatch = cp.n_batch;  // one ubatch: every position in one graph
+  cp.n_seq_max = 1;
+  cp.n_threads = threads;
+  cp.n_threads_batch = threads;
+  cp.no_perf = true;
+  llama_context* ctx = llama_init_from_model(model, cp);
+  if (!ctx) fail("could not create a context");
+
+  bool all_finite = true;
+  nlohmann::json logits = nlohmann::json::array();
+  std::vector<llama_token> greedy;
+
+  llama_batch batch = llama_batch_init(n_tokens, 0, 1);
+  for (int i = 0; i < n_tokens; ++i) {
+    batch.token[i] = tokens[i];
+    batch.pos[i] = i;
+    batch.n_seq_id[i] = 1;
+    batch.seq_id[i][0] = 0;
+    batch.logits[i] = 1;
+  }
+  batch.n_tokens = n_tokens;
+  if (llama_decode(ctx, batch) != 0) fail("llama_decode failed on the prompt");
+  std::vector<float> last;
+  for (int i = 0; i < n_tokens; ++i) {
+    const float* row = llama_get_logits_ith(ctx, i);
+    if (!row) fail("no logits for position " + std::to_string(i));
+    for (int v = 0; v < n_vocab; ++v) all_finite = all_finite && std::isfinite(row[v]);
+    logits.push_back(std::vector<float>(row, row + n_vocab));
+    if (i == n_tokens - 1) last.assign(row, row + n_vocab);
+  }
+  llama_batch_free(batch);
+
+  for (int k = 0; k < n_predict; ++k) {
+    const llama_token next = argmax(last.data(), n_vocab);
+    greedy.push_back(next);
+    if (k + 1 == n_predict) break;
+    llama_batch one = llama_batch_init(1, 0, 1);
+    one.token[0] = next;
+    one.pos[0] = n_tokens + k;
+    one.n_seq_id[0] = 1;
+    one.seq_id[0][0] = 0;
+    one.logits[0] = 1;
+    one.n_tokens = 1;
+    const int rc = llama_decode(ctx, one);
+    llama_batch_free(one);
+    if (rc != 0) fail("llama_decode failed at greedy step " + std::to_string(k));
+    const float* row = llama_get_logits_ith(ctx, -1);
+    last.assign(row, row + n_vocab);
+    for (float f : last) all_finite = all_finite && std::isfinite(f);
+  }
+
+  nlohmann::json out;
+  out["n_vocab"] = n_vocab;
+  out["n_tokens"] = n_tokens;
+  out["logits"] = std::move(logits);
+  out["greedy"] = greedy;
+  out["all_finite"] = all_finite;
+  std::cout << out.dump() << "\n";
+
+  llama_free(ctx);
+  llama_model_free(model);
+  return 0;
+}
+
+// ---------------------------------------------------------------------------
+// quantize
+
+struct FtypeName {
+  const char* name;
+  llama_ftype ftype;
+};
+
+constexpr FtypeName kFtypes[] = {
+    {"f32", LLAMA_FTYPE_ALL_F32},         {"f16", LLAMA_FTYPE_MOSTLY_F16},
+    {"bf16", LLAMA_FTYPE_MOSTLY_BF16},    {"q4_0", LLAMA_FTYPE_MOSTLY_Q4_0},
+    {"q4_1", LLAMA_FTYPE_MOSTLY_Q4_1},    {"q5_0", LLAMA_FTYPE_MOSTLY_Q5_0},
+    {"q5_1", LLAMA_FTYPE_MOSTLY_Q5_1},    {"q8_0", LLAMA_FTYPE_MOSTLY_Q8_0},
+    {"q2_k", LLAMA_FTYPE_MOSTLY_Q2_K},    {"q2_k_s", LLAMA_FTYPE_MOSTLY_Q2_K_S},
+    {"q3_k_s", LLAMA_FTYPE_MOSTLY_Q3_K_S}, {"q3_k_m", LLAMA_FTYPE_MOSTLY_Q3_K_M},
+    {"q3_k_l", LLAMA_FTYPE_MOSTLY_Q3_K_L}, {"q4_k_s", LLAMA_FTYPE_MOSTLY_Q4_K_S},
+    {"q4_k_m", LLAMA_FTYPE_MOSTLY_Q4_K_M}, {"q5_k_s", LLAMA_FTYPE_MOSTLY_Q5_K_S},
+    {"q5_k_m", LLAMA_FTYPE_MOSTLY_Q5_K_M}, {"q6_k", LLAMA_FTYPE_MOSTLY_Q6_K},
+    {"iq2_xxs", LLAMA_FTYPE_MOSTLY_IQ2_XXS}, {"iq2_xs", LLAMA_FTYPE_MOSTLY_IQ2_XS},
+    {"iq2_s", LLAMA_FTYPE_MOSTLY_IQ2_S},  {"iq2_m", LLAMA_FTYPE_MOSTLY_IQ2_M},
+    {"iq3_xxs", LLAMA_FTYPE_MOSTLY_IQ3_XXS}, {"iq3_xs", LLAMA_FTYPE_MOSTLY_IQ3_XS},
+    {"iq3_s", LLAMA_FTYPE_MOSTLY_IQ3_S},  {"iq3_m", LLAMA_FTYPE_MOSTLY_IQ3_M},
+    {"iq1_s", LLAMA_FTYPE_MOSTLY_IQ1_S},  {"iq1_m", LLAMA_FTYPE_MOSTLY_IQ1_M},
+    {"iq4_nl", LLAMA_FTYPE_MOSTLY_IQ4_NL}, {"iq4_xs", LLAMA_FTYPE_MOSTLY_IQ4_XS},
+    {"tq1_0", LLAMA_FTYPE_MOSTLY_TQ1_0},  {"tq2_0", LLAMA_FTYPE_MOSTLY_TQ2_0},
+};
+
+llama_ftype ftype_from_name(const std::string& name) {
+  const std::string n = lower(name);
+  for (const auto& f : kFtypes)
+    if (n == f.name) return f.ftype;
+  std::string known;
+  for (const auto& f : kFtypes) known += std::string(" ") + f.name;
+  throw UsageError("unknown quantization type '" + name + "'; known:" + known);
+}
+
+ggml_type ggml_type_from_name(const std::string& name) {
+  const std::string n = lower(name);
+  for (int t = 0; t < GGML_TYPE_COUNT; ++t) {
+    const auto* tr = ggml_get_type_traits(static_cast<ggml_type>(t));
+    if (tr->blck_size != 0 && tr->type_name && lower(tr->type_name) == n) return static_cast<ggml_type>(t);
+  }
+  throw UsageError("unknown ggml type '" + name + "'");
+}
+
+int cmd_quantize(const Args& a) {
+  a.allow({"--pure", "--threads", "--token-embedding-type", "--output-tensor-type", "--verbose"});
+  if (a.positional.size() != 3) throw UsageError("quantize IN.gguf OUT.gguf TYPE");
+  llama_model_quantize_params qp = llama_model_quantize_default_params();
+  qp.ftype = ftype_from_name(a.positional[2]);
+  qp.nthread = static_cast<int32_t>(parse_int(a.get("--threads").value_or("4"), "--threads"));
+  qp.pure = a.has("--pure");
+  if (auto t = a.get("--token-embedding-type")) qp.token_embedding_type = ggml_type_from_name(*t);
+  if (auto t = a.get("--output-tensor-type")) qp.output_tensor_type = ggml_type_from_name(*t);
+  load_backends();
+  const uint32_t rc = llama_model_quantize(a.positional[0].c_str(), a.positional[1].c_str(), &qp);
+  if (rc != 0) fail("llama_model_quantize failed (" + std::to_string(rc) + ")");
+  return 0;
+}
+
+// ---------------------------------------------------------------------------
+// tokenize
+
+int cmd_tokenize(const Args& a) {
+  a.allow({"--no-special", "--no-add-special", "--verbose"});
+  if (a.positional.size() != 1) throw UsageError("tokenize VOCAB.gguf < text");
+  const bool parse_special = !a.has("--no-special");
+  const bool add_special = !a.has("--no-add-special");
+  std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+
+  load_backends();
+  llama_model_params mp = llama_model_default_params();
+  mp.vocab_only = true;
+  llama_model* model = llama_model_load_from_file(a.positional[0].c_str(), mp);
+  if (!model) fail("could not load vocabulary from " + a.positional[0]);
+  const llama_vocab* vocab = llama_model_get_vocab(model);
+  std::vector<llama_token> ids(text.size() + 16);
+  int32_t n = llama_tokenize(vocab, text.data(), static_cast<int32_t>(text.size()), ids.data(),
+                             static_cast<int32_t>(ids.size()), add_special, parse_special);
+  if (n < 0 && n != INT32_MIN) {
+    ids.resize(static_cast<size_t>(-n));
+    n = llama_tokenize(vocab, text.data(), static_cast<int32_t>(text.size()), ids.data(),
+                       static_cast<int32_t>(ids.size()), add_special, parse_special);
+  }
+  if (n < 0) fail("llama_tokenize failed");
+  for (int32_t i = 0; i < n; ++i) std::cout << (i ? " " : "") << ids[static_cast<size_t>(i)];
+  std::cout << "\n";
+  llama_model_free(model);
+  return 0;
+}
+
+// ---------------------------------------------------------------------------
+// dequant
+
+// Reads tensors through ggml's own GGUF parser (metadata into a no_alloc
+// ggml context), their bytes straight from the file, and converts them with
+// ggml_get_type_traits(type)->to_float.
+class RefGguf {
+ public:
+  explicit RefGguf(const std::string& path) : path_(path) {
+    gguf_init_params params{/*no_alloc=*/true, /*ctx=*/&ctx_};
+    gguf_ = gguf_init_from_file(path.c_str(), params);
+    if (!gguf_) fail("ggml could not parse " + path);
+  }
+  ~RefGguf() {
+    if (gguf_) gguf_free(gguf_);
+    if (ctx_) ggml_free(ctx_);
+  }
+  RefGguf(const RefGguf&) = delete;
+  RefGguf& operator=(const RefGguf&) = delete;
+
+  int64_t n_tensors() const { return gguf_get_n_tensors(gguf_); }
+  std::string name(int64_t i) const { return gguf_get_tensor_name(gguf_, i); }
+
+  struct Result {
+    ggml_type type;
+    std::vector<float> values;
+  };
+  Result to_float(const std::string& tensor_name) const {
+    const int64_t id = gguf_find_tensor(gguf_, tensor_name.c_str());
+    if (id < 0) fail("no tensor '" + tensor_name + "' in " + path_);
+    const ggml_tensor* t = ggml_get_tensor(ctx_, tensor_name.c_str());
+    if (!t) fail("tensor '" + tensor_name + "' missing from the ggml context");
+    const int64_t n = ggml_nelements(t);
+    const size_t n_bytes = ggml_nbytes(t);
+    std::vector<char> raw(n_bytes);
+    std::ifstream in(path_, std::ios::binary);
+    in.seekg(static_cast<std::streamoff>(gguf_get_data_offset(gguf_) + gguf_get_tensor_offset(gguf_, id)));
+    in.read(raw.data(), static_cast<std::streamsize>(n_bytes));
+    if (!in) fail("short read of tensor '" + tensor_name + "'");
+    Result r{t->type, std::vector<float>(static_cast<size_t>(n))};
+    if (t->type == GGML_TYPE_F32) {
+      std::memcpy(r.values.data(), raw.data(), n_bytes);
+    } else {
+      const auto* traits = ggml_get_type_traits(t->type);
+      if (!traits->to_float) fail(std::string("ggml has no to_float for ") + ggml_type_name(t->type));
+      traits->to_float(raw.data(), r.values.data(), n);
+    }
+    return r;
+  }
+
+ private:
+  std::string path_;
+  ggml_context* ctx_ = nullptr;
+  gguf_context* gguf_ = nullptr;
+};
+
+void write_floats(const std::string& path, const std::vector<float>& v) {
+  static_assert(sizeof(float) == 4);
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+  if (!out) fail("could not write " + path);
+}
+
+int cmd_dequant(const Args& a) {
+  a.allow({"--all", "--verbose"});
+  llama_log_set(log_callback, nullptr);
+  if (a.has("--all")) {
+    // dequant FILE.gguf --all OUT_DIR: every tensor to OUT_DIR/<name>.f32,
+    // and an index on stdout: [{"name", "type", "n"}...].
+    if (a.positional.size() != 2) throw UsageError("dequant FILE.gguf --all OUT_DIR");
+    RefGguf g(a.positional[0]);
+    nlohmann::json index = nlohmann::json::array();
+    for (int64_t i = 0; i < g.n_tensors(); ++i) {
+      const std::string name = g.name(i);
+      auto r = g.to_float(name);
+      write_floats(a.positional[1] + "/" + name + ".f32", r.values);
+      index.push_back({{"name", name}, {"type", ggml_type_name(r.type)}, {"n", r.values.size()}});
+    }
+    std::cout << index.dump() << "\n";
+    return 0;
+  }
+  if (a.positional.size() != 3) throw UsageError("dequant FILE.gguf TENSOR_NAME OUT.f32");
+  RefGguf g(a.positional[0]);
+  auto r = g.to_float(a.positional[1]);
+  write_floats(a.positional[2], r.values);
+  return 0;
+}
+
+// ---------------------------------------------------------------------------
+// type-traits
+
+int cmd_type_traits(const Args& a) {
+  a.allow({"--verbose"});
+  if (!a.positional.empty()) throw UsageError("type-traits takes no arguments");
+  nlohmann::json types = nlohmann::json::array();
+  for (int t = 0; t < GGML_TYPE_COUNT; ++t) {
+    const auto* tr = ggml_get_type_traits(static_cast<ggml_type>(t));
+    if (tr->blck_size == 0) continue;  // a removed type number
+    types.push_back({{"id", t},
+                     {"name", tr->type_name},
+                     {"blck_size", tr->blck_size},
+                     {"type_size", tr->type_size},
+                     {"is_quantized", tr->is_quantized}});
+  }
+  nlohmann::json out;
+  out["type_count"] = static_cast<int>(GGML_TYPE_COUNT);
+  out["types"] = std::move(types);
+  std::cout << out.dump(1) << "\n";
+  return 0;
+}
+
+void usage() {
+  std::cerr << "usage:\n"
+               "  vtc-ref logits MODEL.gguf --tokens 1,2,3 [--n-predict N] [--threads N]\n"
+               "  vtc-ref quantize IN.gguf OUT.gguf TYPE [--pure] [--threads N]\n"
+               "          [--token-embedding-type T] [--output-tensor-type T]\n"
+               "  vtc-ref tokenize VOCAB.gguf [--no-special] [--no-add-special] < text\n"
+               "  vtc-ref dequant FILE.gguf TENSOR_NAME OUT.f32\n"
+               "  vtc-ref dequant FILE.gguf --all OUT_DIR\n"
+               "  vtc-ref type-traits\n"
+               "add --verbose to see the library's log\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage();
+    return 2;
+  }
+  const std::string cmd = argv[1];
+  try {
+    const Args a = Args::parse(argc, argv, 2,
+                               {"--tokens", "--n-predict", "--threads", "--token-embedding-type",
+                                "--output-tensor-type", "--all"});
+    g_verbose = a.has("--verbose");
+    if (cmd == "logits") return cmd_logits(a);
+    if (cmd == "quantize") return cmd_quantize(a);
+    if (cmd == "tokenize") return cmd_tokenize(a);
+    if (cmd == "dequant") return cmd_dequant(a);
+    if (cmd == "type-traits") return cmd_type_traits(a);
+    if (cmd == "-h" || cmd == "--help") {
+      usage();
+      return 0;
+    }
+    throw UsageError("unknown command '" + cmd + "'");
+  } catch (const UsageError& e) {
+    std::cerr << "vtc-ref: " << e.what() << "\n";
+    usage();
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "vtc-ref " << cmd << ": " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,60 @@
+// `vtc gen-model`: write a synthetic model (samples/synthetic_model.h).
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "samples/synthetic_model.h"
+#include "support/error.h"
+#include "tools/vtc/commands.h"
+
+namespace vtc::cli {
+
+Runner add_gen_model(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "gen-model", "Write a random-weight GGUF model with a real tokenizer (for tests and benchmarks)");
+  struct Opts {
+    synth::Options synth;
+    std::string out = "vtc-tiny-llama.gguf";
+    std::string type = "f32";
+    bool quiet = false;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("--arch", o->synth.arch, "Architecture")
+      ->check(CLI::IsMember(synth::known_archs()))->capture_default_str();
+  cmd->add_option("--size", o->synth.size, "Model size")
+      ->check(CLI::IsMember(synth::known_sizes()))->capture_default_str();
+  cmd->add_option("--seed", o->synth.seed, "Random seed (same seed, same file)")->capture_default_str();
+  cmd->add_option("--type", o->type, "Matrix weight type: f32, f16 or bf16")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}))->capture_default_str();
+  cmd->add_option("--vocab", o->synth.vocab_path,
+                  "Vocab GGUF to take the tokenizer from (default: the reference's "
+                  "ggml-vocab-llama-spm.gguf for llama, ggml-vocab-qwen2.gguf for qwen2/qwen3)");
+  cmd->add_flag("--tied", o->synth.tied_embeddings, "Tie the output head to token_embd");
+  cmd->add_option("--zero-attn-output", o->synth.zero_attn_output_layer,
+                  "Zero blk.N.attn_output.weight (sensitivity tests)");
+  cmd->add_option("-o,--output", o->out, "Output file")->capture_default_str();
+  cmd->add_flag("-q,--quiet", o->quiet, "No progress output");
+  return [o] {
+    o->synth.weight_type = *ggml_type_from_name(o->type);
+    if (o->synth.vocab_path.empty()) o->synth.vocab_path = synth::find_default_vocab(o->synth.arch);
+    auto start = std::chrono::steady_clock::now();
+    int last_percent = -1;
+    auto progress = [&](const synth::Progress& p) {
+      int percent = int(100.0 * double(p.bytes_done) / double(p.bytes_total));
+      if (o->quiet || percent == last_percent) return;
+      last_percent = percent;
+      fmt::print(stderr, "\rgen-model: {:3d}% [{}/{}] {:<32}", percent, p.index, p.total, p.tensor);
+      if (p.index == p.total) fmt::print(stderr, "\n");
+    };
+    auto s = synth::write_model(o->synth, o->out, progress);
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    fmt::print("wrote {}: {} {} ({} layers, n_embd {}, vocab {}), {:.1f}M parameters, {:.1f} MiB, "
+               "{:.1f}s\n",
+               o->out, o->synth.arch, o->synth.size, s.shape.n_layer, s.shape.n_embd, s.vocab_size,
+               s.parameters / 1e6, s.file_bytes / 1048576.0, secs);
+    return 0;
+  };
+}
+
+}  // namespace vtc::cli

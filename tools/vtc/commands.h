@@ -1,0 +1,18 @@
+// Subcommands of the `vtc` driver. Each registers its options on the app and
+// returns the function that runs it; the driver stays thin (DESIGN.md).
+#pragma once
+
+#include <functional>
+
+namespace CLI {
+class App;
+}
+
+namespace vtc::cli {
+
+using Runner = std::function<int()>;
+
+Runner add_inspect(CLI::App& app);
+Runner add_gen_model(CLI::App& app);
+
+}  // namespace vtc::cli
