@@ -107,12 +107,16 @@ class Reader {
   uint64_t read_count(std::string_view field, uint64_t min_item_bytes) {
     uint64_t at = pos_;
     uint64_t count = read_scalar<uint64_t>(field);
-    if (min_item_bytes && count > remaining() / min_item_bytes)
+    if (min_item_bytes) check_count_fits(at, field, count, min_item_bytes);
+    return count;
+  }
+
+  void check_count_fits(uint64_t at, std::string_view field, uint64_t count, uint64_t min_item_bytes) const {
+    if (count > remaining() / min_item_bytes)
       fail(at, field,
            fmt::format("count {} cannot fit: {} items of at least {} bytes need more than the {} "
-                       "bytes left",
+                       "bytes left (file truncated, or the count is corrupt)",
                        count, count, min_item_bytes, remaining()));
-    return count;
   }
 
   std::string read_string(std::string_view field) {
@@ -120,7 +124,9 @@ class Reader {
     uint64_t len = read_scalar<uint64_t>(field);
     if (len > remaining())
       fail(at, field,
-           fmt::format("string length {} exceeds the {} bytes left in the file", len, remaining()));
+           fmt::format("string length {} exceeds the {} bytes left in the file (file truncated, "
+                       "or the length is corrupt)",
+                       len, remaining()));
     std::string s(reinterpret_cast<const char*>(bytes_.data() + pos_), len);
     pos_ += len;
     return s;
@@ -148,8 +154,12 @@ class Reader {
       fail(4, "version", fmt::format("unsupported GGUF version {} (supported: 2, 3)", version));
     }
     file_.version_ = version;
-    tensor_count_ = read_count("tensor_count", kMinTensorInfoBytes);
-    kv_count_ = read_count("metadata_kv_count", kMinKeyValueBytes);
+    // Both counts are read before either is checked, so the check sees the
+    // bytes that really follow the header.
+    tensor_count_ = read_count("tensor_count", 0);
+    kv_count_ = read_count("metadata_kv_count", 0);
+    check_count_fits(8, "tensor_count", tensor_count_, kMinTensorInfoBytes);
+    check_count_fits(16, "metadata_kv_count", kv_count_, kMinKeyValueBytes);
   }
 
   Value read_value(ValueType type, const std::string& field, int depth) {
