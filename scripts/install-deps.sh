@@ -8,7 +8,7 @@ PACKAGES=(
   cmake ninja-build ccache g++ pkg-config git
   libfmt-dev catch2
   llvm-14-dev llvm-14-tools
-  nlohmann-json3-dev libcpp-httplib-dev libcli11-dev
+  nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libicu-dev
   clang-14 libclang-rt-14-dev
   nodejs npm
 )
