@@ -45,12 +45,14 @@
 //   IQ3_XXS half d; u8 qs[64]; u8 scales_and_signs[32]
 //          8 sub-blocks of 32. Each 8-value group takes two grid indices
 //          from qs; a grid entry is 4 magnitudes packed in a u32. Per
-//          sub-block a u32 of scales_and_signs holds 4x7 sign bits (the 8th
-//          sign is the parity, via ksigns) and a 4-bit scale in bits 28..31:
+//          sub-block a u32 of scales_and_signs holds 4x7 sign bits (the
+//          8th sign of each group makes its count of negative signs even)
+//          and a 4-bit scale s in bits 28..31:
 //          x = ((d * (0.5 + s)) * 0.5) * grid * sign.
 //   IQ3_S  half d; u8 qs[64]; u8 qh[8]; u8 signs[32]; u8 scales[4]
-//          grid index is 9 bits (8 from qs, 1 from qh), the signs are
-//          explicit bits, 4-bit scales per pair of sub-blocks:
+//          8 sub-blocks of 32; a grid index is 9 bits (8 from qs, the 9th
+//          from qh[sub-block]), every value has an explicit sign bit, and
+//          each sub-block a 4-bit scale (two per byte):
 //          x = (d * (1 + 2 s)) * grid * sign.
 //
 // Arithmetic: each formula is evaluated in float, in the same order and with
@@ -68,6 +70,10 @@
 #include <fmt/format.h>
 
 #include "support/error.h"
+
+#if defined(__FAST_MATH__)
+#error "dequant.cpp must be bit-exact with the reference: do not build it with -ffast-math"
+#endif
 
 namespace vtc {
 

@@ -275,10 +275,15 @@ class Reader {
   }
 
   void place_data_section() {
+    // As in ggml: the data section is padded to the alignment only when
+    // there are tensors; a tensor-less file (a vocab) ends at its metadata.
+    if (file_.tensors_.empty()) {
+      file_.data_offset_ = pos_;
+      return;
+    }
     uint64_t align = file_.alignment_;
     uint64_t data_offset = (pos_ + align - 1) / align * align;
     file_.data_offset_ = data_offset;
-    if (file_.tensors_.empty()) return;
     if (data_offset > bytes_.size())
       fail(pos_, "data section",
            fmt::format("file truncated: data section would start at byte {} but the file is {} "

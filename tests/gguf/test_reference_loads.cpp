@@ -5,28 +5,17 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
-#include <cstdio>
 #include <filesystem>
-#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "samples/synthetic_model.h"
 #include "tests/reference_tolerances.h"
+#include "tests/test_process.h"
 
 using namespace vtc;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string run_capture(const std::string& command) {
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
-  REQUIRE(pipe);
-  std::string out;
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, pipe.get())) > 0) out.append(buf, n);
-  return out;
-}
 
 struct ReferenceRun {
   std::vector<std::vector<float>> logits;
@@ -35,7 +24,7 @@ struct ReferenceRun {
 };
 
 ReferenceRun reference_logits(const std::string& model) {
-  auto out = run_capture(fmt::format("{} logits {} --tokens 1,450,4996,310,278,3186,29889 --n-predict 4",
+  auto out = test::run_capture(fmt::format("{} logits {} --tokens 1,450,4996,310,278,3186,29889 --n-predict 4",
                                      VTC_REF_TOOL, model));
   auto j = nlohmann::json::parse(out);
   ReferenceRun r;

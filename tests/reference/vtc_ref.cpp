@@ -14,6 +14,7 @@
 //   vtc-ref dequant FILE.gguf TENSOR_NAME OUT.f32
 //   vtc-ref dequant FILE.gguf --all OUT_DIR
 //   vtc-ref type-traits
+//   vtc-ref gguf-dump FILE.gguf
 //
 // Results go to stdout (JSON or plain text) or to the named files; the
 // library's log goes to stderr only with --verbose (anywhere on the command
@@ -21,6 +22,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -382,16 +384,16 @@ void write_floats(const std::string& path, const std::vector<float>& v) {
 int cmd_dequant(const Args& a) {
   a.allow({"--all", "--verbose"});
   llama_log_set(log_callback, nullptr);
-  if (a.has("--all")) {
+  if (const auto dir = a.get("--all")) {
     // dequant FILE.gguf --all OUT_DIR: every tensor to OUT_DIR/<name>.f32,
     // and an index on stdout: [{"name", "type", "n"}...].
-    if (a.positional.size() != 2) throw UsageError("dequant FILE.gguf --all OUT_DIR");
+    if (a.positional.size() != 1) throw UsageError("dequant FILE.gguf --all OUT_DIR");
     RefGguf g(a.positional[0]);
     nlohmann::json index = nlohmann::json::array();
     for (int64_t i = 0; i < g.n_tensors(); ++i) {
       const std::string name = g.name(i);
       auto r = g.to_float(name);
-      write_floats(a.positional[1] + "/" + name + ".f32", r.values);
+      write_floats(*dir + "/" + name + ".f32", r.values);
       index.push_back({{"name", name}, {"type", ggml_type_name(r.type)}, {"n", r.values.size()}});
     }
     std::cout << index.dump() << "\n";
@@ -401,6 +403,55 @@ int cmd_dequant(const Args& a) {
   RefGguf g(a.positional[0]);
   auto r = g.to_float(a.positional[1]);
   write_floats(a.positional[2], r.values);
+  return 0;
+}
+
+// ---------------------------------------------------------------------------
+// gguf-dump
+
+// ggml's own view of a GGUF file's structure, for checking vtc's reader:
+// version, alignment, data offset, every key with its value type (and
+// array element type and length, or string value), every tensor's type,
+// offset, size and dims.
+int cmd_gguf_dump(const Args& a) {
+  a.allow({"--verbose"});
+  if (a.positional.size() != 1) throw UsageError("gguf-dump FILE.gguf");
+  const std::string path = a.positional[0];
+  ggml_context* ctx = nullptr;
+  gguf_init_params params{/*no_alloc=*/true, /*ctx=*/&ctx};
+  gguf_context* g = gguf_init_from_file(path.c_str(), params);
+  if (!g) fail("ggml could not parse " + path);
+  nlohmann::json out;
+  out["version"] = gguf_get_version(g);
+  out["alignment"] = gguf_get_alignment(g);
+  out["data_offset"] = gguf_get_data_offset(g);
+  nlohmann::json kvs = nlohmann::json::array();
+  for (int64_t i = 0; i < gguf_get_n_kv(g); ++i) {
+    nlohmann::json kv = {{"key", gguf_get_key(g, i)}, {"type", int(gguf_get_kv_type(g, i))}};
+    if (gguf_get_kv_type(g, i) == GGUF_TYPE_ARRAY) {
+      kv["elem_type"] = int(gguf_get_arr_type(g, i));
+      kv["n"] = gguf_get_arr_n(g, i);
+    } else if (gguf_get_kv_type(g, i) == GGUF_TYPE_STRING) {
+      kv["value"] = gguf_get_val_str(g, i);
+    }
+    kvs.push_back(std::move(kv));
+  }
+  out["kv"] = std::move(kvs);
+  nlohmann::json tensors = nlohmann::json::array();
+  for (int64_t i = 0; i < gguf_get_n_tensors(g); ++i) {
+    const ggml_tensor* t = ggml_get_tensor(ctx, gguf_get_tensor_name(g, i));
+    std::vector<int64_t> dims;
+    for (int d = 0; d < ggml_n_dims(t); ++d) dims.push_back(t->ne[d]);
+    tensors.push_back({{"name", gguf_get_tensor_name(g, i)},
+                       {"type", int(gguf_get_tensor_type(g, i))},
+                       {"offset", gguf_get_tensor_offset(g, i)},
+                       {"size", gguf_get_tensor_size(g, i)},
+                       {"dims", dims}});
+  }
+  out["tensors"] = std::move(tensors);
+  gguf_free(g);
+  ggml_free(ctx);
+  std::cout << out.dump() << "\n";
   return 0;
 }
 
@@ -436,6 +487,7 @@ void usage() {
                "  vtc-ref dequant FILE.gguf TENSOR_NAME OUT.f32\n"
                "  vtc-ref dequant FILE.gguf --all OUT_DIR\n"
                "  vtc-ref type-traits\n"
+               "  vtc-ref gguf-dump FILE.gguf\n"
                "add --verbose to see the library's log\n";
 }
 
@@ -457,6 +509,7 @@ int main(int argc, char** argv) {
     if (cmd == "tokenize") return cmd_tokenize(a);
     if (cmd == "dequant") return cmd_dequant(a);
     if (cmd == "type-traits") return cmd_type_traits(a);
+    if (cmd == "gguf-dump") return cmd_gguf_dump(a);
     if (cmd == "-h" || cmd == "--help") {
       usage();
       return 0;
