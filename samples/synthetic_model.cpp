@@ -167,6 +167,14 @@ uint32_t copy_tokenizer(GgufWriter& w, const std::string& vocab_path) {
   }
   if (n_vocab == 0)
     throw Error(fmt::format("{}: no tokenizer.ggml.tokens array; not a vocab GGUF", vocab_path));
+  // Vocab files without a chat template get the built-in one of the model
+  // family that uses that vocabulary, so --chat works on every synthetic model.
+  if (!vocab.find("tokenizer.chat_template")) {
+    std::string model = vocab.get_string("tokenizer.ggml.model").value_or("");
+    std::string pre = vocab.get_string("tokenizer.ggml.pre").value_or("");
+    w.set("tokenizer.chat_template",
+          Value(model == "llama" ? "mistral-v1" : pre == "llama-bpe" ? "llama3" : "chatml"));
+  }
   return n_vocab;
 }
 

@@ -15,6 +15,7 @@
 //   vtc-ref dequant FILE.gguf --all OUT_DIR
 //   vtc-ref type-traits
 //   vtc-ref gguf-dump FILE.gguf
+//   vtc-ref chat-template TEMPLATE [--no-add-assistant] < messages.json
 //
 // Results go to stdout (JSON or plain text) or to the named files; the
 // library's log goes to stderr only with --verbose (anywhere on the command
@@ -456,6 +457,37 @@ int cmd_gguf_dump(const Args& a) {
 }
 
 // ---------------------------------------------------------------------------
+// chat-template
+
+// chat-template TEMPLATE [--no-add-assistant] < messages.json: the
+// reference's llama_chat_apply_template on [{"role","content"}...]; the
+// formatted prompt goes to stdout verbatim.
+int cmd_chat_template(const Args& a) {
+  a.allow({"--no-add-assistant", "--verbose"});
+  if (a.positional.size() != 1) throw UsageError("chat-template TEMPLATE < messages.json");
+  const auto messages = nlohmann::json::parse(std::cin);
+  std::vector<std::string> roles, contents;
+  for (const auto& m : messages) {
+    roles.push_back(m.at("role").get<std::string>());
+    contents.push_back(m.at("content").get<std::string>());
+  }
+  std::vector<llama_chat_message> chat;
+  for (size_t i = 0; i < roles.size(); ++i) chat.push_back({roles[i].c_str(), contents[i].c_str()});
+  const bool add_assistant = !a.has("--no-add-assistant");
+  std::vector<char> buf(4096);
+  int32_t n = llama_chat_apply_template(a.positional[0].c_str(), chat.data(), chat.size(), add_assistant,
+                                        buf.data(), int32_t(buf.size()));
+  if (n < 0) fail("the reference does not support this template");
+  if (size_t(n) > buf.size()) {
+    buf.resize(size_t(n));
+    n = llama_chat_apply_template(a.positional[0].c_str(), chat.data(), chat.size(), add_assistant,
+                                  buf.data(), int32_t(buf.size()));
+  }
+  std::cout.write(buf.data(), n);
+  return 0;
+}
+
+// ---------------------------------------------------------------------------
 // type-traits
 
 int cmd_type_traits(const Args& a) {
@@ -488,6 +520,7 @@ void usage() {
                "  vtc-ref dequant FILE.gguf --all OUT_DIR\n"
                "  vtc-ref type-traits\n"
                "  vtc-ref gguf-dump FILE.gguf\n"
+               "  vtc-ref chat-template TEMPLATE [--no-add-assistant] < messages.json\n"
                "add --verbose to see the library's log\n";
 }
 
@@ -510,6 +543,7 @@ int main(int argc, char** argv) {
     if (cmd == "dequant") return cmd_dequant(a);
     if (cmd == "type-traits") return cmd_type_traits(a);
     if (cmd == "gguf-dump") return cmd_gguf_dump(a);
+    if (cmd == "chat-template") return cmd_chat_template(a);
     if (cmd == "-h" || cmd == "--help") {
       usage();
       return 0;

@@ -1,0 +1,34 @@
+// Built-in chat templates, selected from `tokenizer.chat_template`.
+//
+// vtc does not run Jinja. Like llama.cpp's llama_chat_apply_template, it
+// recognises a template (or a template name) by markers it must contain and
+// formats with a built-in implementation. Supported: chatml (Qwen), llama3,
+// mistral-v1, mistral-v3, mistral-v3-tekken, mistral-v7. Anything else is a
+// clear error naming what was found and what is supported.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace vtc {
+
+enum class ChatTemplate { ChatML, Llama3, MistralV1, MistralV3, MistralV3Tekken, MistralV7 };
+
+struct ChatMessage {
+  std::string role;  // system | user | assistant
+  std::string content;
+};
+
+// Recognises a Jinja template string or a built-in name ("chatml", ...).
+// Throws vtc::Error when it is neither.
+ChatTemplate detect_chat_template(std::string_view template_or_name);
+std::string_view chat_template_name(ChatTemplate kind);
+std::vector<std::string_view> chat_template_names();
+
+// Formats `messages`; with `add_assistant`, ends with the opening of an
+// assistant turn so generation continues as the assistant.
+std::string apply_chat_template(ChatTemplate kind, const std::vector<ChatMessage>& messages,
+                                bool add_assistant);
+
+}  // namespace vtc
