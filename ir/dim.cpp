@@ -42,7 +42,7 @@ Dim Dim::symbol(std::string_view name) {
   return d;
 }
 
-bool Dim::is_constant() const { return terms_.empty() || terms_.back().symbols.empty() && terms_.size() == 1; }
+bool Dim::is_constant() const { return constant().has_value(); }
 
 std::optional<int64_t> Dim::constant() const {
   if (terms_.empty()) return 0;
@@ -123,6 +123,24 @@ std::string Dim::str() const {
     out += body;
   }
   return out;
+}
+
+std::optional<int64_t> Dim::evaluate(SymbolLookup lookup, const void* env) const {
+  int64_t total = 0;
+  for (const Term& t : terms_) {
+    int64_t value = t.coefficient;
+    for (const auto& s : t.symbols) {
+      auto bound = lookup(s, env);
+      if (!bound || __builtin_mul_overflow(value, *bound, &value)) return std::nullopt;
+    }
+    if (__builtin_add_overflow(total, value, &total)) return std::nullopt;
+  }
+  return total;
+}
+
+std::optional<std::string> Dim::as_symbol() const {
+  if (terms_.size() == 1 && terms_[0].coefficient == 1 && terms_[0].symbols.size() == 1) return terms_[0].symbols[0];
+  return std::nullopt;
 }
 
 Dim product(const std::vector<Dim>& dims) {

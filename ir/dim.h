@@ -37,6 +37,13 @@ class Dim {
 
   std::string str() const;
 
+  // The value with every symbol bound by `lookup`; nullopt if a symbol is
+  // unbound or the arithmetic overflows. Runtimes use it to size buffers.
+  using SymbolLookup = std::optional<int64_t> (*)(std::string_view symbol, const void* env);
+  std::optional<int64_t> evaluate(SymbolLookup lookup, const void* env) const;
+  // The symbol if this dim is exactly one symbol with coefficient 1.
+  std::optional<std::string> as_symbol() const;
+
   // Bounds that keep parsing hostile text cheap.
   static constexpr size_t kMaxTerms = 32;
   static constexpr size_t kMaxDegree = 8;

@@ -1,0 +1,129 @@
+#include "ir/builder.h"
+
+#include "ir/shape_infer.h"
+#include "support/error.h"
+
+namespace vtc::ir {
+
+Value Builder::named(Value v, std::string name) {
+  v->name = std::move(name);
+  return v;
+}
+
+// Appends the op with untyped results, infers their types, and removes it
+// again if inference fails, so a caught error leaves the function intact.
+Op& Builder::create(OpKind kind, std::vector<Value> operands, std::vector<NamedAttr> attrs) {
+  const OpInfo& info = op_info(kind);
+  for (auto& a : attrs)
+    if (const AttrSpec* spec = info.find_attr(a.name)) coerce_attr(a.value, spec->kind);
+  int n = static_cast<int>(operands.size());
+  if (n < info.min_operands || (info.max_operands >= 0 && n > info.max_operands))
+    throw Error("builder: " + std::string(info.mnemonic) + " got " + std::to_string(n) + " operands");
+  for (const auto& v : operands)
+    if (!v) throw Error("builder: " + std::string(info.mnemonic) + " got a null operand");
+  Op& op = f_.append(kind, std::move(operands), std::vector<TensorType>(static_cast<size_t>(info.num_results)),
+                     std::move(attrs));
+  std::vector<TensorType> types;
+  try {
+    types = infer_result_types(m_, op);
+  } catch (const Error& e) {
+    f_.ops.pop_back();
+    throw Error("builder: " + std::string(info.mnemonic) + ": " + e.what());
+  }
+  bool movable = info.effect != Effect::Transfer && info.min_operands > 0;
+  for (size_t i = 0; i < types.size(); ++i) {
+    if (forced_ && movable) types[i].placement = *forced_;
+    op.results[i]->type = std::move(types[i]);
+  }
+  return op;
+}
+
+Value Builder::weight(std::string_view name) {
+  return one(OpKind::Weight, {}, {{"name", Attr::of_symbol(std::string(name))}});
+}
+
+Value Builder::state_read(std::string_view state) {
+  return one(OpKind::StateRead, {}, {{"state", Attr::of_symbol(std::string(state))}});
+}
+
+void Builder::state_write(std::string_view state, Value v) {
+  create(OpKind::StateWrite, {v}, {{"state", Attr::of_symbol(std::string(state))}});
+}
+
+Value Builder::scale(Value x, double factor) { return one(OpKind::Scale, {x}, {{"factor", Attr::of_float(factor)}}); }
+
+Value Builder::cast(Value x, ElemType to) { return one(OpKind::Cast, {x}, {{"to", Attr::of_type(to.name())}}); }
+
+Value Builder::rms_norm(Value x, Value w, double eps) {
+  return one(OpKind::RmsNorm, {x, w}, {{"eps", Attr::of_float(eps)}});
+}
+
+Value Builder::rope(Value x, Value pos, const RopeOptions& o) {
+  std::vector<NamedAttr> attrs = {{"mode", Attr::of_enum(o.mode)},
+                                  {"n_rot", Attr::of_int(o.n_rot)},
+                                  {"base", Attr::of_float(o.base)}};
+  if (o.freq_scale) attrs.push_back({"freq_scale", Attr::of_float(*o.freq_scale)});
+  if (!o.sections.empty()) attrs.push_back({"sections", Attr::of_ints(o.sections)});
+  return one(OpKind::Rope, {x, pos}, std::move(attrs));
+}
+
+Value Builder::attention(Value q, Value k, Value v, Value pos, Value seq, const AttentionOptions& o) {
+  std::vector<NamedAttr> attrs = {{"state", Attr::of_symbol(o.state)},
+                                  {"scale", Attr::of_float(o.scale)},
+                                  {"causal", Attr::of_bool(o.causal)}};
+  if (o.window) attrs.push_back({"window", Attr::of_int(*o.window)});
+  if (o.softcap) attrs.push_back({"softcap", Attr::of_float(*o.softcap)});
+  return one(OpKind::Attention, {q, k, v, pos, seq}, std::move(attrs));
+}
+
+std::pair<Value, Value> Builder::top_k(Value x, int64_t k) {
+  Op& op = create(OpKind::TopK, {x}, {{"k", Attr::of_int(k)}});
+  return {op.results[0], op.results[1]};
+}
+
+Value Builder::reshape(Value x, Shape shape) {
+  return one(OpKind::Reshape, {x}, {{"shape", Attr::of_dims(std::move(shape))}});
+}
+
+Value Builder::view(Value x, Shape shape, Dim offset) {
+  return one(OpKind::View, {x}, {{"shape", Attr::of_dims(std::move(shape))}, {"offset", Attr::of_dim(std::move(offset))}});
+}
+
+Value Builder::transpose(Value x, std::vector<int64_t> perm) {
+  return one(OpKind::Transpose, {x}, {{"perm", Attr::of_ints(std::move(perm))}});
+}
+
+Value Builder::concat(std::vector<Value> parts, int64_t axis) {
+  return one(OpKind::Concat, std::move(parts), {{"axis", Attr::of_int(axis)}});
+}
+
+Value Builder::slice(Value x, int64_t axis, Dim start, Dim size) {
+  return one(OpKind::Slice, {x},
+             {{"axis", Attr::of_int(axis)}, {"start", Attr::of_dim(std::move(start))}, {"size", Attr::of_dim(std::move(size))}});
+}
+
+Value Builder::gather(Value x, Value indices, int64_t axis) {
+  return one(OpKind::Gather, {x, indices}, {{"axis", Attr::of_int(axis)}});
+}
+
+Value Builder::scatter(Value x, Value indices, Value updates, int64_t axis) {
+  return one(OpKind::Scatter, {x, indices, updates}, {{"axis", Attr::of_int(axis)}});
+}
+
+Value Builder::ngram_hash(Value ids, Value seq, Value history, const NgramHashOptions& o) {
+  return one(OpKind::NgramHash, {ids, seq, history},
+             {{"n", Attr::of_int(o.n)},
+              {"heads_per_gram", Attr::of_int(o.heads_per_gram)},
+              {"eos", Attr::of_int(o.eos)},
+              {"mult", Attr::of_ints(o.mult)},
+              {"vocab", Attr::of_ints(o.vocab)},
+              {"offset", Attr::of_ints(o.offset)}});
+}
+
+Value Builder::ngram_roll(Value history, Value ids, Value seq, int64_t eos) {
+  return one(OpKind::NgramRoll, {history, ids, seq}, {{"eos", Attr::of_int(eos)}});
+}
+
+void Builder::ret(std::vector<Value> outputs) { create(OpKind::Return, std::move(outputs)); }
+
+}  // namespace vtc::ir

@@ -1,0 +1,110 @@
+// Builder: the API frontends and tests use to write a step function so it
+// reads like the model's math:
+//
+//   Builder b(module, "decode");
+//   Value x = b.arg("ids", ...);
+//   Value h = b.rms_norm(x, b.weight("blk.0.attn_norm"), 1e-6);
+//   Value q = b.matmul(h, b.weight("blk.0.attn_q"));
+//
+// Every op's result types come from its shape function (ir/shape_infer.h);
+// a shape error throws vtc::Error naming the op, and nothing is appended.
+// Results are placed where the op's first operand lives, unless
+// set_placement() forces a place (that is how a test builds a misplaced op).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ir/module.h"
+
+namespace vtc::ir {
+
+struct RopeOptions {
+  std::string mode = "normal";  // normal | neox | multi
+  int64_t n_rot = 0;
+  double base = 10000.0;
+  std::optional<double> freq_scale = std::nullopt;
+  std::vector<int64_t> sections = {};  // multi only: 4 entries
+};
+
+struct AttentionOptions {
+  std::string state;  // the KV state it appends to and reads
+  double scale = 1.0;
+  bool causal = true;
+  std::optional<int64_t> window = std::nullopt;  // sliding window, in tokens
+  std::optional<double> softcap = std::nullopt;  // logit soft cap
+};
+
+struct NgramHashOptions {
+  int64_t n = 3;                // longest n-gram
+  int64_t heads_per_gram = 1;
+  int64_t eos = 0;
+  std::vector<int64_t> mult = {};    // n multipliers (64-bit patterns)
+  std::vector<int64_t> vocab = {};   // (n-1)*heads_per_gram sizes
+  std::vector<int64_t> offset = {};  // (n-1)*heads_per_gram row offsets
+};
+
+class Builder {
+ public:
+  Builder(Module& module, Function& function) : m_(module), f_(function) {}
+  // Starts a new function for step `step` (prefill, decode).
+  Builder(Module& module, std::string step) : m_(module), f_(module.add_function(std::move(step))) {}
+
+  Function& function() { return f_; }
+  void set_placement(std::optional<Placement> p) { forced_ = p; }
+
+  Value arg(std::string name, TensorType type) { return f_.add_arg(std::move(name), std::move(type)); }
+  static Value named(Value v, std::string name);
+
+  Value weight(std::string_view name);
+  Value state_read(std::string_view state);
+  void state_write(std::string_view state, Value v);
+  Value to_host(Value v) { return one(OpKind::ToHost, {v}); }
+  Value to_device(Value v) { return one(OpKind::ToDevice, {v}); }
+
+  Value embed(Value table, Value ids) { return one(OpKind::Embed, {table, ids}); }
+  Value matmul(Value x, Value w) { return one(OpKind::Matmul, {x, w}); }
+  Value add(Value a, Value b) { return one(OpKind::Add, {a, b}); }
+  Value mul(Value a, Value b) { return one(OpKind::Mul, {a, b}); }
+  Value silu(Value x) { return one(OpKind::Silu, {x}); }
+  Value gelu(Value x) { return one(OpKind::Gelu, {x}); }
+  Value sigmoid(Value x) { return one(OpKind::Sigmoid, {x}); }
+  Value softplus(Value x) { return one(OpKind::Softplus, {x}); }
+  Value exp(Value x) { return one(OpKind::Exp, {x}); }
+  Value neg(Value x) { return one(OpKind::Neg, {x}); }
+  Value scale(Value x, double factor);
+  Value cast(Value x, ElemType to);
+  Value rms_norm(Value x, Value w, double eps);
+  Value rope(Value x, Value pos, const RopeOptions& options);
+  Value attention(Value q, Value k, Value v, Value pos, Value seq, const AttentionOptions& options);
+  Value softmax(Value x) { return one(OpKind::Softmax, {x}); }
+  Value argmax(Value x) { return one(OpKind::Argmax, {x}); }
+  std::pair<Value, Value> top_k(Value x, int64_t k);
+  Value reshape(Value x, Shape shape);
+  Value view(Value x, Shape shape, Dim offset);
+  Value transpose(Value x, std::vector<int64_t> perm);
+  Value concat(std::vector<Value> parts, int64_t axis);
+  Value slice(Value x, int64_t axis, Dim start, Dim size);
+  Value gather(Value x, Value indices, int64_t axis);
+  Value scatter(Value x, Value indices, Value updates, int64_t axis);
+  Value ngram_hash(Value ids, Value seq, Value history, const NgramHashOptions& options);
+  Value ngram_roll(Value history, Value ids, Value seq, int64_t eos);
+  void ret(std::vector<Value> outputs);
+
+  // Any table op: infers result types and appends it.
+  Op& create(OpKind kind, std::vector<Value> operands, std::vector<NamedAttr> attrs = {});
+
+ private:
+  Value one(OpKind kind, std::vector<Value> operands, std::vector<NamedAttr> attrs = {}) {
+    return create(kind, std::move(operands), std::move(attrs)).results.at(0);
+  }
+
+  Module& m_;
+  Function& f_;
+  std::optional<Placement> forced_;
+};
+
+}  // namespace vtc::ir

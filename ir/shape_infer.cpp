@@ -1,0 +1,377 @@
+// Shape functions for every op in ops.def.
+//
+// Conventions (docs/ir.md, "Shapes"): shapes are listed outermost first, the
+// last dim is contiguous. Weights use the GGUF layout, so a matmul weight is
+// [N, K] (N rows of K) and computes x[..., K] -> [..., N]. Results are placed
+// where the first operand is; ops without operands take their placement
+// from the declaration they name. The verifier then checks that every
+// operand agrees with the op's placement.
+#include "ir/shape_infer.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "support/error.h"
+
+namespace vtc::ir {
+namespace {
+
+std::string dims_str(const Shape& s) { return "[" + shape_str(s) + "]"; }
+
+// The placement every compute op inherits: that of its first operand.
+TensorType like_first(const InferContext& c, ElemType elem, Shape shape) {
+  return TensorType{elem, std::move(shape), c.operand(0).placement};
+}
+
+void require_rank_at_least(const InferContext& c, size_t i, size_t rank, std::string_view role) {
+  c.require(c.operand(i).rank() >= rank, std::string(role) + " (operand " + std::to_string(i) + ") must have rank >= " +
+                                             std::to_string(rank) + ", got " + c.operand(i).str());
+}
+
+void require_rank(const InferContext& c, size_t i, size_t rank, std::string_view role) {
+  c.require(c.operand(i).rank() == rank, std::string(role) + " (operand " + std::to_string(i) + ") must have rank " +
+                                             std::to_string(rank) + ", got " + c.operand(i).str());
+}
+
+void require_float(const InferContext& c, size_t i, std::string_view role) {
+  c.require(c.operand(i).elem.is_float(),
+            std::string(role) + " (operand " + std::to_string(i) + ") must be f32, f16 or bf16, got " + c.operand(i).elem.name());
+}
+
+void require_index(const InferContext& c, size_t i, std::string_view role) {
+  ElemType e = c.operand(i).elem;
+  c.require(e.kind() == ElemType::I32 || e.kind() == ElemType::I64,
+            std::string(role) + " (operand " + std::to_string(i) + ") must be i32 or i64, got " + e.name());
+}
+
+void require_same_dim(const InferContext& c, const Dim& a, const Dim& b, const std::string& what) {
+  c.require(a == b, what + ": " + a.str() + " != " + b.str());
+}
+
+size_t axis_attr(const InferContext& c, size_t rank) {
+  int64_t axis = c.int_attr("axis");
+  c.require(axis >= 0 && static_cast<uint64_t>(axis) < rank,
+            "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  return static_cast<size_t>(axis);
+}
+
+// A shape attribute may hold symbols, but no dim may be a negative constant.
+void require_valid_shape(const InferContext& c, const Shape& s) {
+  for (const auto& d : s) {
+    auto k = d.constant();
+    c.require(!k || *k >= 0, "shape " + dims_str(s) + " has a negative dimension");
+  }
+}
+
+}  // namespace
+
+void InferContext::fail(const std::string& message) const { throw Error(message); }
+
+const Attr& InferContext::attr(std::string_view name, AttrKind kind) const {
+  const Attr* a = op.attr(name);
+  if (!a) fail("missing attribute '" + std::string(name) + "'");
+  if (a->kind != kind)
+    fail("attribute '" + std::string(name) + "' must be " + std::string(attr_kind_name(kind)));
+  return *a;
+}
+
+std::vector<TensorType> infer_result_types(const Module& module, const Op& op) {
+  InferContext c{module, op, {}};
+  op.info().infer(c);
+  return std::move(c.results);
+}
+
+void infer_weight(InferContext& c) {
+  const std::string& name = c.str_attr("name", AttrKind::Symbol);
+  const WeightDecl* w = c.module.find_weight(name);
+  c.require(w != nullptr, "weight @" + name + " is not declared");
+  c.results.push_back(w->type);
+}
+
+void infer_state_read(InferContext& c) {
+  const std::string& name = c.str_attr("state", AttrKind::Symbol);
+  const StateDecl* s = c.module.find_state(name);
+  c.require(s != nullptr, "state @" + name + " is not declared");
+  c.results.push_back(s->type);
+}
+
+void infer_state_write(InferContext& c) {
+  const std::string& name = c.str_attr("state", AttrKind::Symbol);
+  const StateDecl* s = c.module.find_state(name);
+  c.require(s != nullptr, "state @" + name + " is not declared");
+  c.require(c.operand(0) == s->type,
+            "value " + c.operand(0).str() + " does not match the declaration of state @" + name + ": " + s->type.str());
+}
+
+void infer_transfer(InferContext& c) {
+  TensorType t = c.operand(0);
+  t.placement = c.op.kind == OpKind::ToHost ? Placement::Host : Placement::Device;
+  c.results.push_back(t);
+}
+
+void infer_embed(InferContext& c) {
+  require_rank(c, 0, 2, "table");
+  c.require(!c.operand(0).elem.is_integer(), "table (operand 0) must hold float or quantized rows");
+  require_index(c, 1, "ids");
+  Shape s = c.operand(1).shape;
+  s.push_back(c.operand(0).shape[1]);
+  c.results.push_back(like_first(c, ElemType::F32, s));
+}
+
+void infer_matmul(InferContext& c) {
+  require_rank_at_least(c, 0, 1, "input");
+  require_float(c, 0, "input");
+  require_rank(c, 1, 2, "weight");
+  c.require(!c.operand(1).elem.is_integer(), "weight (operand 1) must be float or quantized");
+  const Shape& x = c.operand(0).shape;
+  const Shape& w = c.operand(1).shape;
+  require_same_dim(c, x.back(), w[1], "contraction dim of input " + dims_str(x) + " and weight " + dims_str(w) + " differ");
+  Shape s(x.begin(), x.end() - 1);
+  s.push_back(w[0]);
+  c.results.push_back(like_first(c, ElemType::F32, s));
+}
+
+// b broadcasts over a's leading dims: its shape must equal a suffix of a's.
+void infer_binary(InferContext& c) {
+  const TensorType& a = c.operand(0);
+  const TensorType& b = c.operand(1);
+  c.require(!a.elem.is_quant() && a.elem == b.elem,
+            "operands must share a non-quantized element type, got " + a.elem.name() + " and " + b.elem.name());
+  bool suffix = b.rank() <= a.rank() && std::equal(b.shape.begin(), b.shape.end(), a.shape.end() - b.rank());
+  c.require(suffix, "shape " + dims_str(b.shape) + " does not broadcast to " + dims_str(a.shape) +
+                        " (it must equal a trailing part of it)");
+  c.results.push_back(a);
+}
+
+void infer_unary_float(InferContext& c) {
+  require_float(c, 0, "input");
+  if (c.op.kind == OpKind::Softmax) require_rank_at_least(c, 0, 1, "input");
+  c.results.push_back(c.operand(0));
+}
+
+void infer_cast(InferContext& c) {
+  auto to = ElemType::from_name(c.str_attr("to", AttrKind::Type));
+  c.require(to && !to->is_quant(), "cast target '" + c.str_attr("to", AttrKind::Type) + "' is not a non-quantized element type");
+  c.require(!c.operand(0).elem.is_quant(), "cast input must not be quantized (use matmul or embed on quantized weights)");
+  c.results.push_back(like_first(c, *to, c.operand(0).shape));
+}
+
+void infer_rms_norm(InferContext& c) {
+  require_rank_at_least(c, 0, 1, "input");
+  require_float(c, 0, "input");
+  require_rank(c, 1, 1, "weight");
+  require_float(c, 1, "weight");
+  require_same_dim(c, c.operand(1).shape[0], c.operand(0).shape.back(), "weight length and normalized dim differ");
+  c.require(c.float_attr("eps") > 0, "eps must be positive");
+  c.results.push_back(c.operand(0));
+}
+
+void infer_rope(InferContext& c) {
+  require_rank(c, 0, 3, "input [T, heads, head_dim]");
+  require_float(c, 0, "input");
+  c.require(c.operand(1).elem.kind() == ElemType::I32, "positions (operand 1) must be i32");
+  const Shape& x = c.operand(0).shape;
+  const Shape& pos = c.operand(1).shape;
+  const std::string& mode = c.str_attr("mode", AttrKind::Enum);
+  if (mode == "multi") {
+    c.require(pos.size() == 2 && pos[0] == x[0] && pos[1] == Dim(4), "multi rope positions must be [T, 4] with T = " + x[0].str());
+    c.require(c.has("sections") && c.ints_attr("sections").size() == 4, "multi rope needs 4 'sections'");
+    for (int64_t s : c.ints_attr("sections")) c.require(s >= 0, "rope sections must be non-negative");
+  } else {
+    c.require(pos.size() == 1 && pos[0] == x[0], "positions must be [T] with T = " + x[0].str());
+    c.require(!c.has("sections"), "'sections' is only valid for multi rope");
+  }
+  int64_t n_rot = c.int_attr("n_rot");
+  auto head_dim = x[2].constant();
+  c.require(n_rot > 0 && n_rot % 2 == 0, "n_rot must be positive and even");
+  c.require(!head_dim || n_rot <= *head_dim, "n_rot exceeds head dim " + x[2].str());
+  c.results.push_back(c.operand(0));
+}
+
+// q [T, Hq, D], k [T, Hkv, D], v [T, Hkv, D], pos [T], seq [T]; the KV state
+// is [2, pages..., Hkv, D] (K and V stacked on the leading 2).
+void infer_attention(InferContext& c) {
+  for (size_t i = 0; i < 3; ++i) {
+    require_rank(c, i, 3, i == 0 ? "q" : i == 1 ? "k" : "v");
+    require_float(c, i, i == 0 ? "q" : i == 1 ? "k" : "v");
+  }
+  const Shape& q = c.operand(0).shape;
+  const Shape& k = c.operand(1).shape;
+  const Shape& v = c.operand(2).shape;
+  c.require(k == v, "k " + dims_str(k) + " and v " + dims_str(v) + " must have the same shape");
+  require_same_dim(c, q[0], k[0], "q and k token counts differ");
+  require_same_dim(c, q[2], k[2], "q and k head dims differ");
+  auto hq = q[1].constant(), hkv = k[1].constant();
+  c.require(!hq || !hkv || (*hkv > 0 && *hq % *hkv == 0),
+            "grouped-query attention needs q heads (" + q[1].str() + ") to be a multiple of kv heads (" + k[1].str() + ")");
+  for (size_t i = 3; i < 5; ++i) {
+    c.require(c.operand(i).elem.kind() == ElemType::I32 && c.operand(i).rank() == 1 && c.operand(i).shape[0] == q[0],
+              std::string(i == 3 ? "positions" : "sequence ids") + " (operand " + std::to_string(i) + ") must be [" +
+                  q[0].str() + "] i32, got " + c.operand(i).str());
+  }
+  const std::string& name = c.str_attr("state", AttrKind::Symbol);
+  const StateDecl* s = c.module.find_state(name);
+  c.require(s != nullptr, "state @" + name + " is not declared");
+  c.require(s->kind != StateKind::Plain, "attention needs a paged or ring KV state, @" + name + " is plain");
+  const Shape& kv = s->type.shape;
+  c.require(kv.size() >= 3 && kv[0] == Dim(2) && kv[kv.size() - 2] == k[1] && kv.back() == k[2],
+            "KV state @" + name + " " + dims_str(kv) + " must be [2, ..., " + k[1].str() + ", " + k[2].str() + "]");
+  c.require(s->type.elem.is_float(), "KV state @" + name + " must hold floats");
+  c.require(c.float_attr("scale") > 0, "scale must be positive");
+  c.require(!c.has("window") || c.int_attr("window") > 0, "window must be positive");
+  c.require(!c.has("softcap") || c.float_attr("softcap") > 0, "softcap must be positive");
+  c.results.push_back(like_first(c, ElemType::F32, {q[0], q[1], v[2]}));
+}
+
+void infer_argmax(InferContext& c) {
+  require_rank_at_least(c, 0, 1, "input");
+  require_float(c, 0, "input");
+  const Shape& x = c.operand(0).shape;
+  c.results.push_back(like_first(c, ElemType::I32, Shape(x.begin(), x.end() - 1)));
+}
+
+void infer_top_k(InferContext& c) {
+  require_rank_at_least(c, 0, 1, "input");
+  require_float(c, 0, "input");
+  int64_t k = c.int_attr("k");
+  const Shape& x = c.operand(0).shape;
+  auto n = x.back().constant();
+  c.require(k > 0 && (!n || k <= *n), "k = " + std::to_string(k) + " must be in [1, " + x.back().str() + "]");
+  Shape s(x.begin(), x.end() - 1);
+  s.push_back(k);
+  c.results.push_back(like_first(c, c.operand(0).elem, s));
+  c.results.push_back(like_first(c, ElemType::I32, s));
+}
+
+void infer_reshape(InferContext& c) {
+  const Shape& to = c.attr("shape", AttrKind::Dims).dims;
+  require_valid_shape(c, to);
+  const Shape& from = c.operand(0).shape;
+  c.require(product(from) == product(to),
+            "reshape from " + dims_str(from) + " to " + dims_str(to) + " changes the element count");
+  c.results.push_back(like_first(c, c.operand(0).elem, to));
+}
+
+void infer_view(InferContext& c) {
+  const Shape& to = c.attr("shape", AttrKind::Dims).dims;
+  require_valid_shape(c, to);
+  const Dim& offset = c.attr("offset", AttrKind::Dim).dim;
+  auto off = offset.constant();
+  c.require(!off || *off >= 0, "view offset must be non-negative");
+  auto end = (offset + product(to)).constant();
+  auto size = product(c.operand(0).shape).constant();
+  c.require(!end || !size || *end <= *size, "view [" + offset.str() + ", " + (offset + product(to)).str() +
+                                                ") exceeds the " + product(c.operand(0).shape).str() + " elements of its input");
+  c.results.push_back(like_first(c, c.operand(0).elem, to));
+}
+
+void infer_transpose(InferContext& c) {
+  const auto& perm = c.ints_attr("perm");
+  const Shape& x = c.operand(0).shape;
+  std::vector<int64_t> sorted = perm;
+  std::sort(sorted.begin(), sorted.end());
+  bool is_perm = sorted.size() == x.size();
+  for (size_t i = 0; is_perm && i < sorted.size(); ++i) is_perm = sorted[i] == static_cast<int64_t>(i);
+  c.require(is_perm, "perm must be a permutation of 0.." + std::to_string(x.size()) + "-1");
+  Shape s;
+  for (int64_t p : perm) s.push_back(x[static_cast<size_t>(p)]);
+  c.results.push_back(like_first(c, c.operand(0).elem, s));
+}
+
+void infer_concat(InferContext& c) {
+  const TensorType& first = c.operand(0);
+  size_t axis = axis_attr(c, first.rank());
+  Shape s = first.shape;
+  for (size_t i = 1; i < c.op.operands.size(); ++i) {
+    const TensorType& t = c.operand(i);
+    c.require(t.elem == first.elem && t.rank() == first.rank(), "operand " + std::to_string(i) + " " + t.str() +
+                                                                   " does not match operand 0 " + first.str());
+    for (size_t d = 0; d < s.size(); ++d)
+      if (d != axis) require_same_dim(c, t.shape[d], first.shape[d], "operand " + std::to_string(i) + " dim " + std::to_string(d) + " differs");
+    s[axis] = s[axis] + t.shape[axis];
+  }
+  c.results.push_back(like_first(c, first.elem, s));
+}
+
+void infer_slice(InferContext& c) {
+  const Shape& x = c.operand(0).shape;
+  size_t axis = axis_attr(c, x.size());
+  const Dim& start = c.attr("start", AttrKind::Dim).dim;
+  const Dim& size = c.attr("size", AttrKind::Dim).dim;
+  auto k0 = start.constant(), n = size.constant(), end = (start + size).constant(), lim = x[axis].constant();
+  c.require((!k0 || *k0 >= 0) && (!n || *n >= 0), "slice start and size must be non-negative");
+  c.require(!end || !lim || *end <= *lim, "slice [" + start.str() + ", " + (start + size).str() + ") exceeds dim " + x[axis].str());
+  Shape s = x;
+  s[axis] = size;
+  c.results.push_back(like_first(c, c.operand(0).elem, s));
+}
+
+// x[:axis] + idx.shape + x[axis+1:]: the shape both gather and scatter use.
+Shape gathered_shape(const InferContext& c) {
+  const Shape& x = c.operand(0).shape;
+  size_t axis = axis_attr(c, x.size());
+  require_index(c, 1, "indices");
+  Shape s(x.begin(), x.begin() + static_cast<long>(axis));
+  const Shape& idx = c.operand(1).shape;
+  s.insert(s.end(), idx.begin(), idx.end());
+  s.insert(s.end(), x.begin() + static_cast<long>(axis) + 1, x.end());
+  return s;
+}
+
+void infer_gather(InferContext& c) {
+  require_rank_at_least(c, 0, 1, "input");
+  c.results.push_back(like_first(c, c.operand(0).elem, gathered_shape(c)));
+}
+
+void infer_scatter(InferContext& c) {
+  require_rank_at_least(c, 0, 1, "input");
+  Shape want = gathered_shape(c);
+  c.require(c.operand(2).elem == c.operand(0).elem && c.operand(2).shape == want,
+            "updates (operand 2) must be " + dims_str(want) + " " + c.operand(0).elem.name() + ", got " + c.operand(2).str());
+  c.results.push_back(c.operand(0));
+}
+
+namespace {
+
+// ids [T], seq [T] i32 (sequence slot of each token), history [S, n-1] i64.
+void require_ngram_operands(const InferContext& c, size_t ids, size_t seq, size_t history) {
+  require_rank(c, ids, 1, "ids");
+  require_index(c, ids, "ids");
+  c.require(c.operand(seq).elem.kind() == ElemType::I32 && c.operand(seq).rank() == 1 &&
+                c.operand(seq).shape[0] == c.operand(ids).shape[0],
+            "sequence ids (operand " + std::to_string(seq) + ") must be [" + c.operand(ids).shape[0].str() + "] i32");
+  c.require(c.operand(history).elem.kind() == ElemType::I64 && c.operand(history).rank() == 2,
+            "history (operand " + std::to_string(history) + ") must be [S, n-1] i64, got " + c.operand(history).str());
+}
+
+}  // namespace
+
+void infer_ngram_hash(InferContext& c) {
+  require_ngram_operands(c, 0, 1, 2);
+  int64_t n = c.int_attr("n");
+  int64_t per_gram = c.int_attr("heads_per_gram");
+  c.require(n >= 2 && n <= 16, "n must be in [2, 16]");
+  c.require(per_gram >= 1 && per_gram <= 256, "heads_per_gram must be in [1, 256]");
+  c.require(c.operand(2).shape[1] == Dim(n - 1), "history must keep n-1 = " + std::to_string(n - 1) + " tokens per sequence");
+  c.require(c.int_attr("eos") >= 0, "eos must be a token id");
+  const int64_t heads = (n - 1) * per_gram;
+  c.require(c.ints_attr("mult").size() == static_cast<size_t>(n), "mult must have n = " + std::to_string(n) + " entries");
+  const auto& vocab = c.ints_attr("vocab");
+  const auto& offset = c.ints_attr("offset");
+  c.require(vocab.size() == static_cast<size_t>(heads) && offset.size() == static_cast<size_t>(heads),
+            "vocab and offset must have (n-1)*heads_per_gram = " + std::to_string(heads) + " entries");
+  for (size_t h = 0; h < vocab.size(); ++h)
+    c.require(vocab[h] > 0 && offset[h] >= 0 && vocab[h] <= INT32_MAX - offset[h],
+              "head " + std::to_string(h) + ": vocab must be positive and offset + vocab must fit in i32");
+  c.results.push_back(like_first(c, ElemType::I32, {c.operand(0).shape[0], heads}));
+}
+
+void infer_ngram_roll(InferContext& c) {
+  require_ngram_operands(c, 1, 2, 0);
+  c.require(c.int_attr("eos") >= 0, "eos must be a token id");
+  c.results.push_back(c.operand(0));
+}
+
+void infer_return(InferContext&) {}
+
+}  // namespace vtc::ir

@@ -1,0 +1,168 @@
+// Shape inference, one section per op: the inferred result type of a valid
+// use, and the message of an invalid one.
+#include <catch2/catch.hpp>
+
+#include "ir/builder.h"
+#include "ir_test_models.h"
+#include "support/error.h"
+
+using namespace vtc::ir;
+using namespace vtc::ir::testing;
+using Catch::Matchers::Contains;
+
+namespace {
+
+struct Fixture {
+  Module m;
+  Builder b{m, "decode"};
+  Dim T = Dim::symbol("T");
+  Value x, w, ids, pos;
+  Fixture() {
+    m.add_weight("wq", tensor({32, 64}, ElemType::quant(vtc::GgmlType::Q8_0)), "wq");
+    m.add_weight("emb", tensor({100, 64}, ElemType::quant(vtc::GgmlType::Q4_K)), "emb");
+    m.add_state("kv", StateKind::Paged, tensor({2, P, 16, 2, 8}, ElemType::F16));
+    m.add_state("hist", StateKind::Ring, tensor({S, 2}, ElemType::I64));
+    x = b.arg("x", tensor({T, 64}, ElemType::F32));
+    w = b.arg("w", tensor({64}, ElemType::F32));
+    ids = b.arg("ids", tensor({T}, ElemType::I32));
+    pos = b.arg("pos", tensor({T}, ElemType::I32));
+  }
+  std::string type(Value v) const { return v.type().str(); }
+};
+
+}  // namespace
+
+TEST_CASE_METHOD(Fixture, "shape: weight, state_read, state_write, transfers", "[ir][shapes]") {
+  CHECK(type(b.weight("wq")) == "tensor<32 x 64 x q8_0, device>");
+  CHECK_THROWS_WITH(b.weight("nope"), Contains("weight @nope is not declared"));
+  CHECK(type(b.state_read("hist")) == "tensor<S x 2 x i64, device>");
+  CHECK_THROWS_WITH(b.state_read("nope"), Contains("state @nope is not declared"));
+  CHECK_NOTHROW(b.state_write("hist", b.state_read("hist")));
+  CHECK_THROWS_WITH(b.state_write("hist", x), Contains("does not match the declaration of state @hist"));
+  Value h = b.to_host(x);
+  CHECK(type(h) == "tensor<T x 64 x f32, host>");
+  CHECK(type(b.to_device(h)) == "tensor<T x 64 x f32, device>");
+}
+
+TEST_CASE_METHOD(Fixture, "shape: embed from quantized and float tables", "[ir][shapes]") {
+  CHECK(type(b.embed(b.weight("emb"), ids)) == "tensor<T x 64 x f32, device>");
+  CHECK(type(b.embed(x, ids)) == "tensor<T x 64 x f32, device>");
+  CHECK_THROWS_WITH(b.embed(b.weight("emb"), x), Contains("ids (operand 1) must be i32 or i64"));
+  CHECK_THROWS_WITH(b.embed(w, ids), Contains("table (operand 0) must have rank 2"));
+}
+
+TEST_CASE_METHOD(Fixture, "shape: matmul with quantized or float weight", "[ir][shapes]") {
+  CHECK(type(b.matmul(x, b.weight("wq"))) == "tensor<T x 32 x f32, device>");
+  Value wf = b.arg("wf", tensor({10, 64}, ElemType::BF16));
+  CHECK(type(b.matmul(x, wf)) == "tensor<T x 10 x f32, device>");
+  Value bad = b.arg("bad", tensor({10, 63}, ElemType::F32));
+  CHECK_THROWS_WITH(b.matmul(x, bad), Contains("contraction dim") && Contains("64 != 63"));
+  CHECK_THROWS_WITH(b.matmul(ids, wf), Contains("input (operand 0) must be f32, f16 or bf16"));
+}
+
+TEST_CASE_METHOD(Fixture, "shape: elementwise ops", "[ir][shapes]") {
+  CHECK(type(b.add(x, x)) == "tensor<T x 64 x f32, device>");
+  CHECK(type(b.mul(x, w)) == "tensor<T x 64 x f32, device>");  // broadcast of a suffix
+  CHECK_THROWS_WITH(b.add(w, x), Contains("does not broadcast"));
+  CHECK_THROWS_WITH(b.add(x, b.cast(x, ElemType::F16)), Contains("share a non-quantized element type"));
+  for (auto op : {OpKind::Silu, OpKind::Gelu, OpKind::Sigmoid, OpKind::Softplus, OpKind::Exp, OpKind::Neg, OpKind::Softmax}) {
+    INFO(op_info(op).mnemonic);
+    CHECK(type(b.create(op, {x}).results[0]) == "tensor<T x 64 x f32, device>");
+    CHECK_THROWS_WITH(b.create(op, {ids}), Contains("must be f32, f16 or bf16"));
+  }
+  CHECK(type(b.scale(x, 2.0)) == "tensor<T x 64 x f32, device>");
+  CHECK(type(b.cast(ids, ElemType::I64)) == "tensor<T x i64, device>");
+  CHECK_THROWS_WITH(b.cast(x, ElemType::quant(vtc::GgmlType::Q8_0)), Contains("not a non-quantized element type"));
+}
+
+TEST_CASE_METHOD(Fixture, "shape: rms_norm", "[ir][shapes]") {
+  CHECK(type(b.rms_norm(x, w, 1e-6)) == "tensor<T x 64 x f32, device>");
+  Value w8 = b.arg("w8", tensor({8}, ElemType::F32));
+  CHECK_THROWS_WITH(b.rms_norm(x, w8, 1e-6), Contains("weight length and normalized dim differ"));
+  CHECK_THROWS_WITH(b.rms_norm(x, w, 0.0), Contains("eps must be positive"));
+}
+
+TEST_CASE_METHOD(Fixture, "shape: rope normal, neox and multi", "[ir][shapes]") {
+  Value q = b.reshape(x, {T, 4, 16});
+  CHECK(type(b.rope(q, pos, {.mode = "normal", .n_rot = 16})) == "tensor<T x 4 x 16 x f32, device>");
+  CHECK(type(b.rope(q, pos, {.mode = "neox", .n_rot = 8})) == "tensor<T x 4 x 16 x f32, device>");
+  Value pos4 = b.arg("pos4", tensor({T, 4}, ElemType::I32));
+  CHECK(type(b.rope(q, pos4, {.mode = "multi", .n_rot = 16, .sections = {4, 2, 2, 0}})) == "tensor<T x 4 x 16 x f32, device>");
+  CHECK_THROWS_WITH(b.rope(q, pos4, {.mode = "multi", .n_rot = 16}), Contains("multi rope needs 4 'sections'"));
+  CHECK_THROWS_WITH(b.rope(q, pos, {.mode = "neox", .n_rot = 32}), Contains("n_rot exceeds head dim"));
+  CHECK_THROWS_WITH(b.rope(x, pos, {.n_rot = 16}), Contains("must have rank 3"));
+}
+
+TEST_CASE_METHOD(Fixture, "shape: attention with GQA, window and softcap", "[ir][shapes]") {
+  Value q = b.reshape(b.slice(x, 1, 0, 32), {T, 4, 8});
+  Value k = b.reshape(b.slice(x, 1, 32, 16), {T, 2, 8});
+  AttentionOptions o{.state = "kv", .scale = 0.35, .causal = true, .window = 4096, .softcap = 30.0};
+  CHECK(type(b.attention(q, k, k, pos, pos, o)) == "tensor<T x 4 x 8 x f32, device>");
+  Value k3 = b.reshape(b.slice(x, 1, 0, 24), {T, 3, 8});
+  CHECK_THROWS_WITH(b.attention(q, k3, k3, pos, pos, o), Contains("multiple of kv heads"));
+  CHECK_THROWS_WITH(b.attention(q, k, k, pos, pos, {.state = "hist", .scale = 1}), Contains("KV state @hist"));
+  CHECK_THROWS_WITH(b.attention(q, k, k, pos, pos, {.state = "none", .scale = 1}), Contains("not declared"));
+  CHECK_THROWS_WITH(b.attention(q, k, k, pos, x, o), Contains("sequence ids (operand 4)"));
+}
+
+TEST_CASE_METHOD(Fixture, "shape: softmax, argmax, top_k", "[ir][shapes]") {
+  CHECK(type(b.argmax(x)) == "tensor<T x i32, device>");
+  auto [v, i] = b.top_k(x, 5);
+  CHECK(type(v) == "tensor<T x 5 x f32, device>");
+  CHECK(type(i) == "tensor<T x 5 x i32, device>");
+  CHECK_THROWS_WITH(b.top_k(x, 65), Contains("k = 65 must be in [1, 64]"));
+  CHECK_THROWS_WITH(b.argmax(ids), Contains("must be f32"));
+}
+
+TEST_CASE_METHOD(Fixture, "shape: reshape, view, transpose", "[ir][shapes]") {
+  CHECK(type(b.reshape(x, {T * 2, 32})) == "tensor<T*2 x 32 x f32, device>");
+  CHECK_THROWS_WITH(b.reshape(x, {T, 63}), Contains("changes the element count"));
+  CHECK(type(b.view(w, {4, 8}, 32)) == "tensor<4 x 8 x f32, device>");
+  CHECK_THROWS_WITH(b.view(w, {4, 8}, 33), Contains("exceeds the 64 elements"));
+  CHECK(type(b.transpose(x, {1, 0})) == "tensor<64 x T x f32, device>");
+  CHECK_THROWS_WITH(b.transpose(x, {0, 0}), Contains("perm must be a permutation"));
+}
+
+TEST_CASE_METHOD(Fixture, "shape: concat, slice", "[ir][shapes]") {
+  CHECK(type(b.concat({x, x, x}, 1)) == "tensor<T x 192 x f32, device>");
+  CHECK(type(b.concat({x, x}, 0)) == "tensor<T*2 x 64 x f32, device>");
+  CHECK_THROWS_WITH(b.concat({x, w}, 0), Contains("does not match operand 0"));
+  CHECK_THROWS_WITH(b.concat({x}, 2), Contains("axis 2 is out of range"));
+  CHECK(type(b.slice(x, 0, T - 1, 1)) == "tensor<1 x 64 x f32, device>");
+  CHECK_THROWS_WITH(b.slice(x, 1, 60, 8), Contains("exceeds dim 64"));
+}
+
+TEST_CASE_METHOD(Fixture, "shape: gather, scatter", "[ir][shapes]") {
+  Value idx2 = b.arg("idx2", tensor({S, 3}, ElemType::I64));
+  CHECK(type(b.gather(x, idx2, 0)) == "tensor<S x 3 x 64 x f32, device>");
+  CHECK(type(b.gather(x, ids, 1)) == "tensor<T x T x f32, device>");
+  CHECK_THROWS_WITH(b.gather(x, x, 0), Contains("indices (operand 1) must be i32 or i64"));
+  Value upd = b.arg("upd", tensor({S, 3, 64}, ElemType::F32));
+  CHECK(type(b.scatter(x, idx2, upd, 0)) == "tensor<T x 64 x f32, device>");
+  CHECK_THROWS_WITH(b.scatter(x, idx2, x, 0), Contains("updates (operand 2) must be [S x 3 x 64]"));
+}
+
+TEST_CASE_METHOD(Fixture, "shape: ngram_hash and ngram_roll", "[ir][shapes]") {
+  Value hist = b.state_read("hist");
+  NgramHashOptions o{.n = 3, .heads_per_gram = 2, .eos = 1, .mult = {3, 5, 7}, .vocab = {5, 6, 7, 8},
+                     .offset = {0, 5, 11, 18}};
+  CHECK(type(b.ngram_hash(ids, pos, hist, o)) == "tensor<T x 4 x i32, device>");
+  NgramHashOptions short_mult = o;
+  short_mult.mult = {3, 5};
+  CHECK_THROWS_WITH(b.ngram_hash(ids, pos, hist, short_mult), Contains("mult must have n = 3 entries"));
+  NgramHashOptions wide = o;
+  wide.n = 4;
+  wide.mult = {1, 2, 3, 4};
+  CHECK_THROWS_WITH(b.ngram_hash(ids, pos, hist, wide), Contains("history must keep n-1 = 3 tokens"));
+  NgramHashOptions overflow = o;
+  overflow.offset = {0, 5, 11, 2147483647};
+  CHECK_THROWS_WITH(b.ngram_hash(ids, pos, hist, overflow), Contains("must fit in i32"));
+  CHECK(type(b.ngram_roll(hist, ids, pos, 1)) == "tensor<S x 2 x i64, device>");
+  CHECK_THROWS_WITH(b.ngram_roll(x, ids, pos, 1), Contains("history (operand 0) must be [S, n-1] i64"));
+}
+
+TEST_CASE_METHOD(Fixture, "a failed build leaves the function unchanged", "[ir][shapes]") {
+  size_t before = b.function().ops.size();
+  CHECK_THROWS(b.matmul(ids, ids));
+  CHECK(b.function().ops.size() == before);
+}
