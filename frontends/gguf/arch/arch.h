@@ -1,0 +1,41 @@
+// Architecture builders: a GGUF file in, an IR module out.
+//
+// Each architecture reads its hparams from GGUF metadata and emits @prefill
+// and @decode functions with the builder, in the order of the model's math.
+// The runtime never sees the architecture: everything it needs is in the
+// module (weights, states, ops). Semantics follow the reference's
+// src/models/<arch>.cpp.
+//
+// Step function contract (every architecture):
+//   @prefill(%ids: [T] i32, %pos: [T] i32, %seq: [T] i32, %rows: [R] i32)
+//       -> logits [R x n_vocab] f32, for the token rows listed in %rows
+//   @decode(%pos: [S] i32, %seq: [S] i32) -> logits [S x n_vocab] f32
+//       one token per sequence; the ids come from state @last_ids, which
+//       holds the token sampled for each sequence slot at the last step.
+// A step runs a list of S sequences, each bound to a state-store slot by
+// the runtime. %seq holds each token's index in that list (0..S-1); rows of
+// S-indexed states are the list's slots, in order.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "frontends/gguf/gguf.h"
+#include "ir/module.h"
+
+namespace vtc::arch {
+
+struct BuildOptions {
+  int64_t kv_page_tokens = 16;
+  ir::ElemType kv_type = ir::ElemType::F16;  // as llama.cpp's default KV cache
+};
+
+// Builds the module for the file's general.architecture. Throws vtc::Error
+// for an unknown architecture (listing the known ones) or missing hparams.
+ir::Module build_module(const gguf::GgufFile& file, const BuildOptions& options = {});
+std::vector<std::string> known_architectures();
+
+// The IR element type of a GGUF tensor type (quantized types map to quant).
+ir::ElemType elem_type_of(GgmlType type);
+
+}  // namespace vtc::arch

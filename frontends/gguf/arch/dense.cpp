@@ -1,0 +1,222 @@
+// Dense decoder-only transformers: llama (Llama 2/3, Mistral, TinyLlama),
+// qwen2 (attention biases) and qwen3 (QK-norm). One builder covers all
+// three; the differences are data (which tensors exist, rope mode).
+//
+// Per layer (pre-norm):
+//   h = rms_norm(x) ; q,k,v = h Wq,Wk,Wv (+ bias)      qwen2: biases
+//   q,k = rms_norm over head_dim                        qwen3: QK-norm
+//   q,k = rope(q,k, pos)                                llama: normal, qwen: neox
+//   x += attention(q,k,v over @kv.L) Wo
+//   x += (silu(h Wgate) * h Wup) Wdown, h = rms_norm(x)
+// Head: logits = rms_norm(x) Woutput (Woutput = token_embd when tied).
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "frontends/gguf/arch/arch.h"
+#include "ir/builder.h"
+#include "support/error.h"
+
+namespace vtc::arch {
+namespace {
+
+using ir::Builder;
+using ir::Dim;
+using ir::ElemType;
+using ir::TensorType;
+using ir::Value;
+
+struct DenseHparams {
+  std::string arch;
+  int64_t n_vocab = 0, n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0,
+          n_ctx = 0, n_rot = 0;
+  double eps = 1e-5, rope_base = 10000.0, rope_freq_scale = 1.0;
+  std::string rope_mode;
+  bool tied = false, has_bias = false, qk_norm = false, has_rope_freqs = false;
+};
+
+int64_t require_int(const gguf::GgufFile& f, const std::string& key) {
+  auto v = f.get_int(key);
+  if (!v || *v <= 0) throw Error(fmt::format("{}: missing or invalid hparam '{}'", f.path(), key));
+  return *v;
+}
+
+DenseHparams read_hparams(const gguf::GgufFile& f) {
+  DenseHparams h;
+  h.arch = f.architecture();
+  const std::string& a = h.arch;
+  h.n_embd = require_int(f, a + ".embedding_length");
+  h.n_layer = require_int(f, a + ".block_count");
+  h.n_head = require_int(f, a + ".attention.head_count");
+  h.n_head_kv = f.get_int(a + ".attention.head_count_kv").value_or(h.n_head);
+  h.head_dim = f.get_int(a + ".attention.key_length").value_or(h.n_embd / h.n_head);
+  h.n_ff = require_int(f, a + ".feed_forward_length");
+  h.n_ctx = require_int(f, a + ".context_length");
+  h.n_rot = f.get_int(a + ".rope.dimension_count").value_or(h.head_dim);
+  h.eps = f.get_float(a + ".attention.layer_norm_rms_epsilon").value_or(1e-5);
+  h.rope_base = f.get_float(a + ".rope.freq_base").value_or(10000.0);
+  std::string scaling = f.get_string(a + ".rope.scaling.type").value_or("none");
+  if (scaling == "linear") {
+    h.rope_freq_scale = 1.0 / f.get_float(a + ".rope.scaling.factor").value_or(1.0);
+  } else if (auto legacy = f.get_float(a + ".rope.scale_linear")) {
+    h.rope_freq_scale = 1.0 / *legacy;
+  } else if (scaling != "none") {
+    throw Error(fmt::format("{}: rope scaling '{}' is not supported yet (supported: none, linear, "
+                            "llama3 rope_freqs)",
+                            f.path(), scaling));
+  }
+  h.rope_mode = a == "llama" ? "normal" : "neox";
+  auto* embd = f.find_tensor("token_embd.weight");
+  if (!embd || embd->dims.size() != 2)
+    throw Error(fmt::format("{}: missing or malformed tensor 'token_embd.weight'", f.path()));
+  h.n_vocab = int64_t(embd->dims[1]);
+  h.tied = f.find_tensor("output.weight") == nullptr;
+  h.has_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;
+  h.qk_norm = f.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
+  h.has_rope_freqs = f.find_tensor("rope_freqs.weight") != nullptr;
+  if (h.has_rope_freqs)
+    throw Error(fmt::format("{}: llama3 rope_freqs scaling is not supported yet", f.path()));
+  if (h.n_head % h.n_head_kv != 0)
+    throw Error(fmt::format("{}: head_count {} is not a multiple of head_count_kv {}", f.path(), h.n_head,
+                            h.n_head_kv));
+  return h;
+}
+
+std::string blk(int64_t layer, const char* name) { return fmt::format("blk.{}.{}", layer, name); }
+
+// Declares every GGUF tensor as a weight, named like the tensor without
+// ".weight", with its IR type (GGUF dims reversed: outermost first).
+void declare_weights(ir::Module& m, const gguf::GgufFile& f) {
+  for (const auto& t : f.tensors()) {
+    ir::Shape shape(t.dims.rbegin(), t.dims.rend());
+    std::string name = t.name;
+    if (name.size() > 7 && name.ends_with(".weight")) name.resize(name.size() - 7);
+    m.add_weight(name, {elem_type_of(t.type), shape, ir::Placement::Device}, t.name);
+  }
+}
+
+class DenseBuilder {
+ public:
+  DenseBuilder(ir::Module& m, const DenseHparams& h, const BuildOptions& o) : m_(m), h_(h), o_(o) {}
+
+  void declare_states() {
+    const Dim P = Dim::symbol("P");
+    for (int64_t l = 0; l < h_.n_layer; ++l)
+      m_.add_state(fmt::format("kv.{}", l), ir::StateKind::Paged,
+                   {o_.kv_type, {2, P, o_.kv_page_tokens, h_.n_head_kv, h_.head_dim}, ir::Placement::Device});
+    m_.add_state("last_ids", ir::StateKind::Plain, {ElemType::I32, {Dim::symbol("S")}, ir::Placement::Device});
+  }
+
+  void build_prefill() {
+    Builder b(m_, "prefill");
+    const Dim T = Dim::symbol("T");
+    Value ids = b.arg("ids", i32({T}));
+    Value pos = b.arg("pos", i32({T}));
+    Value seq = b.arg("seq", i32({T}));
+    Value rows = b.arg("rows", i32({Dim::symbol("R")}));
+    Value x = forward_layers(b, ids, pos, seq, T);
+    b.ret({Builder::named(head(b, b.gather(x, rows, 0)), "logits")});
+  }
+
+  void build_decode() {
+    Builder b(m_, "decode");
+    const Dim S = Dim::symbol("S");
+    Value pos = b.arg("pos", i32({S}));
+    Value seq = b.arg("seq", i32({S}));
+    Value ids = Builder::named(b.state_read("last_ids"), "ids");
+    Value x = forward_layers(b, ids, pos, seq, S);
+    b.ret({Builder::named(head(b, x), "logits")});
+  }
+
+ private:
+  static TensorType i32(ir::Shape shape) { return {ElemType::I32, std::move(shape), ir::Placement::Device}; }
+
+  Value w(Builder& b, const std::string& name) { return b.weight(name); }
+
+  Value forward_layers(Builder& b, Value ids, Value pos, Value seq, const Dim& n) {
+    Value x = Builder::named(b.embed(w(b, "token_embd"), ids), "x");
+    for (int64_t l = 0; l < h_.n_layer; ++l) {
+      x = attention_block(b, x, pos, seq, n, l);
+      x = Builder::named(ffn_block(b, x, l), fmt::format("x{}", l));
+    }
+    return x;
+  }
+
+  Value project(Builder& b, Value h, int64_t l, const char* name, const char* bias, const Dim& n, int64_t heads) {
+    Value y = b.matmul(h, w(b, blk(l, name)));
+    if (h_.has_bias) y = b.add(y, w(b, blk(l, bias)));
+    return b.reshape(y, {n, heads, h_.head_dim});
+  }
+
+  Value attention_block(Builder& b, Value x, Value pos, Value seq, const Dim& n, int64_t l) {
+    Value h = b.rms_norm(x, w(b, blk(l, "attn_norm")), h_.eps);
+    Value q = project(b, h, l, "attn_q", "attn_q.bias", n, h_.n_head);
+    Value k = project(b, h, l, "attn_k", "attn_k.bias", n, h_.n_head_kv);
+    Value v = project(b, h, l, "attn_v", "attn_v.bias", n, h_.n_head_kv);
+    if (h_.qk_norm) {
+      q = b.rms_norm(q, w(b, blk(l, "attn_q_norm")), h_.eps);
+      k = b.rms_norm(k, w(b, blk(l, "attn_k_norm")), h_.eps);
+    }
+    ir::RopeOptions rope{.mode = h_.rope_mode, .n_rot = h_.n_rot, .base = h_.rope_base};
+    if (h_.rope_freq_scale != 1.0) rope.freq_scale = h_.rope_freq_scale;
+    q = b.rope(q, pos, rope);
+    k = b.rope(k, pos, rope);
+    ir::AttentionOptions attn{.state = fmt::format("kv.{}", l), .scale = 1.0 / std::sqrt(double(h_.head_dim))};
+    Value a = b.attention(q, k, v, pos, seq, attn);
+    Value o = b.matmul(b.reshape(a, {n, h_.n_head * h_.head_dim}), w(b, blk(l, "attn_output")));
+    return b.add(x, o);
+  }
+
+  Value ffn_block(Builder& b, Value x, int64_t l) {
+    Value h = b.rms_norm(x, w(b, blk(l, "ffn_norm")), h_.eps);
+    Value gate = b.silu(b.matmul(h, w(b, blk(l, "ffn_gate"))));
+    Value up = b.matmul(h, w(b, blk(l, "ffn_up")));
+    return b.add(x, b.matmul(b.mul(gate, up), w(b, blk(l, "ffn_down"))));
+  }
+
+  Value head(Builder& b, Value x) {
+    Value h = b.rms_norm(x, w(b, "output_norm"), h_.eps);
+    return b.matmul(h, w(b, h_.tied ? "token_embd" : "output"));
+  }
+
+  ir::Module& m_;
+  const DenseHparams& h_;
+  const BuildOptions& o_;
+};
+
+ir::Module build_dense(const gguf::GgufFile& f, const BuildOptions& o) {
+  DenseHparams h = read_hparams(f);
+  ir::Module m;
+  declare_weights(m, f);
+  DenseBuilder builder(m, h, o);
+  builder.declare_states();
+  builder.build_prefill();
+  builder.build_decode();
+  return m;
+}
+
+}  // namespace
+
+ir::ElemType elem_type_of(GgmlType type) {
+  switch (type) {
+    case GgmlType::F32: return ElemType::F32;
+    case GgmlType::F16: return ElemType::F16;
+    case GgmlType::BF16: return ElemType::BF16;
+    case GgmlType::I32: return ElemType::I32;
+    case GgmlType::I64: return ElemType::I64;
+    case GgmlType::I8: return ElemType::U8;
+    default: return ElemType::quant(type);
+  }
+}
+
+std::vector<std::string> known_architectures() { return {"llama", "qwen2", "qwen3"}; }
+
+ir::Module build_module(const gguf::GgufFile& f, const BuildOptions& o) {
+  const std::string arch = f.architecture();
+  for (const auto& known : known_architectures())
+    if (arch == known) return build_dense(f, o);
+  throw Error(fmt::format("{}: architecture '{}' is not supported (supported: {})", f.path(),
+                          arch.empty() ? "(none)" : arch, fmt::join(known_architectures(), ", ")));
+}
+
+}  // namespace vtc::arch

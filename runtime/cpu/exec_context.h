@@ -1,0 +1,54 @@
+// Internal to the CPU interpreter: the per-step view of every value and the
+// per-op execution functions (one per row of ir/ops.def).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/module.h"
+#include "runtime/cpu/thread_pool.h"
+#include "runtime/state/state_store.h"
+#include "support/ggml_type.h"
+
+namespace vtc::cpu {
+
+// A value's storage during one step: a pointer into the arena, a weight
+// mapping or an aliased operand, with its concrete shape.
+struct Buf {
+  uint8_t* data = nullptr;
+  std::vector<int64_t> shape;
+  ir::ElemType elem;
+  int64_t numel = 0;
+
+  template <typename T>
+  T* as() const { return reinterpret_cast<T*>(data); }
+  int64_t last_dim() const { return shape.empty() ? 1 : shape.back(); }
+  int64_t rows() const { return last_dim() ? numel / last_dim() : 0; }
+};
+
+struct ExecContext {
+  const ir::Module& module;
+  StateStore& states;
+  ThreadPool& pool;
+  const std::vector<int32_t>& slots;  // the step's sequences, by index
+  std::unordered_map<const ir::ValueData*, Buf>& bufs;
+
+  const Buf& in(const ir::Op& op, size_t i) const { return bufs.at(op.operands.at(i).data()); }
+  const Buf& out(const ir::Op& op, size_t i = 0) const { return bufs.at(op.results.at(i).data()); }
+};
+
+using ExecFn = void (*)(ExecContext&, const ir::Op&);
+// The execution function for an op kind (a table built from ops.def).
+ExecFn exec_fn(ir::OpKind kind);
+// Ops whose results alias their first operand's storage (no arena space).
+bool is_alias_op(ir::OpKind kind);
+
+int64_t elem_bytes(const ir::ElemType& e);
+// Bytes for `numel` values of `e` (quantized: whole blocks).
+uint64_t storage_bytes(const ir::ElemType& e, int64_t numel);
+// The ggml storage type of an IR element type (F32 for i32 is not valid).
+GgmlType ggml_type_of(const ir::ElemType& e);
+
+}  // namespace vtc::cpu

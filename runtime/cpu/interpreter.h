@@ -1,0 +1,73 @@
+// The CPU interpreter: executes a module's step functions on the host.
+//
+// It knows no architecture. It binds the module's weights to tensors of a
+// GGUF file (mmapped, never copied or dequantized whole), its states to a
+// StateStore, and walks the ops of a step, dispatching each through a table
+// generated from ir/ops.def (runtime/cpu/op_exec.cpp). Activations live in
+// one arena per step, laid out by a liveness plan (buffer_plan.h): values
+// whose lifetimes do not overlap share memory.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "frontends/gguf/gguf.h"
+#include "ir/module.h"
+#include "runtime/cpu/thread_pool.h"
+#include "runtime/state/state_store.h"
+
+namespace vtc::cpu {
+
+// A dense host tensor (step inputs and outputs).
+struct HostTensor {
+  ir::ElemType elem = ir::ElemType::F32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+
+  static HostTensor i32(const std::vector<int32_t>& values);
+  int64_t numel() const;
+  const float* f32() const { return reinterpret_cast<const float*>(bytes.data()); }
+  const int32_t* i32_data() const { return reinterpret_cast<const int32_t*>(bytes.data()); }
+  // Row `r` of a 2-D f32 tensor, copied.
+  std::vector<float> row(int64_t r) const;
+};
+
+struct StepRequest {
+  std::string step;                          // function name: prefill, decode
+  std::vector<int32_t> slots;                // the step's S sequences' state slots
+  std::map<std::string, HostTensor> args;    // by argument name
+};
+
+// Called after every op with the op and its results (for taps, diffs).
+using OpObserver = std::function<void(const ir::Op& op, const std::vector<HostTensor>& results)>;
+
+struct StepStats {
+  uint64_t arena_bytes = 0;       // planned peak of activations
+  uint64_t naive_bytes = 0;       // sum of all activation sizes (no reuse)
+};
+
+class Interpreter {
+ public:
+  // Binds every weight declaration to its GGUF tensor; throws vtc::Error on
+  // a missing tensor or a type/shape mismatch. `file` must outlive this.
+  Interpreter(const ir::Module& module, const gguf::GgufFile& file, StateStore& states, ThreadPool& pool);
+  ~Interpreter();
+
+  // Runs one step; returns the values of its `return`. Throws vtc::Error on
+  // bad inputs (unknown step, missing or mis-shaped arguments, positions
+  // beyond the context, ids out of range).
+  std::vector<HostTensor> run(const StepRequest& request);
+
+  void set_observer(OpObserver observer);
+  const StepStats& last_stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace vtc::cpu

@@ -1,0 +1,100 @@
+// Causal attention for one sequence, following ggml's CPU flash-attention
+// kernel (ggml_compute_forward_flash_attn_ext_f16), which llama.cpp uses on
+// the CPU by default:
+//
+//   for each query row (token t, head h), with kv head h / (n_head/n_head_kv):
+//     q is converted to the K storage type (f16 for an f16 cache);
+//     M = -inf, S = 0, acc = 0   (acc is f16 when V is f16, else f32)
+//     for each cache row j in order, skipping masked ones:
+//       s = dot(k_j, q) * scale        (softcap: scale/softcap, then softcap*tanh)
+//       if s > M: ms = exp(M - s), M = s, acc *= ms, vs = 1  else vs = exp(s - M)
+//       acc += v_j * vs;  S = S*ms + vs
+//     out = acc / S   (0 when no key is visible)
+//
+// The f16 accumulator rounds after every update; f16_accumulator=false keeps
+// it in f32 instead. Work is split over (token, head) rows.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "runtime/cpu/kernels/internal.h"
+#include "runtime/cpu/kernels/kernels.h"
+#include "support/error.h"
+
+namespace vtc::cpu {
+
+void attention(const float* q, const void* k, const void* v, const int32_t* q_pos, const int32_t* kv_pos,
+               const AttentionParams& p, float* out, ThreadPool& pool) {
+  const int64_t dk = p.head_dim;
+  const int64_t dv = p.head_dim_v > 0 ? p.head_dim_v : p.head_dim;
+  if (p.n_tokens < 0 || p.n_kv < 0 || dk <= 0 || p.n_head <= 0 || p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0)
+    throw Error(fmt::format("attention: bad shape (n_head {}, n_head_kv {}, head_dim {})", p.n_head, p.n_head_kv, dk));
+  if (p.kv_type != GgmlType::F16 && p.kv_type != GgmlType::F32)
+    throw Error(fmt::format("attention: KV type {} is not supported (f16 or f32)", ggml_type_name(p.kv_type)));
+  const bool f16 = p.kv_type == GgmlType::F16;
+  const bool acc16 = f16 && p.f16_accumulator;
+  const int64_t group = p.n_head / p.n_head_kv;
+  const size_t esize = f16 ? 2 : 4;
+  const auto* kb = static_cast<const uint8_t*>(k);
+  const auto* vb = static_cast<const uint8_t*>(v);
+  float scale = p.scale;
+  if (p.softcap != 0.0f) scale /= p.softcap;
+  const detail::FloatKernels& fk = detail::active_float_kernels();
+
+  pool.parallel_for(p.n_tokens * p.n_head, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> acc32;
+    thread_local std::vector<uint16_t> acc16v, q16;
+    acc32.resize(static_cast<size_t>(dv));
+    acc16v.resize(static_cast<size_t>(dv));
+    q16.resize(static_cast<size_t>(dk));
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t t = row / p.n_head;
+      const int64_t h = row % p.n_head;
+      const int64_t hkv = h / group;
+      const float* qr = q + row * dk;
+      if (f16) fk.f32_to_f16(qr, q16.data(), dk);
+      if (acc16) std::fill(acc16v.begin(), acc16v.end(), uint16_t{0});
+      else std::fill(acc32.begin(), acc32.end(), 0.0f);
+      float M = -std::numeric_limits<float>::infinity();
+      float S = 0.0f;
+      const int32_t qp = q_pos[t];
+      for (int64_t j = 0; j < p.n_kv; ++j) {
+        const int32_t kp = kv_pos != nullptr ? kv_pos[j] : static_cast<int32_t>(j);
+        if (kp > qp) continue;
+        if (p.n_swa > 0 && static_cast<int64_t>(qp) - kp >= p.n_swa) continue;
+        const size_t k_off = static_cast<size_t>((j * p.n_head_kv + hkv) * dk) * esize;
+        const size_t v_off = static_cast<size_t>((j * p.n_head_kv + hkv) * dv) * esize;
+        float s = f16 ? fk.dot_f16(reinterpret_cast<const uint16_t*>(kb + k_off), q16.data(), dk)
+                      : fk.dot_f32(reinterpret_cast<const float*>(kb + k_off), qr, dk);
+        s *= scale;
+        if (p.softcap != 0.0f) s = p.softcap * std::tanh(s);
+        float ms = 1.0f, vs = 1.0f;
+        if (s > M) {
+          const float m_old = M;
+          M = s;
+          ms = std::exp(m_old - M);
+          if (acc16) fk.scale_f16(acc16v.data(), ms, dv);
+          else fk.scale(acc32.data(), ms, acc32.data(), dv);
+        } else {
+          vs = std::exp(s - M);
+        }
+        if (acc16) fk.mad_f16(acc16v.data(), reinterpret_cast<const uint16_t*>(vb + v_off), vs, dv);
+        else if (f16) fk.mad_f32_f16(acc32.data(), reinterpret_cast<const uint16_t*>(vb + v_off), vs, dv);
+        else fk.mad_f32(acc32.data(), reinterpret_cast<const float*>(vb + v_off), vs, dv);
+        S = S * ms + vs;
+      }
+      if (acc16) {
+        const float* tab = detail::fp16_table();
+        for (int64_t d = 0; d < dv; ++d) acc32[static_cast<size_t>(d)] = tab[acc16v[static_cast<size_t>(d)]];
+      }
+      const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+      fk.scale(acc32.data(), inv, out + row * dv, dv);
+    }
+  });
+}
+
+}  // namespace vtc::cpu

@@ -1,0 +1,170 @@
+// The float ops of the forward pass (kernels.h), following ggml's CPU
+// definitions: rms_norm accumulates the sum of squares in double and scales
+// by 1/sqrtf(mean + eps) in float, then multiplies by the gain (ggml's
+// rms_norm followed by mul); softmax sums exp in double; silu is
+// x/(1+expf(-x)); gelu goes through an f16 table like GGML_GELU_FP16; rope
+// builds its cos/sin cache by repeated multiplication by base^(-2/n_dims).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "frontends/gguf/dequant.h"
+#include "runtime/cpu/kernels/internal.h"
+#include "runtime/cpu/kernels/kernels.h"
+#include "support/error.h"
+
+namespace vtc::cpu {
+
+using detail::active_float_kernels;
+
+void rms_norm(const float* x, const float* weight, float eps, int64_t n_rows, int64_t n_cols, float* y) {
+  const auto& k = active_float_kernels();
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float* xr = x + r * n_cols;
+    float* yr = y + r * n_cols;
+    const double sum = k.sum_squares(xr, n_cols);
+    const float mean = static_cast<float>(sum / static_cast<double>(n_cols));
+    const float s = 1.0f / std::sqrt(mean + eps);
+    k.scale(xr, s, yr, n_cols);
+    if (weight != nullptr) k.mul(yr, weight, yr, n_cols);
+  }
+}
+
+void add(const float* a, const float* b, float* y, int64_t n) { active_float_kernels().add(a, b, y, n); }
+void mul(const float* a, const float* b, float* y, int64_t n) { active_float_kernels().mul(a, b, y, n); }
+void scale(const float* x, float s, float* y, int64_t n) { active_float_kernels().scale(x, s, y, n); }
+
+void neg(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = -x[i];
+}
+void exp(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);
+}
+void silu(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] / (1.0f + std::exp(-x[i]));
+}
+void sigmoid(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
+}
+void softplus(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 20.0f ? x[i] : std::log(1.0f + std::exp(x[i]));
+}
+void swiglu(const float* gate, const float* up, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+namespace {
+const uint16_t* gelu_table() {
+  static const std::vector<uint16_t> table = [] {
+    std::vector<uint16_t> t(65536);
+    constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+    constexpr float kCoefA = 0.044715f;
+    for (uint32_t i = 0; i < 65536; ++i) {
+      const float f = vtc::fp16_to_fp32(static_cast<uint16_t>(i));
+      const float g = 0.5f * f * (1.0f + std::tanh(kSqrt2OverPi * f * (1.0f + kCoefA * f * f)));
+      t[i] = vtc::fp32_to_fp16(g);
+    }
+    return t;
+  }();
+  return table.data();
+}
+}  // namespace
+
+void gelu(const float* x, float* y, int64_t n) {
+  const uint16_t* t = gelu_table();
+  const float* h = detail::fp16_table();
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    if (v <= -10.0f) y[i] = 0.0f;
+    else if (v >= 10.0f) y[i] = v;
+    else y[i] = h[t[vtc::fp32_to_fp16(v)]];
+  }
+}
+
+void softmax(const float* x, int64_t n_rows, int64_t n_cols, float scale_by, float* y) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float* xr = x + r * n_cols;
+    float* yr = y + r * n_cols;
+    float max = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < n_cols; ++i) max = std::max(max, xr[i] * scale_by);
+    double sum = 0.0;
+    for (int64_t i = 0; i < n_cols; ++i) {
+      const float e = std::exp(xr[i] * scale_by - max);
+      yr[i] = e;
+      sum += static_cast<double>(e);
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t i = 0; i < n_cols; ++i) yr[i] *= inv;
+  }
+}
+
+void rope(const float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
+          const RopeParams& p, float* y) {
+  if (p.n_dims <= 0 || p.n_dims % 2 != 0 || p.n_dims > head_dim)
+    throw Error(fmt::format("rope: n_dims {} must be even and in (0, head_dim {}]", p.n_dims, head_dim));
+  if (p.mode != RopeMode::Normal && p.mode != RopeMode::Neox)
+    throw Error(fmt::format("rope: unsupported mode {}", static_cast<int>(p.mode)));
+  const int64_t n_pairs = p.n_dims / 2;
+  const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_dims));
+  std::vector<float> cache(static_cast<size_t>(p.n_dims));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    float theta = static_cast<float>(pos[t]);
+    for (int64_t i = 0; i < n_pairs; ++i) {
+      const float ff = p.freq_factors != nullptr ? p.freq_factors[i] : 1.0f;
+      const float th = p.freq_scale * (theta / ff);
+      cache[2 * i] = std::cos(th) * p.attn_factor;
+      cache[2 * i + 1] = std::sin(th) * p.attn_factor;
+      theta *= theta_scale;
+    }
+    for (int64_t h = 0; h < n_heads; ++h) {
+      const float* xs = x + (t * n_heads + h) * head_dim;
+      float* ys = y + (t * n_heads + h) * head_dim;
+      const int64_t stride = p.mode == RopeMode::Neox ? n_pairs : 1;
+      for (int64_t i = 0; i < n_pairs; ++i) {
+        const int64_t a = p.mode == RopeMode::Neox ? i : 2 * i;
+        const float c = cache[2 * i], s = cache[2 * i + 1];
+        const float x0 = xs[a], x1 = xs[a + stride];
+        ys[a] = x0 * c - x1 * s;
+        ys[a + stride] = x0 * s + x1 * c;
+      }
+      if (ys != xs)
+        for (int64_t i = p.n_dims; i < head_dim; ++i) ys[i] = xs[i];
+    }
+  }
+}
+
+int64_t argmax(const float* x, int64_t n) {
+  if (n <= 0) return -1;
+  int64_t best = 0;
+  float max = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i)
+    if (x[i] > max) {
+      max = x[i];
+      best = i;
+    }
+  return best;
+}
+
+int64_t top_k(const float* x, int64_t n, int64_t k, int32_t* indices) {
+  k = std::clamp<int64_t>(k, 0, std::max<int64_t>(n, 0));
+  if (k == 0) return 0;
+  std::vector<int32_t> idx(static_cast<size_t>(n));
+  std::iota(idx.begin(), idx.end(), 0);
+  // NaN sorts last; ties go to the lower index.
+  auto before = [x](int32_t a, int32_t b) {
+    const float va = x[a], vb = x[b];
+    const bool na = std::isnan(va), nb = std::isnan(vb);
+    if (na != nb) return nb;
+    if (!na && va != vb) return va > vb;
+    return a < b;
+  };
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), before);
+  std::copy(idx.begin(), idx.begin() + k, indices);
+  return k;
+}
+
+}  // namespace vtc::cpu

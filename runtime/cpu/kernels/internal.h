@@ -1,0 +1,114 @@
+// Internal interface between the dispatching code and the per-ISA kernel
+// files. Only plain declarations and POD structs live here: the AVX2
+// translation units are compiled with -mavx2 -mfma -mf16c, and an inline
+// function defined here and compiled there could be merged by the linker
+// into code that runs on machines without AVX2.
+#pragma once
+
+#include <cstdint>
+
+namespace vtc::cpu::detail {
+
+// Activation blocks (ggml's block_q8_0, block_q8_1, block_q8_K).
+struct BlockQ8_0 {
+  uint16_t d;  // f16 scale
+  int8_t qs[32];
+};
+struct BlockQ8_1 {
+  uint16_t d;  // f16 scale
+  uint16_t s;  // f16 of d * sum(qs)
+  int8_t qs[32];
+};
+struct BlockQ8_K {
+  float d;
+  int8_t qs[256];
+  int16_t bsums[16];  // sums of qs in groups of 16
+};
+static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ8_1) == 36 && sizeof(BlockQ8_K) == 292);
+
+// Weight blocks, field for field as in ggml-common.h (see
+// frontends/gguf/dequant.cpp for what each field means).
+struct BlockQ4_0 { uint16_t d; uint8_t qs[16]; };
+struct BlockQ4_1 { uint16_t d, m; uint8_t qs[16]; };
+struct BlockQ5_0 { uint16_t d; uint8_t qh[4]; uint8_t qs[16]; };
+struct BlockQ5_1 { uint16_t d, m; uint8_t qh[4]; uint8_t qs[16]; };
+struct BlockQ8_0W { uint16_t d; int8_t qs[32]; };
+struct BlockIQ4_NL { uint16_t d; uint8_t qs[16]; };
+struct BlockQ2_K { uint8_t scales[16]; uint8_t qs[64]; uint16_t d, dmin; };
+struct BlockQ3_K { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; uint16_t d; };
+struct BlockQ4_K { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; };
+struct BlockQ5_K { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; };
+struct BlockQ6_K { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint16_t d; };
+struct BlockIQ4_XS { uint16_t d; uint16_t scales_h; uint8_t scales_l[4]; uint8_t qs[128]; };
+static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
+              sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0W) == 34 && sizeof(BlockIQ4_NL) == 18);
+static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
+              sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockIQ4_XS) == 136);
+
+// The IQ4_NL / IQ4_XS codebook.
+extern const int8_t kIq4nlValues[16];
+
+// Q4_K / Q5_K: the 12 packed scale bytes -> sc[0..7] (bytes 0..7 of out)
+// and mins m[0..7] (bytes 8..15).
+void unpack_k4_scales(const uint8_t* packed, uint8_t out[16]);
+// Q3_K: the 12 packed scale bytes -> 16 signed scales.
+void unpack_q3k_scales(const uint8_t* packed, int8_t out[16]);
+
+// Scalar activation quantizers shared by both ISAs (ggml has no SIMD q8_K
+// quantizer on x86 either).
+void quantize_q8_K_scalar(const float* x, void* y, int64_t n);
+void quantize_bf16_scalar(const float* x, void* y, int64_t n);
+
+// Activation (vec_dot) types, indexing QuantKernels::quantize.
+enum class ActType : uint8_t { F32 = 0, F16, BF16, Q8_0, Q8_1, Q8_K, Count };
+
+// Converts n f32 values (a whole number of blocks) to the activation type.
+using QuantizeFn = void (*)(const float* x, void* y, int64_t n);
+// Dot product of one weight row with one converted activation row, n values.
+using DotFn = float (*)(int64_t n, const void* w, const void* x);
+
+constexpr int kTypeSlots = 48;  // > every GgmlType value
+
+// GgmlType values of the natively supported weight types (checked against
+// support/ggml_type.h in matmul.cpp; that header is not included here).
+enum TypeSlot : int {
+  kSlotF32 = 0, kSlotF16 = 1, kSlotQ4_0 = 2, kSlotQ4_1 = 3, kSlotQ5_0 = 6, kSlotQ5_1 = 7, kSlotQ8_0 = 8,
+  kSlotQ2_K = 10, kSlotQ3_K = 11, kSlotQ4_K = 12, kSlotQ5_K = 13, kSlotQ6_K = 14, kSlotIQ4_NL = 20,
+  kSlotIQ4_XS = 23, kSlotBF16 = 30,
+};
+
+struct QuantKernels {
+  QuantizeFn quantize[static_cast<int>(ActType::Count)];
+  DotFn dot[kTypeSlots];  // indexed by GgmlType value; null = no native path
+};
+
+const QuantKernels& scalar_quant_kernels();
+// Null when the AVX2 translation unit is not part of this build.
+const QuantKernels* avx2_quant_kernels();
+
+// Float helpers with per-ISA versions.
+struct FloatKernels {
+  double (*sum_squares)(const float* x, int64_t n);  // sum of (double)(x*x)
+  void (*add)(const float* a, const float* b, float* y, int64_t n);
+  void (*mul)(const float* a, const float* b, float* y, int64_t n);
+  void (*scale)(const float* x, float s, float* y, int64_t n);
+  float (*dot_f32)(const float* a, const float* b, int64_t n);
+  float (*dot_f16)(const uint16_t* a, const uint16_t* b, int64_t n);
+  void (*mad_f32)(float* y, const float* x, float v, int64_t n);         // y += x*v
+  void (*mad_f16)(uint16_t* y, const uint16_t* x, float v, int64_t n);   // y = f16(y + x*v)
+  void (*mad_f32_f16)(float* y, const uint16_t* x, float v, int64_t n);  // y += f32(x)*v
+  void (*scale_f16)(uint16_t* y, float v, int64_t n);                    // y = f16(y*v)
+  void (*f32_to_f16)(const float* x, uint16_t* y, int64_t n);
+};
+
+const FloatKernels& scalar_float_kernels();
+const FloatKernels* avx2_float_kernels();
+
+// The tables for the active ISA.
+const QuantKernels& active_quant_kernels();
+const FloatKernels& active_float_kernels();
+
+// Exact f16 -> f32 through a 65536-entry table (scalar code paths).
+const float* fp16_table();
+
+}  // namespace vtc::cpu::detail

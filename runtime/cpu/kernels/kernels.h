@@ -1,0 +1,143 @@
+// CPU kernels for the interpreter: quantized matmul, embedding lookup, and
+// the float ops of a llama / qwen2 / qwen3 forward pass.
+//
+// Numerics follow ggml's CPU backend (see docs/cpu-kernels.md): matmul
+// quantizes the activations to the weight type's "vec_dot type" (q8_0, q8_1,
+// q8_K, f16, bf16 or f32) and does integer dot products on the quantized
+// blocks; attention follows ggml's flash-attention kernel, including its f16
+// accumulator when V is f16. Every kernel has a scalar version and, where it
+// pays, an AVX2 (+FMA, F16C) version chosen at run time; both compute the same
+// values up to float reassociation.
+//
+// Layouts are row-major and dense. Unless stated otherwise, input and output
+// buffers of the float ops may alias exactly (in place) but not partially.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/cpu/thread_pool.h"
+#include "support/ggml_type.h"
+
+namespace vtc::cpu {
+
+// ---------------------------------------------------------------------------
+// Instruction-set dispatch.
+
+enum class Isa : uint8_t { Scalar = 0, Avx2 = 1 };
+
+const char* isa_name(Isa isa);
+// The best ISA this machine and build support (the environment variable
+// VTC_CPU_ISA=scalar caps it).
+Isa best_isa();
+// The ISA the kernels use now; initially best_isa().
+Isa active_isa();
+// Selects the ISA for all later calls (tests, benchmarks). Throws vtc::Error
+// if this machine or build does not support it.
+void set_active_isa(Isa isa);
+
+// ---------------------------------------------------------------------------
+// Matmul on quantized weights.
+
+// True if matmul has a native quantized-dot path for `wtype` (F32, F16, BF16,
+// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, IQ4_NL, IQ4_XS).
+bool matmul_native(GgmlType wtype);
+// True if matmul accepts `wtype` at all (native, or dequantizing one weight
+// row at a time for the other dequantizable types).
+bool matmul_supported(GgmlType wtype);
+// The type the activations are converted to for `wtype` (ggml's
+// vec_dot_type); F32 for the row-dequantizing fallback.
+GgmlType matmul_activation_type(GgmlType wtype);
+
+// y[t][r] = dot(W[r], x[t]) for r < rows, t < n_tokens.
+// W: `rows` rows of `cols` values in ggml layout (each row a whole number of
+// wtype blocks, rows contiguous). x: [n_tokens][cols] f32. y: [n_tokens][rows].
+// Throws vtc::Error for an unsupported type or cols not a multiple of the
+// block size.
+void matmul(GgmlType wtype, const void* w, int64_t rows, int64_t cols, const float* x, int64_t n_tokens,
+            float* y, ThreadPool& pool);
+
+// out[i][:] = dequantized row ids[i] of `table` ([n_rows][cols] of `type`).
+// Throws vtc::Error for an id outside [0, n_rows) or an unsupported type.
+void embed_rows(GgmlType type, const void* table, int64_t n_rows, int64_t cols, const int32_t* ids, int64_t n,
+                float* out);
+
+// ---------------------------------------------------------------------------
+// Float ops.
+
+// y[r] = x[r] * (1/sqrt(mean(x[r]^2) + eps)) * weight, per row of n_cols; the
+// sum of squares accumulates in double as in ggml. weight may be null (no
+// gain); x and y may alias.
+void rms_norm(const float* x, const float* weight, float eps, int64_t n_rows, int64_t n_cols, float* y);
+
+// Elementwise, n values; y may alias an input.
+void add(const float* a, const float* b, float* y, int64_t n);
+void mul(const float* a, const float* b, float* y, int64_t n);
+void scale(const float* x, float s, float* y, int64_t n);
+void neg(const float* x, float* y, int64_t n);
+void exp(const float* x, float* y, int64_t n);
+void silu(const float* x, float* y, int64_t n);
+void sigmoid(const float* x, float* y, int64_t n);
+void softplus(const float* x, float* y, int64_t n);  // x > 20 ? x : log(1 + e^x)
+// GELU (tanh approximation), evaluated like ggml: through an f16 table, with
+// x <= -10 -> 0 and x >= 10 -> x.
+void gelu(const float* x, float* y, int64_t n);
+// y = silu(gate) * up (the SwiGLU of llama FFNs), n values.
+void swiglu(const float* gate, const float* up, float* y, int64_t n);
+
+// Row softmax of x * scale (scale 1 for plain softmax); the sum accumulates
+// in double as in ggml.
+void softmax(const float* x, int64_t n_rows, int64_t n_cols, float scale, float* y);
+
+enum class RopeMode : uint8_t {
+  Normal = 0,  // rotates pairs (x[2i], x[2i+1])            (llama)
+  Neox = 2,    // rotates pairs (x[i], x[i + n_dims/2])      (qwen2, qwen3)
+};
+
+struct RopeParams {
+  int64_t n_dims = 0;     // rotated dims, even, <= head_dim; the rest are copied
+  RopeMode mode = RopeMode::Normal;
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;
+  float attn_factor = 1.0f;            // multiplies cos and sin (ggml's mscale)
+  const float* freq_factors = nullptr;  // n_dims/2 divisors of theta, optional (llama3 rope_freqs)
+};
+
+// RoPE on x [n_tokens][n_heads][head_dim] at per-token positions pos[t],
+// as ggml: theta_i = pos * freq_scale * base^(-2i/n_dims) / freq_factors[i],
+// with base^(-2/n_dims) applied by repeated float multiplication.
+// x and y may alias.
+void rope(const float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
+          const RopeParams& params, float* y);
+
+struct AttentionParams {
+  int64_t n_tokens = 0;   // query rows
+  int64_t n_head = 0;     // query heads, a multiple of n_head_kv (GQA)
+  int64_t n_head_kv = 0;
+  int64_t head_dim = 0;   // K and Q head size
+  int64_t head_dim_v = 0;  // V head size; 0 means head_dim
+  int64_t n_kv = 0;       // cache rows
+  GgmlType kv_type = GgmlType::F16;  // F16 (llama.cpp's default cache type) or F32
+  float scale = 1.0f;     // usually 1/sqrt(head_dim)
+  float softcap = 0.0f;   // 0: none; else s = softcap * tanh(s / softcap)
+  int32_t n_swa = 0;      // 0: none; else key visible iff q_pos - k_pos < n_swa
+  // Accumulate V in f16 when kv_type is F16, as ggml's CPU flash attention
+  // does (default; matches the reference). false: accumulate in f32.
+  bool f16_accumulator = true;
+};
+
+// Causal attention for one sequence.
+// q: [n_tokens][n_head][head_dim] f32. k: [n_kv][n_head_kv][head_dim],
+// v: [n_kv][n_head_kv][head_dim_v], both of kv_type. q_pos: position of each
+// query token; kv_pos: position of each cache row (null: row index). Key j
+// is visible to query i iff kv_pos[j] <= q_pos[i] (and the window allows it).
+// out: [n_tokens][n_head][head_dim_v]; a query that sees no key gets zeros.
+void attention(const float* q, const void* k, const void* v, const int32_t* q_pos, const int32_t* kv_pos,
+               const AttentionParams& params, float* out, ThreadPool& pool);
+
+// Index of the first maximum of x[0..n) (NaNs never win); -1 if n == 0.
+int64_t argmax(const float* x, int64_t n);
+// The indices of the k largest values, largest first; ties go to the lower
+// index. k is clamped to n. Returns the number written.
+int64_t top_k(const float* x, int64_t n, int64_t k, int32_t* indices);
+
+}  // namespace vtc::cpu

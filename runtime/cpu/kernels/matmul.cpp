@@ -1,0 +1,183 @@
+// Quantized matmul and embedding lookup.
+//
+// matmul(W, x) -> y, W [rows][cols] in a ggml type, x [n_tokens][cols] f32:
+//   1. Convert each activation row once to the weight type's activation type
+//      (ggml's vec_dot_type: q8_0, q8_1, q8_K, f16, bf16 or f32), in
+//      parallel over tokens when there are several.
+//   2. Split the output into tiles of kRowTile weight rows x kTokTile tokens,
+//      numbered row-tile-major, and hand contiguous ranges of tiles to the
+//      pool's workers (static chunking). A worker therefore owns a band of
+//      weight rows and walks every token tile for it: each weight row is read
+//      from memory once per matmul and reused from cache for all tokens.
+//   3. Each output element is one call of the type's dot kernel on whole
+//      blocks, so its value does not depend on the thread count or tiling.
+// Types without a native dot kernel dequantize one weight row at a time into
+// a thread-local buffer and use an f32 dot; no whole-weight dequantization.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "frontends/gguf/dequant.h"
+#include "runtime/cpu/kernels/internal.h"
+#include "runtime/cpu/kernels/kernels.h"
+#include "support/error.h"
+
+namespace vtc::cpu {
+
+using detail::ActType;
+
+static_assert(detail::kSlotF32 == static_cast<int>(GgmlType::F32) && detail::kSlotF16 == static_cast<int>(GgmlType::F16) &&
+              detail::kSlotQ4_0 == static_cast<int>(GgmlType::Q4_0) && detail::kSlotQ4_1 == static_cast<int>(GgmlType::Q4_1) &&
+              detail::kSlotQ5_0 == static_cast<int>(GgmlType::Q5_0) && detail::kSlotQ5_1 == static_cast<int>(GgmlType::Q5_1) &&
+              detail::kSlotQ8_0 == static_cast<int>(GgmlType::Q8_0) && detail::kSlotQ2_K == static_cast<int>(GgmlType::Q2_K) &&
+              detail::kSlotQ3_K == static_cast<int>(GgmlType::Q3_K) && detail::kSlotQ4_K == static_cast<int>(GgmlType::Q4_K) &&
+              detail::kSlotQ5_K == static_cast<int>(GgmlType::Q5_K) && detail::kSlotQ6_K == static_cast<int>(GgmlType::Q6_K) &&
+              detail::kSlotIQ4_NL == static_cast<int>(GgmlType::IQ4_NL) &&
+              detail::kSlotIQ4_XS == static_cast<int>(GgmlType::IQ4_XS) && detail::kSlotBF16 == static_cast<int>(GgmlType::BF16),
+              "TypeSlot values must match GgmlType");
+
+namespace {
+
+constexpr int64_t kRowTile = 16;
+constexpr int64_t kTokTile = 16;
+
+struct ActInfo {
+  ActType act;
+  GgmlType type;
+};
+
+// ggml's vec_dot_type per weight type (ggml-cpu.c, type_traits_cpu).
+bool native_act(GgmlType w, ActInfo& out) {
+  switch (w) {
+    case GgmlType::F32: out = {ActType::F32, GgmlType::F32}; return true;
+    case GgmlType::F16: out = {ActType::F16, GgmlType::F16}; return true;
+    case GgmlType::BF16: out = {ActType::BF16, GgmlType::BF16}; return true;
+    case GgmlType::Q4_0:
+    case GgmlType::Q5_0:
+    case GgmlType::Q8_0:
+    case GgmlType::IQ4_NL: out = {ActType::Q8_0, GgmlType::Q8_0}; return true;
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1: out = {ActType::Q8_1, GgmlType::Q8_1}; return true;
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K:
+    case GgmlType::IQ4_XS: out = {ActType::Q8_K, GgmlType::Q8_K}; return true;
+    default: return false;
+  }
+}
+
+int64_t row_bytes(GgmlType t, int64_t cols) {
+  const auto& tr = ggml_traits(t);
+  return cols / tr.block_size * tr.block_bytes;
+}
+
+void check_cols(GgmlType t, int64_t cols, const char* what) {
+  const auto& tr = ggml_traits(t);
+  if (cols < 0 || cols % tr.block_size != 0)
+    throw Error(fmt::format("{}: {} columns is not a whole number of {}-value {} blocks", what, cols, tr.block_size,
+                            tr.name));
+}
+
+}  // namespace
+
+bool matmul_native(GgmlType wtype) {
+  ActInfo a{};
+  return native_act(wtype, a);
+}
+
+bool matmul_supported(GgmlType wtype) { return matmul_native(wtype) || can_dequantize(wtype); }
+
+GgmlType matmul_activation_type(GgmlType wtype) {
+  ActInfo a{};
+  return native_act(wtype, a) ? a.type : GgmlType::F32;
+}
+
+void matmul(GgmlType wtype, const void* w, int64_t rows, int64_t cols, const float* x, int64_t n_tokens, float* y,
+            ThreadPool& pool) {
+  if (find_ggml_type(static_cast<uint32_t>(wtype)) == nullptr)
+    throw Error(fmt::format("matmul: unknown weight type {}", static_cast<uint32_t>(wtype)));
+  if (!matmul_supported(wtype)) throw Error(fmt::format("matmul: weight type {} is not supported", ggml_type_name(wtype)));
+  check_cols(wtype, cols, "matmul");
+  if (rows < 0 || n_tokens < 0) throw Error("matmul: negative shape");
+  if (rows == 0 || n_tokens == 0) return;
+
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const int64_t w_row = row_bytes(wtype, cols);
+  const int64_t n_row_tiles = (rows + kRowTile - 1) / kRowTile;
+  const int64_t n_tok_tiles = (n_tokens + kTokTile - 1) / kTokTile;
+
+  ActInfo act{};
+  if (!native_act(wtype, act)) {
+    // Row-dequantizing fallback: f32 dot on one dequantized row at a time.
+    const auto& fk = detail::active_float_kernels();
+    pool.parallel_for(n_row_tiles * n_tok_tiles, [&](int64_t begin, int64_t end) {
+      thread_local std::vector<float> buf;
+      buf.resize(static_cast<size_t>(cols));
+      int64_t last_row = -1;
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t r0 = item / n_tok_tiles * kRowTile, t0 = item % n_tok_tiles * kTokTile;
+        for (int64_t r = r0; r < std::min(rows, r0 + kRowTile); ++r) {
+          if (r != last_row) dequantize_row(wtype, wb + r * w_row, buf.data(), cols);
+          last_row = r;
+          for (int64_t t = t0; t < std::min(n_tokens, t0 + kTokTile); ++t)
+            y[t * rows + r] = fk.dot_f32(buf.data(), x + t * cols, cols);
+        }
+      }
+    });
+    return;
+  }
+
+  const detail::QuantKernels& qk = detail::active_quant_kernels();
+  const detail::DotFn dot = qk.dot[static_cast<int>(wtype)];
+  const detail::QuantizeFn quantize = qk.quantize[static_cast<int>(act.act)];
+  check_cols(act.type, cols, "matmul activations");
+
+  // Activations: converted once, into a buffer owned by the calling thread.
+  const int64_t x_row = act.act == ActType::F32 ? cols * 4 : row_bytes(act.type, cols);
+  const uint8_t* xq;
+  thread_local std::vector<uint8_t> xbuf;
+  if (act.act == ActType::F32) {
+    xq = reinterpret_cast<const uint8_t*>(x);
+  } else {
+    xbuf.resize(static_cast<size_t>(x_row * n_tokens));
+    uint8_t* xb = xbuf.data();
+    auto convert = [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) quantize(x + t * cols, xb + t * x_row, cols);
+    };
+    if (n_tokens >= 4) pool.parallel_for(n_tokens, convert);
+    else convert(0, n_tokens);
+    xq = xb;
+  }
+
+  pool.parallel_for(n_row_tiles * n_tok_tiles, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t r0 = item / n_tok_tiles * kRowTile, t0 = item % n_tok_tiles * kTokTile;
+      const int64_t r1 = std::min(rows, r0 + kRowTile), t1 = std::min(n_tokens, t0 + kTokTile);
+      for (int64_t t = t0; t < t1; ++t) {
+        const uint8_t* xr = xq + t * x_row;
+        float* yt = y + t * rows;
+        for (int64_t r = r0; r < r1; ++r) yt[r] = dot(cols, wb + r * w_row, xr);
+      }
+    }
+  });
+}
+
+void embed_rows(GgmlType type, const void* table, int64_t n_rows, int64_t cols, const int32_t* ids, int64_t n,
+                float* out) {
+  if (find_ggml_type(static_cast<uint32_t>(type)) == nullptr || !can_dequantize(type))
+    throw Error(fmt::format("embed_rows: type {} is not supported", static_cast<uint32_t>(type)));
+  check_cols(type, cols, "embed_rows");
+  const int64_t stride = row_bytes(type, cols);
+  const auto* tb = static_cast<const uint8_t*>(table);
+  for (int64_t i = 0; i < n; ++i) {
+    if (ids[i] < 0 || ids[i] >= n_rows)
+      throw Error(fmt::format("embed_rows: id {} at position {} is outside [0, {})", ids[i], i, n_rows));
+  }
+  for (int64_t i = 0; i < n; ++i) dequantize_row(type, tb + ids[i] * stride, out + i * cols, cols);
+}
+
+}  // namespace vtc::cpu

@@ -1,0 +1,439 @@
+// AVX2 (+FMA, F16C) activation quantizers and quantized dot products.
+//
+// Compiled with -mavx2 -mfma -mf16c and called only after run-time
+// detection. Everything here is in an anonymous namespace and only standard
+// C headers are included, so no AVX2 code can leak into shared inline
+// functions (see internal.h). Same integer arithmetic as quant_scalar.cpp;
+// the K-quant and IQ4_XS kernels also share its float expression.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "runtime/cpu/kernels/internal.h"
+
+namespace vtc::cpu::detail {
+namespace {
+
+inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+inline uint16_t f2h(float f) { return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT)); }
+
+inline float hsum_ps(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline int hsum_epi32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+inline __m256i loadu(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// 16 bytes of nibbles -> 32 bytes: low nibbles (values 0..15), then high.
+inline __m256i nibbles32(const uint8_t* p) {
+  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m256i v = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
+  return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
+}
+
+// Bit j of qh -> byte j = 0xff if set, 0 if not.
+inline __m256i bits32(const uint8_t* qhp) {
+  uint32_t qh;
+  std::memcpy(&qh, qhp, 4);
+  const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                                        3, 3, 3, 3, 3, 3);
+  const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)), shuf);
+  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+  return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+}
+
+// Sum of products of signed bytes x, y (|x|, |y| <= 127), in 8 int32 lanes.
+inline __m256i dot_i8(__m256i x, __m256i y) {
+  const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+  return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+// Unsigned x (<= 127) times signed y, in 8 int32 lanes.
+inline __m256i dot_u8(__m256i x, __m256i y) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1));
+}
+// Two 16-lane scale vectors: lanes 0..7 (first 16 bytes) get a, 8..15 get b.
+inline __m256i scales2(int a, int b) {
+  return _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(b)), _mm_set1_epi16(static_cast<int16_t>(a)));
+}
+
+// ----- activation quantizers ------------------------------------------------
+
+void quantize_f32(const float* x, void* y, int64_t n) { std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float)); }
+
+void quantize_f16(const float* x, void* vy, int64_t n) {
+  auto* y = static_cast<uint16_t*>(vy);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) y[i] = f2h(x[i]);
+}
+
+template <bool kWithSum>
+void quantize_q8_32(const float* x, void* vy, int64_t n) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < n / 32; ++b, x += 32) {
+    __m256 v[4];
+    for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(x + 8 * k);
+    __m256 m = _mm256_andnot_ps(sign, v[0]);
+    for (int k = 1; k < 4; ++k) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[k]));
+    __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(m, 1), _mm256_castps256_ps128(m));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float amax = _mm_cvtss_f32(m4);
+    const float d = amax / 127.f;
+    const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+    const __m256 mul = _mm256_set1_ps(id);
+    __m256i q[4];
+    for (int k = 0; k < 4; ++k)
+      q[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[k], mul), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    __m256i p01 = _mm256_packs_epi32(q[0], q[1]);
+    __m256i p23 = _mm256_packs_epi32(q[2], q[3]);
+    __m256i p = _mm256_packs_epi16(p01, p23);
+    p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    if constexpr (kWithSum) {
+      auto* blk = static_cast<BlockQ8_1*>(vy) + b;
+      blk->d = f2h(d);
+      const int sum = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+      blk->s = f2h(d * static_cast<float>(sum));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(blk->qs), p);
+    } else {
+      auto* blk = static_cast<BlockQ8_0*>(vy) + b;
+      blk->d = f2h(d);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(blk->qs), p);
+    }
+  }
+}
+
+// ----- dot products: float types --------------------------------------------
+
+float dot_f32(int64_t n, const void* vw, const void* vx) {
+  const auto* w = static_cast<const float*>(vw);
+  const auto* x = static_cast<const float*>(vx);
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    for (int k = 0; k < 4; ++k)
+      acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8 * k), _mm256_loadu_ps(x + i + 8 * k), acc[k]);
+  for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), acc[0]);
+  float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+  for (; i < n; ++i) sum += w[i] * x[i];
+  return sum;
+}
+
+inline __m256 load_f16(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256 load_bf16(const uint16_t* p) {
+  const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+inline float bf2f(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+template <bool kBf16>
+float dot_16bit(int64_t n, const void* vw, const void* vx) {
+  const auto* w = static_cast<const uint16_t*>(vw);
+  const auto* x = static_cast<const uint16_t*>(vx);
+  auto load = [](const uint16_t* p) { return kBf16 ? load_bf16(p) : load_f16(p); };
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    for (int k = 0; k < 4; ++k) acc[k] = _mm256_fmadd_ps(load(w + i + 8 * k), load(x + i + 8 * k), acc[k]);
+  for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(load(w + i), load(x + i), acc[0]);
+  float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+  for (; i < n; ++i) sum += kBf16 ? bf2f(w[i]) * bf2f(x[i]) : h2f(w[i]) * h2f(x[i]);
+  return sum;
+}
+
+// ----- dot products: 32-value blocks with q8_0 / q8_1 -----------------------
+
+float dot_q4_0(int64_t n, const void* vw, const void* vx) {
+  const auto* w = static_cast<const BlockQ4_0*>(vw);
+  const auto* x = static_cast<const BlockQ8_0*>(vx);
+  __m256 acc = _mm256_setzero_ps();
+  const __m256i off = _mm256_set1_epi8(8);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const __m256 d = _mm256_set1_ps(h2f(w[b].d) * h2f(x[b].d));
+    const __m256i q = _mm256_sub_epi8(nibbles32(w[b].qs), off);
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(q, loadu(x[b].qs))), acc);
+  }
+  return hsum_ps(acc);
+}
+
+float dot_q4_1(int64_t n, const void* vw, const void* vx) {
+  const auto* w = static_cast<const BlockQ4_1*>(vw);
+  const auto* x = static_cast<const BlockQ8_1*>(vx);
+  __m256 acc = _mm256_setzero_ps();
+  float summ = 0.0f;
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const __m256 d = _mm256_set1_ps(h2f(w[b].d) * h2f(x[b].d));
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_u8(nibbles32(w[b].qs), loadu(x[b].qs))), acc);
+    summ += h2f(w[b].m) * h2f(x[b].s);
+  }
+  return hsum_ps(acc) + summ;
+}
+
+float dot_q5_0(int64_t n, const void* vw, const void* vx) {
+  const auto* w = static_cast<const BlockQ5_0*>(vw);
+  const auto* x = static_cast<const BlockQ8_0*>(vx);
+  __m256 acc = _mm256_setzero_ps();
+  const __m256i bit4 = _mm256_set1_epi8(0x10);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const __m256 d = _mm256_set1_ps(h2f(w[b].d) * h2f(x[b].d));
+    __m256i q = _mm256_or_si256(nibbles32(w[b].qs), _mm256_and_si256(bits32(w[b].qh), bit4));
+    q = _mm256_sub_epi8(q, bit4);
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(q, loadu(x[b].qs))), acc);
+  }
+  return hsum_ps(acc);
+}
+
+float dot_q5_1(int64_t n, const void* vw, const void* vx) {
+  const auto* w = static_cast<const BlockQ5_1*>(vw);
+  const auto* x = static_cast<const BlockQ8_1*>(vx);
+  __m256 acc = _mm256_setzero_ps();
+  float summ = 0.0f;
+  const __m256i bit4 = _mm256_set1_epi8(0x10);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const __m256 d = _mm256_set1_ps(h2f(w[b].d) * h2f(x[b].d));
+    const __m256i q = _mm256_or_si256(nibbles32(w[b].qs), _mm256_and_si256(bits32(w[b].qh), bit4));
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_u8(q, loadu(x[b].qs))), acc);
+    summ += h2f(w[b].m) * h2f(x[b].s);
+  }
+  return hsum_ps(acc) + summ;
+}
+
+float dot_q8_0(int64_t n, const void* vw, const void* vx) {
+  const auto* w = static_cast<const BlockQ8_0W*>(vw);
+  const auto* x = static_cast<const BlockQ8_0*>(vx);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const __m256 d = _mm256_set1_ps(h2f(w[b].d) * h2f(x[b].d));
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(loadu(w[b].qs), loadu(x[b].qs))), acc);
+  }
+  return hsum_ps(acc);
+}
+
+inline __m256i iq4_table() {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+}
+
+float dot_iq4_nl(int64_t n, const void* vw, const void* vx) {
+  const auto* w = static_cast<const BlockIQ4_NL*>(vw);
+  const auto* x = static_cast<const BlockQ8_0*>(vx);
+  const __m256i table = iq4_table();
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const __m256 d = _mm256_set1_ps(h2f(w[b].d) * h2f(x[b].d));
+    const __m256i q = _mm256_shuffle_epi8(table, nibbles32(w[b].qs));
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(q, loadu(x[b].qs))), acc);
+  }
+  return hsum_ps(acc);
+}
+
+// ----- dot products: 256-value super-blocks with q8_K -----------------------
+
+float dot_q2_k(int64_t n, const void* vw, const void* vx) {
+  const auto* w = static_cast<const BlockQ2_K*>(vw);
+  const auto* x = static_cast<const BlockQ8_K*>(vx);
+  const __m256i m3 = _mm256_set1_epi8(3);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const BlockQ2_K& wb = w[b];
+    const BlockQ8_K& xb = x[b];
+    // Mins: sum over sub-blocks of min * bsum, 16 int16 lanes.
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales));
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_srli_epi16(_mm_and_si128(sc, _mm_set1_epi8(static_cast<char>(0xf0))), 4));
+    const int summ = hsum_epi32(_mm256_madd_epi16(mins, loadu(xb.bsums)));
+    __m256i isum = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = loadu(wb.qs + 32 * h);
+      for (int k = 0; k < 4; ++k) {
+        const int s = 8 * h + 2 * k;
+        const __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m3);
+        const __m256i p = _mm256_maddubs_epi16(v, loadu(xb.qs + 128 * h + 32 * k));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scales2(wb.scales[s] & 0xf, wb.scales[s + 1] & 0xf)));
+      }
+    }
+    const float d = xb.d * h2f(wb.d);
+    const float dmin = xb.d * h2f(wb.dmin);
+    sum += d * static_cast<float>(hsum_epi32(isum)) - dmin * static_cast<float>(summ);
+  }
+  return sum;
+}
+
+float dot_q3_k(int64_t n, const void* vw, const void* vx) {
+  const auto* w = static_cast<const BlockQ3_K*>(vw);
+  const auto* x = static_cast<const BlockQ8_K*>(vx);
+  const __m256i m3 = _mm256_set1_epi8(3);
+  const __m256i one = _mm256_set1_epi8(1);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const BlockQ3_K& wb = w[b];
+    const BlockQ8_K& xb = x[b];
+    int8_t scale[16];
+    unpack_q3k_scales(wb.scales, scale);
+    const __m256i hm = loadu(wb.hmask);
+    __m256i isum = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = loadu(wb.qs + 32 * h);
+      for (int k = 0; k < 4; ++k) {
+        const int s = 8 * h + 2 * k;
+        const __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m3);
+        const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + k), one);
+        const __m256i sub4 = _mm256_slli_epi16(_mm256_xor_si256(hb, one), 2);  // 4 where the high bit is clear
+        const __m256i y = loadu(xb.qs + 128 * h + 32 * k);
+        const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(v, y), _mm256_maddubs_epi16(sub4, y));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scales2(scale[s], scale[s + 1])));
+      }
+    }
+    const float d = xb.d * h2f(wb.d);
+    sum += d * static_cast<float>(hsum_epi32(isum));
+  }
+  return sum;
+}
+
+template <bool kFive>
+float dot_q45_k(int64_t n, const void* vw, const void* vx) {
+  using Block = typename std::conditional<kFive, BlockQ5_K, BlockQ4_K>::type;
+  const auto* w = static_cast<const Block*>(vw);
+  const auto* x = static_cast<const BlockQ8_K*>(vx);
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i one = _mm256_set1_epi8(1);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const Block& wb = w[b];
+    const BlockQ8_K& xb = x[b];
+    uint8_t sm[16];
+    unpack_k4_scales(wb.scales, sm);
+    // Mins times bsums: bsums pairs summed by madd against the mins repeated.
+    int summ = 0;
+    for (int s = 0; s < 8; ++s) summ += sm[8 + s] * (xb.bsums[2 * s] + xb.bsums[2 * s + 1]);
+    __m256i isum = _mm256_setzero_si256();
+    __m256i qh;
+    if constexpr (kFive) qh = loadu(wb.qh);
+    for (int j = 0; j < 4; ++j) {
+      const __m256i q = loadu(wb.qs + 32 * j);
+      __m256i lo = _mm256_and_si256(q, m4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      if constexpr (kFive) {
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), one), 4));
+        hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j + 1), one), 4));
+      }
+      const __m256i p_lo = _mm256_maddubs_epi16(lo, loadu(xb.qs + 64 * j));
+      const __m256i p_hi = _mm256_maddubs_epi16(hi, loadu(xb.qs + 64 * j + 32));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p_lo, _mm256_set1_epi16(sm[2 * j])));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p_hi, _mm256_set1_epi16(sm[2 * j + 1])));
+    }
+    const float d = xb.d * h2f(wb.d);
+    const float dmin = xb.d * h2f(wb.dmin);
+    sum += d * static_cast<float>(hsum_epi32(isum)) - dmin * static_cast<float>(summ);
+  }
+  return sum;
+}
+
+float dot_q6_k(int64_t n, const void* vw, const void* vx) {
+  const auto* w = static_cast<const BlockQ6_K*>(vw);
+  const auto* x = static_cast<const BlockQ8_K*>(vx);
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i m3 = _mm256_set1_epi8(3);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const BlockQ6_K& wb = w[b];
+    const BlockQ8_K& xb = x[b];
+    // The +32 offset of the codes: 32 * sum over sub-blocks of scale * bsum.
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales)));
+    const int offset = hsum_epi32(_mm256_madd_epi16(sc16, loadu(xb.bsums)));
+    __m256i isum = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const __m256i ql0 = loadu(wb.ql + 64 * h);
+      const __m256i ql1 = loadu(wb.ql + 64 * h + 32);
+      const __m256i qh = loadu(wb.qh + 32 * h);
+      __m256i q[4];
+      q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4));
+      q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4));
+      q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4));
+      q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
+      for (int k = 0; k < 4; ++k) {
+        const int s = 8 * h + 2 * k;
+        const __m256i p = _mm256_maddubs_epi16(q[k], loadu(xb.qs + 128 * h + 32 * k));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scales2(wb.scales[s], wb.scales[s + 1])));
+      }
+    }
+    const float d = xb.d * h2f(wb.d);
+    sum += d * static_cast<float>(hsum_epi32(isum) - 32 * offset);
+  }
+  return sum;
+}
+
+float dot_iq4_xs(int64_t n, const void* vw, const void* vx) {
+  const auto* w = static_cast<const BlockIQ4_XS*>(vw);
+  const auto* x = static_cast<const BlockQ8_K*>(vx);
+  const __m256i table = iq4_table();
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const BlockIQ4_XS& wb = w[b];
+    const BlockQ8_K& xb = x[b];
+    __m256i isum = _mm256_setzero_si256();
+    for (int ib = 0; ib < 8; ++ib) {
+      const int ls = (((wb.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf) | (((wb.scales_h >> (2 * ib)) & 3) << 4)) - 32;
+      const __m256i q = _mm256_shuffle_epi8(table, nibbles32(wb.qs + 16 * ib));
+      const __m256i y = loadu(xb.qs + 32 * ib);
+      const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(y, q));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_set1_epi16(static_cast<int16_t>(ls))));
+    }
+    const float d = h2f(wb.d) * xb.d;
+    sum += d * static_cast<float>(hsum_epi32(isum));
+  }
+  return sum;
+}
+
+}  // namespace
+
+const QuantKernels* avx2_quant_kernels() {
+  static const QuantKernels k = [] {
+    QuantKernels t{};
+    t.quantize[static_cast<int>(ActType::F32)] = quantize_f32;
+    t.quantize[static_cast<int>(ActType::F16)] = quantize_f16;
+    t.quantize[static_cast<int>(ActType::BF16)] = quantize_bf16_scalar;
+    t.quantize[static_cast<int>(ActType::Q8_0)] = quantize_q8_32<false>;
+    t.quantize[static_cast<int>(ActType::Q8_1)] = quantize_q8_32<true>;
+    t.quantize[static_cast<int>(ActType::Q8_K)] = quantize_q8_K_scalar;
+    t.dot[kSlotF32] = dot_f32;
+    t.dot[kSlotF16] = dot_16bit<false>;
+    t.dot[kSlotBF16] = dot_16bit<true>;
+    t.dot[kSlotQ4_0] = dot_q4_0;
+    t.dot[kSlotQ4_1] = dot_q4_1;
+    t.dot[kSlotQ5_0] = dot_q5_0;
+    t.dot[kSlotQ5_1] = dot_q5_1;
+    t.dot[kSlotQ8_0] = dot_q8_0;
+    t.dot[kSlotIQ4_NL] = dot_iq4_nl;
+    t.dot[kSlotQ2_K] = dot_q2_k;
+    t.dot[kSlotQ3_K] = dot_q3_k;
+    t.dot[kSlotQ4_K] = dot_q45_k<false>;
+    t.dot[kSlotQ5_K] = dot_q45_k<true>;
+    t.dot[kSlotQ6_K] = dot_q6_k;
+    t.dot[kSlotIQ4_XS] = dot_iq4_xs;
+    return t;
+  }();
+  return &k;
+}
+
+}  // namespace vtc::cpu::detail

@@ -1,0 +1,446 @@
+// One execution function per op of ir/ops.def, and the dispatch table built
+// from that file: adding an op without a CPU implementation fails to
+// compile here. Numerics are the kernels' (runtime/cpu/kernels/kernels.h).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "frontends/gguf/dequant.h"
+#include "runtime/cpu/exec_context.h"
+#include "runtime/cpu/kernels/kernels.h"
+#include "support/error.h"
+
+namespace vtc::cpu {
+
+int64_t elem_bytes(const ir::ElemType& e) {
+  switch (e.kind()) {
+    case ir::ElemType::F32: case ir::ElemType::I32: return 4;
+    case ir::ElemType::F16: case ir::ElemType::BF16: return 2;
+    case ir::ElemType::I64: return 8;
+    case ir::ElemType::U8: return 1;
+    case ir::ElemType::Quant: return 0;
+  }
+  return 0;
+}
+
+uint64_t storage_bytes(const ir::ElemType& e, int64_t numel) {
+  if (e.is_quant()) return ggml_bytes_for(e.quant_type(), uint64_t(numel)).value_or(0);
+  return uint64_t(numel) * uint64_t(elem_bytes(e));
+}
+
+GgmlType ggml_type_of(const ir::ElemType& e) {
+  switch (e.kind()) {
+    case ir::ElemType::F32: return GgmlType::F32;
+    case ir::ElemType::F16: return GgmlType::F16;
+    case ir::ElemType::BF16: return GgmlType::BF16;
+    case ir::ElemType::I32: return GgmlType::I32;
+    case ir::ElemType::I64: return GgmlType::I64;
+    case ir::ElemType::U8: return GgmlType::I8;
+    case ir::ElemType::Quant: return e.quant_type();
+  }
+  return GgmlType::F32;
+}
+
+namespace {
+
+[[noreturn]] void fail(const ir::Op& op, const std::string& why) {
+  throw Error(fmt::format("cpu: op '{}' at {}:{}: {}", op.mnemonic(), op.loc.line, op.loc.column, why));
+}
+
+void require_f32(const ir::Op& op, const Buf& b, const char* what) {
+  if (b.elem.kind() != ir::ElemType::F32)
+    fail(op, fmt::format("{} must be f32 on the cpu, got {}", what, b.elem.name()));
+}
+
+int64_t int_attr(const ir::Op& op, const char* name, int64_t fallback = 0) {
+  const ir::Attr* a = op.attr(name);
+  return a ? a->i : fallback;
+}
+double float_attr(const ir::Op& op, const char* name, double fallback = 0) {
+  const ir::Attr* a = op.attr(name);
+  return a ? (a->kind == ir::AttrKind::Int ? double(a->i) : a->f) : fallback;
+}
+
+// Index values of any integer element type, widened.
+int64_t index_at(const Buf& b, int64_t i) {
+  switch (b.elem.kind()) {
+    case ir::ElemType::I32: return b.as<int32_t>()[i];
+    case ir::ElemType::I64: return b.as<int64_t>()[i];
+    case ir::ElemType::U8: return b.as<uint8_t>()[i];
+    default: return -1;
+  }
+}
+
+int64_t sequence_slot(ExecContext& c, const ir::Op& op, int64_t seq_index) {
+  if (seq_index < 0 || seq_index >= int64_t(c.slots.size()))
+    fail(op, fmt::format("sequence index {} is outside the step's {} sequences", seq_index, c.slots.size()));
+  return c.slots[size_t(seq_index)];
+}
+
+// --- ops the driver handles itself (no data movement) ---------------------
+void exec_driver_only(ExecContext&, const ir::Op& op) { fail(op, "handled by the interpreter driver"); }
+
+// --- state -----------------------------------------------------------------
+void exec_state_rows(ExecContext& c, const ir::Op& op, bool write) {
+  StateStore::Buffer& s = c.states.buffer(op.attr("state")->s);
+  if (s.decl->kind == ir::StateKind::Paged) fail(op, "paged states are read by attention, not state_read/state_write");
+  const Buf& b = write ? c.in(op, 0) : c.out(op);
+  const uint64_t row = uint64_t(s.row_elems * s.elem_bytes);
+  for (size_t i = 0; i < c.slots.size(); ++i) {
+    auto bytes = c.states.slot_bytes(s, c.slots[i]);
+    if (write) std::memcpy(bytes.data(), b.data + i * row, row);
+    else std::memcpy(b.data + i * row, bytes.data(), row);
+  }
+}
+void exec_StateRead(ExecContext& c, const ir::Op& op) { exec_state_rows(c, op, false); }
+void exec_StateWrite(ExecContext& c, const ir::Op& op) { exec_state_rows(c, op, true); }
+
+// --- gathers and matmul ----------------------------------------------------
+void exec_Embed(ExecContext& c, const ir::Op& op) {
+  const Buf& table = c.in(op, 0);
+  const Buf& ids = c.in(op, 1);
+  std::vector<int32_t> rows(size_t(ids.numel));
+  for (int64_t i = 0; i < ids.numel; ++i) rows[size_t(i)] = int32_t(index_at(ids, i));
+  embed_rows(ggml_type_of(table.elem), table.data, table.shape[0], table.shape[1], rows.data(), ids.numel,
+             c.out(op).as<float>());
+}
+
+void exec_Matmul(ExecContext& c, const ir::Op& op) {
+  const Buf& x = c.in(op, 0);
+  const Buf& w = c.in(op, 1);
+  require_f32(op, x, "input");
+  matmul(ggml_type_of(w.elem), w.data, w.shape[0], w.shape[1], x.as<float>(), x.rows(), c.out(op).as<float>(), c.pool);
+}
+
+// --- elementwise -----------------------------------------------------------
+template <void (*Kernel)(const float*, const float*, float*, int64_t)>
+void exec_binary(ExecContext& c, const ir::Op& op) {
+  const Buf& a = c.in(op, 0);
+  const Buf& b = c.in(op, 1);
+  require_f32(op, a, "operand 0");
+  const Buf& y = c.out(op);
+  // b equals a trailing part of a's shape: apply it to each block of a.
+  for (int64_t off = 0; off < a.numel; off += b.numel)
+    Kernel(a.as<float>() + off, b.as<float>(), y.as<float>() + off, b.numel);
+}
+void exec_Add(ExecContext& c, const ir::Op& op) { exec_binary<add>(c, op); }
+void exec_Mul(ExecContext& c, const ir::Op& op) { exec_binary<mul>(c, op); }
+
+template <void (*Kernel)(const float*, float*, int64_t)>
+void exec_unary(ExecContext& c, const ir::Op& op) {
+  require_f32(op, c.in(op, 0), "input");
+  Kernel(c.in(op, 0).as<float>(), c.out(op).as<float>(), c.in(op, 0).numel);
+}
+void exec_Silu(ExecContext& c, const ir::Op& op) { exec_unary<silu>(c, op); }
+void exec_Gelu(ExecContext& c, const ir::Op& op) { exec_unary<gelu>(c, op); }
+void exec_Sigmoid(ExecContext& c, const ir::Op& op) { exec_unary<sigmoid>(c, op); }
+void exec_Softplus(ExecContext& c, const ir::Op& op) { exec_unary<softplus>(c, op); }
+void exec_Exp(ExecContext& c, const ir::Op& op) { exec_unary<exp>(c, op); }
+void exec_Neg(ExecContext& c, const ir::Op& op) { exec_unary<neg>(c, op); }
+void exec_Scale(ExecContext& c, const ir::Op& op) {
+  require_f32(op, c.in(op, 0), "input");
+  scale(c.in(op, 0).as<float>(), float(float_attr(op, "factor")), c.out(op).as<float>(), c.in(op, 0).numel);
+}
+
+float load_float(const Buf& b, int64_t i) {
+  switch (b.elem.kind()) {
+    case ir::ElemType::F32: return b.as<float>()[i];
+    case ir::ElemType::F16: return fp16_to_fp32(b.as<uint16_t>()[i]);
+    case ir::ElemType::BF16: return bf16_to_fp32(b.as<uint16_t>()[i]);
+    default: return float(index_at(b, i));
+  }
+}
+
+void exec_Cast(ExecContext& c, const ir::Op& op) {
+  const Buf& x = c.in(op, 0);
+  const Buf& y = c.out(op);
+  for (int64_t i = 0; i < x.numel; ++i) {
+    float v = load_float(x, i);
+    int64_t iv = x.elem.is_integer() ? index_at(x, i) : int64_t(v);
+    switch (y.elem.kind()) {
+      case ir::ElemType::F32: y.as<float>()[i] = v; break;
+      case ir::ElemType::F16: y.as<uint16_t>()[i] = fp32_to_fp16(v); break;
+      case ir::ElemType::BF16: y.as<uint16_t>()[i] = fp32_to_bf16(v); break;
+      case ir::ElemType::I32: y.as<int32_t>()[i] = int32_t(iv); break;
+      case ir::ElemType::I64: y.as<int64_t>()[i] = iv; break;
+      case ir::ElemType::U8: y.as<uint8_t>()[i] = uint8_t(iv); break;
+      case ir::ElemType::Quant: fail(op, "cannot cast to a quantized type");
+    }
+  }
+}
+
+// --- norms, rope, attention ------------------------------------------------
+void exec_RmsNorm(ExecContext& c, const ir::Op& op) {
+  const Buf& x = c.in(op, 0);
+  const Buf& w = c.in(op, 1);
+  require_f32(op, x, "input");
+  require_f32(op, w, "weight");
+  rms_norm(x.as<float>(), w.as<float>(), float(float_attr(op, "eps")), x.rows(), x.last_dim(), c.out(op).as<float>());
+}
+
+void exec_Rope(ExecContext& c, const ir::Op& op) {
+  const Buf& x = c.in(op, 0);
+  require_f32(op, x, "input");
+  const std::string& mode = op.attr("mode")->s;
+  if (mode == "multi") fail(op, "multi-section rope is not implemented on the cpu yet");
+  RopeParams p;
+  p.n_dims = int_attr(op, "n_rot");
+  p.mode = mode == "neox" ? RopeMode::Neox : RopeMode::Normal;
+  p.freq_base = float(float_attr(op, "base", 10000.0));
+  p.freq_scale = float(float_attr(op, "freq_scale", 1.0));
+  rope(x.as<float>(), x.shape[0], x.shape[1], x.shape[2], c.in(op, 1).as<int32_t>(), p, c.out(op).as<float>());
+}
+
+// Appends each token's K/V row to its sequence's cache at its position,
+// then attends per sequence over that sequence's cache.
+void exec_Attention(ExecContext& c, const ir::Op& op) {
+  const Buf &q = c.in(op, 0), &k = c.in(op, 1), &v = c.in(op, 2), &pos = c.in(op, 3), &seq = c.in(op, 4);
+  const Buf& out = c.out(op);
+  StateStore::Buffer& kv = c.states.buffer(op.attr("state")->s);
+  const int64_t n_tokens = q.shape[0], n_head = q.shape[1], n_head_kv = k.shape[1], head_dim = q.shape[2];
+  const int64_t row = n_head_kv * head_dim;
+  const bool f16 = kv.elem.kind() == ir::ElemType::F16;
+  if (!f16 && kv.elem.kind() != ir::ElemType::F32) fail(op, "KV state must be f16 or f32");
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const int64_t slot = sequence_slot(c, op, seq.as<int32_t>()[t]);
+    const int32_t p = pos.as<int32_t>()[t];
+    if (p < 0 || p >= kv.rows_per_slot)
+      fail(op, fmt::format("position {} is outside the context of {} tokens", p, kv.rows_per_slot));
+    for (int half = 0; half < 2; ++half) {
+      const float* src = (half == 0 ? k : v).as<float>() + t * row;
+      uint8_t* dst = c.states.slot_bytes(kv, int32_t(slot), half).data() + p * row * kv.elem_bytes;
+      if (f16) {
+        for (int64_t i = 0; i < row; ++i) reinterpret_cast<uint16_t*>(dst)[i] = fp32_to_fp16(src[i]);
+      } else {
+        std::memcpy(dst, src, size_t(row) * 4);
+      }
+    }
+  }
+  AttentionParams p;
+  p.n_head = n_head;
+  p.n_head_kv = n_head_kv;
+  p.head_dim = head_dim;
+  p.kv_type = f16 ? GgmlType::F16 : GgmlType::F32;
+  p.scale = float(float_attr(op, "scale", 1.0));
+  p.softcap = float(float_attr(op, "softcap", 0.0));
+  p.n_swa = int32_t(int_attr(op, "window", 0));
+  const int64_t q_row = n_head * head_dim;
+  // Tokens of one sequence are gathered in order, so any batch layout works.
+  std::vector<bool> done(size_t(n_tokens), false);
+  std::vector<float> q_rows, out_rows;
+  std::vector<int32_t> q_pos, members;
+  for (int64_t first = 0; first < n_tokens; ++first) {
+    if (done[size_t(first)]) continue;
+    const int32_t s = seq.as<int32_t>()[first];
+    members.clear();
+    q_pos.clear();
+    for (int64_t t = first; t < n_tokens; ++t)
+      if (seq.as<int32_t>()[t] == s) members.push_back(int32_t(t)), q_pos.push_back(pos.as<int32_t>()[t]), done[size_t(t)] = true;
+    q_rows.resize(members.size() * size_t(q_row));
+    out_rows.resize(q_rows.size());
+    for (size_t i = 0; i < members.size(); ++i)
+      std::memcpy(q_rows.data() + i * q_row, q.as<float>() + members[i] * q_row, size_t(q_row) * 4);
+    p.n_tokens = int64_t(members.size());
+    p.n_kv = *std::max_element(q_pos.begin(), q_pos.end()) + 1;
+    const int32_t slot = int32_t(sequence_slot(c, op, s));
+    attention(q_rows.data(), c.states.slot_bytes(kv, slot, 0).data(), c.states.slot_bytes(kv, slot, 1).data(),
+              q_pos.data(), nullptr, p, out_rows.data(), c.pool);
+    for (size_t i = 0; i < members.size(); ++i)
+      std::memcpy(out.as<float>() + members[i] * q_row, out_rows.data() + i * q_row, size_t(q_row) * 4);
+  }
+}
+
+// --- reductions ------------------------------------------------------------
+void exec_Softmax(ExecContext& c, const ir::Op& op) {
+  const Buf& x = c.in(op, 0);
+  require_f32(op, x, "input");
+  softmax(x.as<float>(), x.rows(), x.last_dim(), 1.0f, c.out(op).as<float>());
+}
+
+void exec_Argmax(ExecContext& c, const ir::Op& op) {
+  const Buf& x = c.in(op, 0);
+  require_f32(op, x, "input");
+  for (int64_t r = 0; r < x.rows(); ++r)
+    c.out(op).as<int32_t>()[r] = int32_t(argmax(x.as<float>() + r * x.last_dim(), x.last_dim()));
+}
+
+void exec_TopK(ExecContext& c, const ir::Op& op) {
+  const Buf& x = c.in(op, 0);
+  require_f32(op, x, "input");
+  const int64_t k = int_attr(op, "k"), n = x.last_dim();
+  for (int64_t r = 0; r < x.rows(); ++r) {
+    int32_t* idx = c.out(op, 1).as<int32_t>() + r * k;
+    top_k(x.as<float>() + r * n, n, k, idx);
+    for (int64_t j = 0; j < k; ++j) c.out(op, 0).as<float>()[r * k + j] = x.as<float>()[r * n + idx[j]];
+  }
+}
+
+// --- data movement ---------------------------------------------------------
+int64_t span_of(const std::vector<int64_t>& shape, size_t from, size_t to) {
+  int64_t n = 1;
+  for (size_t i = from; i < to && i < shape.size(); ++i) n *= shape[i];
+  return n;
+}
+
+void exec_Transpose(ExecContext& c, const ir::Op& op) {
+  const Buf& x = c.in(op, 0);
+  const Buf& y = c.out(op);
+  const auto& perm = op.attr("perm")->ints;
+  const size_t rank = x.shape.size();
+  const int64_t eb = elem_bytes(x.elem);
+  std::vector<int64_t> in_stride(rank, 1);
+  for (size_t i = rank; i-- > 1;) in_stride[i - 1] = in_stride[i] * x.shape[i];
+  std::vector<int64_t> idx(rank, 0);
+  for (int64_t o = 0; o < y.numel; ++o) {
+    int64_t src = 0;
+    for (size_t d = 0; d < rank; ++d) src += idx[d] * in_stride[size_t(perm[d])];
+    std::memcpy(y.data + o * eb, x.data + src * eb, size_t(eb));
+    for (size_t d = rank; d-- > 0;) {
+      if (++idx[d] < y.shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+void exec_Concat(ExecContext& c, const ir::Op& op) {
+  const Buf& y = c.out(op);
+  const size_t axis = size_t(int_attr(op, "axis"));
+  const int64_t eb = elem_bytes(y.elem), outer = span_of(y.shape, 0, axis);
+  const int64_t out_chunk = span_of(y.shape, axis, y.shape.size()) * eb;
+  int64_t offset = 0;
+  for (size_t i = 0; i < op.operands.size(); ++i) {
+    const Buf& x = c.in(op, i);
+    const int64_t chunk = span_of(x.shape, axis, x.shape.size()) * eb;
+    for (int64_t o = 0; o < outer; ++o) std::memcpy(y.data + o * out_chunk + offset, x.data + o * chunk, size_t(chunk));
+    offset += chunk;
+  }
+}
+
+void exec_Slice(ExecContext& c, const ir::Op& op) {
+  const Buf& x = c.in(op, 0);
+  const Buf& y = c.out(op);
+  const size_t axis = size_t(int_attr(op, "axis"));
+  auto start = op.attr("start")->dim.constant();
+  if (!start) fail(op, "symbolic slice starts are not supported on the cpu yet");
+  const int64_t eb = elem_bytes(x.elem), outer = span_of(x.shape, 0, axis), inner = span_of(x.shape, axis + 1, x.shape.size()) * eb;
+  const int64_t in_chunk = x.shape[axis] * inner, out_chunk = y.shape[axis] * inner;
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(y.data + o * out_chunk, x.data + o * in_chunk + *start * inner, size_t(out_chunk));
+}
+
+// Shared by gather and scatter: the row of `x` that index `i` selects.
+struct AxisSplit {
+  int64_t outer, inner_bytes, axis_len;
+};
+AxisSplit split_at(const Buf& x, size_t axis) {
+  return {span_of(x.shape, 0, axis), span_of(x.shape, axis + 1, x.shape.size()) * elem_bytes(x.elem), x.shape[axis]};
+}
+
+int64_t checked_index(const ir::Op& op, const Buf& idx, int64_t i, int64_t limit) {
+  int64_t v = index_at(idx, i);
+  if (v < 0 || v >= limit) fail(op, fmt::format("index {} is out of range [0, {})", v, limit));
+  return v;
+}
+
+void exec_Gather(ExecContext& c, const ir::Op& op) {
+  const Buf& x = c.in(op, 0);
+  const Buf& idx = c.in(op, 1);
+  if (x.elem.is_quant()) fail(op, "gather keeps the element type; use embed for quantized rows");
+  AxisSplit s = split_at(x, size_t(int_attr(op, "axis")));
+  uint8_t* y = c.out(op).data;
+  for (int64_t o = 0; o < s.outer; ++o)
+    for (int64_t i = 0; i < idx.numel; ++i, y += s.inner_bytes)
+      std::memcpy(y, x.data + (o * s.axis_len + checked_index(op, idx, i, s.axis_len)) * s.inner_bytes, size_t(s.inner_bytes));
+}
+
+void exec_Scatter(ExecContext& c, const ir::Op& op) {
+  const Buf& x = c.in(op, 0);
+  const Buf& idx = c.in(op, 1);
+  const Buf& upd = c.in(op, 2);
+  const Buf& y = c.out(op);
+  std::memmove(y.data, x.data, storage_bytes(x.elem, x.numel));
+  AxisSplit s = split_at(x, size_t(int_attr(op, "axis")));
+  const uint8_t* u = upd.data;
+  for (int64_t o = 0; o < s.outer; ++o)
+    for (int64_t i = 0; i < idx.numel; ++i, u += s.inner_bytes)
+      std::memcpy(y.data + (o * s.axis_len + checked_index(op, idx, i, s.axis_len)) * s.inner_bytes, u, size_t(s.inner_bytes));
+}
+
+// --- n-gram hash (docs/ir.md: ngram_hash, ngram_roll) ----------------------
+// The context of token t: ctx[0] = its id, ctx[s] the token s earlier in
+// its sequence (this step first, then the history row, newest last); a
+// missing, negative or eos predecessor cuts the context to eos.
+std::vector<int64_t> ngram_context(const Buf& ids, const Buf& seq, const Buf& history, int64_t t, int64_t n, int64_t eos) {
+  std::vector<int64_t> ctx(size_t(n), eos);
+  ctx[0] = index_at(ids, t);
+  const int32_t s = seq.as<int32_t>()[t];
+  const int64_t width = history.last_dim();
+  int64_t step_back = t - 1, hist_back = width - 1;
+  for (int64_t k = 1; k < n; ++k) {
+    int64_t prev = eos;
+    while (step_back >= 0 && seq.as<int32_t>()[step_back] != s) --step_back;
+    if (step_back >= 0) prev = index_at(ids, step_back--);
+    else if (hist_back >= 0) prev = history.as<int64_t>()[s * width + hist_back--];
+    if (prev < 0 || prev == eos) break;
+    ctx[size_t(k)] = prev;
+  }
+  return ctx;
+}
+
+void exec_NgramHash(ExecContext& c, const ir::Op& op) {
+  const Buf &ids = c.in(op, 0), &seq = c.in(op, 1), &history = c.in(op, 2);
+  const int64_t n = int_attr(op, "n"), hpg = int_attr(op, "heads_per_gram"), eos = int_attr(op, "eos");
+  const auto &mult = op.attr("mult")->ints, &vocab = op.attr("vocab")->ints, &offset = op.attr("offset")->ints;
+  const int64_t heads = (n - 1) * hpg;
+  for (int64_t t = 0; t < ids.numel; ++t) {
+    std::vector<int64_t> ctx = ngram_context(ids, seq, history, t, n, eos);
+    uint64_t mixed = uint64_t(ctx[0]) * uint64_t(mult[0]);
+    for (int64_t g = 2; g <= n; ++g) {
+      mixed ^= uint64_t(ctx[size_t(g - 1)]) * uint64_t(mult[size_t(g - 1)]);
+      for (int64_t j = 0; j < hpg; ++j) {
+        const size_t h = size_t((g - 2) * hpg + j);
+        c.out(op).as<int32_t>()[t * heads + int64_t(h)] = int32_t(mixed % uint64_t(vocab[h]) + uint64_t(offset[h]));
+      }
+    }
+  }
+}
+
+void exec_NgramRoll(ExecContext& c, const ir::Op& op) {
+  const Buf &history = c.in(op, 0), &ids = c.in(op, 1), &seq = c.in(op, 2);
+  const Buf& y = c.out(op);
+  const int64_t width = history.last_dim();
+  std::memcpy(y.data, history.data, storage_bytes(history.elem, history.numel));
+  for (int64_t t = 0; t < ids.numel; ++t) {
+    int64_t* row = y.as<int64_t>() + seq.as<int32_t>()[t] * width;
+    std::memmove(row, row + 1, size_t(width - 1) * 8);
+    row[width - 1] = index_at(ids, t);
+  }
+}
+
+}  // namespace
+
+// Alias and bookkeeping ops the driver resolves without calling a kernel.
+bool is_alias_op(ir::OpKind kind) {
+  return kind == ir::OpKind::Reshape || kind == ir::OpKind::View || kind == ir::OpKind::ToHost ||
+         kind == ir::OpKind::ToDevice;
+}
+
+namespace {
+void exec_Weight(ExecContext& c, const ir::Op& op) { exec_driver_only(c, op); }
+void exec_Return(ExecContext& c, const ir::Op& op) { exec_driver_only(c, op); }
+void exec_Reshape(ExecContext& c, const ir::Op& op) { exec_driver_only(c, op); }
+void exec_View(ExecContext& c, const ir::Op& op) { exec_driver_only(c, op); }
+void exec_ToHost(ExecContext& c, const ir::Op& op) { exec_driver_only(c, op); }
+void exec_ToDevice(ExecContext& c, const ir::Op& op) { exec_driver_only(c, op); }
+
+constexpr ExecFn kExec[] = {
+#define VTC_OP(id, ...) &exec_##id,
+#include "ir/ops.def"
+#undef VTC_OP
+};
+}  // namespace
+
+ExecFn exec_fn(ir::OpKind kind) { return kExec[static_cast<size_t>(kind)]; }
+
+}  // namespace vtc::cpu
