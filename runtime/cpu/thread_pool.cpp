@@ -1,7 +1,7 @@
 // ThreadPool: see thread_pool.h.
 //
 // Protocol. The caller publishes a job (fn, n_items, active worker count),
-// sets `pending` to the number of helper workers taking part, and bumps
+// sets `pending` to the number of helper threads (all of them), and bumps
 // `generation` (release). Each worker waits for the generation to change
 // (spin, then atomic::wait), runs its chunk, and decrements `pending`
 // (acq_rel); the last one notifies. The caller runs chunk 0 itself, then
@@ -89,10 +89,10 @@ void ThreadPool::worker_main(int index) {
     }
     seen = g;
     if (state_->stop) return;
-    if (index < state_->n_active) {
-      run_chunk(index);
-      if (state_->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) state_->pending.notify_one();
-    }
+    // Every worker acknowledges every job, even one without a chunk for it,
+    // so the caller never rewrites the job fields while a worker reads them.
+    if (index < state_->n_active) run_chunk(index);
+    if (state_->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) state_->pending.notify_one();
   }
 }
 
@@ -109,7 +109,7 @@ void ThreadPool::parallel_for(int64_t n_items, RangeFn fn) {
   s.n_items = n_items;
   s.n_active = static_cast<int>(std::min<int64_t>(n_threads_, n_items));
   s.error = nullptr;
-  s.pending.store(s.n_active - 1, std::memory_order_relaxed);
+  s.pending.store(n_threads_ - 1, std::memory_order_relaxed);
   s.generation.fetch_add(1, std::memory_order_release);
   s.generation.notify_all();
 

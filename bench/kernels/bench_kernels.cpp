@@ -1,0 +1,94 @@
+// Micro-benchmark for the CPU matmul kernels:
+//   vtc-bench-kernels [rows cols] [--tokens N] [--isa scalar|avx2] [--types q4_K,f16,...]
+// For each weight type and thread count (1, 2, ..., hardware), times
+// matmul(W[rows][cols], x[tokens][cols]) and reports GFLOP/s and GB/s of
+// weight bytes streamed. Weights hold random codes with sane scales.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "frontends/gguf/dequant.h"
+#include "runtime/cpu/kernels/kernels.h"
+#include "support/ggml_type.h"
+
+using namespace vtc;
+using namespace vtc::cpu;
+
+static std::vector<uint8_t> make_weights(GgmlType t, int64_t rows, int64_t cols) {
+  const auto& tr = ggml_traits(t);
+  const size_t bytes = static_cast<size_t>(rows * cols / tr.block_size * tr.block_bytes);
+  std::vector<uint8_t> w(bytes);
+  std::mt19937 rng(1);
+  for (auto& b : w) b = static_cast<uint8_t>(rng());
+  // Make every 16-bit word a small finite half: fine for f16, and for the
+  // quantized types the scale fields become finite too.
+  if (t == GgmlType::F16 || tr.quantized) {
+    for (size_t i = 0; i + 1 < bytes; i += 2) w[i + 1] = static_cast<uint8_t>(w[i + 1] & 0x23);
+  }
+  if (t == GgmlType::F32) {
+    for (size_t i = 0; i + 3 < bytes; i += 4) {
+      const float f = static_cast<float>(rng() % 2001) / 1000.0f - 1.0f;
+      std::memcpy(&w[i], &f, 4);
+    }
+  }
+  return w;
+}
+
+int main(int argc, char** argv) {
+  int64_t rows = 4096, cols = 4096, tokens = 1;
+  std::vector<std::string> types = {"q4_K", "f16", "q8_0", "q4_0", "q6_K"};
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--tokens" && i + 1 < argc) tokens = std::atoll(argv[++i]);
+    else if (a == "--isa" && i + 1 < argc) set_active_isa(std::string(argv[++i]) == "scalar" ? Isa::Scalar : Isa::Avx2);
+    else if (a == "--types" && i + 1 < argc) {
+      types.clear();
+      std::string s = argv[++i];
+      for (size_t p = 0; p <= s.size();) {
+        const size_t q = std::min(s.find(',', p), s.size());
+        types.push_back(s.substr(p, q - p));
+        p = q + 1;
+      }
+    } else if (i + 1 < argc && std::isdigit(static_cast<unsigned char>(a[0]))) {
+      rows = std::atoll(argv[i]);
+      cols = std::atoll(argv[++i]);
+    }
+  }
+  std::printf("matmul %lldx%lld, %lld token(s), isa %s\n", static_cast<long long>(rows), static_cast<long long>(cols),
+              static_cast<long long>(tokens), isa_name(active_isa()));
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<float> x(static_cast<size_t>(cols * tokens));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i)) * 0.5f;
+  std::vector<float> y(static_cast<size_t>(rows * tokens));
+  for (const auto& name : types) {
+    const auto t = ggml_type_from_name(name);
+    if (!t) {
+      std::printf("unknown type %s\n", name.c_str());
+      continue;
+    }
+    const auto w = make_weights(*t, rows, cols);
+    for (int n = 1; n <= hw; n = (n == hw ? hw + 1 : std::min(hw, n * 2))) {
+      ThreadPool pool(n);
+      matmul(*t, w.data(), rows, cols, x.data(), tokens, y.data(), pool);  // warm up
+      int iters = 0;
+      const auto t0 = std::chrono::steady_clock::now();
+      double secs = 0;
+      do {
+        matmul(*t, w.data(), rows, cols, x.data(), tokens, y.data(), pool);
+        ++iters;
+        secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      } while (secs < 0.5);
+      const double per = secs / iters;
+      const double flops = 2.0 * static_cast<double>(rows) * static_cast<double>(cols) * static_cast<double>(tokens);
+      std::printf("  %-6s threads=%d  %8.3f ms  %7.2f GFLOP/s  %7.2f GB/s weights\n", name.c_str(), n, per * 1e3,
+                  flops / per * 1e-9, static_cast<double>(w.size()) / per * 1e-9);
+    }
+  }
+  return 0;
+}

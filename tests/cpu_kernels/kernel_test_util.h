@@ -1,0 +1,156 @@
+// Shared helpers for the CPU kernel tests: deterministic random data,
+// random-but-valid quantized weights, NMSE, guarded output buffers and an
+// RAII ISA selector.
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "frontends/gguf/dequant.h"
+#include "runtime/cpu/kernels/kernels.h"
+#include "support/ggml_type.h"
+
+namespace vtc::cpu::test {
+
+inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// Offsets of the f16 scale fields inside one block, and whether each may be
+// negative (the min of the _1 types).
+struct HalfField {
+  int offset;
+  bool signed_value;
+};
+inline std::vector<HalfField> half_fields(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0: case GgmlType::IQ4_NL:
+    case GgmlType::IQ4_XS: case GgmlType::IQ3_XXS: case GgmlType::IQ3_S:
+      return {{0, false}};
+    case GgmlType::Q4_1: case GgmlType::Q5_1: return {{0, false}, {2, true}};
+    case GgmlType::Q4_K: case GgmlType::Q5_K: return {{0, false}, {2, false}};
+    case GgmlType::Q2_K: return {{80, false}, {82, false}};
+    case GgmlType::Q3_K: return {{108, false}};
+    case GgmlType::Q6_K: return {{208, false}};
+    default: return {};
+  }
+}
+
+// rows x cols weights of type t: random codes with sane f16 scales.
+inline std::vector<uint8_t> random_weights(GgmlType t, int64_t rows, int64_t cols, uint32_t seed) {
+  const auto& tr = ggml_traits(t);
+  const int64_t n = rows * cols;
+  std::mt19937 rng(seed);
+  if (t == GgmlType::F32) {
+    auto f = random_floats(static_cast<size_t>(n), seed);
+    std::vector<uint8_t> out(f.size() * 4);
+    std::memcpy(out.data(), f.data(), out.size());
+    return out;
+  }
+  if (t == GgmlType::F16 || t == GgmlType::BF16) {
+    auto f = random_floats(static_cast<size_t>(n), seed);
+    std::vector<uint8_t> out(f.size() * 2);
+    for (size_t i = 0; i < f.size(); ++i) {
+      const uint16_t h = t == GgmlType::F16 ? fp32_to_fp16(f[i]) : fp32_to_bf16(f[i]);
+      std::memcpy(out.data() + 2 * i, &h, 2);
+    }
+    return out;
+  }
+  const int64_t n_blocks = n / tr.block_size;
+  std::vector<uint8_t> out(static_cast<size_t>(n_blocks * tr.block_bytes));
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (auto& b : out) b = static_cast<uint8_t>(byte(rng));
+  std::uniform_real_distribution<float> mag(0.002f, 0.02f), sgn(-1.0f, 1.0f);
+  const auto fields = half_fields(t);
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    for (const auto& f : fields) {
+      const float v = f.signed_value ? sgn(rng) * 0.1f : mag(rng);
+      const uint16_t h = fp32_to_fp16(v);
+      std::memcpy(out.data() + b * tr.block_bytes + f.offset, &h, 2);
+    }
+  }
+  return out;
+}
+
+inline std::vector<float> dequant_all(GgmlType t, const std::vector<uint8_t>& w, int64_t rows, int64_t cols) {
+  std::vector<float> out(static_cast<size_t>(rows * cols));
+  const auto& tr = ggml_traits(t);
+  const int64_t stride = cols / tr.block_size * tr.block_bytes;
+  for (int64_t r = 0; r < rows; ++r) dequantize_row(t, w.data() + r * stride, out.data() + r * cols, cols);
+  return out;
+}
+
+// Normalized mean squared error of a against the reference b.
+inline double nmse(const float* a, const double* b, size_t n) {
+  double err = 0, ref = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(a[i]) - b[i];
+    err += d * d;
+    ref += b[i] * b[i];
+  }
+  if (ref == 0) return err;
+  return err / ref;
+}
+inline double nmse(const std::vector<float>& a, const std::vector<double>& b) { return nmse(a.data(), b.data(), a.size()); }
+inline double nmse(const std::vector<float>& a, const std::vector<float>& b) {
+  std::vector<double> bd(b.begin(), b.end());
+  return nmse(a.data(), bd.data(), a.size());
+}
+
+// An output buffer with sentinel floats on both sides; intact() checks that
+// no kernel wrote outside [data(), data() + size()).
+class Guarded {
+ public:
+  static constexpr size_t kGuard = 64;
+  static constexpr uint32_t kSentinel = 0x7fa5a5a5u;  // a NaN no kernel produces
+  explicit Guarded(size_t n) : n_(n), buf_(n + 2 * kGuard) {
+    for (auto& f : buf_) f = std::bit_cast<float>(kSentinel);
+    for (size_t i = 0; i < n; ++i) buf_[kGuard + i] = -12345.0f;  // poison: must be overwritten
+  }
+  float* data() { return buf_.data() + kGuard; }
+  size_t size() const { return n_; }
+  bool intact() const {
+    for (size_t i = 0; i < kGuard; ++i)
+      if (std::bit_cast<uint32_t>(buf_[i]) != kSentinel || std::bit_cast<uint32_t>(buf_[kGuard + n_ + i]) != kSentinel)
+        return false;
+    return true;
+  }
+  std::vector<float> values() const { return {buf_.begin() + kGuard, buf_.begin() + static_cast<long>(kGuard + n_)}; }
+
+ private:
+  size_t n_;
+  std::vector<float> buf_;
+};
+
+// Selects an ISA for the scope; restores the previous one.
+class IsaScope {
+ public:
+  explicit IsaScope(Isa isa) : prev_(active_isa()) { set_active_isa(isa); }
+  ~IsaScope() { set_active_isa(prev_); }
+  IsaScope(const IsaScope&) = delete;
+  IsaScope& operator=(const IsaScope&) = delete;
+
+ private:
+  Isa prev_;
+};
+
+// The ISAs this machine can run: always scalar, plus AVX2 when available.
+inline std::vector<Isa> available_isas() {
+  std::vector<Isa> v{Isa::Scalar};
+  if (best_isa() == Isa::Avx2) v.push_back(Isa::Avx2);
+  return v;
+}
+
+inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace vtc::cpu::test

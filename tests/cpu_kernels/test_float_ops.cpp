@@ -1,0 +1,206 @@
+// Float ops against double references, on every available ISA, with
+// sentinel-guarded outputs.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "frontends/gguf/dequant.h"
+#include "kernel_test_util.h"
+#include "runtime/cpu/kernels/kernels.h"
+
+using namespace vtc;
+using namespace vtc::cpu;
+using namespace vtc::cpu::test;
+
+TEST_CASE("rms_norm vs double reference", "[float][rms_norm]") {
+  const int64_t shapes[][2] = {{1, 7}, {3, 64}, {5, 4096}, {2, 33}};
+  for (Isa isa : available_isas()) {
+    IsaScope scope(isa);
+    for (const auto& s : shapes) {
+      const int64_t rows = s[0], cols = s[1];
+      const auto x = random_floats(static_cast<size_t>(rows * cols), 1, -4.0f, 4.0f);
+      const auto w = random_floats(static_cast<size_t>(cols), 2, 0.5f, 1.5f);
+      for (bool with_weight : {true, false}) {
+        Guarded y(x.size());
+        rms_norm(x.data(), with_weight ? w.data() : nullptr, 1e-6f, rows, cols, y.data());
+        REQUIRE(y.intact());
+        std::vector<double> ref(x.size());
+        for (int64_t r = 0; r < rows; ++r) {
+          double ss = 0;
+          for (int64_t c = 0; c < cols; ++c) ss += double(x[r * cols + c]) * x[r * cols + c];
+          const double sc = 1.0 / std::sqrt(ss / cols + 1e-6);
+          for (int64_t c = 0; c < cols; ++c) ref[r * cols + c] = x[r * cols + c] * sc * (with_weight ? w[c] : 1.0);
+        }
+        const double e = nmse(y.values(), ref);
+        INFO(fmt::format("{} {}x{} weight={} nmse {:.3g}", isa_name(isa), rows, cols, with_weight, e));
+        CHECK(e < 1e-12);
+      }
+      // In place.
+      std::vector<float> inplace = x;
+      rms_norm(inplace.data(), w.data(), 1e-6f, rows, cols, inplace.data());
+      Guarded y(x.size());
+      rms_norm(x.data(), w.data(), 1e-6f, rows, cols, y.data());
+      CHECK(bitwise_equal(inplace, y.values()));
+    }
+  }
+}
+
+TEST_CASE("elementwise ops vs double reference", "[float][elementwise]") {
+  const int64_t n = 1037;  // not a multiple of the vector width
+  const auto a = random_floats(n, 3, -8.0f, 8.0f);
+  const auto b = random_floats(n, 4, -8.0f, 8.0f);
+  struct Unary {
+    const char* name;
+    void (*fn)(const float*, float*, int64_t);
+    double (*ref)(double);
+    double tol;
+  };
+  const Unary unary[] = {
+      {"neg", neg, [](double x) { return -x; }, 0},
+      {"exp", vtc::cpu::exp, [](double x) { return std::exp(x); }, 1e-13},
+      {"silu", silu, [](double x) { return x / (1 + std::exp(-x)); }, 1e-13},
+      {"sigmoid", sigmoid, [](double x) { return 1 / (1 + std::exp(-x)); }, 1e-13},
+      {"softplus", softplus, [](double x) { return x > 20 ? x : std::log1p(std::exp(x)); }, 1e-13},
+      // ggml's gelu goes through an f16 table: f16 precision.
+      {"gelu", gelu, [](double x) { return 0.5 * x * (1 + std::tanh(0.7978845608028654 * x * (1 + 0.044715 * x * x))); }, 1e-6},
+  };
+  for (Isa isa : available_isas()) {
+    IsaScope scope(isa);
+    for (const auto& u : unary) {
+      Guarded y(n);
+      u.fn(a.data(), y.data(), n);
+      REQUIRE(y.intact());
+      std::vector<double> ref(n);
+      for (int64_t i = 0; i < n; ++i) ref[i] = u.ref(a[i]);
+      const double e = nmse(y.values(), ref);
+      INFO(fmt::format("{} {} nmse {:.3g}", isa_name(isa), u.name, e));
+      CHECK(e <= u.tol);
+    }
+    Guarded ya(n), ym(n), ys(n), yg(n);
+    add(a.data(), b.data(), ya.data(), n);
+    mul(a.data(), b.data(), ym.data(), n);
+    scale(a.data(), 0.37f, ys.data(), n);
+    swiglu(a.data(), b.data(), yg.data(), n);
+    REQUIRE((ya.intact() && ym.intact() && ys.intact() && yg.intact()));
+    const auto va = ya.values(), vm = ym.values(), vs = ys.values(), vg = yg.values();
+    for (int64_t i = 0; i < n; ++i) {
+      CHECK(va[i] == a[i] + b[i]);
+      CHECK(vm[i] == a[i] * b[i]);
+      CHECK(vs[i] == a[i] * 0.37f);
+    }
+    std::vector<double> rg(n);
+    for (int64_t i = 0; i < n; ++i) rg[i] = a[i] / (1 + std::exp(-double(a[i]))) * b[i];
+    CHECK(nmse(vg, rg) < 1e-13);
+  }
+  // gelu's ggml clamps.
+  const float edge[] = {-11.0f, 12.0f};
+  float out[2];
+  gelu(edge, out, 2);
+  CHECK(out[0] == 0.0f);
+  CHECK(out[1] == 12.0f);
+}
+
+TEST_CASE("softmax vs double reference", "[float][softmax]") {
+  const int64_t rows = 4, cols = 301;
+  const auto x = random_floats(rows * cols, 8, -20.0f, 20.0f);
+  for (float sc : {1.0f, 0.125f}) {
+    Guarded y(x.size());
+    softmax(x.data(), rows, cols, sc, y.data());
+    REQUIRE(y.intact());
+    std::vector<double> ref(x.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      double m = -1e300, s = 0;
+      for (int64_t c = 0; c < cols; ++c) m = std::max(m, double(x[r * cols + c]) * sc);
+      for (int64_t c = 0; c < cols; ++c) s += std::exp(double(x[r * cols + c]) * sc - m);
+      for (int64_t c = 0; c < cols; ++c) ref[r * cols + c] = std::exp(double(x[r * cols + c]) * sc - m) / s;
+    }
+    CHECK(nmse(y.values(), ref) < 1e-12);
+  }
+}
+
+namespace {
+// RoPE reference in double: theta_i = pos * freq_scale * base^(-2i/n_dims) / ff_i.
+std::vector<double> rope_ref(const std::vector<float>& x, int64_t n_tokens, int64_t n_heads, int64_t hd,
+                             const std::vector<int32_t>& pos, const RopeParams& p) {
+  std::vector<double> y(x.begin(), x.end());
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int64_t h = 0; h < n_heads; ++h) {
+      const int64_t base = (t * n_heads + h) * hd;
+      for (int64_t i = 0; i < p.n_dims / 2; ++i) {
+        const double ff = p.freq_factors ? p.freq_factors[i] : 1.0;
+        const double th = pos[t] * double(p.freq_scale) * std::pow(double(p.freq_base), -2.0 * i / p.n_dims) / ff;
+        const int64_t a = p.mode == RopeMode::Neox ? i : 2 * i;
+        const int64_t b = p.mode == RopeMode::Neox ? i + p.n_dims / 2 : 2 * i + 1;
+        const double x0 = x[base + a], x1 = x[base + b];
+        y[base + a] = (x0 * std::cos(th) - x1 * std::sin(th)) * p.attn_factor;
+        y[base + b] = (x0 * std::sin(th) + x1 * std::cos(th)) * p.attn_factor;
+      }
+    }
+  return y;
+}
+}  // namespace
+
+TEST_CASE("rope (normal, neox, partial, freq factors) vs double reference", "[float][rope]") {
+  const int64_t n_tokens = 5, n_heads = 3, hd = 64;
+  const std::vector<int32_t> pos = {0, 1, 7, 100, 511};
+  const auto x = random_floats(n_tokens * n_heads * hd, 9);
+  std::vector<float> ff(32);
+  for (size_t i = 0; i < ff.size(); ++i) ff[i] = 1.0f + 0.25f * float(i % 5);
+  struct Case {
+    RopeMode mode;
+    int64_t n_dims;
+    float base, fscale, attn;
+    bool factors;
+  };
+  const Case cases[] = {{RopeMode::Normal, 64, 10000.f, 1.f, 1.f, false}, {RopeMode::Neox, 64, 1000000.f, 1.f, 1.f, false},
+                        {RopeMode::Normal, 32, 10000.f, 0.5f, 1.f, false}, {RopeMode::Neox, 48, 500000.f, 1.f, 1.f, true},
+                        {RopeMode::Neox, 64, 10000.f, 0.25f, 1.2f, true}};
+  for (const auto& c : cases) {
+    RopeParams p;
+    p.mode = c.mode;
+    p.n_dims = c.n_dims;
+    p.freq_base = c.base;
+    p.freq_scale = c.fscale;
+    p.attn_factor = c.attn;
+    p.freq_factors = c.factors ? ff.data() : nullptr;
+    Guarded y(x.size());
+    rope(x.data(), n_tokens, n_heads, hd, pos.data(), p, y.data());
+    REQUIRE(y.intact());
+    const auto got = y.values();
+    const double e = nmse(got, rope_ref(x, n_tokens, n_heads, hd, pos, p));
+    INFO(fmt::format("mode {} n_dims {} nmse {:.3g}", int(c.mode), c.n_dims, e));
+    CHECK(e < 1e-10);
+    // Unrotated tail copied exactly; position 0 is the identity (times attn_factor).
+    for (int64_t t = 0; t < n_tokens; ++t)
+      for (int64_t h = 0; h < n_heads; ++h)
+        for (int64_t i = c.n_dims; i < hd; ++i) CHECK(got[(t * n_heads + h) * hd + i] == x[(t * n_heads + h) * hd + i]);
+    // In place gives the same bits.
+    std::vector<float> inplace = x;
+    rope(inplace.data(), n_tokens, n_heads, hd, pos.data(), p, inplace.data());
+    CHECK(bitwise_equal(inplace, got));
+  }
+  RopeParams bad;
+  bad.n_dims = 65;
+  std::vector<float> out(x.size());
+  CHECK_THROWS(rope(x.data(), n_tokens, n_heads, hd, pos.data(), bad, out.data()));
+}
+
+TEST_CASE("argmax and top_k", "[float][sampling]") {
+  const float x[] = {0.5f, 3.0f, -1.0f, 3.0f, std::numeric_limits<float>::quiet_NaN(), 2.0f, 7.0f};
+  CHECK(argmax(x, 7) == 6);
+  CHECK(argmax(x, 4) == 1);  // first of the ties
+  CHECK(argmax(x, 0) == -1);
+  int32_t idx[8] = {};
+  CHECK(top_k(x, 7, 4, idx) == 4);
+  CHECK(idx[0] == 6);
+  CHECK(idx[1] == 1);
+  CHECK(idx[2] == 3);
+  CHECK(idx[3] == 5);
+  CHECK(top_k(x, 7, 100, idx) == 7);
+  CHECK(idx[6] == 4);  // NaN last
+  CHECK(top_k(x, 7, 0, idx) == 0);
+}

@@ -1,0 +1,293 @@
+// Quantized matmul and embedding lookup against double references.
+//
+// Two references per case:
+//  - "exact": W dequantized by dequantize_row, x in f32, dot in double. The
+//    candidate differs by ggml's activation quantization, so the tolerance
+//    depends on the activation type (ggml's test-backend-ops uses 5e-4 for
+//    mul_mat with q8 activations).
+//  - "ggml": the same, but x first converted exactly like the candidate
+//    (scalar quantizer) and dequantized; only float reassociation and the
+//    q8_1 sum rounding remain, so the tolerance is tight. This pins down the
+//    integer arithmetic of every dot kernel.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "frontends/gguf/dequant.h"
+#include "kernel_test_util.h"
+#include "runtime/cpu/kernels/internal.h"
+#include "runtime/cpu/kernels/kernels.h"
+#include "support/error.h"
+
+using namespace vtc;
+using namespace vtc::cpu;
+using namespace vtc::cpu::test;
+
+namespace {
+
+struct Shape {
+  int64_t rows, cols, n_tokens;
+};
+
+const GgmlType kNativeTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
+                                 GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
+                                 GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
+const GgmlType kFallbackTypes[] = {GgmlType::IQ3_XXS, GgmlType::IQ3_S};
+
+bool is_k_type(GgmlType t) { return ggml_traits(t).block_size == 256; }
+
+// Shapes: rows not divisible by 2 or 3 or the row tile, one and several
+// tokens, more tokens than a token tile.
+std::vector<Shape> shapes_for(GgmlType t) {
+  std::vector<Shape> s = {{1, 256, 1}, {17, 512, 1}, {33, 256, 3}, {64, 1024, 7}, {13, 768, 20}};
+  if (!is_k_type(t)) {
+    s.push_back({5, 96, 2});
+    s.push_back({40, 32, 1});
+  }
+  if (ggml_traits(t).block_size == 1) s.push_back({3, 37, 2});  // vector tails
+  return s;
+}
+
+double exact_tolerance(GgmlType t) {
+  switch (matmul_activation_type(t)) {
+    case GgmlType::F32: return 1e-10;
+    case GgmlType::F16: return 1e-6;
+    case GgmlType::BF16: return 1e-4;
+    default: return 5e-4;
+  }
+}
+
+// x converted to the activation type and back, exactly as matmul sees it.
+std::vector<float> activations_as_seen(GgmlType wtype, const std::vector<float>& x, int64_t cols, int64_t n_tokens) {
+  const GgmlType at = matmul_activation_type(wtype);
+  if (at == GgmlType::F32) return x;
+  const auto& sk = detail::scalar_quant_kernels();
+  std::vector<float> out(x.size());
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float* xr = x.data() + t * cols;
+    float* o = out.data() + t * cols;
+    switch (at) {
+      case GgmlType::F16: {
+        std::vector<uint16_t> h(static_cast<size_t>(cols));
+        sk.quantize[static_cast<int>(detail::ActType::F16)](xr, h.data(), cols);
+        for (int64_t i = 0; i < cols; ++i) o[i] = fp16_to_fp32(h[static_cast<size_t>(i)]);
+        break;
+      }
+      case GgmlType::BF16: {
+        std::vector<uint16_t> h(static_cast<size_t>(cols));
+        sk.quantize[static_cast<int>(detail::ActType::BF16)](xr, h.data(), cols);
+        for (int64_t i = 0; i < cols; ++i) o[i] = bf16_to_fp32(h[static_cast<size_t>(i)]);
+        break;
+      }
+      case GgmlType::Q8_0: {
+        std::vector<detail::BlockQ8_0> b(static_cast<size_t>(cols / 32));
+        sk.quantize[static_cast<int>(detail::ActType::Q8_0)](xr, b.data(), cols);
+        for (int64_t i = 0; i < cols; ++i) o[i] = fp16_to_fp32(b[i / 32].d) * b[i / 32].qs[i % 32];
+        break;
+      }
+      case GgmlType::Q8_1: {
+        std::vector<detail::BlockQ8_1> b(static_cast<size_t>(cols / 32));
+        sk.quantize[static_cast<int>(detail::ActType::Q8_1)](xr, b.data(), cols);
+        for (int64_t i = 0; i < cols; ++i) o[i] = fp16_to_fp32(b[i / 32].d) * b[i / 32].qs[i % 32];
+        break;
+      }
+      case GgmlType::Q8_K: {
+        std::vector<detail::BlockQ8_K> b(static_cast<size_t>(cols / 256));
+        sk.quantize[static_cast<int>(detail::ActType::Q8_K)](xr, b.data(), cols);
+        for (int64_t i = 0; i < cols; ++i) o[i] = b[i / 256].d * b[i / 256].qs[i % 256];
+        break;
+      }
+      default: FAIL("unexpected activation type");
+    }
+  }
+  return out;
+}
+
+std::vector<double> reference(const std::vector<float>& wf, const std::vector<float>& x, int64_t rows, int64_t cols,
+                              int64_t n_tokens) {
+  std::vector<double> y(static_cast<size_t>(rows * n_tokens));
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int64_t r = 0; r < rows; ++r) {
+      double s = 0;
+      for (int64_t c = 0; c < cols; ++c)
+        s += static_cast<double>(wf[static_cast<size_t>(r * cols + c)]) * x[static_cast<size_t>(t * cols + c)];
+      y[static_cast<size_t>(t * rows + r)] = s;
+    }
+  return y;
+}
+
+std::vector<float> run_matmul(GgmlType t, const std::vector<uint8_t>& w, const Shape& s, const std::vector<float>& x,
+                              ThreadPool& pool) {
+  Guarded y(static_cast<size_t>(s.rows * s.n_tokens));
+  matmul(t, w.data(), s.rows, s.cols, x.data(), s.n_tokens, y.data(), pool);
+  REQUIRE(y.intact());
+  return y.values();
+}
+
+}  // namespace
+
+TEST_CASE("matmul: every native type and shape vs double references", "[matmul]") {
+  ThreadPool pool(2);
+  for (GgmlType t : kNativeTypes) {
+    REQUIRE(matmul_native(t));
+    for (const Shape& s : shapes_for(t)) {
+      for (Isa isa : available_isas()) {
+        IsaScope scope(isa);
+        const auto w = random_weights(t, s.rows, s.cols, 1000 + static_cast<uint32_t>(s.rows));
+        const auto x = random_floats(static_cast<size_t>(s.cols * s.n_tokens), 7 + static_cast<uint32_t>(s.cols));
+        const auto wf = dequant_all(t, w, s.rows, s.cols);
+        const auto y = run_matmul(t, w, s, x, pool);
+        const double e_exact = nmse(y, reference(wf, x, s.rows, s.cols, s.n_tokens));
+        const double e_ggml =
+            nmse(y, reference(wf, activations_as_seen(t, x, s.cols, s.n_tokens), s.rows, s.cols, s.n_tokens));
+        INFO(fmt::format("{} {}x{} tokens={} isa={}: nmse exact {:.3g} ggml-emulated {:.3g}", ggml_type_name(t), s.rows,
+                         s.cols, s.n_tokens, isa_name(isa), e_exact, e_ggml));
+        CHECK(e_exact < exact_tolerance(t));
+        const bool q8_1 = matmul_activation_type(t) == GgmlType::Q8_1;  // m*s uses an f16 sum
+        CHECK(e_ggml < (q8_1 ? 1e-6 : 1e-10));
+      }
+    }
+  }
+}
+
+TEST_CASE("matmul: row-dequantizing fallback types", "[matmul]") {
+  ThreadPool pool(3);
+  for (GgmlType t : kFallbackTypes) {
+    REQUIRE_FALSE(matmul_native(t));
+    REQUIRE(matmul_supported(t));
+    for (const Shape& s : shapes_for(t)) {
+      const auto w = random_weights(t, s.rows, s.cols, 99);
+      const auto x = random_floats(static_cast<size_t>(s.cols * s.n_tokens), 5);
+      const auto y = run_matmul(t, w, s, x, pool);
+      const double e = nmse(y, reference(dequant_all(t, w, s.rows, s.cols), x, s.rows, s.cols, s.n_tokens));
+      INFO(fmt::format("{} {}x{} tokens={}: nmse {:.3g}", ggml_type_name(t), s.rows, s.cols, s.n_tokens, e));
+      CHECK(e < 1e-10);
+    }
+  }
+}
+
+TEST_CASE("matmul: thread counts 1, 2, 3 give bit-identical results", "[matmul][threads]") {
+  ThreadPool p1(1), p2(2), p3(3);
+  const Shape shapes[] = {{37, 512, 1}, {50, 256, 19}};
+  for (GgmlType t : kNativeTypes) {
+    for (const Shape& s : shapes) {
+      const auto w = random_weights(t, s.rows, s.cols, 3);
+      const auto x = random_floats(static_cast<size_t>(s.cols * s.n_tokens), 4);
+      const auto y1 = run_matmul(t, w, s, x, p1);
+      INFO(fmt::format("{} {}x{} tokens={}", ggml_type_name(t), s.rows, s.cols, s.n_tokens));
+      CHECK(bitwise_equal(y1, run_matmul(t, w, s, x, p2)));
+      CHECK(bitwise_equal(y1, run_matmul(t, w, s, x, p3)));
+    }
+  }
+}
+
+TEST_CASE("matmul: scalar and AVX2 agree", "[matmul][isa]") {
+  if (best_isa() != Isa::Avx2) {
+    WARN("SKIPPED: AVX2 is not available here; only the scalar kernels were tested");
+    return;
+  }
+  ThreadPool pool(2);
+  const Shape s{29, 768, 5};
+  for (GgmlType t : kNativeTypes) {
+    const auto w = random_weights(t, s.rows, s.cols, 11);
+    const auto x = random_floats(static_cast<size_t>(s.cols * s.n_tokens), 12);
+    std::vector<float> ys, yv;
+    {
+      IsaScope scope(Isa::Scalar);
+      ys = run_matmul(t, w, s, x, pool);
+    }
+    {
+      IsaScope scope(Isa::Avx2);
+      yv = run_matmul(t, w, s, x, pool);
+    }
+    const double e = nmse(yv, ys);
+    INFO(fmt::format("{}: nmse avx2 vs scalar {:.3g}", ggml_type_name(t), e));
+    CHECK(e < 1e-11);
+    // Super-block types share the float expression on both ISAs: bit-identical.
+    if (is_k_type(t)) CHECK(bitwise_equal(ys, yv));
+  }
+}
+
+TEST_CASE("matmul: activation quantizers are bit-identical across ISAs", "[matmul][isa]") {
+  if (best_isa() != Isa::Avx2) {
+    WARN("SKIPPED: AVX2 is not available here");
+    return;
+  }
+  const auto& sk = detail::scalar_quant_kernels();
+  const auto& vk = *detail::avx2_quant_kernels();
+  const int64_t n = 1024;
+  auto x = random_floats(static_cast<size_t>(n), 21, -3.0f, 3.0f);
+  for (int i = 0; i < 32; ++i) x[static_cast<size_t>(64 + i)] = 0.0f;                // an all-zero block
+  for (int i = 0; i < 32; ++i) x[static_cast<size_t>(128 + i)] = (i - 16) * 0.5f;  // ties at .5
+  for (int a = 0; a < static_cast<int>(detail::ActType::Count); ++a) {
+    const size_t bytes = static_cast<size_t>(n) * 8;
+    std::vector<uint8_t> ys(bytes, 0), yv(bytes, 0);
+    sk.quantize[a](x.data(), ys.data(), n);
+    vk.quantize[a](x.data(), yv.data(), n);
+    INFO("activation type " << a);
+    CHECK(std::memcmp(ys.data(), yv.data(), bytes) == 0);
+  }
+}
+
+TEST_CASE("matmul: q8_0 activation quantization follows ggml", "[matmul]") {
+  // amax = 2 -> d = 2/127, q = round-half-even(x * 127/2).
+  std::vector<float> x(32, 0.0f);
+  x[0] = 2.0f;
+  x[1] = -2.0f;
+  x[2] = 1.0f;                  // 63.5 -> 64 (even)
+  x[3] = 3.0f / 127.0f;          // 1.5 -> 2
+  x[4] = 5.0f / 127.0f;          // 2.5 -> 2
+  for (Isa isa : available_isas()) {
+    IsaScope scope(isa);
+    const auto& k = detail::active_quant_kernels();
+    detail::BlockQ8_0 b{};
+    k.quantize[static_cast<int>(detail::ActType::Q8_0)](x.data(), &b, 32);
+    INFO(isa_name(isa));
+    CHECK(b.d == fp32_to_fp16(2.0f / 127.f));
+    CHECK(b.qs[0] == 127);
+    CHECK(b.qs[1] == -127);
+    CHECK(b.qs[2] == 64);
+    CHECK(b.qs[3] == 2);
+    CHECK(b.qs[4] == 2);
+    CHECK(b.qs[5] == 0);
+  }
+}
+
+TEST_CASE("matmul: rejects bad input", "[matmul]") {
+  ThreadPool pool(1);
+  std::vector<uint8_t> w(4096);
+  std::vector<float> x(512), y(16);
+  CHECK_THROWS_AS(matmul(GgmlType::Q4_K, w.data(), 1, 128, x.data(), 1, y.data(), pool), Error);  // partial block
+  CHECK_THROWS_AS(matmul(GgmlType::IQ2_XXS, w.data(), 1, 256, x.data(), 1, y.data(), pool), Error);
+  CHECK_THROWS_AS(matmul(static_cast<GgmlType>(4), w.data(), 1, 32, x.data(), 1, y.data(), pool), Error);
+  CHECK_NOTHROW(matmul(GgmlType::Q4_0, w.data(), 0, 32, x.data(), 1, y.data(), pool));
+  CHECK(matmul_activation_type(GgmlType::Q4_1) == GgmlType::Q8_1);
+  CHECK(matmul_activation_type(GgmlType::IQ4_NL) == GgmlType::Q8_0);
+  CHECK(matmul_activation_type(GgmlType::IQ4_XS) == GgmlType::Q8_K);
+  CHECK(matmul_activation_type(GgmlType::BF16) == GgmlType::BF16);
+}
+
+TEST_CASE("embed_rows: selected rows, bounds checked", "[embed]") {
+  const GgmlType types[] = {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K};
+  const int64_t n_rows = 11, cols = 512;
+  for (GgmlType t : types) {
+    const auto table = random_weights(t, n_rows, cols, 77);
+    const auto all = dequant_all(t, table, n_rows, cols);
+    const std::vector<int32_t> ids = {3, 0, 10, 3};
+    Guarded out(ids.size() * cols);
+    embed_rows(t, table.data(), n_rows, cols, ids.data(), static_cast<int64_t>(ids.size()), out.data());
+    REQUIRE(out.intact());
+    const auto got = out.values();
+    INFO(ggml_type_name(t));
+    for (size_t i = 0; i < ids.size(); ++i)
+      CHECK(std::memcmp(got.data() + i * cols, all.data() + ids[i] * cols, cols * sizeof(float)) == 0);
+    const std::vector<int32_t> bad = {1, 11};
+    const std::vector<int32_t> neg = {-1};
+    CHECK_THROWS_AS(embed_rows(t, table.data(), n_rows, cols, bad.data(), 2, out.data()), Error);
+    CHECK_THROWS_AS(embed_rows(t, table.data(), n_rows, cols, neg.data(), 1, out.data()), Error);
+  }
+}
