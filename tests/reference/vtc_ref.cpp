@@ -135,7 +135,7 @@ int argmax(const float* v, int n) {
 }
 
 int cmd_logits(const Args& a) {
-  a.allow({"--tokens", "--n-predict", "--threads", "--verbose"});
+  a.allow({"--tokens", "--n-predict", "--threads", "--no-repack", "--verbose"});
   if (a.positional.size() != 1) throw UsageError("logits MODEL.gguf --tokens 1,2,3");
   const auto tokens_arg = a.get("--tokens");
   if (!tokens_arg) throw UsageError("logits needs --tokens");
@@ -153,6 +153,9 @@ int cmd_logits(const Args& a) {
   load_backends();
   llama_model_params mp = llama_model_default_params();
   mp.n_gpu_layers = 0;
+  // --no-repack: plain ggml kernels, without the CPU backend's repacked
+  // weight layouts (which quantize activations their own way).
+  if (a.has("--no-repack")) mp.use_extra_bufts = false;
   llama_model* model = llama_model_load_from_file(a.positional[0].c_str(), mp);
   if (!model) fail("could not load model " + a.positional[0]);
   const llama_vocab* vocab = llama_model_get_vocab(model);

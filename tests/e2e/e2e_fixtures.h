@@ -1,0 +1,48 @@
+// Models for end-to-end tests, generated once per test run into the build's
+// test-data folder: f32 and f16 from the generator ("small" size, so
+// K-quants apply), quantized forms from the reference's own quantizer.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "samples/synthetic_model.h"
+#include "tests/test_process.h"
+
+namespace vtc::test {
+
+// A prompt of real-looking ids that fits every generated vocabulary.
+inline std::vector<int32_t> sample_prompt(const std::string&) {
+  return {1, 450, 4996, 17354, 1701, 432, 29916, 975, 278, 17366, 11203, 29889, 13, 1576, 11203, 338,
+          5714, 29892, 541, 278, 1701, 29916, 338, 4996, 29889};
+}
+
+// Path of the `arch` model in `type` (f32, f16, or a reference quant type),
+// created on first use.
+inline std::string model_path(const std::string& arch, const std::string& type) {
+  static std::recursive_mutex mutex;  // quantized models recurse for their f32 source
+  std::lock_guard<std::recursive_mutex> lock(mutex);
+  const std::filesystem::path dir = std::filesystem::path(VTC_TEST_DATA_DIR) / "e2e";
+  std::filesystem::create_directories(dir);
+  auto path = (dir / fmt::format("{}-small-{}.gguf", arch, type)).string();
+  if (std::filesystem::exists(path)) return path;
+  if (type == "f32" || type == "f16") {
+    synth::Options o;
+    o.arch = arch;
+    o.size = "small";
+    o.seed = 1234;
+    o.weight_type = type == "f32" ? GgmlType::F32 : GgmlType::F16;
+    o.vocab_path = synth::find_default_vocab(arch);
+    synth::write_model(o, path + ".partial");
+  } else {
+    run_capture(fmt::format("{} quantize {} {}.partial {}", VTC_REF_TOOL, model_path(arch, "f32"), path, type));
+  }
+  std::filesystem::rename(path + ".partial", path);
+  return path;
+}
+
+}  // namespace vtc::test

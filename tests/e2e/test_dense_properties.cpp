@@ -1,0 +1,99 @@
+// Properties of the CPU runtime that need no reference numbers: the
+// runtime holds no architecture (printed IR, parsed back, runs the same),
+// chunked prefill equals one-shot prefill, batched sequences are
+// independent, bad inputs are clear errors, and the arena plan reuses memory.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "frontends/gguf/arch/arch.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "runtime/cpu/session.h"
+#include "support/error.h"
+#include "tests/e2e/e2e_fixtures.h"
+#include "tests/reference_tolerances.h"
+
+using namespace vtc;
+
+namespace {
+std::vector<int32_t> head(const std::vector<int32_t>& v, size_t n) { return {v.begin(), v.begin() + long(n)}; }
+}  // namespace
+
+TEST_CASE("the decode IR printed, parsed back and executed gives identical logits", "[e2e][reference]") {
+  const std::string path = test::model_path("qwen3", "f32");
+  auto file = gguf::GgufFile::open(path);
+  ir::Module built = arch::build_module(file);
+  ir::Module parsed = ir::parse(ir::print(built));
+  ir::verify(parsed);
+  REQUIRE(ir::structurally_equal(built, parsed));
+  const auto prompt = test::sample_prompt(path);
+  std::vector<std::vector<float>> logits;
+  for (const ir::Module* m : {&built, &parsed}) {
+    cpu::ThreadPool pool(2);
+    StateStore states(*m, {1, 128});
+    cpu::Interpreter interp(*m, file, states, pool);
+    cpu::StepRequest prefill{"prefill", {0}, {}};
+    std::vector<int32_t> pos(prompt.size()), seq(prompt.size(), 0);
+    for (size_t i = 0; i < pos.size(); ++i) pos[i] = int32_t(i);
+    prefill.args = {{"ids", cpu::HostTensor::i32(prompt)}, {"pos", cpu::HostTensor::i32(pos)},
+                    {"seq", cpu::HostTensor::i32(seq)}, {"rows", cpu::HostTensor::i32({int32_t(prompt.size()) - 1})}};
+    interp.run(prefill);
+    int32_t next = 42;
+    std::memcpy(states.slot_bytes(states.buffer("last_ids"), 0).data(), &next, 4);
+    cpu::StepRequest decode{"decode", {0}, {{"pos", cpu::HostTensor::i32({int32_t(prompt.size())})}, {"seq", cpu::HostTensor::i32({0})}}};
+    logits.push_back(interp.run(decode).at(0).row(0));
+  }
+  CHECK(logits[0] == logits[1]);
+}
+
+TEST_CASE("chunked prefill equals one-shot prefill", "[e2e][reference]") {
+  const std::string path = test::model_path("llama", "f32");
+  const auto prompt = test::sample_prompt(path);
+  cpu::Session s(path, {.threads = 2, .n_ctx = 128, .n_slots = 2});
+  auto one_shot = s.prefill(0, prompt, 0);
+  s.prefill(1, head(prompt, 10), 0);
+  auto chunked = s.prefill(1, std::vector<int32_t>(prompt.begin() + 10, prompt.end()), 10);
+  double diff = test::relative_l2(chunked.row(0), one_shot.row(0));
+  INFO("relative L2 " << diff);
+  CHECK(diff < 1e-6);
+}
+
+TEST_CASE("sequences decoded in one batch match sequences decoded alone", "[e2e][reference]") {
+  const std::string path = test::model_path("qwen2", "f32");
+  const auto prompt = test::sample_prompt(path);
+  const auto other = head(prompt, 7);
+  cpu::Session batched(path, {.threads = 2, .n_ctx = 128, .n_slots = 2});
+  cpu::Session alone(path, {.threads = 2, .n_ctx = 128, .n_slots = 1});
+  batched.prefill(0, prompt, 0);
+  batched.prefill(1, other, 0);
+  auto both = batched.decode(std::vector<int32_t>{0, 1}, std::vector<int32_t>{100, 200},
+                             std::vector<int32_t>{int32_t(prompt.size()), int32_t(other.size())});
+  alone.prefill(0, prompt, 0);
+  auto first = alone.decode(std::vector<int32_t>{0}, std::vector<int32_t>{100}, std::vector<int32_t>{int32_t(prompt.size())});
+  alone.reset(0);
+  alone.prefill(0, other, 0);
+  auto second = alone.decode(std::vector<int32_t>{0}, std::vector<int32_t>{200}, std::vector<int32_t>{int32_t(other.size())});
+  CHECK(test::relative_l2(both.row(0), first.row(0)) < 1e-6);
+  CHECK(test::relative_l2(both.row(1), second.row(0)) < 1e-6);
+}
+
+TEST_CASE("bad step inputs are clear errors", "[e2e][reference]") {
+  cpu::Session s(test::model_path("llama", "f32"), {.threads = 1, .n_ctx = 16});
+  CHECK_THROWS_WITH(s.prefill(0, std::vector<int32_t>{1, 99999999}, 0), Catch::Contains("outside the vocabulary"));
+  CHECK_THROWS_WITH(s.prefill(0, std::vector<int32_t>(17, 1), 0), Catch::Contains("exceed the context of 16"));
+  CHECK_THROWS_WITH(s.decode(std::vector<int32_t>{0}, std::vector<int32_t>{1}, std::vector<int32_t>{16}),
+                    Catch::Contains("outside the context"));
+  CHECK_THROWS_WITH(s.decode(std::vector<int32_t>{3}, std::vector<int32_t>{1}, std::vector<int32_t>{0}),
+                    Catch::Contains("slot 3 out of range"));
+}
+
+TEST_CASE("the arena plan reuses memory", "[e2e][reference]") {
+  cpu::Session s(test::model_path("llama", "f32"), {.threads = 2, .n_ctx = 128});
+  s.prefill(0, test::sample_prompt(""), 0, true);
+  const auto& stats = s.interpreter().last_stats();
+  INFO("arena " << stats.arena_bytes << " bytes, naive " << stats.naive_bytes << " bytes");
+  CHECK(stats.arena_bytes > 0);
+  CHECK(stats.arena_bytes * 5 < stats.naive_bytes * 4);  // at least 20% saved by reuse
+}
