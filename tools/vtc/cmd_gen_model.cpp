@@ -2,6 +2,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <chrono>
 
 #include "samples/synthetic_model.h"
@@ -39,13 +41,16 @@ Runner add_gen_model(CLI::App& app) {
     o->synth.weight_type = *ggml_type_from_name(o->type);
     if (o->synth.vocab_path.empty()) o->synth.vocab_path = synth::find_default_vocab(o->synth.arch);
     auto start = std::chrono::steady_clock::now();
+    // On a terminal, one line rewritten in place; in a log, a line per 10%.
+    const bool tty = isatty(STDERR_FILENO);
+    const int step = tty ? 1 : 10;
     int last_percent = -1;
     auto progress = [&](const synth::Progress& p) {
-      int percent = int(100.0 * double(p.bytes_done) / double(p.bytes_total));
+      int percent = int(100.0 * double(p.bytes_done) / double(p.bytes_total)) / step * step;
       if (o->quiet || percent == last_percent) return;
       last_percent = percent;
-      fmt::print(stderr, "\rgen-model: {:3d}% [{}/{}] {:<32}", percent, p.index, p.total, p.tensor);
-      if (p.index == p.total) fmt::print(stderr, "\n");
+      fmt::print(stderr, "{}gen-model: {:3d}% [{}/{}] {:<32}{}", tty ? "\r" : "", percent, p.index,
+                 p.total, p.tensor, tty && p.index < p.total ? "" : "\n");
     };
     auto s = synth::write_model(o->synth, o->out, progress);
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

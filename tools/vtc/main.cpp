@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   };
   add(vtc::cli::add_inspect);
   add(vtc::cli::add_gen_model);
+  add(vtc::cli::add_run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,135 @@
+// `vtc run MODEL.gguf`: tokenize a prompt (optionally through the chat
+// template), generate on the CPU interpreter, stream the text, print timings.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "frontends/gguf/chat_template.h"
+#include "frontends/gguf/tokenizer/tokenizer.h"
+#include "ir/printer.h"
+#include "runtime/cpu/session.h"
+#include "runtime/generate.h"
+#include "support/error.h"
+#include "tools/vtc/commands.h"
+
+namespace vtc::cli {
+namespace {
+
+struct RunOptions {
+  std::string model, prompt, system, tokens, dump_ir, dump_logits;
+  bool chat = false, quiet = false;
+  int threads = 0;
+  int64_t ctx = 0;
+  GenerateOptions gen;
+};
+
+std::vector<int32_t> parse_token_list(const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    std::string item = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    try {
+      size_t used = 0;
+      long v = std::stol(item, &used);
+      if (used != item.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument(item);
+      ids.push_back(int32_t(v));
+    } catch (const std::exception&) {
+      throw Error(fmt::format("--tokens: '{}' is not a token id", item));
+    }
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return ids;
+}
+
+std::vector<int32_t> prompt_ids(const RunOptions& o, const gguf::GgufFile& file, const Tokenizer& tok) {
+  if (!o.tokens.empty()) return parse_token_list(o.tokens);
+  if (!o.chat) return tok.encode(o.prompt, /*add_special=*/true, /*parse_special=*/false);
+  auto tmpl = file.get_string("tokenizer.chat_template");
+  if (!tmpl) throw Error(fmt::format("{}: --chat needs tokenizer.chat_template, which the model lacks", o.model));
+  std::vector<ChatMessage> msgs;
+  if (!o.system.empty()) msgs.push_back({"system", o.system});
+  msgs.push_back({"user", o.prompt});
+  std::string text = apply_chat_template(detect_chat_template(*tmpl), msgs, true);
+  return tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
+}
+
+void dump_ir(const ir::Module& m, const std::string& dir) {
+  for (const auto& fn : m.functions) {
+    std::filesystem::create_directories(std::filesystem::path(dir) / fn->name);
+    std::ofstream(std::filesystem::path(dir) / fn->name / "00-build.vtcir") << ir::print(m);
+  }
+  fmt::print(stderr, "run: IR written to {}/<step>/00-build.vtcir\n", dir);
+}
+
+void dump_logits(const std::string& path, const GenerateResult& r, int64_t n_vocab) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(r.logits.data()), std::streamsize(r.logits.size() * sizeof(float)));
+  if (!out) throw Error(fmt::format("{}: cannot write logits", path));
+  nlohmann::json j = {{"n_vocab", n_vocab}, {"rows", r.logits.size() / size_t(n_vocab)},
+                      {"prompt", r.prompt}, {"generated", r.generated}, {"dtype", "f32"}, {"byte_order", "little"}};
+  std::ofstream(path + ".json") << j.dump(1) << "\n";
+}
+
+int run(const RunOptions& o) {
+  if (o.prompt.empty() && o.tokens.empty()) throw Error("run: give a prompt with -p TEXT or --tokens 1,2,3");
+  cpu::Session session(o.model, {.threads = o.threads, .n_ctx = o.ctx, .n_slots = 1});
+  if (!o.dump_ir.empty()) dump_ir(session.module(), o.dump_ir);
+  Tokenizer tok = Tokenizer::from_gguf(session.file());
+  std::vector<int32_t> prompt = prompt_ids(o, session.file(), tok);
+  GenerateOptions gen = o.gen;
+  gen.keep_logits = !o.dump_logits.empty();
+  if (!o.quiet && o.tokens.empty()) fmt::print("{}", o.chat ? "" : o.prompt);
+  std::fflush(stdout);
+  GenerateResult r = generate(session, tok, prompt, gen, [&](int32_t, const std::string& piece) {
+    if (!o.quiet) {
+      fmt::print("{}", piece);
+      std::fflush(stdout);
+    }
+  });
+  if (!o.quiet) fmt::print("\n");
+  if (!o.dump_logits.empty()) dump_logits(o.dump_logits, r, session.n_vocab());
+  fmt::print(stderr, "run: prompt {} tokens in {:.3f}s ({:.1f} tok/s), generated {} tokens in {:.3f}s ({:.1f} tok/s), stop: {}\n",
+             r.prompt.size(), r.prompt_seconds, double(r.prompt.size()) / std::max(r.prompt_seconds, 1e-9),
+             r.generated.size(), r.generate_seconds, double(r.generated.size()) / std::max(r.generate_seconds, 1e-9),
+             r.stop_reason);
+  if (o.quiet) fmt::print("{}\n", fmt::join(r.generated, ","));
+  return 0;
+}
+
+}  // namespace
+
+Runner add_run(CLI::App& app) {
+  auto* cmd = app.add_subcommand("run", "Generate text from a GGUF model on the CPU interpreter");
+  auto o = std::make_shared<RunOptions>();
+  o->gen.sampling.seed = 42;
+  cmd->add_option("model", o->model, "GGUF model")->required()->check(CLI::ExistingFile);
+  cmd->add_option("-p,--prompt", o->prompt, "Prompt text");
+  cmd->add_flag("--chat", o->chat, "Wrap the prompt as a user message in the model's chat template");
+  cmd->add_option("--system", o->system, "System message (with --chat)");
+  cmd->add_option("--tokens", o->tokens, "Prompt as token ids: 1,2,3 (no tokenization, no BOS added)");
+  cmd->add_option("-n,--n-predict", o->gen.n_predict, "Tokens to generate (-1: until end of generation)")->capture_default_str();
+  cmd->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str();
+  cmd->add_option("-c,--ctx-size", o->ctx, "Context size (0: the model's, at most 4096)")->capture_default_str();
+  cmd->add_option("--temp", o->gen.sampling.temperature, "Temperature (0: greedy)")->capture_default_str();
+  cmd->add_option("--top-k", o->gen.sampling.top_k, "Top-k (0: off)")->capture_default_str();
+  cmd->add_option("--top-p", o->gen.sampling.top_p, "Top-p (1: off)")->capture_default_str();
+  cmd->add_option("--min-p", o->gen.sampling.min_p, "Min-p (0: off)")->capture_default_str();
+  cmd->add_option("--repeat-penalty", o->gen.sampling.repeat_penalty, "Repetition penalty (1: off)")->capture_default_str();
+  cmd->add_option("--repeat-last-n", o->gen.sampling.penalty_last_n, "Tokens the penalties look back over")->capture_default_str();
+  cmd->add_option("--presence-penalty", o->gen.sampling.presence_penalty, "Presence penalty")->capture_default_str();
+  cmd->add_option("--frequency-penalty", o->gen.sampling.frequency_penalty, "Frequency penalty")->capture_default_str();
+  cmd->add_option("--seed", o->gen.sampling.seed, "Sampling seed (4294967295: random)")->capture_default_str();
+  cmd->add_option("--dump-ir", o->dump_ir, "Write the IR of every step to DIR/<step>/NN-<pass>.vtcir");
+  cmd->add_option("--dump-logits", o->dump_logits,
+                  "Write raw f32 logits (one row per prompt position, then per generated token) and FILE.json");
+  cmd->add_flag("-q,--quiet", o->quiet, "Print only the generated ids");
+  return [o] { return run(*o); };
+}
+
+}  // namespace vtc::cli
