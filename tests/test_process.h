@@ -1,7 +1,10 @@
 // Running a helper program (vtc-ref, vtc) from a test and capturing stdout.
 #pragma once
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -20,6 +23,12 @@ inline std::string run_capture(const std::string& command) {
   int status = pclose(pipe);
   if (status != 0) throw std::runtime_error("command failed (status " + std::to_string(status) + "): " + command);
   return out;
+}
+
+// A temp file path unique to this process: ctest runs test cases of one
+// binary in parallel processes, so fixed names would collide.
+inline std::string unique_temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("vtc_" + std::to_string(getpid()) + "_" + name)).string();
 }
 
 }  // namespace vtc::test

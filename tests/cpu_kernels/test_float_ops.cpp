@@ -204,3 +204,45 @@ TEST_CASE("argmax and top_k", "[float][sampling]") {
   CHECK(idx[6] == 4);  // NaN last
   CHECK(top_k(x, 7, 0, idx) == 0);
 }
+
+// The reference-matching variants (docs/numerics-parity.md): both AVX2
+// float tables (ggml's 8-lane and 16-lane orders) stay accurate, and the
+// vector silu handles the exp overflow/underflow ranges.
+#include "runtime/cpu/kernels/internal.h"
+
+TEST_CASE("reference-order f16 dot and vector silu variants", "[float][parity]") {
+  namespace d = vtc::cpu::detail;
+  std::vector<const d::FloatKernels*> tables = {&d::scalar_float_kernels()};
+  if (best_isa() == Isa::Avx2) {
+    tables.push_back(d::avx2_float_kernels());
+    tables.push_back(d::avx2_float_kernels_l16());
+  } else {
+    WARN("SKIPPED: no AVX2, only the scalar table is checked");
+  }
+  for (int64_t n : {1, 31, 64, 100, 128, 200}) {
+    const auto a = random_floats(n, 11, -2.0f, 2.0f);
+    const auto b = random_floats(n, 12, -2.0f, 2.0f);
+    std::vector<uint16_t> ha(n), hb(n);
+    d::scalar_float_kernels().f32_to_f16(a.data(), ha.data(), n);
+    d::scalar_float_kernels().f32_to_f16(b.data(), hb.data(), n);
+    const float* t = d::fp16_table();
+    double ref = 0, mag = 0;
+    for (int64_t i = 0; i < n; ++i) ref += double(t[ha[i]]) * t[hb[i]], mag += std::fabs(double(t[ha[i]]) * t[hb[i]]);
+    for (const auto* k : tables) {
+      const float got = k->dot_f16(ha.data(), hb.data(), n);
+      INFO("n " << n);
+      CHECK(std::fabs(got - ref) <= 1e-6 * mag + 1e-30);
+    }
+  }
+  std::vector<float> x = {-200.f, -150.f, -100.f, -90.f, -88.f, -20.f, -1.f, -0.f, 0.f, 1e-8f, 0.5f, 3.f, 20.f, 87.f, 90.f, 100.f, 150.f, 200.f};
+  x.resize(24, 1.25f);  // three full vectors
+  for (const auto* k : tables) {
+    std::vector<float> y(x.size());
+    k->silu(x.data(), y.data(), int64_t(x.size()));
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double r = double(x[i]) / (1 + std::exp(-double(x[i])));
+      INFO("x " << x[i] << " got " << y[i] << " ref " << r);
+      CHECK(std::fabs(y[i] - r) <= 4e-7 * std::fabs(r) + 1e-37);
+    }
+  }
+}

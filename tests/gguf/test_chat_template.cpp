@@ -29,9 +29,9 @@ const std::vector<std::vector<ChatMessage>>& conversations() {
 std::string reference_format(const std::string& tmpl, const std::vector<ChatMessage>& msgs, bool add_assistant) {
   nlohmann::json j = nlohmann::json::array();
   for (const auto& m : msgs) j.push_back({{"role", m.role}, {"content", m.content}});
-  auto path = (std::filesystem::temp_directory_path() / "vtc_chat_msgs.json").string();
+  auto path = test::unique_temp_path("chat_msgs.json");
   std::ofstream(path) << j.dump();
-  auto tmpl_path = (std::filesystem::temp_directory_path() / "vtc_chat_tmpl.txt").string();
+  auto tmpl_path = test::unique_temp_path("chat_tmpl.txt");
   std::ofstream(tmpl_path) << tmpl;
   return test::run_capture(fmt::format("{} chat-template \"$(cat {})\" {} < {}", VTC_REF_TOOL, tmpl_path,
                                        add_assistant ? "" : "--no-add-assistant", path));

@@ -9,6 +9,7 @@
 
 #include "frontends/gguf/gguf.h"
 #include "support/error.h"
+#include "tests/test_process.h"
 
 using namespace vtc;
 using namespace vtc::gguf;
@@ -89,7 +90,7 @@ TEST_CASE("writer output reads back equal", "[gguf][roundtrip]") {
 
 TEST_CASE("file and memory output are identical, and open() maps the file", "[gguf][roundtrip]") {
   GgufWriter w = sample_writer();
-  auto path = (std::filesystem::temp_directory_path() / "vtc_roundtrip_test.gguf").string();
+  auto path = vtc::test::unique_temp_path("roundtrip_test.gguf");
   w.write(path);
   std::ifstream in(path, std::ios::binary);
   std::vector<uint8_t> from_file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

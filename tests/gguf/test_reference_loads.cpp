@@ -39,7 +39,7 @@ std::string generate(const std::string& arch, int zero_layer) {
   o.arch = arch;
   o.vocab_path = synth::find_default_vocab(arch);
   o.zero_attn_output_layer = zero_layer;
-  auto path = (fs::temp_directory_path() / fmt::format("vtc_ref_{}_{}.gguf", arch, zero_layer)).string();
+  auto path = test::unique_temp_path(fmt::format("ref_{}_{}.gguf", arch, zero_layer));
   synth::write_model(o, path);
   return path;
 }

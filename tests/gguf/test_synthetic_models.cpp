@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string temp_path(const std::string& name) {
-  return (fs::temp_directory_path() / ("vtc_test_" + name)).string();
+  return test::unique_temp_path(name);
 }
 
 std::vector<char> read_all(const std::string& path) {

@@ -8,6 +8,7 @@
 // prebuilt libllama/libggml; see docs/reference.md.
 //
 //   vtc-ref logits MODEL.gguf --tokens 1,2,3 [--n-predict N] [--threads N]
+//           [--no-repack] [--dump DIR]
 //   vtc-ref quantize IN.gguf OUT.gguf TYPE [--pure] [--threads N]
 //           [--token-embedding-type T] [--output-tensor-type T]
 //   vtc-ref tokenize VOCAB.gguf [--no-special] [--no-add-special] < text
@@ -134,8 +135,51 @@ int argmax(const float* v, int n) {
   return best;
 }
 
+// --dump DIR: every graph node of the prompt's batch (the eval callback sees
+// them in execution order) is written as DIR/<seq>_<name>.f32 (f32 data, f16
+// converted), with DIR/index.json listing {"file", "name", "op", "type",
+// "ne": [4]}; nodes of other types are listed without a file.
+struct DumpState {
+  std::string dir;
+  bool active = false;
+  int seq = 0;
+  nlohmann::json index = nlohmann::json::array();
+};
+
+bool dump_callback(ggml_tensor* t, bool ask, void* user) {
+  auto* st = static_cast<DumpState*>(user);
+  if (ask) return st->active;
+  if (!st->active) return true;
+  nlohmann::json e;
+  e["name"] = t->name;
+  e["op"] = ggml_op_desc(t);
+  e["type"] = ggml_type_name(t->type);
+  e["ne"] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
+  if ((t->type == GGML_TYPE_F32 || t->type == GGML_TYPE_F16) && ggml_is_contiguous(t)) {
+    const int64_t n = ggml_nelements(t);
+    std::vector<uint8_t> raw(ggml_nbytes(t));
+    ggml_backend_tensor_get(t, raw.data(), 0, raw.size());
+    std::vector<float> f(static_cast<size_t>(n));
+    if (t->type == GGML_TYPE_F32)
+      std::memcpy(f.data(), raw.data(), raw.size());
+    else
+      ggml_fp16_to_fp32_row(reinterpret_cast<const ggml_fp16_t*>(raw.data()), f.data(), n);
+    char file[64];
+    std::snprintf(file, sizeof file, "%04d", st->seq);
+    std::string fname = std::string(file) + "_" + t->name + ".f32";
+    for (char& c : fname)
+      if (c == '/' || c == ' ') c = '_';
+    std::ofstream(st->dir + "/" + fname, std::ios::binary)
+        .write(reinterpret_cast<const char*>(f.data()), static_cast<std::streamsize>(f.size() * sizeof(float)));
+    e["file"] = fname;
+  }
+  st->index.push_back(std::move(e));
+  ++st->seq;
+  return true;
+}
+
 int cmd_logits(const Args& a) {
-  a.allow({"--tokens", "--n-predict", "--threads", "--no-repack", "--verbose"});
+  a.allow({"--tokens", "--n-predict", "--threads", "--no-repack", "--verbose", "--dump"});
   if (a.positional.size() != 1) throw UsageError("logits MODEL.gguf --tokens 1,2,3");
   const auto tokens_arg = a.get("--tokens");
   if (!tokens_arg) throw UsageError("logits needs --tokens");
@@ -172,6 +216,13 @@ int cmd_logits(const Args& a) {
   cp.n_threads = threads;
   cp.n_threads_batch = threads;
   cp.no_perf = true;
+  DumpState dump;
+  if (auto d = a.get("--dump")) {
+    dump.dir = *d;
+    dump.active = true;
+    cp.cb_eval = dump_callback;
+    cp.cb_eval_user_data = &dump;
+  }
   llama_context* ctx = llama_init_from_model(model, cp);
   if (!ctx) fail("could not create a context");
 
@@ -189,6 +240,10 @@ int cmd_logits(const Args& a) {
   }
   batch.n_tokens = n_tokens;
   if (llama_decode(ctx, batch) != 0) fail("llama_decode failed on the prompt");
+  if (dump.active) {
+    dump.active = false;
+    std::ofstream(dump.dir + "/index.json") << dump.index.dump(1) << "\n";
+  }
   std::vector<float> last;
   for (int i = 0; i < n_tokens; ++i) {
     const float* row = llama_get_logits_ith(ctx, i);
@@ -515,7 +570,7 @@ int cmd_type_traits(const Args& a) {
 
 void usage() {
   std::cerr << "usage:\n"
-               "  vtc-ref logits MODEL.gguf --tokens 1,2,3 [--n-predict N] [--threads N]\n"
+               "  vtc-ref logits MODEL.gguf --tokens 1,2,3 [--n-predict N] [--threads N] [--no-repack] [--dump DIR]\n"
                "  vtc-ref quantize IN.gguf OUT.gguf TYPE [--pure] [--threads N]\n"
                "          [--token-embedding-type T] [--output-tensor-type T]\n"
                "  vtc-ref tokenize VOCAB.gguf [--no-special] [--no-add-special] < text\n"
@@ -537,7 +592,7 @@ int main(int argc, char** argv) {
   const std::string cmd = argv[1];
   try {
     const Args a = Args::parse(argc, argv, 2,
-                               {"--tokens", "--n-predict", "--threads", "--token-embedding-type",
+                               {"--tokens", "--n-predict", "--threads", "--token-embedding-type", "--dump",
                                 "--output-tensor-type", "--all"});
     g_verbose = a.has("--verbose");
     if (cmd == "logits") return cmd_logits(a);

@@ -15,5 +15,6 @@ using Runner = std::function<int()>;
 Runner add_inspect(CLI::App& app);
 Runner add_gen_model(CLI::App& app);
 Runner add_run(CLI::App& app);
+Runner add_bench(CLI::App& app);
 
 }  // namespace vtc::cli

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   add(vtc::cli::add_inspect);
   add(vtc::cli::add_gen_model);
   add(vtc::cli::add_run);
+  add(vtc::cli::add_bench);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

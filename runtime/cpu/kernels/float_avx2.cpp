@@ -70,17 +70,123 @@ float dot_f32(const float* a, const float* b, int64_t n) {
   return sum;
 }
 
-float dot_f16(const uint16_t* a, const uint16_t* b, int64_t n) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+// f16 dot products in the summation order of ggml_vec_dot_f16 (attention's
+// K.q): 4 accumulators of L lanes (L = 8 for ggml's AVX2 build, 16 for its
+// AVX-512 builds without AVX512-FP16) over steps of 4*L values, each
+// accumulator a chain of FMAs; then acc0+acc2, acc1+acc3, their sum, a
+// horizontal reduction in ggml's order, and the leftover (n % 4L) products
+// added one by one in double. An L = 16 accumulator is two 8-lane halves.
+float dot_f16_l8(const uint16_t* a, const uint16_t* b, int64_t n) {
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  const int64_t np = n & ~int64_t{31};
+  for (int64_t i = 0; i < np; i += 32)
+    for (int j = 0; j < 4; ++j) acc[j] = _mm256_fmadd_ps(load_h(a + i + 8 * j), load_h(b + i + 8 * j), acc[j]);
+  const __m256 r = _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]));
+  const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(r), _mm256_extractf128_ps(r, 1));
+  const __m128 t1 = _mm_hadd_ps(t0, t0);  // (t0[0]+t0[1]) + (t0[2]+t0[3])
+  double sum = _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
+  for (int64_t i = np; i < n; ++i) sum += static_cast<double>(h2f(a[i]) * h2f(b[i]));
+  return static_cast<float>(sum);
+}
+
+float dot_f16_l16(const uint16_t* a, const uint16_t* b, int64_t n) {
+  __m256 lo[4], hi[4];
+  for (int j = 0; j < 4; ++j) lo[j] = hi[j] = _mm256_setzero_ps();
+  const int64_t np = n & ~int64_t{63};
+  for (int64_t i = 0; i < np; i += 64)
+    for (int j = 0; j < 4; ++j) {
+      lo[j] = _mm256_fmadd_ps(load_h(a + i + 16 * j), load_h(b + i + 16 * j), lo[j]);
+      hi[j] = _mm256_fmadd_ps(load_h(a + i + 16 * j + 8), load_h(b + i + 16 * j + 8), hi[j]);
+    }
+  const __m256 rlo = _mm256_add_ps(_mm256_add_ps(lo[0], lo[2]), _mm256_add_ps(lo[1], lo[3]));
+  const __m256 rhi = _mm256_add_ps(_mm256_add_ps(hi[0], hi[2]), _mm256_add_ps(hi[1], hi[3]));
+  // _mm512_reduce_add_ps: 16 -> 8 (i + i+8) -> 4 (i + i+4) -> (0+2) + (1+3).
+  const __m256 t8 = _mm256_add_ps(rlo, rhi);
+  const __m128 t4 = _mm_add_ps(_mm256_castps256_ps128(t8), _mm256_extractf128_ps(t8, 1));
+  const __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));
+  double sum = _mm_cvtss_f32(_mm_add_ss(t2, _mm_shuffle_ps(t2, t2, 1)));
+  for (int64_t i = np; i < n; ++i) sum += static_cast<double>(h2f(a[i]) * h2f(b[i]));
+  return static_cast<float>(sum);
+}
+
+// silu x/(1+exp(-x)) with ggml's vector expf (ggml_v_expf, a polynomial
+// after Arm's optimized routines), which ggml_vec_swiglu_f32 and
+// ggml_vec_silu_f32 use for whole vectors. Its AVX2 and AVX-512 versions
+// round differently: AVX2 evaluates the polynomial without the constant 1
+// and finishes with k + k*j (one FMA, k = 2^n); AVX-512 adds the 1 inside
+// the polynomial and scales by 2^n exactly (vscalefps). Both are reproduced
+// here with AVX2 instructions; the tail (n % 8) uses libm expf, as ggml does
+// for its leftovers.
+inline __m256 v_expf_avx2(__m256 x) {
+  const __m256 r = _mm256_set1_ps(0x1.8p23f);
+  const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
+  const __m256 n = _mm256_sub_ps(z, r);
+  const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
+                                    _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+  const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
+  const __m256 k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_castps_si256(_mm256_set1_ps(1))));
+  const __m256 absn = _mm256_andnot_ps(_mm256_set1_ps(-0.f), n);
+  const __m256 c = _mm256_cmp_ps(absn, _mm256_set1_ps(126), _CMP_GT_OQ);
+  const __m256 u = _mm256_mul_ps(b, b);
+  const __m256 j = _mm256_fmadd_ps(
+      _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+                      _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+      u, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
+  if (!_mm256_movemask_ps(c)) return _mm256_fmadd_ps(j, k, k);
+  const __m256i g = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
+                                     _mm256_set1_epi32(static_cast<int>(0x82000000u)));
+  const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
+  const __m256 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
+  const __m256 d = _mm256_cmp_ps(absn, _mm256_set1_ps(192), _CMP_GT_OQ);
+  return _mm256_or_ps(
+      _mm256_and_ps(d, _mm256_mul_ps(s1, s1)),
+      _mm256_andnot_ps(d, _mm256_or_ps(_mm256_and_ps(c, _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1)),
+                                       _mm256_andnot_ps(c, _mm256_fmadd_ps(k, j, k)))));
+}
+
+// 2^n for integral n in [-126, 127], exactly.
+inline __m256 pow2i(__m256 n) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+}
+
+inline __m256 v_expf_avx512(__m256 x) {
+  const __m256 r = _mm256_set1_ps(0x1.8p23f);
+  const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
+  const __m256 n = _mm256_sub_ps(z, r);
+  const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
+                                    _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+  const __m256 absn = _mm256_andnot_ps(_mm256_set1_ps(-0.f), n);
+  const __m256 u = _mm256_mul_ps(b, b);
+  const __m256 j = _mm256_fmadd_ps(
+      _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+                      _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+      u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
+  // scalef(j, n) = j * 2^n rounded once. Within |n| <= 126 one exact
+  // multiply; up to 192 split into two powers (the second multiply is the
+  // only rounding unless the result is subnormal); beyond, inf or 0.
+  const __m256 small = _mm256_cmp_ps(absn, _mm256_set1_ps(126), _CMP_LE_OQ);
+  if (_mm256_movemask_ps(small) == 0xff) return _mm256_mul_ps(j, pow2i(n));
+  const __m256 half = _mm256_round_ps(_mm256_mul_ps(n, _mm256_set1_ps(0.5f)), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m256 nc = _mm256_min_ps(_mm256_max_ps(half, _mm256_set1_ps(-126)), _mm256_set1_ps(126));
+  const __m256 rest = _mm256_min_ps(_mm256_max_ps(_mm256_sub_ps(n, nc), _mm256_set1_ps(-126)), _mm256_set1_ps(126));
+  const __m256 mid = _mm256_mul_ps(_mm256_mul_ps(j, pow2i(nc)), pow2i(rest));
+  const __m256 big = _mm256_cmp_ps(absn, _mm256_set1_ps(192), _CMP_GT_OQ);
+  const __m256 alt = _mm256_and_ps(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ), _mm256_set1_ps(0.0f));
+  const __m256 inf_or_zero = _mm256_blendv_ps(_mm256_set1_ps(__builtin_inff()), alt,
+                                              _mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ));
+  return _mm256_blendv_ps(mid, inf_or_zero, big);
+}
+
+template <__m256 (*Exp)(__m256)>
+void silu_v(const float* x, float* y, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f);
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    acc0 = _mm256_fmadd_ps(load_h(a + i), load_h(b + i), acc0);
-    acc1 = _mm256_fmadd_ps(load_h(a + i + 8), load_h(b + i + 8), acc1);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256 e = Exp(_mm256_sub_ps(_mm256_setzero_ps(), v));
+    _mm256_storeu_ps(y + i, _mm256_div_ps(v, _mm256_add_ps(one, e)));
   }
-  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(load_h(a + i), load_h(b + i), acc0);
-  float sum = hsum_ps(_mm256_add_ps(acc0, acc1));
-  for (; i < n; ++i) sum += h2f(a[i]) * h2f(b[i]);
-  return sum;
+  for (; i < n; ++i) y[i] = x[i] / (1.0f + __builtin_expf(-x[i]));
 }
 
 void mad_f32(float* y, const float* x, float v, int64_t n) {
@@ -121,8 +227,14 @@ void f32_to_f16(const float* x, uint16_t* y, int64_t n) {
 }  // namespace
 
 const FloatKernels* avx2_float_kernels() {
-  static const FloatKernels k = {sum_squares, add, mul, scale, dot_f32, dot_f16, mad_f32,
-                                 mad_f16, mad_f32_f16, scale_f16, f32_to_f16};
+  static const FloatKernels k = {sum_squares, add, mul, scale, dot_f32, dot_f16_l8, mad_f32,
+                                 mad_f16, mad_f32_f16, scale_f16, f32_to_f16, silu_v<v_expf_avx2>};
+  return &k;
+}
+
+const FloatKernels* avx2_float_kernels_l16() {
+  static const FloatKernels k = {sum_squares, add, mul, scale, dot_f32, dot_f16_l16, mad_f32,
+                                 mad_f16, mad_f32_f16, scale_f16, f32_to_f16, silu_v<v_expf_avx512>};
   return &k;
 }
 

@@ -44,9 +44,7 @@ void neg(const float* x, float* y, int64_t n) {
 void exp(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);
 }
-void silu(const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] / (1.0f + std::exp(-x[i]));
-}
+void silu(const float* x, float* y, int64_t n) { active_float_kernels().silu(x, y, n); }
 void sigmoid(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
 }
@@ -54,7 +52,9 @@ void softplus(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 20.0f ? x[i] : std::log(1.0f + std::exp(x[i]));
 }
 void swiglu(const float* gate, const float* up, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  // silu(gate) rounded, then times up: ggml_vec_swiglu_f32's roundings.
+  active_float_kernels().silu(gate, y, n);
+  for (int64_t i = 0; i < n; ++i) y[i] *= up[i];
 }
 
 namespace {
@@ -109,6 +109,12 @@ void rope(const float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, c
   if (p.mode != RopeMode::Normal && p.mode != RopeMode::Neox)
     throw Error(fmt::format("rope: unsupported mode {}", static_cast<int>(p.mode)));
   const int64_t n_pairs = p.n_dims / 2;
+  // Normal (llama) mode on an FMA-capable ISA: the reference's CPU backend
+  // for FMA machines (ggml's rotate_pairs, built with GCC's default
+  // -ffp-contract=fast) fuses x0's product into the sum and rounds x1's
+  // product first: fma(x0, cos, -(x1*sin)), fma(x0, sin, x1*cos). Its neox
+  // loop is vectorized without contraction. See docs/numerics-parity.md.
+  const bool fused = p.mode == RopeMode::Normal && active_isa() != Isa::Scalar;
   const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_dims));
   std::vector<float> cache(static_cast<size_t>(p.n_dims));
   for (int64_t t = 0; t < n_tokens; ++t) {
@@ -124,12 +130,23 @@ void rope(const float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, c
       const float* xs = x + (t * n_heads + h) * head_dim;
       float* ys = y + (t * n_heads + h) * head_dim;
       const int64_t stride = p.mode == RopeMode::Neox ? n_pairs : 1;
-      for (int64_t i = 0; i < n_pairs; ++i) {
-        const int64_t a = p.mode == RopeMode::Neox ? i : 2 * i;
-        const float c = cache[2 * i], s = cache[2 * i + 1];
-        const float x0 = xs[a], x1 = xs[a + stride];
-        ys[a] = x0 * c - x1 * s;
-        ys[a + stride] = x0 * s + x1 * c;
+      if (fused) {
+        for (int64_t i = 0; i < n_pairs; ++i) {
+          const int64_t a = 2 * i;
+          const float c = cache[2 * i], s = cache[2 * i + 1];
+          const float x0 = xs[a], x1 = xs[a + 1];
+          const float x1s = x1 * s, x1c = x1 * c;  // rounded, then fused with x0's product
+          ys[a] = std::fma(x0, c, -x1s);
+          ys[a + 1] = std::fma(x0, s, x1c);
+        }
+      } else {
+        for (int64_t i = 0; i < n_pairs; ++i) {
+          const int64_t a = p.mode == RopeMode::Neox ? i : 2 * i;
+          const float c = cache[2 * i], s = cache[2 * i + 1];
+          const float x0 = xs[a], x1 = xs[a + stride];
+          ys[a] = x0 * c - x1 * s;
+          ys[a + stride] = x0 * s + x1 * c;
+        }
       }
       if (ys != xs)
         for (int64_t i = p.n_dims; i < head_dim; ++i) ys[i] = xs[i];

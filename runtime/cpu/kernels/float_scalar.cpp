@@ -52,12 +52,15 @@ void scale_f16(uint16_t* y, float v, int64_t n) {
 void f32_to_f16(const float* x, uint16_t* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = vtc::fp32_to_fp16(x[i]);
 }
+void silu(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] / (1.0f + std::exp(-x[i]));
+}
 
 }  // namespace
 
 const FloatKernels& scalar_float_kernels() {
   static const FloatKernels k = {sum_squares, add, mul, scale, dot_f32, dot_f16, mad_f32,
-                                 mad_f16, mad_f32_f16, scale_f16, f32_to_f16};
+                                 mad_f16, mad_f32_f16, scale_f16, f32_to_f16, silu};
   return k;
 }
 

@@ -99,10 +99,20 @@ struct FloatKernels {
   void (*mad_f32_f16)(float* y, const uint16_t* x, float v, int64_t n);  // y += f32(x)*v
   void (*scale_f16)(uint16_t* y, float v, int64_t n);                    // y = f16(y*v)
   void (*f32_to_f16)(const float* x, uint16_t* y, int64_t n);
+  void (*silu)(const float* x, float* y, int64_t n);                     // x/(1+exp(-x))
 };
 
 const FloatKernels& scalar_float_kernels();
+// AVX2 tables; they differ only in dot_f16's summation order, which follows
+// ggml's AVX2 build (8 lanes) or its AVX-512 builds (16 lanes), whichever
+// the reference would load on this machine (see reference_lanes()).
 const FloatKernels* avx2_float_kernels();
+const FloatKernels* avx2_float_kernels_l16();
+
+// The SIMD width (8 or 16 floats) of the llama.cpp CPU backend variant that
+// this machine would load: 16 with AVX-512F, else 8. VTC_CPU_REF_LANES=8|16
+// overrides it.
+int reference_lanes();
 
 // The tables for the active ISA.
 const QuantKernels& active_quant_kernels();

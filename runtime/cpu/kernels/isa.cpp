@@ -62,7 +62,21 @@ namespace detail {
 #if !defined(VTC_HAVE_AVX2_TU)
 const QuantKernels* avx2_quant_kernels() { return nullptr; }
 const FloatKernels* avx2_float_kernels() { return nullptr; }
+const FloatKernels* avx2_float_kernels_l16() { return nullptr; }
 #endif
+
+int reference_lanes() {
+  static const int lanes = [] {
+    if (const char* env = std::getenv("VTC_CPU_REF_LANES"); env != nullptr && *env != '\0')
+      return std::strcmp(env, "16") == 0 ? 16 : 8;
+#if defined(__x86_64__) || defined(__i386__)
+    return __builtin_cpu_supports("avx512f") ? 16 : 8;
+#else
+    return 8;
+#endif
+  }();
+  return lanes;
+}
 
 const QuantKernels& active_quant_kernels() {
   if (active_isa() == Isa::Avx2) return *avx2_quant_kernels();
@@ -70,7 +84,7 @@ const QuantKernels& active_quant_kernels() {
 }
 
 const FloatKernels& active_float_kernels() {
-  if (active_isa() == Isa::Avx2) return *avx2_float_kernels();
+  if (active_isa() == Isa::Avx2) return reference_lanes() == 16 ? *avx2_float_kernels_l16() : *avx2_float_kernels();
   return scalar_float_kernels();
 }
 

@@ -1,0 +1,66 @@
+// vtc-tap: runs a model's prefill on the CPU interpreter and writes every
+// op's f32 results to a directory, for layer-by-layer comparison with
+// `vtc-ref logits --dump` (see docs/numerics-parity.md).
+//
+//   vtc-tap MODEL.gguf --tokens 1,2,3 OUT_DIR [--threads N]
+//
+// OUT_DIR/<seq>_<op>.f32 holds raw floats; OUT_DIR/index.json lists
+// {"file", "op", "name", "shape"} in execution order.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "runtime/cpu/session.h"
+
+int main(int argc, char** argv) {
+  std::string model, tokens_arg, dir;
+  int threads = 2;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--tokens" && i + 1 < argc)
+      tokens_arg = argv[++i];
+    else if (a == "--threads" && i + 1 < argc)
+      threads = std::stoi(argv[++i]);
+    else if (model.empty())
+      model = a;
+    else
+      dir = a;
+  }
+  if (model.empty() || dir.empty() || tokens_arg.empty()) {
+    std::fprintf(stderr, "usage: vtc-tap MODEL.gguf --tokens 1,2,3 OUT_DIR [--threads N]\n");
+    return 2;
+  }
+  std::vector<int32_t> tokens;
+  std::stringstream ss(tokens_arg);
+  for (std::string item; std::getline(ss, item, ',');) tokens.push_back(std::stoi(item));
+
+  vtc::cpu::Session s(model, {.threads = threads, .n_ctx = 256});
+  nlohmann::json index = nlohmann::json::array();
+  int seq = 0;
+  s.interpreter().set_observer([&](const vtc::ir::Op& op, const std::vector<vtc::cpu::HostTensor>& results) {
+    for (size_t r = 0; r < results.size(); ++r) {
+      const auto& t = results[r];
+      nlohmann::json e;
+      e["op"] = std::string(op.mnemonic());
+      e["name"] = r < op.results.size() ? op.results[r]->name : "";
+      e["shape"] = t.shape;
+      if (t.elem == vtc::ir::ElemType::F32) {
+        std::string file = fmt::format("{:04d}_{}.f32", seq, op.mnemonic());
+        std::ofstream(dir + "/" + file, std::ios::binary)
+            .write(reinterpret_cast<const char*>(t.bytes.data()), std::streamsize(t.bytes.size()));
+        e["file"] = file;
+      }
+      index.push_back(std::move(e));
+      ++seq;
+    }
+  });
+  s.prefill(0, tokens, 0, true);
+  std::ofstream(dir + "/index.json") << index.dump(1) << "\n";
+  return 0;
+}
