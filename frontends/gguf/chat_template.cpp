@@ -33,7 +33,7 @@ std::string trim(std::string_view s) {
 
 std::string format_chatml(const std::vector<ChatMessage>& msgs, bool add_assistant) {
   std::string out;
-  for (const auto& m : msgs) out += fmt::format("<|im_start|>{}\n{}<|im_end|>\n", m.role, trim(m.content));
+  for (const auto& m : msgs) out += fmt::format("<|im_start|>{}\n{}<|im_end|>\n", m.role, m.content);
   if (add_assistant) out += "<|im_start|>assistant\n";
   return out;
 }
