@@ -58,13 +58,15 @@ Value Builder::rms_norm(Value x, Value w, double eps) {
   return one(OpKind::RmsNorm, {x, w}, {{"eps", Attr::of_float(eps)}});
 }
 
-Value Builder::rope(Value x, Value pos, const RopeOptions& o) {
+Value Builder::rope(Value x, Value pos, const RopeOptions& o, Value freq_factors) {
   std::vector<NamedAttr> attrs = {{"mode", Attr::of_enum(o.mode)},
                                   {"n_rot", Attr::of_int(o.n_rot)},
                                   {"base", Attr::of_float(o.base)}};
   if (o.freq_scale) attrs.push_back({"freq_scale", Attr::of_float(*o.freq_scale)});
   if (!o.sections.empty()) attrs.push_back({"sections", Attr::of_ints(o.sections)});
-  return one(OpKind::Rope, {x, pos}, std::move(attrs));
+  std::vector<Value> operands = {x, pos};
+  if (freq_factors) operands.push_back(freq_factors);
+  return one(OpKind::Rope, std::move(operands), std::move(attrs));
 }
 
 Value Builder::attention(Value q, Value k, Value v, Value pos, Value seq, const AttentionOptions& o) {

@@ -78,7 +78,8 @@ class Builder {
   Value scale(Value x, double factor);
   Value cast(Value x, ElemType to);
   Value rms_norm(Value x, Value w, double eps);
-  Value rope(Value x, Value pos, const RopeOptions& options);
+  // freq_factors (optional): llama3's rope_freqs, [n_rot/2] f32.
+  Value rope(Value x, Value pos, const RopeOptions& options, Value freq_factors = {});
   Value attention(Value q, Value k, Value v, Value pos, Value seq, const AttentionOptions& options);
   Value softmax(Value x) { return one(OpKind::Softmax, {x}); }
   Value argmax(Value x) { return one(OpKind::Argmax, {x}); }

@@ -185,6 +185,10 @@ void infer_rope(InferContext& c) {
   auto head_dim = x[2].constant();
   c.require(n_rot > 0 && n_rot % 2 == 0, "n_rot must be positive and even");
   c.require(!head_dim || n_rot <= *head_dim, "n_rot exceeds head dim " + x[2].str());
+  if (c.op.operands.size() == 3)
+    c.require(c.operand(2).elem.kind() == ElemType::F32 && c.operand(2).rank() == 1 &&
+                  c.operand(2).shape[0] == Dim(n_rot / 2),
+              "freq_factors (operand 2) must be [" + std::to_string(n_rot / 2) + "] f32, got " + c.operand(2).str());
   c.results.push_back(c.operand(0));
 }
 

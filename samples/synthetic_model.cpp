@@ -122,6 +122,9 @@ std::vector<TensorPlan> plan_tensors(const Options& o, const ModelShape& s, uint
   }
   gain("output_norm.weight", s.n_embd);
   if (!o.tied_embeddings) matrix("output.weight", s.n_embd, n_vocab);
+  // Divisors of each rotary pair's angle, as llama3 ships them: ~1 for the
+  // fast pairs up to ~8 for the slow ones (random, but centered there).
+  if (o.rope_freqs) plan.push_back({"rope_freqs.weight", {s.head_dim / 2}, GgmlType::F32, {4.5f, 2.0f}});
   return plan;
 }
 

@@ -38,6 +38,7 @@ struct Options {
   std::string vocab_path;       // a GGUF whose tokenizer.* keys are copied
   GgmlType weight_type = GgmlType::F32;  // f32 | f16 | bf16 for matrices
   bool tied_embeddings = false; // no output.weight; the head reuses token_embd
+  bool rope_freqs = false;      // llama3-style rope_freqs.weight (frequency divisors)
   // Zero blk.<N>.attn_output.weight (for sensitivity tests); -1 = none.
   int zero_attn_output_layer = -1;
 };

@@ -189,6 +189,7 @@ void exec_Rope(ExecContext& c, const ir::Op& op) {
   p.mode = mode == "neox" ? RopeMode::Neox : RopeMode::Normal;
   p.freq_base = float(float_attr(op, "base", 10000.0));
   p.freq_scale = float(float_attr(op, "freq_scale", 1.0));
+  if (op.operands.size() == 3) p.freq_factors = c.in(op, 2).as<float>();
   rope(x.as<float>(), x.shape[0], x.shape[1], x.shape[2], c.in(op, 1).as<int32_t>(), p, c.out(op).as<float>());
 }
 

@@ -22,7 +22,8 @@ inline std::vector<int32_t> sample_prompt(const std::string&) {
 }
 
 // Path of the `arch` model in `type` (f32, f16, or a reference quant type),
-// created on first use.
+// created on first use. Arch "llama3" is llama with a tied output head and
+// llama3-style rope_freqs.
 inline std::string model_path(const std::string& arch, const std::string& type) {
   static std::recursive_mutex mutex;  // quantized models recurse for their f32 source
   std::lock_guard<std::recursive_mutex> lock(mutex);
@@ -32,11 +33,12 @@ inline std::string model_path(const std::string& arch, const std::string& type) 
   if (std::filesystem::exists(path)) return path;
   if (type == "f32" || type == "f16") {
     synth::Options o;
-    o.arch = arch;
+    o.arch = arch == "llama3" ? "llama" : arch;
+    o.tied_embeddings = o.rope_freqs = arch == "llama3";
     o.size = "small";
     o.seed = 1234;
     o.weight_type = type == "f32" ? GgmlType::F32 : GgmlType::F16;
-    o.vocab_path = synth::find_default_vocab(arch);
+    o.vocab_path = synth::find_default_vocab(o.arch);
     synth::write_model(o, path + ".partial");
   } else {
     run_capture(fmt::format("{} quantize {} {}.partial {}", VTC_REF_TOOL, model_path(arch, "f32"), path, type));

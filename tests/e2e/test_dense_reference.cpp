@@ -25,10 +25,11 @@ struct ReferenceRun {
 };
 
 // The reference's CPU backend has two kernel paths for quantized weights:
-// plain ggml kernels (`--no-repack`) and repacked interleaved layouts. On
-// quantized models the two differ from each other by up to ~1.6e-2
-// relative L2 on their own; vtc is compared with both and must be within
-// tolerance of at least one. On f32/f16 models the paths coincide.
+// plain ggml kernels (`--no-repack`) and its default, which moves weights to
+// an accelerated layout (AMX on AMX machines, CPU_REPACK elsewhere) whose
+// GEMMs sum in another order. On quantized models the two differ from each
+// other by ~1e-2 relative L2 on their own (docs/numerics-parity.md); vtc is
+// compared with both and must be within tolerance of at least one.
 ReferenceRun reference(const std::string& model, const std::vector<int32_t>& prompt, int n_predict, bool repack) {
   auto out = test::run_capture(fmt::format("{} logits {} --tokens {} --n-predict {}{}", VTC_REF_TOOL, model,
                                            fmt::join(prompt, ","), n_predict, repack ? "" : " --no-repack"));
@@ -66,34 +67,55 @@ size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
   return size_t(std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin());
 }
 
+// Top-1 agreement: the argmax of every prompt position, and of every decode
+// step teacher-forced on the reference's greedy tokens, against the
+// reference's next token.
+double top1_agreement(const std::string& model, const std::vector<int32_t>& prompt, const cpu::HostTensor& logits,
+                      const ReferenceRun& ref) {
+  size_t agree = 0, total = 0;
+  for (size_t p = 0; p < ref.logits.size(); ++p, ++total) {
+    auto row = ref.logits[p];
+    agree += argmax_row(logits, int64_t(p)) == int32_t(cpu::argmax(row.data(), int64_t(row.size())));
+  }
+  cpu::Session s(model, {.threads = 2, .n_ctx = 256});
+  s.prefill(0, prompt, 0);
+  for (size_t i = 0; i + 1 < ref.greedy.size(); ++i, ++total) {
+    auto next = s.decode(std::vector<int32_t>{0}, std::vector<int32_t>{ref.greedy[i]},
+                         std::vector<int32_t>{int32_t(prompt.size() + i)});
+    agree += argmax_row(next, 0) == ref.greedy[i + 1];
+  }
+  return double(agree) / double(total);
+}
+
 // f32/f16: logits within tolerance and identical greedy tokens. Quantized:
-// logits within tolerance of the closer reference path; greedy agreement is
-// reported (random models have near-tied logits, so a 1e-2 difference can
-// flip an argmax).
+// logits within tolerance of the closer reference path, and top-1
+// agreement of at least 99% with it.
 void compare_with_reference(const std::string& model, bool quantized) {
   const auto prompt = test::sample_prompt(model);
   auto [logits, greedy] = run_vtc(model, prompt, 16);
-  ReferenceRun plain = reference(model, prompt, 16, false);
-  REQUIRE(plain.logits.size() == prompt.size());
-  double worst = worst_rel_l2(logits, plain);
-  size_t same = common_prefix(greedy, plain.greedy);
+  ReferenceRun best = reference(model, prompt, 16, false);
+  REQUIRE(best.logits.size() == prompt.size());
+  double worst = worst_rel_l2(logits, best);
   if (quantized) {
     ReferenceRun repacked = reference(model, prompt, 16, true);
     double worst_repacked = worst_rel_l2(logits, repacked);
-    if (worst_repacked < worst) worst = worst_repacked, same = common_prefix(greedy, repacked.greedy);
+    if (worst_repacked < worst) worst = worst_repacked, best = std::move(repacked);
   }
   const double tolerance = quantized ? test::kQuantLogitsRelL2Tolerance : test::kLogitsRelL2Tolerance;
-  INFO(model << ": worst per-position relative L2 vs llama.cpp = " << worst);
+  const double top1 = top1_agreement(model, prompt, logits, best);
+  INFO(model << ": worst per-position relative L2 vs llama.cpp = " << worst << ", top-1 agreement " << top1);
   CHECK(worst < tolerance);
-  if (!quantized) CHECK(greedy == plain.greedy);
-  fmt::print("{}: rel-L2 max {:.2e} over {} positions (tolerance {:.1e}), greedy {}/16 identical\n",
-             std::filesystem::path(model).filename().string(), worst, prompt.size(), tolerance, same);
+  if (quantized) CHECK(top1 >= 0.99);
+  else CHECK(greedy == best.greedy);
+  fmt::print("{}: rel-L2 max {:.2e} over {} positions (tolerance {:.1e}), top-1 {:.1f}% (min 99%), greedy {}/16 identical\n",
+             std::filesystem::path(model).filename().string(), worst, prompt.size(), tolerance, 100 * top1,
+             common_prefix(greedy, best.greedy));
 }
 
 }  // namespace
 
 TEST_CASE("f32 and f16 dense models match llama.cpp logits and greedy tokens", "[e2e][reference]") {
-  for (const auto& arch : synth::known_archs()) {
+  for (const std::string arch : {"llama", "qwen2", "qwen3", "llama3"}) {
     compare_with_reference(test::model_path(arch, "f32"), false);
     compare_with_reference(test::model_path(arch, "f16"), false);
   }

@@ -91,6 +91,9 @@ TEST_CASE_METHOD(Fixture, "shape: rope normal, neox and multi", "[ir][shapes]") 
   CHECK_THROWS_WITH(b.rope(q, pos4, {.mode = "multi", .n_rot = 16}), Contains("multi rope needs 4 'sections'"));
   CHECK_THROWS_WITH(b.rope(q, pos, {.mode = "neox", .n_rot = 32}), Contains("n_rot exceeds head dim"));
   CHECK_THROWS_WITH(b.rope(x, pos, {.n_rot = 16}), Contains("must have rank 3"));
+  Value factors = b.arg("factors", tensor({8}, ElemType::F32));
+  CHECK(type(b.rope(q, pos, {.mode = "normal", .n_rot = 16}, factors)) == "tensor<T x 4 x 16 x f32, device>");
+  CHECK_THROWS_WITH(b.rope(q, pos, {.mode = "normal", .n_rot = 8}, factors), Contains("freq_factors (operand 2) must be [4] f32"));
 }
 
 TEST_CASE_METHOD(Fixture, "shape: attention with GQA, window and softcap", "[ir][shapes]") {

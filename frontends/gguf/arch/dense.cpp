@@ -74,8 +74,6 @@ DenseHparams read_hparams(const gguf::GgufFile& f) {
   h.has_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;
   h.qk_norm = f.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
   h.has_rope_freqs = f.find_tensor("rope_freqs.weight") != nullptr;
-  if (h.has_rope_freqs)
-    throw Error(fmt::format("{}: llama3 rope_freqs scaling is not supported yet", f.path()));
   if (h.n_head % h.n_head_kv != 0)
     throw Error(fmt::format("{}: head_count {} is not a multiple of head_count_kv {}", f.path(), h.n_head,
                             h.n_head_kv));
@@ -159,8 +157,9 @@ class DenseBuilder {
     }
     ir::RopeOptions rope{.mode = h_.rope_mode, .n_rot = h_.n_rot, .base = h_.rope_base};
     if (h_.rope_freq_scale != 1.0) rope.freq_scale = h_.rope_freq_scale;
-    q = b.rope(q, pos, rope);
-    k = b.rope(k, pos, rope);
+    Value factors = h_.has_rope_freqs ? w(b, "rope_freqs") : Value();
+    q = b.rope(q, pos, rope, factors);
+    k = b.rope(k, pos, rope, factors);
     ir::AttentionOptions attn{.state = fmt::format("kv.{}", l), .scale = 1.0 / std::sqrt(double(h_.head_dim))};
     Value a = b.attention(q, k, v, pos, seq, attn);
     Value o = b.matmul(b.reshape(a, {n, h_.n_head * h_.head_dim}), w(b, blk(l, "attn_output")));
