@@ -16,6 +16,7 @@
 //   vtc-ref dequant FILE.gguf --all OUT_DIR
 //   vtc-ref type-traits
 //   vtc-ref gguf-dump FILE.gguf
+//   vtc-ref bench MODEL.gguf [--pp N] [--tg N] [--reps N] [--threads N]
 //   vtc-ref chat-template TEMPLATE [--no-add-assistant] < messages.json
 //
 // Results go to stdout (JSON or plain text) or to the named files; the
@@ -25,6 +26,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -546,6 +548,72 @@ int cmd_chat_template(const Args& a) {
 }
 
 // ---------------------------------------------------------------------------
+// bench
+
+// bench MODEL --pp N --tg N --reps N --threads N: llama-bench style
+// throughput with the library's default kernels (what users run). pp: one
+// batch of N prompt tokens; tg: N single-token decodes from an empty
+// context. One warm-up repetition first. JSON {"pp": [tok/s...], "tg": [...]}.
+int cmd_bench(const Args& a) {
+  a.allow({"--pp", "--tg", "--reps", "--threads", "--verbose"});
+  if (a.positional.size() != 1) throw UsageError("bench MODEL.gguf [--pp N] [--tg N] [--reps N] [--threads N]");
+  const int pp = static_cast<int>(parse_int(a.get("--pp").value_or("512"), "--pp"));
+  const int tg = static_cast<int>(parse_int(a.get("--tg").value_or("128"), "--tg"));
+  const int reps = static_cast<int>(parse_int(a.get("--reps").value_or("3"), "--reps"));
+  const int threads = static_cast<int>(parse_int(a.get("--threads").value_or("2"), "--threads"));
+  if (pp < 0 || tg < 0 || reps < 1 || threads < 1) throw UsageError("bad --pp, --tg, --reps or --threads");
+  load_backends();
+  llama_log_set(log_callback, nullptr);
+  llama_model_params mp = llama_model_default_params();
+  mp.n_gpu_layers = 0;
+  llama_model* model = llama_model_load_from_file(a.positional[0].c_str(), mp);
+  if (!model) fail("could not load model " + a.positional[0]);
+  const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+  llama_context_params cp = llama_context_default_params();
+  cp.n_ctx = static_cast<uint32_t>(std::max(pp, tg) + 16);
+  cp.n_batch = static_cast<uint32_t>(std::max(pp, 1));
+  cp.n_ubatch = std::min<uint32_t>(cp.n_batch, 512);
+  cp.n_threads = threads;
+  cp.n_threads_batch = threads;
+  cp.no_perf = true;
+  llama_context* ctx = llama_init_from_model(model, cp);
+  if (!ctx) fail("could not create a context");
+  llama_batch batch = llama_batch_init(std::max(pp, 1), 0, 1);
+  auto run = [&](int n, int first_pos) {
+    batch.n_tokens = n;
+    for (int i = 0; i < n; ++i) {
+      batch.token[i] = static_cast<llama_token>((int64_t(first_pos + i) * 7919 + 13) % n_vocab);
+      batch.pos[i] = first_pos + i;
+      batch.n_seq_id[i] = 1;
+      batch.seq_id[i][0] = 0;
+      batch.logits[i] = i == n - 1;
+    }
+    if (llama_decode(ctx, batch) != 0) fail("llama_decode failed");
+    llama_synchronize(ctx);
+  };
+  using clock = std::chrono::steady_clock;
+  nlohmann::json pp_rates = nlohmann::json::array(), tg_rates = nlohmann::json::array();
+  for (int rep = -1; rep < reps; ++rep) {
+    llama_memory_clear(llama_get_memory(ctx), true);
+    auto t0 = clock::now();
+    if (pp > 0) run(pp, 0);
+    const double pp_s = std::chrono::duration<double>(clock::now() - t0).count();
+    llama_memory_clear(llama_get_memory(ctx), true);
+    t0 = clock::now();
+    for (int i = 0; i < tg; ++i) run(1, i);
+    const double tg_s = std::chrono::duration<double>(clock::now() - t0).count();
+    if (rep < 0) continue;
+    if (pp > 0) pp_rates.push_back(pp / pp_s);
+    if (tg > 0) tg_rates.push_back(tg / tg_s);
+  }
+  llama_batch_free(batch);
+  llama_free(ctx);
+  llama_model_free(model);
+  std::cout << nlohmann::json{{"pp", pp_rates}, {"tg", tg_rates}}.dump() << "\n";
+  return 0;
+}
+
+// ---------------------------------------------------------------------------
 // type-traits
 
 int cmd_type_traits(const Args& a) {
@@ -578,6 +646,7 @@ void usage() {
                "  vtc-ref dequant FILE.gguf --all OUT_DIR\n"
                "  vtc-ref type-traits\n"
                "  vtc-ref gguf-dump FILE.gguf\n"
+               "  vtc-ref bench MODEL.gguf [--pp N] [--tg N] [--reps N] [--threads N]\n"
                "  vtc-ref chat-template TEMPLATE [--no-add-assistant] < messages.json\n"
                "add --verbose to see the library's log\n";
 }
@@ -593,7 +662,7 @@ int main(int argc, char** argv) {
   try {
     const Args a = Args::parse(argc, argv, 2,
                                {"--tokens", "--n-predict", "--threads", "--token-embedding-type", "--dump",
-                                "--output-tensor-type", "--all"});
+                                "--output-tensor-type", "--all", "--pp", "--tg", "--reps"});
     g_verbose = a.has("--verbose");
     if (cmd == "logits") return cmd_logits(a);
     if (cmd == "quantize") return cmd_quantize(a);
@@ -602,6 +671,7 @@ int main(int argc, char** argv) {
     if (cmd == "type-traits") return cmd_type_traits(a);
     if (cmd == "gguf-dump") return cmd_gguf_dump(a);
     if (cmd == "chat-template") return cmd_chat_template(a);
+    if (cmd == "bench") return cmd_bench(a);
     if (cmd == "-h" || cmd == "--help") {
       usage();
       return 0;
