@@ -64,6 +64,11 @@ Value Builder::rope(Value x, Value pos, const RopeOptions& o, Value freq_factors
                                   {"base", Attr::of_float(o.base)}};
   if (o.freq_scale) attrs.push_back({"freq_scale", Attr::of_float(*o.freq_scale)});
   if (!o.sections.empty()) attrs.push_back({"sections", Attr::of_ints(o.sections)});
+  if (o.ext_factor) attrs.push_back({"ext_factor", Attr::of_float(*o.ext_factor)});
+  if (o.attn_factor) attrs.push_back({"attn_factor", Attr::of_float(*o.attn_factor)});
+  if (o.n_ctx_orig) attrs.push_back({"n_ctx_orig", Attr::of_int(*o.n_ctx_orig)});
+  if (o.beta_fast) attrs.push_back({"beta_fast", Attr::of_float(*o.beta_fast)});
+  if (o.beta_slow) attrs.push_back({"beta_slow", Attr::of_float(*o.beta_slow)});
   std::vector<Value> operands = {x, pos};
   if (freq_factors) operands.push_back(freq_factors);
   return one(OpKind::Rope, std::move(operands), std::move(attrs));

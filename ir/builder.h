@@ -28,6 +28,12 @@ struct RopeOptions {
   double base = 10000.0;
   std::optional<double> freq_scale = std::nullopt;
   std::vector<int64_t> sections = {};  // multi only: 4 entries
+  // YaRN (all unset: off).
+  std::optional<double> ext_factor = std::nullopt;
+  std::optional<double> attn_factor = std::nullopt;
+  std::optional<int64_t> n_ctx_orig = std::nullopt;
+  std::optional<double> beta_fast = std::nullopt;
+  std::optional<double> beta_slow = std::nullopt;
 };
 
 struct AttentionOptions {

@@ -158,6 +158,11 @@ void set_hparams(GgufWriter& w, const Options& o, const ModelShape& s, uint32_t 
   w.set(a + ".attention.layer_norm_rms_epsilon", Value(1e-6f));
   w.set(a + ".rope.freq_base", Value(a == "llama" ? 10000.0f : 1000000.0f));
   w.set(a + ".rope.dimension_count", Value(s.head_dim));
+  if (!o.rope_scaling.empty()) {
+    w.set(a + ".rope.scaling.type", Value(o.rope_scaling));
+    w.set(a + ".rope.scaling.factor", Value(o.rope_factor));
+    w.set(a + ".rope.scaling.original_context_length", Value(uint32_t(float(s.n_ctx) / o.rope_factor)));
+  }
 }
 
 uint32_t copy_tokenizer(GgufWriter& w, const std::string& vocab_path) {

@@ -39,6 +39,8 @@ struct Options {
   GgmlType weight_type = GgmlType::F32;  // f32 | f16 | bf16 for matrices
   bool tied_embeddings = false; // no output.weight; the head reuses token_embd
   bool rope_freqs = false;      // llama3-style rope_freqs.weight (frequency divisors)
+  std::string rope_scaling;     // "" (no keys), linear or yarn
+  float rope_factor = 4.0f;     // with rope_scaling; yarn's original context is n_ctx / factor
   // Zero blk.<N>.attn_output.weight (for sensitivity tests); -1 = none.
   int zero_attn_output_layer = -1;
 };

@@ -190,6 +190,11 @@ void exec_Rope(ExecContext& c, const ir::Op& op) {
   p.freq_base = float(float_attr(op, "base", 10000.0));
   p.freq_scale = float(float_attr(op, "freq_scale", 1.0));
   if (op.operands.size() == 3) p.freq_factors = c.in(op, 2).as<float>();
+  p.attn_factor = float(float_attr(op, "attn_factor", 1.0));
+  p.ext_factor = float(float_attr(op, "ext_factor", 0.0));
+  if (p.ext_factor != 0.0f)
+    rope_yarn_corr_dims(p.n_dims, int_attr(op, "n_ctx_orig"), p.freq_base, float(float_attr(op, "beta_fast", 32.0)),
+                        float(float_attr(op, "beta_slow", 1.0)), p.corr_dims);
   rope(x.as<float>(), x.shape[0], x.shape[1], x.shape[2], c.in(op, 1).as<int32_t>(), p, c.out(op).as<float>());
 }
 

@@ -115,7 +115,7 @@ void compare_with_reference(const std::string& model, bool quantized) {
 }  // namespace
 
 TEST_CASE("f32 and f16 dense models match llama.cpp logits and greedy tokens", "[e2e][reference]") {
-  for (const std::string arch : {"llama", "qwen2", "qwen3", "llama3"}) {
+  for (const std::string arch : {"llama", "qwen2", "qwen3", "llama3", "qwen2-yarn", "llama-linear"}) {
     compare_with_reference(test::model_path(arch, "f32"), false);
     compare_with_reference(test::model_path(arch, "f16"), false);
   }

@@ -33,6 +33,9 @@ Runner add_gen_model(CLI::App& app) {
                   "Vocab GGUF to take the tokenizer from (default: the reference's "
                   "ggml-vocab-llama-spm.gguf for llama, ggml-vocab-qwen2.gguf for qwen2/qwen3)");
   cmd->add_flag("--tied", o->synth.tied_embeddings, "Tie the output head to token_embd");
+  cmd->add_option("--rope-scaling", o->synth.rope_scaling, "Write rope scaling keys: linear or yarn")
+      ->check(CLI::IsMember({"linear", "yarn"}));
+  cmd->add_option("--rope-factor", o->synth.rope_factor, "Rope scaling factor (with --rope-scaling)")->capture_default_str();
   cmd->add_flag("--rope-freqs", o->synth.rope_freqs, "Add a llama3-style rope_freqs.weight (per-pair frequency divisors)");
   cmd->add_option("--zero-attn-output", o->synth.zero_attn_output_layer,
                   "Zero blk.N.attn_output.weight (sensitivity tests)");

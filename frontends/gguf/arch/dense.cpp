@@ -30,7 +30,11 @@ struct DenseHparams {
   std::string arch;
   int64_t n_vocab = 0, n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0,
           n_ctx = 0, n_rot = 0;
-  double eps = 1e-5, rope_base = 10000.0, rope_freq_scale = 1.0;
+  double eps = 1e-5, rope_base = 10000.0;
+  float rope_freq_scale = 1.0f;
+  // YaRN (ext_factor 0: off), as the reference derives them from hparams.
+  float yarn_ext_factor = 0.0f, yarn_attn_factor = 1.0f;
+  int64_t yarn_n_ctx_orig = 0;
   std::string rope_mode;
   bool tied = false, has_bias = false, qk_norm = false, has_rope_freqs = false;
 };
@@ -39,6 +43,31 @@ int64_t require_int(const gguf::GgufFile& f, const std::string& key) {
   auto v = f.get_int(key);
   if (!v || *v <= 0) throw Error(fmt::format("{}: missing or invalid hparam '{}'", f.path(), key));
   return *v;
+}
+
+// Rope scaling as the reference reads it: the factor applies unless the
+// type is "none" (the default type is linear); YaRN adds ext_factor 1 and an
+// attention factor that cancels the kernel's own magnitude correction
+// (llama-context.cpp), times rope.scaling.attn_factor.
+void read_rope_scaling(const gguf::GgufFile& f, DenseHparams& h) {
+  const std::string& a = h.arch;
+  const std::string scaling = f.get_string(a + ".rope.scaling.type").value_or("linear");
+  if (scaling != "none" && scaling != "linear" && scaling != "yarn")
+    throw Error(fmt::format("{}: rope scaling '{}' is not supported (supported: none, linear, yarn, and llama3 "
+                            "rope_freqs)",
+                            f.path(), scaling));
+  float factor = float(f.get_float(a + ".rope.scaling.factor").value_or(f.get_float(a + ".rope.scale_linear").value_or(0.0)));
+  h.rope_freq_scale = factor == 0.0f || scaling == "none" ? 1.0f : 1.0f / factor;
+  const float rope_attn_factor = float(f.get_float(a + ".rope.scaling.attn_factor").value_or(1.0));
+  h.yarn_attn_factor = rope_attn_factor;
+  if (scaling != "yarn") return;
+  if (f.find(a + ".rope.scaling.yarn_log_multiplier"))
+    throw Error(fmt::format("{}: rope.scaling.yarn_log_multiplier is not supported yet", f.path()));
+  h.yarn_ext_factor = 1.0f;
+  const float scale = 1.0f / h.rope_freq_scale;
+  const float mscale = scale <= 1.0f ? 1.0f : 0.1f * std::log(scale) + 1.0f;
+  h.yarn_attn_factor = mscale * (1.0f / (1.0f + 0.1f * std::log(scale))) * rope_attn_factor;
+  h.yarn_n_ctx_orig = f.get_int(a + ".rope.scaling.original_context_length").value_or(h.n_ctx);
 }
 
 DenseHparams read_hparams(const gguf::GgufFile& f) {
@@ -55,16 +84,7 @@ DenseHparams read_hparams(const gguf::GgufFile& f) {
   h.n_rot = f.get_int(a + ".rope.dimension_count").value_or(h.head_dim);
   h.eps = f.get_float(a + ".attention.layer_norm_rms_epsilon").value_or(1e-5);
   h.rope_base = f.get_float(a + ".rope.freq_base").value_or(10000.0);
-  std::string scaling = f.get_string(a + ".rope.scaling.type").value_or("none");
-  if (scaling == "linear") {
-    h.rope_freq_scale = 1.0 / f.get_float(a + ".rope.scaling.factor").value_or(1.0);
-  } else if (auto legacy = f.get_float(a + ".rope.scale_linear")) {
-    h.rope_freq_scale = 1.0 / *legacy;
-  } else if (scaling != "none") {
-    throw Error(fmt::format("{}: rope scaling '{}' is not supported yet (supported: none, linear, "
-                            "llama3 rope_freqs)",
-                            f.path(), scaling));
-  }
+  read_rope_scaling(f, h);
   h.rope_mode = a == "llama" ? "normal" : "neox";
   auto* embd = f.find_tensor("token_embd.weight");
   if (!embd || embd->dims.size() != 2)
@@ -156,7 +176,12 @@ class DenseBuilder {
       k = b.rms_norm(k, w(b, blk(l, "attn_k_norm")), h_.eps);
     }
     ir::RopeOptions rope{.mode = h_.rope_mode, .n_rot = h_.n_rot, .base = h_.rope_base};
-    if (h_.rope_freq_scale != 1.0) rope.freq_scale = h_.rope_freq_scale;
+    if (h_.rope_freq_scale != 1.0f) rope.freq_scale = h_.rope_freq_scale;
+    if (h_.yarn_attn_factor != 1.0f) rope.attn_factor = h_.yarn_attn_factor;
+    if (h_.yarn_ext_factor != 0.0f) {
+      rope.ext_factor = h_.yarn_ext_factor;
+      rope.n_ctx_orig = h_.yarn_n_ctx_orig;
+    }
     Value factors = h_.has_rope_freqs ? w(b, "rope_freqs") : Value();
     q = b.rope(q, pos, rope, factors);
     k = b.rope(k, pos, rope, factors);

@@ -121,9 +121,17 @@ void rope(const float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, c
     float theta = static_cast<float>(pos[t]);
     for (int64_t i = 0; i < n_pairs; ++i) {
       const float ff = p.freq_factors != nullptr ? p.freq_factors[i] : 1.0f;
-      const float th = p.freq_scale * (theta / ff);
-      cache[2 * i] = std::cos(th) * p.attn_factor;
-      cache[2 * i + 1] = std::sin(th) * p.attn_factor;
+      const float extrapolated = theta / ff;
+      float th = p.freq_scale * extrapolated;
+      float mscale = p.attn_factor;
+      if (p.ext_factor != 0.0f) {
+        const float y = (static_cast<float>(i) - p.corr_dims[0]) / std::max(0.001f, p.corr_dims[1] - p.corr_dims[0]);
+        const float ramp_mix = (1.0f - std::min(1.0f, std::max(0.0f, y))) * p.ext_factor;
+        th = th * (1.0f - ramp_mix) + extrapolated * ramp_mix;
+        mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
+      }
+      cache[2 * i] = std::cos(th) * mscale;
+      cache[2 * i + 1] = std::sin(th) * mscale;
       theta *= theta_scale;
     }
     for (int64_t h = 0; h < n_heads; ++h) {
@@ -152,6 +160,17 @@ void rope(const float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, c
         for (int64_t i = p.n_dims; i < head_dim; ++i) ys[i] = xs[i];
     }
   }
+}
+
+void rope_yarn_corr_dims(int64_t n_dims, int64_t n_ctx_orig, float freq_base, float beta_fast, float beta_slow,
+                         float dims[2]) {
+  auto corr_dim = [&](float n_rot) {
+    return static_cast<float>(n_dims) *
+           std::log(static_cast<float>(n_ctx_orig) / (n_rot * 2.0f * static_cast<float>(M_PI))) /
+           (2.0f * std::log(freq_base));
+  };
+  dims[0] = std::max(0.0f, std::floor(corr_dim(beta_fast)));
+  dims[1] = std::min(static_cast<float>(n_dims - 1), std::ceil(corr_dim(beta_slow)));
 }
 
 int64_t argmax(const float* x, int64_t n) {

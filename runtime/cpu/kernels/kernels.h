@@ -100,7 +100,16 @@ struct RopeParams {
   float freq_scale = 1.0f;
   float attn_factor = 1.0f;            // multiplies cos and sin (ggml's mscale)
   const float* freq_factors = nullptr;  // n_dims/2 divisors of theta, optional (llama3 rope_freqs)
+  // YaRN: with ext_factor != 0, pair i's angle mixes the interpolated and
+  // extrapolated angles by ramp(corr_dims, i) * ext_factor, and cos/sin
+  // get an extra 1 + 0.1 ln(1/freq_scale) (ggml's rope_yarn).
+  float ext_factor = 0.0f;
+  float corr_dims[2] = {0.0f, 0.0f};
 };
+
+// ggml's YaRN correction dims for n_dims rotated dims.
+void rope_yarn_corr_dims(int64_t n_dims, int64_t n_ctx_orig, float freq_base, float beta_fast, float beta_slow,
+                         float dims[2]);
 
 // RoPE on x [n_tokens][n_heads][head_dim] at per-token positions pos[t],
 // as ggml: theta_i = pos * freq_scale * base^(-2i/n_dims) / freq_factors[i],
