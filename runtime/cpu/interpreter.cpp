@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <unordered_map>
 
@@ -81,6 +83,8 @@ struct Interpreter::Impl {
   std::unordered_map<std::string, BoundWeight> weights;
   OpObserver observer;
   StepStats stats;
+  bool profiling = false;
+  OpProfile profile;
   std::vector<uint8_t> arena;
 
   Impl(const ir::Module& m, const gguf::GgufFile& f, StateStore& s, ThreadPool& p) : module(m), states(s), pool(p) {
@@ -216,7 +220,15 @@ std::vector<HostTensor> Interpreter::Impl::run(const StepRequest& req) {
       }
       continue;
     }
-    exec_fn(op.kind)(ctx, op);
+    if (profiling) {
+      auto t0 = std::chrono::steady_clock::now();
+      exec_fn(op.kind)(ctx, op);
+      auto& e = profile.by_op[std::string(op.mnemonic())];
+      e.calls++;
+      e.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    } else {
+      exec_fn(op.kind)(ctx, op);
+    }
     if (observer) {
       std::vector<HostTensor> results;
       for (const auto& r : op.results) {
@@ -235,6 +247,19 @@ Interpreter::~Interpreter() = default;
 
 std::vector<HostTensor> Interpreter::run(const StepRequest& request) { return impl_->run(request); }
 void Interpreter::set_observer(OpObserver observer) { impl_->observer = std::move(observer); }
+void Interpreter::set_profiling(bool on) { impl_->profiling = on; }
+const OpProfile& Interpreter::profile() const { return impl_->profile; }
+
+std::string OpProfile::table() const {
+  std::vector<std::pair<std::string, Entry>> rows(by_op.begin(), by_op.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+  double total = 0;
+  for (const auto& r : rows) total += r.second.seconds;
+  std::string out = fmt::format("{:<14} {:>8} {:>10} {:>7}\n", "op", "calls", "ms", "share");
+  for (const auto& [name, e] : rows)
+    out += fmt::format("{:<14} {:>8} {:>10.2f} {:>6.1f}%\n", name, e.calls, e.seconds * 1e3, total > 0 ? 100 * e.seconds / total : 0);
+  return out;
+}
 const StepStats& Interpreter::last_stats() const { return impl_->stats; }
 
 }  // namespace vtc::cpu

@@ -50,6 +50,17 @@ struct StepStats {
   uint64_t naive_bytes = 0;       // sum of all activation sizes (no reuse)
 };
 
+// Time per op mnemonic, accumulated over steps while profiling is on.
+struct OpProfile {
+  struct Entry {
+    uint64_t calls = 0;
+    double seconds = 0;
+  };
+  std::map<std::string, Entry> by_op;
+  // A table sorted by time, with shares of the total.
+  std::string table() const;
+};
+
 class Interpreter {
  public:
   // Binds every weight declaration to its GGUF tensor; throws vtc::Error on
@@ -64,6 +75,8 @@ class Interpreter {
 
   void set_observer(OpObserver observer);
   const StepStats& last_stats() const;
+  void set_profiling(bool on);
+  const OpProfile& profile() const;
 
  private:
   struct Impl;

@@ -19,7 +19,7 @@ namespace {
 struct BenchOptions {
   std::string model, ref_tool, json_out;
   int threads = 2;
-  bool vs_reference = false;
+  bool vs_reference = false, profile = false;
   BenchSpec spec;
 };
 
@@ -52,7 +52,9 @@ int run(const BenchOptions& o) {
   int64_t ctx = std::max(o.spec.prompt_tokens, o.spec.gen_tokens) + 16;
   cpu::Session session(o.model, {.threads = o.threads, .n_ctx = ctx, .n_slots = 1});
   log(fmt::format("vtc, {} threads", o.threads));
+  session.interpreter().set_profiling(o.profile);
   BenchFigures vtc = bench_session(session, o.spec, log);
+  if (o.profile) fmt::print(stderr, "time per op (all repetitions):\n{}", session.interpreter().profile().table());
   BenchFigures ref;
   if (o.vs_reference) {
     log("llama.cpp reference, same model and threads");
@@ -95,6 +97,7 @@ Runner add_bench(CLI::App& app) {
   cmd->add_option("-t,--threads", o->threads, "Threads, for vtc and the reference")->capture_default_str();
   cmd->add_flag("--vs-reference", o->vs_reference, "Also run llama.cpp (via vtc-ref) in the same run and print the ratio");
   cmd->add_option("--ref-tool", o->ref_tool, "Path of the vtc-ref harness (default: $VTC_REF_TOOL, then build/bin/vtc-ref)");
+  cmd->add_flag("--profile", o->profile, "Print vtc's time per op kind");
   cmd->add_option("--json", o->json_out, "Also write every repetition's figures to FILE as JSON");
   return [o] { return run(*o); };
 }
