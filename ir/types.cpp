@@ -4,6 +4,17 @@
 
 namespace vtc::ir {
 
+int64_t ElemType::scalar_bytes() const {
+  switch (kind_) {
+    case F32: case I32: return 4;
+    case F16: case BF16: return 2;
+    case I64: return 8;
+    case U8: return 1;
+    case Quant: return 0;
+  }
+  return 0;
+}
+
 std::string_view placement_name(Placement p) { return p == Placement::Host ? "host" : "device"; }
 
 std::optional<Placement> placement_from_name(std::string_view name) {

@@ -34,6 +34,10 @@ class ElemType {
   bool is_integer() const { return kind_ == I32 || kind_ == I64 || kind_ == U8; }
   bool is_quant() const { return kind_ == Quant; }
 
+  // Bytes per element of a scalar type; 0 for quantized types (whose size
+  // is per block: see ggml_bytes_for).
+  int64_t scalar_bytes() const;
+
   // Lowercase name: f32 ... u8, q4_k, iq2_xxs, ...
   std::string name() const;
   // Scalar names first, then quantized GGUF types by ggml name (any case).

@@ -1,6 +1,7 @@
 // Metadata values: typed accessors and display formatting.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "frontends/gguf/gguf.h"
@@ -81,10 +82,18 @@ std::string Value::to_display(size_t max_items) const {
         using T = std::decay_t<decltype(v)>;
         if constexpr (std::is_same_v<T, std::string>) {
           constexpr size_t kMaxChars = 60;
-          std::string shown = v.size() > kMaxChars ? v.substr(0, kMaxChars) + "..." : v;
-          for (auto& c : shown)
-            if (c == '\n' || c == '\r' || c == '\t') c = ' ';
-          return fmt::format("\"{}\"", shown);
+          size_t cut = std::min(v.size(), kMaxChars);
+          while (cut < v.size() && cut > 0 && (static_cast<unsigned char>(v[cut]) & 0xC0) == 0x80) --cut;  // UTF-8 boundary
+          std::string shown = cut < v.size() ? v.substr(0, cut) + "..." : v;
+          std::string escaped;
+          for (char c : shown) {
+            if (c == '\n') escaped += "\\n";
+            else if (c == '\r') escaped += "\\r";
+            else if (c == '\t') escaped += "\\t";
+            else if (c == '"' || c == '\\') escaped += std::string("\\") + c;
+            else escaped += c;
+          }
+          return fmt::format("\"{}\"", escaped);
         } else if constexpr (std::is_same_v<T, ValueArray>) {
           std::string out = fmt::format("[{} x {}]", v.items.size(), value_type_name(v.elem_type));
           if (v.items.empty()) return out;

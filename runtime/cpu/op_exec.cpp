@@ -13,16 +13,7 @@
 
 namespace vtc::cpu {
 
-int64_t elem_bytes(const ir::ElemType& e) {
-  switch (e.kind()) {
-    case ir::ElemType::F32: case ir::ElemType::I32: return 4;
-    case ir::ElemType::F16: case ir::ElemType::BF16: return 2;
-    case ir::ElemType::I64: return 8;
-    case ir::ElemType::U8: return 1;
-    case ir::ElemType::Quant: return 0;
-  }
-  return 0;
-}
+int64_t elem_bytes(const ir::ElemType& e) { return e.scalar_bytes(); }
 
 uint64_t storage_bytes(const ir::ElemType& e, int64_t numel) {
   if (e.is_quant()) return ggml_bytes_for(e.quant_type(), uint64_t(numel)).value_or(0);

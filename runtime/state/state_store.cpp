@@ -11,14 +11,8 @@ namespace vtc {
 namespace {
 
 int64_t elem_bytes_of(const ir::ElemType& e) {
-  switch (e.kind()) {
-    case ir::ElemType::F32: case ir::ElemType::I32: return 4;
-    case ir::ElemType::F16: case ir::ElemType::BF16: return 2;
-    case ir::ElemType::I64: return 8;
-    case ir::ElemType::U8: return 1;
-    case ir::ElemType::Quant: break;
-  }
-  throw Error("state store: states cannot hold quantized types");
+  if (e.is_quant()) throw Error("state store: states cannot hold quantized types");
+  return e.scalar_bytes();
 }
 
 // Product of the constant dims after the leading symbolic ones: a plain

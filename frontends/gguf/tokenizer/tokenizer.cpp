@@ -61,6 +61,17 @@ struct Symbol {
   int32_t next;
 };
 
+// Merges symbol `left` with the symbol after it (both BPE and SPM merge
+// this way; they differ in which pair they merge first).
+void merge_with_next(std::vector<Symbol>& syms, int32_t left) {
+  Symbol& a = syms[size_t(left)];
+  Symbol& b = syms[size_t(a.next)];
+  a.n += b.n;
+  b.n = 0;
+  a.next = b.next;
+  if (b.next >= 0) syms[size_t(b.next)].prev = left;
+}
+
 std::vector<Symbol> split_chars(std::string_view word) {
   std::vector<Symbol> syms;
   syms.reserve(word.size());
@@ -152,10 +163,7 @@ void Tokenizer::Impl::bpe_word(std::string_view word, std::vector<int32_t>& out)
     Symbol& a = syms[bg.left];
     Symbol& b = syms[bg.right];
     if (a.n != bg.left_n || b.n != bg.right_n || b.n == 0) continue;  // stale
-    a.n += b.n;
-    b.n = 0;
-    a.next = b.next;
-    if (b.next >= 0) syms[b.next].prev = bg.left;
+    merge_with_next(syms, bg.left);
     try_add(a.prev, bg.left);
     try_add(bg.left, a.next);
   }
@@ -211,10 +219,7 @@ void Tokenizer::Impl::spm_fragment(std::string_view frag, bool space_prefix, std
     Symbol& a = syms[bg.left];
     Symbol& b = syms[bg.right];
     if (a.n == 0 || b.n == 0 || a.n + b.n != bg.size) continue;  // stale
-    a.n += b.n;
-    b.n = 0;
-    a.next = b.next;
-    if (b.next >= 0) syms[b.next].prev = bg.left;
+    merge_with_next(syms, bg.left);
     try_add(a.prev, bg.left);
     try_add(bg.left, a.next);
   }
