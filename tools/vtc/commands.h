@@ -16,5 +16,6 @@ Runner add_inspect(CLI::App& app);
 Runner add_gen_model(CLI::App& app);
 Runner add_run(CLI::App& app);
 Runner add_bench(CLI::App& app);
+Runner add_opt(CLI::App& app);
 
 }  // namespace vtc::cli

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   add(vtc::cli::add_gen_model);
   add(vtc::cli::add_run);
   add(vtc::cli::add_bench);
+  add(vtc::cli::add_opt);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,76 @@
+#include "passes/bind_state.h"
+
+#include <fmt/format.h>
+
+#include <map>
+
+#include "support/error.h"
+
+namespace vtc::passes {
+
+bool BindStatePass::run(ir::Module& module, PassContext& context) {
+  slots_.clear();
+  std::map<std::string, size_t> slot_of;
+  for (const auto& s : module.states) {
+    std::string dims = ir::shape_str(s.type.shape);
+    std::string layout = fmt::format("{}<{}{}{}, {}>", ir::state_kind_name(s.kind), dims, dims.empty() ? "" : " x ",
+                                     s.type.elem.name(), ir::placement_name(s.type.placement));
+    slot_of[s.name] = slots_.size();
+    slots_.push_back({static_cast<int>(slots_.size()), s.name, layout, {}});
+  }
+  std::vector<std::string> problems;
+  for (const auto& fn : module.functions) {
+    const ir::Function& f = *fn;
+    for (size_t i = 0; i < f.ops.size(); ++i) {
+      const ir::Op& op = *f.ops[i];
+      if (op.kind != ir::OpKind::StateRead && op.kind != ir::OpKind::StateWrite && op.kind != ir::OpKind::Attention)
+        continue;
+      std::string where = fmt::format("@{} op #{} '{}'", f.name, i, op.mnemonic());
+      const ir::Attr* a = op.attr("state");
+      if (!a) {
+        problems.push_back(where + ": no state attribute");
+        continue;
+      }
+      const ir::StateDecl* decl = module.find_state(a->s);
+      if (!decl) {
+        problems.push_back(fmt::format("{}: state @{} is not declared", where, a->s));
+        continue;
+      }
+      if (op.kind == ir::OpKind::StateRead && (op.results.size() != 1 || !(op.results[0].type() == decl->type)))
+        problems.push_back(fmt::format("{}: reads @{} as {} but it is declared {}", where, a->s,
+                                       op.results.empty() ? "nothing" : op.results[0].type().str(), decl->type.str()));
+      if (op.kind == ir::OpKind::StateWrite && (op.operands.size() != 1 || !(op.operands[0].type() == decl->type)))
+        problems.push_back(fmt::format("{}: writes {} to @{} declared {}", where,
+                                       op.operands.empty() ? "nothing" : op.operands[0].type().str(), a->s,
+                                       decl->type.str()));
+      if (op.kind == ir::OpKind::Attention) {
+        bool kv_shape = decl->type.rank() >= 2 && decl->type.shape[0] == ir::Dim(2);
+        if (decl->kind == ir::StateKind::Plain || !decl->type.elem.is_float() || !kv_shape)
+          problems.push_back(fmt::format("{}: @{} ({}) is not a paged or ring float KV state shaped [2, ...]", where,
+                                         a->s, slots_[slot_of[a->s]].layout));
+      }
+      slots_[slot_of[a->s]].accesses.push_back({f.name, i, std::string(op.mnemonic())});
+    }
+  }
+  if (!problems.empty()) {
+    std::string joined;
+    for (const auto& p : problems) joined += "\n  " + p;
+    throw Error("bind-state: state accesses do not match their declarations:" + joined);
+  }
+  Artifact artifact{"bind-state", {fmt::format("bind-state: {} slot(s)", slots_.size())}};
+  for (const auto& s : slots_) {
+    std::string users;
+    for (const auto& u : s.accesses) users += fmt::format("{}@{} op #{} {}", users.empty() ? "" : ", ", u.function, u.op, u.mnemonic);
+    artifact.lines.push_back(fmt::format("  slot {} @{} {}: {}", s.slot, s.state, s.layout, users.empty() ? "unused" : users));
+  }
+  context.artifacts["bind-state"] = std::move(artifact);
+  return false;
+}
+
+std::unique_ptr<Pass> create_bind_state(const PassOptions& options) {
+  if (!options.values.empty())
+    throw Error(fmt::format("bind-state takes no options (got {})", options.values.begin()->first));
+  return std::make_unique<BindStatePass>();
+}
+
+}  // namespace vtc::passes
