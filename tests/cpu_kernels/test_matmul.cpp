@@ -212,6 +212,79 @@ TEST_CASE("matmul: scalar and AVX2 agree", "[matmul][isa]") {
   }
 }
 
+int act_slot(GgmlType at) {
+  switch (at) {
+    case GgmlType::Q8_0: return static_cast<int>(detail::ActType::Q8_0);
+    case GgmlType::Q8_1: return static_cast<int>(detail::ActType::Q8_1);
+    case GgmlType::Q8_K: return static_cast<int>(detail::ActType::Q8_K);
+    case GgmlType::F16: return static_cast<int>(detail::ActType::F16);
+    case GgmlType::BF16: return static_cast<int>(detail::ActType::BF16);
+    default: return static_cast<int>(detail::ActType::F32);
+  }
+}
+
+TEST_CASE("matmul: 4-row dot kernels are bit-identical to the 1-row ones", "[matmul][isa]") {
+  std::vector<const detail::QuantKernels*> tables{&detail::scalar_quant_kernels()};
+  if (best_isa() == Isa::Avx2) {
+    tables.push_back(detail::avx2_quant_kernels_novnni());
+    tables.push_back(detail::avx2_quant_kernels());
+  } else {
+    WARN("SKIPPED: AVX2 is not available here; only scalar 4-row kernels (if any) were tested");
+  }
+  const int64_t cols = 1024;
+  const int64_t rows = 4;
+  for (size_t ti = 0; ti < tables.size(); ++ti) {
+    const auto& k = *tables[ti];
+    for (GgmlType t : kNativeTypes) {
+      const int slot = static_cast<int>(t);
+      if (k.dot4[slot] == nullptr) continue;
+      const GgmlType at = matmul_activation_type(t);
+      const auto w = random_weights(t, rows, cols, 31);
+      const auto xf = random_floats(static_cast<size_t>(cols), 32, -2.0f, 2.0f);
+      const auto& tr = ggml_traits(at);
+      std::vector<uint8_t> xq(static_cast<size_t>(cols / tr.block_size * tr.block_bytes));
+      const int a = act_slot(at);
+      k.quantize[a](xf.data(), xq.data(), cols);
+      const int64_t stride = static_cast<int64_t>(w.size()) / rows;
+      std::vector<float> y1(4), y4(4);
+      for (int r = 0; r < 4; ++r) y1[static_cast<size_t>(r)] = k.dot[slot](cols, w.data() + r * stride, xq.data());
+      k.dot4[slot](cols, w.data(), stride, xq.data(), y4.data());
+      INFO(fmt::format("table {} type {}", ti, ggml_type_name(t)));
+      CHECK(bitwise_equal(y1, y4));
+    }
+  }
+  // The AVX-VNNI kernels must reproduce the plain AVX2 ones exactly.
+  if (best_isa() == Isa::Avx2 && detail::cpu_has_avxvnni()) {
+    const auto& a = *detail::avx2_quant_kernels_novnni();
+    const auto& v = *detail::avx2_quant_kernels();
+    for (GgmlType t : kNativeTypes) {
+      const int slot = static_cast<int>(t);
+      if (a.dot4[slot] == nullptr || a.dot4[slot] == v.dot4[slot]) continue;
+      for (uint32_t seed = 0; seed < 8; ++seed) {
+        auto w = random_weights(t, 4, 2048, 40 + seed);
+        if (t == GgmlType::Q8_0) {  // extreme codes, -128 included, in the first blocks of each row
+          const size_t stride = w.size() / 4;
+          for (size_t r = 0; r < 4; ++r)
+            for (size_t i = 0; i < 32; ++i)
+              w[r * stride + 2 + i] = static_cast<uint8_t>(seed % 2 ? 0x80 : (i % 2 ? 0x81 : 0x7f));
+        }
+        auto xf = random_floats(2048, 50 + seed, -3.0f, 3.0f);
+        for (int i = 0; i < 32; ++i) xf[static_cast<size_t>(i)] = i % 2 ? 1e3f : -1e3f;  // codes +-127
+        std::vector<uint8_t> xq(2048 * 2);
+        a.quantize[act_slot(matmul_activation_type(t))](xf.data(), xq.data(), 2048);
+        const int64_t stride = static_cast<int64_t>(w.size()) / 4;
+        std::vector<float> ya(4), yv(4);
+        a.dot4[slot](2048, w.data(), stride, xq.data(), ya.data());
+        v.dot4[slot](2048, w.data(), stride, xq.data(), yv.data());
+        INFO(fmt::format("avx-vnni vs avx2, type {} seed {}", ggml_type_name(t), seed));
+        CHECK(bitwise_equal(ya, yv));
+      }
+    }
+  } else {
+    WARN("SKIPPED: no AVX-VNNI here; the AVX-VNNI kernels were not tested");
+  }
+}
+
 TEST_CASE("matmul: activation quantizers are bit-identical across ISAs", "[matmul][isa]") {
   if (best_isa() != Isa::Avx2) {
     WARN("SKIPPED: AVX2 is not available here");

@@ -59,8 +59,29 @@ void set_active_isa(Isa isa) {
 
 namespace detail {
 
+#if !defined(VTC_HAVE_AVXVNNI_TU)
+Dot4Fn avxvnni_dot4_q8_0() { return nullptr; }
+#endif
+
+bool cpu_has_avxvnni() {
+#if defined(VTC_HAVE_AVXVNNI_TU) && (defined(__x86_64__) || defined(__i386__))
+  static const bool has = [] {
+    if (const char* env = std::getenv("VTC_CPU_VNNI"); env != nullptr && std::strcmp(env, "0") == 0) return false;
+    if (!cpu_has_avx2()) return false;
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid_max(0, nullptr) < 7) return false;
+    __cpuid_count(7, 1, a, b, c, d);
+    return (a & (1u << 4)) != 0;  // CPUID.(EAX=7,ECX=1):EAX[4] = AVX-VNNI
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
 #if !defined(VTC_HAVE_AVX2_TU)
 const QuantKernels* avx2_quant_kernels() { return nullptr; }
+const QuantKernels* avx2_quant_kernels_novnni() { return nullptr; }
 const FloatKernels* avx2_float_kernels() { return nullptr; }
 const FloatKernels* avx2_float_kernels_l16() { return nullptr; }
 #endif

@@ -10,7 +10,8 @@
 //      weight rows and walks every token tile for it: each weight row is read
 //      from memory once per matmul and reused from cache for all tokens.
 //   3. Each output element is one call of the type's dot kernel on whole
-//      blocks, so its value does not depend on the thread count or tiling.
+//      blocks, or comes from its 4-row version (dot4, bit-identical to dot),
+//      so its value does not depend on the thread count or tiling.
 // Types without a native dot kernel dequantize one weight row at a time into
 // a thread-local buffer and use an f32 dot; no whole-weight dequantization.
 #include <algorithm>
@@ -133,6 +134,7 @@ void matmul(GgmlType wtype, const void* w, int64_t rows, int64_t cols, const flo
 
   const detail::QuantKernels& qk = detail::active_quant_kernels();
   const detail::DotFn dot = qk.dot[static_cast<int>(wtype)];
+  const detail::Dot4Fn dot4 = qk.dot4[static_cast<int>(wtype)];
   const detail::QuantizeFn quantize = qk.quantize[static_cast<int>(act.act)];
   check_cols(act.type, cols, "matmul activations");
 
@@ -160,7 +162,10 @@ void matmul(GgmlType wtype, const void* w, int64_t rows, int64_t cols, const flo
       for (int64_t t = t0; t < t1; ++t) {
         const uint8_t* xr = xq + t * x_row;
         float* yt = y + t * rows;
-        for (int64_t r = r0; r < r1; ++r) yt[r] = dot(cols, wb + r * w_row, xr);
+        int64_t r = r0;
+        if (dot4 != nullptr)
+          for (; r + 4 <= r1; r += 4) dot4(cols, wb + r * w_row, w_row, xr, yt + r);
+        for (; r < r1; ++r) yt[r] = dot(cols, wb + r * w_row, xr);
       }
     }
   });

@@ -1,0 +1,70 @@
+// `vtc run` end to end through the real binary: greedy ids equal the
+// reference's, and --dump-logits writes exactly the documented layout.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tests/e2e/e2e_fixtures.h"
+#include "tests/reference_tolerances.h"
+#include "tests/test_process.h"
+
+using namespace vtc;
+
+namespace {
+std::vector<int32_t> parse_ids(const std::string& line) {
+  std::vector<int32_t> ids;
+  std::stringstream ss(line);
+  std::string item;
+  while (std::getline(ss, item, ',')) ids.push_back(std::stoi(item));
+  return ids;
+}
+}  // namespace
+
+TEST_CASE("vtc run greedy ids match the reference and --dump-logits has the documented layout", "[cli][reference]") {
+  const std::string model = test::model_path("qwen3", "f32");
+  const auto prompt = test::sample_prompt(model);
+  const std::string dump = test::unique_temp_path("logits.f32");
+  const std::string out = test::run_capture(fmt::format("{} run {} --tokens {} -n 8 --temp 0 -t 2 -q --dump-logits {} 2>/dev/null",
+                                                        VTC_TOOL, model, fmt::join(prompt, ","), dump));
+  const std::vector<int32_t> generated = parse_ids(out.substr(0, out.find('\n')));
+  auto ref = nlohmann::json::parse(test::run_capture(
+      fmt::format("{} logits {} --tokens {} --n-predict 8", VTC_REF_TOOL, model, fmt::join(prompt, ","))));
+  CHECK(generated == ref.at("greedy").get<std::vector<int32_t>>());
+
+  auto meta = nlohmann::json::parse(std::ifstream(dump + ".json"));
+  const int64_t n_vocab = meta.at("n_vocab");
+  const size_t rows = meta.at("rows");
+  CHECK(rows == prompt.size() + generated.size());
+  CHECK(meta.at("prompt").get<std::vector<int32_t>>() == prompt);
+  CHECK(meta.at("generated").get<std::vector<int32_t>>() == generated);
+  CHECK(std::filesystem::file_size(dump) == rows * size_t(n_vocab) * sizeof(float));
+  // Prompt rows are the reference's logits; row P-1 predicts generated[0].
+  std::ifstream in(dump, std::ios::binary);
+  std::vector<float> row(static_cast<size_t>(n_vocab));
+  const auto ref_logits = ref.at("logits").get<std::vector<std::vector<float>>>();
+  for (size_t p = 0; p < prompt.size(); ++p) {
+    in.read(reinterpret_cast<char*>(row.data()), std::streamsize(row.size() * sizeof(float)));
+    CHECK(test::relative_l2(row, ref_logits[p]) < test::kLogitsRelL2Tolerance);
+  }
+  CHECK(std::max_element(row.begin(), row.end()) - row.begin() == generated[0]);
+  std::filesystem::remove(dump);
+  std::filesystem::remove(dump + ".json");
+}
+
+TEST_CASE("vtc run reports bad input clearly", "[cli][reference]") {
+  const std::string model = test::model_path("llama", "f32");
+  auto fails_with = [&](const std::string& args, const std::string& message) {
+    std::string out = test::run_capture(fmt::format("{} run {} {} 2>&1; echo \"exit=$?\"", VTC_TOOL, model, args));
+    INFO(out);
+    CHECK_THAT(out, Catch::Contains(message) && Catch::Contains("exit=1"));
+  };
+  fails_with("--tokens 1,abc", "'abc' is not a token id");
+  fails_with("--tokens 1,99999999", "outside the vocabulary");
+  fails_with("", "give a prompt");
+  fails_with("-p hi -c 2 --tokens 1,2,3", "context holds 2");
+}
