@@ -502,4 +502,22 @@ Module parse(std::string_view text, const ParseOptions& options) {
   return Parser(Lexer(text, options.first_line).run()).run();
 }
 
+std::vector<SourceCase> split_source_cases(const std::string& text, bool split) {
+  std::vector<SourceCase> cases{{"", 1}};
+  size_t start = 0;
+  int line_no = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    std::string line = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    start = end == std::string::npos ? text.size() : end + 1;
+    ++line_no;
+    if (split && line.rfind("// -----", 0) == 0) {
+      cases.push_back({"", line_no + 1});
+      continue;
+    }
+    cases.back().text += line + "\n";
+  }
+  return cases;
+}
+
 }  // namespace vtc::ir

@@ -10,25 +10,10 @@
 namespace vtc::passes {
 namespace {
 
-struct Case {
-  std::string text;
-  int first_line;
-};
+using Case = vtc::ir::SourceCase;
 
 std::vector<Case> split_cases(const std::string& text, bool split) {
-  std::vector<Case> cases{{"", 1}};
-  std::istringstream in(text);
-  std::string line;
-  int line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (split && line.rfind("// -----", 0) == 0) {
-      cases.push_back({"", line_no + 1});
-      continue;
-    }
-    cases.back().text += line + "\n";
-  }
-  return cases;
+  return vtc::ir::split_source_cases(text, split);
 }
 
 }  // namespace
