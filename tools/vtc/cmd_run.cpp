@@ -125,7 +125,7 @@ Runner add_run(CLI::App& app) {
   cmd->add_option("--presence-penalty", o->gen.sampling.presence_penalty, "Presence penalty")->capture_default_str();
   cmd->add_option("--frequency-penalty", o->gen.sampling.frequency_penalty, "Frequency penalty")->capture_default_str();
   cmd->add_option("--seed", o->gen.sampling.seed, "Sampling seed (4294967295: random)")->capture_default_str();
-  cmd->add_option("--dump-ir", o->dump_ir, "Write the IR of every step to DIR/<step>/NN-<pass>.vtcir");
+  cmd->add_option("--dump-ir", o->dump_ir, "Write the module as built (no passes yet) to DIR/<step>/00-build.vtcir");
   cmd->add_option("--dump-logits", o->dump_logits,
                   "Write raw f32 logits (one row per prompt position, then per generated token) and FILE.json");
   cmd->add_flag("-q,--quiet", o->quiet, "Print only the generated ids");
