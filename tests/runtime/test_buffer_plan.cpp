@@ -1,0 +1,68 @@
+// The arena planner and the state store.
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "ir/module.h"
+#include "runtime/buffer_plan.h"
+#include "runtime/state/state_store.h"
+#include "support/error.h"
+
+using namespace vtc;
+
+TEST_CASE("buffers with disjoint lifetimes share memory; overlapping ones do not", "[buffer_plan]") {
+  std::vector<BufferRequest> reqs = {{1000, 0, 1}, {1000, 2, 3}, {500, 1, 2}};
+  BufferPlan plan = plan_buffers(reqs, 64);
+  CHECK(plan.offsets[0] == plan.offsets[1]);      // [0,1] and [2,3] never meet
+  CHECK(plan.offsets[2] >= 1024);                 // meets both, placed after them (aligned)
+  CHECK(plan.arena_bytes == 1024 + 512);
+  CHECK(plan.naive_bytes == 2500);
+  CHECK(plan_is_valid(reqs, plan));
+}
+
+TEST_CASE("random lifetimes always give a valid plan no larger than the naive sum", "[buffer_plan]") {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<BufferRequest> reqs(size_t(1 + rng() % 40));
+    for (auto& r : reqs) {
+      r.bytes = 1 + rng() % 5000;
+      r.def = int64_t(rng() % 50);
+      r.last_use = r.def + int64_t(rng() % 20);
+    }
+    BufferPlan plan = plan_buffers(reqs, 64);
+    REQUIRE(plan_is_valid(reqs, plan));
+    uint64_t aligned_naive = 0;
+    for (const auto& r : reqs) aligned_naive += (r.bytes + 63) / 64 * 64;
+    CHECK(plan.arena_bytes <= aligned_naive);
+  }
+}
+
+TEST_CASE("a deliberately overlapping plan is detected", "[buffer_plan]") {
+  std::vector<BufferRequest> reqs = {{100, 0, 5}, {100, 3, 4}};
+  BufferPlan plan = plan_buffers(reqs);
+  plan.offsets[1] = 50;
+  CHECK_FALSE(plan_is_valid(reqs, plan));
+}
+
+TEST_CASE("the state store follows the declarations", "[state]") {
+  ir::Module m;
+  const ir::Dim S = ir::Dim::symbol("S"), P = ir::Dim::symbol("P");
+  m.add_state("kv.0", ir::StateKind::Paged, {ir::ElemType::F16, {2, P, 16, 2, 8}, ir::Placement::Host});
+  m.add_state("last_ids", ir::StateKind::Plain, {ir::ElemType::I32, {S}, ir::Placement::Host});
+  StateStore store(m, {3, 32});
+  REQUIRE(store.buffers().size() == 2);
+  auto& kv = store.buffer("kv.0");
+  CHECK(kv.row_elems == 16);
+  CHECK(kv.rows_per_slot == 32);
+  CHECK(store.slot_bytes(kv, 2, 1).size() == 32 * 16 * 2);
+  CHECK(store.total_bytes() == 2 * 3 * 32 * 16 * 2 + 3 * 4);
+  auto ids = store.slot_bytes(store.buffer("last_ids"), 1);
+  ids[0] = 7;
+  auto v_half = store.slot_bytes(kv, 1, 1);
+  v_half[5] = 9;
+  store.reset_slot(1);
+  CHECK(ids[0] == 0);
+  CHECK(v_half[5] == 0);
+  CHECK_THROWS_WITH(store.slot_bytes(kv, 3), Catch::Contains("slot 3 out of range [0, 3)"));
+  CHECK_THROWS_WITH(store.buffer("nope"), Catch::Contains("no state @nope"));
+}
