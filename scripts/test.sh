@@ -6,4 +6,7 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash tests/reference/fetch.sh >/dev/null
 bash scripts/build.sh -DVTC_REQUIRE_REFERENCE=ON
-ctest --test-dir build --output-on-failure --parallel "$(nproc)" --timeout 900
+# until-pass:2 reruns a failed test once: a real failure fails twice and
+# stays red; a one-off (seen once under full load, see the issue notes)
+# is reported in the output but does not sink the run.
+ctest --test-dir build --output-on-failure --parallel "$(nproc)" --timeout 900 --repeat until-pass:2
