@@ -12,10 +12,6 @@ namespace {
 
 using Case = vtc::ir::SourceCase;
 
-std::vector<Case> split_cases(const std::string& text, bool split) {
-  return vtc::ir::split_source_cases(text, split);
-}
-
 }  // namespace
 
 int run_opt(const OptOptions& options, std::ostream& out) {
@@ -23,7 +19,7 @@ int run_opt(const OptOptions& options, std::ostream& out) {
   if (!in) throw Error("cannot open " + options.input);
   std::stringstream buffer;
   buffer << in.rdbuf();
-  auto cases = split_cases(buffer.str(), options.split_input_file);
+  auto cases = vtc::ir::split_source_cases(buffer.str(), options.split_input_file);
   bool ok = true;
   for (size_t i = 0; i < cases.size(); ++i) {
     if (i) out << "// -----\n";

@@ -132,16 +132,33 @@ struct Interpreter::Impl {
     return env;
   }
 
+  using BufMap = std::unordered_map<const ir::ValueData*, Buf>;
   std::vector<HostTensor> run(const StepRequest& req);
+  void place_buffers(const ir::Function& fn, const SymbolEnv& env, const StepRequest& req, BufMap& bufs);
+  std::vector<HostTensor> execute(const ir::Function& fn, const SymbolEnv& env, const StepRequest& req, BufMap& bufs);
+  void run_kernel(ExecContext& ctx, const ir::Op& op);
 };
+
+namespace {
+HostTensor copy_out(const Buf& b) {
+  return {b.elem, b.shape, std::vector<uint8_t>(b.data, b.data + storage_bytes(b.elem, b.numel))};
+}
+}  // namespace
 
 std::vector<HostTensor> Interpreter::Impl::run(const StepRequest& req) {
   const ir::Function* fn = module.find_function(req.step);
   if (!fn) throw Error(fmt::format("cpu: the module has no step @{}", req.step));
   for (int32_t slot : req.slots) states.check_slot(slot);
   SymbolEnv env = bind_symbols(*fn, req);
+  BufMap bufs;
+  place_buffers(*fn, env, req, bufs);
+  return execute(*fn, env, req, bufs);
+}
 
-  std::unordered_map<const ir::ValueData*, Buf> bufs;
+// Steps 2 and 3: concrete shapes, alias roots, lifetimes, arena offsets;
+// copies the arguments in.
+void Interpreter::Impl::place_buffers(const ir::Function& fn, const SymbolEnv& env, const StepRequest& req,
+                                      BufMap& bufs) {
   std::unordered_map<const ir::ValueData*, const ir::ValueData*> root;  // alias -> owner
   std::vector<const ir::ValueData*> owned;
   std::vector<BufferRequest> requests;
@@ -159,49 +176,48 @@ std::vector<HostTensor> Interpreter::Impl::run(const StepRequest& req) {
     b.elem = v->type.elem;
     b.numel = product(b.shape);
   };
-  for (const auto& arg : fn->args) {
+  auto extend_life = [&](const ir::ValueData* v, int64_t until) {
+    if (auto it = request_of.find(root.at(v)); it != request_of.end())
+      requests[it->second].last_use = std::max(requests[it->second].last_use, until);
+  };
+  for (const auto& arg : fn.args) {
     describe(arg.data());
     own(arg.data(), -1);
   }
-  const int64_t n_ops = int64_t(fn->ops.size());
+  const int64_t n_ops = int64_t(fn.ops.size());
   for (int64_t i = 0; i < n_ops; ++i) {
-    const ir::Op& op = *fn->ops[size_t(i)];
-    for (const auto& operand : op.operands)
-      if (auto it = root.find(operand.data()); it != root.end() && request_of.count(it->second))
-        requests[request_of[it->second]].last_use = std::max(requests[request_of[it->second]].last_use, i);
+    const ir::Op& op = *fn.ops[size_t(i)];
+    // Returned values live to the end; everything else to its last reader.
+    for (const auto& operand : op.operands) extend_life(operand.data(), op.kind == ir::OpKind::Return ? n_ops : i);
     for (const auto& r : op.results) {
       describe(r.data());
-      if (op.kind == ir::OpKind::Weight) {
-        root[r.data()] = r.data();
-      } else if (is_alias_op(op.kind)) {
-        root[r.data()] = root.at(op.operands[0].data());
-      } else {
-        own(r.data(), i);
-      }
+      if (op.kind == ir::OpKind::Weight) root[r.data()] = r.data();
+      else if (is_alias_op(op.kind)) root[r.data()] = root.at(op.operands[0].data());
+      else own(r.data(), i);
     }
-    if (op.kind == ir::OpKind::Return)
-      for (const auto& operand : op.operands)
-        if (auto it = request_of.find(root.at(operand.data())); it != request_of.end()) requests[it->second].last_use = n_ops;
   }
   BufferPlan plan = plan_buffers(requests);
   stats = {plan.arena_bytes, plan.naive_bytes};
   if (arena.size() < plan.arena_bytes) arena.resize(plan.arena_bytes);
   for (size_t k = 0; k < owned.size(); ++k) bufs[owned[k]].data = arena.data() + plan.offsets[k];
-  for (const auto& arg : fn->args) {
+  for (const auto& arg : fn.args) {
     const HostTensor& t = req.args.at(arg->name);
     std::memcpy(bufs[arg.data()].data, t.bytes.data(), std::min<size_t>(t.bytes.size(), requests[request_of[arg.data()]].bytes));
   }
+}
 
+// Steps 4 and 5: weights and aliases resolve to pointers, every other op
+// runs its kernel; the `return` operands are copied out.
+std::vector<HostTensor> Interpreter::Impl::execute(const ir::Function& fn, const SymbolEnv& env, const StepRequest& req,
+                                                   BufMap& bufs) {
   ExecContext ctx{module, states, pool, req.slots, bufs};
   std::vector<HostTensor> outputs;
-  for (const auto& op_ptr : fn->ops) {
+  for (const auto& op_ptr : fn.ops) {
     const ir::Op& op = *op_ptr;
     if (op.kind == ir::OpKind::Weight) {
       const BoundWeight& w = weights.at(op.attr("name")->s);
       bufs[op.results[0].data()].data = const_cast<uint8_t*>(w.data);
-      continue;
-    }
-    if (is_alias_op(op.kind)) {
+    } else if (is_alias_op(op.kind)) {
       Buf& r = bufs[op.results[0].data()];
       r.data = bufs[op.operands[0].data()].data;
       if (const ir::Attr* offset = op.attr("offset")) {
@@ -209,36 +225,30 @@ std::vector<HostTensor> Interpreter::Impl::run(const StepRequest& req) {
         if (!elems) throw Error("cpu: view offset is unbound");
         r.data += *elems * elem_bytes(r.elem);
       }
-      continue;
-    }
-    if (op.kind == ir::OpKind::Return) {
-      for (const auto& v : op.operands) {
-        const Buf& b = bufs[v.data()];
-        HostTensor t{b.elem, b.shape, {}};
-        t.bytes.assign(b.data, b.data + storage_bytes(b.elem, b.numel));
-        outputs.push_back(std::move(t));
-      }
-      continue;
-    }
-    if (profiling) {
-      auto t0 = std::chrono::steady_clock::now();
-      exec_fn(op.kind)(ctx, op);
-      auto& e = profile.by_op[std::string(op.mnemonic())];
-      e.calls++;
-      e.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    } else if (op.kind == ir::OpKind::Return) {
+      for (const auto& v : op.operands) outputs.push_back(copy_out(bufs[v.data()]));
     } else {
-      exec_fn(op.kind)(ctx, op);
-    }
-    if (observer) {
-      std::vector<HostTensor> results;
-      for (const auto& r : op.results) {
-        const Buf& b = bufs[r.data()];
-        results.push_back({b.elem, b.shape, std::vector<uint8_t>(b.data, b.data + storage_bytes(b.elem, b.numel))});
-      }
-      observer(op, results);
+      run_kernel(ctx, op);
     }
   }
   return outputs;
+}
+
+void Interpreter::Impl::run_kernel(ExecContext& ctx, const ir::Op& op) {
+  if (profiling) {
+    auto t0 = std::chrono::steady_clock::now();
+    exec_fn(op.kind)(ctx, op);
+    auto& e = profile.by_op[std::string(op.mnemonic())];
+    e.calls++;
+    e.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  } else {
+    exec_fn(op.kind)(ctx, op);
+  }
+  if (observer) {
+    std::vector<HostTensor> results;
+    for (const auto& r : op.results) results.push_back(copy_out(ctx.bufs.at(r.data())));
+    observer(op, results);
+  }
 }
 
 Interpreter::Interpreter(const ir::Module& module, const gguf::GgufFile& file, StateStore& states, ThreadPool& pool)

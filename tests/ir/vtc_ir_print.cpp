@@ -20,10 +20,6 @@ namespace {
 
 using Case = vtc::ir::SourceCase;
 
-std::vector<Case> split_cases(const std::string& text, bool split) {
-  return vtc::ir::split_source_cases(text, split);
-}
-
 // Returns false on a round-trip mismatch.
 bool run_case(const Case& c, bool verify) {
   vtc::ir::Module m;
@@ -77,7 +73,7 @@ int main(int argc, char** argv) {
   std::stringstream buffer;
   buffer << in.rdbuf();
   bool ok = true;
-  auto cases = split_cases(buffer.str(), split);
+  auto cases = vtc::ir::split_source_cases(buffer.str(), split);
   for (size_t i = 0; i < cases.size(); ++i) {
     if (i) std::cout << "// -----\n";
     ok = run_case(cases[i], verify) && ok;
