@@ -21,6 +21,7 @@ Op& Builder::create(OpKind kind, std::vector<Value> operands, std::vector<NamedA
     throw Error("builder: " + std::string(info.mnemonic) + " got " + std::to_string(n) + " operands");
   for (const auto& v : operands)
     if (!v) throw Error("builder: " + std::string(info.mnemonic) + " got a null operand");
+  if (info.num_results < 0) throw Error("builder: " + std::string(info.mnemonic) + " ops are built by the fusion passes");
   Op& op = f_.append(kind, std::move(operands), std::vector<TensorType>(static_cast<size_t>(info.num_results)),
                      std::move(attrs));
   std::vector<TensorType> types;

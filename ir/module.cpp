@@ -9,6 +9,9 @@
 
 namespace vtc::ir {
 
+Op::Op() = default;
+Op::~Op() = default;
+
 const Attr* Op::attr(std::string_view name) const {
   for (const auto& a : attrs)
     if (a.name == name) return &a.value;
@@ -130,6 +133,8 @@ bool functions_equal(const Function& a, const Function& b, std::string* why) {
     for (size_t o = 0; o < x.operands.size(); ++o)
       if (!(position_of(a, x.operands[o]) == position_of(b, y.operands[o])))
         return fail(why, at + ": operand " + std::to_string(o) + " refers to a different value");
+    if (bool(x.body) != bool(y.body)) return fail(why, at + ": only one has a body");
+    if (x.body && !functions_equal(*x.body, *y.body, why)) return false;
   }
   return true;
 }

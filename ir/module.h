@@ -1,6 +1,8 @@
 // The IR module: weights, states and one SSA function per step kind.
 //
-// A Function is one basic block: a list of ops ending in `return`. Values are
+// A Function is one basic block: a list of ops ending in `return`. A `fused`
+// op owns a body, itself a Function that sees only its own arguments (bound
+// to the op's operands) and returns the op's results. Values are
 // owned by their function (arguments and op results); a Value is a cheap
 // handle. Ops carry the source location they were parsed from (0:0 when
 // built in code) so verifier messages can point at text.
@@ -54,6 +56,12 @@ struct Op {
   std::vector<Value> results;
   std::vector<NamedAttr> attrs;  // sorted by name
   Location loc;
+  std::unique_ptr<Function> body;  // `fused` ops only
+
+  Op();
+  ~Op();
+  Op(const Op&) = delete;
+  Op& operator=(const Op&) = delete;
 
   const OpInfo& info() const { return op_info(kind); }
   std::string_view mnemonic() const { return info().mnemonic; }

@@ -45,7 +45,7 @@ struct OpInfo {
   std::string_view mnemonic;  // text name, e.g. rms_norm
   int min_operands;
   int max_operands;           // -1: variadic
-  int num_results;
+  int num_results;            // -1: one or more (fused regions)
   Effect effect;
   Fusion fusion;
   InferFn infer;

@@ -365,6 +365,11 @@ class Parser {
     Function& f = m.add_function(name.text);
     f.loc = loc;
     values_.clear();
+    parse_args_and_ops(f, "func @" + f.name);
+  }
+
+  // "(%a: T, ...) { ops }" into `f`, whose values are in the current scope.
+  void parse_args_and_ops(Function& f, const std::string& what) {
     expect('(');
     if (!at_punct(')')) {
       do {
@@ -376,9 +381,25 @@ class Parser {
     expect(')');
     expect('{');
     while (!accept('}')) {
-      if (peek().kind == Tok::Eof) error_at(peek().loc, "expected '}' to close func @" + f.name);
+      if (peek().kind == Tok::Eof) error_at(peek().loc, "expected '}' to close " + what);
       parse_op(f);
     }
+  }
+
+  // The body of a fused op: a function with its own value scope (it sees
+  // only its arguments). Bodies do not nest.
+  void parse_body(Op& op, Location loc) {
+    if (in_body_) error_at(loc, "a fused body cannot contain another body");
+    auto body = std::make_unique<Function>();
+    body->name = "body";
+    body->loc = loc;
+    auto outer = std::move(values_);
+    values_.clear();
+    in_body_ = true;
+    parse_args_and_ops(*body, "the body of '" + std::string(op.mnemonic()) + "'");
+    in_body_ = false;
+    values_ = std::move(outer);
+    op.body = std::move(body);
   }
 
   void parse_op(Function& f) {
@@ -413,6 +434,7 @@ class Parser {
     for (const auto& r : result_names) names.push_back(r.text);
     Op& op = f.append(info->kind, std::move(operands), std::move(types), std::move(attrs), names);
     op.loc = loc;
+    if (peek().kind == Tok::Ident && peek().text == "body") parse_body(op, next().loc);
     for (size_t i = 0; i < result_names.size(); ++i) define(result_names[i], op.results[i]);
   }
 
@@ -494,6 +516,7 @@ class Parser {
   std::vector<Token> toks_;
   size_t pos_ = 0;
   std::unordered_map<std::string, Value> values_;
+  bool in_body_ = false;
 };
 
 }  // namespace

@@ -20,17 +20,22 @@ bool is_valid_hint(const std::string& s) {
   return true;
 }
 
+// Prints one function, or the body of a fused op (`indent` deeper, its own
+// name scope: a body sees only its arguments).
 class FunctionPrinter {
  public:
-  explicit FunctionPrinter(const Function& f) : f_(f) {}
+  explicit FunctionPrinter(const Function& f, std::string indent = "") : f_(f), indent_(std::move(indent)) {}
 
-  std::string run() {
-    std::string out = "func @" + f_.name + "(";
+  std::string run() { return "func @" + f_.name + signature() + "}\n"; }
+
+  // "(%a: T, ...) {\n" + ops; the caller closes the brace.
+  std::string signature() {
+    std::string out = "(";
     for (size_t i = 0; i < f_.args.size(); ++i)
       out += (i ? ", " : "") + name_of(f_.args[i]) + ": " + f_.args[i].type().str();
     out += ") {\n";
-    for (const auto& op : f_.ops) out += "  " + op_line(*op) + "\n";
-    return out + "}\n";
+    for (const auto& op : f_.ops) out += indent_ + "  " + op_line(*op) + "\n";
+    return out + indent_;
   }
 
  private:
@@ -60,10 +65,12 @@ class FunctionPrinter {
       line += "}";
     }
     for (size_t i = 0; i < op.results.size(); ++i) line += (i ? ", " : " : ") + op.results[i].type().str();
+    if (op.body) line += " body" + FunctionPrinter(*op.body, indent_ + "  ").signature() + "}";
     return line;
   }
 
   const Function& f_;
+  std::string indent_;
   std::unordered_map<const ValueData*, std::string> names_;
   std::unordered_set<std::string> used_;
   int next_number_ = 0;

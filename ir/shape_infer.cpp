@@ -247,6 +247,47 @@ void infer_top_k(InferContext& c) {
   c.results.push_back(like_first(c, ElemType::I32, s));
 }
 
+// logits [T, E] -> weights [T, k] f32, ids [T, k] i32 (docs/ir.md: moe_route).
+void infer_moe_route(InferContext& c) {
+  require_rank(c, 0, 2, "router logits [T, experts]");
+  c.require(c.operand(0).elem.kind() == ElemType::F32, "router logits (operand 0) must be f32, got " + c.operand(0).str());
+  const int64_t k = c.int_attr("k");
+  auto n = c.operand(0).shape[1].constant();
+  c.require(n.has_value(), "the expert count " + c.operand(0).shape[1].str() + " must be a constant");
+  c.require(k > 0 && k <= *n, "k = " + std::to_string(k) + " must be in [1, " + std::to_string(*n) + "]");
+  c.attr("norm", AttrKind::Bool);
+  c.str_attr("gating", AttrKind::Enum);
+  c.require(!c.has("scale") || c.float_attr("scale") > 0, "scale must be positive");
+  const Shape s = {c.operand(0).shape[0], Dim(k)};
+  c.results.push_back(like_first(c, ElemType::F32, s));
+  c.results.push_back(like_first(c, ElemType::I32, s));
+}
+
+// x [T, D], weights [T, k] f32, ids [T, k] i32, gate/up [E, F, D],
+// down [E, D, F] (GGUF expert stacks, outermost first) -> [T, D] f32.
+void infer_moe_ffn(InferContext& c) {
+  require_rank(c, 0, 2, "input [T, D]");
+  c.require(c.operand(0).elem.kind() == ElemType::F32, "input (operand 0) must be f32, got " + c.operand(0).str());
+  const Shape& x = c.operand(0).shape;
+  const Shape want = {x[0], c.operand(1).rank() == 2 ? c.operand(1).shape[1] : Dim(0)};
+  c.require(c.operand(1).elem.kind() == ElemType::F32 && c.operand(1).shape == want,
+            "weights (operand 1) must be [" + x[0].str() + ", k] f32, got " + c.operand(1).str());
+  c.require(c.operand(2).elem.kind() == ElemType::I32 && c.operand(2).shape == want,
+            "ids (operand 2) must be " + dims_str(want) + " i32 like the weights, got " + c.operand(2).str());
+  const char* roles[] = {"gate experts [E, F, D]", "up experts [E, F, D]", "down experts [E, D, F]"};
+  for (size_t i = 3; i < 6; ++i) {
+    require_rank(c, i, 3, roles[i - 3]);
+    c.require(!c.operand(i).elem.is_integer(), std::string(roles[i - 3]) + " (operand " + std::to_string(i) +
+                                                   ") must be float or quantized");
+  }
+  const Shape &g = c.operand(3).shape, &u = c.operand(4).shape, &d = c.operand(5).shape;
+  c.require(g == u, "gate experts " + dims_str(g) + " and up experts " + dims_str(u) + " must have the same shape");
+  require_same_dim(c, g[2], x[1], "expert input dim and model dim differ");
+  c.require(d[0] == g[0] && d[1] == x[1] && d[2] == g[1],
+            "down experts must be " + dims_str({g[0], x[1], g[1]}) + ", got " + dims_str(d));
+  c.results.push_back(like_first(c, ElemType::F32, x));
+}
+
 void infer_reshape(InferContext& c) {
   const Shape& to = c.attr("shape", AttrKind::Dims).dims;
   require_valid_shape(c, to);
@@ -377,5 +418,18 @@ void infer_ngram_roll(InferContext& c) {
 }
 
 void infer_return(InferContext&) {}
+
+// A fused op produces what its body returns, where the op runs.
+void infer_fused(InferContext& c) {
+  c.require(c.op.body != nullptr, "a fused op needs a body");
+  const Function& body = *c.op.body;
+  c.require(!body.ops.empty() && body.ops.back()->kind == OpKind::Return, "the body of a fused op must end with return");
+  c.require(body.args.size() == c.op.operands.size(), "the body takes " + std::to_string(body.args.size()) +
+                                                          " arguments but the op has " + std::to_string(c.op.operands.size()) + " operands");
+  for (size_t i = 0; i < body.args.size(); ++i)
+    c.require(body.args[i].type() == c.operand(i), "body argument " + std::to_string(i) + " is " + body.args[i].type().str() +
+                                                       " but operand " + std::to_string(i) + " is " + c.operand(i).str());
+  for (const Value& v : body.ops.back()->operands) c.results.push_back(like_first(c, v.type().elem, v.type().shape));
+}
 
 }  // namespace vtc::ir

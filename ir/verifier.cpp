@@ -115,21 +115,39 @@ class Verifier {
                                 " state keeps one slot per sequence: its shape needs an S dimension");
   }
 
-  void check_function(const Function& f) {
+  // `label` names the function in messages ("func @decode", or
+  // "func @decode, op #3 'fused' body" for a fused body).
+  void check_function(const Function& f, std::string label = {}) {
+    if (label.empty()) label = "func @" + f.name;
     std::unordered_map<const ValueData*, size_t> defined_at;  // op index + 1; args at 0
     for (const auto& a : f.args) defined_at[a.data()] = 0;
     for (size_t i = 0; i < f.ops.size(); ++i) {
       const Op& op = *f.ops[i];
-      std::string where = "func @" + f.name + ", op #" + std::to_string(i) + " '" + std::string(op.mnemonic()) + "'" +
-                          loc_str(op.loc);
-      check_op(f, op, i, where, defined_at);
+      std::string where = label + ", op #" + std::to_string(i) + " '" + std::string(op.mnemonic()) + "'" + loc_str(op.loc);
+      if (check_op(f, op, i, where, defined_at) && op.body) check_body(op, where);
       // Define results even when the op is broken, so one mistake is one
       // message rather than one per transitive use.
       for (const auto& r : op.results) defined_at[r.data()] = i + 1;
     }
-    check_uses(f);
+    check_uses(f, label);
     if (f.ops.empty() || f.ops.back()->kind != OpKind::Return)
-      report("func @" + f.name + loc_str(f.loc), "return", "function must end with return");
+      report(label + loc_str(f.loc), "return", "function must end with return");
+  }
+
+  // A fused body computes; it does not load weights, touch state, move
+  // data between places or nest another region. Its arguments live where
+  // the op's operands do.
+  void check_body(const Op& op, const std::string& where) {
+    const Function& body = *op.body;
+    size_t errors_before = errors_.size();
+    for (size_t i = 0; i < body.ops.size(); ++i) {
+      const Op& inner = *body.ops[i];
+      bool allowed = inner.info().effect == Effect::Pure && inner.kind != OpKind::Weight && inner.kind != OpKind::Fused;
+      if (!allowed && inner.kind != OpKind::Return)
+        report(where + " body, op #" + std::to_string(i) + " '" + std::string(inner.mnemonic()) + "'" + loc_str(inner.loc),
+               "fusion", "a fused body may only hold pure compute ops");
+    }
+    if (errors_.size() == errors_before) check_function(body, where + " body");
   }
 
   bool check_op(const Function& f, const Op& op, size_t index, const std::string& where,
@@ -143,7 +161,15 @@ class Verifier {
       report(where, "arity", "expects " + want + " operands, got " + std::to_string(n));
       return false;
     }
-    if (static_cast<int>(op.results.size()) != info.num_results) {
+    if (op.body && op.kind != OpKind::Fused) {
+      report(where, "fusion", "only fused ops have a body");
+      return false;
+    }
+    if (info.num_results < 0 && op.results.empty()) {
+      report(where, "arity", "expects at least 1 result, got 0");
+      return false;
+    }
+    if (info.num_results >= 0 && static_cast<int>(op.results.size()) != info.num_results) {
       report(where, "arity", "expects " + std::to_string(info.num_results) + " results, got " + std::to_string(op.results.size()));
       return false;
     }
@@ -300,7 +326,7 @@ class Verifier {
     return true;
   }
 
-  void check_uses(const Function& f) {
+  void check_uses(const Function& f, const std::string& label) {
     std::unordered_set<const ValueData*> used;
     for (const auto& op : f.ops)
       for (const auto& v : op->operands) used.insert(v.data());
@@ -309,7 +335,7 @@ class Verifier {
       if (!has_side_effect(op.info().effect)) continue;
       for (size_t r = 0; r < op.results.size(); ++r) {
         if (used.count(op.results[r].data())) continue;
-        report("func @" + f.name + ", op #" + std::to_string(i) + " '" + std::string(op.mnemonic()) + "'" + loc_str(op.loc),
+        report(label + ", op #" + std::to_string(i) + " '" + std::string(op.mnemonic()) + "'" + loc_str(op.loc),
                "effect", "result " + std::to_string(r) + " of a side-effecting op (" +
                              std::string(effect_name(op.info().effect)) + ") is never used");
       }

@@ -68,8 +68,7 @@ bool BindStatePass::run(ir::Module& module, PassContext& context) {
 }
 
 std::unique_ptr<Pass> create_bind_state(const PassOptions& options) {
-  if (!options.values.empty())
-    throw Error(fmt::format("bind-state takes no options (got {})", options.values.begin()->first));
+  require_no_options("bind-state", options);
   return std::make_unique<BindStatePass>();
 }
 

@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/printer.h"
 #include "passes/rewrite.h"
 #include "support/error.h"
 
@@ -80,6 +81,7 @@ std::string cse_key(const ir::Op& op) {
   for (const auto& a : op.attrs) key += a.name + "=" + a.value.str() + ",";
   key += "}:";
   for (ir::Value v : op.results) key += v.type().str() + ",";
+  if (op.body) key += ir::print(*op.body);  // fused regions merge only with equal bodies
   return key;
 }
 
@@ -136,8 +138,7 @@ bool CanonicalizePass::run(ir::Module& module, PassContext&) {
 }
 
 std::unique_ptr<Pass> create_canonicalize(const PassOptions& options) {
-  if (!options.values.empty())
-    throw Error(fmt::format("canonicalize takes no options (got {})", options.values.begin()->first));
+  require_no_options("canonicalize", options);
   return std::make_unique<CanonicalizePass>();
 }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "passes/rewrite.h"
@@ -24,7 +25,162 @@ std::string bindings_str(const std::map<std::string, int64_t>& b) {
   return "{" + s + "}";
 }
 
+std::string result_key(size_t op, unsigned result) { return fmt::format("op#{}.r#{}", op, result); }
+std::string body_key(size_t op, size_t inner, unsigned result) {
+  return fmt::format("op#{}.body.op#{}.r#{}", op, inner, result);
+}
+
+// Walks a function in execution order, deciding storage per value (see the
+// header comment for the rules).
+class Planner {
+ public:
+  Planner(const ir::Function& f, const std::map<std::string, int64_t>& bindings) : f_(f), bindings_(bindings) {}
+
+  FunctionPlan run(uint64_t alignment) {
+    plan_.function = f_.name;
+    plan_.bindings = bindings_;
+    plan_.alignment = alignment;
+    for (size_t a = 0; a < f_.args.size(); ++a)
+      own(f_.args[a], fmt::format("arg#{}", a), fmt::format("arg #{}", a), -1);
+    for (size_t i = 0; i < f_.ops.size(); ++i) visit(*f_.ops[i], i);
+    assign_offsets(ir::Placement::Host, plan_.host_arena_bytes);
+    assign_offsets(ir::Placement::Device, plan_.device_arena_bytes);
+    for (const auto& b : plan_.buffers) plan_.naive_bytes += b.bytes;
+    return std::move(plan_);
+  }
+
+ private:
+  void visit(const ir::Op& op, size_t i) {
+    const auto at = static_cast<int64_t>(i);
+    for (ir::Value v : op.operands) extend(v, at);
+    if (op.kind == ir::OpKind::Weight) return;
+    if (is_storage_alias(op.kind)) {
+      alias(op.results[0], op.operands[0]);
+      return;
+    }
+    std::string where = fmt::format("op #{} '{}'", i, op.mnemonic());
+    for (unsigned r = 0; r < op.results.size(); ++r) own(op.results[r], result_key(i, r), where, at);
+    if (op.body) visit_body(op, i);
+  }
+
+  // Body intermediates live only while their fused op runs.
+  void visit_body(const ir::Op& op, size_t i) {
+    const ir::Function& body = *op.body;
+    for (size_t a = 0; a < body.args.size(); ++a) alias(body.args[a], op.operands[a]);
+    auto homes = body_result_homes(op);
+    for (size_t j = 0; j < body.ops.size(); ++j) {
+      const ir::Op& inner = *body.ops[j];
+      if (inner.kind == ir::OpKind::Return) continue;
+      if (is_storage_alias(inner.kind)) {
+        alias(inner.results[0], inner.operands[0]);
+        continue;
+      }
+      std::string where = fmt::format("op #{} 'fused' body op #{} '{}'", i, j, inner.mnemonic());
+      for (unsigned r = 0; r < inner.results.size(); ++r) {
+        ir::Value v = inner.results[r];
+        if (auto h = homes.find(v.data()); h != homes.end()) alias(v, h->second);
+        else own(v, body_key(i, j, r), where, static_cast<int64_t>(i));
+      }
+    }
+  }
+
+  void alias(ir::Value v, ir::Value of) {
+    auto it = root_.find(of.data());
+    if (it != root_.end()) root_[v.data()] = it->second;  // an alias of a weight stays unplanned
+  }
+
+  void extend(ir::Value v, int64_t at) {
+    auto it = root_.find(v.data());
+    if (it == root_.end()) return;
+    PlannedBuffer& b = plan_.buffers[it->second];
+    b.last = std::max(b.last, at);
+  }
+
+  void own(ir::Value v, std::string key, const std::string& where, int64_t first) {
+    const ir::TensorType& t = v.type();
+    auto elems = ir::product(t.shape).evaluate(lookup, &bindings_);
+    if (!elems)
+      throw Error(fmt::format("memory-plan: @{} {}: cannot size {} with bindings {}; bind every symbol "
+                              "as a pass option, e.g. memory-plan{{T=512,S=1}}",
+                              f_.name, where, t.str(), bindings_str(bindings_)));
+    if (t.elem.scalar_bytes() == 0)
+      throw Error(fmt::format("memory-plan: @{} {}: quantized activation {}", f_.name, where, t.str()));
+    PlannedBuffer b;
+    b.key = std::move(key);
+    b.value = describe(*v->owner, v);
+    b.op = where;
+    b.placement = t.placement;
+    b.bytes = static_cast<uint64_t>(*elems) * static_cast<uint64_t>(t.elem.scalar_bytes());
+    b.first = b.last = first;
+    root_[v.data()] = plan_.buffers.size();
+    plan_.buffers.push_back(std::move(b));
+  }
+
+  void assign_offsets(ir::Placement place, uint64_t& arena) {
+    std::vector<size_t> members;
+    std::vector<BufferRequest> requests;
+    for (size_t k = 0; k < plan_.buffers.size(); ++k) {
+      const PlannedBuffer& b = plan_.buffers[k];
+      if (b.placement != place) continue;
+      members.push_back(k);
+      requests.push_back({b.bytes, b.first, b.last});
+    }
+    BufferPlan bp = plan_buffers(requests, plan_.alignment);
+    if (!plan_is_valid(requests, bp)) throw Error("memory-plan: planner produced overlapping live buffers in @" + f_.name);
+    for (size_t m = 0; m < members.size(); ++m) plan_.buffers[members[m]].offset = bp.offsets[m];
+    arena = bp.arena_bytes;
+  }
+
+  const ir::Function& f_;
+  const std::map<std::string, int64_t>& bindings_;
+  FunctionPlan plan_;
+  std::unordered_map<const ir::ValueData*, size_t> root_;  // value -> its buffer
+};
+
 }  // namespace
+
+bool is_storage_alias(ir::OpKind kind) { return kind == ir::OpKind::Reshape || kind == ir::OpKind::View; }
+
+std::unordered_map<const ir::ValueData*, ir::Value> body_result_homes(const ir::Op& fused) {
+  std::unordered_map<const ir::ValueData*, ir::Value> homes;
+  if (!fused.body || fused.body->ops.empty()) return homes;
+  const ir::Op& ret = *fused.body->ops.back();
+  for (size_t k = 0; k < ret.operands.size() && k < fused.results.size(); ++k) {
+    ir::Value v = ret.operands[k];
+    bool defined_by_op = v->def != nullptr && !is_storage_alias(v->def->kind);
+    if (defined_by_op && std::count(ret.operands.begin(), ret.operands.end(), v) == 1) homes[v.data()] = fused.results[k];
+  }
+  return homes;
+}
+
+FunctionPlan plan_function(const ir::Function& f, const std::map<std::string, int64_t>& bindings, uint64_t alignment) {
+  return Planner(f, bindings).run(alignment);
+}
+
+std::map<std::string, const ir::ValueData*> plan_keys(const ir::Function& f) {
+  std::map<std::string, const ir::ValueData*> keys;
+  for (size_t a = 0; a < f.args.size(); ++a) keys[fmt::format("arg#{}", a)] = f.args[a].data();
+  for (size_t i = 0; i < f.ops.size(); ++i) {
+    const ir::Op& op = *f.ops[i];
+    for (unsigned r = 0; r < op.results.size(); ++r) keys[result_key(i, r)] = op.results[r].data();
+    if (!op.body) continue;
+    for (size_t j = 0; j < op.body->ops.size(); ++j)
+      for (unsigned r = 0; r < op.body->ops[j]->results.size(); ++r)
+        keys[body_key(i, j, r)] = op.body->ops[j]->results[r].data();
+  }
+  return keys;
+}
+
+std::vector<std::string> FunctionPlan::lines() const {
+  std::vector<std::string> out;
+  out.push_back(fmt::format("memory-plan @{} {}: {} buffers, arena {} bytes (host {}, device {}), naive {} bytes, alignment {}",
+                            function, bindings_str(bindings), buffers.size(), arena_bytes(), host_arena_bytes,
+                            device_arena_bytes, naive_bytes, alignment));
+  for (const auto& b : buffers)
+    out.push_back(fmt::format("  {} {}: {} bytes at {} {}, live [{}, {}]", b.op, b.value, b.bytes,
+                              ir::placement_name(b.placement), b.offset, b.first, b.last));
+  return out;
+}
 
 MemoryPlanPass::MemoryPlanPass(std::map<std::string, int64_t> bindings, uint64_t alignment)
     : bindings_(std::move(bindings)), alignment_(alignment) {}
@@ -33,52 +189,10 @@ bool MemoryPlanPass::run(ir::Module& module, PassContext& context) {
   plans_.clear();
   Artifact artifact{"memory-plan", {}};
   for (const auto& fn : module.functions) {
-    const ir::Function& f = *fn;
-    FunctionPlan plan{f.name, 0, 0, {}};
-    std::unordered_map<const ir::ValueData*, size_t> index_of;  // value -> buffer
-    for (size_t i = 0; i < f.ops.size(); ++i) {
-      const ir::Op& op = *f.ops[i];
-      for (ir::Value v : op.operands) {
-        auto it = index_of.find(v.data());
-        if (it != index_of.end()) plan.buffers[it->second].last = static_cast<int64_t>(i);
-      }
-      if (op.kind == ir::OpKind::Weight || op.kind == ir::OpKind::StateRead) continue;
-      for (unsigned r = 0; r < op.results.size(); ++r) {
-        const ir::TensorType& t = op.results[r].type();
-        auto elems = ir::product(t.shape).evaluate(lookup, &bindings_);
-        if (!elems) {
-          throw Error(fmt::format("memory-plan: @{} op #{} '{}': cannot size {} with bindings {}; bind every symbol "
-                                  "as a pass option, e.g. memory-plan{{T=512,S=1}}",
-                                  f.name, i, op.mnemonic(), t.str(), bindings_str(bindings_)));
-        }
-        if (t.elem.scalar_bytes() == 0)
-          throw Error(fmt::format("memory-plan: @{} op #{} '{}': quantized activation {}", f.name, i, op.mnemonic(),
-                                  t.str()));
-        PlannedBuffer b;
-        b.op = i;
-        b.result = r;
-        b.value = describe(f, op.results[r]);
-        b.bytes = static_cast<uint64_t>(*elems) * static_cast<uint64_t>(t.elem.scalar_bytes());
-        b.first = b.last = static_cast<int64_t>(i);
-        index_of[op.results[r].data()] = plan.buffers.size();
-        plan.buffers.push_back(std::move(b));
-      }
-    }
-    std::vector<BufferRequest> requests;
-    for (const auto& b : plan.buffers) requests.push_back({b.bytes, b.first, b.last});
-    BufferPlan bp = plan_buffers(requests, alignment_);
-    if (!plan_is_valid(requests, bp)) throw Error("memory-plan: planner produced overlapping live buffers in @" + f.name);
-    for (size_t k = 0; k < plan.buffers.size(); ++k) plan.buffers[k].offset = bp.offsets[k];
-    plan.arena_bytes = bp.arena_bytes;
-    plan.naive_bytes = bp.naive_bytes;
-    std::string header = fmt::format("memory-plan @{} {}: {} buffers, arena {} bytes, naive {} bytes, alignment {}",
-                                     f.name, bindings_str(bindings_), plan.buffers.size(), plan.arena_bytes,
-                                     plan.naive_bytes, alignment_);
-    context.remarks.push_back(header);
-    artifact.lines.push_back(header);
-    for (const auto& b : plan.buffers)
-      artifact.lines.push_back(fmt::format("  op #{} '{}' {}: {} bytes at {}, live [{}, {}]", b.op,
-                                           f.ops[b.op]->mnemonic(), b.value, b.bytes, b.offset, b.first, b.last));
+    FunctionPlan plan = plan_function(*fn, bindings_, alignment_);
+    std::vector<std::string> lines = plan.lines();
+    context.remarks.push_back(lines.front());
+    artifact.lines.insert(artifact.lines.end(), lines.begin(), lines.end());
     plans_.push_back(std::move(plan));
   }
   context.artifacts["memory-plan"] = std::move(artifact);

@@ -41,6 +41,10 @@ struct PassContext {
   std::map<std::string, Artifact> artifacts;
 };
 
+// For passes that take no options: throws vtc::Error naming the pass and
+// the first option if any were given.
+void require_no_options(std::string_view pass, const PassOptions& options);
+
 class Pass {
  public:
   virtual ~Pass() = default;

@@ -13,6 +13,10 @@
 #include "ir/verifier.h"
 #include "passes/bind_state.h"
 #include "passes/canonicalize.h"
+#include "passes/fuse_elementwise.h"
+#include "passes/fuse_norm_matmul.h"
+#include "passes/fuse_qk_rope.h"
+#include "passes/fuse_swiglu.h"
 #include "passes/memory_plan.h"
 #include "passes/placement.h"
 #include "support/error.h"
@@ -87,11 +91,20 @@ std::vector<PipelineElement> parse_pipeline(std::string_view text) {
 const std::vector<PassRegistration>& registered_passes() {
   static const std::vector<PassRegistration> passes = {
       {"canonicalize", "folds view chains, CSE of pure ops, DCE", create_canonicalize},
+      {"fuse-qk-rope", "Q/K projection + reshape + QK-norm + RoPE into one qk_rope region", create_fuse_qk_rope},
+      {"fuse-swiglu", "gate/up matmuls + silu-mul into one swiglu region", create_fuse_swiglu},
+      {"fuse-norm-matmul", "rms_norm as the prologue of the matmuls (and regions) reading it", create_fuse_norm_matmul},
+      {"fuse-elementwise", "chains of single-use elementwise ops into one region", create_fuse_elementwise},
       {"placement", "host/device per value for target=cpu|cuda; inserts and reports transfers", create_placement},
       {"memory-plan", "liveness intervals and arena offsets per step for given symbol bindings", create_memory_plan},
       {"bind-state", "state-store slot table, checked against the declarations", create_bind_state},
   };
   return passes;
+}
+
+void require_no_options(std::string_view pass, const PassOptions& options) {
+  if (!options.values.empty())
+    throw Error(fmt::format("{} takes no options (got {})", pass, options.values.begin()->first));
 }
 
 std::unique_ptr<Pass> create_pass(const PipelineElement& element) {

@@ -24,6 +24,13 @@ std::string consumer_of(const ir::Op& op) {
   return s;
 }
 
+// A fused body runs where its op does: every value in it lives there.
+void place_body(ir::Function& body, Placement place) {
+  for (ir::Value a : body.args) a->type.placement = place;
+  for (auto& op : body.ops)
+    for (ir::Value r : op->results) r->type.placement = place;
+}
+
 }  // namespace
 
 std::string TransferRecord::str() const {
@@ -83,6 +90,7 @@ bool PlacementPass::run(ir::Module& module, PassContext& context) {
         operand = it->second;
       }
       for (ir::Value r : op->results) r->type.placement = place;
+      if (op->body) place_body(*op->body, place);
     }
   }
   if (max_transfers_ >= 0 && static_cast<int64_t>(transfers_.size()) > max_transfers_) {

@@ -10,6 +10,7 @@
 #include "frontends/gguf/dequant.h"
 #include "frontends/gguf/gguf.h"
 #include "support/error.h"
+#include "support/hash.h"
 
 namespace vtc::synth {
 namespace {
@@ -45,9 +46,7 @@ struct Rng {
 };
 
 uint64_t stream_seed(uint64_t seed, const std::string& name) {
-  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
-  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
-  return seed ^ h;
+  return seed ^ fnv1a64(name);
 }
 
 // How a tensor's values are drawn: uniform with a given standard deviation
@@ -75,12 +74,28 @@ void fill_values(GgmlType type, const std::string& name, uint64_t seed, Init ini
   }
 }
 
+// MoE geometry (qwen3moe): 8 experts, 2 used per token, each half as wide
+// as the dense FFN of the same size (so expert widths stay multiples of 32,
+// and of 256 from "small" up).
+constexpr uint32_t kMoeExperts = 8, kMoeUsed = 2;
+uint32_t moe_ff(const ModelShape& s) { return s.n_ff / 2; }
+
 struct TensorPlan {
   std::string name;
   std::vector<uint64_t> dims;
   GgmlType type;
   Init init;
 };
+
+// MoE FFN (qwen3moe): a router [n_embd -> n_expert] and stacks of n_expert
+// SwiGLU experts of width moe_ff(s), in the reference's tensor layout.
+void plan_experts(std::vector<TensorPlan>& plan, const std::string& blk, const Options& o, const ModelShape& s) {
+  const uint64_t d = s.n_embd, f = moe_ff(s), e = kMoeExperts;
+  plan.push_back({blk + "ffn_gate_inp.weight", {d, e}, o.weight_type, {0.0f, 1.0f / std::sqrt(float(d))}});
+  plan.push_back({blk + "ffn_gate_exps.weight", {d, f, e}, o.weight_type, {0.0f, 1.0f / std::sqrt(float(d))}});
+  plan.push_back({blk + "ffn_up_exps.weight", {d, f, e}, o.weight_type, {0.0f, 1.0f / std::sqrt(float(d))}});
+  plan.push_back({blk + "ffn_down_exps.weight", {f, d, e}, o.weight_type, {0.0f, 1.0f / std::sqrt(float(f))}});
+}
 
 std::vector<TensorPlan> plan_tensors(const Options& o, const ModelShape& s, uint32_t n_vocab) {
   std::vector<TensorPlan> plan;
@@ -109,13 +124,17 @@ std::vector<TensorPlan> plan_tensors(const Options& o, const ModelShape& s, uint
       bias(blk + "attn_k.bias", kv_dim);
       bias(blk + "attn_v.bias", kv_dim);
     }
-    if (o.arch == "qwen3") {
+    if (o.arch == "qwen3" || o.arch == "qwen3moe") {
       gain(blk + "attn_q_norm.weight", s.head_dim);
       gain(blk + "attn_k_norm.weight", s.head_dim);
     }
     matrix(blk + "attn_output.weight", q_dim, s.n_embd);
     if (int(l) == o.zero_attn_output_layer) plan.back().init = {0.0f, 0.0f};
     gain(blk + "ffn_norm.weight", s.n_embd);
+    if (o.arch == "qwen3moe") {
+      plan_experts(plan, blk, o, s);
+      continue;
+    }
     matrix(blk + "ffn_gate.weight", s.n_embd, s.n_ff);
     matrix(blk + "ffn_up.weight", s.n_embd, s.n_ff);
     matrix(blk + "ffn_down.weight", s.n_ff, s.n_embd);
@@ -158,6 +177,11 @@ void set_hparams(GgufWriter& w, const Options& o, const ModelShape& s, uint32_t 
   w.set(a + ".attention.layer_norm_rms_epsilon", Value(1e-6f));
   w.set(a + ".rope.freq_base", Value(a == "llama" ? 10000.0f : 1000000.0f));
   w.set(a + ".rope.dimension_count", Value(s.head_dim));
+  if (a == "qwen3moe") {
+    w.set(a + ".expert_count", Value(kMoeExperts));
+    w.set(a + ".expert_used_count", Value(kMoeUsed));
+    w.set(a + ".expert_feed_forward_length", Value(moe_ff(s)));
+  }
   if (!o.rope_scaling.empty()) {
     w.set(a + ".rope.scaling.type", Value(o.rope_scaling));
     w.set(a + ".rope.scaling.factor", Value(o.rope_factor));
@@ -194,7 +218,7 @@ const std::vector<std::string>& known_sizes() {
 }
 
 const std::vector<std::string>& known_archs() {
-  static const std::vector<std::string> archs = {"llama", "qwen2", "qwen3"};
+  static const std::vector<std::string> archs = {"llama", "qwen2", "qwen3", "qwen3moe"};
   return archs;
 }
 

@@ -1,8 +1,8 @@
 // Synthetic GGUF models with random weights and a real tokenizer.
 //
 // The generator writes complete, reference-loadable models for the dense
-// architectures (llama, qwen2, qwen3) so every test and benchmark runs on a
-// model the project makes itself. Weights are *sensitive* on purpose (see
+// architectures (llama, qwen2, qwen3) and the MoE qwen3moe, so every test
+// and benchmark runs on a model the project makes itself. Weights are *sensitive* on purpose (see
 // DESIGN.md, "Correctness references"): norm gains are near 1 and matrices
 // have a standard deviation of 1/sqrt(fan_in), so each layer moves the
 // logits and a broken layer cannot hide under a tolerance.
@@ -32,7 +32,7 @@ struct ModelShape {
 };
 
 struct Options {
-  std::string arch = "llama";   // llama | qwen2 | qwen3
+  std::string arch = "llama";   // llama | qwen2 | qwen3 | qwen3moe (8 experts, 2 used)
   std::string size = "tiny";    // tiny | small | 125m | 0.5b | 1b
   uint64_t seed = 42;
   std::string vocab_path;       // a GGUF whose tokenizer.* keys are copied

@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash tests/reference/fetch.sh >/dev/null
+bash scripts/fetch-openai.sh >/dev/null   # the openai npm client for tests/serve
 bash scripts/build.sh -DVTC_REQUIRE_REFERENCE=ON
 # until-pass:2 reruns a failed test once: a real failure fails twice and
 # stays red; a one-off (seen once under full load, see the issue notes)

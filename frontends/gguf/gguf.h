@@ -97,6 +97,10 @@ class GgufFile {
  public:
   // Maps and validates `path`. Throws vtc::Error naming the problem.
   static GgufFile open(const std::string& path);
+  // Maps `path` and validates the GGUF stored at [offset, offset + size) of
+  // it (a model packed into a .vtc artifact). `offset` keeps the file's
+  // tensor alignment when it is a multiple of 4096.
+  static GgufFile open(const std::string& path, uint64_t offset, uint64_t size);
   // Validates a byte buffer the caller keeps alive (fuzzing, tests).
   static GgufFile parse(std::span<const uint8_t> bytes, std::string display_name = "<memory>");
 

@@ -339,7 +339,9 @@ GgufFile GgufFile::parse(std::span<const uint8_t> bytes, std::string display_nam
   return file;
 }
 
-GgufFile GgufFile::open(const std::string& path) {
+GgufFile GgufFile::open(const std::string& path) { return open(path, 0, UINT64_MAX); }
+
+GgufFile GgufFile::open(const std::string& path, uint64_t offset, uint64_t size) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
   struct stat st {};
@@ -361,7 +363,11 @@ GgufFile GgufFile::open(const std::string& path) {
     bytes = {static_cast<const uint8_t*>(addr), mapping->size};
   }
   ::close(fd);
-  GgufFile file = parse(bytes, path);
+  if (size == UINT64_MAX) size = bytes.size() - std::min<uint64_t>(offset, bytes.size());
+  if (offset > bytes.size() || size > bytes.size() - offset)
+    throw Error(fmt::format("{}: embedded GGUF [{}, +{}) runs past the end of the file ({} bytes)", path, offset, size,
+                            bytes.size()));
+  GgufFile file = parse(bytes.subspan(offset, size), path);
   file.mapping_ = std::move(mapping);
   return file;
 }

@@ -1,11 +1,14 @@
 // CPU interpreter driver. Per step:
 //   1. bind symbols (T, S, R, ...) from the argument sizes and slot count;
-//   2. give every value a concrete shape; weights point into the mapped
-//      file, alias ops (reshape, view, transfers) share their operand's
-//      storage, everything else gets an arena buffer;
-//   3. plan the arena from lifetimes (runtime/buffer_plan.h);
-//   4. run the ops through the ops.def dispatch table;
-//   5. copy the returned values out.
+//   2. take the step's memory plan (passes/memory_plan.h): the compiled one
+//      when the module came with plans (the step must fit its bounds), or
+//      one planned now for these symbols. Every planned value points into
+//      the arena of its placement; weights point into the mapped file;
+//      reshape/view, fused-body arguments and a body's returned values
+//      share their root's storage (the plan's alias rules);
+//   3. run the ops through the ops.def dispatch table; a fused op runs its
+//      body op by op, so fusion never changes a result;
+//   4. copy the returned values out.
 #include "runtime/cpu/interpreter.h"
 
 #include <fmt/format.h>
@@ -15,7 +18,7 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "runtime/buffer_plan.h"
+#include "passes/memory_plan.h"
 #include "runtime/cpu/exec_context.h"
 #include "support/error.h"
 
@@ -85,7 +88,9 @@ struct Interpreter::Impl {
   StepStats stats;
   bool profiling = false;
   OpProfile profile;
-  std::vector<uint8_t> arena;
+  std::vector<uint8_t> host_arena, device_arena;
+  std::map<std::string, passes::FunctionPlan> compiled_plans;  // by step
+  std::unordered_map<const ir::Function*, std::map<std::string, const ir::ValueData*>> plan_keys;
 
   Impl(const ir::Module& m, const gguf::GgufFile& f, StateStore& s, ThreadPool& p) : module(m), states(s), pool(p) {
     for (const auto& w : m.weights) bind_weight(w, f);
@@ -134,9 +139,14 @@ struct Interpreter::Impl {
 
   using BufMap = std::unordered_map<const ir::ValueData*, Buf>;
   std::vector<HostTensor> run(const StepRequest& req);
+  const passes::FunctionPlan& step_plan(const ir::Function& fn, const SymbolEnv& env, passes::FunctionPlan& local);
+  void describe_values(const ir::Function& fn, const SymbolEnv& env, BufMap& bufs);
   void place_buffers(const ir::Function& fn, const SymbolEnv& env, const StepRequest& req, BufMap& bufs);
   std::vector<HostTensor> execute(const ir::Function& fn, const SymbolEnv& env, const StepRequest& req, BufMap& bufs);
+  void exec_op(ExecContext& ctx, const ir::Op& op, const SymbolEnv& env);
+  void run_fused(ExecContext& ctx, const ir::Op& op, const SymbolEnv& env);
   void run_kernel(ExecContext& ctx, const ir::Op& op);
+  void notify(ExecContext& ctx, const ir::Op& op);
 };
 
 namespace {
@@ -155,83 +165,120 @@ std::vector<HostTensor> Interpreter::Impl::run(const StepRequest& req) {
   return execute(*fn, env, req, bufs);
 }
 
-// Steps 2 and 3: concrete shapes, alias roots, lifetimes, arena offsets;
-// copies the arguments in.
-void Interpreter::Impl::place_buffers(const ir::Function& fn, const SymbolEnv& env, const StepRequest& req,
-                                      BufMap& bufs) {
-  std::unordered_map<const ir::ValueData*, const ir::ValueData*> root;  // alias -> owner
-  std::vector<const ir::ValueData*> owned;
-  std::vector<BufferRequest> requests;
-  std::unordered_map<const ir::ValueData*, size_t> request_of;
+// The plan for this step: the compiled one when the step fits its bounds,
+// else one made now, by the same planner, for the step's own sizes.
+const passes::FunctionPlan& Interpreter::Impl::step_plan(const ir::Function& fn, const SymbolEnv& env,
+                                                         passes::FunctionPlan& local) {
+  auto it = compiled_plans.find(fn.name);
+  bool fits = it != compiled_plans.end();
+  for (const auto& [symbol, value] : env) {
+    if (!fits) break;
+    auto bound = it->second.bindings.find(symbol);
+    fits = bound == it->second.bindings.end() || value <= bound->second;
+  }
+  stats.compiled_plan = fits;
+  if (fits) return it->second;
+  local = passes::plan_function(fn, std::map<std::string, int64_t>(env.begin(), env.end()));
+  return local;
+}
 
-  auto own = [&](const ir::ValueData* v, int64_t def) {
-    request_of[v] = requests.size();
-    requests.push_back({storage_bytes(v->type.elem, bufs[v].numel), def, def});
-    owned.push_back(v);
-    root[v] = v;
-  };
-  auto describe = [&](const ir::ValueData* v) {
-    Buf& b = bufs[v];
-    b.shape = concrete_shape(v->type.shape, env, "%" + v->name);
-    b.elem = v->type.elem;
+// Concrete shapes of every value, fused bodies included.
+void Interpreter::Impl::describe_values(const ir::Function& fn, const SymbolEnv& env, BufMap& bufs) {
+  auto describe = [&](const ir::Value& v) {
+    Buf& b = bufs[v.data()];
+    b.shape = concrete_shape(v.type().shape, env, "%" + v->name);
+    b.elem = v.type().elem;
     b.numel = product(b.shape);
   };
-  auto extend_life = [&](const ir::ValueData* v, int64_t until) {
-    if (auto it = request_of.find(root.at(v)); it != request_of.end())
-      requests[it->second].last_use = std::max(requests[it->second].last_use, until);
-  };
-  for (const auto& arg : fn.args) {
-    describe(arg.data());
-    own(arg.data(), -1);
-  }
-  const int64_t n_ops = int64_t(fn.ops.size());
-  for (int64_t i = 0; i < n_ops; ++i) {
-    const ir::Op& op = *fn.ops[size_t(i)];
-    // Returned values live to the end; everything else to its last reader.
-    for (const auto& operand : op.operands) extend_life(operand.data(), op.kind == ir::OpKind::Return ? n_ops : i);
-    for (const auto& r : op.results) {
-      describe(r.data());
-      if (op.kind == ir::OpKind::Weight) root[r.data()] = r.data();
-      else if (is_alias_op(op.kind)) root[r.data()] = root.at(op.operands[0].data());
-      else own(r.data(), i);
-    }
-  }
-  BufferPlan plan = plan_buffers(requests);
-  stats = {plan.arena_bytes, plan.naive_bytes};
-  if (arena.size() < plan.arena_bytes) arena.resize(plan.arena_bytes);
-  for (size_t k = 0; k < owned.size(); ++k) bufs[owned[k]].data = arena.data() + plan.offsets[k];
-  for (const auto& arg : fn.args) {
-    const HostTensor& t = req.args.at(arg->name);
-    std::memcpy(bufs[arg.data()].data, t.bytes.data(), std::min<size_t>(t.bytes.size(), requests[request_of[arg.data()]].bytes));
+  for (const auto& arg : fn.args) describe(arg);
+  for (const auto& op : fn.ops) {
+    for (const auto& r : op->results) describe(r);
+    if (op->body) describe_values(*op->body, env, bufs);
   }
 }
 
-// Steps 4 and 5: weights and aliases resolve to pointers, every other op
-// runs its kernel; the `return` operands are copied out.
+// Step 2: every planned value gets its arena address (sizes checked against
+// the plan); the arguments are copied in.
+void Interpreter::Impl::place_buffers(const ir::Function& fn, const SymbolEnv& env, const StepRequest& req,
+                                      BufMap& bufs) {
+  describe_values(fn, env, bufs);
+  passes::FunctionPlan local;
+  const passes::FunctionPlan& plan = step_plan(fn, env, local);
+  auto [keys, fresh] = plan_keys.try_emplace(&fn);
+  if (fresh) keys->second = passes::plan_keys(fn);
+  if (host_arena.size() < plan.host_arena_bytes) host_arena.resize(plan.host_arena_bytes);
+  if (device_arena.size() < plan.device_arena_bytes) device_arena.resize(plan.device_arena_bytes);
+  stats.arena_bytes = plan.arena_bytes();
+  stats.naive_bytes = plan.naive_bytes;
+  for (const auto& b : plan.buffers) {
+    auto k = keys->second.find(b.key);
+    if (k == keys->second.end())
+      throw Error(fmt::format("cpu: the memory plan of @{} does not match its IR: no value at {}", fn.name, b.key));
+    Buf& buf = bufs[k->second];
+    if (storage_bytes(buf.elem, buf.numel) > b.bytes)
+      throw Error(fmt::format("cpu: @{} {} needs {} bytes but its plan gives {}", fn.name, b.value,
+                              storage_bytes(buf.elem, buf.numel), b.bytes));
+    auto& arena = b.placement == ir::Placement::Host ? host_arena : device_arena;
+    buf.data = arena.data() + b.offset;
+  }
+  for (const auto& arg : fn.args) {
+    const HostTensor& t = req.args.at(arg->name);
+    std::memcpy(bufs[arg.data()].data, t.bytes.data(), t.bytes.size());
+  }
+}
+
+// Steps 3 and 4: run every op; the `return` operands are copied out.
 std::vector<HostTensor> Interpreter::Impl::execute(const ir::Function& fn, const SymbolEnv& env, const StepRequest& req,
                                                    BufMap& bufs) {
   ExecContext ctx{module, states, pool, req.slots, bufs};
   std::vector<HostTensor> outputs;
   for (const auto& op_ptr : fn.ops) {
-    const ir::Op& op = *op_ptr;
-    if (op.kind == ir::OpKind::Weight) {
-      const BoundWeight& w = weights.at(op.attr("name")->s);
-      bufs[op.results[0].data()].data = const_cast<uint8_t*>(w.data);
-    } else if (is_alias_op(op.kind)) {
-      Buf& r = bufs[op.results[0].data()];
-      r.data = bufs[op.operands[0].data()].data;
-      if (const ir::Attr* offset = op.attr("offset")) {
-        auto elems = offset->dim.evaluate(lookup_symbol, &env);
-        if (!elems) throw Error("cpu: view offset is unbound");
-        r.data += *elems * elem_bytes(r.elem);
-      }
-    } else if (op.kind == ir::OpKind::Return) {
-      for (const auto& v : op.operands) outputs.push_back(copy_out(bufs[v.data()]));
+    if (op_ptr->kind == ir::OpKind::Return) {
+      for (const auto& v : op_ptr->operands) outputs.push_back(copy_out(bufs[v.data()]));
     } else {
-      run_kernel(ctx, op);
+      exec_op(ctx, *op_ptr, env);
     }
   }
   return outputs;
+}
+
+// Weights and aliases resolve to pointers; fused ops run their body; every
+// other op runs its kernel.
+void Interpreter::Impl::exec_op(ExecContext& ctx, const ir::Op& op, const SymbolEnv& env) {
+  BufMap& bufs = ctx.bufs;
+  if (op.kind == ir::OpKind::Weight) {
+    const BoundWeight& w = weights.at(op.attr("name")->s);
+    bufs[op.results[0].data()].data = const_cast<uint8_t*>(w.data);
+  } else if (is_alias_op(op.kind)) {
+    Buf& r = bufs[op.results[0].data()];
+    r.data = bufs[op.operands[0].data()].data;
+    if (const ir::Attr* offset = op.attr("offset")) {
+      auto elems = offset->dim.evaluate(lookup_symbol, &env);
+      if (!elems) throw Error("cpu: view offset is unbound");
+      r.data += *elems * elem_bytes(r.elem);
+    }
+  } else if (op.body) {
+    run_fused(ctx, op, env);
+  } else {
+    run_kernel(ctx, op);
+  }
+}
+
+void Interpreter::Impl::run_fused(ExecContext& ctx, const ir::Op& op, const SymbolEnv& env) {
+  BufMap& bufs = ctx.bufs;
+  const ir::Function& body = *op.body;
+  for (size_t a = 0; a < body.args.size(); ++a) bufs[body.args[a].data()].data = bufs[op.operands[a].data()].data;
+  auto homes = passes::body_result_homes(op);
+  for (const auto& [value, result] : homes) bufs[value].data = bufs[result.data()].data;
+  const ir::Op& ret = *body.ops.back();
+  for (const auto& inner : body.ops)
+    if (inner->kind != ir::OpKind::Return) exec_op(ctx, *inner, env);
+  for (size_t k = 0; k < ret.operands.size(); ++k) {
+    if (homes.count(ret.operands[k].data())) continue;
+    const Buf& from = bufs[ret.operands[k].data()];
+    std::memcpy(bufs[op.results[k].data()].data, from.data, storage_bytes(from.elem, from.numel));
+  }
+  notify(ctx, op);  // body ops were reported as they ran
 }
 
 void Interpreter::Impl::run_kernel(ExecContext& ctx, const ir::Op& op) {
@@ -244,11 +291,14 @@ void Interpreter::Impl::run_kernel(ExecContext& ctx, const ir::Op& op) {
   } else {
     exec_fn(op.kind)(ctx, op);
   }
-  if (observer) {
-    std::vector<HostTensor> results;
-    for (const auto& r : op.results) results.push_back(copy_out(ctx.bufs.at(r.data())));
-    observer(op, results);
-  }
+  notify(ctx, op);
+}
+
+void Interpreter::Impl::notify(ExecContext& ctx, const ir::Op& op) {
+  if (!observer) return;
+  std::vector<HostTensor> results;
+  for (const auto& r : op.results) results.push_back(copy_out(ctx.bufs.at(r.data())));
+  observer(op, results);
 }
 
 Interpreter::Interpreter(const ir::Module& module, const gguf::GgufFile& file, StateStore& states, ThreadPool& pool)
@@ -257,6 +307,10 @@ Interpreter::~Interpreter() = default;
 
 std::vector<HostTensor> Interpreter::run(const StepRequest& request) { return impl_->run(request); }
 void Interpreter::set_observer(OpObserver observer) { impl_->observer = std::move(observer); }
+void Interpreter::use_plans(const std::vector<passes::FunctionPlan>& plans) {
+  impl_->compiled_plans.clear();
+  for (const auto& p : plans) impl_->compiled_plans[p.function] = p;
+}
 void Interpreter::set_profiling(bool on) { impl_->profiling = on; }
 const OpProfile& Interpreter::profile() const { return impl_->profile; }
 

@@ -5,7 +5,7 @@
 // StateStore, and walks the ops of a step, dispatching each through a table
 // generated from ir/ops.def (runtime/cpu/op_exec.cpp). Activations live in
 // one arena per step, laid out by a liveness plan (buffer_plan.h): values
-// whose lifetimes do not overlap share memory.
+// whose lifetimes do not overlap share memory (passes/memory_plan.h).
 #pragma once
 
 #include <cstdint>
@@ -17,6 +17,7 @@
 
 #include "frontends/gguf/gguf.h"
 #include "ir/module.h"
+#include "passes/memory_plan.h"
 #include "runtime/cpu/thread_pool.h"
 #include "runtime/state/state_store.h"
 
@@ -48,6 +49,7 @@ using OpObserver = std::function<void(const ir::Op& op, const std::vector<HostTe
 struct StepStats {
   uint64_t arena_bytes = 0;       // planned peak of activations
   uint64_t naive_bytes = 0;       // sum of all activation sizes (no reuse)
+  bool compiled_plan = false;     // the step ran with a plan given to use_plans()
 };
 
 // Time per op mnemonic, accumulated over steps while profiling is on.
@@ -73,6 +75,10 @@ class Interpreter {
   // beyond the context, ids out of range).
   std::vector<HostTensor> run(const StepRequest& request);
 
+  // Steps run with these memory plans (memory-plan pass, `vtc compile`)
+  // instead of planning per step. A step beyond a plan's bounds, or with
+  // no plan, is planned for its own sizes by the same planner.
+  void use_plans(const std::vector<passes::FunctionPlan>& plans);
   void set_observer(OpObserver observer);
   const StepStats& last_stats() const;
   void set_profiling(bool on);

@@ -7,8 +7,10 @@
 #include <cstring>
 
 #include "frontends/gguf/dequant.h"
+#include "passes/memory_plan.h"
 #include "runtime/cpu/exec_context.h"
 #include "runtime/cpu/kernels/kernels.h"
+#include "runtime/cpu/kernels/moe.h"
 #include "support/error.h"
 
 namespace vtc::cpu {
@@ -199,6 +201,8 @@ void exec_Attention(ExecContext& c, const ir::Op& op) {
   const int64_t row = n_head_kv * head_dim;
   const bool f16 = kv.elem.kind() == ir::ElemType::F16;
   if (!f16 && kv.elem.kind() != ir::ElemType::F32) fail(op, "KV state must be f16 or f32");
+  // Write this step's K and V rows first, through each sequence's page
+  // table, so a token sees the keys of earlier tokens in the same step.
   for (int64_t t = 0; t < n_tokens; ++t) {
     const int64_t slot = sequence_slot(c, op, seq.as<int32_t>()[t]);
     const int32_t p = pos.as<int32_t>()[t];
@@ -206,7 +210,7 @@ void exec_Attention(ExecContext& c, const ir::Op& op) {
       fail(op, fmt::format("position {} is outside the context of {} tokens", p, kv.rows_per_slot));
     for (int half = 0; half < 2; ++half) {
       const float* src = (half == 0 ? k : v).as<float>() + t * row;
-      uint8_t* dst = c.states.slot_bytes(kv, int32_t(slot), half).data() + p * row * kv.elem_bytes;
+      uint8_t* dst = c.states.kv_row(kv, int32_t(slot), half, p);
       if (f16) {
         for (int64_t i = 0; i < row; ++i) reinterpret_cast<uint16_t*>(dst)[i] = fp32_to_fp16(src[i]);
       } else {
@@ -222,6 +226,7 @@ void exec_Attention(ExecContext& c, const ir::Op& op) {
   p.scale = float(float_attr(op, "scale", 1.0));
   p.softcap = float(float_attr(op, "softcap", 0.0));
   p.n_swa = int32_t(int_attr(op, "window", 0));
+  p.page_size = c.states.page_size();
   const int64_t q_row = n_head * head_dim;
   // Tokens of one sequence are gathered in order, so any batch layout works.
   std::vector<bool> done(size_t(n_tokens), false);
@@ -241,8 +246,12 @@ void exec_Attention(ExecContext& c, const ir::Op& op) {
     p.n_tokens = int64_t(members.size());
     p.n_kv = *std::max_element(q_pos.begin(), q_pos.end()) + 1;
     const int32_t slot = int32_t(sequence_slot(c, op, s));
-    attention(q_rows.data(), c.states.slot_bytes(kv, slot, 0).data(), c.states.slot_bytes(kv, slot, 1).data(),
-              q_pos.data(), nullptr, p, out_rows.data(), c.pool);
+    const auto& table = c.states.page_table(slot);
+    if (int64_t(table.size()) * p.page_size < p.n_kv)
+      fail(op, fmt::format("slot {} maps {} KV pages, too few for position {}", slot, table.size(), p.n_kv - 1));
+    p.page_table = table.data();
+    attention(q_rows.data(), c.states.pool_base(kv, 0), c.states.pool_base(kv, 1), q_pos.data(), nullptr, p,
+              out_rows.data(), c.pool);
     for (size_t i = 0; i < members.size(); ++i)
       std::memcpy(out.as<float>() + members[i] * q_row, out_rows.data() + i * q_row, size_t(q_row) * 4);
   }
@@ -271,6 +280,26 @@ void exec_TopK(ExecContext& c, const ir::Op& op) {
     top_k(x.as<float>() + r * n, n, k, idx);
     for (int64_t j = 0; j < k; ++j) c.out(op, 0).as<float>()[r * k + j] = x.as<float>()[r * n + idx[j]];
   }
+}
+
+// --- mixture of experts (docs/ir.md: moe_route, moe_ffn) -------------------
+void exec_MoeRoute(ExecContext& c, const ir::Op& op) {
+  const Buf& logits = c.in(op, 0);
+  require_f32(op, logits, "router logits");
+  const MoeGating gating = op.attr("gating")->s == "sigmoid" ? MoeGating::Sigmoid : MoeGating::Softmax;
+  moe_route(logits.as<float>(), logits.rows(), logits.last_dim(), int_attr(op, "k"), gating, int_attr(op, "norm") != 0,
+            float(float_attr(op, "scale", 0.0)), c.out(op, 0).as<float>(), c.out(op, 1).as<int32_t>());
+}
+
+void exec_MoeFfn(ExecContext& c, const ir::Op& op) {
+  const Buf &x = c.in(op, 0), &w = c.in(op, 1), &ids = c.in(op, 2);
+  require_f32(op, x, "input");
+  auto stack = [&](size_t i) {
+    const Buf& b = c.in(op, i);
+    return ExpertStack{ggml_type_of(b.elem), b.data, b.shape[0], b.shape[1], b.shape[2]};
+  };
+  moe_ffn(stack(3), stack(4), stack(5), x.as<float>(), x.rows(), w.as<float>(), ids.as<int32_t>(), w.last_dim(),
+          c.out(op).as<float>(), c.pool);
 }
 
 // --- data movement ---------------------------------------------------------
@@ -418,18 +447,21 @@ void exec_NgramRoll(ExecContext& c, const ir::Op& op) {
 }  // namespace
 
 // Alias and bookkeeping ops the driver resolves without calling a kernel.
-bool is_alias_op(ir::OpKind kind) {
-  return kind == ir::OpKind::Reshape || kind == ir::OpKind::View || kind == ir::OpKind::ToHost ||
-         kind == ir::OpKind::ToDevice;
-}
+bool is_alias_op(ir::OpKind kind) { return passes::is_storage_alias(kind); }
 
 namespace {
 void exec_Weight(ExecContext& c, const ir::Op& op) { exec_driver_only(c, op); }
 void exec_Return(ExecContext& c, const ir::Op& op) { exec_driver_only(c, op); }
 void exec_Reshape(ExecContext& c, const ir::Op& op) { exec_driver_only(c, op); }
 void exec_View(ExecContext& c, const ir::Op& op) { exec_driver_only(c, op); }
-void exec_ToHost(ExecContext& c, const ir::Op& op) { exec_driver_only(c, op); }
-void exec_ToDevice(ExecContext& c, const ir::Op& op) { exec_driver_only(c, op); }
+// On the CPU both places are host memory; a transfer is a copy between the
+// two arenas of the memory plan.
+void exec_transfer(ExecContext& c, const ir::Op& op) {
+  std::memcpy(c.out(op).data, c.in(op, 0).data, storage_bytes(c.out(op).elem, c.out(op).numel));
+}
+void exec_ToHost(ExecContext& c, const ir::Op& op) { exec_transfer(c, op); }
+void exec_ToDevice(ExecContext& c, const ir::Op& op) { exec_transfer(c, op); }
+void exec_Fused(ExecContext& c, const ir::Op& op) { exec_driver_only(c, op); }
 
 constexpr ExecFn kExec[] = {
 #define VTC_OP(id, ...) &exec_##id,

@@ -28,29 +28,49 @@ int64_t constant_tail(const ir::StateDecl& d, size_t first) {
   return n;
 }
 
+// The page size of a paged declaration [2, P, page, ...]; every paged state
+// of a module must agree, because they share one page numbering.
+int64_t page_size_of(const ir::StateDecl& d) {
+  if (d.type.shape.size() < 4 || d.type.shape[0] != ir::Dim(2))
+    throw Error(fmt::format("state store: paged state @{} must be [2, P, page, ...]", d.name));
+  auto page = d.type.shape[2].constant();
+  if (!page || *page < 1) throw Error(fmt::format("state store: paged state @{} needs a constant page size", d.name));
+  return *page;
+}
+
 }  // namespace
 
 StateStore::StateStore(const ir::Module& module, const StateStoreConfig& config) : config_(config) {
   if (config.n_slots < 1 || config.n_ctx < 1) throw Error("state store: need at least one slot and one position");
+  bool have_page = false;
+  for (const auto& decl : module.states) {
+    if (decl.kind != ir::StateKind::Paged) continue;
+    const int64_t page = page_size_of(decl);
+    if (have_page && page != page_size_)
+      throw Error(fmt::format("state store: @{} has pages of {} positions, another paged state {}", decl.name, page, page_size_));
+    page_size_ = page, have_page = true;
+  }
+  int64_t n_pages = config.n_pages > 0 ? config.n_pages : int64_t(config.n_slots) * pages_for(config.n_ctx);
+  config_.n_pages = n_pages;
   for (const auto& decl : module.states) {
     Buffer b;
     b.decl = &decl;
     b.elem = decl.type.elem;
     b.elem_bytes = elem_bytes_of(decl.type.elem);
-    uint64_t halves = 1;
     if (decl.kind == ir::StateKind::Paged) {
-      if (decl.type.shape.size() < 4 || decl.type.shape[0] != ir::Dim(2))
-        throw Error(fmt::format("state store: paged state @{} must be [2, P, page, ...]", decl.name));
       b.row_elems = constant_tail(decl, 3);
       b.rows_per_slot = config.n_ctx;
-      halves = 2;
+      b.data.assign(2 * uint64_t(n_pages * page_size_ * b.row_elems * b.elem_bytes), 0);
     } else {
       b.row_elems = constant_tail(decl, 1);
       b.rows_per_slot = 1;
+      b.data.assign(uint64_t(config.n_slots) * uint64_t(b.row_elems * b.elem_bytes), 0);
     }
-    b.data.assign(halves * uint64_t(config.n_slots) * uint64_t(b.rows_per_slot * b.row_elems * b.elem_bytes), 0);
     buffers_.push_back(std::move(b));
   }
+  refs_.assign(size_t(n_pages), 0);
+  for (int64_t p = n_pages - 1; p >= 0; --p) free_.push_back(int32_t(p));  // page 0 is taken first
+  tables_.resize(size_t(config.n_slots));
 }
 
 StateStore::~StateStore() = default;
@@ -66,21 +86,98 @@ void StateStore::check_slot(int32_t slot) const {
     throw Error(fmt::format("state store: slot {} out of range [0, {})", slot, config_.n_slots));
 }
 
-std::span<uint8_t> StateStore::slot_bytes(Buffer& b, int32_t slot, int half) {
+void StateStore::check_page(int32_t page) const {
+  if (page < 0 || page >= n_pages()) throw Error(fmt::format("state store: page {} out of range [0, {})", page, n_pages()));
+}
+
+std::span<uint8_t> StateStore::slot_bytes(Buffer& b, int32_t slot) {
   check_slot(slot);
-  const uint64_t slot_bytes = uint64_t(b.rows_per_slot * b.row_elems * b.elem_bytes);
-  const uint64_t base = (uint64_t(half) * uint64_t(config_.n_slots) + uint64_t(slot)) * slot_bytes;
-  return {b.data.data() + base, slot_bytes};
+  if (b.decl->kind == ir::StateKind::Paged)
+    throw Error(fmt::format("state store: @{} is paged; address it by position (kv_row)", b.decl->name));
+  const uint64_t row = uint64_t(b.row_elems * b.elem_bytes);
+  return {b.data.data() + uint64_t(slot) * row, row};
+}
+
+uint8_t* StateStore::pool_base(Buffer& b, int half) {
+  if (b.decl->kind != ir::StateKind::Paged) throw Error(fmt::format("state store: @{} is not paged", b.decl->name));
+  return b.data.data() + uint64_t(half) * (b.data.size() / 2);
+}
+
+uint8_t* StateStore::kv_row(Buffer& b, int32_t slot, int half, int64_t pos) {
+  check_slot(slot);
+  const auto& table = tables_[size_t(slot)];
+  if (pos < 0 || pos / page_size_ >= int64_t(table.size()))
+    throw Error(fmt::format("state store: slot {} has no KV page for position {} ({} pages mapped)", slot, pos, table.size()));
+  const int64_t row = table[size_t(pos / page_size_)] * page_size_ + pos % page_size_;
+  return pool_base(b, half) + uint64_t(row * b.row_elems * b.elem_bytes);
+}
+
+int32_t StateStore::page_refs(int32_t page) const {
+  check_page(page);
+  return refs_[size_t(page)];
+}
+
+const std::vector<int32_t>& StateStore::page_table(int32_t slot) const {
+  check_slot(slot);
+  return tables_[size_t(slot)];
+}
+
+int32_t StateStore::take_free_page() {
+  const int32_t page = free_.back();
+  free_.pop_back();
+  refs_[size_t(page)] = 1;
+  // Zeroed, so a fingerprint of the pool does not show a previous owner.
+  for (auto& b : buffers_) {
+    if (b.decl->kind != ir::StateKind::Paged) continue;
+    const uint64_t bytes = uint64_t(page_size_ * b.row_elems * b.elem_bytes);
+    for (int half = 0; half < 2; ++half) std::memset(pool_base(b, half) + uint64_t(page) * bytes, 0, bytes);
+  }
+  return page;
+}
+
+bool StateStore::reserve(int32_t slot, int64_t n_positions) {
+  check_slot(slot);
+  if (n_positions > config_.n_ctx)
+    throw Error(fmt::format("state store: {} positions exceed the context of {}", n_positions, config_.n_ctx));
+  auto& table = tables_[size_t(slot)];
+  const int64_t need = pages_for(n_positions) - int64_t(table.size());
+  if (need <= 0) return true;
+  if (need > free_pages()) return false;
+  for (int64_t i = 0; i < need; ++i) table.push_back(take_free_page());
+  return true;
+}
+
+void StateStore::share_pages(int32_t slot, std::span<const int32_t> pages) {
+  check_slot(slot);
+  auto& table = tables_[size_t(slot)];
+  if (int64_t(table.size() + pages.size()) * page_size_ > config_.n_ctx + page_size_ - 1)
+    throw Error(fmt::format("state store: sharing {} pages overflows the context of {}", pages.size(), config_.n_ctx));
+  for (int32_t p : pages) {
+    retain(p);
+    table.push_back(p);
+  }
+}
+
+void StateStore::retain(int32_t page) {
+  check_page(page);
+  if (refs_[size_t(page)] == 0) throw Error(fmt::format("state store: page {} is free; it cannot be shared", page));
+  ++refs_[size_t(page)];
+}
+
+void StateStore::release(int32_t page) {
+  check_page(page);
+  if (refs_[size_t(page)] == 0) throw Error(fmt::format("state store: page {} released twice", page));
+  if (--refs_[size_t(page)] == 0) free_.push_back(page);
 }
 
 void StateStore::reset_slot(int32_t slot) {
   check_slot(slot);
+  for (int32_t p : tables_[size_t(slot)]) release(p);
+  tables_[size_t(slot)].clear();
   for (auto& b : buffers_) {
-    int halves = b.decl->kind == ir::StateKind::Paged ? 2 : 1;
-    for (int h = 0; h < halves; ++h) {
-      auto bytes = slot_bytes(b, slot, h);
-      std::memset(bytes.data(), 0, bytes.size());
-    }
+    if (b.decl->kind == ir::StateKind::Paged) continue;
+    auto bytes = slot_bytes(b, slot);
+    std::memset(bytes.data(), 0, bytes.size());
   }
 }
 

@@ -1,17 +1,22 @@
 // The state store: every persistent buffer a module declares, per sequence
-// slot.
+// slot, with paged KV behind a per-slot page table.
 //
 // The store is built from the module's `state` declarations, never from a
 // list kept by hand, so fingerprints and diffs can enumerate exactly what
 // persists (DESIGN.md, "State is declared").
 //
 // Layout (host memory, this version):
-//   plain / ring  [S, d1, ...]      one row of d1*... elements per slot;
-//   paged KV      [2, P, page, rest] each slot owns a contiguous run of
-//                 ceil(n_ctx/page) pages for K and the same for V, so the
-//                 cache of one sequence is dense: K row p is position p.
-// A sequence's KV pages are therefore fixed per slot; sharing pages across
-// requests (prefix reuse) replaces this with a page table later.
+//   plain / ring  [S, d1, ...]        one row of d1*... elements per slot;
+//   paged KV      [2, P, page, rest]  a pool of P pages per paged state, K
+//                 pages first, then V pages; a page holds `page` positions
+//                 (16 in the frontends) of `rest` elements each.
+// Paging: every paged state shares one page numbering. A slot's page table
+// lists the pages that hold its positions: position p lives in page
+// table[p / page] at row p % page, in every layer. Pages carry reference
+// counts, so one page can sit in several tables (prefix reuse) and in a
+// cache that holds it for later requests; a page returns to the free list
+// when its last reference goes. The store only counts: which pages to share
+// and when to evict cached ones is the caller's policy (serve/).
 #pragma once
 
 #include <cstdint>
@@ -27,7 +32,8 @@ namespace vtc {
 
 struct StateStoreConfig {
   int32_t n_slots = 1;   // sequences that can be live at once
-  int64_t n_ctx = 512;   // KV positions per slot
+  int64_t n_ctx = 512;   // KV positions per slot (the longest sequence)
+  int64_t n_pages = 0;   // KV pages in the pool; 0: n_slots * ceil(n_ctx / page)
 };
 
 class StateStore {
@@ -40,8 +46,8 @@ class StateStore {
     ir::ElemType elem;
     int64_t elem_bytes = 0;
     int64_t row_elems = 0;  // per slot (plain/ring) or per KV position (paged)
-    int64_t rows_per_slot = 0;  // 1 for plain/ring; n_ctx for paged
-    std::vector<uint8_t> data;  // paged: [2][slot][rows_per_slot][row_elems]
+    int64_t rows_per_slot = 0;  // 1 for plain/ring; n_ctx (the positions a slot may use) for paged
+    std::vector<uint8_t> data;  // plain: [slot][row]; paged: [2][page][page_size][row_elems]
   };
 
   const StateStoreConfig& config() const { return config_; }
@@ -49,18 +55,49 @@ class StateStore {
   // Throws vtc::Error for an undeclared name.
   Buffer& buffer(std::string_view name);
 
-  // Plain/ring: the slot's row. Paged: K (half 0) or V (half 1) rows of the
-  // slot, rows_per_slot * row_elems elements.
-  std::span<uint8_t> slot_bytes(Buffer& b, int32_t slot, int half = 0);
+  // Plain/ring only: the slot's row.
+  std::span<uint8_t> slot_bytes(Buffer& b, int32_t slot);
+  // Paged only: the bytes of KV row `pos` of `slot`, K (half 0) or V (half
+  // 1). Throws when the slot's table has no page for `pos`.
+  uint8_t* kv_row(Buffer& b, int32_t slot, int half, int64_t pos);
+  // Paged only: the start of the K or V page pool ([P][page_size][row]).
+  uint8_t* pool_base(Buffer& b, int half);
 
-  // Zeroes every state of `slot` (a new sequence starts).
+  // --- pages ----------------------------------------------------------------
+  int64_t page_size() const { return page_size_; }
+  int64_t n_pages() const { return int64_t(refs_.size()); }
+  int64_t free_pages() const { return int64_t(free_.size()); }
+  int32_t page_refs(int32_t page) const;
+  const std::vector<int32_t>& page_table(int32_t slot) const;
+  // Pages needed to hold `n_positions` positions.
+  int64_t pages_for(int64_t n_positions) const { return (n_positions + page_size_ - 1) / page_size_; }
+  // Grows the slot's table with fresh (zeroed) pages until it covers
+  // `n_positions`. Returns false and changes nothing when the pool lacks
+  // pages. Throws past n_ctx.
+  bool reserve(int32_t slot, int64_t n_positions);
+  // Appends pages that already hold this slot's next positions (a shared
+  // prefix), taking a reference on each.
+  void share_pages(int32_t slot, std::span<const int32_t> pages);
+  // References held outside the slots (a prefix cache).
+  void retain(int32_t page);
+  void release(int32_t page);
+
+  // Drops the slot's page references and zeroes its plain states (a new
+  // sequence starts).
   void reset_slot(int32_t slot);
   void check_slot(int32_t slot) const;
   uint64_t total_bytes() const;
 
  private:
+  int32_t take_free_page();
+  void check_page(int32_t page) const;
+
   StateStoreConfig config_;
   std::vector<Buffer> buffers_;
+  int64_t page_size_ = 16;
+  std::vector<int32_t> refs_;   // per page
+  std::vector<int32_t> free_;   // free pages, taken from the back
+  std::vector<std::vector<int32_t>> tables_;  // per slot
 };
 
 }  // namespace vtc

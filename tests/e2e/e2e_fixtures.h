@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <mutex>
+#include <unistd.h>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,9 @@ inline std::string model_path(const std::string& arch, const std::string& type) 
   std::filesystem::create_directories(dir);
   auto path = (dir / fmt::format("{}-small-{}.gguf", arch, type)).string();
   if (std::filesystem::exists(path)) return path;
+  // Per-process partial name: parallel ctest processes may build the same
+  // model; each renames its own complete file into place.
+  const std::string partial = fmt::format("{}.{}.partial", path, ::getpid());
   if (type == "f32" || type == "f16") {
     synth::Options o;
     o.arch = arch.substr(0, arch.find('-'));
@@ -43,11 +47,11 @@ inline std::string model_path(const std::string& arch, const std::string& type) 
     o.seed = 1234;
     o.weight_type = type == "f32" ? GgmlType::F32 : GgmlType::F16;
     o.vocab_path = synth::find_default_vocab(o.arch);
-    synth::write_model(o, path + ".partial");
+    synth::write_model(o, partial);
   } else {
-    run_capture(fmt::format("{} quantize {} {}.partial {}", VTC_REF_TOOL, model_path(arch, "f32"), path, type));
+    run_capture(fmt::format("{} quantize {} {} {}", VTC_REF_TOOL, model_path(arch, "f32"), partial, type));
   }
-  std::filesystem::rename(path + ".partial", path);
+  std::filesystem::rename(partial, path);
   return path;
 }
 

@@ -33,6 +33,7 @@ TEST_CASE("the decode IR printed, parsed back and executed gives identical logit
   for (const ir::Module* m : {&built, &parsed}) {
     cpu::ThreadPool pool(2);
     StateStore states(*m, {1, 128});
+    REQUIRE(states.reserve(0, 128));  // KV pages for the slot (a session does this itself)
     cpu::Interpreter interp(*m, file, states, pool);
     cpu::StepRequest prefill{"prefill", {0}, {}};
     std::vector<int32_t> pos(prompt.size()), seq(prompt.size(), 0);

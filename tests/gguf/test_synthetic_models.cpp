@@ -51,7 +51,7 @@ TEST_CASE("generated models have complete metadata and tensors", "[gguf][synth][
     auto* tokens = f.find("tokenizer.ggml.tokens");
     REQUIRE(tokens);
     CHECK(tokens->as_array()->items.size() == summary.vocab_size);
-    size_t per_layer = arch == "qwen2" ? 12 : arch == "qwen3" ? 11 : 9;
+    size_t per_layer = arch == "qwen2" || arch == "qwen3moe" ? 12 : arch == "qwen3" ? 11 : 9;
     CHECK(f.tensors().size() == 3 + shape.n_layer * per_layer);
     auto* embd = f.find_tensor("token_embd.weight");
     REQUIRE(embd);

@@ -192,9 +192,9 @@ TEST_CASE("the pipeline runs on the dense llama module, each pass alone and toge
       if (auto* p = dynamic_cast<passes::MemoryPlanPass*>(&pm.pass(i))) {
         REQUIRE(p->plans().size() == m.functions.size());
         for (const auto& fp : p->plans()) {
-          INFO(fp.function << ": arena " << fp.arena_bytes << " naive " << fp.naive_bytes);
-          CHECK(fp.arena_bytes > 0);
-          CHECK(fp.arena_bytes < fp.naive_bytes);
+          INFO(fp.function << ": arena " << fp.arena_bytes() << " naive " << fp.naive_bytes);
+          CHECK(fp.arena_bytes() > 0);
+          CHECK(fp.arena_bytes() < fp.naive_bytes);
         }
       }
     }

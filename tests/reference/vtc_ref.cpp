@@ -8,7 +8,7 @@
 // prebuilt libllama/libggml; see docs/reference.md.
 //
 //   vtc-ref logits MODEL.gguf --tokens 1,2,3 [--n-predict N] [--threads N]
-//           [--no-repack] [--dump DIR]
+//           [--no-repack] [--ubatch N] [--dump DIR]
 //   vtc-ref quantize IN.gguf OUT.gguf TYPE [--pure] [--threads N]
 //           [--token-embedding-type T] [--output-tensor-type T]
 //   vtc-ref tokenize VOCAB.gguf [--no-special] [--no-add-special] < text
@@ -181,7 +181,7 @@ bool dump_callback(ggml_tensor* t, bool ask, void* user) {
 }
 
 int cmd_logits(const Args& a) {
-  a.allow({"--tokens", "--n-predict", "--threads", "--no-repack", "--verbose", "--dump"});
+  a.allow({"--tokens", "--n-predict", "--threads", "--no-repack", "--verbose", "--dump", "--ubatch"});
   if (a.positional.size() != 1) throw UsageError("logits MODEL.gguf --tokens 1,2,3");
   const auto tokens_arg = a.get("--tokens");
   if (!tokens_arg) throw UsageError("logits needs --tokens");
@@ -195,6 +195,11 @@ int cmd_logits(const Args& a) {
   const int n_predict = static_cast<int>(parse_int(a.get("--n-predict").value_or("0"), "--n-predict"));
   const int threads = static_cast<int>(parse_int(a.get("--threads").value_or("4"), "--threads"));
   if (n_predict < 0 || threads < 1) throw UsageError("bad --n-predict or --threads");
+  // --ubatch N: the prompt still goes in one llama_decode call, but as
+  // graphs of at most N rows (under 64, every row uses the one-row
+  // flash-attention kernel; docs/numerics-parity.md).
+  const int ubatch = static_cast<int>(parse_int(a.get("--ubatch").value_or("0"), "--ubatch"));
+  if (ubatch < 0) throw UsageError("bad --ubatch");
 
   load_backends();
   llama_model_params mp = llama_model_default_params();
@@ -214,6 +219,7 @@ int cmd_logits(const Args& a) {
   cp.n_ctx = static_cast<uint32_t>(std::max(n_tokens + n_predict, 16));
   cp.n_batch = static_cast<uint32_t>(std::max(n_tokens, 1));
   cp.n_ubatch = cp.n_batch;  // one ubatch: every position in one graph
+  if (ubatch > 0) cp.n_ubatch = std::min<uint32_t>(cp.n_batch, static_cast<uint32_t>(ubatch));
   cp.n_seq_max = 1;
   cp.n_threads = threads;
   cp.n_threads_batch = threads;
@@ -638,7 +644,7 @@ int cmd_type_traits(const Args& a) {
 
 void usage() {
   std::cerr << "usage:\n"
-               "  vtc-ref logits MODEL.gguf --tokens 1,2,3 [--n-predict N] [--threads N] [--no-repack] [--dump DIR]\n"
+               "  vtc-ref logits MODEL.gguf --tokens 1,2,3 [--n-predict N] [--threads N] [--no-repack] [--ubatch N] [--dump DIR]\n"
                "  vtc-ref quantize IN.gguf OUT.gguf TYPE [--pure] [--threads N]\n"
                "          [--token-embedding-type T] [--output-tensor-type T]\n"
                "  vtc-ref tokenize VOCAB.gguf [--no-special] [--no-add-special] < text\n"
@@ -662,7 +668,7 @@ int main(int argc, char** argv) {
   try {
     const Args a = Args::parse(argc, argv, 2,
                                {"--tokens", "--n-predict", "--threads", "--token-embedding-type", "--dump",
-                                "--output-tensor-type", "--all", "--pp", "--tg", "--reps"});
+                                "--output-tensor-type", "--all", "--pp", "--tg", "--reps", "--ubatch"});
     g_verbose = a.has("--verbose");
     if (cmd == "logits") return cmd_logits(a);
     if (cmd == "quantize") return cmd_quantize(a);

@@ -54,15 +54,21 @@ TEST_CASE("the state store follows the declarations", "[state]") {
   auto& kv = store.buffer("kv.0");
   CHECK(kv.row_elems == 16);
   CHECK(kv.rows_per_slot == 32);
-  CHECK(store.slot_bytes(kv, 2, 1).size() == 32 * 16 * 2);
-  CHECK(store.total_bytes() == 2 * 3 * 32 * 16 * 2 + 3 * 4);
+  CHECK(store.page_size() == 16);
+  CHECK(store.n_pages() == 3 * 2);  // default pool: every slot's full context
+  CHECK(store.total_bytes() == 2 * 6 * 16 * 16 * 2 + 3 * 4);
   auto ids = store.slot_bytes(store.buffer("last_ids"), 1);
   ids[0] = 7;
-  auto v_half = store.slot_bytes(kv, 1, 1);
-  v_half[5] = 9;
+  REQUIRE(store.reserve(1, 20));
+  CHECK(store.page_table(1).size() == 2);
+  CHECK(store.free_pages() == 4);
+  store.kv_row(kv, 1, 1, 17)[0] = 9;
   store.reset_slot(1);
   CHECK(ids[0] == 0);
-  CHECK(v_half[5] == 0);
-  CHECK_THROWS_WITH(store.slot_bytes(kv, 3), Catch::Contains("slot 3 out of range [0, 3)"));
+  CHECK(store.free_pages() == 6);
+  CHECK(store.page_table(1).empty());
+  CHECK_THROWS_WITH(store.kv_row(kv, 1, 0, 0), Catch::Contains("no KV page for position 0"));
+  CHECK_THROWS_WITH(store.slot_bytes(kv, 0), Catch::Contains("is paged"));
+  CHECK_THROWS_WITH(store.slot_bytes(store.buffer("last_ids"), 3), Catch::Contains("slot 3 out of range [0, 3)"));
   CHECK_THROWS_WITH(store.buffer("nope"), Catch::Contains("no state @nope"));
 }

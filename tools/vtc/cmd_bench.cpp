@@ -10,6 +10,7 @@
 
 #include "runtime/bench.h"
 #include "runtime/cpu/session.h"
+#include "runtime/cuda/session.h"
 #include "support/error.h"
 #include "tools/vtc/commands.h"
 
@@ -17,9 +18,9 @@ namespace vtc::cli {
 namespace {
 
 struct BenchOptions {
-  std::string model, ref_tool, json_out;
+  std::string model, ref_tool, json_out, target = "cpu";
   int threads = 2;
-  bool vs_reference = false, profile = false;
+  bool vs_reference = false, profile = false, no_fuse = false;
   BenchSpec spec;
 };
 
@@ -50,11 +51,20 @@ BenchFigures run_reference(const BenchOptions& o) {
 int run(const BenchOptions& o) {
   auto log = [](const std::string& line) { fmt::print(stderr, "bench: {}\n", line); };
   int64_t ctx = std::max(o.spec.prompt_tokens, o.spec.gen_tokens) + 16;
-  cpu::Session session(o.model, {.threads = o.threads, .n_ctx = ctx, .n_slots = 1});
-  log(fmt::format("vtc, {} threads", o.threads));
-  session.interpreter().set_profiling(o.profile);
-  BenchFigures vtc = bench_session(session, o.spec, log);
-  if (o.profile) fmt::print(stderr, "time per op (all repetitions):\n{}", session.interpreter().profile().table());
+  BenchFigures vtc;
+  if (o.target == "cuda") {
+    cuda::Session session(o.model, {.n_ctx = ctx, .n_slots = 1, .graphs = true});
+    log("vtc, cuda target");
+    vtc = cuda::bench_cuda(session, o.spec, log);
+  } else if (o.target == "cpu") {
+    cpu::Session session(o.model, {.threads = o.threads, .n_ctx = ctx, .n_slots = 1, .optimize = !o.no_fuse});
+    log(fmt::format("vtc, {} threads{}", o.threads, o.no_fuse ? ", no fusion" : ""));
+    session.interpreter().set_profiling(o.profile);
+    vtc = bench_session(session, o.spec, log);
+    if (o.profile) fmt::print(stderr, "time per op (all repetitions):\n{}", session.interpreter().profile().table());
+  } else {
+    throw Error("bench: --target must be cpu or cuda, got " + o.target);
+  }
   BenchFigures ref;
   if (o.vs_reference) {
     log("llama.cpp reference, same model and threads");
@@ -90,14 +100,16 @@ int run(const BenchOptions& o) {
 Runner add_bench(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Prompt (pp) and generation (tg) throughput, optionally against llama.cpp");
   auto o = std::make_shared<BenchOptions>();
-  cmd->add_option("model", o->model, "GGUF model")->required()->check(CLI::ExistingFile);
+  cmd->add_option("model", o->model, "GGUF model or .vtc artifact")->required()->check(CLI::ExistingFile);
   cmd->add_option("-p,--n-prompt", o->spec.prompt_tokens, "Prompt tokens for pp (0: skip)")->capture_default_str();
   cmd->add_option("-n,--n-gen", o->spec.gen_tokens, "Generated tokens for tg (0: skip)")->capture_default_str();
   cmd->add_option("-r,--repetitions", o->spec.repetitions, "Repetitions (the median is reported)")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads, for vtc and the reference")->capture_default_str();
   cmd->add_flag("--vs-reference", o->vs_reference, "Also run llama.cpp (via vtc-ref) in the same run and print the ratio");
   cmd->add_option("--ref-tool", o->ref_tool, "Path of the vtc-ref harness (default: $VTC_REF_TOOL, then build/bin/vtc-ref)");
+  cmd->add_option("--target", o->target, "Where vtc runs: cpu or cuda")->capture_default_str();
   cmd->add_flag("--profile", o->profile, "Print vtc's time per op kind");
+  cmd->add_flag("--no-fuse", o->no_fuse, "CPU: compile a GGUF without the fusion passes (before/after comparisons)");
   cmd->add_option("--json", o->json_out, "Also write every repetition's figures to FILE as JSON");
   return [o] { return run(*o); };
 }

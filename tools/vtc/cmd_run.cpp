@@ -1,5 +1,7 @@
-// `vtc run MODEL.gguf`: tokenize a prompt (optionally through the chat
-// template), generate on the CPU interpreter, stream the text, print timings.
+// `vtc run MODEL.gguf|MODEL.vtc`: tokenize a prompt (optionally through the
+// chat template), generate on the CPU interpreter, stream the text, print
+// timings. A GGUF is compiled in memory with the standard pipeline; a .vtc
+// artifact (`vtc compile`) comes lowered.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -11,7 +13,9 @@
 #include "frontends/gguf/chat_template.h"
 #include "frontends/gguf/tokenizer/tokenizer.h"
 #include "ir/printer.h"
+#include "runtime/compile/artifact.h"
 #include "runtime/cpu/session.h"
+#include "runtime/diff/state_snapshot.h"
 #include "runtime/generate.h"
 #include "support/error.h"
 #include "tools/vtc/commands.h"
@@ -21,7 +25,8 @@ namespace {
 
 struct RunOptions {
   std::string model, prompt, system, tokens, dump_ir, dump_logits;
-  bool chat = false, quiet = false;
+  bool chat = false, quiet = false, fingerprint = false, no_fuse = false;
+  std::vector<std::string> disabled_passes;
   int threads = 0;
   int64_t ctx = 0;
   GenerateOptions gen;
@@ -59,12 +64,26 @@ std::vector<int32_t> prompt_ids(const RunOptions& o, const gguf::GgufFile& file,
   return tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
 }
 
-void dump_ir(const ir::Module& m, const std::string& dir) {
+// A compiled artifact has no pass history: its lowered module is the dump.
+void dump_lowered_ir(const ir::Module& m, const std::string& dir) {
   for (const auto& fn : m.functions) {
     std::filesystem::create_directories(std::filesystem::path(dir) / fn->name);
-    std::ofstream(std::filesystem::path(dir) / fn->name / "00-build.vtcir") << ir::print(m);
+    std::ofstream(std::filesystem::path(dir) / fn->name / "lowered.vtcir") << ir::print(m);
   }
-  fmt::print(stderr, "run: IR written to {}/<step>/00-build.vtcir\n", dir);
+  fmt::print(stderr, "run: lowered IR written to {}/<step>/lowered.vtcir\n", dir);
+}
+
+cpu::SessionOptions session_options(const RunOptions& o) {
+  cpu::SessionOptions s;
+  s.threads = o.threads;
+  s.n_ctx = o.ctx;
+  s.n_slots = 1;
+  s.optimize = !o.no_fuse;
+  passes::PassManagerOptions pm;
+  pm.dump_dir = is_artifact(o.model) ? "" : o.dump_ir;
+  pm.disabled_passes = o.disabled_passes;
+  s.passes = pm;
+  return s;
 }
 
 void dump_logits(const std::string& path, const GenerateResult& r, int64_t n_vocab) {
@@ -76,17 +95,28 @@ void dump_logits(const std::string& path, const GenerateResult& r, int64_t n_voc
   std::ofstream(path + ".json") << j.dump(1) << "\n";
 }
 
+// --fingerprint: generate() calls back after sampling each token and before
+// decoding it, so the states are those left by the step that produced it.
+void print_fingerprints(cpu::Session& session, int32_t slot, int step) {
+  diff::print_state_fingerprints(stderr, step, step == 0 ? "prefill" : "decode",
+                                 diff::snapshot_states(session.module(), session.states(), slot));
+}
+
 int run(const RunOptions& o) {
   if (o.prompt.empty() && o.tokens.empty()) throw Error("run: give a prompt with -p TEXT or --tokens 1,2,3");
-  cpu::Session session(o.model, {.threads = o.threads, .n_ctx = o.ctx, .n_slots = 1});
-  if (!o.dump_ir.empty()) dump_ir(session.module(), o.dump_ir);
+  cpu::Session session(o.model, session_options(o));
+  if (!o.dump_ir.empty() && is_artifact(o.model)) dump_lowered_ir(session.module(), o.dump_ir);
+  if (!o.dump_ir.empty() && !is_artifact(o.model))
+    fmt::print(stderr, "run: IR after every pass written to {}/<step>/NN-<pass>.vtcir\n", o.dump_ir);
   Tokenizer tok = Tokenizer::from_gguf(session.file());
   std::vector<int32_t> prompt = prompt_ids(o, session.file(), tok);
   GenerateOptions gen = o.gen;
   gen.keep_logits = !o.dump_logits.empty();
   if (!o.quiet && o.tokens.empty()) fmt::print("{}", o.chat ? "" : o.prompt);
   std::fflush(stdout);
-  GenerateResult r = generate(session, tok, prompt, gen, [&](int32_t, const std::string& piece) {
+  int step = 0;
+  GenerateResult r = generate(session, tok, prompt, gen, [&](int32_t id, const std::string& piece) {
+    if (o.fingerprint && id >= 0) print_fingerprints(session, gen.slot, step++);
     if (!o.quiet) {
       fmt::print("{}", piece);
       std::fflush(stdout);
@@ -105,10 +135,12 @@ int run(const RunOptions& o) {
 }  // namespace
 
 Runner add_run(CLI::App& app) {
-  auto* cmd = app.add_subcommand("run", "Generate text from a GGUF model on the CPU interpreter");
+  auto* cmd = app.add_subcommand("run", "Generate text from a GGUF model or a compiled .vtc on the CPU interpreter");
   auto o = std::make_shared<RunOptions>();
   o->gen.sampling.seed = 42;
-  cmd->add_option("model", o->model, "GGUF model")->required()->check(CLI::ExistingFile);
+  cmd->add_option("model", o->model, "GGUF model (compiled in memory) or .vtc artifact from `vtc compile`")
+      ->required()
+      ->check(CLI::ExistingFile);
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text");
   cmd->add_flag("--chat", o->chat, "Wrap the prompt as a user message in the model's chat template");
   cmd->add_option("--system", o->system, "System message (with --chat)");
@@ -125,9 +157,15 @@ Runner add_run(CLI::App& app) {
   cmd->add_option("--presence-penalty", o->gen.sampling.presence_penalty, "Presence penalty")->capture_default_str();
   cmd->add_option("--frequency-penalty", o->gen.sampling.frequency_penalty, "Frequency penalty")->capture_default_str();
   cmd->add_option("--seed", o->gen.sampling.seed, "Sampling seed (4294967295: random)")->capture_default_str();
-  cmd->add_option("--dump-ir", o->dump_ir, "Write the module as built (no passes yet) to DIR/<step>/00-build.vtcir");
+  cmd->add_option("--dump-ir", o->dump_ir,
+                  "GGUF: write the IR after every pass to DIR/<step>/NN-<pass>.vtcir; .vtc: the lowered IR to "
+                  "DIR/<step>/lowered.vtcir");
+  cmd->add_flag("--no-fuse", o->no_fuse, "GGUF: compile without the fusion passes (to compare or bisect)");
+  cmd->add_option("--disable-pass", o->disabled_passes, "GGUF: skip this pass of the pipeline (repeatable)");
   cmd->add_option("--dump-logits", o->dump_logits,
                   "Write raw f32 logits (one row per prompt position, then per generated token) and FILE.json");
+  cmd->add_flag("--fingerprint", o->fingerprint,
+                "After each step, print a fingerprint of every declared state to stderr (docs/cli.md)");
   cmd->add_flag("-q,--quiet", o->quiet, "Print only the generated ids");
   return [o] { return run(*o); };
 }

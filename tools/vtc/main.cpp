@@ -21,9 +21,13 @@ int main(int argc, char** argv) {
   };
   add(vtc::cli::add_inspect);
   add(vtc::cli::add_gen_model);
+  add(vtc::cli::add_compile);
   add(vtc::cli::add_run);
   add(vtc::cli::add_bench);
   add(vtc::cli::add_opt);
+  add(vtc::cli::add_kernels);
+  add(vtc::cli::add_diff);
+  add(vtc::cli::add_serve);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

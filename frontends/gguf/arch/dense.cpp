@@ -9,11 +9,13 @@
 //   x += attention(q,k,v over @kv.L) Wo
 //   x += (silu(h Wgate) * h Wup) Wdown, h = rms_norm(x)
 // Head: logits = rms_norm(x) Woutput (Woutput = token_embd when tied).
+// build_decoder (dense.h) takes an optional FFN builder that replaces the
+// SwiGLU line; the MoE architectures (qwen3moe.cpp) pass theirs.
 #include <fmt/format.h>
 
 #include <cmath>
 
-#include "frontends/gguf/arch/arch.h"
+#include "frontends/gguf/arch/dense.h"
 #include "ir/builder.h"
 #include "support/error.h"
 
@@ -26,24 +28,15 @@ using ir::ElemType;
 using ir::TensorType;
 using ir::Value;
 
-struct DenseHparams {
-  std::string arch;
-  int64_t n_vocab = 0, n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0,
-          n_ctx = 0, n_rot = 0;
-  double eps = 1e-5, rope_base = 10000.0;
-  float rope_freq_scale = 1.0f;
-  // YaRN (ext_factor 0: off), as the reference derives them from hparams.
-  float yarn_ext_factor = 0.0f, yarn_attn_factor = 1.0f;
-  int64_t yarn_n_ctx_orig = 0;
-  std::string rope_mode;
-  bool tied = false, has_bias = false, qk_norm = false, has_rope_freqs = false;
-};
+}  // namespace
 
 int64_t require_int(const gguf::GgufFile& f, const std::string& key) {
   auto v = f.get_int(key);
   if (!v || *v <= 0) throw Error(fmt::format("{}: missing or invalid hparam '{}'", f.path(), key));
   return *v;
 }
+
+namespace {
 
 // Rope scaling as the reference reads it: the factor applies unless the
 // type is "none" (the default type is linear); YaRN adds ext_factor 1 and an
@@ -70,7 +63,9 @@ void read_rope_scaling(const gguf::GgufFile& f, DenseHparams& h) {
   h.yarn_n_ctx_orig = f.get_int(a + ".rope.scaling.original_context_length").value_or(h.n_ctx);
 }
 
-DenseHparams read_hparams(const gguf::GgufFile& f) {
+}  // namespace
+
+DenseHparams read_dense_hparams(const gguf::GgufFile& f) {
   DenseHparams h;
   h.arch = f.architecture();
   const std::string& a = h.arch;
@@ -100,6 +95,8 @@ DenseHparams read_hparams(const gguf::GgufFile& f) {
   return h;
 }
 
+namespace {
+
 std::string blk(int64_t layer, const char* name) { return fmt::format("blk.{}.{}", layer, name); }
 
 // Declares every GGUF tensor as a weight, named like the tensor without
@@ -115,7 +112,8 @@ void declare_weights(ir::Module& m, const gguf::GgufFile& f) {
 
 class DenseBuilder {
  public:
-  DenseBuilder(ir::Module& m, const DenseHparams& h, const BuildOptions& o) : m_(m), h_(h), o_(o) {}
+  DenseBuilder(ir::Module& m, const DenseHparams& h, const BuildOptions& o, const FfnFn& ffn)
+      : m_(m), h_(h), o_(o), ffn_(ffn) {}
 
   void declare_states() {
     const Dim P = Dim::symbol("P");
@@ -193,6 +191,7 @@ class DenseBuilder {
 
   Value ffn_block(Builder& b, Value x, int64_t l) {
     Value h = b.rms_norm(x, w(b, blk(l, "ffn_norm")), h_.eps);
+    if (ffn_) return b.add(x, ffn_(b, h, l));
     Value gate = b.silu(b.matmul(h, w(b, blk(l, "ffn_gate"))));
     Value up = b.matmul(h, w(b, blk(l, "ffn_up")));
     return b.add(x, b.matmul(b.mul(gate, up), w(b, blk(l, "ffn_down"))));
@@ -206,20 +205,20 @@ class DenseBuilder {
   ir::Module& m_;
   const DenseHparams& h_;
   const BuildOptions& o_;
+  const FfnFn& ffn_;
 };
 
-ir::Module build_dense(const gguf::GgufFile& f, const BuildOptions& o) {
-  DenseHparams h = read_hparams(f);
+}  // namespace
+
+ir::Module build_decoder(const gguf::GgufFile& f, const BuildOptions& o, const DenseHparams& h, const FfnFn& ffn) {
   ir::Module m;
   declare_weights(m, f);
-  DenseBuilder builder(m, h, o);
+  DenseBuilder builder(m, h, o, ffn);
   builder.declare_states();
   builder.build_prefill();
   builder.build_decode();
   return m;
 }
-
-}  // namespace
 
 ir::ElemType elem_type_of(GgmlType type) {
   switch (type) {
@@ -233,12 +232,13 @@ ir::ElemType elem_type_of(GgmlType type) {
   }
 }
 
-std::vector<std::string> known_architectures() { return {"llama", "qwen2", "qwen3"}; }
+std::vector<std::string> known_architectures() { return {"llama", "qwen2", "qwen3", "qwen3moe"}; }
 
 ir::Module build_module(const gguf::GgufFile& f, const BuildOptions& o) {
   const std::string arch = f.architecture();
+  if (arch == "qwen3moe") return build_qwen3moe(f, o);
   for (const auto& known : known_architectures())
-    if (arch == known) return build_dense(f, o);
+    if (arch == known) return build_decoder(f, o, read_dense_hparams(f));
   throw Error(fmt::format("{}: architecture '{}' is not supported (supported: {})", f.path(),
                           arch.empty() ? "(none)" : arch, fmt::join(known_architectures(), ", ")));
 }

@@ -12,7 +12,9 @@
 //     out = acc / S   (0 when no key is visible)
 //
 // The f16 accumulator rounds after every update; f16_accumulator=false keeps
-// it in f32 instead. Work is split over (token, head) rows.
+// it in f32 instead. Work is split over (token, head) rows. With a page
+// table, cache row j is read from page table[j / page], row j % page: the
+// arithmetic, and so the result, is the same as on a dense copy.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -44,6 +46,10 @@ void attention(const float* q, const void* k, const void* v, const int32_t* q_po
   float scale = p.scale;
   if (p.softcap != 0.0f) scale /= p.softcap;
   const detail::FloatKernels& fk = detail::active_float_kernels();
+  if (p.page_table != nullptr && p.page_size <= 0) throw Error("attention: a page table needs a page size");
+  auto physical_row = [&](int64_t j) {
+    return p.page_table == nullptr ? j : int64_t(p.page_table[j / p.page_size]) * p.page_size + j % p.page_size;
+  };
 
   pool.parallel_for(p.n_tokens * p.n_head, [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> acc32;
@@ -66,8 +72,9 @@ void attention(const float* q, const void* k, const void* v, const int32_t* q_po
         const int32_t kp = kv_pos != nullptr ? kv_pos[j] : static_cast<int32_t>(j);
         if (kp > qp) continue;
         if (p.n_swa > 0 && static_cast<int64_t>(qp) - kp >= p.n_swa) continue;
-        const size_t k_off = static_cast<size_t>((j * p.n_head_kv + hkv) * dk) * esize;
-        const size_t v_off = static_cast<size_t>((j * p.n_head_kv + hkv) * dv) * esize;
+        const int64_t r = physical_row(j);
+        const size_t k_off = static_cast<size_t>((r * p.n_head_kv + hkv) * dk) * esize;
+        const size_t v_off = static_cast<size_t>((r * p.n_head_kv + hkv) * dv) * esize;
         float s = f16 ? fk.dot_f16(reinterpret_cast<const uint16_t*>(kb + k_off), q16.data(), dk)
                       : fk.dot_f32(reinterpret_cast<const float*>(kb + k_off), qr, dk);
         s *= scale;

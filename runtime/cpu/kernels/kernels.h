@@ -132,11 +132,17 @@ struct AttentionParams {
   // Accumulate V in f16 when kv_type is F16, as ggml's CPU flash attention
   // does (default; matches the reference). false: accumulate in f32.
   bool f16_accumulator = true;
+  // Paged cache: cache row j lives at physical row
+  // page_table[j / page_size] * page_size + j % page_size of k and v.
+  // null: row j is physical row j (a dense cache).
+  const int32_t* page_table = nullptr;
+  int64_t page_size = 0;
 };
 
 // Causal attention for one sequence.
 // q: [n_tokens][n_head][head_dim] f32. k: [n_kv][n_head_kv][head_dim],
-// v: [n_kv][n_head_kv][head_dim_v], both of kv_type. q_pos: position of each
+// v: [n_kv][n_head_kv][head_dim_v], both of kv_type (rows through the page
+// table when params.page_table is set). q_pos: position of each
 // query token; kv_pos: position of each cache row (null: row index). Key j
 // is visible to query i iff kv_pos[j] <= q_pos[i] (and the window allows it).
 // out: [n_tokens][n_head][head_dim_v]; a query that sees no key gets zeros.

@@ -1,0 +1,158 @@
+// Op dispatch for the CUDA code generator and the step driver.
+//
+// The dispatch table is generated from ir/ops.def, one entry per op, so an
+// op added to the table without a CUDA emitter fails to compile here.
+// generate_step walks a function in order: weights and alias ops become
+// bindings (no launch), every other op its emitter's kernels. A fused region
+// of kind `elementwise` becomes one kernel (emit_fused); other region kinds
+// run their body op by op, with the body's arguments aliased to the region's
+// operands and the region's results to the body's returned values.
+#include <fmt/format.h>
+
+#include "codegen/cuda/emit.h"
+#include "support/error.h"
+
+namespace vtc::cuda {
+namespace {
+
+struct Ctx {
+  const ir::Module& module;
+  const ir::Function& fn;
+  const std::string& what;
+};
+using EmitFn = Kernels (*)(const Ctx&, const ir::Op&);
+
+Kernels none(const Ctx&, const ir::Op&) { return {}; }
+Kernels elementwise(const Ctx& c, const ir::Op& op) { return emit_elementwise(c.fn, op, c.what); }
+Kernels data(const Ctx& c, const ir::Op& op) { return emit_data_movement(op, c.what); }
+Kernels state(const Ctx& c, const ir::Op& op) { return emit_state(c.module, op, c.what); }
+Kernels ngram(const Ctx& c, const ir::Op& op) { return emit_ngram(op, c.what); }
+
+Kernels emit_Weight(const Ctx& c, const ir::Op& op) { return none(c, op); }
+Kernels emit_StateRead(const Ctx& c, const ir::Op& op) { return state(c, op); }
+Kernels emit_StateWrite(const Ctx& c, const ir::Op& op) { return state(c, op); }
+Kernels emit_ToHost(const Ctx& c, const ir::Op& op) { return none(c, op); }
+Kernels emit_ToDevice(const Ctx& c, const ir::Op& op) { return none(c, op); }
+Kernels emit_Embed(const Ctx& c, const ir::Op& op) { return emit_embed(op, c.what); }
+Kernels emit_Matmul(const Ctx& c, const ir::Op& op) { return emit_matmul(op, c.what); }
+Kernels emit_Add(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
+Kernels emit_Mul(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
+Kernels emit_Silu(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
+Kernels emit_Gelu(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
+Kernels emit_Sigmoid(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
+Kernels emit_Softplus(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
+Kernels emit_Exp(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
+Kernels emit_Neg(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
+Kernels emit_Scale(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
+Kernels emit_Cast(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
+Kernels emit_RmsNorm(const Ctx& c, const ir::Op& op) { return emit_rms_norm(op, c.what); }
+Kernels emit_Rope(const Ctx& c, const ir::Op& op) { return emit_rope(op, c.what); }
+Kernels emit_Attention(const Ctx& c, const ir::Op& op) { return emit_attention(c.module, op, c.what); }
+Kernels emit_Softmax(const Ctx& c, const ir::Op& op) { return emit_softmax(op, c.what); }
+Kernels emit_Argmax(const Ctx& c, const ir::Op& op) { return emit_argmax(op, c.what); }
+Kernels emit_TopK(const Ctx& c, const ir::Op& op) { return emit_top_k(op, c.what); }
+// Mixture of experts runs on the CPU interpreter only so far.
+Kernels emit_MoeRoute(const Ctx&, const ir::Op& op) { unsupported(op, "mixture-of-experts routing has no CUDA kernel yet (CPU only)"); }
+Kernels emit_MoeFfn(const Ctx&, const ir::Op& op) { unsupported(op, "mixture-of-experts FFN has no CUDA kernel yet (CPU only)"); }
+Kernels emit_Reshape(const Ctx& c, const ir::Op& op) { return none(c, op); }
+Kernels emit_View(const Ctx& c, const ir::Op& op) { return none(c, op); }
+Kernels emit_Transpose(const Ctx& c, const ir::Op& op) { return data(c, op); }
+Kernels emit_Concat(const Ctx& c, const ir::Op& op) { return data(c, op); }
+Kernels emit_Slice(const Ctx& c, const ir::Op& op) { return data(c, op); }
+Kernels emit_Gather(const Ctx& c, const ir::Op& op) { return data(c, op); }
+Kernels emit_Scatter(const Ctx& c, const ir::Op& op) { return data(c, op); }
+Kernels emit_NgramHash(const Ctx& c, const ir::Op& op) { return ngram(c, op); }
+Kernels emit_NgramRoll(const Ctx& c, const ir::Op& op) { return ngram(c, op); }
+[[maybe_unused]] Kernels emit_Fused(const Ctx& c, const ir::Op& op) { return emit_fused(c.module, c.fn, op, c.what); }
+Kernels emit_Return(const Ctx& c, const ir::Op& op) { return none(c, op); }
+
+constexpr EmitFn kEmit[] = {
+#define VTC_OP(id, ...) &emit_##id,
+#include "ir/ops.def"
+#undef VTC_OP
+};
+
+// "%x = embed (op #1 in @decode) -> T x 64 x f32"; unnamed results show only
+// their types.
+std::string describe(const ir::Function& fn, const ir::Op& op, size_t index) {
+  std::string names, types;
+  for (const auto& r : op.results) {
+    if (!r->name.empty()) names += (names.empty() ? "%" : ", %") + r->name;
+    types += (types.empty() ? "" : ", ") + ir::shape_str(r.type().shape) + " x " + r.type().elem.name();
+  }
+  return fmt::format("{}{}{} (op #{} in @{}){}{}", names, names.empty() ? "" : " = ", op.mnemonic(), index, fn.name,
+                     types.empty() ? "" : " -> ", types);
+}
+
+void walk(const ir::Module& m, const ir::Function& fn, StepKernels& out);
+
+// Non-elementwise regions: the body's ops in order, wired by aliases.
+void lower_region_as_sequence(const ir::Module& m, const ir::Op& op, StepKernels& out) {
+  const ir::Function& body = *op.body;
+  for (size_t i = 0; i < body.args.size() && i < op.operands.size(); ++i)
+    out.aliases.push_back({body.args[i].data(), op.operands[i].data(), 0});
+  StepKernels inner;
+  inner.function = out.function;
+  walk(m, body, inner);
+  for (auto& k : inner.kernels) out.kernels.push_back(std::move(k));
+  for (auto& a : inner.aliases) out.aliases.push_back(a);
+  for (auto& w : inner.weights) out.weights.push_back(w);
+  for (size_t i = 0; i < op.results.size() && i < inner.returns.size(); ++i)
+    out.aliases.push_back({op.results[i].data(), inner.returns[i], 0});
+}
+
+void walk(const ir::Module& m, const ir::Function& fn, StepKernels& out) {
+  for (size_t i = 0; i < fn.ops.size(); ++i) {
+    const ir::Op& op = *fn.ops[i];
+    switch (op.kind) {
+      case ir::OpKind::Weight:
+        out.weights.push_back({op.results[0].data(), op.attr("name")->s});
+        continue;
+      case ir::OpKind::Reshape:
+      case ir::OpKind::ToHost:
+      case ir::OpKind::ToDevice:
+        out.aliases.push_back({op.results[0].data(), op.operands[0].data(), 0});
+        continue;
+      case ir::OpKind::View:
+        out.aliases.push_back({op.results[0].data(), op.operands[0].data(), op.attr("offset")->dim});
+        continue;
+      case ir::OpKind::Return:
+        for (const auto& v : op.operands) out.returns.push_back(v.data());
+        continue;
+      default:
+        break;
+    }
+    if (op.body && op.attr("kind") && op.attr("kind")->s != "elementwise") {
+      lower_region_as_sequence(m, op, out);
+      continue;
+    }
+    const std::string what = describe(fn, op, i);
+    Ctx ctx{m, fn, what};
+    for (auto& k : kEmit[static_cast<size_t>(op.kind)](ctx, op)) out.kernels.push_back(std::move(k));
+  }
+}
+
+}  // namespace
+
+bool is_alias_op(ir::OpKind kind) {
+  return kind == ir::OpKind::Weight || kind == ir::OpKind::Reshape || kind == ir::OpKind::View ||
+         kind == ir::OpKind::ToHost || kind == ir::OpKind::ToDevice || kind == ir::OpKind::Return;
+}
+
+std::vector<Kernel> generate_op(const ir::Module& module, const ir::Function& fn, const ir::Op& op) {
+  size_t index = 0;
+  for (size_t i = 0; i < fn.ops.size(); ++i)
+    if (fn.ops[i].get() == &op) index = i;
+  const std::string what = describe(fn, op, index);
+  Ctx ctx{module, fn, what};
+  return kEmit[static_cast<size_t>(op.kind)](ctx, op);
+}
+
+StepKernels generate_step(const ir::Module& module, const ir::Function& fn) {
+  StepKernels out;
+  out.function = fn.name;
+  walk(module, fn, out);
+  return out;
+}
+
+}  // namespace vtc::cuda

@@ -1,0 +1,97 @@
+// Internal to codegen/cuda: the builder every op emitter uses, and the
+// emitters themselves (one file per op family).
+//
+// An emitter declares its parameters through the builder (buffers, state
+// bases, step symbols), writes the kernel body as text with fmt, and names
+// the device helpers it calls; the builder assembles the translation unit
+// (prelude, helpers, signature, body), hashes it into the entry name and
+// records the launch. Dims are written as C expressions: a constant is a
+// literal (the kernel is specialized on it), a symbol becomes the `long long`
+// parameter s_<symbol>.
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "codegen/cuda/kernel.h"
+
+namespace vtc::cuda {
+
+class KernelBuilder {
+ public:
+  KernelBuilder(std::string_view mnemonic, std::string what);
+
+  // A buffer parameter for an IR value; returns the parameter name.
+  std::string in(const ir::Value& v, const std::string& name);
+  std::string out(const ir::Value& v, const std::string& name);
+  // State and bookkeeping parameters.
+  std::string state_rows(const std::string& state, const std::string& name, const std::string& ctype);
+  std::string state_pool(const std::string& state, int half, const std::string& name, const std::string& ctype);
+  std::string slots();       // const int* slots
+  std::string page_table();  // const int* page_table, stride PT_STRIDE
+  std::string scratch(const ir::Dim& bytes);  // float* scratch
+  std::string extra(const std::string& name, const std::string& ctype);
+
+  // A dim as a C expression of type long long.
+  std::string expr(const ir::Dim& d);
+  // Requires a named helper from the helper library (helpers.cpp).
+  void need(const std::string& helper);
+  void body(std::string code) { body_ += code; }
+  void launch(const ir::Dim& threads_x, int block, const ir::Dim& rows_y = 1, int rows_per_block_y = 1);
+
+  Kernel finish();
+
+ private:
+  std::string add(KernelArg arg);
+  std::string mnemonic_;
+  Kernel kernel_;
+  std::set<std::string> symbols_;
+  std::vector<std::string> helpers_;
+  std::string body_;
+};
+
+// The C type of an element: float, unsigned short (f16/bf16 bits), int,
+// long long, unsigned char (u8 and quantized blocks).
+std::string c_type(const ir::ElemType& e);
+// A C expression converting element `i` of buffer `p` (of type e) to float.
+std::string load_as_float(const ir::ElemType& e, const std::string& p, const std::string& i);
+// A C statement storing float `v` into element `i` of `p`.
+std::string store_from_float(const ir::ElemType& e, const std::string& p, const std::string& i, const std::string& v);
+// Shape helpers (symbolic).
+ir::Dim numel(const ir::TensorType& t);
+ir::Dim dims_product(const ir::Shape& s, size_t from, size_t to);
+// A float attribute (int literals widen); `fallback` when absent.
+double attr_f(const ir::Op& op, const char* name, double fallback = 0);
+int64_t attr_i(const ir::Op& op, const char* name, int64_t fallback = 0);
+// A float literal for CUDA source that round-trips exactly (hex float).
+std::string flit(double v);
+[[noreturn]] void unsupported(const ir::Op& op, const std::string& why);
+
+// Helper library: source for a named device helper and its dependencies.
+std::string helper_source(const std::string& name);
+std::vector<std::string> helper_deps(const std::string& name);
+std::string prelude_source();
+// Quantized weights: supported on CUDA, block geometry and the name of the
+// helper that dequantizes 32 consecutive values.
+bool quant_supported(GgmlType t);
+std::string deq32_helper(GgmlType t);
+
+// Emitters, one per op family. `fn` and `op` describe the op; they return
+// the kernels in launch order.
+using Kernels = std::vector<Kernel>;
+Kernels emit_elementwise(const ir::Function& fn, const ir::Op& op, const std::string& what);
+Kernels emit_fused(const ir::Module& m, const ir::Function& fn, const ir::Op& op, const std::string& what);
+Kernels emit_rms_norm(const ir::Op& op, const std::string& what);
+Kernels emit_softmax(const ir::Op& op, const std::string& what);
+Kernels emit_argmax(const ir::Op& op, const std::string& what);
+Kernels emit_top_k(const ir::Op& op, const std::string& what);
+Kernels emit_matmul(const ir::Op& op, const std::string& what);
+Kernels emit_embed(const ir::Op& op, const std::string& what);
+Kernels emit_rope(const ir::Op& op, const std::string& what);
+Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string& what);
+Kernels emit_data_movement(const ir::Op& op, const std::string& what);
+Kernels emit_state(const ir::Module& m, const ir::Op& op, const std::string& what);
+Kernels emit_ngram(const ir::Op& op, const std::string& what);
+
+}  // namespace vtc::cuda

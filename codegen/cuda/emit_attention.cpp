@@ -1,0 +1,200 @@
+// Paged attention: append this step's K/V rows to the KV pools through the
+// page table, then attend.
+//
+// KV state layout (runtime/state): a pool of pages per paged state, K pages
+// then V pages, each [P][page][Hkv][D] of f16 or f32. Sequence s's position
+// p lives in page page_table[s * PT_STRIDE + p / page] at row p % page.
+// Query token t of sequence seq[t] at position pos[t] sees that sequence's
+// keys at positions 0..pos[t] (causal; the executor appends before it
+// attends, so tokens of one step see each other), minus those at or before
+// pos[t] - window with a sliding window.
+//
+// Kernels:
+//  1. kv_append: one thread per (token, K/V element) stores the rows.
+//  2. prefill (rows with the symbol T): flash attention, one warp per
+//     (token, query head); each lane holds dims lane, lane+32, ... of q and the
+//     output accumulator; per key a warp sum gives the score, and the
+//     online softmax (running max m, sum l) rescales the accumulator.
+//  3. decode (other rows, one token per sequence): split-K flash decoding.
+//     Grid y = SPLITS: each warp handles one slice of the keys and writes
+//     (m, l, acc[D]) to scratch; attn_combine merges the slices per (token,
+//     head) with weights exp(m_i - max m). Long contexts then use
+//     S * Hq * SPLITS warps instead of S * Hq.
+// Scores: s = (q . k) * scale, or softcap * tanh(s * scale / softcap). The
+// accumulator is f32 (the CPU accumulates V in f16 for an f16 cache, as
+// ggml's CPU flash attention does; see docs/cuda.md). A query with no
+// visible key outputs zeros.
+#include <fmt/format.h>
+
+#include "codegen/cuda/emit.h"
+
+namespace vtc::cuda {
+namespace {
+
+constexpr int kSplits = 16;
+
+struct AttnShape {
+  int64_t hq, hkv, d, page;
+  ir::Dim tokens;
+  std::string kv_ctype;   // element C type in the pool
+  std::string kv_load;    // "vtc_h2f" or ""
+  std::string state;
+};
+
+AttnShape attn_shape(const ir::Module& m, const ir::Op& op) {
+  const ir::TensorType& qt = op.operands[0].type();
+  const ir::TensorType& kt = op.operands[1].type();
+  for (size_t i = 0; i < 3; ++i)
+    if (op.operands[i].type().elem.kind() != ir::ElemType::F32 || op.operands[i].type().rank() != 3)
+      unsupported(op, "q, k and v must be [T, H, D] f32");
+  auto hq = qt.shape[1].constant(), hkv = kt.shape[1].constant(), d = qt.shape[2].constant();
+  if (!hq || !hkv || !d || *hkv <= 0 || *hq % *hkv != 0) unsupported(op, "head counts must be constant, Hq a multiple of Hkv");
+  if (*d <= 0 || *d > 512) unsupported(op, fmt::format("head_dim {} must be in [1, 512]", *d));
+  const std::string state = op.attr("state")->s;
+  const ir::StateDecl* decl = m.find_state(state);
+  if (!decl || decl->kind != ir::StateKind::Paged || decl->type.rank() != 5)
+    unsupported(op, "state @" + state + " must be a paged [2, P, page, Hkv, D] state");
+  auto page = decl->type.shape[2].constant();
+  if (!page || *page <= 0) unsupported(op, "the KV page size must be constant");
+  const ir::ElemType e = decl->type.elem;
+  if (e.kind() != ir::ElemType::F16 && e.kind() != ir::ElemType::F32) unsupported(op, "the KV cache must be f16 or f32");
+  const bool f16 = e.kind() == ir::ElemType::F16;
+  return {*hq, *hkv, *d, *page, qt.shape[0], f16 ? "unsigned short" : "float", f16 ? "vtc_h2f" : "", state};
+}
+
+Kernel kv_append(const ir::Op& op, const AttnShape& a, const std::string& what) {
+  KernelBuilder kb("kv_append", what + " [kv append]");
+  const std::string k = kb.in(op.operands[1], "k"), v = kb.in(op.operands[2], "v"), pos = kb.in(op.operands[3], "pos"),
+                    seq = kb.in(op.operands[4], "seq");
+  const std::string kp = kb.state_pool(a.state, 0, "k_pool", a.kv_ctype + "*");
+  const std::string vp = kb.state_pool(a.state, 1, "v_pool", a.kv_ctype + "*");
+  const std::string pt = kb.page_table();
+  const std::string store_k = a.kv_load.empty() ? "kf" : "vtc_f2h(kf)";
+  const std::string store_v = a.kv_load.empty() ? "vf" : "vtc_f2h(vf)";
+  kb.body(fmt::format(R"(  constexpr long long ROW = {0}, PAGE = {1};
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < {2} * ROW; e += (long long)gridDim.x * blockDim.x) {{
+    const long long t = e / ROW, i = e % ROW;
+    const long long p = {3}[t];
+    const long long row = (long long){4}[(long long){5}[t] * s_PT_STRIDE + p / PAGE] * PAGE + p % PAGE;
+    const float kf = {6}[e], vf = {7}[e];
+    {8}[row * ROW + i] = {9};
+    {10}[row * ROW + i] = {11};
+  }}
+)",
+                      a.hkv * a.d, a.page, kb.expr(a.tokens), pos, pt, seq, k, v, kp, store_k, vp, store_v));
+  kb.launch(a.tokens * (a.hkv * a.d), 256);
+  return kb.finish();
+}
+
+// The shared flash loop over keys [j_begin, j_end) of one (token, head).
+std::string flash_loop(const AttnShape& a, double scale, double softcap, int64_t window) {
+  const std::string load = a.kv_load;
+  std::string score = softcap != 0.0 ? fmt::format("{} * tanhf(s * {})", flit(softcap), flit(scale / softcap))
+                                     : fmt::format("s * {}", flit(scale));
+  std::string mask = window > 0 ? fmt::format("      if (qp - j >= {}) continue;\n", window) : "";
+  return fmt::format(R"(    for (long long j = j_begin; j < j_end; ++j) {{
+{0}      const long long row = (long long)page_table[sq * s_PT_STRIDE + j / PAGE] * PAGE + j % PAGE;
+      const {1}* kr = k_pool + row * ROW + kvh * D;
+      const {1}* vr = v_pool + row * ROW + kvh * D;
+      float s = 0.0f;
+      for (int i = 0; i < DL; ++i) if (lane + 32 * i < D) s += qv[i] * {2}(kr[lane + 32 * i]);
+      s = vtc_warp_sum(s);
+      s = {3};
+      const float m_new = fmaxf(m, s);
+      const float corr = expf(m - m_new), p = expf(s - m_new);
+      l = l * corr + p;
+      for (int i = 0; i < DL; ++i) if (lane + 32 * i < D) acc[i] = acc[i] * corr + p * {2}(vr[lane + 32 * i]);
+      m = m_new;
+    }}
+)",
+                     mask, a.kv_ctype, load, score);
+}
+
+// Parameters and per-warp setup common to prefill and decode kernels.
+std::string flash_prologue(const AttnShape& a) {
+  return fmt::format(R"(  constexpr long long HQ = {0}, HKV = {1}, D = {2}, PAGE = {3}, ROW = {1} * {2};
+  constexpr int DL = ({2} + 31) / 32;
+  const int lane = threadIdx.x & 31;
+  const long long w = blockIdx.x * (long long)(blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (w >= TOKENS * HQ) return;
+  const long long t = w / HQ, h = w % HQ, kvh = h / (HQ / HKV);
+  const long long qp = pos[t], sq = seq[t];
+  float qv[DL], acc[DL];
+  for (int i = 0; i < DL; ++i) {{ qv[i] = lane + 32 * i < D ? q[(t * HQ + h) * D + lane + 32 * i] : 0.0f; acc[i] = 0.0f; }}
+  float m = -__int_as_float(0x7f800000), l = 0.0f;
+)",
+                     a.hq, a.hkv, a.d, a.page);
+}
+
+}  // namespace
+
+Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string& what) {
+  const AttnShape a = attn_shape(m, op);
+  const double scale = attr_f(op, "scale", 1.0), softcap = attr_f(op, "softcap", 0.0);
+  const int64_t window = attr_i(op, "window", 0);
+  Kernels out{kv_append(op, a, what)};
+  const bool prefill = a.tokens.str().find('T') != std::string::npos;
+  KernelBuilder kb(prefill ? "attn_prefill" : "attn_decode", what);
+  kb.in(op.operands[0], "q");
+  kb.in(op.operands[3], "pos");
+  kb.in(op.operands[4], "seq");
+  kb.state_pool(a.state, 0, "k_pool", "const " + a.kv_ctype + "*");
+  kb.state_pool(a.state, 1, "v_pool", "const " + a.kv_ctype + "*");
+  kb.page_table();
+  const std::string tokens = kb.expr(a.tokens);
+  std::string body = fmt::format("  const long long TOKENS = {};\n", tokens) + flash_prologue(a);
+  if (prefill) {
+    kb.out(op.results[0], "out");
+    body += "  const long long j_begin = 0, j_end = qp + 1;\n" + flash_loop(a, scale, softcap, window);
+    body += "  for (int i = 0; i < DL; ++i)\n    if (lane + 32 * i < D) out[(t * HQ + h) * D + lane + 32 * i] = l > 0.0f ? acc[i] / l : 0.0f;\n";
+    kb.body(body);
+    kb.launch(a.tokens * (a.hq * 32), 128);
+    out.push_back(kb.finish());
+    return out;
+  }
+  const ir::Dim part_floats = a.tokens * (a.hq * kSplits * (a.d + 2));
+  kb.scratch(part_floats * 4);
+  body += fmt::format(R"(  constexpr long long SPLITS = {0};
+  const long long n_kv = qp + 1, per = (n_kv + SPLITS - 1) / SPLITS;
+  const long long j_begin = blockIdx.y * per, j_end = min(n_kv, j_begin + per);
+)",
+                      kSplits);
+  body += flash_loop(a, scale, softcap, window);
+  body += R"(  float* part = scratch + ((t * HQ + h) * SPLITS + blockIdx.y) * (D + 2);
+  if (lane == 0) { part[0] = m; part[1] = l; }
+  for (int i = 0; i < DL; ++i) if (lane + 32 * i < D) part[2 + lane + 32 * i] = acc[i];
+)";
+  kb.body(body);
+  kb.launch(a.tokens * (a.hq * 32), 128, ir::Dim(kSplits), 1);
+  out.push_back(kb.finish());
+
+  KernelBuilder cb("attn_combine", what + " [split-K combine]");
+  cb.scratch(part_floats * 4);
+  const std::string o = cb.out(op.results[0], "out");
+  cb.body(fmt::format(R"(  constexpr long long HQ = {0}, D = {1}, SPLITS = {2};
+  constexpr int DL = ({1} + 31) / 32;
+  const int lane = threadIdx.x & 31;
+  const long long w = blockIdx.x * (long long)(blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (w >= {3} * HQ) return;
+  const float* part = scratch + w * SPLITS * (D + 2);
+  float mx = -__int_as_float(0x7f800000);
+  for (int s = 0; s < SPLITS; ++s) if (part[s * (D + 2) + 1] > 0.0f) mx = fmaxf(mx, part[s * (D + 2)]);
+  float l = 0.0f, acc[DL];
+  for (int i = 0; i < DL; ++i) acc[i] = 0.0f;
+  for (int s = 0; s < SPLITS; ++s) {{
+    const float* ps = part + s * (D + 2);
+    if (ps[1] <= 0.0f) continue;
+    const float f = expf(ps[0] - mx);
+    l += ps[1] * f;
+    for (int i = 0; i < DL; ++i) if (lane + 32 * i < D) acc[i] += ps[2 + lane + 32 * i] * f;
+  }}
+  for (int i = 0; i < DL; ++i)
+    if (lane + 32 * i < D) {4}[w * D + lane + 32 * i] = l > 0.0f ? acc[i] / l : 0.0f;
+)",
+                      a.hq, a.d, kSplits, cb.expr(a.tokens), o));
+  cb.launch(a.tokens * (a.hq * 32), 128);
+  out.push_back(cb.finish());
+  return out;
+}
+
+}  // namespace vtc::cuda

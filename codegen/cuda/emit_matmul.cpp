@@ -1,0 +1,171 @@
+// Quantized matmul and embedding lookup, reading weight blocks directly.
+//
+// y[m, n] = sum_k x[m, k] * w[n, k], w in GGUF layout (rows of blocks).
+// Two shapes of kernel, chosen from the row count M of x:
+//  - GEMV (M without the prefill symbol T: decode's S rows, the head's R
+//    rows): one warp per weight row n. Lane l walks the 32-value chunks
+//    l, l+32, ... of the row, decodes each once (deq32_<type>) and
+//    multiplies it into up to 8 activation rows held in registers; warp
+//    shuffles sum the lanes. Weights are read once per 8 rows of x.
+//  - GEMM (prefill, M = T...): 64x64 output tiles, 256 threads, 4x4
+//    outputs per thread; per 32-wide k step, 64 threads decode one chunk of
+//    a weight row each into shared memory and all threads stage 64x32
+//    activations, then multiply from shared memory.
+// Numerics (docs/cuda.md): weights decode to the CPU's floats; activations
+// stay f32 for quantized weights (the CPU rounds them to q8 blocks first),
+// and are rounded to f16 / bf16 for f16 / bf16 weights as the CPU does;
+// sums are f32.
+#include <fmt/format.h>
+
+#include "codegen/cuda/emit.h"
+
+namespace vtc::cuda {
+namespace {
+
+GgmlType weight_type(const ir::ElemType& e) {
+  switch (e.kind()) {
+    case ir::ElemType::F32: return GgmlType::F32;
+    case ir::ElemType::F16: return GgmlType::F16;
+    case ir::ElemType::BF16: return GgmlType::BF16;
+    case ir::ElemType::Quant: return e.quant_type();
+    default: return GgmlType::I32;
+  }
+}
+
+std::string round_activation(GgmlType w, const std::string& v) {
+  if (w == GgmlType::F16) return fmt::format("vtc_h2f(vtc_f2h({}))", v);
+  if (w == GgmlType::BF16) return fmt::format("vtc_bf2f(vtc_f2bf({}))", v);
+  return v;
+}
+
+bool has_symbol(const ir::Dim& d, const std::string& sym) {
+  const std::string s = d.str();
+  for (size_t i = s.find(sym); i != std::string::npos; i = s.find(sym, i + 1)) {
+    const bool start = i == 0 || !std::isalnum(static_cast<unsigned char>(s[i - 1]));
+    const bool end = i + sym.size() >= s.size() || !std::isalnum(static_cast<unsigned char>(s[i + sym.size()]));
+    if (start && end) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Kernels emit_matmul(const ir::Op& op, const std::string& what) {
+  const ir::TensorType& xt = op.operands[0].type();
+  const ir::TensorType& wt = op.operands[1].type();
+  if (xt.elem.kind() != ir::ElemType::F32) unsupported(op, "the input must be f32, got " + xt.str());
+  const GgmlType wtype = weight_type(wt.elem);
+  if (!quant_supported(wtype)) unsupported(op, "weight type " + wt.elem.name() + " has no CUDA kernel");
+  auto n_rows = wt.shape[0].constant(), k_cols = wt.shape[1].constant();
+  if (!n_rows || !k_cols) unsupported(op, "the weight shape must be constant");
+  if (*k_cols % 32 != 0) unsupported(op, fmt::format("K = {} is not a multiple of 32", *k_cols));
+  const ir::Dim m = dims_product(xt.shape, 0, xt.shape.size() - 1);
+  const int64_t N = *n_rows, K = *k_cols, chunks = K / 32;
+  KernelBuilder kb(has_symbol(m, "T") ? "gemm" : "gemv", what);
+  const std::string x = kb.in(op.operands[0], "x"), w = kb.in(op.operands[1], "w"), y = kb.out(op.results[0], "y");
+  const std::string deq = deq32_helper(wtype);
+  kb.need(deq);
+  const uint64_t row_bytes = *ggml_bytes_for(wtype, uint64_t(K));
+  if (!has_symbol(m, "T")) {
+    kb.body(fmt::format(R"(  constexpr long long N = {0}, K = {1}, CHUNKS = {2}, ROW_BYTES = {3};
+  const long long M = {4};
+  const int lane = threadIdx.x & 31;
+  const long long n = blockIdx.x * (long long)(blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (n >= N) return;
+  const u8* wr = (const u8*){5} + n * ROW_BYTES;
+  for (long long m0 = 0; m0 < M; m0 += 8) {{
+    float acc[8] = {{0, 0, 0, 0, 0, 0, 0, 0}};
+    for (long long c = lane; c < CHUNKS; c += 32) {{
+      float wv[32];
+      {6}(wr, c, wv);
+      for (int r = 0; r < 8; ++r) {{
+        if (m0 + r >= M) break;
+        const float* xr = {7} + (m0 + r) * K + 32 * c;
+        float s = 0.0f;
+        for (int l = 0; l < 32; ++l) s += wv[l] * {8};
+        acc[r] += s;
+      }}
+    }}
+    for (int r = 0; r < 8; ++r) {{
+      const float s = vtc_warp_sum(acc[r]);
+      if (lane == 0 && m0 + r < M) {9}[(m0 + r) * N + n] = s;
+    }}
+  }}
+)",
+                        N, K, chunks, row_bytes, kb.expr(m), w, deq, x, round_activation(wtype, "xr[l]"), y));
+    kb.launch(ir::Dim(N * 32), 128);
+    return {kb.finish()};
+  }
+  kb.body(fmt::format(R"(  constexpr long long N = {0}, K = {1}, CHUNKS = {2}, ROW_BYTES = {3};
+  const long long M = {4};
+  __shared__ float xs[64][33];
+  __shared__ float ws[64][33];
+  const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+  const long long n0 = blockIdx.x * 64LL;
+  for (long long m0 = blockIdx.y * 64LL; m0 < M; m0 += gridDim.y * 64LL) {{
+    float acc[4][4] = {{}};
+    for (long long c = 0; c < CHUNKS; ++c) {{
+      __syncthreads();
+      for (int e = tid; e < 64 * 32; e += 256) {{
+        const int r = e >> 5, l = e & 31;
+        const float v = m0 + r < M ? {5}[(m0 + r) * K + 32 * c + l] : 0.0f;
+        xs[r][l] = {6};
+      }}
+      if (tid < 64) {{
+        float wv[32];
+        if (n0 + tid < N) {7}((const u8*){8} + (n0 + tid) * ROW_BYTES, c, wv);
+        else for (int l = 0; l < 32; ++l) wv[l] = 0.0f;
+        for (int l = 0; l < 32; ++l) ws[tid][l] = wv[l];
+      }}
+      __syncthreads();
+      for (int l = 0; l < 32; ++l) {{
+        float a[4], b[4];
+        for (int i = 0; i < 4; ++i) {{ a[i] = xs[ty * 4 + i][l]; b[i] = ws[tx * 4 + i][l]; }}
+        for (int i = 0; i < 4; ++i)
+          for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * b[j];
+      }}
+    }}
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j) {{
+        const long long mm = m0 + ty * 4 + i, nn = n0 + tx * 4 + j;
+        if (mm < M && nn < N) {9}[mm * N + nn] = acc[i][j];
+      }}
+  }}
+)",
+                      N, K, chunks, row_bytes, kb.expr(m), x, round_activation(wtype, "v"), deq, w, y));
+  kb.launch(ir::Dim(((N + 63) / 64) * 256), 256, m, 64);
+  return {kb.finish()};
+}
+
+Kernels emit_embed(const ir::Op& op, const std::string& what) {
+  const ir::TensorType& tt = op.operands[0].type();
+  const GgmlType type = weight_type(tt.elem);
+  if (!quant_supported(type)) unsupported(op, "table type " + tt.elem.name() + " has no CUDA kernel");
+  auto rows = tt.shape[0].constant(), cols = tt.shape[1].constant();
+  if (!rows || !cols || *cols % 32 != 0) unsupported(op, "the table must be constant with a multiple of 32 columns");
+  if (!op.operands[1].type().elem.is_integer()) unsupported(op, "ids must be integers");
+  KernelBuilder kb(op.mnemonic(), what);
+  const std::string table = kb.in(op.operands[0], "table"), ids = kb.in(op.operands[1], "ids"),
+                    y = kb.out(op.results[0], "y");
+  const std::string deq = deq32_helper(type);
+  kb.need(deq);
+  const ir::Dim n = numel(op.operands[1].type());
+  const int64_t chunks = *cols / 32;
+  // An id outside the table yields a zero row (the executor validates
+  // prompt ids on the host; sampled ids are in range by construction).
+  kb.body(fmt::format(R"(  constexpr long long V = {0}, CHUNKS = {1}, ROW_BYTES = {2};
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < {3} * CHUNKS; e += (long long)gridDim.x * blockDim.x) {{
+    const long long t = e / CHUNKS, c = e % CHUNKS;
+    const long long id = (long long){4}[t];
+    float v[32];
+    if (id >= 0 && id < V) {5}((const u8*){6} + id * ROW_BYTES, c, v);
+    else for (int l = 0; l < 32; ++l) v[l] = 0.0f;
+    for (int l = 0; l < 32; ++l) {7}[t * (CHUNKS * 32) + 32 * c + l] = v[l];
+  }}
+)",
+                      *rows, chunks, *ggml_bytes_for(type, uint64_t(*cols)), kb.expr(n), ids, deq, table, y));
+  kb.launch(n * chunks, 128);
+  return {kb.finish()};
+}
+
+}  // namespace vtc::cuda

@@ -1,0 +1,162 @@
+// Row reductions: rms_norm, softmax, argmax, top_k. One block of 256
+// threads per row of the last dim (grid-stride over rows); the row length
+// is a constant of the kernel.
+//
+// Numerics follow the CPU kernels: rms_norm and softmax accumulate their sums
+// in double (ggml does), rms_norm computes (x * s) * w with
+// s = 1 / sqrt(mean + eps); softmax writes e = exp(x - max) then e * (1/sum).
+// argmax returns the first maximum (NaN never wins, an all-NaN row gives 0);
+// top_k orders by value descending, NaN last, ties to the lower index, and
+// selects k times "the best element strictly after the previous pick" in that
+// total order, so it needs no per-row scratch and handles any vocabulary.
+#include <fmt/format.h>
+
+#include "codegen/cuda/emit.h"
+
+namespace vtc::cuda {
+namespace {
+
+struct RowShape {
+  ir::Dim rows;
+  int64_t cols;
+};
+
+RowShape row_shape(const ir::Op& op, const ir::TensorType& t) {
+  if (t.shape.empty()) unsupported(op, "needs at least one dim");
+  auto cols = t.shape.back().constant();
+  if (!cols || *cols <= 0) unsupported(op, "the last dim must be a positive constant, got " + t.str());
+  return {dims_product(t.shape, 0, t.shape.size() - 1), *cols};
+}
+
+void require_f32(const ir::Op& op, const ir::Value& v, const char* what) {
+  if (v.type().elem.kind() != ir::ElemType::F32) unsupported(op, fmt::format("{} must be f32, got {}", what, v.type().str()));
+}
+
+constexpr int kBlock = 256;
+
+}  // namespace
+
+Kernels emit_rms_norm(const ir::Op& op, const std::string& what) {
+  require_f32(op, op.operands[0], "input");
+  require_f32(op, op.operands[1], "weight");
+  KernelBuilder kb(op.mnemonic(), what);
+  const RowShape rs = row_shape(op, op.operands[0].type());
+  const std::string x = kb.in(op.operands[0], "x"), w = kb.in(op.operands[1], "w"), y = kb.out(op.results[0], "y");
+  const ir::Dim wn = numel(op.operands[1].type());
+  const std::string widx = wn == ir::Dim(rs.cols) ? "c" : fmt::format("(r * {} + c) % {}", rs.cols, kb.expr(wn));
+  kb.body(fmt::format(R"(  constexpr long long N = {0};
+  for (long long r = blockIdx.x; r < {1}; r += gridDim.x) {{
+    const float* xr = {2} + r * N;
+    double acc = 0.0;
+    for (long long c = threadIdx.x; c < N; c += blockDim.x) acc += (double)xr[c] * (double)xr[c];
+    acc = vtc_block_sum_d(acc);
+    const float mean = (float)(acc / (double)N);
+    const float s = 1.0f / sqrtf(mean + {3});
+    for (long long c = threadIdx.x; c < N; c += blockDim.x) {4}[r * N + c] = (xr[c] * s) * {5}[{6}];
+  }}
+)",
+                      rs.cols, kb.expr(rs.rows), x, flit(attr_f(op, "eps")), y, w, widx));
+  kb.launch(rs.rows * kBlock, kBlock);
+  return {kb.finish()};
+}
+
+Kernels emit_softmax(const ir::Op& op, const std::string& what) {
+  require_f32(op, op.operands[0], "input");
+  KernelBuilder kb(op.mnemonic(), what);
+  const RowShape rs = row_shape(op, op.operands[0].type());
+  const std::string x = kb.in(op.operands[0], "x"), y = kb.out(op.results[0], "y");
+  kb.body(fmt::format(R"(  constexpr long long N = {0};
+  for (long long r = blockIdx.x; r < {1}; r += gridDim.x) {{
+    const float* xr = {2} + r * N;
+    float* yr = {3} + r * N;
+    float m = -__int_as_float(0x7f800000);
+    for (long long c = threadIdx.x; c < N; c += blockDim.x) m = fmaxf(m, xr[c]);
+    m = vtc_block_max(m);
+    double sum = 0.0;
+    for (long long c = threadIdx.x; c < N; c += blockDim.x) {{ const float e = expf(xr[c] - m); yr[c] = e; sum += (double)e; }}
+    sum = vtc_block_sum_d(sum);
+    const float inv = (float)(1.0 / sum);
+    for (long long c = threadIdx.x; c < N; c += blockDim.x) yr[c] *= inv;
+  }}
+)",
+                      rs.cols, kb.expr(rs.rows), x, y));
+  kb.launch(rs.rows * kBlock, kBlock);
+  return {kb.finish()};
+}
+
+Kernels emit_argmax(const ir::Op& op, const std::string& what) {
+  require_f32(op, op.operands[0], "input");
+  KernelBuilder kb(op.mnemonic(), what);
+  const RowShape rs = row_shape(op, op.operands[0].type());
+  const std::string x = kb.in(op.operands[0], "x"), y = kb.out(op.results[0], "y");
+  kb.body(fmt::format(R"(  constexpr long long N = {0};
+  __shared__ float sv[{4}];
+  __shared__ long long si[{4}];
+  for (long long r = blockIdx.x; r < {1}; r += gridDim.x) {{
+    const float* xr = {2} + r * N;
+    float bv = -__int_as_float(0x7f800000);
+    long long bi = 0x7fffffffffffffffLL;
+    for (long long c = threadIdx.x; c < N; c += blockDim.x)
+      if (xr[c] > bv) {{ bv = xr[c]; bi = c; }}
+    __syncthreads();
+    sv[threadIdx.x] = bv; si[threadIdx.x] = bi;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {{
+      if (threadIdx.x < s) {{
+        const float ov = sv[threadIdx.x + s]; const long long oi = si[threadIdx.x + s];
+        if (ov > sv[threadIdx.x] || (ov == sv[threadIdx.x] && oi < si[threadIdx.x])) {{ sv[threadIdx.x] = ov; si[threadIdx.x] = oi; }}
+      }}
+      __syncthreads();
+    }}
+    if (threadIdx.x == 0) {3}[r] = si[0] == 0x7fffffffffffffffLL ? 0 : (int)si[0];
+  }}
+)",
+                      rs.cols, kb.expr(rs.rows), x, y, kBlock));
+  kb.launch(rs.rows * kBlock, kBlock);
+  return {kb.finish()};
+}
+
+Kernels emit_top_k(const ir::Op& op, const std::string& what) {
+  require_f32(op, op.operands[0], "input");
+  KernelBuilder kb(op.mnemonic(), what);
+  const RowShape rs = row_shape(op, op.operands[0].type());
+  const int64_t k = attr_i(op, "k");
+  if (k < 1 || k > rs.cols) unsupported(op, fmt::format("k = {} must be in [1, {}]", k, rs.cols));
+  const std::string x = kb.in(op.operands[0], "x"), vals = kb.out(op.results[0], "values"),
+                    idx = kb.out(op.results[1], "indices");
+  kb.need("order_before");
+  kb.body(fmt::format(R"(  constexpr long long N = {0};
+  constexpr int K = {5};
+  __shared__ float sv[{6}];
+  __shared__ long long si[{6}];
+  for (long long r = blockIdx.x; r < {1}; r += gridDim.x) {{
+    const float* xr = {2} + r * N;
+    float pv = 0.0f; long long pi = -1;
+    for (int j = 0; j < K; ++j) {{
+      float bv = 0.0f; long long bi = -1;
+      for (long long c = threadIdx.x; c < N; c += blockDim.x) {{
+        const float v = xr[c];
+        if (pi >= 0 && !vtc_before(pv, pi, v, c)) continue;
+        if (bi < 0 || vtc_before(v, c, bv, bi)) {{ bv = v; bi = c; }}
+      }}
+      __syncthreads();
+      sv[threadIdx.x] = bv; si[threadIdx.x] = bi;
+      __syncthreads();
+      for (int s = blockDim.x / 2; s > 0; s >>= 1) {{
+        if (threadIdx.x < s) {{
+          const float ov = sv[threadIdx.x + s]; const long long oi = si[threadIdx.x + s];
+          if (oi >= 0 && (si[threadIdx.x] < 0 || vtc_before(ov, oi, sv[threadIdx.x], si[threadIdx.x]))) {{ sv[threadIdx.x] = ov; si[threadIdx.x] = oi; }}
+        }}
+        __syncthreads();
+      }}
+      pv = sv[0]; pi = si[0];
+      if (threadIdx.x == 0) {{ {3}[r * K + j] = pv; {4}[r * K + j] = (int)pi; }}
+    }}
+  }}
+)",
+                      rs.cols, kb.expr(rs.rows), x, vals, idx, k, kBlock));
+  kb.launch(rs.rows * kBlock, kBlock);
+  return {kb.finish()};
+}
+
+}  // namespace vtc::cuda

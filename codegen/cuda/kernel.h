@@ -1,0 +1,108 @@
+// CUDA kernels generated from the lowered IR: what one launch needs.
+//
+// The code generator turns every compute op of a step function into one or
+// more Kernels. A Kernel is a whole CUDA C++ translation unit (the shared
+// prelude, the helpers it uses, one `extern "C" __global__` entry) plus the
+// description of its launch: which buffers and run-time integers its
+// parameters are, and its grid as dims over the step symbols (T, S, R, ...).
+// The executor (runtime/cuda) resolves the arguments and evaluates the grid
+// per step; the source never changes with the step size, so a kernel is
+// compiled once.
+//
+// Constant dims (hidden sizes, head counts, vocabulary) are baked into the
+// source as literals; symbolic dims become `long long` parameters named
+// s_<symbol>. The entry name is the op's mnemonic plus a hash of the source,
+// so identical kernels (one per layer, same shapes) share one compile.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/module.h"
+
+namespace vtc::cuda {
+
+struct KernelArg {
+  enum class Kind : uint8_t {
+    Value,      // the device buffer of an IR value (operand or result)
+    Symbol,     // a step symbol (T, S, ...) as long long, parameter s_<symbol>
+    StateRows,  // base of a plain/ring state: [n_slots][row]
+    StatePool,  // base of a paged state's K (half 0) or V (half 1) pool
+    Slots,      // int32 [S]: the state slot of each sequence of the step
+    PageTable,  // int32 [S][PT_STRIDE]: each sequence's KV pages
+    Scratch,    // a per-step scratch buffer of scratch_bytes
+    Extra,      // a pointer the executor supplies by name (sampler buffers)
+  };
+  Kind kind = Kind::Value;
+  const ir::ValueData* value = nullptr;  // Value
+  std::string name;                      // parameter name (Symbol: the symbol itself)
+  std::string state;                     // StateRows, StatePool: the state's name
+  int half = 0;                          // StatePool
+  std::string ctype;                     // C type of the parameter
+};
+
+struct Kernel {
+  std::string entry;    // extern "C" name: <mnemonic>_<16 hex digits of the source hash>
+  std::string source;   // the complete translation unit
+  std::string what;     // for messages: "rms_norm (op #7 in @decode)"
+  std::vector<KernelArg> args;
+  // Launch: ceil(threads_x / block) blocks along x and
+  // ceil(rows_y / rows_per_block_y) along y.
+  ir::Dim threads_x = 1;
+  ir::Dim rows_y = 1;
+  int rows_per_block_y = 1;
+  int block = 256;
+  ir::Dim scratch_bytes = 0;  // size of the Scratch argument, if any
+};
+
+// A value that shares another's storage: reshape, view (at an element
+// offset), transfers, and the arguments and results of a fused region run as
+// a kernel sequence.
+struct ValueAlias {
+  const ir::ValueData* value = nullptr;
+  const ir::ValueData* source = nullptr;
+  ir::Dim offset_elems = 0;
+};
+struct WeightBinding {
+  const ir::ValueData* value = nullptr;
+  std::string weight;  // the module's weight symbol
+};
+
+// The kernels of one step function, in launch order. Ops that need no
+// kernel (weight, reshape, view, transfers, return) become aliases and
+// weight bindings, resolved by the executor without a launch.
+struct StepKernels {
+  std::string function;
+  std::vector<Kernel> kernels;
+  std::vector<ValueAlias> aliases;      // in definition order
+  std::vector<WeightBinding> weights;
+  std::vector<const ir::ValueData*> returns;
+  // Kernels with distinct entries (what NVRTC must compile).
+  std::vector<const Kernel*> unique() const;
+};
+
+// Generates the kernels of one op. Throws vtc::Error naming the op for an
+// op or element type the CUDA target does not support.
+std::vector<Kernel> generate_op(const ir::Module& module, const ir::Function& fn, const ir::Op& op);
+// Generates every kernel of `fn`, in op order.
+StepKernels generate_step(const ir::Module& module, const ir::Function& fn);
+
+// Device-side sampling after a decode step (emit_sample.cpp), so sampled
+// ids never visit the host between steps. Both read logits [S][vocab]
+// (Extra "logits"), write each row's token to the state row slots[r] of
+// `ids_state` (the next step's input) and to Extra "tokens" (int [S]),
+// which the executor copies out asynchronously for the client.
+//  - greedy: the argmax (first maximum), as the CPU sampler at temperature 0;
+//  - top-k/top-p: the k best logits, softmax at Extra "params"
+//    (float[3]: temperature, top_p, min_p), nucleus and min-p cut, then a
+//    draw from a counter-based generator: splitmix64(seed + 0x9E37..*draw +
+//    row), draw = Extra "counter" (u64, bumped on the device so a replayed
+//    CUDA graph draws fresh numbers).
+Kernel sample_greedy_kernel(int64_t vocab, const std::string& ids_state);
+Kernel sample_top_k_top_p_kernel(int64_t vocab, int top_k, const std::string& ids_state);
+
+// True for ops the executor resolves without a kernel (aliases, weights).
+bool is_alias_op(ir::OpKind kind);
+
+}  // namespace vtc::cuda

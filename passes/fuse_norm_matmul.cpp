@@ -1,0 +1,79 @@
+#include "passes/fuse_norm_matmul.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "passes/fusion.h"
+#include "passes/rewrite.h"
+#include "support/error.h"
+
+namespace vtc::passes {
+namespace {
+
+using ir::OpKind;
+
+// True if `arg` of a body is used only as the input (operand 0) of matmuls.
+bool only_matmul_input(const ir::Function& body, ir::Value arg) {
+  size_t uses = 0;
+  for (const auto& op : body.ops)
+    for (size_t i = 0; i < op->operands.size(); ++i) {
+      if (!(op->operands[i] == arg)) continue;
+      if (op->kind != OpKind::Matmul || i != 0) return false;
+      ++uses;
+    }
+  return uses > 0;
+}
+
+bool reads_as_matmul_input(const ir::Op& user, ir::Value n) {
+  if (user.kind == OpKind::Matmul) return user.operands[0] == n && !(user.operands[1] == n);
+  if (!is_region(&user, "qk_rope") && !is_region(&user, "swiglu")) return false;
+  for (size_t i = 0; i < user.operands.size(); ++i)
+    if (user.operands[i] == n && !only_matmul_input(*user.body, user.body->args[i])) return false;
+  return true;
+}
+
+std::vector<ir::Op*> users_of(const ir::Function& f, ir::Value v) {
+  std::vector<ir::Op*> users;
+  for (const auto& op : f.ops)
+    if (std::find(op->operands.begin(), op->operands.end(), v) != op->operands.end()) users.push_back(op.get());
+  return users;
+}
+
+// Moves `norm` into each of its users; returns false if one does not qualify.
+bool fuse_into_users(ir::Function& f, ir::Op& norm) {
+  ir::Value n = norm.results[0];
+  std::vector<ir::Op*> users = users_of(f, n);
+  if (users.empty()) return false;
+  for (const ir::Op* u : users)
+    if (!reads_as_matmul_input(*u, n)) return false;
+  for (ir::Op* user : users) {
+    ir::Op& copy = f.append(OpKind::RmsNorm, norm.operands, {n.type()}, norm.attrs, {n->name});
+    copy.loc = norm.loc;
+    move_last_op_to(f, op_index(f, user));
+    for (auto& operand : user->operands)
+      if (operand == n) operand = copy.results[0];
+    std::string kind = user->kind == OpKind::Matmul ? "norm_matmul" : user->attr("kind")->s;
+    std::vector<ir::Value> outputs(user->results.begin(), user->results.end());
+    fuse_ops(f, {&copy, user}, outputs, kind);
+  }
+  std::erase_if(f.ops, [&](const std::unique_ptr<ir::Op>& op) { return op.get() == &norm; });
+  return true;
+}
+
+}  // namespace
+
+bool FuseNormMatmulPass::run(ir::Module& module, PassContext&) {
+  bool changed = false;
+  for (auto& fn : module.functions) {
+    for (ir::Op* norm : ops_of_kind(*fn, OpKind::RmsNorm)) changed = fuse_into_users(*fn, *norm) || changed;
+  }
+  return changed;
+}
+
+std::unique_ptr<Pass> create_fuse_norm_matmul(const PassOptions& options) {
+  require_no_options("fuse-norm-matmul", options);
+  return std::make_unique<FuseNormMatmulPass>();
+}
+
+}  // namespace vtc::passes

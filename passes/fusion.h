@@ -1,0 +1,39 @@
+// Building fused regions, shared by the fusion passes (fuse_*.cpp).
+//
+// fuse_ops() turns a set of ops of a function into one `fused` op whose body
+// holds clones of them:
+//  1. The set is taken in function order. Values the set uses but does not
+//     define become the op's operands (first use first, each once) and the
+//     body's arguments.
+//  2. Each op is cloned into the body with its operands mapped; an op that
+//     is itself a fused region is inlined (its body's ops are cloned, its
+//     results map to what its body returns), so regions grow by merging.
+//  3. The body returns the mapped `outputs`; the fused op, with the
+//     outputs' types and names, replaces the set at the position of its last
+//     op, and every use of an output now uses the matching result.
+// Preconditions (checked, a violation is an internal error naming the op):
+// a value the set defines and something outside uses is one of the outputs,
+// and those outside users come after the last op of the set.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/module.h"
+
+namespace vtc::passes {
+
+ir::Op& fuse_ops(ir::Function& f, std::vector<ir::Op*> ops, const std::vector<ir::Value>& outputs,
+                 const std::string& kind);
+
+// The op defining `v` if it has `kind` and `v` has exactly one use in `f`.
+ir::Op* single_use_def(const ir::Function& f, ir::Value v, ir::OpKind kind);
+
+// The ops of `f` with this kind, in order (a snapshot: fusing one of them
+// leaves the others valid).
+std::vector<ir::Op*> ops_of_kind(const ir::Function& f, ir::OpKind kind);
+
+// True for a `fused` op of the given kind.
+bool is_region(const ir::Op* op, std::string_view kind);
+
+}  // namespace vtc::passes

@@ -1,0 +1,91 @@
+#include "runtime/compile/compile.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <sstream>
+
+#include "codegen/cuda/kernel.h"
+#include "frontends/gguf/arch/arch.h"
+#include "ir/verifier.h"
+#include "passes/bind_state.h"
+#include "passes/placement.h"
+#include "runtime/compile/artifact.h"
+#include "support/error.h"
+
+namespace vtc {
+
+std::string standard_pipeline(const CompileOptions& o) {
+  if (o.target != "cpu" && o.target != "cuda") throw Error(fmt::format("compile: target must be cpu or cuda, got '{}'", o.target));
+  if (o.max_step_tokens < 1 || o.max_sequences < 1)
+    throw Error(fmt::format("compile: bounds must be positive (max step tokens {}, max sequences {})", o.max_step_tokens,
+                            o.max_sequences));
+  std::string fusion = o.optimize ? "fuse-qk-rope,fuse-swiglu,fuse-norm-matmul,fuse-elementwise,canonicalize," : "";
+  return fmt::format("canonicalize,{}placement{{target={}}},memory-plan{{T={},R={},S={}}},bind-state", fusion, o.target,
+                     o.max_step_tokens, o.max_sequences, o.max_sequences);
+}
+
+StepCounts count_ops(const ir::Function& f) {
+  StepCounts c;
+  for (const auto& op : f.ops) {
+    c.ops += 1;
+    if (op->body) {
+      c.regions += 1;
+      c.body_ops += op->body->ops.size() - 1;  // not its return
+    }
+    bool launches = op->kind != ir::OpKind::Weight && op->kind != ir::OpKind::Reshape && op->kind != ir::OpKind::View &&
+                    op->kind != ir::OpKind::Return;
+    c.kernels += launches ? 1 : 0;
+  }
+  return c;
+}
+
+namespace {
+std::map<std::string, StepCounts> counts_of(const ir::Module& m) {
+  std::map<std::string, StepCounts> out;
+  for (const auto& f : m.functions) out[f->name] = count_ops(*f);
+  return out;
+}
+}  // namespace
+
+CompiledModel compile_model(gguf::GgufFile file, const CompileOptions& options) {
+  auto say = [&](const std::string& s) {
+    if (options.progress) options.progress(s);
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  CompiledModel out{std::move(file), {}, {}, options.target, standard_pipeline(options), {}, {}, {}, 0};
+  say(fmt::format("building IR for {} ({} tensors)", out.file.architecture(), out.file.tensors().size()));
+  out.module = arch::build_module(out.file);
+  ir::verify(out.module);
+  out.before = counts_of(out.module);
+  say("running passes: " + out.pipeline);
+  std::ostringstream quiet;  // remarks go to the caller's log only if it gave one
+  passes::PassManagerOptions manager = options.manager;
+  if (!manager.log) manager.log = &quiet;
+  passes::PassManager pm(manager);
+  pm.add_pipeline(out.pipeline);
+  pm.run(out.module);
+  for (size_t i = 0; i < pm.size(); ++i)
+    if (auto* plan = dynamic_cast<passes::MemoryPlanPass*>(&pm.pass(i))) out.plans = plan->plans();
+  for (const char* name : {"placement", "bind-state"}) {
+    auto it = pm.context().artifacts.find(name);
+    if (it != pm.context().artifacts.end()) out.report.insert(out.report.end(), it->second.lines.begin(), it->second.lines.end());
+  }
+  out.after = counts_of(out.module);
+  if (out.target == "cuda") {
+    say("generating CUDA kernels");
+    for (const auto& f : out.module.functions) {
+      cuda::StepKernels step = cuda::generate_step(out.module, *f);
+      for (const cuda::Kernel* k : step.unique()) out.kernels[f->name].push_back({k->entry, k->what, k->source});
+    }
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+CompiledModel load_model(const std::string& path, const CompileOptions& options) {
+  if (is_artifact(path)) return load_artifact(path);
+  return compile_model(gguf::GgufFile::open(path), options);
+}
+
+}  // namespace vtc

@@ -1,0 +1,444 @@
+// CUDA executor (see executor.h for the per-step algorithm).
+#include "runtime/cuda/executor.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <functional>
+#include <unordered_map>
+
+#include "codegen/cuda/kernel.h"
+#include "codegen/cuda/nvrtc.h"
+#include "runtime/buffer_plan.h"
+#include "runtime/cpu/exec_context.h"
+#include "runtime/cuda/driver.h"
+#include "support/error.h"
+
+namespace vtc::cuda {
+namespace {
+
+using SymbolEnv = std::unordered_map<std::string, int64_t>;
+
+std::optional<int64_t> lookup(std::string_view name, const void* env) {
+  const auto& e = *static_cast<const SymbolEnv*>(env);
+  auto it = e.find(std::string(name));
+  return it == e.end() ? std::nullopt : std::optional<int64_t>(it->second);
+}
+
+int64_t eval(const ir::Dim& d, const SymbolEnv& env, const std::string& what) {
+  auto v = d.evaluate(lookup, &env);
+  if (!v || *v < 0) throw Error(fmt::format("cuda: cannot size {}: {} is unbound or negative", what, d.str()));
+  return *v;
+}
+
+uint64_t value_bytes(const ir::TensorType& t, const SymbolEnv& env) {
+  int64_t n = 1;
+  for (const auto& d : t.shape) n *= eval(d, env, t.str());
+  return cpu::storage_bytes(t.elem, n);
+}
+
+struct Step {
+  StepKernels kernels;
+  std::vector<void*> fns;  // parallel to kernels.kernels
+};
+
+// A step's bound buffers: every root value's device address.
+struct Bound {
+  SymbolEnv env;
+  std::unordered_map<const ir::ValueData*, DevPtr> ptr;
+  std::vector<std::pair<const ir::ValueData*, DevPtr>> guards;  // sentinel regions (tests)
+};
+
+constexpr uint64_t kGuardBytes = 256;
+constexpr uint8_t kGuardByte = 0xA5;
+
+}  // namespace
+
+struct Executor::Impl {
+  const ir::Module& module;
+  const gguf::GgufFile& file;
+  StateStore& states;
+  ExecutorOptions options;
+  std::unique_ptr<Device> dev;
+  std::unique_ptr<Nvrtc> nvrtc;
+  void* stream = nullptr;
+  std::vector<void*> modules;
+  std::map<std::string, void*> fn_by_entry;
+  std::map<std::string, Step> steps;
+  std::map<std::string, DevPtr> weights, state_bufs;
+  DevPtr arena = 0, scratch = 0, slots_buf = 0, pt_buf = 0;
+  uint64_t arena_size = 0, scratch_size = 0, slots_cap = 0, pt_cap = 0;
+  std::map<std::string, void*> graphs;
+  // Device sampling.
+  Kernel greedy, top_p;
+  int top_p_k = 0;
+  DevPtr tokens_dev = 0, params_dev = 0, counter_dev = 0, seed_dev = 0;
+  int32_t* tokens_host = nullptr;
+  void* tokens_event = nullptr;
+  size_t pending = 0;
+  OpObserver observer;  // diffs only: set_observer()
+
+  Impl(const ir::Module& m, const gguf::GgufFile& f, StateStore& s, const ExecutorOptions& o)
+      : module(m), file(f), states(s), options(o) {
+    std::string why;
+    dev = Device::open(o.device, &why);
+    if (!dev) throw Error("cuda target unavailable: " + why);
+    nvrtc = Nvrtc::load(&why);
+    if (!nvrtc) throw Error("cuda target unavailable: " + why);
+    stream = dev->create_stream();
+    for (const auto& fn : m.functions) {
+      Step st{generate_step(m, *fn), {}};
+      for (const auto& k : st.kernels.kernels) st.fns.push_back(load(k));
+      steps.emplace(fn->name, std::move(st));
+    }
+    upload_weights();
+    for (const auto& b : states.buffers()) state_bufs[b.decl->name] = dev->alloc(b.data.size());
+    upload_states();
+    tokens_dev = dev->alloc(4096 * 4);
+    params_dev = dev->alloc(16);
+    counter_dev = dev->alloc(8);
+    seed_dev = dev->alloc(8);
+    tokens_host = static_cast<int32_t*>(dev->alloc_host(4096 * 4));
+    tokens_event = dev->create_event();
+    dev->sync(stream);
+  }
+
+  ~Impl() {
+    if (!dev) return;
+    dev->sync(stream);
+    for (auto& [k, g] : graphs) dev->destroy_graph(g);
+    for (DevPtr p : {arena, scratch, slots_buf, pt_buf, tokens_dev, params_dev, counter_dev, seed_dev}) dev->free(p);
+    for (auto& [n, p] : weights) dev->free(p);
+    for (auto& [n, p] : state_bufs) dev->free(p);
+    dev->free_host(tokens_host);
+    dev->destroy_event(tokens_event);
+    for (void* m : modules) dev->unload_module(m);
+    dev->destroy_stream(stream);
+  }
+
+  void* load(const Kernel& k) {
+    if (auto it = fn_by_entry.find(k.entry); it != fn_by_entry.end()) return it->second;
+    CompiledKernel c = nvrtc->compile(k, dev->arch(), CodeKind::Cubin);
+    void* m = dev->load_module(c.image);
+    modules.push_back(m);
+    return fn_by_entry[k.entry] = dev->function(m, k.entry);
+  }
+
+  void upload_weights() {
+    for (const auto& w : module.weights) {
+      const gguf::TensorInfo* t = file.find_tensor(w.source);
+      if (!t) throw Error(fmt::format("cuda: weight @{}: tensor '{}' is not in {}", w.name, w.source, file.path()));
+      DevPtr p = dev->alloc(t->n_bytes);
+      dev->upload(p, t->data, t->n_bytes, stream);
+      weights[w.name] = p;
+    }
+  }
+
+  void upload_states() {
+    for (auto& b : states.buffers()) dev->upload(state_bufs.at(b.decl->name), b.data.data(), b.data.size(), stream);
+    dev->sync(stream);
+  }
+  void download_states() {
+    for (const auto& b : states.buffers()) {
+      auto& data = states.buffer(b.decl->name).data;
+      dev->download(data.data(), state_bufs.at(b.decl->name), data.size(), stream);
+    }
+    dev->sync(stream);
+  }
+
+  void ensure(DevPtr& p, uint64_t& cap, uint64_t need) {
+    if (need <= cap) return;
+    dev->sync(stream);
+    dev->free(p);
+    cap = std::max<uint64_t>(need, cap * 2);
+    p = dev->alloc(cap);
+    for (auto& [k, g] : graphs) dev->destroy_graph(g);  // they captured the old address
+    graphs.clear();
+  }
+
+  SymbolEnv bind_symbols(const ir::Function& fn, const cpu::StepRequest& req) {
+    SymbolEnv env;
+    env["S"] = int64_t(req.slots.size());
+    for (const auto& arg : fn.args) {
+      auto it = req.args.find(arg->name);
+      if (it == req.args.end()) throw Error(fmt::format("cuda: step @{} needs argument %{}", fn.name, arg->name));
+      if (!(it->second.elem == arg.type().elem) || it->second.shape.size() != arg.type().rank())
+        throw Error(fmt::format("cuda: argument %{} must be {}", arg->name, arg.type().str()));
+      for (size_t i = 0; i < it->second.shape.size(); ++i)
+        if (auto sym = arg.type().shape[i].as_symbol()) env.emplace(*sym, it->second.shape[i]);
+    }
+    int64_t stride = 1;
+    for (int32_t s : req.slots) stride = std::max<int64_t>(stride, int64_t(states.page_table(s).size()));
+    env["PT_STRIDE"] = stride;
+    return env;
+  }
+
+  // Roots, lifetimes (kernel indices), the arena plan, uploads of the
+  // arguments, slots and page tables.
+  Bound prepare(const ir::Function& fn, const Step& st, const cpu::StepRequest& req) {
+    Bound b{bind_symbols(fn, req), {}, {}};
+    std::unordered_map<const ir::ValueData*, std::pair<const ir::ValueData*, ir::Dim>> alias;
+    for (const auto& a : st.kernels.aliases) alias[a.value] = {a.source, a.offset_elems};
+    std::unordered_map<const ir::ValueData*, std::string> weight_of;
+    for (const auto& w : st.kernels.weights) weight_of[w.value] = w.weight;
+    auto root = [&](const ir::ValueData* v) {
+      while (alias.count(v)) v = alias.at(v).first;
+      return v;
+    };
+    std::vector<BufferRequest> requests;
+    std::vector<const ir::ValueData*> owners;
+    std::unordered_map<const ir::ValueData*, size_t> request_of;
+    auto touch = [&](const ir::ValueData* v, int64_t at) {
+      v = root(v);
+      if (weight_of.count(v)) return;
+      auto [it, fresh] = request_of.emplace(v, requests.size());
+      if (fresh) {
+        requests.push_back({(value_bytes(v->type, b.env) + 255) / 256 * 256 + (options.sentinels ? kGuardBytes : 0), at, at});
+        owners.push_back(v);
+      }
+      BufferRequest& r = requests[it->second];
+      r.def = std::min(r.def, at);
+      r.last_use = std::max(r.last_use, at);
+    };
+    for (const auto& a : fn.args) touch(a.data(), -1);
+    const int64_t n = int64_t(st.kernels.kernels.size());
+    for (int64_t i = 0; i < n; ++i)
+      for (const auto& a : st.kernels.kernels[size_t(i)].args)
+        if (a.kind == KernelArg::Kind::Value) touch(a.value, i);
+    for (const auto* v : st.kernels.returns) touch(v, n);
+    // No reuse with sentinels (a guard is damaged only by an overflow) or an
+    // observer (every result must survive until it is copied out at the end).
+    if (options.sentinels || observer)
+      for (auto& r : requests) r.def = -1, r.last_use = n;
+    BufferPlan plan = plan_buffers(requests, 256);
+    ensure(arena, arena_size, plan.arena_bytes + 256);
+    for (size_t i = 0; i < owners.size(); ++i) {
+      b.ptr[owners[i]] = arena + plan.offsets[i];
+      if (!options.sentinels) continue;
+      const DevPtr guard = arena + plan.offsets[i] + requests[i].bytes - kGuardBytes;
+      dev->memset(guard, kGuardByte, kGuardBytes, stream);
+      b.guards.emplace_back(owners[i], guard);
+    }
+    for (const auto& [v, w] : weight_of) b.ptr[v] = weights.at(w);
+    // Aliases resolve lazily (address of the root plus the view offset).
+    std::function<DevPtr(const ir::ValueData*)> addr = [&](const ir::ValueData* v) -> DevPtr {
+      if (auto it = b.ptr.find(v); it != b.ptr.end()) return it->second;
+      if (!alias.count(v)) return 0;  // an alias of a value no kernel touches: unused
+      auto [src, off] = alias.at(v);
+      return b.ptr[v] = addr(src) + DevPtr(eval(off, b.env, "view offset") * v->type.elem.scalar_bytes());
+    };
+    for (const auto& [v, a] : alias) addr(v);
+    for (const auto& a : fn.args) {
+      const cpu::HostTensor& t = req.args.at(a->name);
+      dev->upload(b.ptr.at(a.data()), t.bytes.data(), t.bytes.size(), stream);
+    }
+    ensure(slots_buf, slots_cap, req.slots.size() * 4 + 4);
+    dev->upload(slots_buf, req.slots.data(), req.slots.size() * 4, stream);
+    const int64_t stride = b.env.at("PT_STRIDE");
+    std::vector<int32_t> table(req.slots.size() * size_t(stride), 0);
+    for (size_t i = 0; i < req.slots.size(); ++i) {
+      const auto& t = states.page_table(req.slots[i]);
+      std::copy(t.begin(), t.end(), table.begin() + int64_t(i) * stride);
+    }
+    ensure(pt_buf, pt_cap, table.size() * 4 + 4);
+    dev->upload(pt_buf, table.data(), table.size() * 4, stream);
+    uint64_t need_scratch = 0;
+    for (const auto& k : st.kernels.kernels) need_scratch = std::max<uint64_t>(need_scratch, uint64_t(eval(k.scratch_bytes, b.env, "scratch")));
+    ensure(scratch, scratch_size, need_scratch + 256);
+    return b;
+  }
+
+  DevPtr state_base(const KernelArg& a) {
+    DevPtr base = state_bufs.at(a.state);
+    if (a.kind == KernelArg::Kind::StatePool && a.half == 1) base += states.buffer(a.state).data.size() / 2;
+    return base;
+  }
+
+  void launch(const Kernel& k, void* fn, const Bound& b, const std::map<std::string, DevPtr>& extra = {}) {
+    std::vector<uint64_t> vals;
+    vals.reserve(k.args.size());
+    for (const auto& a : k.args) {
+      switch (a.kind) {
+        case KernelArg::Kind::Value: vals.push_back(b.ptr.at(a.value)); break;
+        case KernelArg::Kind::Symbol: vals.push_back(uint64_t(eval(ir::Dim::symbol(a.name), b.env, a.name))); break;
+        case KernelArg::Kind::StateRows:
+        case KernelArg::Kind::StatePool: vals.push_back(state_base(a)); break;
+        case KernelArg::Kind::Slots: vals.push_back(slots_buf); break;
+        case KernelArg::Kind::PageTable: vals.push_back(pt_buf); break;
+        case KernelArg::Kind::Scratch: vals.push_back(scratch); break;
+        case KernelArg::Kind::Extra: vals.push_back(extra.at(a.name)); break;
+      }
+    }
+    std::vector<void*> params;
+    for (auto& v : vals) params.push_back(&v);
+    const int64_t threads = eval(k.threads_x, b.env, k.entry), rows = eval(k.rows_y, b.env, k.entry);
+    if (threads <= 0 || rows <= 0) return;
+    const int64_t gx = std::min<int64_t>((threads + k.block - 1) / k.block, 0x7fffffff);
+    const int64_t gy = std::clamp<int64_t>((rows + k.rows_per_block_y - 1) / k.rows_per_block_y, 1, 65535);
+    dev->launch(fn, unsigned(gx), unsigned(gy), unsigned(k.block), params.data(), stream);
+  }
+
+  std::string graph_key(const std::string& step, const Bound& b) {
+    std::string key = fmt::format("{}:{}:{}:{}:{}", step, arena, scratch, slots_buf, pt_buf);
+    std::vector<std::pair<std::string, int64_t>> syms(b.env.begin(), b.env.end());
+    std::sort(syms.begin(), syms.end());
+    for (const auto& [s, v] : syms) key += fmt::format(":{}={}", s, v);
+    return key;
+  }
+
+  Bound execute(const cpu::StepRequest& req) {
+    const ir::Function* fn = module.find_function(req.step);
+    if (!fn) throw Error(fmt::format("cuda: the module has no step @{}", req.step));
+    for (int32_t s : req.slots) states.check_slot(s);
+    const Step& st = steps.at(req.step);
+    Bound b = prepare(*fn, st, req);
+    auto launch_all = [&] {
+      for (size_t i = 0; i < st.kernels.kernels.size(); ++i) launch(st.kernels.kernels[i], st.fns[i], b);
+    };
+    if (!options.graphs || observer || req.step != "decode") {
+      launch_all();
+      return b;
+    }
+    const std::string key = graph_key(req.step, b);
+    auto it = graphs.find(key);
+    if (it == graphs.end()) {
+      dev->begin_capture(stream);
+      launch_all();
+      it = graphs.emplace(key, dev->end_capture(stream)).first;
+    }
+    dev->launch_graph(it->second, stream);
+    return b;
+  }
+
+  // With sentinels the plan has no reuse, so any damaged guard is an overflow.
+  void check_guards(const Bound& b) {
+    if (!options.sentinels) return;
+    std::vector<uint8_t> bytes(kGuardBytes);
+    for (const auto& [v, guard] : b.guards) {
+      dev->download(bytes.data(), guard, kGuardBytes, stream);
+      dev->sync(stream);
+      for (uint8_t x : bytes)
+        if (x != kGuardByte)
+          throw Error(fmt::format("cuda: a kernel wrote past the end of %{} ({}): sentinel damaged", v->name, v->type.str()));
+    }
+  }
+
+  // Diffs: the results of every computing top-level op, in op order (see
+  // executor.h). Buffers were not reused this step, so each still holds the
+  // value its op wrote. Synchronous: a diff is not a fast path.
+  void notify(const cpu::StepRequest& req, const Bound& b) {
+    if (!observer) return;
+    const ir::Function& fn = *module.find_function(req.step);
+    for (const auto& op : fn.ops) {
+      if (is_alias_op(op->kind)) continue;  // as the CPU interpreter: weights, aliases, return
+      std::vector<std::optional<cpu::HostTensor>> results;
+      for (const auto& r : op->results) {
+        auto it = b.ptr.find(r.data());
+        if (it == b.ptr.end() || it->second == 0) {
+          results.emplace_back();
+          continue;
+        }
+        cpu::HostTensor t;
+        t.elem = r.type().elem;
+        for (const auto& d : r.type().shape) t.shape.push_back(eval(d, b.env, "an observed result"));
+        t.bytes.resize(value_bytes(r.type(), b.env));
+        if (!t.bytes.empty()) dev->download(t.bytes.data(), it->second, t.bytes.size(), stream);
+        results.push_back(std::move(t));
+      }
+      dev->sync(stream);
+      observer(*op, results);
+    }
+  }
+
+  std::vector<cpu::HostTensor> copy_returns(const cpu::StepRequest& req, const Bound& b) {
+    check_guards(b);
+    const Step& st = steps.at(req.step);
+    std::vector<cpu::HostTensor> out;
+    for (const auto* v : st.kernels.returns) {
+      cpu::HostTensor t;
+      t.elem = v->type.elem;
+      for (const auto& d : v->type.shape) t.shape.push_back(eval(d, b.env, "a result"));
+      t.bytes.resize(value_bytes(v->type, b.env));
+      dev->download(t.bytes.data(), b.ptr.at(v), t.bytes.size(), stream);
+      out.push_back(std::move(t));
+    }
+    dev->sync(stream);
+    return out;
+  }
+
+  std::vector<int32_t> collect() {
+    if (!pending) return {};
+    dev->wait(tokens_event);
+    std::vector<int32_t> out(tokens_host, tokens_host + pending);
+    pending = 0;
+    return out;
+  }
+
+  std::vector<int32_t> decode_sample(std::span<const int32_t> slots, std::span<const int32_t> positions,
+                                     const DeviceSampling& s) {
+    if (slots.size() != positions.size() || slots.empty() || slots.size() > 4096)
+      throw Error("cuda: decode needs one position per sequence (1..4096 sequences)");
+    std::vector<int32_t> previous = collect();
+    cpu::StepRequest req{"decode", std::vector<int32_t>(slots.begin(), slots.end()), {}};
+    std::vector<int32_t> seq(slots.size());
+    for (size_t i = 0; i < seq.size(); ++i) seq[i] = int32_t(i);
+    req.args["pos"] = cpu::HostTensor::i32(std::vector<int32_t>(positions.begin(), positions.end()));
+    req.args["seq"] = cpu::HostTensor::i32(seq);
+    Bound b = execute(req);
+    const ir::ValueData* logits = steps.at("decode").kernels.returns.at(0);
+    const int64_t vocab = logits->type.shape.back().constant().value_or(0);
+    Kernel* k;
+    if (s.temperature <= 0) {
+      if (greedy.entry.empty()) greedy = sample_greedy_kernel(vocab, "last_ids");
+      k = &greedy;
+    } else {
+      const int top_k = std::clamp(s.top_k <= 0 ? 256 : s.top_k, 1, int(std::min<int64_t>(256, vocab)));
+      if (top_p.entry.empty() || top_p_k != top_k) top_p = sample_top_k_top_p_kernel(vocab, top_k, "last_ids"), top_p_k = top_k;
+      const float params[3] = {s.temperature, s.top_p, s.min_p};
+      dev->upload(params_dev, params, sizeof params, stream);
+      dev->upload(seed_dev, &s.seed, 8, stream);
+      k = &top_p;
+    }
+    launch(*k, load(*k), b, {{"logits", b.ptr.at(logits)}, {"tokens", tokens_dev}, {"params", params_dev},
+                             {"counter", counter_dev}, {"seed", seed_dev}});
+    dev->download(tokens_host, tokens_dev, slots.size() * 4, stream);
+    dev->record(tokens_event, stream);
+    pending = slots.size();
+    return previous;
+  }
+};
+
+Executor::Executor(const ir::Module& lowered, const gguf::GgufFile& file, StateStore& states, const ExecutorOptions& o)
+    : impl_(std::make_unique<Impl>(lowered, file, states, o)) {}
+Executor::~Executor() = default;
+const Device& Executor::device() const { return *impl_->dev; }
+
+std::vector<cpu::HostTensor> Executor::run(const cpu::StepRequest& request) {
+  Bound b = impl_->execute(request);
+  impl_->notify(request, b);
+  return impl_->copy_returns(request, b);
+}
+std::vector<int32_t> Executor::decode_sample(std::span<const int32_t> slots, std::span<const int32_t> positions,
+                                             const DeviceSampling& sampling) {
+  return impl_->decode_sample(slots, positions, sampling);
+}
+std::vector<int32_t> Executor::wait_tokens() { return impl_->collect(); }
+void Executor::set_last_id(int32_t slot, int32_t token) {
+  impl_->states.check_slot(slot);
+  impl_->dev->upload(impl_->state_bufs.at("last_ids") + DevPtr(slot) * 4, &token, 4, impl_->stream);
+  impl_->dev->sync(impl_->stream);
+}
+void Executor::download_states() { impl_->download_states(); }
+void Executor::upload_states() { impl_->upload_states(); }
+void Executor::set_observer(OpObserver observer) { impl_->observer = std::move(observer); }
+
+std::string cuda_unavailable_reason() {
+  std::string why;
+  if (!Device::open(0, &why)) return why;
+  if (!Nvrtc::load(&why)) return why;
+  return "";
+}
+
+}  // namespace vtc::cuda

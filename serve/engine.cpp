@@ -1,0 +1,316 @@
+#include "serve/engine.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "serve/prefix_cache.h"
+#include "serve/text_stream.h"
+#include "support/error.h"
+
+namespace vtc::serve {
+
+using Clock = std::chrono::steady_clock;
+
+// --- Request ------------------------------------------------------------------
+bool Request::poll(std::vector<TokenEvent>& out, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return finished_ || !events_.empty(); });
+  while (!events_.empty()) {
+    out.push_back(std::move(events_.front()));
+    events_.pop_front();
+  }
+  return finished_;
+}
+
+std::string Request::finish_reason() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return reason_;
+}
+
+std::string Request::error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
+}
+
+void Request::push(TokenEvent e) {
+  std::lock_guard<std::mutex> lock(mu_);
+  events_.push_back(std::move(e));
+  cv_.notify_all();
+}
+
+void Request::finish(const std::string& reason, const std::string& error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (finished_) return;
+  finished_ = true;
+  reason_ = reason;
+  error_ = error;
+  cv_.notify_all();
+}
+
+// --- scheduler state per running request --------------------------------------
+struct Engine::CacheHolder {
+  PrefixCache cache;
+  explicit CacheHolder(StateStore& store) : cache(store) {}
+};
+
+struct Engine::Active {
+  std::shared_ptr<Request> req;
+  int32_t slot;
+  size_t prefilled;  // prompt tokens whose KV is written
+  int32_t last = -1;  // the token to feed next (decode phase)
+  int32_t n_past = 0;
+  Sampler sampler;
+  TextStream text;
+  Clock::time_point started, first_token;
+  bool done = false;
+
+  Active(std::shared_ptr<Request> r, int32_t s, size_t cached, const Tokenizer& tok)
+      : req(std::move(r)), slot(s), prefilled(cached), n_past(int32_t(cached)), sampler(req->params.sampling),
+        text(tok, req->params.stop), started(Clock::now()) {}
+  bool decoding() const { return prefilled == req->params.prompt.size(); }
+};
+
+// --- Engine ---------------------------------------------------------------------
+Engine::Engine(const EngineOptions& o, Metrics& metrics) : options_(o), metrics_(metrics) {
+  if (o.parallel < 1) throw Error(fmt::format("serve: --parallel must be at least 1 (got {})", o.parallel));
+  if (o.parallel > o.max_step_tokens)
+    throw Error(fmt::format("serve: --parallel {} exceeds the step bound of {} tokens", o.parallel, o.max_step_tokens));
+  session_ = std::make_unique<cpu::Session>(
+      o.model, cpu::SessionOptions{.threads = o.threads, .n_ctx = o.n_ctx, .n_slots = o.parallel, .n_pages = o.kv_pages,
+                                   .max_step_tokens = o.max_step_tokens});
+  tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(session_->file()));
+  cache_ = std::make_unique<CacheHolder>(session_->states());
+  for (int32_t s = o.parallel - 1; s >= 0; --s) free_slots_.push_back(s);
+  const StateStore& st = session_->states();
+  gauges_ = {0, 0, st.n_pages(), st.free_pages(), 0, o.parallel};
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() { shutdown(std::chrono::milliseconds(0)); }
+
+bool Engine::fits_pool(int64_t n_positions) const {
+  return session_->states().pages_for(n_positions) <= session_->states().n_pages();
+}
+
+std::shared_ptr<Request> Engine::submit(GenerationParams params) {
+  auto r = std::make_shared<Request>();
+  r->params = std::move(params);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) {
+    r->finish("cancelled", "the server is shutting down");
+    return r;
+  }
+  queue_.push_back(r);
+  gauges_.queue_depth = int64_t(queue_.size());
+  cv_.notify_all();
+  return r;
+}
+
+void Engine::cancel(const std::shared_ptr<Request>& r) {
+  r->cancelled_ = true;
+  std::lock_guard<std::mutex> lock(mu_);
+  cv_.notify_all();
+}
+
+void Engine::shutdown(std::chrono::milliseconds grace) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!thread_.joinable()) return;
+    stopping_ = true;
+    cv_.notify_all();
+    // The scheduler keeps running what it has; after the grace period it
+    // cancels everything still there.
+    cv_.wait_for(lock, grace, [&] { return queue_.empty() && gauges_.running == 0; });
+    cancel_all_ = true;
+    cv_.notify_all();
+  }
+  thread_.join();
+}
+
+EngineGauges Engine::gauges() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return gauges_;
+}
+
+void Engine::release(Active& a, const std::string& reason, const std::string& error) {
+  session_->reset(a.slot);
+  free_slots_.push_back(a.slot);
+  a.done = true;
+  if (a.req->generated_ > 0)
+    a.req->generate_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - a.first_token).count();
+  metrics_.finished(reason);
+  a.req->finish(reason, error);
+}
+
+void Engine::admit() {
+  StateStore& st = session_->states();
+  PrefixCache& cache = cache_->cache;
+  while (!free_slots_.empty()) {
+    std::shared_ptr<Request> r;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (queue_.empty()) return;
+      r = queue_.front();
+      if (r->cancelled_ || cancel_all_) {
+        queue_.pop_front();
+        metrics_.finished("cancelled");
+        r->finish("cancelled");
+        continue;
+      }
+    }
+    const auto& prompt = r->params.prompt;
+    const int32_t slot = free_slots_.back();
+    const int64_t total = std::min<int64_t>(int64_t(prompt.size()) + r->params.max_tokens, session_->n_ctx());
+    std::vector<int32_t> shared = cache.lookup(prompt);
+    st.share_pages(slot, shared);
+    const int64_t need = st.pages_for(total) - int64_t(shared.size());
+    if (need > st.free_pages()) cache.evict(need - st.free_pages());
+    if (need > st.free_pages()) {
+      st.reset_slot(slot);  // not enough pages: wait until a request finishes
+      return;
+    }
+    if (!st.reserve(slot, total)) throw Error("serve: page reservation failed after the check");
+    free_slots_.pop_back();
+    {
+      // Published with the pop, so shutdown() never sees the request in
+      // neither the queue nor the running count.
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.pop_front();
+      gauges_.queue_depth = int64_t(queue_.size());
+      gauges_.running = int64_t(active_.size()) + 1;
+    }
+    const size_t cached = shared.size() * size_t(st.page_size());
+    r->cached_ = int32_t(cached);
+    metrics_.prompt_tokens(int64_t(prompt.size()), int64_t(cached));
+    active_.push_back(std::make_unique<Active>(r, slot, cached, *tokenizer_));
+  }
+}
+
+void Engine::sample_row(Active& a, const float* logits) {
+  const GenerationParams& p = a.req->params;
+  const int64_t V = session_->n_vocab();
+  TokenEvent ev;
+  const std::span<const float> row(logits, size_t(V));
+  ev.id = a.sampler.sample(row);
+  a.sampler.accept(ev.id);
+  if (p.top_logprobs >= 0) {
+    // Log-softmax of the model's logits (before the sampling transforms).
+    const float mx = *std::max_element(row.begin(), row.end());
+    double sum = 0;
+    for (float x : row) sum += std::exp(double(x - mx));
+    const float lse = mx + float(std::log(sum));
+    ev.logprob = row[size_t(ev.id)] - lse;
+    std::vector<int32_t> idx(static_cast<size_t>(V));
+    std::iota(idx.begin(), idx.end(), 0);
+    const size_t k = std::min<size_t>(size_t(p.top_logprobs), idx.size());
+    std::partial_sort(idx.begin(), idx.begin() + ptrdiff_t(k), idx.end(),
+                      [&](int32_t x, int32_t y) { return row[size_t(x)] > row[size_t(y)] || (row[size_t(x)] == row[size_t(y)] && x < y); });
+    for (size_t i = 0; i < k; ++i) ev.top.emplace_back(idx[i], row[size_t(idx[i])] - lse);
+  }
+  const int32_t n = ++a.req->generated_;
+  if (n == 1) {
+    a.first_token = Clock::now();
+    a.req->prompt_ms_ = std::chrono::duration<double, std::milli>(a.first_token - a.started).count();
+  }
+  const bool eog = tokenizer_->is_eog(ev.id);
+  ev.text = eog ? std::string() : a.text.push(ev.id);
+  a.last = ev.id;
+  std::string reason;
+  if (eog || a.text.stopped()) reason = "stop";
+  else if (n >= p.max_tokens || a.n_past + 1 >= session_->n_ctx()) reason = "length";
+  if (!reason.empty() && reason != "stop") ev.text += a.text.finish();
+  if (eog) ev.text += a.text.finish();
+  a.req->push(std::move(ev));
+  if (!reason.empty()) release(a, reason);
+}
+
+bool Engine::run_step() {
+  std::vector<cpu::SeqChunk> chunks;
+  std::vector<Active*> rows;  // the request behind each logits row
+  std::vector<size_t> fed;    // tokens each chunk carries
+  int64_t budget = session_->max_step_tokens(), generated = 0;
+  for (auto& a : active_)
+    if (a->decoding()) {
+      chunks.push_back({a->slot, {&a->last, 1}, a->n_past, true});
+      rows.push_back(a.get());
+      --budget;
+    }
+  for (auto& a : active_) {
+    if (a->decoding() || budget <= 0) continue;
+    const auto& prompt = a->req->params.prompt;
+    const size_t n = std::min<size_t>(size_t(budget), prompt.size() - a->prefilled);
+    const bool ends = a->prefilled + n == prompt.size();
+    chunks.push_back({a->slot, std::span<const int32_t>(prompt).subspan(a->prefilled, n), int32_t(a->prefilled), ends});
+    if (ends) rows.push_back(a.get());
+    budget -= int64_t(n);
+  }
+  if (chunks.empty()) return false;
+  const auto t0 = Clock::now();
+  cpu::HostTensor logits = session_->step(chunks);
+  // Advance positions, then sample: a prefill that just ended samples its
+  // first token and decodes from the next step on.
+  for (const auto& c : chunks) {
+    for (auto& a : active_)
+      if (a->slot == c.slot) {
+        if (a->decoding()) {
+          a->n_past += 1;
+        } else {
+          a->prefilled += c.tokens.size();
+          a->n_past = int32_t(a->prefilled);
+          if (a->decoding()) cache_->cache.insert(a->req->params.prompt, session_->states().page_table(a->slot));
+        }
+      }
+  }
+  const int64_t V = session_->n_vocab();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    sample_row(*rows[i], logits.f32() + int64_t(i) * V);
+    ++generated;
+  }
+  int64_t tokens = 0;
+  for (const auto& c : chunks) tokens += int64_t(c.tokens.size());
+  metrics_.step(int64_t(chunks.size()), tokens, generated, std::chrono::duration<double>(Clock::now() - t0).count());
+  return true;
+}
+
+void Engine::loop() {
+  for (;;) {
+    bool cancel_all;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] {
+        bool cancelled = std::any_of(active_.begin(), active_.end(), [](const auto& a) { return a->req->cancelled_.load(); });
+        return cancel_all_ || !active_.empty() || cancelled || (!queue_.empty() && !free_slots_.empty());
+      });
+      cancel_all = cancel_all_;
+    }
+    for (auto& a : active_)
+      if (a->req->cancelled_ || cancel_all) release(*a, "cancelled");
+    std::erase_if(active_, [](const auto& a) { return a->done; });
+    if (!cancel_all) admit();
+    try {
+      run_step();
+    } catch (const std::exception& e) {
+      // A failed step must not take the server down: fail the requests in
+      // it (their slots are reset, so no state leaks into later requests).
+      for (auto& a : active_) release(*a, "error", e.what());
+    }
+    std::erase_if(active_, [](const auto& a) { return a->done; });
+    std::lock_guard<std::mutex> lock(mu_);
+    const StateStore& st = session_->states();
+    gauges_.queue_depth = int64_t(queue_.size());
+    gauges_.running = int64_t(active_.size());
+    gauges_.kv_pages_free = st.free_pages();
+    gauges_.kv_pages_cached = cache_->cache.cached_pages();
+    cv_.notify_all();
+    if (cancel_all && active_.empty()) {
+      for (auto& r : queue_) r->finish("cancelled");
+      queue_.clear();
+      return;
+    }
+  }
+}
+
+}  // namespace vtc::serve

@@ -1,0 +1,146 @@
+// The serving engine: continuous batching over one cpu::Session.
+//
+// One scheduler thread owns the session. Each iteration:
+//   1. drops cancelled requests (client gone): their slot's pages go back;
+//   2. admits queued requests in arrival order while a slot is free and the
+//      KV pool can hold the whole request (prompt + max_tokens) after
+//      reusing its cached prefix and evicting unused cached pages; the
+//      first request that does not fit stops admission (FIFO, no
+//      starvation), so a running request never runs out of pages;
+//   3. builds one step under the token bound: a decode row (1 token) for
+//      every request that is generating, then prefill chunks of requests
+//      still reading their prompt, oldest first, with the tokens left;
+//   4. runs it through Session::step (one @prefill call) and, for every
+//      row that ends a prompt or is a decode row, samples a token, appends
+//      it to the request's event queue and finishes the request on an
+//      end-of-generation token, max_tokens, a stop string or the context.
+// A request's tokens depend only on its own rows (the kernels compute each
+// row independently of the batch), so greedy output is the same alone or
+// batched. When a prompt has been prefilled, its full pages enter the
+// prefix cache.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "frontends/gguf/tokenizer/tokenizer.h"
+#include "runtime/cpu/session.h"
+#include "runtime/sampler.h"
+#include "serve/metrics.h"
+
+namespace vtc::serve {
+
+struct EngineOptions {
+  std::string model;
+  int threads = 0;
+  int64_t n_ctx = 0;        // 0: the model's, at most 4096
+  int32_t parallel = 4;     // slots
+  int64_t kv_pages = 0;     // 0: parallel * ceil(n_ctx / page)
+  int32_t max_step_tokens = 512;
+};
+
+struct GenerationParams {
+  std::vector<int32_t> prompt;
+  int32_t max_tokens = 16;
+  SamplingParams sampling;
+  std::vector<std::string> stop;
+  int32_t top_logprobs = -1;  // -1: no logprobs; else logprob of each token plus this many alternatives
+};
+
+struct TokenEvent {
+  int32_t id = 0;
+  std::string text;  // released by this token (may be empty: held back or special)
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // alternatives, most likely first
+};
+
+// Shared between an HTTP handler (reads) and the scheduler (writes).
+class Request {
+ public:
+  // Waits up to `timeout` for new events; moves them into `out`. Returns
+  // true once the request has finished and every event was taken.
+  bool poll(std::vector<TokenEvent>& out, std::chrono::milliseconds timeout);
+  std::string finish_reason() const;  // "stop" | "length" | "cancelled" | "error"
+  std::string error() const;
+  int32_t prompt_tokens() const { return int32_t(params.prompt.size()); }
+  int32_t cached_tokens() const { return cached_.load(); }
+  int32_t completion_tokens() const { return generated_.load(); }
+  double prompt_ms() const { return prompt_ms_.load(); }
+  double generate_ms() const { return generate_ms_.load(); }
+
+  GenerationParams params;
+
+ private:
+  friend class Engine;
+  void push(TokenEvent e);
+  void finish(const std::string& reason, const std::string& error = {});
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<TokenEvent> events_;
+  bool finished_ = false;
+  std::string reason_, error_;
+  std::atomic<bool> cancelled_{false};
+  std::atomic<int32_t> cached_{0}, generated_{0};
+  std::atomic<double> prompt_ms_{0}, generate_ms_{0};
+};
+
+class Engine {
+ public:
+  // Loads the model (slow) and starts the scheduler thread.
+  Engine(const EngineOptions& options, Metrics& metrics);
+  ~Engine();
+
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const gguf::GgufFile& file() const { return session_->file(); }
+  int64_t n_ctx() const { return session_->n_ctx(); }
+  int64_t n_vocab() const { return session_->n_vocab(); }
+  // Pages a request of `n_positions` needs, and whether the pool could ever
+  // hold it.
+  bool fits_pool(int64_t n_positions) const;
+
+  // Queues a request (validated by the caller: prompt in the vocabulary,
+  // prompt + max_tokens within the context).
+  std::shared_ptr<Request> submit(GenerationParams params);
+  // The client is gone: the scheduler drops the request and frees its pages.
+  void cancel(const std::shared_ptr<Request>& r);
+  // Stops admitting; waits up to `grace` for running and queued requests,
+  // cancels what is left, and joins the scheduler thread.
+  void shutdown(std::chrono::milliseconds grace);
+
+  EngineGauges gauges() const;
+
+ private:
+  struct Active;
+  void loop();
+  void admit();
+  bool run_step();
+  void sample_row(Active& a, const float* logits);
+  void release(Active& a, const std::string& reason, const std::string& error = {});
+
+  EngineOptions options_;
+  Metrics& metrics_;
+  std::unique_ptr<cpu::Session> session_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  struct CacheHolder;
+  std::unique_ptr<CacheHolder> cache_;
+
+  mutable std::mutex mu_;  // guards queue_, stopping_, and the gauges' copies
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Request>> queue_;
+  bool stopping_ = false, cancel_all_ = false;
+  std::vector<std::unique_ptr<Active>> active_;  // scheduler thread only
+  std::vector<int32_t> free_slots_;              // scheduler thread only
+  EngineGauges gauges_;                          // copied under mu_ after each step
+  std::thread thread_;
+};
+
+}  // namespace vtc::serve

@@ -1,0 +1,101 @@
+#include "serve/metrics.h"
+
+#include <fmt/format.h>
+
+namespace vtc::serve {
+
+void Histogram::observe(double v) {
+  size_t i = 0;
+  while (i < bounds_.size() && v > bounds_[i]) ++i;
+  ++counts_[i];
+  sum_ += v;
+  ++count_;
+}
+
+void Histogram::render(std::string& out, const std::string& name, const std::string& help) const {
+  out += fmt::format("# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, bounds_[i], cumulative);
+  }
+  out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, count_, name, sum_, name, count_);
+}
+
+Metrics::Metrics()
+    : seqs_per_step_({1, 2, 4, 8, 16, 32, 64}), tokens_per_step_({1, 4, 16, 64, 128, 256, 512, 1024}) {}
+
+void Metrics::request_done(const std::string& endpoint, int status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++requests_[{endpoint, status}];
+}
+
+void Metrics::prompt_tokens(int64_t n, int64_t cached) {
+  std::lock_guard<std::mutex> lock(mu_);
+  prompt_tokens_ += uint64_t(n);
+  cached_tokens_ += uint64_t(cached);
+}
+
+void Metrics::step(int64_t sequences, int64_t tokens, int64_t generated, double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++steps_;
+  step_seconds_ += seconds;
+  generated_tokens_ += uint64_t(generated);
+  seqs_per_step_.observe(double(sequences));
+  tokens_per_step_.observe(double(tokens));
+  window_.push_back({Clock::now(), tokens, generated});
+}
+
+void Metrics::finished(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++finish_reasons_[reason];
+}
+
+int64_t Metrics::cached_prompt_tokens() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return int64_t(cached_tokens_);
+}
+
+double Metrics::rate(size_t field) const {
+  const auto now = Clock::now();
+  while (!window_.empty() && std::chrono::duration<double>(now - window_.front().at).count() > kWindowSeconds)
+    window_.pop_front();
+  int64_t n = 0;
+  for (const Sample& s : window_) n += field == 0 ? s.tokens : s.generated;
+  return double(n) / kWindowSeconds;
+}
+
+std::string Metrics::render(const EngineGauges& g) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string out;
+  auto counter = [&](const char* name, const char* help, double v) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} counter\n{} {}\n", name, help, name, name, v);
+  };
+  auto gauge = [&](const char* name, const char* help, double v) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n{} {}\n", name, help, name, name, v);
+  };
+  out += "# HELP vtc_requests_total HTTP requests by endpoint and status code.\n# TYPE vtc_requests_total counter\n";
+  for (const auto& [key, n] : requests_)
+    out += fmt::format("vtc_requests_total{{endpoint=\"{}\",status=\"{}\"}} {}\n", key.first, key.second, n);
+  out += "# HELP vtc_finished_total Generations by finish reason.\n# TYPE vtc_finished_total counter\n";
+  for (const auto& [reason, n] : finish_reasons_) out += fmt::format("vtc_finished_total{{reason=\"{}\"}} {}\n", reason, n);
+  counter("vtc_prompt_tokens_total", "Prompt tokens of admitted requests (cached ones included).", double(prompt_tokens_));
+  counter("vtc_prompt_tokens_cached_total", "Prompt tokens served from the prefix cache (not prefilled).", double(cached_tokens_));
+  counter("vtc_generated_tokens_total", "Tokens sampled.", double(generated_tokens_));
+  counter("vtc_steps_total", "Scheduler steps run.", double(steps_));
+  counter("vtc_step_seconds_total", "Time spent in scheduler steps.", step_seconds_);
+  gauge("vtc_tokens_per_second", "Tokens processed (prefill + decode) per second over the last 10 s.", rate(0));
+  gauge("vtc_generated_tokens_per_second", "Tokens generated per second over the last 10 s.", rate(1));
+  gauge("vtc_queue_depth", "Requests waiting for a slot or for KV pages.", double(g.queue_depth));
+  gauge("vtc_requests_running", "Requests holding a slot.", double(g.running));
+  gauge("vtc_slots_total", "Sequence slots (--parallel).", double(g.slots_total));
+  gauge("vtc_kv_pages_total", "KV pages in the pool.", double(g.kv_pages_total));
+  gauge("vtc_kv_pages_free", "KV pages on the free list.", double(g.kv_pages_free));
+  gauge("vtc_kv_pages_used", "KV pages referenced by requests or the prefix cache.", double(g.kv_pages_total - g.kv_pages_free));
+  gauge("vtc_kv_pages_cached", "KV pages held by the prefix cache.", double(g.kv_pages_cached));
+  seqs_per_step_.render(out, "vtc_batch_sequences", "Sequences per scheduler step.");
+  tokens_per_step_.render(out, "vtc_batch_tokens", "Tokens per scheduler step.");
+  return out;
+}
+
+}  // namespace vtc::serve

@@ -1,0 +1,339 @@
+#include "serve/openai_api.h"
+
+#include <fmt/format.h>
+
+#include <mutex>
+#include <optional>
+#include <random>
+#include <set>
+
+#include "frontends/gguf/chat_template.h"
+
+namespace vtc::serve {
+
+using nlohmann::json;
+
+json error_body(const std::string& message, const std::string& type, const std::string& param, const std::string& code) {
+  return {{"error",
+           {{"message", message},
+            {"type", type},
+            {"param", param.empty() ? json(nullptr) : json(param)},
+            {"code", code.empty() ? json(nullptr) : json(code)}}}};
+}
+
+namespace {
+
+const char* type_name(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::string: return "a string";
+    case json::value_t::array: return "an array";
+    case json::value_t::object: return "an object";
+    case json::value_t::number_float: return "a number";
+    default: return "an integer";
+  }
+}
+
+[[noreturn]] void bad(const std::string& field, const std::string& message) { throw ApiError(400, message, field); }
+
+void expect(const json& v, bool ok, const std::string& field, const char* what) {
+  if (!ok) bad(field, fmt::format("'{}' must be {}, got {}", field, what, type_name(v)));
+}
+
+// A field that is absent or null reads as nullopt.
+const json* field(const json& body, const std::string& name) {
+  auto it = body.find(name);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::optional<int64_t> get_int(const json& body, const std::string& name, int64_t lo, int64_t hi) {
+  const json* v = field(body, name);
+  if (!v) return std::nullopt;
+  expect(*v, v->is_number_integer() || v->is_number_unsigned(), name, "an integer");
+  const int64_t x = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX) ? INT64_MAX : v->get<int64_t>();
+  if (x < lo || x > hi) bad(name, fmt::format("'{}' must be in [{}, {}], got {}", name, lo, hi, x));
+  return x;
+}
+
+std::optional<double> get_number(const json& body, const std::string& name, double lo, double hi) {
+  const json* v = field(body, name);
+  if (!v) return std::nullopt;
+  expect(*v, v->is_number(), name, "a number");
+  const double x = v->get<double>();
+  if (!(x >= lo && x <= hi)) bad(name, fmt::format("'{}' must be in [{}, {}], got {}", name, lo, hi, x));
+  return x;
+}
+
+std::optional<bool> get_bool(const json& body, const std::string& name) {
+  const json* v = field(body, name);
+  if (!v) return std::nullopt;
+  expect(*v, v->is_boolean(), name, "a boolean");
+  return v->get<bool>();
+}
+
+std::vector<std::string> get_stop(const json& body) {
+  const json* v = field(body, "stop");
+  if (!v) return {};
+  if (v->is_string()) return {v->get<std::string>()};
+  expect(*v, v->is_array(), "stop", "a string or an array of strings");
+  if (v->size() > 4) bad("stop", fmt::format("'stop' holds at most 4 strings, got {}", v->size()));
+  std::vector<std::string> out;
+  for (const json& s : *v) {
+    expect(s, s.is_string(), "stop", "a string or an array of strings");
+    if (!s.get<std::string>().empty()) out.push_back(s.get<std::string>());
+  }
+  return out;
+}
+
+void check_known_fields(const json& body, bool chat) {
+  static const std::set<std::string> common = {
+      "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "presence_penalty",
+      "frequency_penalty", "repeat_penalty", "n", "stream", "stream_options", "user", "logprobs", "logit_bias"};
+  static const std::set<std::string> completions = {"prompt", "echo", "suffix", "best_of"};
+  static const std::set<std::string> chats = {"messages", "top_logprobs", "max_completion_tokens", "response_format"};
+  for (const auto& [key, value] : body.items())
+    if (!common.count(key) && !(chat ? chats : completions).count(key))
+      throw ApiError(400, fmt::format("Unrecognized request argument supplied: {}", key), key);
+}
+
+// Fields OpenAI defines that vtc accepts only in their default form.
+void check_defaults_only(const json& body, bool chat) {
+  if (const json* v = field(body, "logit_bias")) {
+    expect(*v, v->is_object(), "logit_bias", "an object");
+    if (!v->empty()) bad("logit_bias", "'logit_bias' is not supported (only {})");
+  }
+  if (!chat) {
+    if (get_bool(body, "echo").value_or(false)) bad("echo", "'echo': true is not supported");
+    get_int(body, "best_of", 1, 1);
+    if (const json* v = field(body, "suffix")) {
+      expect(*v, v->is_string(), "suffix", "a string");
+      if (!v->get<std::string>().empty()) bad("suffix", "'suffix' is not supported");
+    }
+  } else if (const json* v = field(body, "response_format")) {
+    expect(*v, v->is_object(), "response_format", "an object");
+    if (v->value("type", json("text")) != "text") bad("response_format", "only 'response_format': {\"type\": \"text\"} is supported");
+  }
+  if (const json* v = field(body, "user")) expect(*v, v->is_string(), "user", "a string");
+  if (const json* v = field(body, "model")) expect(*v, v->is_string(), "model", "a string");
+}
+
+std::vector<int32_t> completion_prompt(const json& body, const Engine& engine) {
+  const json* v = field(body, "prompt");
+  if (!v) bad("prompt", "'prompt' is required");
+  if (v->is_array() && v->size() == 1 && (*v)[0].is_string()) v = &(*v)[0];
+  if (v->is_string()) return engine.tokenizer().encode(v->get<std::string>(), true, false);
+  expect(*v, v->is_array() && !v->empty(), "prompt", "a string, an array of one string, or an array of token ids");
+  std::vector<int32_t> ids;
+  for (const json& t : *v) {
+    expect(t, t.is_number_integer(), "prompt", "a string, an array of one string, or an array of token ids");
+    const int64_t id = t.get<int64_t>();
+    if (id < 0 || id >= engine.n_vocab())
+      bad("prompt", fmt::format("token id {} is outside the vocabulary [0, {})", id, engine.n_vocab()));
+    ids.push_back(int32_t(id));
+  }
+  return ids;
+}
+
+std::string message_content(const json& m, size_t i) {
+  const std::string name = fmt::format("messages[{}].content", i);
+  auto it = m.find("content");
+  if (it == m.end() || it->is_null()) return {};
+  if (it->is_string()) return it->get<std::string>();
+  expect(*it, it->is_array(), name, "a string or an array of text parts");
+  std::string text;
+  for (const json& part : *it) {
+    expect(part, part.is_object() && part.value("type", "") == "text" && part.contains("text") && part["text"].is_string(),
+           name, "a string or an array of {\"type\": \"text\", \"text\": ...} parts");
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+std::vector<int32_t> chat_prompt(const json& body, const Engine& engine, const std::string& tmpl) {
+  const json* v = field(body, "messages");
+  if (!v) bad("messages", "'messages' is required");
+  expect(*v, v->is_array() && !v->empty(), "messages", "a non-empty array");
+  std::vector<ChatMessage> msgs;
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& m = (*v)[i];
+    const std::string name = fmt::format("messages[{}]", i);
+    expect(m, m.is_object(), name, "an object");
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string()) bad(name + ".role", fmt::format("'{}.role' must be a string", name));
+    std::string r = role->get<std::string>();
+    if (r == "developer") r = "system";
+    if (r != "system" && r != "user" && r != "assistant")
+      bad(name + ".role", fmt::format("'{}.role' must be system, developer, user or assistant, got '{}'", name, r));
+    msgs.push_back({r, message_content(m, i)});
+  }
+  const std::string text = apply_chat_template(detect_chat_template(tmpl), msgs, true);
+  return engine.tokenizer().encode(text, true, true);
+}
+
+SamplingParams sampling_of(const json& body, int64_t n_ctx) {
+  SamplingParams s;
+  s.temperature = float(get_number(body, "temperature", 0, 2).value_or(1.0));
+  s.top_p = float(get_number(body, "top_p", 0, 1).value_or(1.0));
+  s.top_k = int32_t(get_int(body, "top_k", 0, INT32_MAX).value_or(0));
+  s.min_p = float(get_number(body, "min_p", 0, 1).value_or(0.0));
+  s.presence_penalty = float(get_number(body, "presence_penalty", -2, 2).value_or(0.0));
+  s.frequency_penalty = float(get_number(body, "frequency_penalty", -2, 2).value_or(0.0));
+  s.repeat_penalty = float(get_number(body, "repeat_penalty", 0, 10).value_or(1.0));
+  s.penalty_last_n = int32_t(n_ctx);  // every generated token, as OpenAI's penalties
+  if (auto seed = get_int(body, "seed", INT64_MIN, INT64_MAX)) {
+    s.seed = uint64_t(*seed);
+  } else {
+    static std::mutex mu;
+    static std::random_device rd;
+    std::lock_guard<std::mutex> lock(mu);
+    s.seed = (uint64_t(rd()) << 32 | rd()) & 0x7FFFFFFFFFFFFFFFull;  // never the "random" sentinel
+  }
+  return s;
+}
+
+}  // namespace
+
+CompletionRequest parse_completion(const json& body, bool chat, const Engine& engine, const std::string& chat_template) {
+  if (!body.is_object()) throw ApiError(400, fmt::format("the request body must be a JSON object, got {}", type_name(body)));
+  check_known_fields(body, chat);
+  check_defaults_only(body, chat);
+  CompletionRequest r;
+  r.chat = chat;
+  r.stream = get_bool(body, "stream").value_or(false);
+  if (const json* so = field(body, "stream_options")) {
+    expect(*so, so->is_object(), "stream_options", "an object");
+    for (const auto& [k, v] : so->items())
+      if (k != "include_usage") throw ApiError(400, fmt::format("Unrecognized request argument supplied: stream_options.{}", k), "stream_options");
+    r.include_usage = get_bool(*so, "include_usage").value_or(false);
+    if (!r.stream) bad("stream_options", "'stream_options' is only allowed with 'stream': true");
+  }
+  get_int(body, "n", 1, 1);
+  if (chat) {
+    r.logprobs = get_bool(body, "logprobs").value_or(false);
+    auto top = get_int(body, "top_logprobs", 0, 20);
+    if (top && !r.logprobs) bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    r.gen.top_logprobs = r.logprobs ? int32_t(top.value_or(0)) : -1;
+  } else if (auto lp = get_int(body, "logprobs", 0, 20)) {
+    r.logprobs = true;
+    r.gen.top_logprobs = int32_t(*lp);
+  }
+  r.gen.sampling = sampling_of(body, engine.n_ctx());
+  r.gen.stop = get_stop(body);
+  r.gen.prompt = chat ? chat_prompt(body, engine, chat_template) : completion_prompt(body, engine);
+  const int64_t n_prompt = int64_t(r.gen.prompt.size());
+  if (n_prompt >= engine.n_ctx())
+    throw ApiError(400,
+                   fmt::format("This model's maximum context length is {} tokens. However, your prompt is {} tokens, "
+                               "which leaves no room to generate.", engine.n_ctx(), n_prompt),
+                   chat ? "messages" : "prompt", "context_length_exceeded");
+  std::optional<int64_t> max_tokens = get_int(body, "max_tokens", 1, INT32_MAX);
+  if (chat && !max_tokens) max_tokens = get_int(body, "max_completion_tokens", 1, INT32_MAX);
+  const int64_t room = engine.n_ctx() - n_prompt;
+  const int64_t n = max_tokens.value_or(chat ? room : 16);
+  if (n > room)
+    throw ApiError(400,
+                   fmt::format("This model's maximum context length is {} tokens. However, you requested {} tokens "
+                               "({} in the prompt, {} for the completion).", engine.n_ctx(), n_prompt + n, n_prompt, n),
+                   "max_tokens", "context_length_exceeded");
+  if (!engine.fits_pool(n_prompt + n))
+    throw ApiError(400, fmt::format("the request needs {} KV positions, more than the KV pool holds", n_prompt + n),
+                   "max_tokens");
+  r.gen.max_tokens = int32_t(n);
+  return r;
+}
+
+namespace {
+
+json logprob_entry_chat(const TokenEvent& e, const Tokenizer& tok) {
+  auto bytes_of = [](const std::string& s) {
+    json b = json::array();
+    for (unsigned char c : s) b.push_back(int(c));
+    return b;
+  };
+  const std::string piece = tok.token_piece(e.id);
+  json top = json::array();
+  for (const auto& [id, lp] : e.top) {
+    const std::string p = tok.token_piece(id);
+    top.push_back({{"token", p}, {"logprob", lp}, {"bytes", bytes_of(p)}});
+  }
+  return {{"token", piece}, {"logprob", e.logprob}, {"bytes", bytes_of(piece)}, {"top_logprobs", top}};
+}
+
+json logprobs_of(const CompletionRequest& req, const std::vector<TokenEvent>& events, const Tokenizer& tok,
+                 size_t text_offset) {
+  if (!req.logprobs) return nullptr;
+  if (req.chat) {
+    json content = json::array();
+    for (const auto& e : events) content.push_back(logprob_entry_chat(e, tok));
+    return {{"content", content}};
+  }
+  json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+  for (const auto& e : events) {
+    tokens.push_back(tok.token_piece(e.id));
+    lps.push_back(e.logprob);
+    json top = json::object();
+    for (const auto& [id, lp] : e.top) top[tok.token_piece(id)] = lp;
+    tops.push_back(top);
+    offsets.push_back(text_offset);
+    text_offset += e.text.size();
+  }
+  return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+json base(const ResponseInfo& info, bool chunk) {
+  return {{"id", info.id},
+          {"object", info.chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
+          {"created", info.created},
+          {"model", info.model}};
+}
+
+}  // namespace
+
+json usage_of(const Request& r) {
+  return {{"prompt_tokens", r.prompt_tokens()},
+          {"completion_tokens", r.completion_tokens()},
+          {"total_tokens", r.prompt_tokens() + r.completion_tokens()},
+          {"prompt_tokens_details", {{"cached_tokens", r.cached_tokens()}}}};
+}
+
+json completion_body(const ResponseInfo& info, const CompletionRequest& req, const Request& r, const std::string& text,
+                     const std::vector<TokenEvent>& events, const Tokenizer& tok) {
+  json body = base(info, false);
+  json choice = {{"index", 0}, {"logprobs", logprobs_of(req, events, tok, 0)}, {"finish_reason", r.finish_reason()}};
+  if (info.chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
+  else choice["text"] = text;
+  body["choices"] = json::array({choice});
+  body["usage"] = usage_of(r);
+  body["timings"] = {{"prompt_n", r.prompt_tokens()}, {"cached_n", r.cached_tokens()}, {"prompt_ms", r.prompt_ms()},
+                     {"predicted_n", r.completion_tokens()}, {"predicted_ms", r.generate_ms()}};
+  return body;
+}
+
+json stream_chunk(const ResponseInfo& info, const CompletionRequest& req, const std::vector<TokenEvent>& events,
+                  const std::string& finish, bool first, const Tokenizer& tok) {
+  std::string text;
+  for (const auto& e : events) text += e.text;
+  json choice = {{"index", 0}, {"logprobs", logprobs_of(req, events, tok, 0)},
+                 {"finish_reason", finish.empty() ? json(nullptr) : json(finish)}};
+  if (info.chat) {
+    json delta = json::object();
+    if (first) delta["role"] = "assistant";
+    if (!text.empty() || (first && finish.empty())) delta["content"] = text;
+    choice["delta"] = delta;
+  } else {
+    choice["text"] = text;
+  }
+  json body = base(info, true);
+  body["choices"] = json::array({choice});
+  return body;
+}
+
+json usage_chunk(const ResponseInfo& info, const Request& r) {
+  json body = base(info, true);
+  body["choices"] = json::array();
+  body["usage"] = usage_of(r);
+  return body;
+}
+
+}  // namespace vtc::serve

@@ -1,0 +1,212 @@
+// CUDA codegen without a GPU: every kernel the generator emits compiles
+// through NVRTC to PTX, for every op case (op_cases.vtcir) on sm_80 and
+// sm_90, and for the decode and prefill graphs of the tiny llama, qwen2 and
+// qwen3 models lowered with the CUDA pipeline. A failure names the kernel
+// and quotes the generated line. Also: compile errors point at source
+// lines, the disk cache hits on the second compile and misses on another
+// arch, equal layers share kernels, unsupported ops are named.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "codegen/cuda/emit.h"
+#include "codegen/cuda/model_kernels.h"
+#include "codegen/cuda/nvrtc.h"
+#include "ir/parser.h"
+#include "ir/verifier.h"
+#include "samples/synthetic_model.h"
+#include "support/error.h"
+
+namespace {
+
+using vtc::cuda::CodeKind;
+using vtc::cuda::Nvrtc;
+
+std::string read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A private cache folder per test run, so "compiled" really compiles.
+struct ScopedCache {
+  std::filesystem::path dir;
+  explicit ScopedCache(const std::string& name) {
+    dir = std::filesystem::temp_directory_path() / fmt::format("vtc-kcache-{}-{}", name, ::getpid());
+    std::filesystem::remove_all(dir);
+    setenv("VTC_KERNEL_CACHE", dir.c_str(), 1);
+  }
+  ~ScopedCache() {
+    std::filesystem::remove_all(dir);
+    unsetenv("VTC_KERNEL_CACHE");
+  }
+};
+
+Nvrtc& nvrtc() {
+  static std::unique_ptr<Nvrtc> n = [] {
+    std::string why;
+    auto p = Nvrtc::load(&why);
+    if (!p) FAIL("NVRTC: " << why);
+    return p;
+  }();
+  return *n;
+}
+
+// Compiles every distinct kernel; returns how many.
+size_t compile_all(const vtc::cuda::ModelKernels& mk, int arch) {
+  size_t n = 0;
+  for (const auto& s : mk.steps)
+    for (const auto* k : s.unique()) {
+      INFO("kernel " << k->entry << ": " << k->what);
+      auto c = nvrtc().compile(*k, arch, CodeKind::Ptx);
+      CHECK(c.image.find(".entry " + k->entry) != std::string::npos);
+      ++n;
+    }
+  return n;
+}
+
+std::string tiny_model(const std::string& arch) {
+  const auto dir = std::filesystem::path(VTC_TEST_DATA_DIR) / "cuda";
+  std::filesystem::create_directories(dir);
+  const auto path = (dir / (arch + "-tiny.gguf")).string();
+  if (!std::filesystem::exists(path)) {
+    vtc::synth::Options o;
+    o.arch = arch;
+    o.size = "tiny";
+    o.vocab_path = vtc::synth::find_default_vocab(arch);
+    vtc::synth::write_model(o, path + ".partial");
+    std::filesystem::rename(path + ".partial", path);
+  }
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("every op case generates kernels that compile to PTX for sm_80 and sm_90", "[nvrtc]") {
+  ScopedCache cache("ops");
+  const auto cases = vtc::ir::split_source_cases(read(VTC_CUDA_OP_CASES));
+  REQUIRE(cases.size() >= 40);
+  size_t kernels = 0;
+  for (const auto& c : cases) {
+    INFO("op case at " << VTC_CUDA_OP_CASES << ":" << c.first_line);
+    vtc::ir::Module m = vtc::ir::parse(c.text, {c.first_line});
+    vtc::ir::verify(m);
+    auto mk = vtc::cuda::generate_model(std::move(m));
+    size_t launches = 0;
+    for (const auto& s : mk.steps) launches += s.kernels.size();
+    CHECK(launches > 0);
+    for (int arch : {80, 90}) kernels += compile_all(mk, arch);
+  }
+  CHECK(kernels >= 2 * 85);
+}
+
+// [reference]: the generator copies a real vocabulary from the reference.
+TEST_CASE("decode and prefill graphs of the tiny models compile to PTX", "[nvrtc][reference]") {
+  ScopedCache cache("models");
+  for (const std::string arch : {"llama", "qwen2", "qwen3"}) {
+    INFO("model " << arch);
+    auto mk = vtc::cuda::generate_model_file(tiny_model(arch));
+    REQUIRE(mk.steps.size() == 2);
+    for (const auto& s : mk.steps) {
+      INFO("step @" << s.function);
+      CHECK(s.kernels.size() > 10);
+      // Two layers of equal shapes: the second layer reuses the first's kernels.
+      CHECK(s.unique().size() < s.kernels.size());
+    }
+    CHECK(compile_all(mk, 90) > 10);
+  }
+}
+
+TEST_CASE("a compile error names the kernel and shows the generated line", "[nvrtc]") {
+  ScopedCache cache("error");
+  vtc::cuda::Kernel k;
+  k.entry = "broken_0000";
+  k.what = "a deliberately broken kernel";
+  k.source = "extern \"C\" __global__ void broken_0000(float* y) {\n  y[0] = 1.0f;\n  y[1] = undefined_name;\n}\n";
+  try {
+    nvrtc().compile(k, 90, CodeKind::Ptx);
+    FAIL("the broken kernel compiled");
+  } catch (const vtc::Error& e) {
+    const std::string msg = e.what();
+    CHECK(msg.find("broken_0000") != std::string::npos);
+    CHECK(msg.find("a deliberately broken kernel") != std::string::npos);
+    CHECK(msg.find(">    3:   y[1] = undefined_name;") != std::string::npos);
+  }
+}
+
+TEST_CASE("the kernel cache hits on the same source and arch only", "[nvrtc]") {
+  ScopedCache cache("hits");
+  vtc::cuda::Kernel k;
+  k.entry = "cache_probe";
+  k.source = "extern \"C\" __global__ void cache_probe(float* y) { y[threadIdx.x] = 2.0f; }\n";
+  auto first = nvrtc().compile(k, 90, CodeKind::Ptx);
+  CHECK_FALSE(first.from_cache);
+  auto second = nvrtc().compile(k, 90, CodeKind::Ptx);
+  CHECK(second.from_cache);
+  CHECK(second.image == first.image);
+  CHECK_FALSE(nvrtc().compile(k, 80, CodeKind::Ptx).from_cache);
+  k.source += "// changed\n";
+  CHECK_FALSE(nvrtc().compile(k, 90, CodeKind::Ptx).from_cache);
+  size_t files = 0;
+  for (auto& e : std::filesystem::directory_iterator(cache.dir)) files += e.path().extension() == ".ptx";
+  CHECK(files == 3);
+}
+
+TEST_CASE("kernel cache folder: VTC_KERNEL_CACHE, then XDG_CACHE_HOME, then HOME") {
+  setenv("VTC_KERNEL_CACHE", "/x/k", 1);
+  CHECK(vtc::cuda::kernel_cache_dir() == "/x/k");
+  setenv("VTC_KERNEL_CACHE", "off", 1);
+  CHECK(vtc::cuda::kernel_cache_dir().empty());
+  unsetenv("VTC_KERNEL_CACHE");
+  setenv("XDG_CACHE_HOME", "/x/xdg", 1);
+  CHECK(vtc::cuda::kernel_cache_dir() == "/x/xdg/vtc/kernels");
+  unsetenv("XDG_CACHE_HOME");
+  CHECK(vtc::cuda::kernel_cache_dir() == std::string(std::getenv("HOME")) + "/.cache/vtc/kernels");
+}
+
+TEST_CASE("codegen is deterministic and names kernels by content") {
+  const auto cases = vtc::ir::split_source_cases(read(VTC_CUDA_OP_CASES));
+  auto gen = [&] { return vtc::cuda::generate_model(vtc::ir::parse(cases.at(0).text, {cases[0].first_line})); };
+  auto a = gen(), b = gen();
+  REQUIRE(a.steps.at(0).kernels.size() == b.steps.at(0).kernels.size());
+  for (size_t i = 0; i < a.steps[0].kernels.size(); ++i) {
+    CHECK(a.steps[0].kernels[i].entry == b.steps[0].kernels[i].entry);
+    CHECK(a.steps[0].kernels[i].source == b.steps[0].kernels[i].source);
+  }
+}
+
+TEST_CASE("unsupported ops and types are errors that name the op") {
+  auto expect_error = [](const std::string& text, const std::string& needle) {
+    INFO(text);
+    try {
+      vtc::cuda::generate_model(vtc::ir::parse(text));
+      FAIL("no error");
+    } catch (const vtc::Error& e) {
+      CHECK_THAT(e.what(), Catch::Contains(needle));
+    }
+  };
+  expect_error(R"(func @prefill(%x: tensor<T x 2 x 64 x f32, device>, %pos: tensor<T x 4 x i32, device>) {
+  %y = rope(%x, %pos) {mode = multi, n_rot = 64, base = 10000.0, sections = [8, 8, 8, 8]} : tensor<T x 2 x 64 x f32, device>
+  return(%y)
+})",
+               "op 'rope'");
+  expect_error(R"(func @decode(%x: tensor<S x 256 x f32, device>, %w: tensor<8 x 256 x iq3_s, device>) {
+  %y = matmul(%x, %w) : tensor<S x 8 x f32, device>
+  return(%y)
+})",
+               "iq3_s has no CUDA kernel");
+}
+
+TEST_CASE("the device sampling kernels compile to PTX", "[nvrtc]") {
+  ScopedCache cache("sample");
+  for (const auto& k : {vtc::cuda::sample_greedy_kernel(32000, "last_ids"),
+                        vtc::cuda::sample_top_k_top_p_kernel(151936, 40, "last_ids")}) {
+    INFO("kernel " << k.entry);
+    CHECK(nvrtc().compile(k, 90, CodeKind::Ptx).image.find(".entry " + k.entry) != std::string::npos);
+  }
+}

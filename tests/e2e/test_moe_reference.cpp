@@ -1,0 +1,120 @@
+// qwen3moe end to end on the CPU interpreter against llama.cpp (issue 8,
+// MoE): a generated "small" qwen3moe (2 layers, 8 experts, 2 used), in f32
+// and q8_0. A 75-token prompt runs in one prefill and again in chunks of
+// 24/24/27 tokens; each run's logits at every prompt position are compared
+// with the reference's, then 16 greedy decode steps follow. f32: identical
+// greedy tokens; both: worst per-position relative L2 within the dense
+// thresholds (tests/reference_tolerances.h); q8_0 also top-1 agreement.
+//
+// The reference runs the prompt in graphs of 24 rows (`--ubatch 24`): from
+// 64 rows up it switches to a tiled flash-attention kernel that vtc does not
+// reproduce yet (docs/numerics-parity.md), which alone moves dense and MoE
+// logits alike by ~1e-4 (f32) to ~2e-2 (K-quants) on this prompt.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "runtime/cpu/kernels/kernels.h"
+#include "runtime/cpu/session.h"
+#include "tests/e2e/e2e_fixtures.h"
+#include "tests/reference_tolerances.h"
+#include "tests/test_process.h"
+
+using namespace vtc;
+
+namespace {
+
+struct Run {
+  std::vector<std::vector<float>> logits;  // one row per prompt position
+  std::vector<int32_t> greedy;             // 16 tokens
+};
+
+constexpr int kDecode = 16;
+
+std::vector<int32_t> long_prompt() {
+  std::vector<int32_t> p;
+  const auto base = test::sample_prompt("qwen3moe");
+  for (int i = 0; i < 3; ++i) p.insert(p.end(), base.begin(), base.end());
+  return p;  // 75 tokens
+}
+
+Run reference(const std::string& model, const std::vector<int32_t>& prompt, bool repack) {
+  auto out = test::run_capture(fmt::format("{} logits {} --ubatch 24 --tokens {} --n-predict {}{}", VTC_REF_TOOL, model,
+                                           fmt::join(prompt, ","), kDecode, repack ? "" : " --no-repack"));
+  auto j = nlohmann::json::parse(out);
+  return {j.at("logits").get<std::vector<std::vector<float>>>(), j.at("greedy").get<std::vector<int32_t>>()};
+}
+
+int32_t argmax_of(const std::vector<float>& row) { return int32_t(cpu::argmax(row.data(), int64_t(row.size()))); }
+
+// Prefill in the given chunk sizes (summing to the prompt), then greedy decode.
+Run run_vtc(const std::string& model, const std::vector<int32_t>& prompt, const std::vector<size_t>& chunks) {
+  cpu::Session s(model, {.threads = 2, .n_ctx = 256});
+  Run r;
+  size_t at = 0;
+  for (size_t n : chunks) {
+    cpu::HostTensor logits = s.prefill(0, std::span(prompt).subspan(at, n), int32_t(at), true);
+    for (size_t i = 0; i < n; ++i) r.logits.push_back(logits.row(int64_t(i)));
+    at += n;
+  }
+  REQUIRE(at == prompt.size());
+  r.greedy.push_back(argmax_of(r.logits.back()));
+  for (int i = 1; i < kDecode; ++i) {
+    const int32_t pos = int32_t(prompt.size()) + i - 1;
+    auto next = s.decode(std::vector<int32_t>{0}, std::vector<int32_t>{r.greedy.back()}, std::vector<int32_t>{pos});
+    r.greedy.push_back(argmax_of(next.row(0)));
+  }
+  return r;
+}
+
+double worst_rel_l2(const Run& a, const Run& ref) {
+  REQUIRE(a.logits.size() == ref.logits.size());
+  double worst = 0;
+  for (size_t p = 0; p < ref.logits.size(); ++p) worst = std::max(worst, test::relative_l2(a.logits[p], ref.logits[p]));
+  return worst;
+}
+
+void compare(const std::string& type) {
+  const std::string model = test::model_path("qwen3moe", type);
+  const bool quantized = type != "f32";
+  const auto prompt = long_prompt();
+  REQUIRE(prompt.size() >= 64);
+  // Quantized: the closer of the reference's two kernel paths (see
+  // test_dense_reference.cpp), as for dense models.
+  std::vector<Run> refs = {reference(model, prompt, false)};
+  if (quantized) refs.push_back(reference(model, prompt, true));
+  const double tolerance = quantized ? test::kQuantLogitsRelL2Tolerance : test::kLogitsRelL2Tolerance;
+  for (const std::vector<size_t>& chunks : {std::vector<size_t>{75}, std::vector<size_t>{24, 24, 27}}) {
+    const bool chunked = chunks.size() > 1;
+    const Run ours = run_vtc(model, prompt, chunks);
+    double worst = 1e30;
+    const Run* best = nullptr;
+    for (const Run& ref : refs)
+      if (double w = worst_rel_l2(ours, ref); w < worst) worst = w, best = &ref;
+    INFO(model << (chunked ? " chunked" : " one-shot") << ": worst relative L2 " << worst);
+    CHECK(worst < tolerance);
+    if (!quantized) CHECK(ours.greedy == best->greedy);
+    if (quantized) {
+      size_t agree = 0;
+      for (size_t p = 0; p < prompt.size(); ++p) agree += argmax_of(ours.logits[p]) == argmax_of(best->logits[p]);
+      CHECK(double(agree) / double(prompt.size()) >= 0.99);
+    }
+    const size_t same = size_t(std::mismatch(ours.greedy.begin(), ours.greedy.end(), best->greedy.begin()).first -
+                               ours.greedy.begin());
+    fmt::print("{} {}: rel-L2 max {:.2e} over {} positions (tolerance {:.1e}), greedy {}/{} identical\n",
+               std::filesystem::path(model).filename().string(), chunked ? "chunks 24/24/27" : "one shot", worst,
+               prompt.size(), tolerance, same, kDecode);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("qwen3moe f32 matches llama.cpp in one-shot and chunked prefill and 16 decode steps", "[e2e][reference][moe]") {
+  compare("f32");
+}
+
+TEST_CASE("qwen3moe q8_0 matches llama.cpp in one-shot and chunked prefill", "[e2e][reference][moe]") {
+  compare("q8_0");
+}

@@ -1,0 +1,208 @@
+// The serving engine in-process: prefix cache bookkeeping, stop strings,
+// batched-vs-solo greedy equality, prefix reuse, cancellation, page
+// exhaustion (queueing) and seeded sampling.
+#include <catch2/catch.hpp>
+
+#include <numeric>
+#include <thread>
+
+#include "serve/engine.h"
+#include "serve/prefix_cache.h"
+#include "serve/text_stream.h"
+#include "tests/serve/serve_fixtures.h"
+
+using namespace vtc;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Outcome {
+  std::vector<int32_t> ids;
+  std::string reason;
+};
+
+Outcome collect(const std::shared_ptr<serve::Request>& r) {
+  Outcome o;
+  std::vector<serve::TokenEvent> events;
+  while (!r->poll(events, 1000ms)) {}
+  for (const auto& e : events) o.ids.push_back(e.id);
+  o.reason = r->finish_reason();
+  return o;
+}
+
+// The scheduler publishes its gauges after the step that finished the last
+// request; wait for that.
+serve::EngineGauges idle_gauges(serve::Engine& engine) {
+  for (int i = 0; i < 200; ++i) {
+    auto g = engine.gauges();
+    if (g.running == 0 && g.queue_depth == 0) return g;
+    std::this_thread::sleep_for(10ms);
+  }
+  return engine.gauges();
+}
+
+serve::GenerationParams greedy(std::vector<int32_t> prompt, int32_t n) {
+  serve::GenerationParams p;
+  p.prompt = std::move(prompt);
+  p.max_tokens = n;
+  p.sampling = SamplingParams::greedy();
+  return p;
+}
+
+std::vector<int32_t> prompt_of(int32_t len, int32_t salt) {
+  std::vector<int32_t> p(static_cast<size_t>(len));
+  for (int32_t i = 0; i < len; ++i) p[size_t(i)] = 100 + (i * 37 + salt * 101) % 20000;
+  p[0] = 1;  // BOS
+  return p;
+}
+
+serve::EngineOptions options(int32_t parallel, int64_t kv_pages = 0) {
+  serve::EngineOptions o;
+  o.model = test::tiny_model();
+  o.threads = 2;
+  o.parallel = parallel;
+  o.kv_pages = kv_pages;
+  o.max_step_tokens = 64;  // small, so long prompts take several chunked steps
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("the prefix cache shares full pages, counts references and evicts LRU leaves", "[serve]") {
+  ir::Module m;
+  m.add_state("kv.0", ir::StateKind::Paged, {ir::ElemType::F16, {2, ir::Dim::symbol("P"), 16, 1, 4}, ir::Placement::Host});
+  StateStore store(m, {2, 64, 8});
+  serve::PrefixCache cache(store);
+  std::vector<int32_t> tokens(40);
+  std::iota(tokens.begin(), tokens.end(), 0);
+  REQUIRE(store.reserve(0, 40));  // 3 pages
+  cache.insert(tokens, store.page_table(0));
+  CHECK(cache.cached_pages() == 2);  // only the 2 full pages
+  CHECK(store.page_refs(store.page_table(0)[0]) == 2);
+  // 33 tokens: at most (33-1)/16 = 2 pages; 32 tokens: only 1 (the last token is always computed).
+  CHECK(cache.lookup(std::span(tokens).first(33)).size() == 2);
+  CHECK(cache.lookup(std::span(tokens).first(32)).size() == 1);
+  auto other = tokens;
+  other[20] = 999;
+  CHECK(cache.lookup(other).size() == 1);
+  CHECK(cache.evictable() == 0);  // slot 0 still uses them
+  store.reset_slot(0);
+  CHECK(store.free_pages() == 8 - 2);
+  CHECK(cache.evictable() == 2);
+  CHECK(cache.evict(1) == 1);  // the leaf goes first
+  CHECK(cache.lookup(tokens).size() == 1);
+  CHECK(cache.evict(5) == 1);
+  CHECK(store.free_pages() == 8);
+}
+
+TEST_CASE("stop strings are cut out and text that may start one is held back", "[serve][reference]") {
+  serve::EngineOptions o = options(1);
+  serve::Metrics metrics;
+  serve::Engine engine(o, metrics);
+  const Tokenizer& tok = engine.tokenizer();
+  auto ids = tok.encode("hello world, stop here", false, false);
+  serve::TextStream ts(tok, {"stop"});
+  std::string out;
+  for (int32_t id : ids) out += ts.push(id);
+  out += ts.finish();
+  CHECK(ts.stopped());
+  CHECK(out == tok.decode(tok.encode("hello world, ", false, false)));
+  serve::TextStream plain(tok, {"zzz"});
+  std::string all;
+  for (int32_t id : ids) all += plain.push(id);
+  all += plain.finish();
+  CHECK(all == tok.decode(ids));
+}
+
+TEST_CASE("8 concurrent greedy requests give the same tokens as each alone", "[serve][reference]") {
+  serve::Metrics metrics;
+  std::vector<std::vector<int32_t>> solo;
+  {
+    serve::Engine engine(options(1), metrics);
+    for (int i = 0; i < 8; ++i) solo.push_back(collect(engine.submit(greedy(prompt_of(20 + 13 * i, i), 12))).ids);
+  }
+  serve::Engine engine(options(8), metrics);
+  std::vector<std::shared_ptr<serve::Request>> reqs;
+  for (int i = 0; i < 8; ++i) reqs.push_back(engine.submit(greedy(prompt_of(20 + 13 * i, i), 12)));
+  for (int i = 0; i < 8; ++i) {
+    INFO("request " << i);
+    Outcome o = collect(reqs[size_t(i)]);
+    CHECK(o.ids == solo[size_t(i)]);
+    CHECK(o.reason == "length");
+  }
+  auto g = idle_gauges(engine);
+  CHECK(g.kv_pages_free + g.kv_pages_cached == g.kv_pages_total);
+}
+
+TEST_CASE("a shared prefix is reused from the cache and gives the same tokens", "[serve][reference]") {
+  serve::Metrics metrics;
+  serve::Engine engine(options(2), metrics);
+  auto a = prompt_of(230, 1), b = a;
+  b.resize(200);
+  for (int32_t i = 0; i < 25; ++i) b.push_back(5000 + i);
+  Outcome first = collect(engine.submit(greedy(b, 8)));
+  auto r = engine.submit(greedy(a, 8));
+  collect(r);
+  CHECK(r->cached_tokens() == 192);  // 12 full pages of the 200 shared tokens
+  // Same prompt again: everything but the last partial page comes from the cache.
+  auto again = engine.submit(greedy(b, 8));
+  CHECK(collect(again).ids == first.ids);
+  CHECK(again->cached_tokens() == 224);
+  CHECK(metrics.cached_prompt_tokens() == 192 + 224);
+}
+
+TEST_CASE("a cancelled request gives its pages back and others finish", "[serve][reference]") {
+  serve::Metrics metrics;
+  serve::Engine engine(options(2), metrics);
+  const int64_t total = engine.gauges().kv_pages_total;
+  auto keep = engine.submit(greedy(prompt_of(40, 3), 30));
+  auto gone = engine.submit(greedy(prompt_of(50, 4), 400));
+  std::vector<serve::TokenEvent> ev;
+  while (ev.empty()) gone->poll(ev, 100ms);
+  engine.cancel(gone);
+  CHECK(collect(gone).reason == "cancelled");
+  CHECK(collect(keep).reason == "length");
+  // Pages not in the prefix cache are all free again.
+  auto g = idle_gauges(engine);
+  CHECK(g.kv_pages_free + g.kv_pages_cached == total);
+  CHECK(g.running == 0);
+}
+
+TEST_CASE("when KV pages run out new requests wait and running ones are untouched", "[serve][reference]") {
+  serve::Metrics metrics;
+  std::vector<int32_t> alone_a, alone_b;
+  {
+    serve::Engine engine(options(1), metrics);
+    alone_a = collect(engine.submit(greedy(prompt_of(30, 7), 300))).ids;
+    alone_b = collect(engine.submit(greedy(prompt_of(30, 8), 40))).ids;
+  }
+  // 22 pages of 16 positions: a needs 21 (330 positions), so b (5) waits
+  // although a slot is free.
+  serve::Engine engine(options(3, 22), metrics);
+  auto a = engine.submit(greedy(prompt_of(30, 7), 300));
+  std::vector<serve::TokenEvent> first;
+  while (first.empty()) a->poll(first, 100ms);
+  auto b = engine.submit(greedy(prompt_of(30, 8), 40));
+  std::this_thread::sleep_for(50ms);
+  CHECK(engine.gauges().queue_depth == 1);
+  CHECK(b->completion_tokens() == 0);
+  Outcome oa = collect(a);
+  oa.ids.insert(oa.ids.begin(), first.front().id);
+  CHECK(oa.ids == alone_a);
+  CHECK(collect(b).ids == alone_b);
+}
+
+TEST_CASE("sampling with a seed is reproducible", "[serve][reference]") {
+  serve::Metrics metrics;
+  serve::Engine engine(options(2), metrics);
+  auto p = greedy(prompt_of(24, 9), 16);
+  p.sampling = SamplingParams{};
+  p.sampling.temperature = 1.0f;
+  p.sampling.top_k = 0, p.sampling.top_p = 1.0f, p.sampling.min_p = 0.0f;
+  p.sampling.seed = 1234;
+  auto x = engine.submit(p), y = engine.submit(p);
+  auto ox = collect(x), oy = collect(y);
+  CHECK(ox.ids == oy.ids);
+  p.sampling.seed = 99;
+  CHECK(collect(engine.submit(p)).ids != ox.ids);
+}

@@ -1,0 +1,96 @@
+// `vtc compile MODEL.gguf -o MODEL.vtc`: build the IR, run the standard
+// pipeline (runtime/compile/compile.h) and write the artifact
+// (runtime/compile/artifact.h), with a progress line per phase and a
+// summary of what the passes did.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "runtime/compile/artifact.h"
+#include "runtime/compile/compile.h"
+#include "support/error.h"
+#include "tools/vtc/commands.h"
+
+namespace vtc::cli {
+namespace {
+
+struct CompileCliOptions {
+  std::string model, output;
+  bool pack = false, no_fuse = false, timing = false;
+  std::string dump_ir, dump_pass;
+  std::vector<std::string> disabled;
+  CompileOptions compile;
+};
+
+void print_summary(const CompiledModel& m) {
+  for (const auto& [step, before] : m.before) {
+    const StepCounts& after = m.after.at(step);
+    fmt::print(stderr, "compile: @{}: {} ops -> {} ops, {} kernel launches per step ({} before), {} fused regions "
+               "holding {} ops\n", step, before.ops, after.ops, after.kernels, before.kernels, after.regions, after.body_ops);
+  }
+  for (const auto& p : m.plans)
+    fmt::print(stderr, "compile: @{} memory plan {}: arena {:.2f} MiB, naive sum {:.2f} MiB ({:.1f}x less)\n", p.function,
+               [&] {
+                 std::string b;
+                 for (const auto& [k, v] : p.bindings) b += (b.empty() ? "" : ",") + k + "=" + std::to_string(v);
+                 return b;
+               }(),
+               double(p.arena_bytes()) / 1048576.0, double(p.naive_bytes) / 1048576.0,
+               double(p.naive_bytes) / double(std::max<uint64_t>(p.arena_bytes(), 1)));
+  for (const auto& line : m.report)
+    if (line.rfind("placement:", 0) == 0) fmt::print(stderr, "compile: {}\n", line);
+}
+
+int run(CompileCliOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (o.output.empty()) {
+    std::string base = o.model;
+    if (base.size() > 5 && base.ends_with(".gguf")) base.resize(base.size() - 5);
+    o.output = base + ".vtc";
+  }
+  o.compile.optimize = !o.no_fuse;
+  o.compile.manager.dump_dir = o.dump_ir;
+  o.compile.manager.dump_pass = o.dump_pass;
+  o.compile.manager.disabled_passes = o.disabled;
+  o.compile.manager.print_timing = o.timing;
+  o.compile.progress = [](const std::string& s) { fmt::print(stderr, "compile: {}\n", s); };
+  fmt::print(stderr, "compile: reading {}\n", o.model);
+  CompiledModel m = compile_model(gguf::GgufFile::open(o.model), o.compile);
+  print_summary(m);
+  fmt::print(stderr, "compile: writing {}{}\n", o.output, o.pack ? " (weights packed)" : "");
+  save_artifact(m, o.output, {o.pack});
+  if (!o.dump_ir.empty()) fmt::print(stderr, "compile: IR after every pass in {}/<step>/NN-<pass>.vtcir\n", o.dump_ir);
+  fmt::print(stderr, "compile: done in {:.2f} s (passes {:.2f} s)\n",
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), m.seconds);
+  return 0;
+}
+
+}  // namespace
+
+Runner add_compile(CLI::App& app) {
+  auto* cmd = app.add_subcommand("compile", "Lower a GGUF model through the pass pipeline into a .vtc artifact");
+  auto o = std::make_shared<CompileCliOptions>();
+  cmd->add_option("model", o->model, "GGUF model")->required()->check(CLI::ExistingFile);
+  cmd->add_option("-o,--output", o->output, "Artifact path (default: MODEL with .vtc instead of .gguf)");
+  cmd->add_option("--target", o->compile.target, "cpu | cuda (placement and, for cuda, kernels)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  cmd->add_option("--max-step-tokens", o->compile.max_step_tokens,
+                  "Largest step in tokens (T, R bounds of the memory plan; longer prompts run in chunks)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--max-sequences", o->compile.max_sequences, "Most sequences in one step (S bound; serve --parallel)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  cmd->add_flag("--pack", o->pack, "Embed the GGUF in the artifact (default: refer to it by path, size and checksum)");
+  cmd->add_flag("--no-fuse", o->no_fuse, "Skip the fusion passes");
+  cmd->add_option("--dump-ir", o->dump_ir, "Write the IR after every pass to DIR/<step>/NN-<pass>.vtcir");
+  cmd->add_option("--dump-pass", o->dump_pass, "Dump only after passes whose name matches this regex");
+  cmd->add_option("--disable-pass", o->disabled, "Skip this pass (repeatable; for bisecting)");
+  cmd->add_flag("--print-pass-timing", o->timing, "Print the time of every pass");
+  return [o] { return run(*o); };
+}
+
+}  // namespace vtc::cli

@@ -1,0 +1,111 @@
+// `vtc serve MODEL`: the OpenAI-compatible HTTP server (docs/serving.md).
+// Binds first (so /health says 503 while the model loads), loads the model
+// into the engine, then serves until SIGINT/SIGTERM: stop accepting, let
+// in-flight requests finish for --shutdown-timeout seconds, cancel the rest,
+// exit 0.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <pthread.h>
+#include <thread>
+
+#include "frontends/gguf/chat_template.h"
+#include "serve/engine.h"
+#include "serve/http_server.h"
+#include "support/error.h"
+#include "tools/vtc/commands.h"
+
+namespace vtc::cli {
+namespace {
+
+struct ServeOptions {
+  serve::EngineOptions engine;
+  serve::HttpOptions http;
+  std::string chat_template;
+  double shutdown_timeout = 10;
+};
+
+// The model's chat template if vtc knows it, else the one named by
+// --chat-template, else chatml.
+std::string pick_template(const ServeOptions& o, const gguf::GgufFile& file) {
+  if (!o.chat_template.empty()) {
+    detect_chat_template(o.chat_template);  // throws with the supported names
+    return o.chat_template;
+  }
+  if (auto t = file.get_string("tokenizer.chat_template")) {
+    try {
+      detect_chat_template(*t);
+      return *t;
+    } catch (const Error& e) {
+      fmt::print(stderr, "serve: {}; using chatml (pick one with --chat-template)\n", e.what());
+    }
+  }
+  return "chatml";
+}
+
+int serve_main(ServeOptions o) {
+  // Signals are taken by sigwait on this thread only: block them before any
+  // other thread starts, so every thread inherits the mask.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  if (o.http.model_name.empty()) o.http.model_name = std::filesystem::path(o.engine.model).stem().string();
+  serve::Metrics metrics;
+  serve::HttpServer http(o.http, metrics);
+  const int port = http.bind();
+  std::thread listener([&] { http.listen(); });
+  fmt::print(stderr, "serve: listening on http://{}:{} (loading {})\n", o.http.host, port, o.engine.model);
+
+  std::unique_ptr<serve::Engine> engine;
+  try {
+    engine = std::make_unique<serve::Engine>(o.engine, metrics);
+  } catch (...) {
+    http.stop();
+    listener.join();
+    throw;
+  }
+  http.set_engine(engine.get(), pick_template(o, engine->file()));
+  fmt::print(stderr, "serve: ready: model '{}', context {}, {} slots, {} threads\n", o.http.model_name, engine->n_ctx(),
+             o.engine.parallel, o.engine.threads);
+  std::fflush(stderr);
+
+  int sig = 0;
+  sigwait(&set, &sig);
+  fmt::print(stderr, "serve: {} received: draining (up to {} s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM", o.shutdown_timeout);
+  http.drain();
+  http.stop();  // stop accepting; listen() returns once the open handlers end
+  engine->shutdown(std::chrono::milliseconds(int64_t(o.shutdown_timeout * 1000)));
+  listener.join();
+  fmt::print(stderr, "serve: stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+Runner add_serve(CLI::App& app) {
+  auto* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API (docs/serving.md)");
+  auto o = std::make_shared<ServeOptions>();
+  cmd->add_option("model", o->engine.model, "Model: GGUF file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--host", o->http.host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", o->http.port, "Port (0: any free port, printed at start)")->capture_default_str()->check(CLI::Range(0, 65535));
+  cmd->add_option("--parallel", o->engine.parallel, "Sequences decoded together (slots)")->capture_default_str()->check(CLI::Range(1, 512));
+  cmd->add_option("-c,--ctx-size", o->engine.n_ctx, "Context per sequence (0: the model's, at most 4096)")->capture_default_str();
+  cmd->add_option("-t,--threads", o->engine.threads, "Compute threads (0: all cores)")->capture_default_str();
+  cmd->add_option("--api-key", o->http.api_key, "Require 'Authorization: Bearer KEY' (all but /health)");
+  cmd->add_option("--kv-pages", o->engine.kv_pages, "KV pages of 16 positions in the pool (0: parallel x context)")->capture_default_str();
+  cmd->add_option("--max-step-tokens", o->engine.max_step_tokens, "Tokens per scheduler step")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--alias", o->http.model_name, "Model id reported by /v1/models (default: the file name)");
+  cmd->add_option("--chat-template", o->chat_template, "Chat template name or text (default: the model's, else chatml)");
+  cmd->add_option("--http-threads", o->http.http_threads, "HTTP worker threads (open connections served at once)")->capture_default_str();
+  cmd->add_option("--shutdown-timeout", o->shutdown_timeout, "Seconds in-flight requests get after SIGINT/SIGTERM")->capture_default_str();
+  return [o] { return serve_main(*o); };
+}
+
+}  // namespace vtc::cli
