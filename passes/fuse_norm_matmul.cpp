@@ -40,24 +40,29 @@ std::vector<ir::Op*> users_of(const ir::Function& f, ir::Value v) {
   return users;
 }
 
-// Moves `norm` into each of its users; returns false if one does not qualify.
-bool fuse_into_users(ir::Function& f, ir::Op& norm) {
+// Merges `norm` and all its users into one region; false if a user does
+// not qualify or the set cannot form one region.
+bool fuse_with_users(ir::Function& f, ir::Op& norm) {
   ir::Value n = norm.results[0];
   std::vector<ir::Op*> users = users_of(f, n);
   if (users.empty()) return false;
   for (const ir::Op* u : users)
     if (!reads_as_matmul_input(*u, n)) return false;
+  std::vector<ir::Op*> members{&norm};
+  std::vector<ir::Value> outputs;
   for (ir::Op* user : users) {
-    ir::Op& copy = f.append(OpKind::RmsNorm, norm.operands, {n.type()}, norm.attrs, {n->name});
-    copy.loc = norm.loc;
-    move_last_op_to(f, op_index(f, user));
-    for (auto& operand : user->operands)
-      if (operand == n) operand = copy.results[0];
-    std::string kind = user->kind == OpKind::Matmul ? "norm_matmul" : user->attr("kind")->s;
-    std::vector<ir::Value> outputs(user->results.begin(), user->results.end());
-    fuse_ops(f, {&copy, user}, outputs, kind);
+    members.push_back(user);
+    outputs.insert(outputs.end(), user->results.begin(), user->results.end());
   }
-  std::erase_if(f.ops, [&](const std::unique_ptr<ir::Op>& op) { return op.get() == &norm; });
+  // One user keeps its kind (a swiglu region gains a norm prologue); the
+  // norm feeding several projections names the merged region.
+  const bool single_region = users.size() == 1 && users[0]->kind == OpKind::Fused;
+  const std::string kind = single_region ? users[0]->attr("kind")->s : "norm_matmul";
+  try {
+    fuse_ops(f, members, outputs, kind);
+  } catch (const Error&) {
+    return false;  // an op between the users depends on them in a way one region cannot hold
+  }
   return true;
 }
 
@@ -66,7 +71,7 @@ bool fuse_into_users(ir::Function& f, ir::Op& norm) {
 bool FuseNormMatmulPass::run(ir::Module& module, PassContext&) {
   bool changed = false;
   for (auto& fn : module.functions) {
-    for (ir::Op* norm : ops_of_kind(*fn, OpKind::RmsNorm)) changed = fuse_into_users(*fn, *norm) || changed;
+    for (ir::Op* norm : ops_of_kind(*fn, OpKind::RmsNorm)) changed = fuse_with_users(*fn, *norm) || changed;
   }
   return changed;
 }

@@ -6,14 +6,14 @@
 //  1. Every user of N must read it as a matmul input: a `matmul` with N as
 //     operand 0 only, or a `qk_rope`/`swiglu` region whose body uses the
 //     argument bound to N only as operand 0 of matmuls. Otherwise N stays.
-//  2. For each user U: a copy of N is placed just before U and fuse_ops()
-//     merges the copy and U into one region: `norm_matmul` for a plain
-//     matmul, U's own kind for a region (the norm becomes its prologue).
-//     N is then dead and removed.
-// Each region recomputes the norm of its input row. That is cheap (one pass
-// over K values per row against K x N for the matmul) and bit-identical,
-// since every copy runs the same kernel on the same data, so the results
-// do not change.
+//  2. fuse_ops() merges N and all its users into one region, so the norm
+//     is computed once for all of them (the Q, K and V projections of a
+//     layer with their rope epilogues become one region). A single region
+//     user keeps its kind (a swiglu region gains the norm as a prologue);
+//     otherwise the region is `norm_matmul`. Ops between the users that
+//     read their results move after the region (fuse_ops); if that cannot
+//     form one region, N stays as it is.
+// The body runs the same ops in the same order, so results do not change.
 #pragma once
 
 #include <memory>

@@ -101,14 +101,49 @@ void check_escapes(const ir::Function& f, const std::unordered_set<const ir::Op*
   }
 }
 
+// Ops between the set's first and last op that read a result of the set
+// (directly or through another such op) move, in order, to just after the
+// last op, so the fused op can take the last op's place. Throws if a member
+// itself reads one of them (the set is then not fusable as one region).
+void sink_readers(ir::Function& f, const std::unordered_set<const ir::Op*>& members) {
+  size_t first = f.ops.size(), last = 0;
+  for (size_t i = 0; i < f.ops.size(); ++i)
+    if (members.count(f.ops[i].get())) first = std::min(first, i), last = i;
+  // Decide first, move after: a refusal leaves the function untouched.
+  std::unordered_set<const ir::ValueData*> produced, sunk_results;
+  std::vector<bool> sink(f.ops.size(), false);
+  for (size_t i = first; i <= last; ++i) {
+    const ir::Op& op = *f.ops[i];
+    const bool member = members.count(&op) != 0;
+    bool reads_set = false;
+    for (ir::Value v : op.operands) {
+      if (member && sunk_results.count(v.data()))
+        throw Error(fmt::format("fusion: op #{} '{}' of the region reads a value computed from the region", i, op.mnemonic()));
+      reads_set = reads_set || produced.count(v.data());
+    }
+    if (member || reads_set)
+      for (ir::Value r : op.results) produced.insert(r.data());
+    if (!member && reads_set) {
+      sink[i] = true;
+      for (ir::Value r : op.results) sunk_results.insert(r.data());
+    }
+  }
+  std::vector<std::unique_ptr<ir::Op>> kept, sunk;
+  for (size_t i = first; i <= last; ++i) (sink[i] ? sunk : kept).push_back(std::move(f.ops[i]));
+  for (auto& op : sunk) kept.push_back(std::move(op));
+  std::move(kept.begin(), kept.end(), f.ops.begin() + static_cast<std::ptrdiff_t>(first));
+}
+
 }  // namespace
 
 ir::Op& fuse_ops(ir::Function& f, std::vector<ir::Op*> ops, const std::vector<ir::Value>& outputs,
                  const std::string& kind) {
   std::sort(ops.begin(), ops.end(), [&](const ir::Op* a, const ir::Op* b) { return op_index(f, a) < op_index(f, b); });
   std::unordered_set<const ir::Op*> members(ops.begin(), ops.end());
+  check_escapes(f, members, 0, outputs);  // only outputs escape (before anything moves)
+  sink_readers(f, members);
   const size_t last = op_index(f, ops.back());
-  check_escapes(f, members, last, outputs);
+  check_escapes(f, members, last, outputs);  // and now only to ops after the region
 
   RegionBuilder builder(members);
   for (const ir::Op* op : ops) builder.add(*op);

@@ -11,9 +11,11 @@
 //  3. The body returns the mapped `outputs`; the fused op, with the
 //     outputs' types and names, replaces the set at the position of its last
 //     op, and every use of an output now uses the matching result.
-// Preconditions (checked, a violation is an internal error naming the op):
-// a value the set defines and something outside uses is one of the outputs,
-// and those outside users come after the last op of the set.
+// Ops between the first and last op of the set that read its results are
+// first moved after the last op, in order (a region must sit where all its
+// inputs are defined and before all its readers). Preconditions (checked; a
+// violation is an error naming the op): no op of the set reads such a moved
+// value, and every value of the set used outside it is an output.
 #pragma once
 
 #include <string>
