@@ -73,7 +73,7 @@ int serve_main(ServeOptions o) {
   }
   http.set_engine(engine.get(), pick_template(o, engine->file()));
   fmt::print(stderr, "serve: ready: model '{}', context {}, {} slots, {} threads\n", o.http.model_name, engine->n_ctx(),
-             o.engine.parallel, o.engine.threads);
+             o.engine.parallel, o.engine.threads > 0 ? o.engine.threads : int(std::thread::hardware_concurrency()));
   std::fflush(stderr);
 
   int sig = 0;
