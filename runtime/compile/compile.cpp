@@ -33,8 +33,7 @@ StepCounts count_ops(const ir::Function& f) {
       c.regions += 1;
       c.body_ops += op->body->ops.size() - 1;  // not its return
     }
-    bool launches = op->kind != ir::OpKind::Weight && op->kind != ir::OpKind::Reshape && op->kind != ir::OpKind::View &&
-                    op->kind != ir::OpKind::Return;
+    bool launches = op->kind != ir::OpKind::Weight && op->kind != ir::OpKind::Return && !passes::is_storage_alias(op->kind);
     c.kernels += launches ? 1 : 0;
   }
   return c;

@@ -91,6 +91,9 @@ struct Interpreter::Impl {
   std::vector<uint8_t> host_arena, device_arena;
   std::map<std::string, passes::FunctionPlan> compiled_plans;  // by step
   std::unordered_map<const ir::Function*, std::map<std::string, const ir::ValueData*>> plan_keys;
+  // Per fused op, the body values written straight into its results
+  // (fixed for the module's lifetime; computed on first use, not per step).
+  std::unordered_map<const ir::Op*, std::unordered_map<const ir::ValueData*, ir::Value>> result_homes;
 
   Impl(const ir::Module& m, const gguf::GgufFile& f, StateStore& s, ThreadPool& p) : module(m), states(s), pool(p) {
     for (const auto& w : m.weights) bind_weight(w, f);
@@ -268,7 +271,9 @@ void Interpreter::Impl::run_fused(ExecContext& ctx, const ir::Op& op, const Symb
   BufMap& bufs = ctx.bufs;
   const ir::Function& body = *op.body;
   for (size_t a = 0; a < body.args.size(); ++a) bufs[body.args[a].data()].data = bufs[op.operands[a].data()].data;
-  auto homes = passes::body_result_homes(op);
+  auto [entry, fresh] = result_homes.try_emplace(&op);
+  if (fresh) entry->second = passes::body_result_homes(op);
+  const auto& homes = entry->second;
   for (const auto& [value, result] : homes) bufs[value].data = bufs[result.data()].data;
   const ir::Op& ret = *body.ops.back();
   for (const auto& inner : body.ops)

@@ -80,7 +80,7 @@ cpu::SessionOptions session_options(const RunOptions& o) {
   s.n_slots = 1;
   s.optimize = !o.no_fuse;
   passes::PassManagerOptions pm;
-  pm.dump_dir = is_artifact(o.model) ? "" : o.dump_ir;
+  pm.dump_dir = o.dump_ir;  // ignored for an artifact: nothing is compiled
   pm.disabled_passes = o.disabled_passes;
   s.passes = pm;
   return s;
@@ -105,8 +105,9 @@ void print_fingerprints(cpu::Session& session, int32_t slot, int step) {
 int run(const RunOptions& o) {
   if (o.prompt.empty() && o.tokens.empty()) throw Error("run: give a prompt with -p TEXT or --tokens 1,2,3");
   cpu::Session session(o.model, session_options(o));
-  if (!o.dump_ir.empty() && is_artifact(o.model)) dump_lowered_ir(session.module(), o.dump_ir);
-  if (!o.dump_ir.empty() && !is_artifact(o.model))
+  const bool compiled = is_artifact(o.model);
+  if (!o.dump_ir.empty() && compiled) dump_lowered_ir(session.module(), o.dump_ir);
+  if (!o.dump_ir.empty() && !compiled)
     fmt::print(stderr, "run: IR after every pass written to {}/<step>/NN-<pass>.vtcir\n", o.dump_ir);
   Tokenizer tok = Tokenizer::from_gguf(session.file());
   std::vector<int32_t> prompt = prompt_ids(o, session.file(), tok);
