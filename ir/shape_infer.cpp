@@ -166,6 +166,14 @@ void infer_rms_norm(InferContext& c) {
   c.results.push_back(c.operand(0));
 }
 
+// Normalizes the last dim to unit L2 length; eps bounds the divisor.
+void infer_l2_norm(InferContext& c) {
+  require_rank_at_least(c, 0, 1, "input");
+  require_float(c, 0, "input");
+  c.require(c.float_attr("eps") > 0, "eps must be positive");
+  c.results.push_back(c.operand(0));
+}
+
 void infer_rope(InferContext& c) {
   require_rank(c, 0, 3, "input [T, heads, head_dim]");
   require_float(c, 0, "input");
@@ -173,7 +181,7 @@ void infer_rope(InferContext& c) {
   const Shape& x = c.operand(0).shape;
   const Shape& pos = c.operand(1).shape;
   const std::string& mode = c.str_attr("mode", AttrKind::Enum);
-  if (mode == "multi") {
+  if (mode == "multi" || mode == "imulti") {
     c.require(pos.size() == 2 && pos[0] == x[0] && pos[1] == Dim(4), "multi rope positions must be [T, 4] with T = " + x[0].str());
     c.require(c.has("sections") && c.ints_attr("sections").size() == 4, "multi rope needs 4 'sections'");
     for (int64_t s : c.ints_attr("sections")) c.require(s >= 0, "rope sections must be non-negative");
@@ -248,6 +256,63 @@ void infer_top_k(InferContext& c) {
 }
 
 // logits [T, E] -> weights [T, k] f32, ids [T, k] i32 (docs/ir.md: moe_route).
+// The per-sequence state named by `state`: declared, plain, f32, and shaped
+// [S, expected...]; `what` names the op's expectation in the message.
+void require_recurrent_state(const InferContext& c, const Shape& expected, const std::string& what) {
+  const std::string& name = c.str_attr("state", AttrKind::Symbol);
+  const StateDecl* s = c.module.find_state(name);
+  c.require(s != nullptr, "state @" + name + " is not declared");
+  c.require(s->kind == StateKind::Plain, "state @" + name + " must be plain (one row per sequence slot)");
+  c.require(s->type.elem.kind() == ElemType::F32, "state @" + name + " must be f32, got " + s->type.elem.name());
+  const Shape& st = s->type.shape;
+  c.require(st.size() == expected.size() + 1 && std::equal(expected.begin(), expected.end(), st.begin() + 1),
+            "state @" + name + " " + dims_str(st) + " must be [S, " + shape_str(expected) + "] (" + what + ")");
+}
+
+void require_seq_ids(const InferContext& c, size_t i, const Dim& tokens) {
+  c.require(c.operand(i).elem.kind() == ElemType::I32 && c.operand(i).rank() == 1 && c.operand(i).shape[0] == tokens,
+            "sequence ids (operand " + std::to_string(i) + ") must be [" + tokens.str() + "] i32, got " +
+                c.operand(i).str());
+}
+
+// x [T, C], w [C, K], seq [T]; state [S, (K-1)*dilation, C].
+void infer_causal_conv1d(InferContext& c) {
+  require_rank(c, 0, 2, "input [T, C]");
+  c.require(c.operand(0).elem.kind() == ElemType::F32, "input (operand 0) must be f32, got " + c.operand(0).str());
+  require_rank(c, 1, 2, "kernel [C, K]");
+  c.require(c.operand(1).elem.kind() == ElemType::F32, "kernel (operand 1) must be f32, got " + c.operand(1).str());
+  const Shape& x = c.operand(0).shape;
+  const Shape& w = c.operand(1).shape;
+  require_same_dim(c, w[0], x[1], "kernel channels and input channels differ");
+  require_seq_ids(c, 2, x[0]);
+  const int64_t dilation = c.has("dilation") ? c.int_attr("dilation") : 1;
+  c.require(dilation >= 1, "dilation must be at least 1");
+  auto k = w[1].constant();
+  c.require(k && *k >= 1, "kernel width must be a positive constant, got " + w[1].str());
+  require_recurrent_state(c, {Dim((*k - 1) * dilation), x[1]}, "the last (K-1)*dilation inputs");
+  c.results.push_back(c.operand(0));
+}
+
+// q, k [T, H, Dk], v [T, H, Dv], g, beta [T, H], seq [T]; state [S, H, Dv, Dk].
+void infer_delta_rule(InferContext& c) {
+  const char* roles[] = {"q [T, H, Dk]", "k [T, H, Dk]", "v [T, H, Dv]", "gate [T, H]", "beta [T, H]"};
+  for (size_t i = 0; i < 5; ++i) {
+    require_rank(c, i, i < 3 ? 3 : 2, roles[i]);
+    c.require(c.operand(i).elem.kind() == ElemType::F32,
+              std::string(roles[i]) + " (operand " + std::to_string(i) + ") must be f32, got " + c.operand(i).str());
+  }
+  const Shape &q = c.operand(0).shape, &k = c.operand(1).shape, &v = c.operand(2).shape;
+  c.require(q == k, "q " + dims_str(q) + " and k " + dims_str(k) + " must have the same shape");
+  require_same_dim(c, v[0], q[0], "v and q token counts differ");
+  require_same_dim(c, v[1], q[1], "v and q head counts differ (repeat q/k heads first)");
+  for (size_t i = 3; i < 5; ++i)
+    c.require(c.operand(i).shape == Shape{q[0], q[1]},
+              std::string(roles[i]) + " must be " + dims_str({q[0], q[1]}) + ", got " + c.operand(i).str());
+  require_seq_ids(c, 5, q[0]);
+  require_recurrent_state(c, {q[1], v[2], q[2]}, "one Dv x Dk matrix per head");
+  c.results.push_back(like_first(c, ElemType::F32, v));
+}
+
 void infer_moe_route(InferContext& c) {
   require_rank(c, 0, 2, "router logits [T, experts]");
   c.require(c.operand(0).elem.kind() == ElemType::F32, "router logits (operand 0) must be f32, got " + c.operand(0).str());

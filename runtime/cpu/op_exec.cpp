@@ -257,6 +257,11 @@ void exec_Attention(ExecContext& c, const ir::Op& op) {
   }
 }
 
+// --- linear attention (not implemented yet) --------------------------------
+void exec_L2Norm(ExecContext&, const ir::Op& op) { fail(op, "not implemented on the cpu yet"); }
+void exec_CausalConv1d(ExecContext&, const ir::Op& op) { fail(op, "not implemented on the cpu yet"); }
+void exec_DeltaRule(ExecContext&, const ir::Op& op) { fail(op, "not implemented on the cpu yet"); }
+
 // --- reductions ------------------------------------------------------------
 void exec_Softmax(ExecContext& c, const ir::Op& op) {
   const Buf& x = c.in(op, 0);
