@@ -84,6 +84,18 @@ Value Builder::attention(Value q, Value k, Value v, Value pos, Value seq, const 
   return one(OpKind::Attention, {q, k, v, pos, seq}, std::move(attrs));
 }
 
+Value Builder::causal_conv1d(Value x, Value kernel, Value seq, std::string_view state, int64_t dilation) {
+  std::vector<NamedAttr> attrs = {{"state", Attr::of_symbol(std::string(state))}};
+  if (dilation != 1) attrs.push_back({"dilation", Attr::of_int(dilation)});
+  return one(OpKind::CausalConv1d, {x, kernel, seq}, std::move(attrs));
+}
+
+Value Builder::delta_rule(Value q, Value k, Value v, Value g, Value beta, Value seq, std::string_view state,
+                          double scale) {
+  return one(OpKind::DeltaRule, {q, k, v, g, beta, seq},
+             {{"state", Attr::of_symbol(std::string(state))}, {"scale", Attr::of_float(scale)}});
+}
+
 std::pair<Value, Value> Builder::top_k(Value x, int64_t k) {
   Op& op = create(OpKind::TopK, {x}, {{"k", Attr::of_int(k)}});
   return {op.results[0], op.results[1]};

@@ -87,6 +87,10 @@ class Builder {
   // freq_factors (optional): llama3's rope_freqs, [n_rot/2] f32.
   Value rope(Value x, Value pos, const RopeOptions& options, Value freq_factors = {});
   Value attention(Value q, Value k, Value v, Value pos, Value seq, const AttentionOptions& options);
+  Value l2_norm(Value x, double eps) { return one(OpKind::L2Norm, {x}, {{"eps", Attr::of_float(eps)}}); }
+  // Linear attention: `state` names the per-sequence recurrent state.
+  Value causal_conv1d(Value x, Value kernel, Value seq, std::string_view state, int64_t dilation = 1);
+  Value delta_rule(Value q, Value k, Value v, Value g, Value beta, Value seq, std::string_view state, double scale);
   Value softmax(Value x) { return one(OpKind::Softmax, {x}); }
   Value argmax(Value x) { return one(OpKind::Argmax, {x}); }
   std::pair<Value, Value> top_k(Value x, int64_t k);

@@ -137,9 +137,14 @@ void infer_binary(InferContext& c) {
   const TensorType& b = c.operand(1);
   c.require(!a.elem.is_quant() && a.elem == b.elem,
             "operands must share a non-quantized element type, got " + a.elem.name() + " and " + b.elem.name());
-  bool suffix = b.rank() <= a.rank() && std::equal(b.shape.begin(), b.shape.end(), a.shape.end() - b.rank());
-  c.require(suffix, "shape " + dims_str(b.shape) + " does not broadcast to " + dims_str(a.shape) +
-                        " (it must equal a trailing part of it)");
+  // Right-aligned, each dim of b equals a's or is 1 (numpy broadcasting, b side only).
+  bool broadcasts = b.rank() <= a.rank();
+  for (size_t i = 0; broadcasts && i < b.rank(); ++i) {
+    const Dim& bd = b.shape[b.rank() - 1 - i];
+    broadcasts = bd == a.shape[a.rank() - 1 - i] || bd == Dim(1);
+  }
+  c.require(broadcasts, "shape " + dims_str(b.shape) + " does not broadcast to " + dims_str(a.shape) +
+                            " (right-aligned, each dim must equal a's or be 1)");
   c.results.push_back(a);
 }
 
@@ -266,7 +271,7 @@ void require_recurrent_state(const InferContext& c, const Shape& expected, const
   c.require(s->type.elem.kind() == ElemType::F32, "state @" + name + " must be f32, got " + s->type.elem.name());
   const Shape& st = s->type.shape;
   c.require(st.size() == expected.size() + 1 && std::equal(expected.begin(), expected.end(), st.begin() + 1),
-            "state @" + name + " " + dims_str(st) + " must be [S, " + shape_str(expected) + "] (" + what + ")");
+            "state @" + name + " " + dims_str(st) + " must be [S x " + shape_str(expected) + "] (" + what + ")");
 }
 
 void require_seq_ids(const InferContext& c, size_t i, const Dim& tokens) {

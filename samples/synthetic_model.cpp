@@ -74,11 +74,29 @@ void fill_values(GgmlType type, const std::string& name, uint64_t seed, Init ini
   }
 }
 
-// MoE geometry (qwen3moe): 8 experts, 2 used per token, each half as wide
-// as the dense FFN of the same size (so expert widths stay multiples of 32,
-// and of 256 from "small" up).
+// MoE geometry (qwen3moe, qwen35moe, qwen3next): 8 experts, 2 used per
+// token, each half as wide as the dense FFN of the same size (so expert
+// widths stay multiples of 32, and of 256 from "small" up). The shared
+// expert is as wide as the dense FFN: a width distinct from the routed
+// experts', so a consumer that mixes the two up fails.
 constexpr uint32_t kMoeExperts = 8, kMoeUsed = 2;
 uint32_t moe_ff(const ModelShape& s) { return s.n_ff / 2; }
+uint32_t shared_ff(const ModelShape& s) { return s.n_ff; }
+
+bool is_moe_arch(const std::string& a) { return a == "qwen3moe" || a == "qwen35moe" || a == "qwen3next"; }
+bool has_shared_expert(const std::string& a) { return a == "qwen35moe" || a == "qwen3next"; }
+
+// Rotary dims: all of the head, except the hybrids' partial rotary (half).
+uint32_t rope_dims(const Options& o, const ModelShape& s) {
+  return is_hybrid_arch(o.arch) ? s.head_dim / 2 : s.head_dim;
+}
+
+// qwen35's interleaved M-RoPE sections (temporal, height, width, extra) in
+// rotary pairs, shaped like Qwen3.5's [11, 11, 10] and summing to all pairs.
+std::vector<uint32_t> rope_sections(const Options& o, const ModelShape& s) {
+  const uint32_t pairs = rope_dims(o, s) / 2, hw = pairs * 5 / 16;
+  return {pairs - 2 * hw, hw, hw, 0};
+}
 
 struct TensorPlan {
   std::string name;
@@ -87,64 +105,146 @@ struct TensorPlan {
   Init init;
 };
 
-// MoE FFN (qwen3moe): a router [n_embd -> n_expert] and stacks of n_expert
-// SwiGLU experts of width moe_ff(s), in the reference's tensor layout.
-void plan_experts(std::vector<TensorPlan>& plan, const std::string& blk, const Options& o, const ModelShape& s) {
-  const uint64_t d = s.n_embd, f = moe_ff(s), e = kMoeExperts;
-  plan.push_back({blk + "ffn_gate_inp.weight", {d, e}, o.weight_type, {0.0f, 1.0f / std::sqrt(float(d))}});
-  plan.push_back({blk + "ffn_gate_exps.weight", {d, f, e}, o.weight_type, {0.0f, 1.0f / std::sqrt(float(d))}});
-  plan.push_back({blk + "ffn_up_exps.weight", {d, f, e}, o.weight_type, {0.0f, 1.0f / std::sqrt(float(d))}});
-  plan.push_back({blk + "ffn_down_exps.weight", {f, d, e}, o.weight_type, {0.0f, 1.0f / std::sqrt(float(f))}});
+// Collects the tensor list; each helper applies the file's init conventions.
+struct Planner {
+  const Options& o;
+  const ModelShape& s;
+  std::vector<TensorPlan> plan;
+
+  void add(std::string name, std::vector<uint64_t> dims, GgmlType type, Init init) {
+    plan.push_back({std::move(name), std::move(dims), type, init});
+  }
+  // Weight matrices (and expert stacks) at std 1/sqrt(fan_in), in the
+  // requested weight type.
+  void matrix(std::string name, std::vector<uint64_t> dims) {
+    const float stddev = 1.0f / std::sqrt(float(dims[0]));
+    add(std::move(name), std::move(dims), o.weight_type, {0.0f, stddev});
+  }
+  void gain(std::string name, uint64_t n) { add(std::move(name), {n}, GgmlType::F32, {1.0f, 0.1f}); }
+  void bias(std::string name, uint64_t n) { add(std::move(name), {n}, GgmlType::F32, {0.0f, 0.1f}); }
+  void zero_last() { plan.back().init = {0.0f, 0.0f}; }
+};
+
+// Plain attention (llama, qwen2, qwen3, qwen3moe) and the ffn_norm after it.
+void plan_attention(Planner& p, const std::string& blk, uint32_t l) {
+  const ModelShape& s = p.s;
+  const std::string& a = p.o.arch;
+  const uint64_t d = s.n_embd, q_dim = uint64_t{s.n_head} * s.head_dim, kv_dim = uint64_t{s.n_head_kv} * s.head_dim;
+  p.matrix(blk + "attn_q.weight", {d, q_dim});
+  p.matrix(blk + "attn_k.weight", {d, kv_dim});
+  p.matrix(blk + "attn_v.weight", {d, kv_dim});
+  if (a == "qwen2") {
+    p.bias(blk + "attn_q.bias", q_dim);
+    p.bias(blk + "attn_k.bias", kv_dim);
+    p.bias(blk + "attn_v.bias", kv_dim);
+  }
+  if (a == "qwen3" || a == "qwen3moe") {
+    p.gain(blk + "attn_q_norm.weight", s.head_dim);
+    p.gain(blk + "attn_k_norm.weight", s.head_dim);
+  }
+  p.matrix(blk + "attn_output.weight", {q_dim, d});
+  if (int(l) == p.o.zero_attn_output_layer) p.zero_last();
+  p.gain(blk + "ffn_norm.weight", d);
+}
+
+// The hybrids' full attention: attn_q yields each head's query followed by
+// its output gate (sigmoid), hence twice the query width; QK-norm as qwen3.
+void plan_gated_attention(Planner& p, const std::string& blk, uint32_t l) {
+  const ModelShape& s = p.s;
+  const uint64_t d = s.n_embd, q_dim = uint64_t{s.n_head} * s.head_dim, kv_dim = uint64_t{s.n_head_kv} * s.head_dim;
+  p.matrix(blk + "attn_q.weight", {d, 2 * q_dim});
+  p.matrix(blk + "attn_k.weight", {d, kv_dim});
+  p.matrix(blk + "attn_v.weight", {d, kv_dim});
+  p.gain(blk + "attn_q_norm.weight", s.head_dim);
+  p.gain(blk + "attn_k_norm.weight", s.head_dim);
+  p.matrix(blk + "attn_output.weight", {q_dim, d});
+  if (int(l) == p.o.zero_attn_output_layer) p.zero_last();
+}
+
+// A Gated DeltaNet layer. The inits keep the recurrence well conditioned
+// and every term influential: ssm_a in [-1, -0.1] (the reference stores
+// -exp(A_log), negative) makes the per-token decay
+// exp(softplus(alpha + dt) * ssm_a) typically ~0.7 and within ~0.1..0.99,
+// so the state carries several tokens yet forgets; beta is the sigmoid of
+// a unit-variance projection; the 4-tap conv (std 0.5) keeps unit variance.
+// The conv kernel stays F32 in every file: ggml_ssm_conv reads it as f32.
+void plan_delta_net(Planner& p, const std::string& blk, uint32_t l) {
+  const DeltaNetShape g = delta_net_shape(p.s);
+  const uint64_t d = p.s.n_embd, v_dim = g.inner_size(), n_v = g.n_v_heads;
+  if (p.o.arch == "qwen3next") {
+    // Fused [q, k, v, z] per key-head group (the reference's ssm_in layout).
+    p.matrix(blk + "ssm_in.weight", {d, g.conv_dim() + v_dim});
+  } else {
+    p.matrix(blk + "attn_qkv.weight", {d, g.conv_dim()});
+    p.matrix(blk + "attn_gate.weight", {d, v_dim});  // z, the output gate
+  }
+  p.add(blk + "ssm_conv1d.weight", {g.conv_kernel, g.conv_dim()}, GgmlType::F32, {0.0f, 0.5f});
+  p.add(blk + "ssm_dt.bias", {n_v}, GgmlType::F32, {0.0f, 0.3f});
+  p.add(blk + "ssm_a", {n_v}, GgmlType::F32, {-0.55f, 0.45f / std::sqrt(3.0f)});
+  if (p.o.arch == "qwen3next") {
+    p.matrix(blk + "ssm_ba.weight", {d, 2 * n_v});  // [beta, alpha] per key-head group
+  } else {
+    p.matrix(blk + "ssm_beta.weight", {d, n_v});
+    p.matrix(blk + "ssm_alpha.weight", {d, n_v});
+  }
+  p.gain(blk + "ssm_norm.weight", g.head_dim);
+  p.matrix(blk + "ssm_out.weight", {v_dim, d});
+  if (int(l) == p.o.zero_attn_output_layer) p.zero_last();
+}
+
+// MoE FFN: a router [n_embd -> n_expert] and stacks of n_expert SwiGLU
+// experts of width moe_ff(s), in the reference's tensor layout; the
+// hybrids add a shared expert scaled by sigmoid(ffn_gate_inp_shexp . x),
+// whose gate vector is 1-D in the reference (so F32, like other vectors).
+void plan_experts(Planner& p, const std::string& blk) {
+  const uint64_t d = p.s.n_embd, f = moe_ff(p.s), e = kMoeExperts;
+  p.matrix(blk + "ffn_gate_inp.weight", {d, e});
+  p.matrix(blk + "ffn_gate_exps.weight", {d, f, e});
+  p.matrix(blk + "ffn_up_exps.weight", {d, f, e});
+  p.matrix(blk + "ffn_down_exps.weight", {f, d, e});
+  if (!has_shared_expert(p.o.arch)) return;
+  const uint64_t fs = shared_ff(p.s);
+  p.add(blk + "ffn_gate_inp_shexp.weight", {d}, GgmlType::F32, {0.0f, 1.0f / std::sqrt(float(d))});
+  p.matrix(blk + "ffn_gate_shexp.weight", {d, fs});
+  p.matrix(blk + "ffn_up_shexp.weight", {d, fs});
+  p.matrix(blk + "ffn_down_shexp.weight", {fs, d});
+}
+
+void plan_ffn(Planner& p, const std::string& blk) {
+  if (is_moe_arch(p.o.arch)) return plan_experts(p, blk);
+  p.matrix(blk + "ffn_gate.weight", {p.s.n_embd, p.s.n_ff});
+  p.matrix(blk + "ffn_up.weight", {p.s.n_embd, p.s.n_ff});
+  p.matrix(blk + "ffn_down.weight", {p.s.n_ff, p.s.n_embd});
+}
+
+void plan_layer(Planner& p, uint32_t l) {
+  const std::string blk = fmt::format("blk.{}.", l);
+  p.gain(blk + "attn_norm.weight", p.s.n_embd);
+  if (!is_hybrid_arch(p.o.arch)) {
+    plan_attention(p, blk, l);
+  } else {
+    if (delta_net_shape(p.s).is_linear(l))
+      plan_delta_net(p, blk, l);
+    else
+      plan_gated_attention(p, blk, l);
+    // The hybrids' pre-FFN norm (post_attention_layernorm in HF).
+    p.gain(blk + "post_attention_norm.weight", p.s.n_embd);
+  }
+  plan_ffn(p, blk);
 }
 
 std::vector<TensorPlan> plan_tensors(const Options& o, const ModelShape& s, uint32_t n_vocab) {
-  std::vector<TensorPlan> plan;
-  const GgmlType wt = o.weight_type;
-  const uint64_t q_dim = uint64_t{s.n_head} * s.head_dim, kv_dim = uint64_t{s.n_head_kv} * s.head_dim;
-  auto matrix = [&](std::string name, uint64_t in, uint64_t out) {
-    plan.push_back({std::move(name), {in, out}, wt, {0.0f, 1.0f / std::sqrt(float(in))}});
-  };
-  auto gain = [&](std::string name, uint64_t n) {
-    plan.push_back({std::move(name), {n}, GgmlType::F32, {1.0f, 0.1f}});
-  };
-  auto bias = [&](std::string name, uint64_t n) {
-    plan.push_back({std::move(name), {n}, GgmlType::F32, {0.0f, 0.1f}});
-  };
+  Planner p{o, s, {}};
   // Embeddings at unit scale, so the residual stream and the layers'
   // contributions are of the same order.
-  plan.push_back({"token_embd.weight", {s.n_embd, n_vocab}, wt, {0.0f, 1.0f}});
-  for (uint32_t l = 0; l < s.n_layer; ++l) {
-    const std::string blk = fmt::format("blk.{}.", l);
-    gain(blk + "attn_norm.weight", s.n_embd);
-    matrix(blk + "attn_q.weight", s.n_embd, q_dim);
-    matrix(blk + "attn_k.weight", s.n_embd, kv_dim);
-    matrix(blk + "attn_v.weight", s.n_embd, kv_dim);
-    if (o.arch == "qwen2") {
-      bias(blk + "attn_q.bias", q_dim);
-      bias(blk + "attn_k.bias", kv_dim);
-      bias(blk + "attn_v.bias", kv_dim);
-    }
-    if (o.arch == "qwen3" || o.arch == "qwen3moe") {
-      gain(blk + "attn_q_norm.weight", s.head_dim);
-      gain(blk + "attn_k_norm.weight", s.head_dim);
-    }
-    matrix(blk + "attn_output.weight", q_dim, s.n_embd);
-    if (int(l) == o.zero_attn_output_layer) plan.back().init = {0.0f, 0.0f};
-    gain(blk + "ffn_norm.weight", s.n_embd);
-    if (o.arch == "qwen3moe") {
-      plan_experts(plan, blk, o, s);
-      continue;
-    }
-    matrix(blk + "ffn_gate.weight", s.n_embd, s.n_ff);
-    matrix(blk + "ffn_up.weight", s.n_embd, s.n_ff);
-    matrix(blk + "ffn_down.weight", s.n_ff, s.n_embd);
-  }
-  gain("output_norm.weight", s.n_embd);
-  if (!o.tied_embeddings) matrix("output.weight", s.n_embd, n_vocab);
+  p.add("token_embd.weight", {s.n_embd, n_vocab}, o.weight_type, {0.0f, 1.0f});
+  for (uint32_t l = 0; l < s.n_layer; ++l) plan_layer(p, l);
+  p.gain("output_norm.weight", s.n_embd);
+  if (!o.tied_embeddings) p.matrix("output.weight", {s.n_embd, n_vocab});
   // Divisors of each rotary pair's angle, as llama3 ships them: ~1 for the
   // fast pairs up to ~8 for the slow ones (random, but centered there).
-  if (o.rope_freqs) plan.push_back({"rope_freqs.weight", {s.head_dim / 2}, GgmlType::F32, {4.5f, 2.0f}});
-  return plan;
+  if (o.rope_freqs) p.add("rope_freqs.weight", {s.head_dim / 2}, GgmlType::F32, {4.5f, 2.0f});
+  return std::move(p.plan);
 }
 
 uint32_t file_type_for(GgmlType t) {
@@ -157,6 +257,26 @@ uint32_t file_type_for(GgmlType t) {
                               "quantize with the reference for other types)",
                               ggml_type_name(t)));
   }
+}
+
+// The hybrids' extra keys: DeltaNet geometry, layer pattern, M-RoPE
+// sections (qwen35 and qwen35moe rope with IMROPE; qwen3next with plain
+// NEOX rope and has none) and the shared expert's width.
+void set_hybrid_hparams(GgufWriter& w, const Options& o, const ModelShape& s) {
+  const std::string& a = o.arch;
+  const DeltaNetShape g = delta_net_shape(s);
+  w.set(a + ".ssm.conv_kernel", Value(g.conv_kernel));
+  w.set(a + ".ssm.state_size", Value(g.head_dim));
+  w.set(a + ".ssm.group_count", Value(g.n_k_heads));
+  w.set(a + ".ssm.time_step_rank", Value(g.n_v_heads));
+  w.set(a + ".ssm.inner_size", Value(g.inner_size()));
+  w.set(a + ".full_attention_interval", Value(g.full_attention_interval));
+  if (a != "qwen3next") {
+    std::vector<Value> sections;
+    for (uint32_t v : rope_sections(o, s)) sections.emplace_back(int32_t(v));
+    w.set(a + ".rope.dimension_sections", Value::array(gguf::ValueType::I32, std::move(sections)));
+  }
+  if (has_shared_expert(a)) w.set(a + ".expert_shared_feed_forward_length", Value(shared_ff(s)));
 }
 
 void set_hparams(GgufWriter& w, const Options& o, const ModelShape& s, uint32_t n_vocab) {
@@ -176,12 +296,13 @@ void set_hparams(GgufWriter& w, const Options& o, const ModelShape& s, uint32_t 
   w.set(a + ".attention.value_length", Value(s.head_dim));
   w.set(a + ".attention.layer_norm_rms_epsilon", Value(1e-6f));
   w.set(a + ".rope.freq_base", Value(a == "llama" ? 10000.0f : 1000000.0f));
-  w.set(a + ".rope.dimension_count", Value(s.head_dim));
-  if (a == "qwen3moe") {
+  w.set(a + ".rope.dimension_count", Value(rope_dims(o, s)));
+  if (is_moe_arch(a)) {
     w.set(a + ".expert_count", Value(kMoeExperts));
     w.set(a + ".expert_used_count", Value(kMoeUsed));
     w.set(a + ".expert_feed_forward_length", Value(moe_ff(s)));
   }
+  if (is_hybrid_arch(a)) set_hybrid_hparams(w, o, s);
   if (!o.rope_scaling.empty()) {
     w.set(a + ".rope.scaling.type", Value(o.rope_scaling));
     w.set(a + ".rope.scaling.factor", Value(o.rope_factor));
@@ -218,8 +339,25 @@ const std::vector<std::string>& known_sizes() {
 }
 
 const std::vector<std::string>& known_archs() {
-  static const std::vector<std::string> archs = {"llama", "qwen2", "qwen3", "qwen3moe"};
+  static const std::vector<std::string> archs = {"llama",  "qwen2",     "qwen3",    "qwen3moe",
+                                                 "qwen35", "qwen35moe", "qwen3next"};
   return archs;
+}
+
+bool is_hybrid_arch(const std::string& arch) {
+  return arch == "qwen35" || arch == "qwen35moe" || arch == "qwen3next";
+}
+
+// Two-layer sizes alternate (a DeltaNet layer, then full attention); deeper
+// ones put full attention on every 4th layer, as Qwen3.5 and Qwen3-Next do.
+DeltaNetShape delta_net_shape(const ModelShape& s) {
+  DeltaNetShape g;
+  g.conv_kernel = 4;
+  g.head_dim = s.head_dim;
+  g.n_k_heads = s.n_head_kv;
+  g.n_v_heads = s.n_head;
+  g.full_attention_interval = s.n_layer <= 2 ? 2 : 4;
+  return g;
 }
 
 ModelShape shape_for(const std::string& size) {
@@ -238,6 +376,9 @@ Summary write_model(const Options& o, const std::string& out_path, const Progres
   const auto& archs = known_archs();
   if (std::find(archs.begin(), archs.end(), o.arch) == archs.end())
     throw Error(fmt::format("unknown architecture '{}' (known: {})", o.arch, fmt::join(archs, ", ")));
+  // The reference loads no rope_freqs for the hybrids and rejects the extra tensor.
+  if (o.rope_freqs && is_hybrid_arch(o.arch))
+    throw Error(fmt::format("gen-model: --rope-freqs is not supported for {}", o.arch));
   Summary summary;
   summary.shape = shape_for(o.size);
   GgufWriter w;

@@ -1,8 +1,10 @@
 // Synthetic GGUF models with random weights and a real tokenizer.
 //
 // The generator writes complete, reference-loadable models for the dense
-// architectures (llama, qwen2, qwen3) and the MoE qwen3moe, so every test
-// and benchmark runs on a model the project makes itself. Weights are *sensitive* on purpose (see
+// architectures (llama, qwen2, qwen3), the MoE qwen3moe, and the hybrid
+// Gated-DeltaNet architectures qwen35 (dense FFN), qwen35moe and qwen3next
+// (MoE with a gated shared expert), so every test and benchmark runs on a
+// model the project makes itself. Weights are *sensitive* on purpose (see
 // DESIGN.md, "Correctness references"): norm gains are near 1 and matrices
 // have a standard deviation of 1/sqrt(fan_in), so each layer moves the
 // logits and a broken layer cannot hide under a tolerance.
@@ -32,16 +34,19 @@ struct ModelShape {
 };
 
 struct Options {
-  std::string arch = "llama";   // llama | qwen2 | qwen3 | qwen3moe (8 experts, 2 used)
+  // llama | qwen2 | qwen3 | qwen3moe (8 experts, 2 used) | qwen35 | qwen35moe | qwen3next
+  // (hybrid: DeltaNet layers with every full_attention_interval-th layer full attention).
+  std::string arch = "llama";
   std::string size = "tiny";    // tiny | small | 125m | 0.5b | 1b
   uint64_t seed = 42;
   std::string vocab_path;       // a GGUF whose tokenizer.* keys are copied
   GgmlType weight_type = GgmlType::F32;  // f32 | f16 | bf16 for matrices
   bool tied_embeddings = false; // no output.weight; the head reuses token_embd
-  bool rope_freqs = false;      // llama3-style rope_freqs.weight (frequency divisors)
+  bool rope_freqs = false;      // llama3-style rope_freqs.weight (not for the hybrid archs)
   std::string rope_scaling;     // "" (no keys), linear or yarn
   float rope_factor = 4.0f;     // with rope_scaling; yarn's original context is n_ctx / factor
-  // Zero blk.<N>.attn_output.weight (for sensitivity tests); -1 = none.
+  // Zero blk.<N>.attn_output.weight, or ssm_out.weight on a DeltaNet layer
+  // (for sensitivity tests); -1 = none.
   int zero_attn_output_layer = -1;
 };
 
@@ -49,6 +54,24 @@ struct Options {
 const std::vector<std::string>& known_sizes();
 const std::vector<std::string>& known_archs();
 ModelShape shape_for(const std::string& size);  // throws vtc::Error for unknown
+
+// Gated DeltaNet geometry of the hybrid archs, derived from the size's
+// attention shape: key heads = n_head_kv and value heads = n_head (so each
+// key head serves several value heads), and keys and values use the
+// attention head dim. Matrix widths stay multiples of 256 from "small" up.
+struct DeltaNetShape {
+  uint32_t conv_kernel = 0;              // ssm.conv_kernel
+  uint32_t head_dim = 0;                 // ssm.state_size (head_k_dim = head_v_dim)
+  uint32_t n_k_heads = 0;                // ssm.group_count
+  uint32_t n_v_heads = 0;                // ssm.time_step_rank
+  uint32_t full_attention_interval = 0;  // layer l is full attention iff (l + 1) % interval == 0
+  uint32_t inner_size() const { return head_dim * n_v_heads; }  // ssm.inner_size
+  uint32_t key_dim() const { return head_dim * n_k_heads; }
+  uint32_t conv_dim() const { return 2 * key_dim() + inner_size(); }  // q, k, v channels
+  bool is_linear(uint32_t layer) const { return (layer + 1) % full_attention_interval != 0; }
+};
+bool is_hybrid_arch(const std::string& arch);
+DeltaNetShape delta_net_shape(const ModelShape& shape);
 
 // Default vocabulary file name (in the reference's models/ folder) per arch.
 std::string default_vocab_name(const std::string& arch);

@@ -164,7 +164,8 @@ void Engine::admit() {
     const auto& prompt = r->params.prompt;
     const int32_t slot = free_slots_.back();
     const int64_t total = std::min<int64_t>(int64_t(prompt.size()) + r->params.max_tokens, session_->n_ctx());
-    std::vector<int32_t> shared = cache.lookup(prompt);
+    std::vector<int32_t> shared;
+    if (!st.carries_recurrent_state()) shared = cache.lookup(prompt);
     st.share_pages(slot, shared);
     const int64_t need = st.pages_for(total) - int64_t(shared.size());
     if (need > st.free_pages()) cache.evict(need - st.free_pages());
@@ -260,7 +261,7 @@ bool Engine::run_step() {
         } else {
           a->prefilled += c.tokens.size();
           a->n_past = int32_t(a->prefilled);
-          if (a->decoding()) cache_->cache.insert(a->req->params.prompt, session_->states().page_table(a->slot));
+          if (a->decoding() && !session_->states().carries_recurrent_state()) cache_->cache.insert(a->req->params.prompt, session_->states().page_table(a->slot));
         }
       }
   }

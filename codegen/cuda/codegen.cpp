@@ -47,9 +47,9 @@ Kernels emit_Scale(const Ctx& c, const ir::Op& op) { return elementwise(c, op); 
 Kernels emit_Cast(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
 Kernels emit_RmsNorm(const Ctx& c, const ir::Op& op) { return emit_rms_norm(op, c.what); }
 Kernels emit_Rope(const Ctx& c, const ir::Op& op) { return emit_rope(op, c.what); }
-Kernels emit_L2Norm(const Ctx&, const ir::Op& op) { unsupported(op, "l2_norm has no CUDA kernel yet"); }
-Kernels emit_CausalConv1d(const Ctx&, const ir::Op& op) { unsupported(op, "causal_conv1d has no CUDA kernel yet"); }
-Kernels emit_DeltaRule(const Ctx&, const ir::Op& op) { unsupported(op, "delta_rule has no CUDA kernel yet"); }
+Kernels emit_L2Norm(const Ctx& c, const ir::Op& op) { return emit_l2_norm(op, c.what); }
+Kernels emit_CausalConv1d(const Ctx& c, const ir::Op& op) { return emit_causal_conv1d(c.module, op, c.what); }
+Kernels emit_DeltaRule(const Ctx& c, const ir::Op& op) { return emit_delta_rule(c.module, op, c.what); }
 Kernels emit_Attention(const Ctx& c, const ir::Op& op) { return emit_attention(c.module, op, c.what); }
 Kernels emit_Softmax(const Ctx& c, const ir::Op& op) { return emit_softmax(op, c.what); }
 Kernels emit_Argmax(const Ctx& c, const ir::Op& op) { return emit_argmax(op, c.what); }

@@ -89,6 +89,10 @@ Kernels emit_top_k(const ir::Op& op, const std::string& what);
 Kernels emit_matmul(const ir::Op& op, const std::string& what);
 Kernels emit_embed(const ir::Op& op, const std::string& what);
 Kernels emit_rope(const ir::Op& op, const std::string& what);
+// Linear attention (emit_linear_attention.cpp).
+Kernels emit_l2_norm(const ir::Op& op, const std::string& what);
+Kernels emit_causal_conv1d(const ir::Module& m, const ir::Op& op, const std::string& what);
+Kernels emit_delta_rule(const ir::Module& m, const ir::Op& op, const std::string& what);
 Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string& what);
 Kernels emit_data_movement(const ir::Op& op, const std::string& what);
 Kernels emit_state(const ir::Module& m, const ir::Op& op, const std::string& what);

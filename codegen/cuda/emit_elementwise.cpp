@@ -12,6 +12,7 @@
 // +-10), and a cast to f16/bf16 rounds as the CPU's conversion does.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 
 #include "codegen/cuda/emit.h"
@@ -44,10 +45,26 @@ std::string scalar_expr(const ir::Op& op, const std::vector<std::string>& a, boo
 
 bool float_elem(const ir::ElemType& e) { return e.is_float(); }
 
-// Index expression for an operand of `n` elements in a loop over `total`.
-std::string index_for(KernelBuilder& kb, const ir::TensorType& t, const ir::Dim& total) {
-  const ir::Dim n = numel(t);
-  return n == total ? "i" : fmt::format("(i % {})", kb.expr(n));
+// Index expression for an operand of type `t` in a loop over the elements
+// of `result`: the element index, the index modulo the operand's size (a
+// trailing-shape broadcast), or, when the operand has size-1 dims, the sum
+// over its other dims of the result coordinate times the operand's stride.
+std::string index_for(KernelBuilder& kb, const ir::TensorType& t, const ir::TensorType& result) {
+  const ir::Dim n = numel(t), total = numel(result);
+  if (n == total) return "i";
+  const ir::Shape &b = t.shape, &y = result.shape;
+  const size_t lead = y.size() - b.size();
+  if (std::equal(b.begin(), b.end(), y.begin() + long(lead))) return fmt::format("(i % {})", kb.expr(n));
+  std::string sum;
+  ir::Dim y_stride(1), b_stride(1);
+  for (size_t d = y.size(); d-- > lead;) {
+    if (!(b[d - lead] == ir::Dim(1)))
+      sum += fmt::format("{}((i / {}) % {}) * {}", sum.empty() ? "" : " + ", kb.expr(y_stride), kb.expr(y[d]),
+                         kb.expr(b_stride));
+    y_stride = y_stride * y[d];
+    b_stride = b_stride * b[d - lead];
+  }
+  return sum.empty() ? "0" : "(" + sum + ")";
 }
 
 Kernels emit_cast(const ir::Op& op, const std::string& what) {
@@ -79,7 +96,7 @@ Kernels emit_elementwise(const ir::Function&, const ir::Op& op, const std::strin
   std::vector<std::string> args;
   for (size_t i = 0; i < op.operands.size(); ++i) {
     const std::string p = kb.in(op.operands[i], fmt::format("a{}", i));
-    args.push_back(load_as_float(op.operands[i].type().elem, p, index_for(kb, op.operands[i].type(), n)));
+    args.push_back(load_as_float(op.operands[i].type().elem, p, index_for(kb, op.operands[i].type(), yt)));
   }
   const std::string y = kb.out(op.results[0], "y");
   bool gelu = false;
@@ -102,7 +119,14 @@ Kernels emit_fused(const ir::Module& m, const ir::Function& fn, const ir::Op& op
   const ir::Dim n = numel(op.results[0].type());
   bool composable = true;
   for (const auto& r : op.results) composable = composable && numel(r.type()) == n && float_elem(r.type().elem);
-  for (const auto& a : op.operands) composable = composable && float_elem(a.type().elem);
+  // An operand with size-1 dims broadcasts by coordinates, which a reshape
+  // in the body would invalidate: such regions run op by op.
+  const ir::Shape& y_shape = op.results[0].type().shape;
+  for (const auto& a : op.operands) {
+    const ir::Shape& s = a.type().shape;
+    const bool trailing = s.size() <= y_shape.size() && std::equal(s.begin(), s.end(), y_shape.end() - long(s.size()));
+    composable = composable && float_elem(a.type().elem) && (numel(a.type()) == n || trailing);
+  }
   for (const auto& bop : body.ops) {
     if (bop->kind == ir::OpKind::Return || bop->kind == ir::OpKind::Reshape) continue;
     if (bop->info().fusion != ir::Fusion::Elementwise) composable = false;
@@ -124,7 +148,7 @@ Kernels emit_fused(const ir::Module& m, const ir::Function& fn, const ir::Op& op
     const std::string p = kb.in(op.operands[i], fmt::format("a{}", i));
     local[body.args[i].data()] = fmt::format("v_a{}", i);
     code += fmt::format("    const float v_a{} = {};\n", i,
-                        load_as_float(op.operands[i].type().elem, p, index_for(kb, op.operands[i].type(), n)));
+                        load_as_float(op.operands[i].type().elem, p, index_for(kb, op.operands[i].type(), op.results[0].type())));
   }
   std::vector<std::string> outs;
   for (size_t i = 0; i < op.results.size(); ++i) outs.push_back(kb.out(op.results[i], fmt::format("y{}", i)));

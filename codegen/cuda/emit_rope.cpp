@@ -10,6 +10,13 @@
 // which matches the reference's), neox mode with separately rounded
 // products (__fmul_rn), so NVRTC's contraction cannot change the rounding.
 // cosf/sinf may differ from glibc's in the last bit.
+//
+// Multi-section modes (multi, imulti; ggml's MROPE and IMROPE) rotate like
+// neox; pos is [T, 4] and pair i takes its base angle from the component
+// its sector (i mod sum(sections)) selects. ggml keeps four running
+// products, one per component, all multiplied by theta_scale every pair;
+// the i-fold product starting from the selected component is the same
+// float, so the per-thread loop below reproduces it.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -19,11 +26,33 @@
 
 namespace vtc::cuda {
 
+namespace {
+
+// Multi-section rope: code computing `comp`, the position component
+// (0..3) that drives pair i, from the `sections` attribute.
+std::string section_component(const ir::Op& op) {
+  const ir::Attr* a = op.attr("sections");
+  if (!a || a->ints.size() != 4) unsupported(op, "multi-section rope needs 4 sections");
+  const auto& sec = a->ints;
+  const int64_t total = sec[0] + sec[1] + sec[2] + sec[3];
+  if (total <= 0) unsupported(op, "the rope sections must not all be zero");
+  std::string code = fmt::format("    const long long sector = i % {};\n", total);
+  if (op.attr("mode")->s == "imulti")
+    return code + fmt::format(
+                      "    const int comp = (sector % 3 == 1 && sector < {}) ? 1 : (sector % 3 == 2 && sector < {}) ? 2\n"
+                      "                   : (sector % 3 == 0 && sector < {}) ? 0 : 3;\n",
+                      3 * sec[1], 3 * sec[2], 3 * sec[0]);
+  return code + fmt::format("    const int comp = sector < {} ? 0 : sector < {} ? 1 : sector < {} ? 2 : 3;\n", sec[0],
+                            sec[0] + sec[1], sec[0] + sec[1] + sec[2]);
+}
+
+}  // namespace
+
 Kernels emit_rope(const ir::Op& op, const std::string& what) {
   const ir::TensorType& xt = op.operands[0].type();
   if (xt.elem.kind() != ir::ElemType::F32 || xt.rank() != 3) unsupported(op, "x must be [T, H, D] f32, got " + xt.str());
   const std::string mode = op.attr("mode")->s;
-  if (mode == "multi") unsupported(op, "multi-section rope is not implemented (the CPU lacks it too)");
+  const bool multi = mode == "multi" || mode == "imulti";
   auto heads = xt.shape[1].constant(), head_dim = xt.shape[2].constant();
   if (!heads || !head_dim) unsupported(op, "heads and head_dim must be constant");
   const int64_t n_rot = attr_i(op, "n_rot");
@@ -58,7 +87,7 @@ Kernels emit_rope(const ir::Op& op, const std::string& what) {
         "    const float ramp_mix = (1.0f - fminf(1.0f, fmaxf(0.0f, ry))) * {2};\n"
         "    th = th * (1.0f - ramp_mix) + extrapolated * ramp_mix;\n",
         flit(corr[0]), flit(corr[1]), flit(ext));
-  const bool neox = mode == "neox";
+  const bool neox = mode == "neox" || multi;
   const std::string rotate =
       neox ? "    y0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));\n    y1 = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));\n"
            : "    y0 = __fmaf_rn(x0, c, -__fmul_rn(x1, s));\n    y1 = __fmaf_rn(x0, s, __fmul_rn(x1, c));\n";
@@ -68,7 +97,7 @@ Kernels emit_rope(const ir::Op& op, const std::string& what) {
     const float* xs = {5} + (t * H + h) * D;
     float* ys = {6} + (t * H + h) * D;
     if (i >= PAIRS) {{ const long long d = {9} + (i - PAIRS); ys[d] = xs[d]; continue; }}
-    float theta = (float){7}[t];
+{15}    float theta = (float){7}[{16}];
     for (long long j = 0; j < i; ++j) theta *= {8};
 {10}    const float c = cosf(th) * {11}, s = sinf(th) * {11};
     const long long a = {12}, b = a + {13};
@@ -78,7 +107,8 @@ Kernels emit_rope(const ir::Op& op, const std::string& what) {
   }}
 )",
                       *heads, *head_dim, pairs, per_head, kb.expr(tokens), x, y, pos, flit(theta_scale), n_rot, angle,
-                      flit(mscale), neox ? "i" : "2 * i", neox ? pairs : 1, rotate));
+                      flit(mscale), neox ? "i" : "2 * i", neox ? pairs : 1, rotate, multi ? section_component(op) : "",
+                      multi ? "t * 4 + comp" : "t"));
   kb.launch(tokens * (*heads * per_head), 256);
   return {kb.finish()};
 }

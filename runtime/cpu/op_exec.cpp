@@ -10,6 +10,7 @@
 #include "passes/memory_plan.h"
 #include "runtime/cpu/exec_context.h"
 #include "runtime/cpu/kernels/kernels.h"
+#include "runtime/cpu/kernels/linear_attention.h"
 #include "runtime/cpu/kernels/moe.h"
 #include "support/error.h"
 
@@ -113,9 +114,29 @@ void exec_binary(ExecContext& c, const ir::Op& op) {
   const Buf& b = c.in(op, 1);
   require_f32(op, a, "operand 0");
   const Buf& y = c.out(op);
-  // b equals a trailing part of a's shape: apply it to each block of a.
-  for (int64_t off = 0; off < a.numel; off += b.numel)
-    Kernel(a.as<float>() + off, b.as<float>(), y.as<float>() + off, b.numel);
+  const size_t rank = a.shape.size(), lead = rank - b.shape.size();
+  if (std::equal(b.shape.begin(), b.shape.end(), a.shape.begin() + long(lead))) {
+    // b equals a trailing part of a's shape: apply it to each block of a.
+    for (int64_t off = 0; off < a.numel; off += b.numel)
+      Kernel(a.as<float>() + off, b.as<float>(), y.as<float>() + off, b.numel);
+    return;
+  }
+  // b has size-1 dims: walk a row by row (last dim), finding b's row from
+  // the row's multi-index; a last dim of 1 in b repeats its one value.
+  const int64_t n = a.last_dim(), b_last = b.shape.back();
+  std::vector<float> repeated(static_cast<size_t>(n));
+  for (int64_t row = 0; row < a.rows(); ++row) {
+    int64_t rest = row, b_offset = 0, b_stride = b_last;
+    for (size_t d = rank - 1; d-- > lead;) {
+      const int64_t bd = b.shape[d - lead], index = rest % a.shape[d];
+      rest /= a.shape[d];
+      if (bd != 1) b_offset += index * b_stride;
+      b_stride *= bd;
+    }
+    const float* b_row = b.as<float>() + b_offset;
+    if (b_last == 1) std::fill(repeated.begin(), repeated.end(), *b_row), b_row = repeated.data();
+    Kernel(a.as<float>() + row * n, b_row, y.as<float>() + row * n, n);
+  }
 }
 void exec_Add(ExecContext& c, const ir::Op& op) { exec_binary<add>(c, op); }
 void exec_Mul(ExecContext& c, const ir::Op& op) { exec_binary<mul>(c, op); }
@@ -176,10 +197,16 @@ void exec_Rope(ExecContext& c, const ir::Op& op) {
   const Buf& x = c.in(op, 0);
   require_f32(op, x, "input");
   const std::string& mode = op.attr("mode")->s;
-  if (mode == "multi") fail(op, "multi-section rope is not implemented on the cpu yet");
   RopeParams p;
   p.n_dims = int_attr(op, "n_rot");
-  p.mode = mode == "neox" ? RopeMode::Neox : RopeMode::Normal;
+  p.mode = mode == "neox"     ? RopeMode::Neox
+           : mode == "multi"  ? RopeMode::Multi
+           : mode == "imulti" ? RopeMode::IMulti
+                              : RopeMode::Normal;
+  if (const ir::Attr* sections = op.attr("sections")) {
+    if (sections->ints.size() != 4) fail(op, "'sections' must hold 4 values");
+    for (size_t i = 0; i < 4; ++i) p.sections[i] = int32_t(sections->ints[i]);
+  }
   p.freq_base = float(float_attr(op, "base", 10000.0));
   p.freq_scale = float(float_attr(op, "freq_scale", 1.0));
   if (op.operands.size() == 3) p.freq_factors = c.in(op, 2).as<float>();
@@ -257,10 +284,58 @@ void exec_Attention(ExecContext& c, const ir::Op& op) {
   }
 }
 
-// --- linear attention (not implemented yet) --------------------------------
-void exec_L2Norm(ExecContext&, const ir::Op& op) { fail(op, "not implemented on the cpu yet"); }
-void exec_CausalConv1d(ExecContext&, const ir::Op& op) { fail(op, "not implemented on the cpu yet"); }
-void exec_DeltaRule(ExecContext&, const ir::Op& op) { fail(op, "not implemented on the cpu yet"); }
+// --- linear attention (docs/ir.md: l2_norm, causal_conv1d, delta_rule) -----
+void exec_L2Norm(ExecContext& c, const ir::Op& op) {
+  const Buf& x = c.in(op, 0);
+  require_f32(op, x, "input");
+  l2_norm(x.as<float>(), float(float_attr(op, "eps")), x.rows(), x.last_dim(), c.out(op).as<float>());
+}
+
+// The rows of a plain recurrent state, one per sequence of the step (by
+// sequence index), for kernels that update them in place.
+std::vector<float*> sequence_states(ExecContext& c, const ir::Op& op) {
+  StateStore::Buffer& s = c.states.buffer(op.attr("state")->s);
+  if (s.decl->kind != ir::StateKind::Plain || s.elem.kind() != ir::ElemType::F32)
+    fail(op, "the recurrent state must be plain f32");
+  std::vector<float*> rows(c.slots.size());
+  for (size_t i = 0; i < rows.size(); ++i)
+    rows[i] = reinterpret_cast<float*>(c.states.slot_bytes(s, int32_t(sequence_slot(c, op, int64_t(i)))).data());
+  return rows;
+}
+
+void exec_CausalConv1d(ExecContext& c, const ir::Op& op) {
+  const Buf &x = c.in(op, 0), &w = c.in(op, 1), &seq = c.in(op, 2);
+  CausalConvParams p;
+  p.n_tokens = x.shape[0];
+  p.channels = x.shape[1];
+  p.kernel = w.shape[1];
+  p.dilation = int_attr(op, "dilation", 1);
+  p.n_seqs = int64_t(c.slots.size());
+  const auto states = sequence_states(c, op);
+  try {
+    causal_conv1d(x.as<float>(), w.as<float>(), seq.as<int32_t>(), states.data(), p, c.out(op).as<float>(), c.pool);
+  } catch (const Error& e) {
+    fail(op, e.what());
+  }
+}
+
+void exec_DeltaRule(ExecContext& c, const ir::Op& op) {
+  const Buf &q = c.in(op, 0), &v = c.in(op, 2);
+  DeltaRuleParams p;
+  p.n_tokens = q.shape[0];
+  p.n_heads = q.shape[1];
+  p.dk = q.shape[2];
+  p.dv = v.shape[2];
+  p.n_seqs = int64_t(c.slots.size());
+  p.scale = float(float_attr(op, "scale", 1.0));
+  const auto states = sequence_states(c, op);
+  try {
+    delta_rule(q.as<float>(), c.in(op, 1).as<float>(), v.as<float>(), c.in(op, 3).as<float>(), c.in(op, 4).as<float>(),
+               c.in(op, 5).as<int32_t>(), states.data(), p, c.out(op).as<float>(), c.pool);
+  } catch (const Error& e) {
+    fail(op, e.what());
+  }
+}
 
 // --- reductions ------------------------------------------------------------
 void exec_Softmax(ExecContext& c, const ir::Op& op) {

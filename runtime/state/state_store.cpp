@@ -68,6 +68,13 @@ StateStore::StateStore(const ir::Module& module, const StateStoreConfig& config)
     }
     buffers_.push_back(std::move(b));
   }
+  for (const auto& fn : module.functions)
+    for (const auto& op : fn->ops) {
+      const ir::Attr* state = op->attr("state");
+      const ir::StateDecl* decl = state ? module.find_state(state->s) : nullptr;
+      if (op->info().effect == ir::Effect::ReadsWritesState && decl && decl->kind == ir::StateKind::Plain)
+        recurrent_ = true;
+    }
   refs_.assign(size_t(n_pages), 0);
   for (int64_t p = n_pages - 1; p >= 0; --p) free_.push_back(int32_t(p));  // page 0 is taken first
   tables_.resize(size_t(config.n_slots));

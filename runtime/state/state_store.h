@@ -51,6 +51,10 @@ class StateStore {
   };
 
   const StateStoreConfig& config() const { return config_; }
+  // True when an op reads and writes a plain state (a conv ring, a
+  // delta-rule matrix): such a state summarizes the whole sequence so far,
+  // so a sequence cannot resume from shared KV pages alone (no prefix reuse).
+  bool carries_recurrent_state() const { return recurrent_; }
   const std::vector<Buffer>& buffers() const { return buffers_; }
   // Throws vtc::Error for an undeclared name.
   Buffer& buffer(std::string_view name);
@@ -93,6 +97,7 @@ class StateStore {
   void check_page(int32_t page) const;
 
   StateStoreConfig config_;
+  bool recurrent_ = false;
   std::vector<Buffer> buffers_;
   int64_t page_size_ = 16;
   std::vector<int32_t> refs_;   // per page

@@ -85,15 +85,15 @@ std::string tiny_model(const std::string& arch) {
   return path;
 }
 
-}  // namespace
-
-TEST_CASE("every op case generates kernels that compile to PTX for sm_80 and sm_90", "[nvrtc]") {
-  ScopedCache cache("ops");
-  const auto cases = vtc::ir::split_source_cases(read(VTC_CUDA_OP_CASES));
-  REQUIRE(cases.size() >= 40);
+// Generates every case of an op-case file and compiles its kernels for
+// sm_80 and sm_90; returns how many compiles ran. `min_cases` guards against
+// a file that silently lost its cases.
+size_t compile_case_file(const std::string& path, size_t min_cases) {
+  const auto cases = vtc::ir::split_source_cases(read(path));
+  REQUIRE(cases.size() >= min_cases);
   size_t kernels = 0;
   for (const auto& c : cases) {
-    INFO("op case at " << VTC_CUDA_OP_CASES << ":" << c.first_line);
+    INFO("op case at " << path << ":" << c.first_line);
     vtc::ir::Module m = vtc::ir::parse(c.text, {c.first_line});
     vtc::ir::verify(m);
     auto mk = vtc::cuda::generate_model(std::move(m));
@@ -102,7 +102,21 @@ TEST_CASE("every op case generates kernels that compile to PTX for sm_80 and sm_
     CHECK(launches > 0);
     for (int arch : {80, 90}) kernels += compile_all(mk, arch);
   }
-  CHECK(kernels >= 2 * 85);
+  return kernels;
+}
+
+}  // namespace
+
+TEST_CASE("every op case generates kernels that compile to PTX for sm_80 and sm_90", "[nvrtc]") {
+  ScopedCache cache("ops");
+  CHECK(compile_case_file(VTC_CUDA_OP_CASES, 40) >= 2 * 85);
+}
+
+// l2_norm, causal_conv1d (K = 4, dilation 1 and 3), delta_rule (Dk = Dv =
+// 64 and 128, H = 4; Dk = 48, Dv = 32) and rope multi/imulti.
+TEST_CASE("linear-attention and multi-section rope cases compile to PTX for sm_80 and sm_90", "[nvrtc]") {
+  ScopedCache cache("linear");
+  CHECK(compile_case_file(VTC_CUDA_LINEAR_CASES, 7) >= 2 * 20);
 }
 
 // [reference]: the generator copies a real vocabulary from the reference.
@@ -190,11 +204,16 @@ TEST_CASE("unsupported ops and types are errors that name the op") {
       CHECK_THAT(e.what(), Catch::Contains(needle));
     }
   };
-  expect_error(R"(func @prefill(%x: tensor<T x 2 x 64 x f32, device>, %pos: tensor<T x 4 x i32, device>) {
-  %y = rope(%x, %pos) {mode = multi, n_rot = 64, base = 10000.0, sections = [8, 8, 8, 8]} : tensor<T x 2 x 64 x f32, device>
+  expect_error(R"(func @prefill(%x: tensor<T x 2 x 64 x f16, device>, %pos: tensor<T x i32, device>) {
+  %y = rope(%x, %pos) {mode = neox, n_rot = 64, base = 10000.0} : tensor<T x 2 x 64 x f16, device>
   return(%y)
 })",
                "op 'rope'");
+  expect_error(R"(func @prefill(%x: tensor<T x 2 x 64 x f32, device>, %pos: tensor<T x 4 x i32, device>) {
+  %y = rope(%x, %pos) {mode = multi, n_rot = 64, base = 10000.0, sections = [0, 0, 0, 0]} : tensor<T x 2 x 64 x f32, device>
+  return(%y)
+})",
+               "sections must not all be zero");
   expect_error(R"(func @decode(%x: tensor<S x 256 x f32, device>, %w: tensor<8 x 256 x iq3_s, device>) {
   %y = matmul(%x, %w) : tensor<S x 8 x f32, device>
   return(%y)
@@ -209,4 +228,96 @@ TEST_CASE("the device sampling kernels compile to PTX", "[nvrtc]") {
     INFO("kernel " << k.entry);
     CHECK(nvrtc().compile(k, 90, CodeKind::Ptx).image.find(".entry " + k.entry) != std::string::npos);
   }
+}
+
+namespace {
+
+// The kernels of the only function of a one-function module.
+std::vector<vtc::cuda::Kernel> kernels_of(const std::string& text) {
+  auto mk = vtc::cuda::generate_model(vtc::ir::parse(text));
+  REQUIRE(mk.steps.size() == 1);
+  return mk.steps[0].kernels;
+}
+
+bool has_arg(const vtc::cuda::Kernel& k, vtc::cuda::KernelArg::Kind kind, const std::string& state = "") {
+  for (const auto& a : k.args)
+    if (a.kind == kind && a.state == state) return true;
+  return false;
+}
+
+// Index of the first kernel whose entry is <prefix><hash> (size() if none).
+size_t find_kernel(const std::vector<vtc::cuda::Kernel>& ks, const std::string& prefix) {
+  for (size_t i = 0; i < ks.size(); ++i)
+    if (ks[i].entry.size() == prefix.size() + 16 && ks[i].entry.rfind(prefix, 0) == 0) return i;
+  return ks.size();
+}
+
+const char* kConvK1 = R"(state @c : plain<S x 0 x 16 x f32, device>
+func @decode(%x: tensor<S x 16 x f32, device>, %w: tensor<16 x 1 x f32, device>, %seq: tensor<S x i32, device>) {
+  %y = causal_conv1d(%x, %w, %seq) {state = @c} : tensor<S x 16 x f32, device>
+  return(%y)
+})";
+
+const char* kL2NormHalf = R"(func @prefill(%x: tensor<T x 8 x 96 x f16, device>, %b: tensor<T x 40 x bf16, device>) {
+  %y = l2_norm(%x) {eps = 0.000001} : tensor<T x 8 x 96 x f16, device>
+  %z = l2_norm(%b) {eps = 0.000001} : tensor<T x 40 x bf16, device>
+  return(%y, %z)
+})";
+
+}  // namespace
+
+TEST_CASE("linear-attention ops: kernels, state arguments and launch shapes") {
+  using Kind = vtc::cuda::KernelArg::Kind;
+  const auto cases = vtc::ir::split_source_cases(read(VTC_CUDA_LINEAR_CASES));
+  // Case 2: causal_conv1d K = 4 -> outputs, then the state update (both on @conv, by slot).
+  auto conv = vtc::cuda::generate_model(vtc::ir::parse(cases.at(1).text, {cases[1].first_line}));
+  for (const auto& step : conv.steps) {
+    INFO("step @" << step.function);
+    const size_t i_out = find_kernel(step.kernels, "conv1d_"), i_upd = find_kernel(step.kernels, "conv1d_state_");
+    REQUIRE(i_upd < step.kernels.size());
+    REQUIRE(i_out < i_upd);  // the outputs read the old history
+    const auto& out = step.kernels[i_out];
+    const auto& upd = step.kernels[i_upd];
+    for (const auto* k : {&out, &upd}) {
+      CHECK(has_arg(*k, Kind::StateRows, "conv"));
+      CHECK(has_arg(*k, Kind::Slots));
+    }
+    CHECK(out.source.find("constexpr long long C = 96, K = 4, DIL = 1") != std::string::npos);
+    CHECK(upd.threads_x.str() == "S*96");
+  }
+  // K = 1 keeps no history: no state update.
+  auto k1 = kernels_of(kConvK1);
+  REQUIRE(k1.size() == 1);
+  CHECK(find_kernel(k1, "conv1d_") == 0);
+  // Case 4: delta_rule with Dk = Dv = 64: one warp per (sequence, head, row).
+  auto dr = vtc::cuda::generate_model(vtc::ir::parse(cases.at(3).text, {cases[3].first_line}));
+  for (const auto& step : dr.steps) {
+    INFO("step @" << step.function);
+    REQUIRE(find_kernel(step.kernels, "delta_rule_") < step.kernels.size());
+    const auto& k = step.kernels[find_kernel(step.kernels, "delta_rule_")];
+    CHECK(has_arg(k, Kind::StateRows, "ssm"));
+    CHECK(has_arg(k, Kind::Slots));
+    CHECK(k.threads_x.str() == "S*8192");
+    CHECK(k.source.find("constexpr long long H = 4, DK = 64, DV = 64;") != std::string::npos);
+  }
+  // l2_norm on f16/bf16 converts on load and store.
+  auto half = kernels_of(kL2NormHalf);
+  REQUIRE(half.size() == 2);
+  CHECK(half[0].source.find("vtc_f2h(") != std::string::npos);
+  CHECK(half[1].source.find("vtc_f2bf(") != std::string::npos);
+  // Multi-section rope picks the position component per pair.
+  auto rope = vtc::cuda::generate_model(vtc::ir::parse(cases.back().text, {cases.back().first_line}));
+  const std::string& src = rope.steps.at(0).kernels.at(0).source;
+  CHECK(src.find("const long long sector = i % 16;") != std::string::npos);
+  CHECK(src.find("const int comp = sector < 6 ? 0 : sector < 11 ? 1 : sector < 16 ? 2 : 3;") != std::string::npos);
+  CHECK(src.find("(float)pos[t * 4 + comp]") != std::string::npos);
+}
+
+TEST_CASE("l2_norm on f16/bf16 and a K = 1 convolution compile to PTX", "[nvrtc]") {
+  ScopedCache cache("linear-extra");
+  for (const char* text : {kConvK1, kL2NormHalf})
+    for (const auto& k : kernels_of(text)) {
+      INFO("kernel " << k.entry << ": " << k.what);
+      CHECK(nvrtc().compile(k, 90, CodeKind::Ptx).image.find(".entry " + k.entry) != std::string::npos);
+    }
 }

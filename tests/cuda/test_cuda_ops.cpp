@@ -4,13 +4,16 @@
 // inputs; every output and every state is compared by NMSE, and the CUDA
 // arena has sentinel guards after every buffer. Plus a whole-model check
 // (tiny llama: prefill logits, greedy decode with ids fed back on the
-// device). Without a GPU the executable prints "SKIPPED: <reason>" and
+// device). The linear-attention cases (linear_attention_cases.vtcir) run
+// over several steps with interleaved sequences, so the recurrent states
+// carry over. Without a GPU the executable prints "SKIPPED: <reason>" and
 // exits 77, so ctest reports it skipped, never passed.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -98,11 +101,23 @@ HostTensor make_arg(const vtc::ir::Value& arg, const std::vector<int64_t>& shape
   return t;
 }
 
-vtc::cpu::StepRequest make_request(const vtc::ir::Function& fn, std::mt19937& rng) {
+// One step of a case: the function to run, the step's sequences (S) and
+// tokens (T; decode has one token per sequence) and, when not empty, the
+// sequence index of every token (else prefill tokens all belong to
+// sequence 0 and decode token i to sequence i). Decode functions size
+// their token dims by S; T only matters to prefill.
+struct StepPlan {
+  std::string step;
+  int32_t seqs = 1;
+  int64_t tokens = 7;
+  std::vector<int32_t> seq;
+};
+
+vtc::cpu::StepRequest make_request(const vtc::ir::Function& fn, const StepPlan& plan, std::mt19937& rng) {
   const bool decode = fn.name == "decode";
-  const std::map<std::string, int64_t> syms = {{"T", 7}, {"S", decode ? 3 : 1}, {"R", 3}};
+  const std::map<std::string, int64_t> syms = {{"T", plan.tokens}, {"S", plan.seqs}, {"R", 3}};
   vtc::cpu::StepRequest req{fn.name, {}, {}};
-  for (int32_t s = 0; s < int32_t(syms.at("S")); ++s) req.slots.push_back(s);
+  for (int32_t s = 0; s < plan.seqs; ++s) req.slots.push_back(s);
   for (const auto& a : fn.args) {
     std::vector<int64_t> shape;
     for (const auto& d : a.type().shape) {
@@ -114,6 +129,10 @@ vtc::cpu::StepRequest make_request(const vtc::ir::Function& fn, std::mt19937& rn
       shape.push_back(*v);
     }
     req.args[a->name] = make_arg(a, shape, decode, rng);
+    if (a->name == "seq" && !plan.seq.empty()) {
+      REQUIRE(int64_t(plan.seq.size()) * 4 == int64_t(req.args[a->name].bytes.size()));
+      std::memcpy(req.args[a->name].bytes.data(), plan.seq.data(), plan.seq.size() * 4);
+    }
   }
   return req;
 }
@@ -127,13 +146,40 @@ double tolerance(const std::string& case_text) {
   return 1e-6;
 }
 
-}  // namespace
+// Plain and ring states must match exactly (they hold copies or the same
+// roundings), except the delta rule's matrices: its dot products are
+// reassociated on the GPU (warp sums), so those compare by NMSE.
+void check_states(const vtc::StateStore& cpu, const vtc::StateStore& gpu, const std::string& case_text) {
+  for (size_t s = 0; s < cpu.buffers().size(); ++s) {
+    const auto& buf = cpu.buffers()[s];
+    INFO("state @" << buf.decl->name);
+    if (buf.decl->kind == vtc::ir::StateKind::Paged) continue;
+    const auto& a = buf.data;
+    const auto& b = gpu.buffers()[s].data;
+    if (case_text.find("delta_rule") == std::string::npos || buf.elem.kind() != vtc::ir::ElemType::F32) {
+      CHECK(a == b);
+      continue;
+    }
+    REQUIRE(a.size() == b.size());
+    std::vector<double> da(a.size() / 4), db(b.size() / 4);
+    for (size_t i = 0; i < da.size(); ++i) {
+      float fa, fb;
+      std::memcpy(&fa, a.data() + 4 * i, 4);
+      std::memcpy(&fb, b.data() + 4 * i, 4);
+      da[i] = fa, db[i] = fb;
+    }
+    CHECK(nmse(da, db) <= tolerance(case_text));
+  }
+}
 
-TEST_CASE("op cases: CPU interpreter vs CUDA executor by NMSE, with sentinels", "[gpu]") {
-  const auto cases = vtc::ir::split_source_cases(read(VTC_CUDA_OP_CASES));
+// Runs every case of an op-case file on the CPU interpreter and the CUDA
+// executor, step by step as `plans` says (steps a case lacks are skipped),
+// and compares every result and state; returns how many results it compared.
+int run_case_file(const std::string& path, const std::vector<StepPlan>& plans) {
+  const auto cases = vtc::ir::split_source_cases(read(path));
   int checked = 0;
   for (const auto& c : cases) {
-    INFO("op case at line " << c.first_line);
+    INFO("op case at " << path << ":" << c.first_line);
     vtc::ir::Module m = vtc::ir::parse(c.text, {c.first_line});
     vtc::ir::verify(m);
     vtc::StateStoreConfig cfg{3, 64, 0};
@@ -142,12 +188,11 @@ TEST_CASE("op cases: CPU interpreter vs CUDA executor by NMSE, with sentinels", 
     vtc::cpu::Interpreter cpu(m, empty_gguf(), cpu_states, pool);
     vtc::cuda::Executor gpu(m, empty_gguf(), gpu_states, {.graphs = true, .device = 0, .sentinels = true});
     std::mt19937 rng(1234);
-    // prefill before decode, so decode attention sees a history.
-    std::vector<const vtc::ir::Function*> order;
-    for (const char* step : {"prefill", "decode"})
-      if (auto* f = m.find_function(step)) order.push_back(f);
-    for (const auto* fn : order) {
-      auto req = make_request(*fn, rng);
+    for (size_t p = 0; p < plans.size(); ++p) {
+      const vtc::ir::Function* fn = m.find_function(plans[p].step);
+      if (!fn) continue;
+      INFO("step " << p << " (@" << fn->name << ")");
+      auto req = make_request(*fn, plans[p], rng);
       for (size_t i = 0; i < req.slots.size(); ++i)
         for (auto* st : {&cpu_states, &gpu_states}) REQUIRE(st->reserve(req.slots[i], 16));
       gpu.upload_states();  // page bookkeeping is host-side; contents must match
@@ -161,16 +206,32 @@ TEST_CASE("op cases: CPU interpreter vs CUDA executor by NMSE, with sentinels", 
         ++checked;
       }
       gpu.download_states();
-      for (size_t s = 0; s < cpu_states.buffers().size(); ++s) {
-        INFO("state @" << cpu_states.buffers()[s].decl->name);
-        const auto& a = cpu_states.buffers()[s].data;
-        const auto& b = gpu_states.buffers()[s].data;
-        if (cpu_states.buffers()[s].decl->kind != vtc::ir::StateKind::Paged) CHECK(a == b);
-      }
+      check_states(cpu_states, gpu_states, c.text);
       gpu.upload_states();
     }
   }
-  CHECK(checked > 50);
+  return checked;
+}
+
+}  // namespace
+
+TEST_CASE("op cases: CPU interpreter vs CUDA executor by NMSE, with sentinels", "[gpu]") {
+  // prefill before decode, so decode attention sees a history.
+  CHECK(run_case_file(VTC_CUDA_OP_CASES, {{"prefill", 1, 7, {}}, {"decode", 3, 7, {}}}) > 50);
+}
+
+// Recurrent states over several steps: a prefill of two interleaved
+// sequences, a second chunk that continues both (the states carry over,
+// sequence 1 first in the batch), a decode of three sequences (the third
+// one new), then another decode with the sequences in reverse batch order.
+TEST_CASE("linear-attention cases: CPU vs CUDA over interleaved and chunked steps", "[gpu]") {
+  const std::vector<StepPlan> plans = {
+      {"prefill", 2, 7, {0, 0, 1, 0, 1, 1, 0}},
+      {"prefill", 2, 5, {1, 1, 0, 1, 0}},
+      {"decode", 3, 7, {0, 1, 2}},
+      {"decode", 3, 7, {2, 1, 0}},
+  };
+  CHECK(run_case_file(VTC_CUDA_LINEAR_CASES, plans) >= 20);
 }
 
 // [reference]: the generator copies a real vocabulary from the reference.

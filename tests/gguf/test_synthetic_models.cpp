@@ -34,6 +34,20 @@ synth::Summary generate(const std::string& arch, const std::string& path, uint64
   return synth::write_model(o, path);
 }
 
+// token_embd, output_norm, output, and each layer's tensors.
+size_t expected_tensor_count(const std::string& arch, const synth::ModelShape& shape) {
+  if (!synth::is_hybrid_arch(arch)) {
+    size_t per_layer = arch == "qwen2" || arch == "qwen3moe" ? 12 : arch == "qwen3" ? 11 : 9;
+    return 3 + shape.n_layer * per_layer;
+  }
+  const auto g = synth::delta_net_shape(shape);
+  const size_t ffn = arch == "qwen35" ? 3 : 8;  // dense, or 4 routed + 4 shared-expert tensors
+  const size_t linear = arch == "qwen3next" ? 7 : 9, full = 6;
+  size_t n = 3;
+  for (uint32_t l = 0; l < shape.n_layer; ++l) n += 2 + ffn + (g.is_linear(l) ? linear : full);
+  return n;
+}
+
 }  // namespace
 
 TEST_CASE("generated models have complete metadata and tensors", "[gguf][synth][reference]") {
@@ -51,8 +65,7 @@ TEST_CASE("generated models have complete metadata and tensors", "[gguf][synth][
     auto* tokens = f.find("tokenizer.ggml.tokens");
     REQUIRE(tokens);
     CHECK(tokens->as_array()->items.size() == summary.vocab_size);
-    size_t per_layer = arch == "qwen2" || arch == "qwen3moe" ? 12 : arch == "qwen3" ? 11 : 9;
-    CHECK(f.tensors().size() == 3 + shape.n_layer * per_layer);
+    CHECK(f.tensors().size() == expected_tensor_count(arch, shape));
     auto* embd = f.find_tensor("token_embd.weight");
     REQUIRE(embd);
     CHECK(embd->dims == std::vector<uint64_t>{shape.n_embd, summary.vocab_size});
@@ -93,6 +106,55 @@ TEST_CASE("generated weights are sensitive: unit-scale norms, 1/sqrt(fan_in) mat
   auto [d_mean, d_std] = stats("blk.1.ffn_down.weight");
   CHECK(d_std == Approx(1.0 / std::sqrt(192.0)).epsilon(0.05));
   fs::remove(path);
+}
+
+TEST_CASE("hybrid models have the DeltaNet keys and the reference's tensor shapes", "[gguf][synth][reference]") {
+  for (const std::string arch : {"qwen35", "qwen35moe", "qwen3next"}) {
+    INFO("arch " << arch);
+    synth::Options o;
+    o.arch = arch;
+    o.size = "small";
+    o.weight_type = GgmlType::F16;
+    o.vocab_path = synth::find_default_vocab(arch);
+    auto path = temp_path(arch + "_hybrid.gguf");
+    synth::write_model(o, path);
+    auto f = gguf::GgufFile::open(path);
+    CHECK(f.get_int(arch + ".ssm.conv_kernel") == 4);
+    CHECK(f.get_int(arch + ".ssm.state_size") == 64);
+    CHECK(f.get_int(arch + ".ssm.group_count") == 2);
+    CHECK(f.get_int(arch + ".ssm.time_step_rank") == 4);
+    CHECK(f.get_int(arch + ".ssm.inner_size") == 256);
+    CHECK(f.get_int(arch + ".full_attention_interval") == 2);
+    CHECK(f.get_int(arch + ".rope.dimension_count") == 32);
+    CHECK((f.find(arch + ".rope.dimension_sections") != nullptr) == (arch != "qwen3next"));
+    auto dims = [&](const std::string& name) {
+      auto* t = f.find_tensor(name);
+      REQUIRE(t);
+      return t->dims;
+    };
+    auto type = [&](const std::string& name) { return f.find_tensor(name)->type; };
+    // Layer 0 is DeltaNet: conv channels are q, k (2 heads of 64) and v (4 heads of 64).
+    CHECK(dims("blk.0.ssm_conv1d.weight") == std::vector<uint64_t>{4, 512});
+    CHECK(type("blk.0.ssm_conv1d.weight") == GgmlType::F32);
+    CHECK(dims("blk.0.ssm_a") == std::vector<uint64_t>{4});
+    CHECK(dims("blk.0.ssm_out.weight") == std::vector<uint64_t>{256, 256});
+    CHECK(type("blk.0.ssm_out.weight") == GgmlType::F16);
+    if (arch == "qwen3next") {
+      CHECK(dims("blk.0.ssm_in.weight") == std::vector<uint64_t>{256, 768});
+      CHECK(dims("blk.0.ssm_ba.weight") == std::vector<uint64_t>{256, 8});
+    } else {
+      CHECK(dims("blk.0.attn_qkv.weight") == std::vector<uint64_t>{256, 512});
+      CHECK(dims("blk.0.attn_gate.weight") == std::vector<uint64_t>{256, 256});
+    }
+    // ssm_a holds -exp(A_log): all negative, so the state decays.
+    auto* a = f.find_tensor("blk.0.ssm_a");
+    for (uint64_t i = 0; i < a->n_elements; ++i) CHECK(reinterpret_cast<const float*>(a->data)[i] < 0.0f);
+    // Layer 1 is full attention; attn_q carries each head's query and gate.
+    CHECK(dims("blk.1.attn_q.weight") == std::vector<uint64_t>{256, 512});
+    CHECK(f.find_tensor("blk.1.ssm_out.weight") == nullptr);
+    if (arch != "qwen35") CHECK(dims("blk.1.ffn_gate_inp_shexp.weight") == std::vector<uint64_t>{256});
+    fs::remove(path);
+  }
 }
 
 namespace {

@@ -64,6 +64,10 @@ TEST_CASE_METHOD(Fixture, "shape: elementwise ops", "[ir][shapes]") {
   CHECK(type(b.add(x, x)) == "tensor<T x 64 x f32, device>");
   CHECK(type(b.mul(x, w)) == "tensor<T x 64 x f32, device>");  // broadcast of a suffix
   CHECK_THROWS_WITH(b.add(w, x), Contains("does not broadcast"));
+  Value col = b.arg("col", tensor({T, 1}, ElemType::F32));  // a per-row scalar (shared-expert gate)
+  CHECK(type(b.mul(x, col)) == "tensor<T x 64 x f32, device>");
+  Value w2 = b.arg("w2", tensor({2, 64}, ElemType::F32));
+  CHECK_THROWS_WITH(b.mul(x, w2), Contains("does not broadcast") && Contains("each dim must equal a's or be 1"));
   CHECK_THROWS_WITH(b.add(x, b.cast(x, ElemType::F16)), Contains("share a non-quantized element type"));
   for (auto op : {OpKind::Silu, OpKind::Gelu, OpKind::Sigmoid, OpKind::Softplus, OpKind::Exp, OpKind::Neg, OpKind::Softmax}) {
     INFO(op_info(op).mnemonic);
@@ -73,6 +77,27 @@ TEST_CASE_METHOD(Fixture, "shape: elementwise ops", "[ir][shapes]") {
   CHECK(type(b.scale(x, 2.0)) == "tensor<T x 64 x f32, device>");
   CHECK(type(b.cast(ids, ElemType::I64)) == "tensor<T x i64, device>");
   CHECK_THROWS_WITH(b.cast(x, ElemType::quant(vtc::GgmlType::Q8_0)), Contains("not a non-quantized element type"));
+}
+
+TEST_CASE_METHOD(Fixture, "shape: l2_norm, causal_conv1d and delta_rule", "[ir][shapes]") {
+  CHECK(type(b.l2_norm(x, 1e-6)) == "tensor<T x 64 x f32, device>");
+  CHECK_THROWS_WITH(b.l2_norm(x, 0.0), Contains("eps must be positive"));
+  m.add_state("conv", StateKind::Plain, tensor({S, 3, 64}, ElemType::F32));
+  m.add_state("conv_d2", StateKind::Plain, tensor({S, 6, 64}, ElemType::F32));
+  Value kernel = b.arg("kernel", tensor({64, 4}, ElemType::F32));
+  CHECK(type(b.causal_conv1d(x, kernel, ids, "conv")) == "tensor<T x 64 x f32, device>");
+  CHECK(type(b.causal_conv1d(x, kernel, ids, "conv_d2", 2)) == "tensor<T x 64 x f32, device>");
+  CHECK_THROWS_WITH(b.causal_conv1d(x, kernel, ids, "conv", 2), Contains("must be [S x 6 x 64]"));
+  CHECK_THROWS_WITH(b.causal_conv1d(x, kernel, ids, "kv"), Contains("must be plain"));
+  CHECK_THROWS_WITH(b.causal_conv1d(x, kernel, x, "conv"), Contains("sequence ids (operand 2) must be [T] i32"));
+  m.add_state("delta", StateKind::Plain, tensor({S, 4, 16, 16}, ElemType::F32));
+  Value q = b.reshape(x, {T, 4, 16});
+  Value g = b.arg("g", tensor({T, 4}, ElemType::F32));
+  CHECK(type(b.delta_rule(q, q, q, g, g, ids, "delta", 0.25)) == "tensor<T x 4 x 16 x f32, device>");
+  Value q2 = b.reshape(x, {T, 2, 32});
+  CHECK_THROWS_WITH(b.delta_rule(q2, q2, q, g, g, ids, "delta", 0.25), Contains("head counts differ"));
+  CHECK_THROWS_WITH(b.delta_rule(q, q, q, g, g, ids, "conv", 0.25), Contains("must be [S x 4 x 16 x 16]"));
+  CHECK_THROWS_WITH(b.delta_rule(q, q, q, x, g, ids, "delta", 0.25), Contains("gate [T, H]"));
 }
 
 TEST_CASE_METHOD(Fixture, "shape: rms_norm", "[ir][shapes]") {

@@ -22,23 +22,25 @@ Runner add_gen_model(CLI::App& app) {
     bool quiet = false;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--arch", o->synth.arch, "Architecture")
+  cmd->add_option("--arch", o->synth.arch,
+                  "Architecture: dense llama, qwen2, qwen3; MoE qwen3moe; hybrid Gated-DeltaNet "
+                  "qwen35 (dense FFN), qwen35moe, qwen3next (MoE with a shared expert)")
       ->check(CLI::IsMember(synth::known_archs()))->capture_default_str();
   cmd->add_option("--size", o->synth.size, "Model size")
       ->check(CLI::IsMember(synth::known_sizes()))->capture_default_str();
   cmd->add_option("--seed", o->synth.seed, "Random seed (same seed, same file)")->capture_default_str();
-  cmd->add_option("--type", o->type, "Matrix weight type: f32, f16 or bf16")
+  cmd->add_option("--type", o->type, "Matrix weight type: f32, f16 or bf16 (vectors and ssm_conv1d stay f32)")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}))->capture_default_str();
   cmd->add_option("--vocab", o->synth.vocab_path,
                   "Vocab GGUF to take the tokenizer from (default: the reference's "
-                  "ggml-vocab-llama-spm.gguf for llama, ggml-vocab-qwen2.gguf for qwen2/qwen3)");
+                  "ggml-vocab-llama-spm.gguf for llama, ggml-vocab-qwen2.gguf for the qwen archs)");
   cmd->add_flag("--tied", o->synth.tied_embeddings, "Tie the output head to token_embd");
   cmd->add_option("--rope-scaling", o->synth.rope_scaling, "Write rope scaling keys: linear or yarn")
       ->check(CLI::IsMember({"linear", "yarn"}));
   cmd->add_option("--rope-factor", o->synth.rope_factor, "Rope scaling factor (with --rope-scaling)")->capture_default_str();
-  cmd->add_flag("--rope-freqs", o->synth.rope_freqs, "Add a llama3-style rope_freqs.weight (per-pair frequency divisors)");
+  cmd->add_flag("--rope-freqs", o->synth.rope_freqs, "Add a llama3-style rope_freqs.weight (per-pair frequency divisors; not for the hybrids)");
   cmd->add_option("--zero-attn-output", o->synth.zero_attn_output_layer,
-                  "Zero blk.N.attn_output.weight (sensitivity tests)");
+                  "Zero blk.N.attn_output.weight, or ssm_out.weight on a DeltaNet layer (sensitivity tests)");
   cmd->add_option("-o,--output", o->out, "Output file")->capture_default_str();
   cmd->add_flag("-q,--quiet", o->quiet, "No progress output");
   return [o] {

@@ -99,8 +99,8 @@ namespace {
 
 std::string blk(int64_t layer, const char* name) { return fmt::format("blk.{}.{}", layer, name); }
 
-// Declares every GGUF tensor as a weight, named like the tensor without
-// ".weight", with its IR type (GGUF dims reversed: outermost first).
+}  // namespace
+
 void declare_weights(ir::Module& m, const gguf::GgufFile& f) {
   for (const auto& t : f.tensors()) {
     ir::Shape shape(t.dims.rbegin(), t.dims.rend());
@@ -110,14 +110,35 @@ void declare_weights(ir::Module& m, const gguf::GgufFile& f) {
   }
 }
 
+ir::RopeOptions rope_options(const DenseHparams& h) {
+  ir::RopeOptions rope{.mode = h.rope_mode, .n_rot = h.n_rot, .base = h.rope_base};
+  if (h.rope_freq_scale != 1.0f) rope.freq_scale = h.rope_freq_scale;
+  if (h.yarn_attn_factor != 1.0f) rope.attn_factor = h.yarn_attn_factor;
+  if (h.yarn_ext_factor != 0.0f) {
+    rope.ext_factor = h.yarn_ext_factor;
+    rope.n_ctx_orig = h.yarn_n_ctx_orig;
+  }
+  return rope;
+}
+
+Value swiglu_ffn(Builder& b, Value h, int64_t layer, const std::string& suffix) {
+  auto w = [&](const char* name) { return b.weight(fmt::format("blk.{}.{}{}", layer, name, suffix)); };
+  Value gate = b.silu(b.matmul(h, w("ffn_gate")));
+  Value up = b.matmul(h, w("ffn_up"));
+  return b.matmul(b.mul(gate, up), w("ffn_down"));
+}
+
+namespace {
+
 class DenseBuilder {
  public:
-  DenseBuilder(ir::Module& m, const DenseHparams& h, const BuildOptions& o, const FfnFn& ffn)
-      : m_(m), h_(h), o_(o), ffn_(ffn) {}
+  DenseBuilder(ir::Module& m, const DenseHparams& h, const BuildOptions& o, const DecoderHooks& hooks)
+      : m_(m), h_(h), o_(o), hooks_(hooks) {}
 
   void declare_states() {
     const Dim P = Dim::symbol("P");
-    for (int64_t l = 0; l < h_.n_layer; ++l)
+    if (hooks_.declare_states) hooks_.declare_states(m_);
+    for (int64_t l = 0; l < h_.n_layer && !hooks_.declare_states; ++l)
       m_.add_state(fmt::format("kv.{}", l), ir::StateKind::Paged,
                    {o_.kv_type, {2, P, o_.kv_page_tokens, h_.n_head_kv, h_.head_dim}, ir::Placement::Device});
     m_.add_state("last_ids", ir::StateKind::Plain, {ElemType::I32, {Dim::symbol("S")}, ir::Placement::Device});
@@ -152,7 +173,8 @@ class DenseBuilder {
   Value forward_layers(Builder& b, Value ids, Value pos, Value seq, const Dim& n) {
     Value x = Builder::named(b.embed(w(b, "token_embd"), ids), "x");
     for (int64_t l = 0; l < h_.n_layer; ++l) {
-      x = attention_block(b, x, pos, seq, n, l);
+      if (hooks_.mixer) x = b.add(x, hooks_.mixer(b, b.rms_norm(x, w(b, blk(l, "attn_norm")), h_.eps), pos, seq, n, l));
+      else x = attention_block(b, x, pos, seq, n, l);
       x = Builder::named(ffn_block(b, x, l), fmt::format("x{}", l));
     }
     return x;
@@ -173,13 +195,7 @@ class DenseBuilder {
       q = b.rms_norm(q, w(b, blk(l, "attn_q_norm")), h_.eps);
       k = b.rms_norm(k, w(b, blk(l, "attn_k_norm")), h_.eps);
     }
-    ir::RopeOptions rope{.mode = h_.rope_mode, .n_rot = h_.n_rot, .base = h_.rope_base};
-    if (h_.rope_freq_scale != 1.0f) rope.freq_scale = h_.rope_freq_scale;
-    if (h_.yarn_attn_factor != 1.0f) rope.attn_factor = h_.yarn_attn_factor;
-    if (h_.yarn_ext_factor != 0.0f) {
-      rope.ext_factor = h_.yarn_ext_factor;
-      rope.n_ctx_orig = h_.yarn_n_ctx_orig;
-    }
+    const ir::RopeOptions rope = rope_options(h_);
     Value factors = h_.has_rope_freqs ? w(b, "rope_freqs") : Value();
     q = b.rope(q, pos, rope, factors);
     k = b.rope(k, pos, rope, factors);
@@ -190,11 +206,8 @@ class DenseBuilder {
   }
 
   Value ffn_block(Builder& b, Value x, int64_t l) {
-    Value h = b.rms_norm(x, w(b, blk(l, "ffn_norm")), h_.eps);
-    if (ffn_) return b.add(x, ffn_(b, h, l));
-    Value gate = b.silu(b.matmul(h, w(b, blk(l, "ffn_gate"))));
-    Value up = b.matmul(h, w(b, blk(l, "ffn_up")));
-    return b.add(x, b.matmul(b.mul(gate, up), w(b, blk(l, "ffn_down"))));
+    Value h = b.rms_norm(x, w(b, blk(l, hooks_.ffn_norm.c_str())), h_.eps);
+    return b.add(x, hooks_.ffn ? hooks_.ffn(b, h, l) : swiglu_ffn(b, h, l));
   }
 
   Value head(Builder& b, Value x) {
@@ -205,15 +218,16 @@ class DenseBuilder {
   ir::Module& m_;
   const DenseHparams& h_;
   const BuildOptions& o_;
-  const FfnFn& ffn_;
+  const DecoderHooks& hooks_;
 };
 
 }  // namespace
 
-ir::Module build_decoder(const gguf::GgufFile& f, const BuildOptions& o, const DenseHparams& h, const FfnFn& ffn) {
+ir::Module build_decoder(const gguf::GgufFile& f, const BuildOptions& o, const DenseHparams& h,
+                         const DecoderHooks& hooks) {
   ir::Module m;
   declare_weights(m, f);
-  DenseBuilder builder(m, h, o, ffn);
+  DenseBuilder builder(m, h, o, hooks);
   builder.declare_states();
   builder.build_prefill();
   builder.build_decode();
@@ -232,12 +246,15 @@ ir::ElemType elem_type_of(GgmlType type) {
   }
 }
 
-std::vector<std::string> known_architectures() { return {"llama", "qwen2", "qwen3", "qwen3moe"}; }
+std::vector<std::string> known_architectures() {
+  return {"llama", "qwen2", "qwen3", "qwen3moe", "qwen35", "qwen35moe", "qwen3next"};
+}
 
 ir::Module build_module(const gguf::GgufFile& f, const BuildOptions& o) {
   const std::string arch = f.architecture();
   if (arch == "qwen3moe") return build_qwen3moe(f, o);
-  for (const auto& known : known_architectures())
+  if (arch == "qwen35" || arch == "qwen35moe" || arch == "qwen3next") return build_qwen35(f, o);
+  for (const auto& known : {"llama", "qwen2", "qwen3"})
     if (arch == known) return build_decoder(f, o, read_dense_hparams(f));
   throw Error(fmt::format("{}: architecture '{}' is not supported (supported: {})", f.path(),
                           arch.empty() ? "(none)" : arch, fmt::join(known_architectures(), ", ")));

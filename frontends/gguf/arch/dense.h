@@ -33,13 +33,46 @@ int64_t require_int(const gguf::GgufFile& f, const std::string& key);
 // The feed-forward of layer `layer` on its normalized input h [n, D]; the
 // result [n, D] is added to the residual stream.
 using FfnFn = std::function<ir::Value(ir::Builder& b, ir::Value h, int64_t layer)>;
+// The token mixer (attention) of layer `layer` on its normalized input
+// h [n, D], with the step's positions and sequence indices ([n] i32); the
+// result [n, D] is added to the residual stream.
+using MixerFn = std::function<ir::Value(ir::Builder& b, ir::Value h, ir::Value pos, ir::Value seq,
+                                        const ir::Dim& n, int64_t layer)>;
+
+// What an architecture changes in the pre-norm decoder. Unset members keep
+// the dense behaviour.
+struct DecoderHooks {
+  FfnFn ffn;                            // replaces the SwiGLU FFN
+  MixerFn mixer;                        // replaces the dense attention block
+  std::function<void(ir::Module&)> declare_states;  // replaces the per-layer KV states
+  std::string ffn_norm = "ffn_norm";    // the FFN's pre-norm weight (blk.N.<name>)
+};
 
 // Declares the weights and states and builds @prefill and @decode of a
-// pre-norm decoder; `ffn` replaces the dense SwiGLU FFN when set.
+// pre-norm decoder: per layer x += mixer(rms_norm(x, attn_norm)), then
+// x += ffn(rms_norm(x, ffn_norm)); the head is rms_norm(output_norm) and
+// the output (or tied token_embd) matrix.
 ir::Module build_decoder(const gguf::GgufFile& f, const BuildOptions& o, const DenseHparams& h,
-                         const FfnFn& ffn = nullptr);
+                         const DecoderHooks& hooks = {});
+
+// Declares every GGUF tensor as a weight named like the tensor without
+// ".weight", with its IR type (GGUF dims reversed: outermost first).
+void declare_weights(ir::Module& m, const gguf::GgufFile& f);
+// The rope attributes of the dense attention (mode, scaling, YaRN).
+ir::RopeOptions rope_options(const DenseHparams& h);
+// The SwiGLU FFN (silu(h Wgate) * h Wup) Wdown of blk.<layer>.ffn_{gate,up,down}<suffix>.
+ir::Value swiglu_ffn(ir::Builder& b, ir::Value h, int64_t layer, const std::string& suffix = "");
+// The routed experts of qwen3moe-style MoE layers (arch/qwen3moe.cpp):
+// softmax top-n_used router over blk.<layer>.ffn_gate_inp, renormalized,
+// times `scale` when non-zero, over the ffn_{gate,up,down}_exps stacks.
+ir::Value routed_experts(ir::Builder& b, ir::Value h, int64_t layer, int64_t n_used, double scale = 0.0);
+// Reads and checks expert_count / expert_used_count and the expert tensors
+// of layer 0; returns expert_used_count.
+int64_t read_expert_hparams(const gguf::GgufFile& f, const std::string& arch);
 
 // Architectures with their own files.
 ir::Module build_qwen3moe(const gguf::GgufFile& f, const BuildOptions& o);
+// qwen35, qwen35moe, qwen3next: Gated DeltaNet hybrids (arch/qwen35.cpp).
+ir::Module build_qwen35(const gguf::GgufFile& f, const BuildOptions& o);
 
 }  // namespace vtc::arch

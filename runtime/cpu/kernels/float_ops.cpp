@@ -3,7 +3,9 @@
 // by 1/sqrtf(mean + eps) in float, then multiplies by the gain (ggml's
 // rms_norm followed by mul); softmax sums exp in double; silu is
 // x/(1+expf(-x)); gelu goes through an f16 table like GGML_GELU_FP16; rope
-// builds its cos/sin cache by repeated multiplication by base^(-2/n_dims).
+// builds its cos/sin cache by repeated multiplication by base^(-2/n_dims)
+// (one angle per position component in the multi-section modes, as
+// ggml_mrope_cache_init).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -102,42 +104,89 @@ void softmax(const float* x, int64_t n_rows, int64_t n_cols, float scale_by, flo
   }
 }
 
-void rope(const float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
-          const RopeParams& p, float* y) {
+namespace {
+
+bool is_multi(RopeMode m) { return m == RopeMode::Multi || m == RopeMode::IMulti; }
+
+// The position component that drives rotary pair i in the multi-section
+// modes (ggml_mrope_cache_init; `t, h, w, e` there are components 0..3).
+int mrope_component(const RopeParams& p, int64_t i) {
+  const int64_t a = p.sections[0], b = p.sections[1], c = p.sections[2];
+  const int64_t s = i % (a + b + c + p.sections[3]);
+  if (p.mode == RopeMode::IMulti) {
+    if (s % 3 == 1 && s < 3 * b) return 1;
+    if (s % 3 == 2 && s < 3 * c) return 2;
+    if (s % 3 == 0 && s < 3 * a) return 0;
+    return 3;
+  }
+  return s < a ? 0 : s < a + b ? 1 : s < a + b + c ? 2 : 3;
+}
+
+// cos/sin of every rotary pair for one token (ggml_rope_cache_init, or
+// ggml_mrope_cache_init in the multi modes: there each component's angle
+// is advanced by theta_scale at every pair, and the pair reads the one its
+// sector selects, so equal components give exactly the single-position
+// cache). pos: the token's position, or its 4 components.
+void rope_cache(const RopeParams& p, const int32_t* pos, float theta_scale, float* cache) {
+  const bool multi = is_multi(p.mode);
+  const int n_components = multi ? 4 : 1;
+  float theta[4];
+  for (int j = 0; j < n_components; ++j) theta[j] = static_cast<float>(pos[j]);
+  for (int64_t i = 0; i < p.n_dims / 2; ++i) {
+    const float ff = p.freq_factors != nullptr ? p.freq_factors[i] : 1.0f;
+    const float extrapolated = theta[multi ? mrope_component(p, i) : 0] / ff;
+    float th = p.freq_scale * extrapolated;
+    float mscale = p.attn_factor;
+    if (p.ext_factor != 0.0f) {
+      const float y = (static_cast<float>(i) - p.corr_dims[0]) / std::max(0.001f, p.corr_dims[1] - p.corr_dims[0]);
+      const float ramp_mix = (1.0f - std::min(1.0f, std::max(0.0f, y))) * p.ext_factor;
+      th = th * (1.0f - ramp_mix) + extrapolated * ramp_mix;
+      mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
+    }
+    cache[2 * i] = std::cos(th) * mscale;
+    cache[2 * i + 1] = std::sin(th) * mscale;
+    for (int j = 0; j < n_components; ++j) theta[j] *= theta_scale;
+  }
+}
+
+void check_rope_params(const RopeParams& p, int64_t head_dim) {
   if (p.n_dims <= 0 || p.n_dims % 2 != 0 || p.n_dims > head_dim)
     throw Error(fmt::format("rope: n_dims {} must be even and in (0, head_dim {}]", p.n_dims, head_dim));
-  if (p.mode != RopeMode::Normal && p.mode != RopeMode::Neox)
+  if (p.mode != RopeMode::Normal && p.mode != RopeMode::Neox && !is_multi(p.mode))
     throw Error(fmt::format("rope: unsupported mode {}", static_cast<int>(p.mode)));
+  if (is_multi(p.mode)) {
+    int64_t sum = 0;
+    for (int32_t s : p.sections) {
+      if (s < 0) throw Error(fmt::format("rope: negative section {}", s));
+      sum += s;
+    }
+    if (sum == 0) throw Error("rope: multi-section rope needs a positive section");
+  }
+}
+
+}  // namespace
+
+void rope(const float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
+          const RopeParams& p, float* y) {
+  check_rope_params(p, head_dim);
   const int64_t n_pairs = p.n_dims / 2;
   // Normal (llama) mode on an FMA-capable ISA: the reference's CPU backend
   // for FMA machines (ggml's rotate_pairs, built with GCC's default
   // -ffp-contract=fast) fuses x0's product into the sum and rounds x1's
   // product first: fma(x0, cos, -(x1*sin)), fma(x0, sin, x1*cos). Its neox
-  // loop is vectorized without contraction. See docs/numerics-parity.md.
+  // loop (also used by the multi modes) is vectorized without contraction.
+  // See docs/numerics-parity.md.
   const bool fused = p.mode == RopeMode::Normal && active_isa() != Isa::Scalar;
+  const bool pairs_apart = p.mode != RopeMode::Normal;  // neox-style (i, i + n_dims/2)
+  const int64_t pos_stride = is_multi(p.mode) ? 4 : 1;
   const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_dims));
   std::vector<float> cache(static_cast<size_t>(p.n_dims));
   for (int64_t t = 0; t < n_tokens; ++t) {
-    float theta = static_cast<float>(pos[t]);
-    for (int64_t i = 0; i < n_pairs; ++i) {
-      const float ff = p.freq_factors != nullptr ? p.freq_factors[i] : 1.0f;
-      const float extrapolated = theta / ff;
-      float th = p.freq_scale * extrapolated;
-      float mscale = p.attn_factor;
-      if (p.ext_factor != 0.0f) {
-        const float y = (static_cast<float>(i) - p.corr_dims[0]) / std::max(0.001f, p.corr_dims[1] - p.corr_dims[0]);
-        const float ramp_mix = (1.0f - std::min(1.0f, std::max(0.0f, y))) * p.ext_factor;
-        th = th * (1.0f - ramp_mix) + extrapolated * ramp_mix;
-        mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
-      }
-      cache[2 * i] = std::cos(th) * mscale;
-      cache[2 * i + 1] = std::sin(th) * mscale;
-      theta *= theta_scale;
-    }
+    rope_cache(p, pos + t * pos_stride, theta_scale, cache.data());
     for (int64_t h = 0; h < n_heads; ++h) {
       const float* xs = x + (t * n_heads + h) * head_dim;
       float* ys = y + (t * n_heads + h) * head_dim;
-      const int64_t stride = p.mode == RopeMode::Neox ? n_pairs : 1;
+      const int64_t stride = pairs_apart ? n_pairs : 1;
       if (fused) {
         for (int64_t i = 0; i < n_pairs; ++i) {
           const int64_t a = 2 * i;
@@ -149,7 +198,7 @@ void rope(const float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, c
         }
       } else {
         for (int64_t i = 0; i < n_pairs; ++i) {
-          const int64_t a = p.mode == RopeMode::Neox ? i : 2 * i;
+          const int64_t a = pairs_apart ? i : 2 * i;
           const float c = cache[2 * i], s = cache[2 * i + 1];
           const float x0 = xs[a], x1 = xs[a + stride];
           ys[a] = x0 * c - x1 * s;

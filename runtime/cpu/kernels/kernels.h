@@ -91,6 +91,11 @@ void softmax(const float* x, int64_t n_rows, int64_t n_cols, float scale, float*
 enum class RopeMode : uint8_t {
   Normal = 0,  // rotates pairs (x[2i], x[2i+1])            (llama)
   Neox = 2,    // rotates pairs (x[i], x[i + n_dims/2])      (qwen2, qwen3)
+  // Multi-section (ggml's MROPE, qwen2-vl) and its interleaved form (IMROPE,
+  // qwen3-vl / qwen3.5): rotate like Neox; each pair takes its angle from
+  // one of four position components, chosen by `sections`.
+  Multi = 8,
+  IMulti = 40,
 };
 
 struct RopeParams {
@@ -105,6 +110,12 @@ struct RopeParams {
   // get an extra 1 + 0.1 ln(1/freq_scale) (ggml's rope_yarn).
   float ext_factor = 0.0f;
   float corr_dims[2] = {0.0f, 0.0f};
+  // Multi / IMulti: pair i has sector s = i mod (sum of sections) and uses
+  // component 0 for s < sections[0], 1 below sections[0..1], 2 below
+  // sections[0..2], else 3; IMulti instead uses 1 when s%3 == 1 and
+  // s < 3*sections[1], 2 when s%3 == 2 and s < 3*sections[2], 0 when
+  // s%3 == 0 and s < 3*sections[0], else 3 (docs/ir.md, rope).
+  int32_t sections[4] = {0, 0, 0, 0};
 };
 
 // ggml's YaRN correction dims for n_dims rotated dims.
@@ -113,8 +124,9 @@ void rope_yarn_corr_dims(int64_t n_dims, int64_t n_ctx_orig, float freq_base, fl
 
 // RoPE on x [n_tokens][n_heads][head_dim] at per-token positions pos[t],
 // as ggml: theta_i = pos * freq_scale * base^(-2i/n_dims) / freq_factors[i],
-// with base^(-2/n_dims) applied by repeated float multiplication.
-// x and y may alias.
+// with base^(-2/n_dims) applied by repeated float multiplication. In the
+// Multi and IMulti modes pos is [n_tokens][4] (component j of token t at
+// pos[4t + j]). x and y may alias.
 void rope(const float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
           const RopeParams& params, float* y);
 

@@ -1,10 +1,15 @@
-// qwen3moe end to end on the CPU interpreter against llama.cpp (issue 8,
-// MoE): a generated "small" qwen3moe (2 layers, 8 experts, 2 used), in f32
-// and q8_0. A 75-token prompt runs in one prefill and again in chunks of
-// 24/24/27 tokens; each run's logits at every prompt position are compared
-// with the reference's, then 16 greedy decode steps follow. f32: identical
-// greedy tokens; both: worst per-position relative L2 within the dense
-// thresholds (tests/reference_tolerances.h); q8_0 also top-1 agreement.
+// MoE and hybrid architectures end to end on the CPU interpreter against
+// llama.cpp (issue 8): generated "small" models of qwen3moe (2 layers, 8
+// experts, 2 used), qwen35 (a Gated DeltaNet layer, then a gated-attention
+// layer with interleaved multi-section rope), qwen35moe (the same with
+// routed + shared experts) and qwen3next (fused interleaved projections,
+// neox rope, experts), in f32 and q8_0. A 75-token prompt runs in one
+// prefill and again in chunks of 24/24/27 tokens, so the recurrent states
+// (conv ring, delta-rule matrix) and the KV cache carry across calls; each
+// run's logits at every prompt position are compared with the reference's,
+// then 16 greedy decode steps follow. f32: identical greedy tokens; both:
+// worst per-position relative L2 within the dense thresholds
+// (tests/reference_tolerances.h); q8_0 also top-1 agreement.
 //
 // The reference runs the prompt in graphs of 24 rows (`--ubatch 24`): from
 // 64 rows up it switches to a tiled flash-attention kernel that vtc does not
@@ -33,9 +38,9 @@ struct Run {
 
 constexpr int kDecode = 16;
 
-std::vector<int32_t> long_prompt() {
+std::vector<int32_t> long_prompt(const std::string& arch) {
   std::vector<int32_t> p;
-  const auto base = test::sample_prompt("qwen3moe");
+  const auto base = test::sample_prompt(arch);
   for (int i = 0; i < 3; ++i) p.insert(p.end(), base.begin(), base.end());
   return p;  // 75 tokens
 }
@@ -76,10 +81,10 @@ double worst_rel_l2(const Run& a, const Run& ref) {
   return worst;
 }
 
-void compare(const std::string& type) {
-  const std::string model = test::model_path("qwen3moe", type);
+void compare(const std::string& arch, const std::string& type) {
+  const std::string model = test::model_path(arch, type);
   const bool quantized = type != "f32";
-  const auto prompt = long_prompt();
+  const auto prompt = long_prompt(arch);
   REQUIRE(prompt.size() >= 64);
   // Quantized: the closer of the reference's two kernel paths (see
   // test_dense_reference.cpp), as for dense models.
@@ -112,9 +117,33 @@ void compare(const std::string& type) {
 }  // namespace
 
 TEST_CASE("qwen3moe f32 matches llama.cpp in one-shot and chunked prefill and 16 decode steps", "[e2e][reference][moe]") {
-  compare("f32");
+  compare("qwen3moe", "f32");
 }
 
 TEST_CASE("qwen3moe q8_0 matches llama.cpp in one-shot and chunked prefill", "[e2e][reference][moe]") {
-  compare("q8_0");
+  compare("qwen3moe", "q8_0");
+}
+
+TEST_CASE("qwen35 f32 matches llama.cpp in one-shot and chunked prefill and 16 decode steps", "[e2e][reference][hybrid]") {
+  compare("qwen35", "f32");
+}
+
+TEST_CASE("qwen35 q8_0 matches llama.cpp in one-shot and chunked prefill", "[e2e][reference][hybrid]") {
+  compare("qwen35", "q8_0");
+}
+
+TEST_CASE("qwen35moe f32 matches llama.cpp in one-shot and chunked prefill and 16 decode steps", "[e2e][reference][hybrid][moe]") {
+  compare("qwen35moe", "f32");
+}
+
+TEST_CASE("qwen35moe q8_0 matches llama.cpp in one-shot and chunked prefill", "[e2e][reference][hybrid][moe]") {
+  compare("qwen35moe", "q8_0");
+}
+
+TEST_CASE("qwen3next f32 matches llama.cpp in one-shot and chunked prefill and 16 decode steps", "[e2e][reference][hybrid][moe]") {
+  compare("qwen3next", "f32");
+}
+
+TEST_CASE("qwen3next q8_0 matches llama.cpp in one-shot and chunked prefill", "[e2e][reference][hybrid][moe]") {
+  compare("qwen3next", "q8_0");
 }
