@@ -191,6 +191,33 @@ TEST_CASE("a cuda artifact carries its kernel sources and the CPU session refuse
   std::filesystem::remove(vtc_path);
 }
 
+TEST_CASE("qwen35 on cuda: the decode step keeps its recurrent states, ids and sampling on the device", "[compile][reference][hybrid]") {
+  // The seed's bug class (stale host copies of device data) for the hybrid:
+  // nothing inside @decode may move to the host, and every op touching a
+  // conv ring or delta-rule state runs on the device.
+  CompileOptions c;
+  c.target = "cuda";
+  CompiledModel m = compile_model(gguf::GgufFile::open(test::model_path("qwen35", "f32")), c);
+  const ir::Function* decode = m.module.find_function("decode");
+  REQUIRE(decode != nullptr);
+  size_t recurrent_ops = 0;
+  for (const auto& op : decode->ops) {
+    INFO(op->mnemonic());
+    CHECK(op->kind != ir::OpKind::ToHost);
+    if (op->kind == ir::OpKind::CausalConv1d || op->kind == ir::OpKind::DeltaRule) {
+      ++recurrent_ops;
+      CHECK(op->results[0].type().placement == ir::Placement::Device);
+    }
+  }
+  CHECK(recurrent_ops == 2);
+  for (const auto& s : m.module.states) {
+    INFO("@" << s.name);
+    CHECK(s.type.placement == ir::Placement::Device);
+  }
+  CHECK(m.module.find_state("gdn_conv.0") != nullptr);
+  CHECK(m.module.find_state("gdn_state.0") != nullptr);
+}
+
 TEST_CASE("vtc compile reports per phase and vtc run takes the artifact", "[compile][cli][reference]") {
   const std::string model = test::model_path("qwen3", "f32"), out = temp_path("cli.vtc"), dump = temp_path("dump");
   const std::string log = test::run_capture(
