@@ -109,6 +109,36 @@ float dot_f16_l16(const uint16_t* a, const uint16_t* b, int64_t n) {
   return static_cast<float>(sum);
 }
 
+// The vector part of ggml_vec_dot_f32 (the delta rule's row dots), in
+// the order of dot_f16_l8 / dot_f16_l16 above without the leftovers: the
+// caller adds those as the reference's compiled tail loop does.
+float dot_f32_blocks_l8(const float* a, const float* b, int64_t n) {
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t i = 0; i < n; i += 32)
+    for (int j = 0; j < 4; ++j)
+      acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * j), _mm256_loadu_ps(b + i + 8 * j), acc[j]);
+  const __m256 r = _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]));
+  const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(r), _mm256_extractf128_ps(r, 1));
+  const __m128 t1 = _mm_hadd_ps(t0, t0);
+  return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
+}
+
+float dot_f32_blocks_l16(const float* a, const float* b, int64_t n) {
+  __m256 lo[4], hi[4];
+  for (int j = 0; j < 4; ++j) lo[j] = hi[j] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 64)
+    for (int j = 0; j < 4; ++j) {
+      lo[j] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16 * j), _mm256_loadu_ps(b + i + 16 * j), lo[j]);
+      hi[j] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16 * j + 8), _mm256_loadu_ps(b + i + 16 * j + 8), hi[j]);
+    }
+  const __m256 rlo = _mm256_add_ps(_mm256_add_ps(lo[0], lo[2]), _mm256_add_ps(lo[1], lo[3]));
+  const __m256 rhi = _mm256_add_ps(_mm256_add_ps(hi[0], hi[2]), _mm256_add_ps(hi[1], hi[3]));
+  const __m256 t8 = _mm256_add_ps(rlo, rhi);
+  const __m128 t4 = _mm_add_ps(_mm256_castps256_ps128(t8), _mm256_extractf128_ps(t8, 1));
+  const __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));
+  return _mm_cvtss_f32(_mm_add_ss(t2, _mm_shuffle_ps(t2, t2, 1)));
+}
+
 // silu x/(1+exp(-x)) with ggml's vector expf (ggml_v_expf, a polynomial
 // after Arm's optimized routines), which ggml_vec_swiglu_f32 and
 // ggml_vec_silu_f32 use for whole vectors. Its AVX2 and AVX-512 versions
@@ -228,13 +258,13 @@ void f32_to_f16(const float* x, uint16_t* y, int64_t n) {
 
 const FloatKernels* avx2_float_kernels() {
   static const FloatKernels k = {sum_squares, add, mul, scale, dot_f32, dot_f16_l8, mad_f32,
-                                 mad_f16, mad_f32_f16, scale_f16, f32_to_f16, silu_v<v_expf_avx2>};
+                                 mad_f16, mad_f32_f16, scale_f16, f32_to_f16, silu_v<v_expf_avx2>, dot_f32_blocks_l8};
   return &k;
 }
 
 const FloatKernels* avx2_float_kernels_l16() {
   static const FloatKernels k = {sum_squares, add, mul, scale, dot_f32, dot_f16_l16, mad_f32,
-                                 mad_f16, mad_f32_f16, scale_f16, f32_to_f16, silu_v<v_expf_avx512>};
+                                 mad_f16, mad_f32_f16, scale_f16, f32_to_f16, silu_v<v_expf_avx512>, dot_f32_blocks_l16};
   return &k;
 }
 

@@ -60,7 +60,7 @@ void silu(const float* x, float* y, int64_t n) {
 
 const FloatKernels& scalar_float_kernels() {
   static const FloatKernels k = {sum_squares, add, mul, scale, dot_f32, dot_f16, mad_f32,
-                                 mad_f16, mad_f32_f16, scale_f16, f32_to_f16, silu};
+                                 mad_f16, mad_f32_f16, scale_f16, f32_to_f16, silu, nullptr};
   return k;
 }
 

@@ -116,6 +116,10 @@ struct FloatKernels {
   void (*scale_f16)(uint16_t* y, float v, int64_t n);                    // y = f16(y*v)
   void (*f32_to_f16)(const float* x, uint16_t* y, int64_t n);
   void (*silu)(const float* x, float* y, int64_t n);                     // x/(1+exp(-x))
+  // ggml_vec_dot_f32's vector part: 4 FMA chains of L lanes over n values
+  // (a multiple of 4L), reduced in ggml's order (L as dot_f16's). Null in
+  // the scalar table: the reference's builds without FMA sum in order.
+  float (*dot_f32_blocks)(const float* a, const float* b, int64_t n);
 };
 
 const FloatKernels& scalar_float_kernels();

@@ -70,6 +70,9 @@ float add_products(float acc, const float* a, const float* b, int64_t n, int lan
 float dot_ref(const float* a, const float* b, int64_t n, int lanes) {
   if (lanes == 0) return add_products(0.0f, a, b, n, 0);
   const int64_t step = 4 * int64_t(lanes), np = n / step * step;
+  // The active AVX2 table has the reference's lane count (reference_lanes).
+  if (const auto blocks = detail::active_float_kernels().dot_f32_blocks)
+    return add_products(np ? blocks(a, b, np) : 0.0f, a + np, b + np, n - np, lanes);
   float acc[4][16] = {};
   for (int64_t i = 0; i < np; i += step)
     for (int j = 0; j < 4; ++j)
