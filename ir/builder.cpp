@@ -53,6 +53,10 @@ void Builder::state_write(std::string_view state, Value v) {
 
 Value Builder::scale(Value x, double factor) { return one(OpKind::Scale, {x}, {{"factor", Attr::of_float(factor)}}); }
 
+Value Builder::clamp(Value x, double min, double max) {
+  return one(OpKind::Clamp, {x}, {{"min", Attr::of_float(min)}, {"max", Attr::of_float(max)}});
+}
+
 Value Builder::cast(Value x, ElemType to) { return one(OpKind::Cast, {x}, {{"to", Attr::of_type(to.name())}}); }
 
 Value Builder::rms_norm(Value x, Value w, double eps) {

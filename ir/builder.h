@@ -81,7 +81,12 @@ class Builder {
   Value softplus(Value x) { return one(OpKind::Softplus, {x}); }
   Value exp(Value x) { return one(OpKind::Exp, {x}); }
   Value neg(Value x) { return one(OpKind::Neg, {x}); }
+  Value abs(Value x) { return one(OpKind::Abs, {x}); }
+  Value sign(Value x) { return one(OpKind::Sign, {x}); }
+  Value sqrt(Value x) { return one(OpKind::Sqrt, {x}); }
   Value scale(Value x, double factor);
+  // max may be infinity (no upper bound).
+  Value clamp(Value x, double min, double max);
   Value cast(Value x, ElemType to);
   Value rms_norm(Value x, Value w, double eps);
   // freq_factors (optional): llama3's rope_freqs, [n_rot/2] f32.
@@ -92,6 +97,7 @@ class Builder {
   Value causal_conv1d(Value x, Value kernel, Value seq, std::string_view state, int64_t dilation = 1);
   Value delta_rule(Value q, Value k, Value v, Value g, Value beta, Value seq, std::string_view state, double scale);
   Value softmax(Value x) { return one(OpKind::Softmax, {x}); }
+  Value sum(Value x) { return one(OpKind::Sum, {x}); }  // [..., N] -> [..., 1]
   Value argmax(Value x) { return one(OpKind::Argmax, {x}); }
   std::pair<Value, Value> top_k(Value x, int64_t k);
   Value reshape(Value x, Shape shape);

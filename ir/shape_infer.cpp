@@ -154,6 +154,15 @@ void infer_unary_float(InferContext& c) {
   c.results.push_back(c.operand(0));
 }
 
+// ggml_clamp's bounds; max may be inf (qwen4exp clamps |x| to [1e-6, inf)).
+// NaN bounds fail the comparison, so they are rejected too.
+void infer_clamp(InferContext& c) {
+  require_float(c, 0, "input");
+  const double lo = c.float_attr("min"), hi = c.float_attr("max");
+  c.require(lo <= hi, "clamp needs min <= max, got min = " + format_double(lo) + ", max = " + format_double(hi));
+  c.results.push_back(c.operand(0));
+}
+
 void infer_cast(InferContext& c) {
   auto to = ElemType::from_name(c.str_attr("to", AttrKind::Type));
   c.require(to && !to->is_quant(), "cast target '" + c.str_attr("to", AttrKind::Type) + "' is not a non-quantized element type");
@@ -245,6 +254,16 @@ void infer_argmax(InferContext& c) {
   require_float(c, 0, "input");
   const Shape& x = c.operand(0).shape;
   c.results.push_back(like_first(c, ElemType::I32, Shape(x.begin(), x.end() - 1)));
+}
+
+// ggml_sum_rows: the last dim collapses to 1 (kept, so the result
+// broadcasts back against the input in `mul`/`add`).
+void infer_sum(InferContext& c) {
+  require_rank_at_least(c, 0, 1, "input");
+  require_float(c, 0, "input");
+  Shape s = c.operand(0).shape;
+  s.back() = Dim(1);
+  c.results.push_back(like_first(c, ElemType::F32, s));
 }
 
 void infer_top_k(InferContext& c) {

@@ -43,7 +43,11 @@ Kernels emit_Sigmoid(const Ctx& c, const ir::Op& op) { return elementwise(c, op)
 Kernels emit_Softplus(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
 Kernels emit_Exp(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
 Kernels emit_Neg(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
+Kernels emit_Abs(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
+Kernels emit_Sign(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
+Kernels emit_Sqrt(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
 Kernels emit_Scale(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
+Kernels emit_Clamp(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
 Kernels emit_Cast(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
 Kernels emit_RmsNorm(const Ctx& c, const ir::Op& op) { return emit_rms_norm(op, c.what); }
 Kernels emit_Rope(const Ctx& c, const ir::Op& op) { return emit_rope(op, c.what); }
@@ -52,6 +56,7 @@ Kernels emit_CausalConv1d(const Ctx& c, const ir::Op& op) { return emit_causal_c
 Kernels emit_DeltaRule(const Ctx& c, const ir::Op& op) { return emit_delta_rule(c.module, op, c.what); }
 Kernels emit_Attention(const Ctx& c, const ir::Op& op) { return emit_attention(c.module, op, c.what); }
 Kernels emit_Softmax(const Ctx& c, const ir::Op& op) { return emit_softmax(op, c.what); }
+Kernels emit_Sum(const Ctx& c, const ir::Op& op) { return emit_sum(op, c.what); }
 Kernels emit_Argmax(const Ctx& c, const ir::Op& op) { return emit_argmax(op, c.what); }
 Kernels emit_TopK(const Ctx& c, const ir::Op& op) { return emit_top_k(op, c.what); }
 // Mixture of experts runs on the CPU interpreter only so far.

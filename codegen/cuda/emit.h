@@ -84,6 +84,7 @@ Kernels emit_elementwise(const ir::Function& fn, const ir::Op& op, const std::st
 Kernels emit_fused(const ir::Module& m, const ir::Function& fn, const ir::Op& op, const std::string& what);
 Kernels emit_rms_norm(const ir::Op& op, const std::string& what);
 Kernels emit_softmax(const ir::Op& op, const std::string& what);
+Kernels emit_sum(const ir::Op& op, const std::string& what);
 Kernels emit_argmax(const ir::Op& op, const std::string& what);
 Kernels emit_top_k(const ir::Op& op, const std::string& what);
 Kernels emit_matmul(const ir::Op& op, const std::string& what);

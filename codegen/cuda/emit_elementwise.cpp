@@ -7,7 +7,8 @@
 // `const float` local computed from earlier locals, so the region reads each
 // operand once and writes each result once, with no intermediate buffers.
 // Scalar formulas follow the CPU kernels (runtime/cpu/kernels): silu is
-// x / (1 + e^-x), softplus switches to x above 20, gelu goes through f16
+// x / (1 + e^-x), softplus switches to x above 20, sign and clamp use
+// ggml's comparisons (sign(NaN) = 0, clamp(NaN) = max), gelu goes through f16
 // like ggml's table (f16 in, tanh approximation, f16 out, identity beyond
 // +-10), and a cast to f16/bf16 rounds as the CPU's conversion does.
 #include <fmt/format.h>
@@ -31,6 +32,16 @@ std::string scalar_expr(const ir::Op& op, const std::vector<std::string>& a, boo
     case ir::OpKind::Exp: return fmt::format("expf({})", a[0]);
     case ir::OpKind::Neg: return fmt::format("(-{})", a[0]);
     case ir::OpKind::Scale: return fmt::format("({} * {})", a[0], flit(attr_f(op, "factor")));
+    case ir::OpKind::Abs: return fmt::format("fabsf({})", a[0]);
+    case ir::OpKind::Sign: return fmt::format("({0} > 0.0f ? 1.0f : ({0} < 0.0f ? -1.0f : 0.0f))", a[0]);
+    case ir::OpKind::Sqrt: return fmt::format("sqrtf({})", a[0]);  // IEEE-rounded: NVRTC's default -prec-sqrt
+    case ir::OpKind::Clamp: {
+      // ggml's MAX(MIN(x, max), min) ternaries, not fminf/fmaxf: NaN -> max,
+      // and a signed-zero tie yields the bound, as on the CPU.
+      const std::string hi = flit(attr_f(op, "max")), lo = flit(attr_f(op, "min"));
+      const std::string m = fmt::format("({0} < {1} ? {0} : {1})", a[0], hi);
+      return fmt::format("({0} > {1} ? {0} : {1})", m, lo);
+    }
     case ir::OpKind::Gelu: needs_gelu = true; return fmt::format("vtc_gelu({})", a[0]);
     case ir::OpKind::Cast: {
       const ir::ElemType to = op.results[0].type().elem;

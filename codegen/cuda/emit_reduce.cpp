@@ -1,9 +1,9 @@
-// Row reductions: rms_norm, softmax, argmax, top_k. One block of 256
+// Row reductions: rms_norm, softmax, sum, argmax, top_k. One block of 256
 // threads per row of the last dim (grid-stride over rows); the row length
 // is a constant of the kernel.
 //
-// Numerics follow the CPU kernels: rms_norm and softmax accumulate their sums
-// in double (ggml does), rms_norm computes (x * s) * w with
+// Numerics follow the CPU kernels: rms_norm, softmax and sum accumulate their
+// sums in double (ggml does), rms_norm computes (x * s) * w with
 // s = 1 / sqrt(mean + eps); softmax writes e = exp(x - max) then e * (1/sum).
 // argmax returns the first maximum (NaN never wins, an all-NaN row gives 0);
 // top_k orders by value descending, NaN last, ties to the lower index, and
@@ -80,6 +80,29 @@ Kernels emit_softmax(const ir::Op& op, const std::string& what) {
   }}
 )",
                       rs.cols, kb.expr(rs.rows), x, y));
+  kb.launch(rs.rows * kBlock, kBlock);
+  return {kb.finish()};
+}
+
+// sum_rows: each thread adds a strided part of the row in double, the block
+// combines the parts in double, one rounding to f32. The CPU adds in index
+// order; a double sum of floats of one row rounds to the same f32 unless
+// the reassociation error (~1e-16 relative) straddles a rounding boundary.
+Kernels emit_sum(const ir::Op& op, const std::string& what) {
+  KernelBuilder kb(op.mnemonic(), what);
+  const ir::ElemType xe = op.operands[0].type().elem;
+  if (!xe.is_float()) unsupported(op, "input must be f32, f16 or bf16, got " + op.operands[0].type().str());
+  const RowShape rs = row_shape(op, op.operands[0].type());
+  const std::string x = kb.in(op.operands[0], "x"), y = kb.out(op.results[0], "y");
+  kb.body(fmt::format(R"(  constexpr long long N = {0};
+  for (long long r = blockIdx.x; r < {1}; r += gridDim.x) {{
+    double acc = 0.0;
+    for (long long c = threadIdx.x; c < N; c += blockDim.x) acc += (double){2};
+    acc = vtc_block_sum_d(acc);
+    if (threadIdx.x == 0) {3}[r] = (float)acc;
+  }}
+)",
+                      rs.cols, kb.expr(rs.rows), load_as_float(xe, x, "r * N + c"), y));
   kb.launch(rs.rows * kBlock, kBlock);
   return {kb.finish()};
 }

@@ -152,6 +152,15 @@ void exec_Sigmoid(ExecContext& c, const ir::Op& op) { exec_unary<sigmoid>(c, op)
 void exec_Softplus(ExecContext& c, const ir::Op& op) { exec_unary<softplus>(c, op); }
 void exec_Exp(ExecContext& c, const ir::Op& op) { exec_unary<exp>(c, op); }
 void exec_Neg(ExecContext& c, const ir::Op& op) { exec_unary<neg>(c, op); }
+void exec_Abs(ExecContext& c, const ir::Op& op) { exec_unary<absolute>(c, op); }
+void exec_Sign(ExecContext& c, const ir::Op& op) { exec_unary<sgn>(c, op); }
+void exec_Sqrt(ExecContext& c, const ir::Op& op) { exec_unary<square_root>(c, op); }
+void exec_Clamp(ExecContext& c, const ir::Op& op) {
+  require_f32(op, c.in(op, 0), "input");
+  // ggml keeps the bounds as float op params: round them the same way.
+  clamp_values(c.in(op, 0).as<float>(), float(float_attr(op, "min")), float(float_attr(op, "max")),
+               c.out(op).as<float>(), c.in(op, 0).numel);
+}
 void exec_Scale(ExecContext& c, const ir::Op& op) {
   require_f32(op, c.in(op, 0), "input");
   scale(c.in(op, 0).as<float>(), float(float_attr(op, "factor")), c.out(op).as<float>(), c.in(op, 0).numel);
@@ -342,6 +351,14 @@ void exec_Softmax(ExecContext& c, const ir::Op& op) {
   const Buf& x = c.in(op, 0);
   require_f32(op, x, "input");
   softmax(x.as<float>(), x.rows(), x.last_dim(), 1.0f, c.out(op).as<float>());
+}
+
+void exec_Sum(ExecContext& c, const ir::Op& op) {
+  const Buf& x = c.in(op, 0);
+  require_f32(op, x, "input");
+  // Rows from the [..., 1] result: an empty last dim still yields zeros.
+  const Buf& y = c.out(op);
+  sum_rows(x.as<float>(), y.numel, x.last_dim(), y.as<float>());
 }
 
 void exec_Argmax(ExecContext& c, const ir::Op& op) {

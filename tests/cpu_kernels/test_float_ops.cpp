@@ -2,14 +2,20 @@
 // sentinel-guarded outputs.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "frontends/gguf/dequant.h"
+#include "frontends/gguf/gguf.h"
+#include "ir/parser.h"
+#include "ir/verifier.h"
 #include "kernel_test_util.h"
+#include "runtime/cpu/interpreter.h"
 #include "runtime/cpu/kernels/kernels.h"
 
 using namespace vtc;
@@ -61,6 +67,10 @@ TEST_CASE("elementwise ops vs double reference", "[float][elementwise]") {
   };
   const Unary unary[] = {
       {"neg", neg, [](double x) { return -x; }, 0},
+      {"abs", absolute, [](double x) { return std::fabs(x); }, 0},
+      {"sign", sgn, [](double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; }, 0},
+      {"clamp[-2.5,3]", [](const float* x, float* y, int64_t k) { clamp_values(x, -2.5f, 3.0f, y, k); },
+       [](double x) { return std::min(std::max(x, -2.5), 3.0); }, 0},
       {"exp", vtc::cpu::exp, [](double x) { return std::exp(x); }, 1e-13},
       {"silu", silu, [](double x) { return x / (1 + std::exp(-x)); }, 1e-13},
       {"sigmoid", sigmoid, [](double x) { return 1 / (1 + std::exp(-x)); }, 1e-13},
@@ -80,6 +90,14 @@ TEST_CASE("elementwise ops vs double reference", "[float][elementwise]") {
       INFO(fmt::format("{} {} nmse {:.3g}", isa_name(isa), u.name, e));
       CHECK(e <= u.tol);
     }
+    // sqrtf is correctly rounded: exactly the double root rounded to float.
+    Guarded yr(n);
+    std::vector<float> mag(n);
+    for (int64_t i = 0; i < n; ++i) mag[i] = std::fabs(a[i]);
+    square_root(mag.data(), yr.data(), n);
+    REQUIRE(yr.intact());
+    const auto roots = yr.values();
+    for (int64_t i = 0; i < n; ++i) CHECK(roots[i] == float(std::sqrt(double(mag[i]))));
     Guarded ya(n), ym(n), ys(n), yg(n);
     add(a.data(), b.data(), ya.data(), n);
     mul(a.data(), b.data(), ym.data(), n);
@@ -102,6 +120,57 @@ TEST_CASE("elementwise ops vs double reference", "[float][elementwise]") {
   gelu(edge, out, 2);
   CHECK(out[0] == 0.0f);
   CHECK(out[1] == 12.0f);
+}
+
+TEST_CASE("abs, sign, sqrt and clamp at ggml's edge values", "[float][elementwise]") {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> x = {-0.0f, 0.0f, nan, -inf, inf, -1e-30f, 1e-7f, -3.0f};
+  const int64_t n = int64_t(x.size());
+  std::vector<float> y(x.size());
+  absolute(x.data(), y.data(), n);
+  CHECK(!std::signbit(y[0]));
+  CHECK(std::isnan(y[2]));
+  CHECK(y[3] == inf);
+  sgn(x.data(), y.data(), n);  // -0 and NaN give +0, like ggml's op_sgn
+  CHECK(bitwise_equal(y, {0.0f, 0.0f, 0.0f, -1.0f, 1.0f, -1.0f, 1.0f, -1.0f}));
+  square_root(x.data(), y.data(), n);
+  CHECK((std::signbit(y[0]) && y[0] == 0.0f));  // IEEE: sqrt(-0) = -0
+  CHECK((std::isnan(y[2]) && std::isnan(y[3]) && std::isnan(y[7])));
+  CHECK(y[4] == inf);
+  // qwen4exp's clamp(|s|, 1e-6, inf); NaN becomes max as in ggml's MIN/MAX macros.
+  clamp_values(x.data(), 1e-6f, inf, y.data(), n);
+  CHECK(bitwise_equal(y, {1e-6f, 1e-6f, inf, 1e-6f, inf, 1e-6f, 1e-6f, 1e-6f}));
+  clamp_values(x.data(), 0.0f, 2.0f, y.data(), n);  // -0 vs a 0 bound: the bound (+0)
+  CHECK(bitwise_equal(y, {0.0f, 0.0f, 2.0f, 0.0f, 2.0f, 0.0f, 1e-7f, 0.0f}));
+  clamp_values(x.data(), -inf, inf, y.data(), n);  // open on both sides: identity except NaN
+  CHECK(y[2] == inf);
+  CHECK(y[7] == -3.0f);
+}
+
+TEST_CASE("sum_rows vs double reference", "[float][sum]") {
+  const int64_t shapes[][2] = {{1, 1}, {3, 64}, {5, 4097}, {7, 33}};
+  for (const auto& s : shapes) {
+    const int64_t rows = s[0], cols = s[1];
+    const auto x = random_floats(size_t(rows * cols), 21, -4.0f, 4.0f);
+    Guarded y(static_cast<size_t>(rows));
+    sum_rows(x.data(), rows, cols, y.data());
+    REQUIRE(y.intact());
+    const auto got = y.values();
+    for (int64_t r = 0; r < rows; ++r) {
+      double ref = 0;  // ggml_vec_sum_f32: double accumulator, rounded once
+      for (int64_t c = 0; c < cols; ++c) ref += x[r * cols + c];
+      INFO(fmt::format("{}x{} row {}", rows, cols, r));
+      CHECK(got[r] == float(ref));
+    }
+  }
+  // A float accumulator would lose the ones next to 1e8 (float spacing 8
+  // there) and return 0.5; the double one keeps them.
+  const std::vector<float> cancel = {1e8f, 1.0f, 1.0f, -1e8f, 0.5f};
+  float y = -1;
+  sum_rows(cancel.data(), 1, 5, &y);
+  CHECK(y == 2.5f);
+  sum_rows(cancel.data(), 1, 0, &y);  // an empty row sums to 0
+  CHECK(y == 0.0f);
 }
 
 TEST_CASE("softmax vs double reference", "[float][softmax]") {
@@ -203,6 +272,56 @@ TEST_CASE("argmax and top_k", "[float][sampling]") {
   CHECK(top_k(x, 7, 100, idx) == 7);
   CHECK(idx[6] == 4);  // NaN last
   CHECK(top_k(x, 7, 0, idx) == 0);
+}
+
+namespace {
+const gguf::GgufFile& empty_gguf() {
+  // Header only: version 3, no tensors, no metadata.
+  static const std::vector<uint8_t> bytes = {'G', 'G', 'U', 'F', 3, 0, 0, 0, 0, 0, 0, 0,
+                                             0,   0,   0,   0,   0, 0, 0, 0, 0, 0, 0, 0};
+  static const gguf::GgufFile file = gguf::GgufFile::parse(bytes);
+  return file;
+}
+}  // namespace
+
+// The interpreter's sum/abs/clamp/sqrt/sign (op_exec.cpp) on qwen4exp's
+// PLE gate, sign(s) * sqrt(clamp(|s|, 1e-6, inf)) with s = sum_rows(x), vs
+// the same formula in float from a double row sum: bit-exact.
+TEST_CASE("ir: the PLE gate ops through the interpreter", "[float][sum][ir]") {
+  ir::Module m = ir::parse(R"(
+func @prefill(%x: tensor<T x 3 x 40 x f32, device>) {
+  %s = sum(%x) : tensor<T x 3 x 1 x f32, device>
+  %a = abs(%s) : tensor<T x 3 x 1 x f32, device>
+  %c = clamp(%a) {min = 1e-06, max = inf} : tensor<T x 3 x 1 x f32, device>
+  %q = sqrt(%c) : tensor<T x 3 x 1 x f32, device>
+  %g = sign(%s) : tensor<T x 3 x 1 x f32, device>
+  %p = mul(%g, %q) : tensor<T x 3 x 1 x f32, device>
+  return(%p, %s)
+}
+)");
+  ir::verify(m);
+  StateStore states(m, StateStoreConfig{1, 64, 0});
+  ThreadPool pool(2);
+  Interpreter interp(m, empty_gguf(), states, pool);
+  auto x = random_floats(2 * 3 * 40, 31, -2.0f, 2.0f);
+  for (int i = 0; i < 40; ++i) x[size_t(40 + i)] = i < 20 ? 0.25f : -0.25f;  // a row summing to 0
+  HostTensor in;
+  in.shape = {2, 3, 40};
+  in.bytes.resize(x.size() * 4);
+  std::memcpy(in.bytes.data(), x.data(), in.bytes.size());
+  const auto out = interp.run(StepRequest{"prefill", {0}, {{"x", in}}});
+  REQUIRE(out.size() == 2);
+  REQUIRE((out[1].shape == std::vector<int64_t>{2, 3, 1}));
+  for (int64_t r = 0; r < 6; ++r) {
+    double acc = 0;
+    for (int64_t c = 0; c < 40; ++c) acc += x[size_t(r * 40 + c)];
+    const float s = float(acc);
+    const float gate = (s > 0 ? 1.0f : s < 0 ? -1.0f : 0.0f) * std::sqrt(std::max(std::fabs(s), 1e-6f));
+    INFO("row " << r << " sum " << s);
+    CHECK(out[1].f32()[r] == s);
+    CHECK(out[0].f32()[r] == gate);
+  }
+  CHECK(out[1].f32()[1] == 0.0f);
 }
 
 // The reference-matching variants (docs/numerics-parity.md): both AVX2

@@ -136,6 +136,23 @@ TEST_CASE("decode and prefill graphs of the tiny models compile to PTX", "[nvrtc
   }
 }
 
+TEST_CASE("the Gated DeltaNet hybrid qwen35 compiles to PTX, both steps", "[nvrtc][reference]") {
+  ScopedCache cache("hybrid");
+  auto mk = vtc::cuda::generate_model_file(tiny_model("qwen35"));
+  REQUIRE(mk.steps.size() == 2);
+  for (const auto& s : mk.steps) {
+    INFO("step @" << s.function);
+    size_t conv = 0, delta = 0;
+    for (const auto& k : s.kernels) {
+      conv += k.what.find("causal_conv1d") != std::string::npos;
+      delta += k.what.find("delta_rule") != std::string::npos;
+    }
+    CHECK(conv >= 1);
+    CHECK(delta == 1);
+  }
+  CHECK(compile_all(mk, 90) > 10);
+}
+
 TEST_CASE("a compile error names the kernel and shows the generated line", "[nvrtc]") {
   ScopedCache cache("error");
   vtc::cuda::Kernel k;
@@ -264,7 +281,47 @@ const char* kL2NormHalf = R"(func @prefill(%x: tensor<T x 8 x 96 x f16, device>,
   return(%y, %z)
 })";
 
+// sum over f16 and bf16 rows (the op cases are f32 only: the CPU side of
+// their GPU comparison takes f32).
+const char* kSumHalf = R"(func @prefill(%x: tensor<T x 8 x 96 x f16, device>, %b: tensor<T x 300 x bf16, device>) {
+  %y = sum(%x) : tensor<T x 8 x 1 x f32, device>
+  %z = sum(%b) : tensor<T x 1 x f32, device>
+  return(%y, %z)
+})";
+
 }  // namespace
+
+TEST_CASE("sum is one block per row in double, the PLE gate after it one fused kernel") {
+  // The PLE gate case of op_cases.vtcir (the one with a sum and a sign).
+  std::string ple;
+  for (const auto& c : vtc::ir::split_source_cases(read(VTC_CUDA_OP_CASES)))
+    if (c.text.find("sum(") != std::string::npos && c.text.find("sign(") != std::string::npos) ple = c.text;
+  REQUIRE(!ple.empty());
+  const auto ks = kernels_of(ple);
+  // mul, sum, then scale..sigmoid as one region: once abs..sigmoid are one
+  // region, the scale has a single user and joins it.
+  REQUIRE(ks.size() == 3);
+  const auto& sum = ks[1];
+  CHECK(find_kernel(ks, "sum_") == 1);
+  CHECK(sum.source.find("double acc = 0.0;") != std::string::npos);
+  CHECK(sum.source.find("vtc_block_sum_d(acc)") != std::string::npos);
+  CHECK(sum.source.find("constexpr long long N = 64;") != std::string::npos);
+  CHECK(sum.threads_x.str() == "T*1024");  // T*4 rows of 256 threads
+  const std::string& fused = ks[2].source;
+  CHECK(find_kernel(ks, "fused_") == 2);
+  for (const char* op : {"// scale", "// abs", "// clamp", "// sqrt", "// sign", "// mul", "// sigmoid"}) {
+    INFO(op);
+    CHECK(fused.find(op) != std::string::npos);
+  }
+  // ggml's clamp ternaries with an infinite max, and ggml's sgn.
+  CHECK(fused.find("< __int_as_float(0x7f800000) ?") != std::string::npos);
+  CHECK(fused.find("> 0.0f ? 1.0f : (") != std::string::npos);
+  // f16/bf16 rows convert on load.
+  const auto half = kernels_of(kSumHalf);
+  REQUIRE(half.size() == 2);
+  CHECK(half[0].source.find("vtc_h2f(") != std::string::npos);
+  CHECK(half[1].source.find("vtc_bf2f(") != std::string::npos);
+}
 
 TEST_CASE("linear-attention ops: kernels, state arguments and launch shapes") {
   using Kind = vtc::cuda::KernelArg::Kind;
@@ -313,9 +370,9 @@ TEST_CASE("linear-attention ops: kernels, state arguments and launch shapes") {
   CHECK(src.find("(float)pos[t * 4 + comp]") != std::string::npos);
 }
 
-TEST_CASE("l2_norm on f16/bf16 and a K = 1 convolution compile to PTX", "[nvrtc]") {
+TEST_CASE("l2_norm and sum on f16/bf16 and a K = 1 convolution compile to PTX", "[nvrtc]") {
   ScopedCache cache("linear-extra");
-  for (const char* text : {kConvK1, kL2NormHalf})
+  for (const char* text : {kConvK1, kL2NormHalf, kSumHalf})
     for (const auto& k : kernels_of(text)) {
       INFO("kernel " << k.entry << ": " << k.what);
       CHECK(nvrtc().compile(k, 90, CodeKind::Ptx).image.find(".entry " + k.entry) != std::string::npos);

@@ -2,6 +2,8 @@
 // in code, and printing is a fixed point.
 #include <catch2/catch.hpp>
 
+#include <limits>
+
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -62,8 +64,16 @@ TEST_CASE("every attribute kind and multi-result ops round-trip", "[ir][roundtri
   Value t = b.transpose(c, {1, 0});
   Value g = b.gather(b.weight("w"), idx, 0);
   Value s = b.scatter(b.weight("w"), idx, g, 0);
-  b.ret({t, s, b.exp(b.neg(b.gelu(b.sigmoid(b.softplus(vals)))))});
+  // qwen4exp's PLE gate: sum, abs, clamp to [1e-6, inf), sqrt, sign.
+  Value sum = b.sum(vals);
+  Value mag = b.sqrt(b.clamp(b.abs(sum), 1e-6, std::numeric_limits<double>::infinity()));
+  Value gate = b.mul(b.sign(sum), b.clamp(mag, -0.5, 2.0));
+  b.ret({t, s, b.exp(b.neg(b.gelu(b.sigmoid(b.softplus(vals))))), gate});
   check_round_trip(m);
+  const std::string text = print(m);
+  CHECK(text.find("clamp(%") != std::string::npos);
+  CHECK(text.find("{max = inf, min = 1e-06}") != std::string::npos);
+  CHECK(text.find("{max = 2.0, min = -0.5}") != std::string::npos);
 }
 
 TEST_CASE("special floats and extreme integers round-trip", "[ir][roundtrip]") {
@@ -72,7 +82,8 @@ TEST_CASE("special floats and extreme integers round-trip", "[ir][roundtrip]") {
   %b = scale(%a) {factor = -0.0} : tensor<T x 8 x f32, device>
   %c = scale(%b) {factor = 1e-300} : tensor<T x 8 x f32, device>
   %d = view(%c) {offset = -9223372036854775808, shape = [T-1, 2*S]} : tensor<T-1 x S*2 x f32, device>
-  return(%d)
+  %e = clamp(%d) {min = -inf, max = inf} : tensor<T-1 x S*2 x f32, device>
+  return(%e)
 }
 )";
   Module m = parse(text);
@@ -83,6 +94,7 @@ TEST_CASE("special floats and extreme integers round-trip", "[ir][roundtrip]") {
   CHECK(print(again) == printed);
   CHECK(printed.find("factor = inf") != std::string::npos);
   CHECK(printed.find("factor = -0.0") != std::string::npos);
+  CHECK(printed.find("{max = inf, min = -inf}") != std::string::npos);
 }
 
 TEST_CASE("structural equality ignores names but not wiring", "[ir][roundtrip]") {

@@ -2,6 +2,9 @@
 // use, and the message of an invalid one.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <limits>
+
 #include "ir/builder.h"
 #include "ir_test_models.h"
 #include "support/error.h"
@@ -69,7 +72,8 @@ TEST_CASE_METHOD(Fixture, "shape: elementwise ops", "[ir][shapes]") {
   Value w2 = b.arg("w2", tensor({2, 64}, ElemType::F32));
   CHECK_THROWS_WITH(b.mul(x, w2), Contains("does not broadcast") && Contains("each dim must equal a's or be 1"));
   CHECK_THROWS_WITH(b.add(x, b.cast(x, ElemType::F16)), Contains("share a non-quantized element type"));
-  for (auto op : {OpKind::Silu, OpKind::Gelu, OpKind::Sigmoid, OpKind::Softplus, OpKind::Exp, OpKind::Neg, OpKind::Softmax}) {
+  for (auto op : {OpKind::Silu, OpKind::Gelu, OpKind::Sigmoid, OpKind::Softplus, OpKind::Exp, OpKind::Neg,
+                  OpKind::Abs, OpKind::Sign, OpKind::Sqrt, OpKind::Softmax}) {
     INFO(op_info(op).mnemonic);
     CHECK(type(b.create(op, {x}).results[0]) == "tensor<T x 64 x f32, device>");
     CHECK_THROWS_WITH(b.create(op, {ids}), Contains("must be f32, f16 or bf16"));
@@ -77,6 +81,27 @@ TEST_CASE_METHOD(Fixture, "shape: elementwise ops", "[ir][shapes]") {
   CHECK(type(b.scale(x, 2.0)) == "tensor<T x 64 x f32, device>");
   CHECK(type(b.cast(ids, ElemType::I64)) == "tensor<T x i64, device>");
   CHECK_THROWS_WITH(b.cast(x, ElemType::quant(vtc::GgmlType::Q8_0)), Contains("not a non-quantized element type"));
+}
+
+TEST_CASE_METHOD(Fixture, "shape: abs, sign, sqrt keep bf16, clamp checks its bounds", "[ir][shapes]") {
+  Value h = b.cast(x, ElemType::BF16);
+  CHECK(type(b.sqrt(b.sign(b.abs(h)))) == "tensor<T x 64 x bf16, device>");
+  CHECK(type(b.clamp(x, 1e-6, std::numeric_limits<double>::infinity())) == "tensor<T x 64 x f32, device>");
+  CHECK(type(b.clamp(h, -1.0, -1.0)) == "tensor<T x 64 x bf16, device>");  // a point range is valid
+  CHECK_THROWS_WITH(b.clamp(x, 2.0, 1.0), Contains("clamp needs min <= max, got min = 2.0, max = 1.0"));
+  CHECK_THROWS_WITH(b.clamp(x, std::nan(""), 1.0), Contains("clamp needs min <= max"));
+  CHECK_THROWS_WITH(b.clamp(ids, 0.0, 1.0), Contains("input (operand 0) must be f32, f16 or bf16"));
+  CHECK_THROWS_WITH(b.create(OpKind::Clamp, {x}, {{"min", Attr::of_float(0.0)}}), Contains("missing attribute 'max'"));
+}
+
+TEST_CASE_METHOD(Fixture, "shape: sum keeps the last dim as 1, in f32", "[ir][shapes]") {
+  CHECK(type(b.sum(x)) == "tensor<T x 1 x f32, device>");
+  Value h = b.reshape(b.cast(x, ElemType::F16), {T, 4, 16});
+  CHECK(type(b.sum(h)) == "tensor<T x 4 x 1 x f32, device>");
+  CHECK(type(b.sum(b.to_host(w))) == "tensor<1 x f32, host>");
+  CHECK_THROWS_WITH(b.sum(ids), Contains("input (operand 0) must be f32, f16 or bf16"));
+  Value scalar = b.arg("scalar", tensor({}, ElemType::F32));
+  CHECK_THROWS_WITH(b.sum(scalar), Contains("must have rank >= 1"));
 }
 
 TEST_CASE_METHOD(Fixture, "shape: l2_norm, causal_conv1d and delta_rule", "[ir][shapes]") {

@@ -5,7 +5,7 @@
 // x/(1+expf(-x)); gelu goes through an f16 table like GGML_GELU_FP16; rope
 // builds its cos/sin cache by repeated multiplication by base^(-2/n_dims)
 // (one angle per position component in the multi-section modes, as
-// ggml_mrope_cache_init).
+// ggml_mrope_cache_init); sum_rows adds in double like ggml_vec_sum_f32.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -52,6 +52,23 @@ void sigmoid(const float* x, float* y, int64_t n) {
 }
 void softplus(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 20.0f ? x[i] : std::log(1.0f + std::exp(x[i]));
+}
+void absolute(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::fabs(x[i]);
+}
+void sgn(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? 1.0f : (x[i] < 0.0f ? -1.0f : 0.0f);
+}
+void square_root(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::sqrt(x[i]);
+}
+void clamp_values(const float* x, float lo, float hi, float* y, int64_t n) {
+  // Spelled as ggml's MIN/MAX macros rather than std::clamp or fminf: the
+  // ternaries decide NaN (-> hi) and signed zeros (-0 vs 0 -> the bound).
+  for (int64_t i = 0; i < n; ++i) {
+    const float m = x[i] < hi ? x[i] : hi;
+    y[i] = m > lo ? m : lo;
+  }
 }
 void swiglu(const float* gate, const float* up, float* y, int64_t n) {
   // silu(gate) rounded, then times up: ggml_vec_swiglu_f32's roundings.
@@ -101,6 +118,14 @@ void softmax(const float* x, int64_t n_rows, int64_t n_cols, float scale_by, flo
     }
     const float inv = static_cast<float>(1.0 / sum);
     for (int64_t i = 0; i < n_cols; ++i) yr[i] *= inv;
+  }
+}
+
+void sum_rows(const float* x, int64_t n_rows, int64_t n_cols, float* y) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    double sum = 0.0;  // ggml_float, index order (ggml_vec_sum_f32)
+    for (int64_t c = 0; c < n_cols; ++c) sum += static_cast<double>(x[r * n_cols + c]);
+    y[r] = static_cast<float>(sum);
   }
 }
 

@@ -81,12 +81,23 @@ void softplus(const float* x, float* y, int64_t n);  // x > 20 ? x : log(1 + e^x
 // GELU (tanh approximation), evaluated like ggml: through an f16 table, with
 // x <= -10 -> 0 and x >= 10 -> x.
 void gelu(const float* x, float* y, int64_t n);
+// ggml's abs, sgn and sqrt (fabsf; x > 0 ? 1 : x < 0 ? -1 : 0; sqrtf). Named
+// so they do not hide <cmath>'s abs and sqrt inside this namespace.
+void absolute(const float* x, float* y, int64_t n);
+void sgn(const float* x, float* y, int64_t n);
+void square_root(const float* x, float* y, int64_t n);
+// ggml's clamp: y = MAX(MIN(x, hi), lo) with its ternary macros, so NaN -> hi.
+void clamp_values(const float* x, float lo, float hi, float* y, int64_t n);
 // y = silu(gate) * up (the SwiGLU of llama FFNs), n values.
 void swiglu(const float* gate, const float* up, float* y, int64_t n);
 
 // Row softmax of x * scale (scale 1 for plain softmax); the sum accumulates
 // in double as in ggml.
 void softmax(const float* x, int64_t n_rows, int64_t n_cols, float scale, float* y);
+
+// y[r] = sum of x[r][0..n_cols), accumulated in double in index order and
+// rounded once, as ggml_vec_sum_f32 (ggml_sum_rows); y has n_rows values.
+void sum_rows(const float* x, int64_t n_rows, int64_t n_cols, float* y);
 
 enum class RopeMode : uint8_t {
   Normal = 0,  // rotates pairs (x[2i], x[2i+1])            (llama)
