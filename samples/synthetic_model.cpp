@@ -6,6 +6,8 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
+#include <utility>
 
 #include "frontends/gguf/dequant.h"
 #include "frontends/gguf/gguf.h"
@@ -74,7 +76,7 @@ void fill_values(GgmlType type, const std::string& name, uint64_t seed, Init ini
   }
 }
 
-// MoE geometry (qwen3moe, qwen35moe, qwen3next): 8 experts, 2 used per
+// MoE geometry (qwen3moe, qwen35moe, qwen3next, qwen4exp): 8 experts, 2 used per
 // token, each half as wide as the dense FFN of the same size (so expert
 // widths stay multiples of 32, and of 256 from "small" up). The shared
 // expert is as wide as the dense FFN: a width distinct from the routed
@@ -83,8 +85,13 @@ constexpr uint32_t kMoeExperts = 8, kMoeUsed = 2;
 uint32_t moe_ff(const ModelShape& s) { return s.n_ff / 2; }
 uint32_t shared_ff(const ModelShape& s) { return s.n_ff; }
 
-bool is_moe_arch(const std::string& a) { return a == "qwen3moe" || a == "qwen35moe" || a == "qwen3next"; }
-bool has_shared_expert(const std::string& a) { return a == "qwen35moe" || a == "qwen3next"; }
+bool is_qwen4exp(const std::string& a) { return a == "qwen4exp"; }
+bool is_moe_arch(const std::string& a) {
+  return a == "qwen3moe" || a == "qwen35moe" || a == "qwen3next" || is_qwen4exp(a);
+}
+bool has_shared_expert(const std::string& a) {
+  return a == "qwen35moe" || a == "qwen3next" || is_qwen4exp(a);
+}
 
 // Rotary dims: all of the head, except the hybrids' partial rotary (half).
 uint32_t rope_dims(const Options& o, const ModelShape& s) {
@@ -217,7 +224,63 @@ void plan_ffn(Planner& p, const std::string& blk) {
   p.matrix(blk + "ffn_down.weight", {p.s.n_ff, p.s.n_embd});
 }
 
+// One hyper-connection mixer: the grouped RMSNorm gain over all hc_count
+// streams (stored near 1: the converter folds each gamma to 1 + w), the
+// low-rank gate (down, then up) and, inside a block, the [hc_dim -> hc]
+// weights that scatter the block's output back into the streams.
+void plan_hyper_connection(Planner& p, const std::string& prefix, bool inject) {
+  const Qwen4ExpShape q = qwen4exp_shape(p.s);
+  const uint64_t hc_dim = uint64_t{q.hc_count} * p.s.n_embd;
+  p.gain(prefix + "norm.weight", hc_dim);
+  p.matrix(prefix + "down.weight", {hc_dim, q.hc_low_rank});
+  p.matrix(prefix + "up.weight", {q.hc_low_rank, hc_dim});
+  if (inject) p.matrix(prefix + "inject.weight", {hc_dim, q.hc_count});
+}
+
+// The QSA indexer of a full-attention layer: per-head queries and one
+// shared key (pooled per block before its norm and rope), with QK norms.
+void plan_indexer(Planner& p, const std::string& blk) {
+  const Qwen4ExpShape q = qwen4exp_shape(p.s);
+  const uint64_t d = p.s.n_embd, k = q.indexer_key_length;
+  p.matrix(blk + "indexer.q_proj.weight", {d, uint64_t{q.indexer_heads} * k});
+  p.matrix(blk + "indexer.k_proj.weight", {d, k});
+  p.gain(blk + "indexer.q_norm.weight", k);
+  p.gain(blk + "indexer.k_norm.weight", k);
+}
+
+// The PLE module: key and value projections of the gathered n-gram rows
+// (ple_n_heads rows of n_embd / ple_n_heads, so n_embd wide), three grouped
+// norms over the hc streams and the depthwise conv, F32 like ssm_conv1d and
+// at the same std, so its taps keep unit variance.
+void plan_ple(Planner& p, const std::string& blk) {
+  const Qwen4ExpShape q = qwen4exp_shape(p.s);
+  const uint64_t d = p.s.n_embd, hc_dim = uint64_t{q.hc_count} * d;
+  p.matrix(blk + "ple_key.weight", {d, hc_dim});
+  p.matrix(blk + "ple_value.weight", {d, d});
+  p.gain(blk + "ple_norm_key.weight", hc_dim);
+  p.gain(blk + "ple_norm_query.weight", hc_dim);
+  p.gain(blk + "ple_norm_conv.weight", hc_dim);
+  p.add(blk + "ple_conv1d.weight", {q.ple_conv_kernel, hc_dim}, GgmlType::F32, {0.0f, 0.5f});
+}
+
+// A qwen4exp layer has no RMSNorm tensors: a hyper-connection mixer sits
+// before the token mixer and another before the MoE.
+void plan_qwen4exp_layer(Planner& p, uint32_t l) {
+  const std::string blk = fmt::format("blk.{}.", l);
+  if (qwen4exp_shape(p.s).ple_layer == l) plan_ple(p, blk);
+  plan_hyper_connection(p, blk + "hc_attn_", true);
+  if (delta_net_shape(p.s).is_linear(l)) {
+    plan_delta_net(p, blk, l);
+  } else {
+    plan_gated_attention(p, blk, l);
+    plan_indexer(p, blk);
+  }
+  plan_hyper_connection(p, blk + "hc_ffn_", true);
+  plan_experts(p, blk);
+}
+
 void plan_layer(Planner& p, uint32_t l) {
+  if (is_qwen4exp(p.o.arch)) return plan_qwen4exp_layer(p, l);
   const std::string blk = fmt::format("blk.{}.", l);
   p.gain(blk + "attn_norm.weight", p.s.n_embd);
   if (!is_hybrid_arch(p.o.arch)) {
@@ -238,8 +301,19 @@ std::vector<TensorPlan> plan_tensors(const Options& o, const ModelShape& s, uint
   // Embeddings at unit scale, so the residual stream and the layers'
   // contributions are of the same order.
   p.add("token_embd.weight", {s.n_embd, n_vocab}, o.weight_type, {0.0f, 1.0f});
+  const bool hc = is_qwen4exp(o.arch);
+  if (hc) {
+    // The n-gram table: rows are embeddings too, so unit scale as well.
+    const Qwen4ExpShape q = qwen4exp_shape(s);
+    p.add("per_layer_token_embd.weight", {s.n_embd / q.ple_n_heads(), q.ple_rows()}, o.weight_type,
+          {0.0f, 1.0f});
+  }
   for (uint32_t l = 0; l < s.n_layer; ++l) plan_layer(p, l);
-  p.gain("output_norm.weight", s.n_embd);
+  // qwen4exp has no output_norm: the final hyper-connection mixer is it.
+  if (hc)
+    plan_hyper_connection(p, "output_hc_", false);
+  else
+    p.gain("output_norm.weight", s.n_embd);
   if (!o.tied_embeddings) p.matrix("output.weight", {s.n_embd, n_vocab});
   // Divisors of each rotary pair's angle, as llama3 ships them: ~1 for the
   // fast pairs up to ~8 for the slow ones (random, but centered there).
@@ -279,6 +353,57 @@ void set_hybrid_hparams(GgufWriter& w, const Options& o, const ModelShape& s) {
   if (has_shared_expert(a)) w.set(a + ".expert_shared_feed_forward_length", Value(shared_ff(s)));
 }
 
+template <typename T>
+Value array_of(gguf::ValueType type, const std::vector<T>& v) {
+  return Value::array(type, std::vector<Value>(v.begin(), v.end()));
+}
+
+// qwen4exp's hyper-connection and QSA keys. The ratios are per layer, 0 on
+// the DeltaNet layers, as the converter writes them. The indexer's
+// block_size and local_blocks keys belong to minimax-m3: qwen4exp reads
+// neither (its block is compress_ratio tokens; its own tail is always kept).
+void set_qwen4exp_hparams(GgufWriter& w, const ModelShape& s) {
+  const std::string a = "qwen4exp";
+  const Qwen4ExpShape q = qwen4exp_shape(s);
+  const DeltaNetShape g = delta_net_shape(s);
+  w.set(a + ".hyper_connection.count", Value(q.hc_count));
+  w.set(a + ".hyper_connection.low_rank", Value(q.hc_low_rank));
+  w.set(a + ".attention.indexer.head_count", Value(q.indexer_heads));
+  w.set(a + ".attention.indexer.key_length", Value(q.indexer_key_length));
+  w.set(a + ".attention.indexer.top_k", Value(q.indexer_top_k));
+  std::vector<uint32_t> ratios;
+  for (uint32_t l = 0; l < s.n_layer; ++l) ratios.push_back(g.is_linear(l) ? 0 : q.compress_ratio);
+  w.set(a + ".attention.compress_ratios", array_of(gguf::ValueType::U32, ratios));
+}
+
+// Hash multipliers of the n-gram positions (the current token first),
+// drawn from the seed: large odd 45-bit values, like the checkpoint's int64
+// constants (~2.4e13), so the uint64 products are large and mix well.
+std::vector<uint64_t> ple_multipliers(uint64_t seed, uint32_t n) {
+  Rng rng{stream_seed(seed, "ple.layer_multipliers")};
+  std::vector<uint64_t> m(n);
+  for (auto& v : m) v = (rng.next() >> 19) | (uint64_t{1} << 44) | 1;
+  return m;
+}
+
+// The PLE keys. They need the vocabulary's EOS id, at which the n-gram
+// hash restarts, so they are written after the tokenizer.
+void set_ple_hparams(GgufWriter& w, const Options& o, const ModelShape& s, uint32_t eos) {
+  const std::string a = "qwen4exp";
+  const Qwen4ExpShape q = qwen4exp_shape(s);
+  w.set(a + ".ple.layers", array_of(gguf::ValueType::U32, std::vector<uint32_t>{q.ple_layer}));
+  w.set(a + ".ple.ngram_size", Value(q.ple_ngram_size));
+  w.set(a + ".ple.heads_per_ngram", Value(q.ple_heads_per_ngram));
+  w.set(a + ".ple.conv_kernel", Value(q.ple_conv_kernel));
+  w.set(a + ".ple.eos_token_id", Value(eos));
+  w.set(a + ".embedding_length_per_layer_input", Value(s.n_embd / q.ple_n_heads()));
+  // The reader takes these three only as uint64 arrays.
+  const auto u64 = gguf::ValueType::U64;
+  w.set(a + ".ple.layer_multipliers", array_of(u64, ple_multipliers(o.seed, q.ple_ngram_size)));
+  w.set(a + ".ple.head_offsets", array_of(u64, q.ple_head_offsets()));
+  w.set(a + ".ple.head_vocab_sizes", array_of(u64, q.ple_head_vocab_sizes));
+}
+
 void set_hparams(GgufWriter& w, const Options& o, const ModelShape& s, uint32_t n_vocab) {
   const std::string& a = o.arch;
   w.set("general.architecture", Value(a));
@@ -303,6 +428,7 @@ void set_hparams(GgufWriter& w, const Options& o, const ModelShape& s, uint32_t 
     w.set(a + ".expert_feed_forward_length", Value(moe_ff(s)));
   }
   if (is_hybrid_arch(a)) set_hybrid_hparams(w, o, s);
+  if (is_qwen4exp(a)) set_qwen4exp_hparams(w, s);
   if (!o.rope_scaling.empty()) {
     w.set(a + ".rope.scaling.type", Value(o.rope_scaling));
     w.set(a + ".rope.scaling.factor", Value(o.rope_factor));
@@ -310,16 +436,22 @@ void set_hparams(GgufWriter& w, const Options& o, const ModelShape& s, uint32_t 
   }
 }
 
-uint32_t copy_tokenizer(GgufWriter& w, const std::string& vocab_path) {
-  GgufFile vocab = GgufFile::open(vocab_path);
+struct VocabInfo {
   uint32_t n_vocab = 0;
+  std::optional<int64_t> eos;  // tokenizer.ggml.eos_token_id
+};
+
+VocabInfo copy_tokenizer(GgufWriter& w, const std::string& vocab_path) {
+  GgufFile vocab = GgufFile::open(vocab_path);
+  VocabInfo info;
   for (const auto& kv : vocab.metadata()) {
     if (kv.key.rfind("tokenizer.", 0) != 0) continue;
     w.set(kv.key, kv.value);
-    if (kv.key == "tokenizer.ggml.tokens") n_vocab = uint32_t(kv.value.as_array()->items.size());
+    if (kv.key == "tokenizer.ggml.tokens") info.n_vocab = uint32_t(kv.value.as_array()->items.size());
   }
-  if (n_vocab == 0)
+  if (info.n_vocab == 0)
     throw Error(fmt::format("{}: no tokenizer.ggml.tokens array; not a vocab GGUF", vocab_path));
+  info.eos = vocab.get_int("tokenizer.ggml.eos_token_id");
   // Vocab files without a chat template get the built-in one of the model
   // family that uses that vocabulary, so --chat works on every synthetic model.
   if (!vocab.find("tokenizer.chat_template")) {
@@ -328,7 +460,17 @@ uint32_t copy_tokenizer(GgufWriter& w, const std::string& vocab_path) {
     w.set("tokenizer.chat_template",
           Value(model == "llama" ? "mistral-v1" : pre == "llama-bpe" ? "llama3" : "chatml"));
   }
-  return n_vocab;
+  return info;
+}
+
+// qwen4exp's PLE hash needs a real EOS id: the converter refuses a
+// checkpoint without one, and so does the generator.
+uint32_t ple_eos(const VocabInfo& v, const std::string& vocab_path) {
+  if (!v.eos || *v.eos < 0 || *v.eos >= int64_t{v.n_vocab})
+    throw Error(fmt::format("{}: qwen4exp needs tokenizer.ggml.eos_token_id (its n-gram hash resets "
+                            "at EOS)",
+                            vocab_path));
+  return uint32_t(*v.eos);
 }
 
 }  // namespace
@@ -339,13 +481,13 @@ const std::vector<std::string>& known_sizes() {
 }
 
 const std::vector<std::string>& known_archs() {
-  static const std::vector<std::string> archs = {"llama",  "qwen2",     "qwen3",    "qwen3moe",
-                                                 "qwen35", "qwen35moe", "qwen3next"};
+  static const std::vector<std::string> archs = {"llama",  "qwen2",     "qwen3",     "qwen3moe",
+                                                 "qwen35", "qwen35moe", "qwen3next", "qwen4exp"};
   return archs;
 }
 
 bool is_hybrid_arch(const std::string& arch) {
-  return arch == "qwen35" || arch == "qwen35moe" || arch == "qwen3next";
+  return arch == "qwen35" || arch == "qwen35moe" || arch == "qwen3next" || arch == "qwen4exp";
 }
 
 // Two-layer sizes alternate (a DeltaNet layer, then full attention); deeper
@@ -358,6 +500,53 @@ DeltaNetShape delta_net_shape(const ModelShape& s) {
   g.n_v_heads = s.n_head;
   g.full_attention_interval = s.n_layer <= 2 ? 2 : 4;
   return g;
+}
+
+namespace {
+uint64_t next_prime(uint64_t n) {
+  for (;; ++n) {
+    bool prime = n > 1;
+    for (uint64_t d = 2; prime && d * d <= n; ++d) prime = n % d != 0;
+    if (prime) return n;
+  }
+}
+}  // namespace
+
+// Hyper-connections of 4 streams at rank 8, QSA over blocks of 4 tokens
+// keeping 8 of them (so 75-token prompts are already sparse), and 2-grams
+// and 3-grams hashed by 2 heads each. The heads' tables are prime-sized
+// and distinct, a few thousand rows each at "small" (16 * n_embd, shrinking
+// per head), so each head hashes differently; the PLE sits on a DeltaNet
+// layer (the reference keeps its conv history in the recurrent cache), the
+// second one when there is a second.
+Qwen4ExpShape qwen4exp_shape(const ModelShape& s) {
+  Qwen4ExpShape q;
+  q.hc_count = 4;
+  q.hc_low_rank = 8;
+  q.indexer_heads = s.n_head;
+  q.indexer_key_length = s.head_dim;
+  q.compress_ratio = 4;
+  q.indexer_top_k = 8 * q.compress_ratio;
+  q.ple_layer = s.n_layer > 2 ? 1 : 0;
+  q.ple_ngram_size = 3;
+  q.ple_heads_per_ngram = 2;
+  q.ple_conv_kernel = 4;
+  const uint64_t n = q.ple_n_heads(), base = 16 * uint64_t{s.n_embd};
+  for (uint64_t h = 0; h < n; ++h) q.ple_head_vocab_sizes.push_back(next_prime(base * (2 * n - h) / (2 * n)));
+  return q;
+}
+
+std::vector<uint64_t> Qwen4ExpShape::ple_head_offsets() const {
+  std::vector<uint64_t> offsets;
+  uint64_t at = 0;
+  for (uint64_t size : ple_head_vocab_sizes) offsets.push_back(std::exchange(at, at + size));
+  return offsets;
+}
+
+uint64_t Qwen4ExpShape::ple_rows() const {
+  uint64_t rows = 0;
+  for (uint64_t size : ple_head_vocab_sizes) rows += size;
+  return rows;
 }
 
 ModelShape shape_for(const std::string& size) {
@@ -384,8 +573,10 @@ Summary write_model(const Options& o, const std::string& out_path, const Progres
   GgufWriter w;
   const uint32_t n_vocab_placeholder = 0;
   set_hparams(w, o, summary.shape, n_vocab_placeholder);
-  summary.vocab_size = copy_tokenizer(w, o.vocab_path);
+  const VocabInfo vocab = copy_tokenizer(w, o.vocab_path);
+  summary.vocab_size = vocab.n_vocab;
   w.set(o.arch + ".vocab_size", Value(summary.vocab_size));
+  if (is_qwen4exp(o.arch)) set_ple_hparams(w, o, summary.shape, ple_eos(vocab, o.vocab_path));
 
   auto plan = plan_tensors(o, summary.shape, summary.vocab_size);
   uint64_t bytes_total = 0;

@@ -2,9 +2,10 @@
 //
 // The generator writes complete, reference-loadable models for the dense
 // architectures (llama, qwen2, qwen3), the MoE qwen3moe, and the hybrid
-// Gated-DeltaNet architectures qwen35 (dense FFN), qwen35moe and qwen3next
-// (MoE with a gated shared expert), so every test and benchmark runs on a
-// model the project makes itself. Weights are *sensitive* on purpose (see
+// Gated-DeltaNet architectures qwen35 (dense FFN), qwen35moe, qwen3next
+// (MoE with a gated shared expert) and qwen4exp (qwen35moe plus
+// hyper-connections, PLE n-gram embeddings and QSA sparse attention), so
+// every test and benchmark runs on a model the project makes itself. Weights are *sensitive* on purpose (see
 // DESIGN.md, "Correctness references"): norm gains are near 1 and matrices
 // have a standard deviation of 1/sqrt(fan_in), so each layer moves the
 // logits and a broken layer cannot hide under a tolerance.
@@ -35,7 +36,8 @@ struct ModelShape {
 
 struct Options {
   // llama | qwen2 | qwen3 | qwen3moe (8 experts, 2 used) | qwen35 | qwen35moe | qwen3next
-  // (hybrid: DeltaNet layers with every full_attention_interval-th layer full attention).
+  // | qwen4exp (hybrid: DeltaNet layers with every full_attention_interval-th
+  // layer full attention).
   std::string arch = "llama";
   std::string size = "tiny";    // tiny | small | 125m | 0.5b | 1b
   uint64_t seed = 42;
@@ -72,6 +74,38 @@ struct DeltaNetShape {
 };
 bool is_hybrid_arch(const std::string& arch);
 DeltaNetShape delta_net_shape(const ModelShape& shape);
+
+// What qwen4exp adds to the qwen35moe hybrid (the reference's
+// src/models/qwen4exp.cpp), derived from the size's shape:
+// - hyper-connections: the residual is hc_count parallel copies of the
+//   hidden state; a mixer (grouped RMSNorm, low-rank sigmoid gate, mean over
+//   the streams) replaces every RMSNorm, and inject weights scatter each
+//   block's output back into the streams;
+// - PLE on one DeltaNet layer: each token gathers ple_n_heads rows of
+//   per_layer_token_embd, picked by a hash of the token and its
+//   predecessors (n-grams of 2..ple_ngram_size, reset at EOS), gated into the
+//   residual and passed through a causal conv dilated by ple_ngram_size;
+// - QSA on the full-attention layers: an indexer scores mean-pooled blocks
+//   of compress_ratio cached keys, and each query attends to the best
+//   indexer_top_k tokens' worth of whole blocks plus its own unfinished block.
+struct Qwen4ExpShape {
+  uint32_t hc_count = 0;             // hyper_connection.count
+  uint32_t hc_low_rank = 0;          // hyper_connection.low_rank
+  uint32_t indexer_heads = 0;        // attention.indexer.head_count
+  uint32_t indexer_key_length = 0;   // attention.indexer.key_length; keys are roped, so >= rope dims
+  uint32_t indexer_top_k = 0;        // attention.indexer.top_k, in tokens (a multiple of the ratio)
+  uint32_t compress_ratio = 0;       // attention.compress_ratios on full attention (0 on DeltaNet)
+  uint32_t ple_layer = 0;            // ple.layers: the one PLE layer, a DeltaNet layer
+  uint32_t ple_ngram_size = 0;       // ple.ngram_size
+  uint32_t ple_heads_per_ngram = 0;  // ple.heads_per_ngram
+  uint32_t ple_conv_kernel = 0;      // ple.conv_kernel
+  std::vector<uint64_t> ple_head_vocab_sizes;  // ple.head_vocab_sizes (primes, one per head)
+  uint32_t ple_n_heads() const { return (ple_ngram_size - 1) * ple_heads_per_ngram; }
+  // ple.head_offsets: the heads' ranges laid end to end in per_layer_token_embd.
+  std::vector<uint64_t> ple_head_offsets() const;
+  uint64_t ple_rows() const;         // per_layer_token_embd rows: the sum of the vocab sizes
+};
+Qwen4ExpShape qwen4exp_shape(const ModelShape& shape);
 
 // Default vocabulary file name (in the reference's models/ folder) per arch.
 std::string default_vocab_name(const std::string& arch);

@@ -23,9 +23,12 @@ struct ReferenceRun {
   bool all_finite = false;
 };
 
-ReferenceRun reference_logits(const std::string& model, const std::string& extra = "") {
-  auto out = test::run_capture(fmt::format("{} logits {} --tokens 1,450,4996,310,278,3186,29889 --n-predict 4{}",
-                                     VTC_REF_TOOL, model, extra));
+constexpr const char* kPrompt = "1,450,4996,310,278,3186,29889";
+
+ReferenceRun reference_logits(const std::string& model, const std::string& extra = "",
+                              const std::string& tokens = kPrompt) {
+  auto out = test::run_capture(fmt::format("{} logits {} --tokens {} --n-predict 4{}",
+                                     VTC_REF_TOOL, model, tokens, extra));
   auto j = nlohmann::json::parse(out);
   ReferenceRun r;
   r.logits = j.at("logits").get<std::vector<std::vector<float>>>();
@@ -72,7 +75,7 @@ TEST_CASE("generated models load in the reference with finite, layer-sensitive l
 // delta-rule state) across ubatches: prefilling 2 tokens at a time must give
 // the one-shot logits, so the cache round trip is exercised, not bypassed.
 TEST_CASE("hybrid models give the same reference logits with chunked prefill", "[gguf][synth][reference]") {
-  for (const std::string arch : {"qwen35", "qwen35moe", "qwen3next"}) {
+  for (const std::string arch : {"qwen35", "qwen35moe", "qwen3next", "qwen4exp"}) {
     INFO("arch " << arch);
     auto path = generate(arch, -1);
     ReferenceRun whole = reference_logits(path);
@@ -87,4 +90,34 @@ TEST_CASE("hybrid models give the same reference logits with chunked prefill", "
     CHECK(chunked.greedy == whole.greedy);
     fs::remove(path);
   }
+}
+
+// qwen4exp keeps more state across ubatches: the PLE hash reads its
+// predecessors from the KV cells, the PLE conv history sits in the
+// recurrent cache, and QSA pools indexer keys of earlier ubatches into
+// blocks. 75 tokens (past the 8-block budget of 4-token blocks, so the
+// attention is sparse) with the vocabulary's EOS in the middle (where the
+// n-gram hash restarts), prefilled in chunks of 7 that cut blocks and
+// n-grams apart, must give the one-shot logits. One thread: the result
+// does not depend on it, and 11 ubatches of 4 spinning threads on a busy
+// 2-core machine take a minute instead of seconds.
+TEST_CASE("qwen4exp gives the same reference logits with chunked prefill of a sparse prompt",
+          "[gguf][synth][reference]") {
+  auto path = generate("qwen4exp", -1);
+  const int eos = 151643;  // ggml-vocab-qwen2.gguf's tokenizer.ggml.eos_token_id
+  std::string tokens;
+  for (int i = 0; i < 75; ++i)
+    tokens += fmt::format("{}{}", i ? "," : "", i == 37 ? eos : (i * 7919 + 13) % 150000);
+  ReferenceRun whole = reference_logits(path, " --threads 1", tokens);
+  ReferenceRun chunked = reference_logits(path, " --threads 1 --ubatch 7", tokens);
+  CHECK(whole.all_finite);
+  CHECK(chunked.all_finite);
+  REQUIRE(whole.logits.size() == 75);
+  REQUIRE(chunked.logits.size() == whole.logits.size());
+  for (size_t pos = 0; pos < whole.logits.size(); ++pos) {
+    INFO("position " << pos);
+    CHECK(test::relative_l2(chunked.logits[pos], whole.logits[pos]) < test::kLogitsRelL2Tolerance);
+  }
+  CHECK(chunked.greedy == whole.greedy);
+  fs::remove(path);
 }

@@ -34,12 +34,25 @@ synth::Summary generate(const std::string& arch, const std::string& path, uint64
   return synth::write_model(o, path);
 }
 
+// qwen4exp: token_embd, per_layer_token_embd, output and the 3 output_hc
+// tensors; per layer 8 hyper-connection and 8 MoE tensors, DeltaNet's 9 or
+// gated attention's 6 plus 4 indexer tensors, and 6 more on the PLE layer.
+size_t qwen4exp_tensor_count(const synth::ModelShape& shape) {
+  const auto g = synth::delta_net_shape(shape);
+  const auto q = synth::qwen4exp_shape(shape);
+  size_t n = 6;
+  for (uint32_t l = 0; l < shape.n_layer; ++l)
+    n += 16 + (g.is_linear(l) ? 9 : 10) + (l == q.ple_layer ? 6 : 0);
+  return n;
+}
+
 // token_embd, output_norm, output, and each layer's tensors.
 size_t expected_tensor_count(const std::string& arch, const synth::ModelShape& shape) {
   if (!synth::is_hybrid_arch(arch)) {
     size_t per_layer = arch == "qwen2" || arch == "qwen3moe" ? 12 : arch == "qwen3" ? 11 : 9;
     return 3 + shape.n_layer * per_layer;
   }
+  if (arch == "qwen4exp") return qwen4exp_tensor_count(shape);
   const auto g = synth::delta_net_shape(shape);
   const size_t ffn = arch == "qwen35" ? 3 : 8;  // dense, or 4 routed + 4 shared-expert tensors
   const size_t linear = arch == "qwen3next" ? 7 : 9, full = 6;
@@ -109,7 +122,7 @@ TEST_CASE("generated weights are sensitive: unit-scale norms, 1/sqrt(fan_in) mat
 }
 
 TEST_CASE("hybrid models have the DeltaNet keys and the reference's tensor shapes", "[gguf][synth][reference]") {
-  for (const std::string arch : {"qwen35", "qwen35moe", "qwen3next"}) {
+  for (const std::string arch : {"qwen35", "qwen35moe", "qwen3next", "qwen4exp"}) {
     INFO("arch " << arch);
     synth::Options o;
     o.arch = arch;
@@ -155,6 +168,110 @@ TEST_CASE("hybrid models have the DeltaNet keys and the reference's tensor shape
     if (arch != "qwen35") CHECK(dims("blk.1.ffn_gate_inp_shexp.weight") == std::vector<uint64_t>{256});
     fs::remove(path);
   }
+}
+
+namespace {
+std::vector<uint64_t> u64_array(const gguf::GgufFile& f, const std::string& key) {
+  auto* v = f.find(key);
+  REQUIRE(v);
+  auto* a = v->as_array();
+  REQUIRE(a);
+  CHECK(a->elem_type == gguf::ValueType::U64);  // the reference reads these only as uint64
+  std::vector<uint64_t> out;
+  for (const auto& item : a->items) out.push_back(uint64_t(*item.as_int()));
+  return out;
+}
+}  // namespace
+
+// The "small" qwen4exp, key by key and tensor by tensor against
+// src/models/qwen4exp.cpp (load_arch_hparams, load_arch_tensors).
+TEST_CASE("qwen4exp has the reference's hyper-connection/PLE/QSA keys and tensors",
+          "[gguf][synth][reference]") {
+  synth::Options o;
+  o.arch = "qwen4exp";
+  o.size = "small";
+  o.weight_type = GgmlType::F16;
+  o.vocab_path = synth::find_default_vocab(o.arch);
+  auto path = temp_path("qwen4exp_small.gguf");
+  auto summary = synth::write_model(o, path);
+  auto f = gguf::GgufFile::open(path);
+  const std::string a = "qwen4exp.";
+  CHECK(f.get_int(a + "hyper_connection.count") == 4);
+  CHECK(f.get_int(a + "hyper_connection.low_rank") == 8);
+  CHECK(f.get_int(a + "attention.indexer.head_count") == 4);
+  CHECK(f.get_int(a + "attention.indexer.key_length") == 64);
+  CHECK(f.get_int(a + "attention.indexer.top_k") == 32);
+  CHECK(f.get_int(a + "expert_count") == 8);
+  CHECK(f.get_int(a + "expert_shared_feed_forward_length") == 512);
+  CHECK(f.find(a + "attention.indexer.block_size") == nullptr);  // minimax-m3's; qwen4exp reads none
+  auto* ratios = f.find(a + "attention.compress_ratios");
+  REQUIRE(ratios);
+  REQUIRE(ratios->as_array()->items.size() == 2);
+  CHECK(ratios->as_array()->items[0].as_int() == 0);  // DeltaNet
+  CHECK(ratios->as_array()->items[1].as_int() == 4);  // full attention
+  // PLE: on DeltaNet layer 0, hashing at the vocabulary's own EOS.
+  auto* ple_layers = f.find(a + "ple.layers");
+  REQUIRE(ple_layers);
+  REQUIRE(ple_layers->as_array()->items.size() == 1);
+  CHECK(ple_layers->as_array()->items[0].as_int() == 0);
+  CHECK(f.get_int(a + "ple.ngram_size") == 3);
+  CHECK(f.get_int(a + "ple.heads_per_ngram") == 2);
+  CHECK(f.get_int(a + "ple.conv_kernel") == 4);
+  CHECK(f.get_int(a + "ple.eos_token_id") == f.get_int("tokenizer.ggml.eos_token_id"));
+  CHECK(f.get_int(a + "embedding_length_per_layer_input") == 64);  // n_embd / 4 heads
+  auto mult = u64_array(f, a + "ple.layer_multipliers");
+  REQUIRE(mult.size() == 3);
+  for (uint64_t m : mult) {
+    CHECK(m % 2 == 1);
+    CHECK(m >= (uint64_t{1} << 44));
+    CHECK(m < (uint64_t{1} << 45));
+  }
+  auto sizes = u64_array(f, a + "ple.head_vocab_sizes");
+  auto offsets = u64_array(f, a + "ple.head_offsets");
+  REQUIRE(sizes.size() == 4);
+  REQUIRE(offsets.size() == 4);
+  uint64_t rows = 0;
+  for (size_t h = 0; h < sizes.size(); ++h) {
+    CHECK(offsets[h] == rows);  // contiguous ranges
+    CHECK(sizes[h] > 1000);
+    CHECK(sizes[h] < summary.vocab_size);
+    if (h > 0) CHECK(sizes[h] < sizes[h - 1]);
+    rows += sizes[h];
+  }
+  auto dims = [&](const std::string& name) {
+    auto* t = f.find_tensor(name);
+    REQUIRE(t);
+    return t->dims;
+  };
+  auto type = [&](const std::string& name) { return f.find_tensor(name)->type; };
+  using D = std::vector<uint64_t>;
+  CHECK(dims("per_layer_token_embd.weight") == D{64, rows});
+  CHECK(type("per_layer_token_embd.weight") == GgmlType::F16);
+  // Hyper-connections over 4 streams of 256 at rank 8; no RMSNorm tensors left.
+  CHECK(dims("output_hc_norm.weight") == D{1024});
+  CHECK(dims("output_hc_down.weight") == D{1024, 8});
+  CHECK(dims("output_hc_up.weight") == D{8, 1024});
+  CHECK(f.find_tensor("output_hc_inject.weight") == nullptr);
+  CHECK(f.find_tensor("output_norm.weight") == nullptr);
+  for (const std::string blk : {"blk.0.", "blk.1."}) {
+    CHECK(dims(blk + "hc_attn_inject.weight") == D{1024, 4});
+    CHECK(dims(blk + "hc_ffn_up.weight") == D{8, 1024});
+    CHECK(f.find_tensor(blk + "attn_norm.weight") == nullptr);
+    CHECK(f.find_tensor(blk + "post_attention_norm.weight") == nullptr);
+  }
+  CHECK(dims("blk.0.ple_key.weight") == D{256, 1024});
+  CHECK(dims("blk.0.ple_value.weight") == D{256, 256});
+  CHECK(dims("blk.0.ple_norm_conv.weight") == D{1024});
+  CHECK(dims("blk.0.ple_conv1d.weight") == D{4, 1024});
+  CHECK(type("blk.0.ple_conv1d.weight") == GgmlType::F32);
+  CHECK(f.find_tensor("blk.1.ple_key.weight") == nullptr);
+  // The indexer is on the full-attention layer only.
+  CHECK(dims("blk.1.indexer.q_proj.weight") == D{256, 256});
+  CHECK(dims("blk.1.indexer.k_proj.weight") == D{256, 64});
+  CHECK(dims("blk.1.indexer.k_norm.weight") == D{64});
+  CHECK(f.find_tensor("blk.0.indexer.q_proj.weight") == nullptr);
+  CHECK(f.tensors().size() == expected_tensor_count("qwen4exp", synth::shape_for("small")));
+  fs::remove(path);
 }
 
 namespace {

@@ -24,12 +24,13 @@ Runner add_gen_model(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   cmd->add_option("--arch", o->synth.arch,
                   "Architecture: dense llama, qwen2, qwen3; MoE qwen3moe; hybrid Gated-DeltaNet "
-                  "qwen35 (dense FFN), qwen35moe, qwen3next (MoE with a shared expert)")
+                  "qwen35 (dense FFN), qwen35moe, qwen3next (MoE with a shared expert), qwen4exp "
+                  "(qwen35moe with hyper-connections, PLE n-gram embeddings and QSA sparse attention)")
       ->check(CLI::IsMember(synth::known_archs()))->capture_default_str();
   cmd->add_option("--size", o->synth.size, "Model size")
       ->check(CLI::IsMember(synth::known_sizes()))->capture_default_str();
   cmd->add_option("--seed", o->synth.seed, "Random seed (same seed, same file)")->capture_default_str();
-  cmd->add_option("--type", o->type, "Matrix weight type: f32, f16 or bf16 (vectors and ssm_conv1d stay f32)")
+  cmd->add_option("--type", o->type, "Matrix weight type: f32, f16 or bf16 (vectors, ssm_conv1d and ple_conv1d stay f32)")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}))->capture_default_str();
   cmd->add_option("--vocab", o->synth.vocab_path,
                   "Vocab GGUF to take the tokenizer from (default: the reference's "
