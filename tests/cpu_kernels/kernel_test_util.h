@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "frontends/gguf/dequant.h"
+#include "frontends/gguf/gguf.h"
 #include "runtime/cpu/kernels/kernels.h"
 #include "support/ggml_type.h"
 
@@ -151,6 +152,15 @@ inline std::vector<Isa> available_isas() {
 
 inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// A GGUF with a header only (version 3, no tensors, no metadata): the
+// weight file of interpreter tests whose modules declare no weights.
+inline const gguf::GgufFile& empty_gguf() {
+  static const std::vector<uint8_t> bytes = {'G', 'G', 'U', 'F', 3, 0, 0, 0, 0, 0, 0, 0,
+                                             0,   0,   0,   0,   0, 0, 0, 0, 0, 0, 0, 0};
+  static const gguf::GgufFile file = gguf::GgufFile::parse(bytes);
+  return file;
 }
 
 }  // namespace vtc::cpu::test

@@ -274,16 +274,6 @@ TEST_CASE("argmax and top_k", "[float][sampling]") {
   CHECK(top_k(x, 7, 0, idx) == 0);
 }
 
-namespace {
-const gguf::GgufFile& empty_gguf() {
-  // Header only: version 3, no tensors, no metadata.
-  static const std::vector<uint8_t> bytes = {'G', 'G', 'U', 'F', 3, 0, 0, 0, 0, 0, 0, 0,
-                                             0,   0,   0,   0,   0, 0, 0, 0, 0, 0, 0, 0};
-  static const gguf::GgufFile file = gguf::GgufFile::parse(bytes);
-  return file;
-}
-}  // namespace
-
 // The interpreter's sum/abs/clamp/sqrt/sign (op_exec.cpp) on qwen4exp's
 // PLE gate, sign(s) * sqrt(clamp(|s|, 1e-6, inf)) with s = sum_rows(x), vs
 // the same formula in float from a double row sum: bit-exact.

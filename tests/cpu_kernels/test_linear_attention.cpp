@@ -422,14 +422,6 @@ TEST_CASE("rope multi/imulti: distinct components follow the sections", "[cpu][l
 
 namespace {
 
-const gguf::GgufFile& empty_gguf() {
-  // Header only: version 3, no tensors, no metadata.
-  static const std::vector<uint8_t> bytes = {'G', 'G', 'U', 'F', 3, 0, 0, 0, 0, 0, 0, 0,
-                                             0,   0,   0,   0,   0, 0, 0, 0, 0, 0, 0, 0};
-  static const gguf::GgufFile file = gguf::GgufFile::parse(bytes);
-  return file;
-}
-
 HostTensor f32_tensor(std::vector<int64_t> shape, const std::vector<float>& values) {
   HostTensor t;
   t.shape = std::move(shape);
@@ -466,7 +458,7 @@ struct IrRun {
   Interpreter interp;
   explicit IrRun(const std::string& text)
       : module(parse_verified(text)), states(module, StateStoreConfig{3, 64, 0}),
-        interp(module, empty_gguf(), states, pool) {}
+        interp(module, test::empty_gguf(), states, pool) {}
   std::vector<HostTensor> run(std::vector<int32_t> slots, std::map<std::string, HostTensor> args) {
     return interp.run(StepRequest{"prefill", std::move(slots), std::move(args)});
   }

@@ -47,6 +47,20 @@ std::string generate(const std::string& arch, int zero_layer) {
   return path;
 }
 
+
+// Chunked prefill must reproduce the one-shot run: finite logits, each
+// position within the dense f32 tolerance, and the same greedy tokens.
+void check_same_run(const ReferenceRun& whole, const ReferenceRun& chunked) {
+  CHECK(whole.all_finite);
+  CHECK(chunked.all_finite);
+  REQUIRE(chunked.logits.size() == whole.logits.size());
+  for (size_t pos = 0; pos < whole.logits.size(); ++pos) {
+    INFO("position " << pos);
+    CHECK(test::relative_l2(chunked.logits[pos], whole.logits[pos]) < test::kLogitsRelL2Tolerance);
+  }
+  CHECK(chunked.greedy == whole.greedy);
+}
+
 }  // namespace
 
 TEST_CASE("generated models load in the reference with finite, layer-sensitive logits",
@@ -78,16 +92,7 @@ TEST_CASE("hybrid models give the same reference logits with chunked prefill", "
   for (const std::string arch : {"qwen35", "qwen35moe", "qwen3next", "qwen4exp"}) {
     INFO("arch " << arch);
     auto path = generate(arch, -1);
-    ReferenceRun whole = reference_logits(path);
-    ReferenceRun chunked = reference_logits(path, " --ubatch 2");
-    CHECK(whole.all_finite);
-    CHECK(chunked.all_finite);
-    REQUIRE(chunked.logits.size() == whole.logits.size());
-    for (size_t pos = 0; pos < whole.logits.size(); ++pos) {
-      INFO("position " << pos);
-      CHECK(test::relative_l2(chunked.logits[pos], whole.logits[pos]) < test::kLogitsRelL2Tolerance);
-    }
-    CHECK(chunked.greedy == whole.greedy);
+    check_same_run(reference_logits(path), reference_logits(path, " --ubatch 2"));
     fs::remove(path);
   }
 }
@@ -109,15 +114,7 @@ TEST_CASE("qwen4exp gives the same reference logits with chunked prefill of a sp
   for (int i = 0; i < 75; ++i)
     tokens += fmt::format("{}{}", i ? "," : "", i == 37 ? eos : (i * 7919 + 13) % 150000);
   ReferenceRun whole = reference_logits(path, " --threads 1", tokens);
-  ReferenceRun chunked = reference_logits(path, " --threads 1 --ubatch 7", tokens);
-  CHECK(whole.all_finite);
-  CHECK(chunked.all_finite);
   REQUIRE(whole.logits.size() == 75);
-  REQUIRE(chunked.logits.size() == whole.logits.size());
-  for (size_t pos = 0; pos < whole.logits.size(); ++pos) {
-    INFO("position " << pos);
-    CHECK(test::relative_l2(chunked.logits[pos], whole.logits[pos]) < test::kLogitsRelL2Tolerance);
-  }
-  CHECK(chunked.greedy == whole.greedy);
+  check_same_run(whole, reference_logits(path, " --threads 1 --ubatch 7", tokens));
   fs::remove(path);
 }

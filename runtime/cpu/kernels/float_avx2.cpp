@@ -70,6 +70,26 @@ float dot_f32(const float* a, const float* b, int64_t n) {
   return sum;
 }
 
+// ggml's reduction of 4 accumulators of L lanes: acc0+acc2, acc1+acc3,
+// their sum, then the horizontal sum of its AVX2 build (8 -> 4, two hadds)
+// or of its AVX-512 builds (_mm512_reduce_add_ps: 16 -> 8 -> 4 -> (0+2) +
+// (1+3)); an L = 16 accumulator is two 8-lane halves.
+float reduce_l8(const __m256 acc[4]) {
+  const __m256 r = _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]));
+  const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(r), _mm256_extractf128_ps(r, 1));
+  const __m128 t1 = _mm_hadd_ps(t0, t0);  // (t0[0]+t0[1]) + (t0[2]+t0[3])
+  return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
+}
+
+float reduce_l16(const __m256 lo[4], const __m256 hi[4]) {
+  const __m256 rlo = _mm256_add_ps(_mm256_add_ps(lo[0], lo[2]), _mm256_add_ps(lo[1], lo[3]));
+  const __m256 rhi = _mm256_add_ps(_mm256_add_ps(hi[0], hi[2]), _mm256_add_ps(hi[1], hi[3]));
+  const __m256 t8 = _mm256_add_ps(rlo, rhi);
+  const __m128 t4 = _mm_add_ps(_mm256_castps256_ps128(t8), _mm256_extractf128_ps(t8, 1));
+  const __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));
+  return _mm_cvtss_f32(_mm_add_ss(t2, _mm_shuffle_ps(t2, t2, 1)));
+}
+
 // f16 dot products in the summation order of ggml_vec_dot_f16 (attention's
 // K.q): 4 accumulators of L lanes (L = 8 for ggml's AVX2 build, 16 for its
 // AVX-512 builds without AVX512-FP16) over steps of 4*L values, each
@@ -81,10 +101,7 @@ float dot_f16_l8(const uint16_t* a, const uint16_t* b, int64_t n) {
   const int64_t np = n & ~int64_t{31};
   for (int64_t i = 0; i < np; i += 32)
     for (int j = 0; j < 4; ++j) acc[j] = _mm256_fmadd_ps(load_h(a + i + 8 * j), load_h(b + i + 8 * j), acc[j]);
-  const __m256 r = _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]));
-  const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(r), _mm256_extractf128_ps(r, 1));
-  const __m128 t1 = _mm_hadd_ps(t0, t0);  // (t0[0]+t0[1]) + (t0[2]+t0[3])
-  double sum = _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
+  double sum = reduce_l8(acc);
   for (int64_t i = np; i < n; ++i) sum += static_cast<double>(h2f(a[i]) * h2f(b[i]));
   return static_cast<float>(sum);
 }
@@ -98,13 +115,7 @@ float dot_f16_l16(const uint16_t* a, const uint16_t* b, int64_t n) {
       lo[j] = _mm256_fmadd_ps(load_h(a + i + 16 * j), load_h(b + i + 16 * j), lo[j]);
       hi[j] = _mm256_fmadd_ps(load_h(a + i + 16 * j + 8), load_h(b + i + 16 * j + 8), hi[j]);
     }
-  const __m256 rlo = _mm256_add_ps(_mm256_add_ps(lo[0], lo[2]), _mm256_add_ps(lo[1], lo[3]));
-  const __m256 rhi = _mm256_add_ps(_mm256_add_ps(hi[0], hi[2]), _mm256_add_ps(hi[1], hi[3]));
-  // _mm512_reduce_add_ps: 16 -> 8 (i + i+8) -> 4 (i + i+4) -> (0+2) + (1+3).
-  const __m256 t8 = _mm256_add_ps(rlo, rhi);
-  const __m128 t4 = _mm_add_ps(_mm256_castps256_ps128(t8), _mm256_extractf128_ps(t8, 1));
-  const __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));
-  double sum = _mm_cvtss_f32(_mm_add_ss(t2, _mm_shuffle_ps(t2, t2, 1)));
+  double sum = reduce_l16(lo, hi);
   for (int64_t i = np; i < n; ++i) sum += static_cast<double>(h2f(a[i]) * h2f(b[i]));
   return static_cast<float>(sum);
 }
@@ -117,10 +128,7 @@ float dot_f32_blocks_l8(const float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; i += 32)
     for (int j = 0; j < 4; ++j)
       acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * j), _mm256_loadu_ps(b + i + 8 * j), acc[j]);
-  const __m256 r = _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]));
-  const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(r), _mm256_extractf128_ps(r, 1));
-  const __m128 t1 = _mm_hadd_ps(t0, t0);
-  return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
+  return reduce_l8(acc);
 }
 
 float dot_f32_blocks_l16(const float* a, const float* b, int64_t n) {
@@ -131,12 +139,7 @@ float dot_f32_blocks_l16(const float* a, const float* b, int64_t n) {
       lo[j] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16 * j), _mm256_loadu_ps(b + i + 16 * j), lo[j]);
       hi[j] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16 * j + 8), _mm256_loadu_ps(b + i + 16 * j + 8), hi[j]);
     }
-  const __m256 rlo = _mm256_add_ps(_mm256_add_ps(lo[0], lo[2]), _mm256_add_ps(lo[1], lo[3]));
-  const __m256 rhi = _mm256_add_ps(_mm256_add_ps(hi[0], hi[2]), _mm256_add_ps(hi[1], hi[3]));
-  const __m256 t8 = _mm256_add_ps(rlo, rhi);
-  const __m128 t4 = _mm_add_ps(_mm256_castps256_ps128(t8), _mm256_extractf128_ps(t8, 1));
-  const __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));
-  return _mm_cvtss_f32(_mm_add_ss(t2, _mm_shuffle_ps(t2, t2, 1)));
+  return reduce_l16(lo, hi);
 }
 
 // silu x/(1+exp(-x)) with ggml's vector expf (ggml_v_expf, a polynomial
