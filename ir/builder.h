@@ -23,11 +23,11 @@
 namespace vtc::ir {
 
 struct RopeOptions {
-  std::string mode = "normal";  // normal | neox | multi
+  std::string mode = "normal";  // normal | neox | multi | imulti
   int64_t n_rot = 0;
   double base = 10000.0;
   std::optional<double> freq_scale = std::nullopt;
-  std::vector<int64_t> sections = {};  // multi only: 4 entries
+  std::vector<int64_t> sections = {};  // multi and imulti: 4 entries
   // YaRN (all unset: off).
   std::optional<double> ext_factor = std::nullopt;
   std::optional<double> attn_factor = std::nullopt;
