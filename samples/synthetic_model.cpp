@@ -178,7 +178,7 @@ void plan_gated_attention(Planner& p, const std::string& blk, uint32_t l) {
 void plan_delta_net(Planner& p, const std::string& blk, uint32_t l) {
   const DeltaNetShape g = delta_net_shape(p.s);
   const uint64_t d = p.s.n_embd, v_dim = g.inner_size(), n_v = g.n_v_heads;
-  if (p.o.arch == "qwen3next") {
+  if (p.o.arch == "qwen3next" && !p.o.split_qkvz) {
     // Fused [q, k, v, z] per key-head group (the reference's ssm_in layout).
     p.matrix(blk + "ssm_in.weight", {d, g.conv_dim() + v_dim});
   } else {

@@ -50,6 +50,9 @@ struct Options {
   // Zero blk.<N>.attn_output.weight, or ssm_out.weight on a DeltaNet layer
   // (for sensitivity tests); -1 = none.
   int zero_attn_output_layer = -1;
+  // qwen3next: write the current converter's attn_qkv + attn_gate instead
+  // of the older fused ssm_in (the reference reads either).
+  bool split_qkvz = false;
 };
 
 // Sizes known to the generator, smallest first.

@@ -25,7 +25,8 @@ inline std::vector<int32_t> sample_prompt(const std::string&) {
 // Path of the `arch` model in `type` (f32, f16, or a reference quant type),
 // created on first use. Arch "llama3" is llama with a tied output head and
 // llama3-style rope_freqs; "qwen2-yarn" is qwen2 with YaRN rope scaling
-// (factor 4) and "llama-linear" llama with linear scaling (factor 2).
+// (factor 4), "llama-linear" llama with linear scaling (factor 2) and
+// "qwen3next-split" qwen3next with attn_qkv + attn_gate instead of ssm_in.
 inline std::string model_path(const std::string& arch, const std::string& type) {
   static std::recursive_mutex mutex;  // quantized models recurse for their f32 source
   std::lock_guard<std::recursive_mutex> lock(mutex);
@@ -43,6 +44,7 @@ inline std::string model_path(const std::string& arch, const std::string& type) 
     o.tied_embeddings = o.rope_freqs = arch == "llama3";
     if (arch == "qwen2-yarn") o.rope_scaling = "yarn", o.rope_factor = 4.0f;
     if (arch == "llama-linear") o.rope_scaling = "linear", o.rope_factor = 2.0f;
+    o.split_qkvz = arch == "qwen3next-split";
     o.size = "small";
     o.seed = 1234;
     o.weight_type = type == "f32" ? GgmlType::F32 : GgmlType::F16;

@@ -147,3 +147,7 @@ TEST_CASE("qwen3next f32 matches llama.cpp in one-shot and chunked prefill and 1
 TEST_CASE("qwen3next q8_0 matches llama.cpp in one-shot and chunked prefill", "[e2e][reference][hybrid][moe]") {
   compare("qwen3next", "q8_0");
 }
+
+TEST_CASE("qwen3next with the split attn_qkv + attn_gate layout matches llama.cpp", "[e2e][reference][hybrid][moe]") {
+  compare("qwen3next-split", "f32");
+}

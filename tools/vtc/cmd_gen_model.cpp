@@ -42,6 +42,8 @@ Runner add_gen_model(CLI::App& app) {
   cmd->add_flag("--rope-freqs", o->synth.rope_freqs, "Add a llama3-style rope_freqs.weight (per-pair frequency divisors; not for the hybrids)");
   cmd->add_option("--zero-attn-output", o->synth.zero_attn_output_layer,
                   "Zero blk.N.attn_output.weight, or ssm_out.weight on a DeltaNet layer (sensitivity tests)");
+  cmd->add_flag("--split-qkvz", o->synth.split_qkvz,
+                "qwen3next: attn_qkv + attn_gate (the current converter's layout) instead of the fused ssm_in");
   cmd->add_option("-o,--output", o->out, "Output file")->capture_default_str();
   cmd->add_flag("-q,--quiet", o->quiet, "No progress output");
   return [o] {
