@@ -173,8 +173,8 @@ class DenseBuilder {
   Value forward_layers(Builder& b, Value ids, Value pos, Value seq, const Dim& n) {
     Value x = Builder::named(b.embed(w(b, "token_embd"), ids), "x");
     for (int64_t l = 0; l < h_.n_layer; ++l) {
-      if (hooks_.mixer) x = b.add(x, hooks_.mixer(b, b.rms_norm(x, w(b, blk(l, "attn_norm")), h_.eps), pos, seq, n, l));
-      else x = attention_block(b, x, pos, seq, n, l);
+      Value h = b.rms_norm(x, w(b, blk(l, "attn_norm")), h_.eps);
+      x = b.add(x, hooks_.mixer ? hooks_.mixer(b, h, pos, seq, n, l) : attention(b, h, pos, seq, n, l));
       x = Builder::named(ffn_block(b, x, l), fmt::format("x{}", l));
     }
     return x;
@@ -186,8 +186,8 @@ class DenseBuilder {
     return b.reshape(y, {n, heads, h_.head_dim});
   }
 
-  Value attention_block(Builder& b, Value x, Value pos, Value seq, const Dim& n, int64_t l) {
-    Value h = b.rms_norm(x, w(b, blk(l, "attn_norm")), h_.eps);
+  // The dense token mixer on the normalized input h; the caller adds the residual.
+  Value attention(Builder& b, Value h, Value pos, Value seq, const Dim& n, int64_t l) {
     Value q = project(b, h, l, "attn_q", "attn_q.bias", n, h_.n_head);
     Value k = project(b, h, l, "attn_k", "attn_k.bias", n, h_.n_head_kv);
     Value v = project(b, h, l, "attn_v", "attn_v.bias", n, h_.n_head_kv);
@@ -201,8 +201,7 @@ class DenseBuilder {
     k = b.rope(k, pos, rope, factors);
     ir::AttentionOptions attn{.state = fmt::format("kv.{}", l), .scale = 1.0 / std::sqrt(double(h_.head_dim))};
     Value a = b.attention(q, k, v, pos, seq, attn);
-    Value o = b.matmul(b.reshape(a, {n, h_.n_head * h_.head_dim}), w(b, blk(l, "attn_output")));
-    return b.add(x, o);
+    return b.matmul(b.reshape(a, {n, h_.n_head * h_.head_dim}), w(b, blk(l, "attn_output")));
   }
 
   Value ffn_block(Builder& b, Value x, int64_t l) {
