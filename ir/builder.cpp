@@ -79,13 +79,26 @@ Value Builder::rope(Value x, Value pos, const RopeOptions& o, Value freq_factors
   return one(OpKind::Rope, std::move(operands), std::move(attrs));
 }
 
-Value Builder::attention(Value q, Value k, Value v, Value pos, Value seq, const AttentionOptions& o) {
+Value Builder::attention(Value q, Value k, Value v, Value pos, Value seq, const AttentionOptions& o,
+                         Value selected) {
   std::vector<NamedAttr> attrs = {{"state", Attr::of_symbol(o.state)},
                                   {"scale", Attr::of_float(o.scale)},
                                   {"causal", Attr::of_bool(o.causal)}};
   if (o.window) attrs.push_back({"window", Attr::of_int(*o.window)});
   if (o.softcap) attrs.push_back({"softcap", Attr::of_float(*o.softcap)});
-  return one(OpKind::Attention, {q, k, v, pos, seq}, std::move(attrs));
+  std::vector<Value> operands = {q, k, v, pos, seq};
+  if (selected) operands.push_back(selected);
+  return one(OpKind::Attention, std::move(operands), std::move(attrs));
+}
+
+Value Builder::indexer_select(Value q, Value k, Value k_norm, Value pos, Value seq, const IndexerOptions& o) {
+  std::vector<NamedAttr> attrs = {{"state", Attr::of_symbol(o.state)},   {"ratio", Attr::of_int(o.ratio)},
+                                  {"top_k", Attr::of_int(o.top_k)},      {"eps", Attr::of_float(o.eps)},
+                                  {"mode", Attr::of_enum(o.rope.mode)},  {"n_rot", Attr::of_int(o.rope.n_rot)},
+                                  {"base", Attr::of_float(o.rope.base)}};
+  if (o.rope.freq_scale) attrs.push_back({"freq_scale", Attr::of_float(*o.rope.freq_scale)});
+  if (!o.rope.sections.empty()) attrs.push_back({"sections", Attr::of_ints(o.rope.sections)});
+  return one(OpKind::IndexerSelect, {q, k, k_norm, pos, seq}, std::move(attrs));
 }
 
 Value Builder::causal_conv1d(Value x, Value kernel, Value seq, std::string_view state, int64_t dilation) {

@@ -44,6 +44,15 @@ struct AttentionOptions {
   std::optional<double> softcap = std::nullopt;  // logit soft cap
 };
 
+// The QSA lightning indexer (docs/ir.md: indexer_select).
+struct IndexerOptions {
+  std::string state;   // the side cache of raw keys, paged [1, P, page, D]
+  int64_t ratio = 4;   // tokens per pooled block
+  int64_t top_k = 0;   // selection budget in tokens (whole blocks)
+  double eps = 1e-6;   // of the pooled keys' rms_norm
+  RopeOptions rope;    // applied to each pooled key at its block's start (no YaRN)
+};
+
 struct NgramHashOptions {
   int64_t n = 3;                // longest n-gram
   int64_t heads_per_gram = 1;
@@ -91,7 +100,11 @@ class Builder {
   Value rms_norm(Value x, Value w, double eps);
   // freq_factors (optional): llama3's rope_freqs, [n_rot/2] f32.
   Value rope(Value x, Value pos, const RopeOptions& options, Value freq_factors = {});
-  Value attention(Value q, Value k, Value v, Value pos, Value seq, const AttentionOptions& options);
+  // selected (optional): [T, W] i32 positions each query may attend to (-1: none), from indexer_select.
+  Value attention(Value q, Value k, Value v, Value pos, Value seq, const AttentionOptions& options,
+                  Value selected = {});
+  // Pools the side cache into blocks and returns the [T, top_k + ratio - 1] positions each query keeps.
+  Value indexer_select(Value q, Value k, Value k_norm, Value pos, Value seq, const IndexerOptions& options);
   Value l2_norm(Value x, double eps) { return one(OpKind::L2Norm, {x}, {{"eps", Attr::of_float(eps)}}); }
   // Linear attention: `state` names the per-sequence recurrent state.
   Value causal_conv1d(Value x, Value kernel, Value seq, std::string_view state, int64_t dilation = 1);

@@ -214,6 +214,8 @@ void infer_rope(InferContext& c) {
   c.results.push_back(c.operand(0));
 }
 
+void require_seq_ids(const InferContext& c, size_t i, const Dim& tokens);
+
 // q [T, Hq, D], k [T, Hkv, D], v [T, Hkv, D], pos [T], seq [T]; the KV state
 // is [2, pages..., Hkv, D] (K and V stacked on the leading 2).
 void infer_attention(InferContext& c) {
@@ -246,7 +248,49 @@ void infer_attention(InferContext& c) {
   c.require(c.float_attr("scale") > 0, "scale must be positive");
   c.require(!c.has("window") || c.int_attr("window") > 0, "window must be positive");
   c.require(!c.has("softcap") || c.float_attr("softcap") > 0, "softcap must be positive");
+  if (c.op.operands.size() == 6) {
+    const TensorType& sel = c.operand(5);
+    c.require(sel.elem.kind() == ElemType::I32 && sel.rank() == 2 && sel.shape[0] == q[0],
+              "selected positions (operand 5) must be [" + q[0].str() + ", W] i32, got " + sel.str());
+  }
   c.results.push_back(like_first(c, ElemType::F32, {q[0], q[1], v[2]}));
+}
+
+// q [T, H, D] (normed and roped), k [T, D] raw keys, k_norm [D], pos [T],
+// seq [T] -> [T, top_k + ratio - 1] i32 positions; the side cache is
+// [1, P, page, D] (one key row per position).
+void infer_indexer_select(InferContext& c) {
+  require_rank(c, 0, 3, "queries [T, H, D]");
+  require_rank(c, 1, 2, "raw keys [T, D]");
+  require_rank(c, 2, 1, "key norm weight [D]");
+  for (size_t i = 0; i < 3; ++i)
+    c.require(c.operand(i).elem.kind() == ElemType::F32,
+              "operand " + std::to_string(i) + " must be f32, got " + c.operand(i).str());
+  const Shape &q = c.operand(0).shape, &k = c.operand(1).shape;
+  require_same_dim(c, q[0], k[0], "queries and keys have different token counts");
+  require_same_dim(c, q[2], k[1], "queries and keys have different head dims");
+  require_same_dim(c, c.operand(2).shape[0], k[1], "the key norm weight and the key head dim differ");
+  c.require(c.operand(3).elem.kind() == ElemType::I32 && c.operand(3).shape == Shape{q[0]},
+            "positions (operand 3) must be [" + q[0].str() + "] i32, got " + c.operand(3).str());
+  require_seq_ids(c, 4, q[0]);
+  const int64_t ratio = c.int_attr("ratio"), top_k = c.int_attr("top_k");
+  c.require(ratio >= 1 && ratio <= 64, "ratio must be in [1, 64]");
+  c.require(top_k >= 1, "top_k must be positive");
+  const std::string& mode = c.str_attr("mode", AttrKind::Enum);
+  const bool multi = mode == "multi" || mode == "imulti";
+  c.require(multi == (c.has("sections") && c.ints_attr("sections").size() == 4),
+            "multi rope needs 4 'sections'; other modes take none");
+  const int64_t n_rot = c.int_attr("n_rot");
+  auto dim = k[1].constant();
+  c.require(n_rot > 0 && n_rot % 2 == 0 && (!dim || n_rot <= *dim), "n_rot must be positive, even and at most the head dim");
+  const std::string& name = c.str_attr("state", AttrKind::Symbol);
+  const StateDecl* s = c.module.find_state(name);
+  c.require(s != nullptr, "state @" + name + " is not declared");
+  const Shape& st = s->type.shape;
+  c.require(s->kind == StateKind::Paged && st.size() == 4 && st[0] == Dim(1) && st[3] == k[1],
+            "indexer state @" + name + " " + dims_str(st) + " must be paged [1, P, page, " + k[1].str() + "]");
+  c.require(s->type.elem.is_float(), "indexer state @" + name + " must hold floats");
+  c.results.push_back(like_first(c, ElemType::I32, {q[0], Dim(top_k + ratio - 1)}));
 }
 
 void infer_argmax(InferContext& c) {

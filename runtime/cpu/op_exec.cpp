@@ -293,6 +293,8 @@ void exec_Attention(ExecContext& c, const ir::Op& op) {
   }
 }
 
+void exec_IndexerSelect(ExecContext&, const ir::Op& op) { fail(op, "indexer_select is not implemented yet"); }
+
 // --- linear attention (docs/ir.md: l2_norm, causal_conv1d, delta_rule) -----
 void exec_L2Norm(ExecContext& c, const ir::Op& op) {
   const Buf& x = c.in(op, 0);

@@ -24,11 +24,11 @@ std::vector<int64_t> tail_dims(const ir::StateDecl& decl, size_t first) {
 cpu::HostTensor paged_snapshot(const ir::StateDecl& decl, StateStore& store, StateStore::Buffer& b, int32_t slot) {
   const int64_t positions = int64_t(store.page_table(slot).size()) * store.page_size();
   const size_t row_bytes = size_t(b.row_elems * b.elem_bytes);
-  cpu::HostTensor t{b.elem, {2, positions}, {}};
+  cpu::HostTensor t{b.elem, {b.halves, positions}, {}};
   for (int64_t d : tail_dims(decl, 3)) t.shape.push_back(d);
-  t.bytes.resize(size_t(2 * positions) * row_bytes);
+  t.bytes.resize(size_t(b.halves * positions) * row_bytes);
   uint8_t* out = t.bytes.data();
-  for (int half = 0; half < 2; ++half)
+  for (int half = 0; half < b.halves; ++half)
     for (int64_t p = 0; p < positions; ++p, out += row_bytes) std::memcpy(out, store.kv_row(b, slot, half, p), row_bytes);
   return t;
 }

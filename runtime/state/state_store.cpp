@@ -28,11 +28,12 @@ int64_t constant_tail(const ir::StateDecl& d, size_t first) {
   return n;
 }
 
-// The page size of a paged declaration [2, P, page, ...]; every paged state
-// of a module must agree, because they share one page numbering.
+// The page size of a paged declaration [halves, P, page, ...] (halves: 2
+// for K and V, 1 for a side cache); every paged state of a module must
+// agree, because they share one page numbering.
 int64_t page_size_of(const ir::StateDecl& d) {
-  if (d.type.shape.size() < 4 || d.type.shape[0] != ir::Dim(2))
-    throw Error(fmt::format("state store: paged state @{} must be [2, P, page, ...]", d.name));
+  if (d.type.shape.size() < 4 || (d.type.shape[0] != ir::Dim(2) && d.type.shape[0] != ir::Dim(1)))
+    throw Error(fmt::format("state store: paged state @{} must be [2, P, page, ...] or [1, P, page, ...]", d.name));
   auto page = d.type.shape[2].constant();
   if (!page || *page < 1) throw Error(fmt::format("state store: paged state @{} needs a constant page size", d.name));
   return *page;
@@ -60,7 +61,8 @@ StateStore::StateStore(const ir::Module& module, const StateStoreConfig& config)
     if (decl.kind == ir::StateKind::Paged) {
       b.row_elems = constant_tail(decl, 3);
       b.rows_per_slot = config.n_ctx;
-      b.data.assign(2 * uint64_t(n_pages * page_size_ * b.row_elems * b.elem_bytes), 0);
+      b.halves = int(*decl.type.shape[0].constant());
+      b.data.assign(uint64_t(b.halves) * uint64_t(n_pages * page_size_ * b.row_elems * b.elem_bytes), 0);
     } else {
       b.row_elems = constant_tail(decl, 1);
       b.rows_per_slot = 1;
@@ -107,7 +109,8 @@ std::span<uint8_t> StateStore::slot_bytes(Buffer& b, int32_t slot) {
 
 uint8_t* StateStore::pool_base(Buffer& b, int half) {
   if (b.decl->kind != ir::StateKind::Paged) throw Error(fmt::format("state store: @{} is not paged", b.decl->name));
-  return b.data.data() + uint64_t(half) * (b.data.size() / 2);
+  if (half < 0 || half >= b.halves) throw Error(fmt::format("state store: @{} has no half {}", b.decl->name, half));
+  return b.data.data() + uint64_t(half) * (b.data.size() / uint64_t(b.halves));
 }
 
 uint8_t* StateStore::kv_row(Buffer& b, int32_t slot, int half, int64_t pos) {
@@ -137,7 +140,7 @@ int32_t StateStore::take_free_page() {
   for (auto& b : buffers_) {
     if (b.decl->kind != ir::StateKind::Paged) continue;
     const uint64_t bytes = uint64_t(page_size_ * b.row_elems * b.elem_bytes);
-    for (int half = 0; half < 2; ++half) std::memset(pool_base(b, half) + uint64_t(page) * bytes, 0, bytes);
+    for (int half = 0; half < b.halves; ++half) std::memset(pool_base(b, half) + uint64_t(page) * bytes, 0, bytes);
   }
   return page;
 }

@@ -47,7 +47,8 @@ class StateStore {
     int64_t elem_bytes = 0;
     int64_t row_elems = 0;  // per slot (plain/ring) or per KV position (paged)
     int64_t rows_per_slot = 0;  // 1 for plain/ring; n_ctx (the positions a slot may use) for paged
-    std::vector<uint8_t> data;  // plain: [slot][row]; paged: [2][page][page_size][row_elems]
+    int halves = 1;             // paged: 2 (K and V) or 1 (a side cache)
+    std::vector<uint8_t> data;  // plain: [slot][row]; paged: [halves][page][page_size][row_elems]
   };
 
   const StateStoreConfig& config() const { return config_; }
@@ -64,7 +65,7 @@ class StateStore {
   // Paged only: the bytes of KV row `pos` of `slot`, K (half 0) or V (half
   // 1). Throws when the slot's table has no page for `pos`.
   uint8_t* kv_row(Buffer& b, int32_t slot, int half, int64_t pos);
-  // Paged only: the start of the K or V page pool ([P][page_size][row]).
+  // Paged only: the start of the K or V (half 0 or 1) page pool ([P][page_size][row]).
   uint8_t* pool_base(Buffer& b, int half);
 
   // --- pages ----------------------------------------------------------------
