@@ -173,9 +173,14 @@ void infer_cast(InferContext& c) {
 void infer_rms_norm(InferContext& c) {
   require_rank_at_least(c, 0, 1, "input");
   require_float(c, 0, "input");
-  require_rank(c, 1, 1, "weight");
   require_float(c, 1, "weight");
-  require_same_dim(c, c.operand(1).shape[0], c.operand(0).shape.back(), "weight length and normalized dim differ");
+  // A weight of rank > 1 is a grouped gain (qwen4exp's hyper-connection
+  // norms): [G, D] scales the G rows before the normalized dim separately.
+  const Shape& x = c.operand(0).shape;
+  const Shape& w = c.operand(1).shape;
+  c.require(w.size() >= 1 && w.size() <= x.size() && std::equal(w.begin(), w.end(), x.end() - long(w.size())),
+            "weight " + dims_str(w) + " must match the input's trailing dims " + dims_str(x) +
+                " (the normalized dim, optionally preceded by group dims)");
   c.require(c.float_attr("eps") > 0, "eps must be positive");
   c.results.push_back(c.operand(0));
 }

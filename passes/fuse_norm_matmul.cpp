@@ -44,6 +44,7 @@ std::vector<ir::Op*> users_of(const ir::Function& f, ir::Value v) {
 // not qualify or the set cannot form one region.
 bool fuse_with_users(ir::Function& f, ir::Op& norm) {
   ir::Value n = norm.results[0];
+  if (norm.operands[1].type().rank() != 1) return false;  // grouped gains: the fused kernels take one row
   std::vector<ir::Op*> users = users_of(f, n);
   if (users.empty()) return false;
   for (const ir::Op* u : users)

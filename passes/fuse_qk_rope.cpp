@@ -15,6 +15,7 @@ std::vector<ir::Op*> projection_chain(const ir::Function& f, ir::Op& rope) {
   std::vector<ir::Op*> chain{&rope};
   ir::Value v = rope.operands[0];
   if (ir::Op* norm = single_use_def(f, v, OpKind::RmsNorm)) {
+    if (norm->operands[1].type().rank() != 1) return {};  // the fused epilogue takes a [D] gain
     chain.push_back(norm);
     v = norm->operands[0];
   }

@@ -62,7 +62,7 @@ Kernels emit_TopK(const Ctx& c, const ir::Op& op) { return emit_top_k(op, c.what
 // Mixture of experts runs on the CPU interpreter only so far.
 Kernels emit_MoeRoute(const Ctx&, const ir::Op& op) { unsupported(op, "mixture-of-experts routing has no CUDA kernel yet (CPU only)"); }
 Kernels emit_MoeFfn(const Ctx&, const ir::Op& op) { unsupported(op, "mixture-of-experts FFN has no CUDA kernel yet (CPU only)"); }
-Kernels emit_IndexerSelect(const Ctx&, const ir::Op& op) { unsupported(op, "the QSA indexer has no CUDA kernel yet (CPU only)"); }
+Kernels emit_IndexerSelect(const Ctx& c, const ir::Op& op) { return emit_indexer_select(c.module, op, c.what); }
 Kernels emit_Reshape(const Ctx& c, const ir::Op& op) { return none(c, op); }
 Kernels emit_View(const Ctx& c, const ir::Op& op) { return none(c, op); }
 Kernels emit_Transpose(const Ctx& c, const ir::Op& op) { return data(c, op); }

@@ -95,6 +95,8 @@ Kernels emit_l2_norm(const ir::Op& op, const std::string& what);
 Kernels emit_causal_conv1d(const ir::Module& m, const ir::Op& op, const std::string& what);
 Kernels emit_delta_rule(const ir::Module& m, const ir::Op& op, const std::string& what);
 Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string& what);
+// The QSA indexer (emit_indexer.cpp).
+Kernels emit_indexer_select(const ir::Module& m, const ir::Op& op, const std::string& what);
 Kernels emit_data_movement(const ir::Op& op, const std::string& what);
 Kernels emit_state(const ir::Module& m, const ir::Op& op, const std::string& what);
 Kernels emit_ngram(const ir::Op& op, const std::string& what);

@@ -20,6 +20,13 @@
 //     (m, l, acc[D]) to scratch; attn_combine merges the slices per (token,
 //     head) with weights exp(m_i - max m). Long contexts then use
 //     S * Hq * SPLITS warps instead of S * Hq.
+// Selection (optional operand 5, selected [T, W] i32 from indexer_select):
+// the flash loop walks row t's W entries instead of the positions 0..pos[t]
+// (decode splits the entries), skipping -1, positions after pos[t] and
+// positions listed earlier in the row, so each selected key counts once and
+// every other key contributes nothing. A row that is a strictly increasing
+// run followed only by negatives (indexer_select's form) cannot repeat a
+// position, so the warp checks that once and skips the repeat scan.
 // Scores: s = (q . k) * scale, or softcap * tanh(s * scale / softcap). The
 // accumulator is f32 (the CPU accumulates V in f16 for an f16 cache, as
 // ggml's CPU flash attention does; see docs/cuda.md). A query with no
@@ -32,6 +39,18 @@ namespace vtc::cuda {
 namespace {
 
 constexpr int kSplits = 16;
+
+// Heads of the flash loop: every position, or the entries of a selection row.
+constexpr const char* kPlainHead = "    for (long long j = j_begin; j < j_end; ++j) {\n";
+constexpr const char* kSelectedHead = R"(    for (long long e = j_begin; e < j_end; ++e) {
+      const long long j = srow[e];
+      if (j < 0 || j > qp) continue;
+      if (!strict) {
+        bool dup = false;
+        for (long long u = lane; u < e; u += 32) dup |= srow[u] == j;
+        if (__any_sync(0xffffffffu, dup)) continue;
+      }
+)";
 
 struct AttnShape {
   int64_t hq, hkv, d, page;
@@ -87,13 +106,13 @@ Kernel kv_append(const ir::Op& op, const AttnShape& a, const std::string& what) 
 }
 
 // The shared flash loop over keys [j_begin, j_end) of one (token, head).
-std::string flash_loop(const AttnShape& a, double scale, double softcap, int64_t window) {
+// With a selection it walks the row's entries [j_begin, j_end) instead.
+std::string flash_loop(const AttnShape& a, double scale, double softcap, int64_t window, bool selected) {
   const std::string load = a.kv_load;
   std::string score = softcap != 0.0 ? fmt::format("{} * tanhf(s * {})", flit(softcap), flit(scale / softcap))
                                      : fmt::format("s * {}", flit(scale));
   std::string mask = window > 0 ? fmt::format("      if (qp - j >= {}) continue;\n", window) : "";
-  return fmt::format(R"(    for (long long j = j_begin; j < j_end; ++j) {{
-{0}      const long long row = (long long)page_table[sq * s_PT_STRIDE + j / PAGE] * PAGE + j % PAGE;
+  return fmt::format(R"({4}{0}      const long long row = (long long)page_table[sq * s_PT_STRIDE + j / PAGE] * PAGE + j % PAGE;
       const {1}* kr = k_pool + row * ROW + kvh * D;
       const {1}* vr = v_pool + row * ROW + kvh * D;
       float s = 0.0f;
@@ -107,7 +126,7 @@ std::string flash_loop(const AttnShape& a, double scale, double softcap, int64_t
       m = m_new;
     }}
 )",
-                     mask, a.kv_ctype, load, score);
+                     mask, a.kv_ctype, load, score, selected ? kSelectedHead : kPlainHead);
 }
 
 // Parameters and per-warp setup common to prefill and decode kernels.
@@ -126,48 +145,33 @@ std::string flash_prologue(const AttnShape& a) {
                      a.hq, a.hkv, a.d, a.page);
 }
 
-}  // namespace
-
-Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string& what) {
-  const AttnShape a = attn_shape(m, op);
-  const double scale = attr_f(op, "scale", 1.0), softcap = attr_f(op, "softcap", 0.0);
-  const int64_t window = attr_i(op, "window", 0);
-  Kernels out{kv_append(op, a, what)};
-  const bool prefill = a.tokens.str().find('T') != std::string::npos;
-  KernelBuilder kb(prefill ? "attn_prefill" : "attn_decode", what);
-  kb.in(op.operands[0], "q");
-  kb.in(op.operands[3], "pos");
-  kb.in(op.operands[4], "seq");
-  kb.state_pool(a.state, 0, "k_pool", "const " + a.kv_ctype + "*");
-  kb.state_pool(a.state, 1, "v_pool", "const " + a.kv_ctype + "*");
-  kb.page_table();
-  const std::string tokens = kb.expr(a.tokens);
-  std::string body = fmt::format("  const long long TOKENS = {};\n", tokens) + flash_prologue(a);
-  if (prefill) {
-    kb.out(op.results[0], "out");
-    body += "  const long long j_begin = 0, j_end = qp + 1;\n" + flash_loop(a, scale, softcap, window);
-    body += "  for (int i = 0; i < DL; ++i)\n    if (lane + 32 * i < D) out[(t * HQ + h) * D + lane + 32 * i] = l > 0.0f ? acc[i] / l : 0.0f;\n";
-    kb.body(body);
-    kb.launch(a.tokens * (a.hq * 32), 128);
-    out.push_back(kb.finish());
-    return out;
-  }
-  const ir::Dim part_floats = a.tokens * (a.hq * kSplits * (a.d + 2));
-  kb.scratch(part_floats * 4);
-  body += fmt::format(R"(  constexpr long long SPLITS = {0};
-  const long long n_kv = qp + 1, per = (n_kv + SPLITS - 1) / SPLITS;
-  const long long j_begin = blockIdx.y * per, j_end = min(n_kv, j_begin + per);
+// Selection: row t of `sel` and whether it is strictly increasing then
+// negative only (no repeats possible).
+std::string selection_prologue(int64_t width) {
+  return fmt::format(R"(  constexpr long long SW = {0};
+  const int* srow = sel + t * SW;
+  bool unordered = false;
+  for (long long u = lane; u + 1 < SW; u += 32) {{
+    const int x = srow[u], y = srow[u + 1];
+    unordered |= x < 0 ? y >= 0 : (y >= 0 && y <= x);
+  }}
+  const bool strict = !__any_sync(0xffffffffu, unordered);
 )",
-                      kSplits);
-  body += flash_loop(a, scale, softcap, window);
-  body += R"(  float* part = scratch + ((t * HQ + h) * SPLITS + blockIdx.y) * (D + 2);
-  if (lane == 0) { part[0] = m; part[1] = l; }
-  for (int i = 0; i < DL; ++i) if (lane + 32 * i < D) part[2 + lane + 32 * i] = acc[i];
-)";
-  kb.body(body);
-  kb.launch(a.tokens * (a.hq * 32), 128, ir::Dim(kSplits), 1);
-  out.push_back(kb.finish());
+                     width);
+}
 
+// The width W of operand 5, or 0 without one.
+int64_t selection_width(const ir::Op& op) {
+  if (op.operands.size() < 6) return 0;
+  const ir::TensorType& st = op.operands[5].type();
+  auto w = st.rank() == 2 ? st.shape[1].constant() : std::nullopt;
+  if (st.elem.kind() != ir::ElemType::I32 || !w || *w <= 0)
+    unsupported(op, "selected positions must be [T, W] i32 with a constant W, got " + st.str());
+  return *w;
+}
+
+// Split-K combine: merges the SPLITS partial (m, l, acc) of each (token, head).
+Kernel combine(const ir::Op& op, const AttnShape& a, const ir::Dim& part_floats, const std::string& what) {
   KernelBuilder cb("attn_combine", what + " [split-K combine]");
   cb.scratch(part_floats * 4);
   const std::string o = cb.out(op.results[0], "out");
@@ -193,7 +197,57 @@ Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string&
 )",
                       a.hq, a.d, kSplits, cb.expr(a.tokens), o));
   cb.launch(a.tokens * (a.hq * 32), 128);
-  out.push_back(cb.finish());
+  return cb.finish();
+}
+
+}  // namespace
+
+Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string& what) {
+  const AttnShape a = attn_shape(m, op);
+  const double scale = attr_f(op, "scale", 1.0), softcap = attr_f(op, "softcap", 0.0);
+  const int64_t window = attr_i(op, "window", 0), width = selection_width(op);
+  Kernels out{kv_append(op, a, what)};
+  const bool prefill = a.tokens.str().find('T') != std::string::npos;
+  KernelBuilder kb(prefill ? "attn_prefill" : "attn_decode", what);
+  kb.in(op.operands[0], "q");
+  kb.in(op.operands[3], "pos");
+  kb.in(op.operands[4], "seq");
+  kb.state_pool(a.state, 0, "k_pool", "const " + a.kv_ctype + "*");
+  kb.state_pool(a.state, 1, "v_pool", "const " + a.kv_ctype + "*");
+  kb.page_table();
+  if (width) kb.in(op.operands[5], "sel");
+  const std::string tokens = kb.expr(a.tokens);
+  std::string body = fmt::format("  const long long TOKENS = {};\n", tokens) + flash_prologue(a);
+  if (width) body += selection_prologue(width);
+  // Keys (or selection entries) to walk: [0, n_keys).
+  const char* n_keys = width ? "SW" : "qp + 1";
+  if (prefill) {
+    kb.out(op.results[0], "out");
+    body += fmt::format("  const long long j_begin = 0, j_end = {};\n", n_keys);
+    body += flash_loop(a, scale, softcap, window, width != 0);
+    body += "  for (int i = 0; i < DL; ++i)\n    if (lane + 32 * i < D) out[(t * HQ + h) * D + lane + 32 * i] = l > 0.0f ? acc[i] / l : 0.0f;\n";
+    kb.body(body);
+    kb.launch(a.tokens * (a.hq * 32), 128);
+    out.push_back(kb.finish());
+    return out;
+  }
+  const ir::Dim part_floats = a.tokens * (a.hq * kSplits * (a.d + 2));
+  kb.scratch(part_floats * 4);
+  body += fmt::format(R"(  constexpr long long SPLITS = {0};
+  const long long n_kv = {1}, per = (n_kv + SPLITS - 1) / SPLITS;
+  const long long j_begin = blockIdx.y * per, j_end = min(n_kv, j_begin + per);
+)",
+                      kSplits, n_keys);
+  body += flash_loop(a, scale, softcap, window, width != 0);
+  body += R"(  float* part = scratch + ((t * HQ + h) * SPLITS + blockIdx.y) * (D + 2);
+  if (lane == 0) { part[0] = m; part[1] = l; }
+  for (int i = 0; i < DL; ++i) if (lane + 32 * i < D) part[2 + lane + 32 * i] = acc[i];
+)";
+  kb.body(body);
+  kb.launch(a.tokens * (a.hq * 32), 128, ir::Dim(kSplits), 1);
+  out.push_back(kb.finish());
+
+  out.push_back(combine(op, a, part_floats, what));
   return out;
 }
 

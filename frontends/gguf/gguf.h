@@ -57,6 +57,9 @@ class Value {
   // Any integer type (and bool) widened; nullopt for other types or
   // unsigned values above INT64_MAX.
   std::optional<int64_t> as_int() const;
+  // A 64-bit pattern: u64 as stored, other integers sign-extended (hash
+  // multipliers are u64 and may exceed INT64_MAX); nullopt for non-integers.
+  std::optional<uint64_t> as_bits64() const;
   // F32/F64, and integers converted.
   std::optional<double> as_float() const;
   std::optional<bool> as_bool() const;

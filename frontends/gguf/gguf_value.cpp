@@ -67,6 +67,12 @@ std::optional<double> Value::as_float() const {
   return std::nullopt;
 }
 
+std::optional<uint64_t> Value::as_bits64() const {
+  if (auto* u = std::get_if<uint64_t>(&storage_)) return *u;
+  if (auto i = as_int()) return static_cast<uint64_t>(*i);
+  return std::nullopt;
+}
+
 std::optional<bool> Value::as_bool() const {
   if (auto* b = std::get_if<bool>(&storage_)) return *b;
   return std::nullopt;

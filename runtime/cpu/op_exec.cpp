@@ -9,6 +9,7 @@
 #include "frontends/gguf/dequant.h"
 #include "passes/memory_plan.h"
 #include "runtime/cpu/exec_context.h"
+#include "runtime/cpu/kernels/indexer.h"
 #include "runtime/cpu/kernels/kernels.h"
 #include "runtime/cpu/kernels/linear_attention.h"
 #include "runtime/cpu/kernels/moe.h"
@@ -199,12 +200,16 @@ void exec_RmsNorm(ExecContext& c, const ir::Op& op) {
   const Buf& w = c.in(op, 1);
   require_f32(op, x, "input");
   require_f32(op, w, "weight");
-  rms_norm(x.as<float>(), w.as<float>(), float(float_attr(op, "eps")), x.rows(), x.last_dim(), c.out(op).as<float>());
+  const float eps = float(float_attr(op, "eps"));
+  const int64_t cols = x.last_dim(), groups = w.rows();
+  if (groups == 1) return rms_norm(x.as<float>(), w.as<float>(), eps, x.rows(), cols, c.out(op).as<float>());
+  // A grouped weight [G, D]: row r takes gain row r % G.
+  for (int64_t r = 0; r < x.rows(); ++r)
+    rms_norm(x.as<float>() + r * cols, w.as<float>() + (r % groups) * cols, eps, 1, cols, c.out(op).as<float>() + r * cols);
 }
 
-void exec_Rope(ExecContext& c, const ir::Op& op) {
-  const Buf& x = c.in(op, 0);
-  require_f32(op, x, "input");
+// The rope attributes of `rope` and `indexer_select` (which has no YaRN ones).
+RopeParams rope_params(const ir::Op& op) {
   const std::string& mode = op.attr("mode")->s;
   RopeParams p;
   p.n_dims = int_attr(op, "n_rot");
@@ -218,13 +223,38 @@ void exec_Rope(ExecContext& c, const ir::Op& op) {
   }
   p.freq_base = float(float_attr(op, "base", 10000.0));
   p.freq_scale = float(float_attr(op, "freq_scale", 1.0));
-  if (op.operands.size() == 3) p.freq_factors = c.in(op, 2).as<float>();
   p.attn_factor = float(float_attr(op, "attn_factor", 1.0));
   p.ext_factor = float(float_attr(op, "ext_factor", 0.0));
   if (p.ext_factor != 0.0f)
     rope_yarn_corr_dims(p.n_dims, int_attr(op, "n_ctx_orig"), p.freq_base, float(float_attr(op, "beta_fast", 32.0)),
                         float(float_attr(op, "beta_slow", 1.0)), p.corr_dims);
+  return p;
+}
+
+void exec_Rope(ExecContext& c, const ir::Op& op) {
+  const Buf& x = c.in(op, 0);
+  require_f32(op, x, "input");
+  RopeParams p = rope_params(op);
+  if (op.operands.size() == 3) p.freq_factors = c.in(op, 2).as<float>();
   rope(x.as<float>(), x.shape[0], x.shape[1], x.shape[2], c.in(op, 1).as<int32_t>(), p, c.out(op).as<float>());
+}
+
+// Rows `members` of a [T, row] buffer, in order, into dst; returns dst's data.
+template <typename T>
+const T* gather_rows(const T* src, const std::vector<int32_t>& members, int64_t row, std::vector<T>& dst) {
+  dst.resize(members.size() * size_t(row));
+  for (size_t i = 0; i < members.size(); ++i)
+    std::memcpy(dst.data() + i * size_t(row), src + members[i] * row, size_t(row) * sizeof(T));
+  return dst.data();
+}
+
+// Stores n floats as a row of an f32 or f16 cache.
+void store_row(const float* src, uint8_t* dst, int64_t n, bool f16) {
+  if (!f16) {
+    std::memcpy(dst, src, size_t(n) * 4);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) reinterpret_cast<uint16_t*>(dst)[i] = fp32_to_fp16(src[i]);
 }
 
 // Appends each token's K/V row to its sequence's cache at its position,
@@ -264,10 +294,13 @@ void exec_Attention(ExecContext& c, const ir::Op& op) {
   p.n_swa = int32_t(int_attr(op, "window", 0));
   p.page_size = c.states.page_size();
   const int64_t q_row = n_head * head_dim;
+  // Operand 5: the positions each query may read (from indexer_select).
+  const Buf* selected = op.operands.size() == 6 ? &c.in(op, 5) : nullptr;
+  p.selected_width = selected != nullptr ? selected->shape[1] : 0;
   // Tokens of one sequence are gathered in order, so any batch layout works.
   std::vector<bool> done(size_t(n_tokens), false);
   std::vector<float> q_rows, out_rows;
-  std::vector<int32_t> q_pos, members;
+  std::vector<int32_t> q_pos, members, sel_rows;
   for (int64_t first = 0; first < n_tokens; ++first) {
     if (done[size_t(first)]) continue;
     const int32_t s = seq.as<int32_t>()[first];
@@ -275,10 +308,9 @@ void exec_Attention(ExecContext& c, const ir::Op& op) {
     q_pos.clear();
     for (int64_t t = first; t < n_tokens; ++t)
       if (seq.as<int32_t>()[t] == s) members.push_back(int32_t(t)), q_pos.push_back(pos.as<int32_t>()[t]), done[size_t(t)] = true;
-    q_rows.resize(members.size() * size_t(q_row));
-    out_rows.resize(q_rows.size());
-    for (size_t i = 0; i < members.size(); ++i)
-      std::memcpy(q_rows.data() + i * q_row, q.as<float>() + members[i] * q_row, size_t(q_row) * 4);
+    out_rows.resize(members.size() * size_t(q_row));
+    gather_rows(q.as<float>(), members, q_row, q_rows);
+    if (selected != nullptr) p.selected = gather_rows(selected->as<int32_t>(), members, p.selected_width, sel_rows);
     p.n_tokens = int64_t(members.size());
     p.n_kv = *std::max_element(q_pos.begin(), q_pos.end()) + 1;
     const int32_t slot = int32_t(sequence_slot(c, op, s));
@@ -293,7 +325,34 @@ void exec_Attention(ExecContext& c, const ir::Op& op) {
   }
 }
 
-void exec_IndexerSelect(ExecContext&, const ir::Op& op) { fail(op, "indexer_select is not implemented yet"); }
+// Stores each token's raw key in the side cache first (a query reads the
+// keys of earlier tokens of the same step), then selects per sequence.
+void exec_IndexerSelect(ExecContext& c, const ir::Op& op) {
+  const Buf &q = c.in(op, 0), &k = c.in(op, 1), &k_norm = c.in(op, 2), &pos = c.in(op, 3), &seq = c.in(op, 4);
+  for (int i = 0; i < 3; ++i) require_f32(op, c.in(op, size_t(i)), i == 0 ? "q" : i == 1 ? "k" : "k_norm");
+  StateStore::Buffer& cache = c.states.buffer(op.attr("state")->s);
+  const bool f16 = cache.elem.kind() == ir::ElemType::F16;
+  if (!f16 && cache.elem.kind() != ir::ElemType::F32) fail(op, "the indexer cache must be f16 or f32");
+  const int64_t n_tokens = q.shape[0], dim = k.shape[1];
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const int32_t p = pos.as<int32_t>()[t];
+    if (p < 0 || p >= cache.rows_per_slot)
+      fail(op, fmt::format("position {} is outside the context of {} tokens", p, cache.rows_per_slot));
+    const int32_t slot = int32_t(sequence_slot(c, op, seq.as<int32_t>()[t]));
+    store_row(k.as<float>() + t * dim, c.states.kv_row(cache, slot, 0, p), dim, f16);
+  }
+  IndexerParams p{.n_tokens = n_tokens, .n_head = q.shape[1], .head_dim = dim, .ratio = int_attr(op, "ratio"),
+                  .top_k = int_attr(op, "top_k"), .eps = float(float_attr(op, "eps")), .rope = rope_params(op),
+                  .cache = c.states.pool_base(cache, 0), .cache_type = f16 ? GgmlType::F16 : GgmlType::F32,
+                  .page_size = c.states.page_size()};
+  std::vector<IndexerTable> tables;
+  for (int32_t slot : c.slots) {
+    const auto& table = c.states.page_table(slot);
+    tables.push_back({table.data(), int64_t(table.size())});
+  }
+  indexer_select(q.as<float>(), k_norm.as<float>(), pos.as<int32_t>(), seq.as<int32_t>(), tables.data(),
+                 int64_t(tables.size()), p, c.out(op).as<int32_t>(), c.pool);
+}
 
 // --- linear attention (docs/ir.md: l2_norm, causal_conv1d, delta_rule) -----
 void exec_L2Norm(ExecContext& c, const ir::Op& op) {

@@ -250,10 +250,15 @@ struct Executor::Impl {
     return b;
   }
 
+  // A paged state holds `halves` equal pools (K and V, or one side cache).
   DevPtr state_base(const KernelArg& a) {
-    DevPtr base = state_bufs.at(a.state);
-    if (a.kind == KernelArg::Kind::StatePool && a.half == 1) base += states.buffer(a.state).data.size() / 2;
-    return base;
+    const DevPtr base = state_bufs.at(a.state);
+    if (a.kind != KernelArg::Kind::StatePool) return base;
+    const StateStore::Buffer& buf = states.buffer(a.state);
+    if (a.half < 0 || a.half >= buf.halves)
+      throw Error(fmt::format("cuda: state @{} has {} half(s), a kernel asks for half {}", a.state, buf.halves,
+                              a.half));
+    return base + DevPtr(a.half) * DevPtr(buf.data.size() / uint64_t(buf.halves));
   }
 
   void launch(const Kernel& k, void* fn, const Bound& b, const std::map<std::string, DevPtr>& extra = {}) {

@@ -4,7 +4,8 @@
 // compiled by NVRTC to cubin for the device's arch (disk-cached) and loaded;
 // every weight is uploaded once; every declared state gets a device buffer
 // with the host StateStore's layout (plain rows per slot; paged pools of
-// [2][P][page][row]); the host StateStore keeps the page bookkeeping.
+// [halves][P][page][row], halves 2 for K/V or 1 for a side cache such as
+// indexer_select's); the host StateStore keeps the page bookkeeping.
 //
 // Per step:
 //  1. bind the step symbols (S from the slots, T/R/... from argument sizes,

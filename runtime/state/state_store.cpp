@@ -39,6 +39,13 @@ int64_t page_size_of(const ir::StateDecl& d) {
   return *page;
 }
 
+// The byte a fresh slot holds: an integer ring (the n-gram history) starts
+// as -1 everywhere, "no token", which ngram_hash reads as a cut context; a
+// zero would read as token 0.
+uint8_t empty_byte(const ir::StateDecl& d) {
+  return d.kind == ir::StateKind::Ring && d.type.elem.is_integer() ? 0xFF : 0;
+}
+
 }  // namespace
 
 StateStore::StateStore(const ir::Module& module, const StateStoreConfig& config) : config_(config) {
@@ -66,7 +73,7 @@ StateStore::StateStore(const ir::Module& module, const StateStoreConfig& config)
     } else {
       b.row_elems = constant_tail(decl, 1);
       b.rows_per_slot = 1;
-      b.data.assign(uint64_t(config.n_slots) * uint64_t(b.row_elems * b.elem_bytes), 0);
+      b.data.assign(uint64_t(config.n_slots) * uint64_t(b.row_elems * b.elem_bytes), empty_byte(decl));
     }
     buffers_.push_back(std::move(b));
   }
@@ -187,7 +194,7 @@ void StateStore::reset_slot(int32_t slot) {
   for (auto& b : buffers_) {
     if (b.decl->kind == ir::StateKind::Paged) continue;
     auto bytes = slot_bytes(b, slot);
-    std::memset(bytes.data(), 0, bytes.size());
+    std::memset(bytes.data(), empty_byte(*b.decl), bytes.size());
   }
 }
 

@@ -87,8 +87,9 @@ class StateStore {
   void retain(int32_t page);
   void release(int32_t page);
 
-  // Drops the slot's page references and zeroes its plain states (a new
-  // sequence starts).
+  // Drops the slot's page references and empties its plain and ring
+  // states (a new sequence starts): zeros, except integer rings, which hold
+  // -1 ("no token").
   void reset_slot(int32_t slot);
   void check_slot(int32_t slot) const;
   uint64_t total_bytes() const;

@@ -4,7 +4,8 @@
 // qwen3 models lowered with the CUDA pipeline. A failure names the kernel
 // and quotes the generated line. Also: compile errors point at source
 // lines, the disk cache hits on the second compile and misses on another
-// arch, equal layers share kernels, unsupported ops are named.
+// arch, equal layers share kernels, unsupported ops are named. The QSA
+// indexer (indexer_cases.vtcir) and attention with a selection likewise.
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
@@ -117,6 +118,13 @@ TEST_CASE("every op case generates kernels that compile to PTX for sm_80 and sm_
 TEST_CASE("linear-attention and multi-section rope cases compile to PTX for sm_80 and sm_90", "[nvrtc]") {
   ScopedCache cache("linear");
   CHECK(compile_case_file(VTC_CUDA_LINEAR_CASES, 7) >= 2 * 20);
+}
+
+// indexer_select feeding attention's selection operand: f16 and f32 side
+// caches, rope neox/imulti/multi/normal, ratios 1..4, head dims 48..128.
+TEST_CASE("QSA indexer and attention-with-selection cases compile to PTX for sm_80 and sm_90", "[nvrtc]") {
+  ScopedCache cache("indexer");
+  CHECK(compile_case_file(VTC_CUDA_INDEXER_CASES, 4) >= 2 * 4 * 11);
 }
 
 // [reference]: the generator copies a real vocabulary from the reference.
@@ -377,4 +385,84 @@ TEST_CASE("l2_norm and sum on f16/bf16 and a K = 1 convolution compile to PTX", 
       INFO("kernel " << k.entry << ": " << k.what);
       CHECK(nvrtc().compile(k, 90, CodeKind::Ptx).image.find(".entry " + k.entry) != std::string::npos);
     }
+}
+
+namespace {
+
+// A bf16 side cache with a head dim over 128 (each lane holds 5 elements),
+// one indexer head; the CUDA side supports it although the GPU cases stick
+// to f16/f32.
+const char* kIndexerBf16 = R"(state @idx : paged<1 x P x 16 x 160 x bf16, device>
+func @decode(%q: tensor<S x 1 x 160 x f32, device>, %k: tensor<S x 160 x f32, device>, %kn: tensor<160 x f32, device>, %pos: tensor<S x i32, device>, %seq: tensor<S x i32, device>) {
+  %sel = indexer_select(%q, %k, %kn, %pos, %seq) {state = @idx, ratio = 8, top_k = 64, eps = 0.000001, mode = neox, n_rot = 64, base = 10000.0} : tensor<S x 71 x i32, device>
+  return(%sel)
+})";
+
+}  // namespace
+
+TEST_CASE("indexer_select: side cache append, block scores, heap selection, and attention walking the selection") {
+  using Kind = vtc::cuda::KernelArg::Kind;
+  const auto cases = vtc::ir::split_source_cases(read(VTC_CUDA_INDEXER_CASES));
+  REQUIRE(cases.size() >= 4);
+  // Case 1: neox, f16 side cache @idx.0, ratio 4, top_k 8 (W = 11), H = 2, D = 64.
+  auto mk = vtc::cuda::generate_model(vtc::ir::parse(cases[0].text, {cases[0].first_line}));
+  for (const auto& step : mk.steps) {
+    INFO("step @" << step.function);
+    const auto& ks = step.kernels;
+    const size_t app = find_kernel(ks, "idx_append_"), score = find_kernel(ks, "idx_score_"),
+                 sel = find_kernel(ks, "idx_select_"), kv = find_kernel(ks, "kv_append_");
+    // Stores before scores before the selection, all before attention reads it.
+    REQUIRE(app == 0);
+    REQUIRE(score == 1);
+    REQUIRE(sel == 2);
+    REQUIRE(kv == 3);
+    const std::string tokens = step.function == "prefill" ? "T" : "S";
+    for (size_t i : {app, score}) {
+      CHECK(has_arg(ks[i], Kind::StatePool, "idx.0"));
+      CHECK(has_arg(ks[i], Kind::PageTable));
+    }
+    for (const auto& a : ks[app].args)
+      if (a.kind == Kind::StatePool) CHECK(a.half == 0);  // the side cache has one half
+    CHECK(ks[app].source.find("pool[row * D + i] = vtc_f2h(k[e]);") != std::string::npos);
+    // One warp per (token, block): PT_STRIDE * ceil(16 / 4) blocks per token.
+    CHECK(ks[score].threads_x.str() == "PT_STRIDE*" + tokens + "*128");
+    CHECK(ks[score].source.find("vtc_h2f(pool[row * D + lane + 32 * i])") != std::string::npos);
+    CHECK(ks[score].source.find("const long long a = i, b = a + 32;") != std::string::npos);  // neox pairs
+    CHECK(ks[score].source.find("score = __fadd_rn(score, dot > 0.0f ? dot : 0.0f);") != std::string::npos);
+    // Scores [T][PT_STRIDE * 4] f32 then heaps [T][11] i32, shared by both kernels.
+    CHECK(ks[score].scratch_bytes.str() == ks[sel].scratch_bytes.str());
+    CHECK(ks[sel].threads_x.str() == tokens);
+    CHECK(ks[sel].source.find("constexpr long long R = 4, W = 11, NBP = 4;") != std::string::npos);
+    CHECK(ks[sel].source.find("if (value(i) > value(heap[0])) adjust(0, i);") != std::string::npos);
+    // Attention takes the selection and walks its entries.
+    const size_t attn = kv + 1;
+    REQUIRE(attn < ks.size());
+    CHECK(ks[attn].source.find("const int* __restrict__ sel") != std::string::npos);
+    CHECK(ks[attn].source.find("const long long j = srow[e];") != std::string::npos);
+  }
+  // Case 4: normal rope pairs (2i, 2i+1), ratio 1, f32 side cache stored as is.
+  auto normal = vtc::cuda::generate_model(vtc::ir::parse(cases[3].text, {cases[3].first_line}));
+  const auto& ks = normal.steps.at(0).kernels;
+  CHECK(ks.at(0).source.find("pool[row * D + i] = k[e];") != std::string::npos);
+  CHECK(ks.at(1).source.find("const long long a = 2 * i, b = a + 1;") != std::string::npos);
+  CHECK(ks.at(1).source.find("y0 = __fmaf_rn(x0, c, -__fmul_rn(x1, s));") != std::string::npos);
+  // Attention without a selection never mentions one.
+  for (const auto& c : vtc::ir::split_source_cases(read(VTC_CUDA_OP_CASES))) {
+    if (c.text.find("attention(") == std::string::npos) continue;
+    for (const auto& step : vtc::cuda::generate_model(vtc::ir::parse(c.text, {c.first_line})).steps)
+      for (const auto& k : step.kernels) CHECK(k.source.find("srow") == std::string::npos);
+  }
+}
+
+TEST_CASE("a bf16 side cache with head dim 160 compiles to PTX", "[nvrtc]") {
+  ScopedCache cache("indexer-bf16");
+  const auto ks = kernels_of(kIndexerBf16);
+  REQUIRE(ks.size() == 3);
+  CHECK(ks[0].source.find("vtc_f2bf(k[e])") != std::string::npos);
+  CHECK(ks[2].source.find("constexpr long long R = 8, W = 71, NBP = 2;") != std::string::npos);
+  for (const auto& k : ks) {
+    INFO("kernel " << k.entry << ": " << k.what);
+    for (int arch : {80, 90})
+      CHECK(nvrtc().compile(k, arch, CodeKind::Ptx).image.find(".entry " + k.entry) != std::string::npos);
+  }
 }

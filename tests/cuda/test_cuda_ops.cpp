@@ -6,12 +6,16 @@
 // (tiny llama: prefill logits, greedy decode with ids fed back on the
 // device). The linear-attention cases (linear_attention_cases.vtcir) run
 // over several steps with interleaved sequences, so the recurrent states
-// carry over. Without a GPU the executable prints "SKIPPED: <reason>" and
-// exits 77, so ctest reports it skipped, never passed.
+// carry over. The QSA indexer cases (indexer_cases.vtcir) run prefill
+// chunks and decodes with explicit positions, so the side cache and the KV
+// cache grow per sequence; their selected positions must match exactly.
+// Without a GPU the executable prints "SKIPPED: <reason>" and exits 77, so
+// ctest reports it skipped, never passed.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -104,13 +108,15 @@ HostTensor make_arg(const vtc::ir::Value& arg, const std::vector<int64_t>& shape
 // One step of a case: the function to run, the step's sequences (S) and
 // tokens (T; decode has one token per sequence) and, when not empty, the
 // sequence index of every token (else prefill tokens all belong to
-// sequence 0 and decode token i to sequence i). Decode functions size
-// their token dims by S; T only matters to prefill.
+// sequence 0 and decode token i to sequence i), and, when not empty, the
+// position of every token (else make_arg's). Decode functions size their
+// token dims by S; T only matters to prefill.
 struct StepPlan {
   std::string step;
   int32_t seqs = 1;
   int64_t tokens = 7;
   std::vector<int32_t> seq;
+  std::vector<int32_t> pos;
 };
 
 vtc::cpu::StepRequest make_request(const vtc::ir::Function& fn, const StepPlan& plan, std::mt19937& rng) {
@@ -129,9 +135,10 @@ vtc::cpu::StepRequest make_request(const vtc::ir::Function& fn, const StepPlan& 
       shape.push_back(*v);
     }
     req.args[a->name] = make_arg(a, shape, decode, rng);
-    if (a->name == "seq" && !plan.seq.empty()) {
-      REQUIRE(int64_t(plan.seq.size()) * 4 == int64_t(req.args[a->name].bytes.size()));
-      std::memcpy(req.args[a->name].bytes.data(), plan.seq.data(), plan.seq.size() * 4);
+    const std::vector<int32_t>* given = a->name == "seq" ? &plan.seq : a->name == "pos" ? &plan.pos : nullptr;
+    if (given && !given->empty()) {
+      REQUIRE(int64_t(given->size()) * 4 == int64_t(req.args[a->name].bytes.size()));
+      std::memcpy(req.args[a->name].bytes.data(), given->data(), given->size() * 4);
     }
   }
   return req;
@@ -148,12 +155,17 @@ double tolerance(const std::string& case_text) {
 
 // Plain and ring states must match exactly (they hold copies or the same
 // roundings), except the delta rule's matrices: its dot products are
-// reassociated on the GPU (warp sums), so those compare by NMSE.
+// reassociated on the GPU (warp sums), so those compare by NMSE. Of the
+// paged states only one-half side caches (indexer_select's raw keys, stored
+// with the same rounding) are compared, exactly.
 void check_states(const vtc::StateStore& cpu, const vtc::StateStore& gpu, const std::string& case_text) {
   for (size_t s = 0; s < cpu.buffers().size(); ++s) {
     const auto& buf = cpu.buffers()[s];
     INFO("state @" << buf.decl->name);
-    if (buf.decl->kind == vtc::ir::StateKind::Paged) continue;
+    if (buf.decl->kind == vtc::ir::StateKind::Paged) {
+      if (buf.halves == 1) CHECK(buf.data == gpu.buffers()[s].data);
+      continue;
+    }
     const auto& a = buf.data;
     const auto& b = gpu.buffers()[s].data;
     if (case_text.find("delta_rule") == std::string::npos || buf.elem.kind() != vtc::ir::ElemType::F32) {
@@ -193,8 +205,13 @@ int run_case_file(const std::string& path, const std::vector<StepPlan>& plans) {
       if (!fn) continue;
       INFO("step " << p << " (@" << fn->name << ")");
       auto req = make_request(*fn, plans[p], rng);
+      std::vector<int64_t> need(req.slots.size(), 16);  // positions each slot must hold
+      for (size_t t = 0; t < plans[p].pos.size(); ++t) {
+        int64_t& n = need.at(size_t(plans[p].seq.at(t)));
+        n = std::max<int64_t>(n, plans[p].pos[t] + 1);
+      }
       for (size_t i = 0; i < req.slots.size(); ++i)
-        for (auto* st : {&cpu_states, &gpu_states}) REQUIRE(st->reserve(req.slots[i], 16));
+        for (auto* st : {&cpu_states, &gpu_states}) REQUIRE(st->reserve(req.slots[i], need[i]));
       gpu.upload_states();  // page bookkeeping is host-side; contents must match
       auto want = cpu.run(req);
       auto got = gpu.run(req);
@@ -202,7 +219,10 @@ int run_case_file(const std::string& path, const std::vector<StepPlan>& plans) {
       for (size_t i = 0; i < want.size(); ++i) {
         INFO("@" << fn->name << " result " << i);
         REQUIRE(want[i].shape == got[i].shape);
-        CHECK(nmse(as_doubles(want[i]), as_doubles(got[i])) <= tolerance(c.text));
+        if (want[i].elem.kind() == vtc::ir::ElemType::I32 && c.text.find("indexer_select") != std::string::npos)
+          CHECK(want[i].bytes == got[i].bytes);  // selected positions: exact
+        else
+          CHECK(nmse(as_doubles(want[i]), as_doubles(got[i])) <= tolerance(c.text));
         ++checked;
       }
       gpu.download_states();
@@ -217,7 +237,7 @@ int run_case_file(const std::string& path, const std::vector<StepPlan>& plans) {
 
 TEST_CASE("op cases: CPU interpreter vs CUDA executor by NMSE, with sentinels", "[gpu]") {
   // prefill before decode, so decode attention sees a history.
-  CHECK(run_case_file(VTC_CUDA_OP_CASES, {{"prefill", 1, 7, {}}, {"decode", 3, 7, {}}}) > 50);
+  CHECK(run_case_file(VTC_CUDA_OP_CASES, {{"prefill", 1, 7, {}, {}}, {"decode", 3, 7, {}, {}}}) > 50);
 }
 
 // Recurrent states over several steps: a prefill of two interleaved
@@ -226,12 +246,43 @@ TEST_CASE("op cases: CPU interpreter vs CUDA executor by NMSE, with sentinels", 
 // one new), then another decode with the sequences in reverse batch order.
 TEST_CASE("linear-attention cases: CPU vs CUDA over interleaved and chunked steps", "[gpu]") {
   const std::vector<StepPlan> plans = {
-      {"prefill", 2, 7, {0, 0, 1, 0, 1, 1, 0}},
-      {"prefill", 2, 5, {1, 1, 0, 1, 0}},
-      {"decode", 3, 7, {0, 1, 2}},
-      {"decode", 3, 7, {2, 1, 0}},
+      {"prefill", 2, 7, {0, 0, 1, 0, 1, 1, 0}, {}},
+      {"prefill", 2, 5, {1, 1, 0, 1, 0}, {}},
+      {"decode", 3, 7, {0, 1, 2}, {}},
+      {"decode", 3, 7, {2, 1, 0}, {}},
   };
   CHECK(run_case_file(VTC_CUDA_LINEAR_CASES, plans) >= 20);
+}
+
+namespace {
+
+// Appends `count` tokens of sequence `seq` at positions first, first+1, ...
+void add_run(StepPlan& plan, int32_t seq, int32_t first, int32_t count) {
+  for (int32_t i = 0; i < count; ++i) plan.seq.push_back(seq), plan.pos.push_back(first + i);
+  plan.tokens = int64_t(plan.seq.size());
+}
+
+}  // namespace
+
+// The QSA indexer feeding attention, over a history long enough that the
+// selection drops blocks (W <= 11, contexts up to 38): a first prefill
+// chunk of two sequences, a second chunk continuing both (sequence 1 first
+// in the batch, sequence 0's runs split around it), then two decodes of
+// three sequences (the third new), the second in reverse batch order.
+TEST_CASE("indexer cases: CPU vs CUDA over prefill chunks and decodes", "[gpu]") {
+  StepPlan first{"prefill", 2, 0, {}, {}}, second{"prefill", 2, 0, {}, {}};
+  add_run(first, 0, 0, 24);
+  add_run(first, 1, 0, 10);
+  add_run(second, 0, 24, 5);
+  add_run(second, 1, 10, 20);
+  add_run(second, 0, 29, 7);
+  const std::vector<StepPlan> plans = {
+      first,
+      second,
+      {"decode", 3, 3, {0, 1, 2}, {36, 30, 0}},
+      {"decode", 3, 3, {2, 1, 0}, {1, 31, 37}},
+  };
+  CHECK(run_case_file(VTC_CUDA_INDEXER_CASES, plans) == 4 * 4 * 2);
 }
 
 // [reference]: the generator copies a real vocabulary from the reference.

@@ -128,8 +128,14 @@ TEST_CASE_METHOD(Fixture, "shape: l2_norm, causal_conv1d and delta_rule", "[ir][
 TEST_CASE_METHOD(Fixture, "shape: rms_norm", "[ir][shapes]") {
   CHECK(type(b.rms_norm(x, w, 1e-6)) == "tensor<T x 64 x f32, device>");
   Value w8 = b.arg("w8", tensor({8}, ElemType::F32));
-  CHECK_THROWS_WITH(b.rms_norm(x, w8, 1e-6), Contains("weight length and normalized dim differ"));
+  CHECK_THROWS_WITH(b.rms_norm(x, w8, 1e-6), Contains("must match the input's trailing dims"));
   CHECK_THROWS_WITH(b.rms_norm(x, w, 0.0), Contains("eps must be positive"));
+  // Grouped gains: [G, D] over [T, G, D] (hyper-connection streams).
+  Value streams = b.reshape(x, {T, 4, 16});
+  Value gains = b.arg("gains", tensor({4, 16}, ElemType::F32));
+  CHECK(type(b.rms_norm(streams, gains, 1e-6)) == "tensor<T x 4 x 16 x f32, device>");
+  Value wrong = b.arg("wrong", tensor({2, 16}, ElemType::F32));
+  CHECK_THROWS_WITH(b.rms_norm(streams, wrong, 1e-6), Contains("must match the input's trailing dims"));
 }
 
 TEST_CASE_METHOD(Fixture, "shape: rope normal, neox and multi", "[ir][shapes]") {
@@ -156,6 +162,72 @@ TEST_CASE_METHOD(Fixture, "shape: attention with GQA, window and softcap", "[ir]
   CHECK_THROWS_WITH(b.attention(q, k, k, pos, pos, {.state = "hist", .scale = 1}), Contains("KV state @hist"));
   CHECK_THROWS_WITH(b.attention(q, k, k, pos, pos, {.state = "none", .scale = 1}), Contains("not declared"));
   CHECK_THROWS_WITH(b.attention(q, k, k, pos, x, o), Contains("sequence ids (operand 4)"));
+}
+
+TEST_CASE_METHOD(Fixture, "shape: indexer_select", "[ir][shapes]") {
+  m.add_state("idx", StateKind::Paged, tensor({1, P, 16, 16}, ElemType::F16));
+  m.add_state("idx_i", StateKind::Paged, tensor({1, P, 16, 16}, ElemType::I32));
+  Value q = b.reshape(x, {T, 4, 16});
+  Value k = b.slice(x, 1, 0, 16);
+  Value kn = b.arg("kn", tensor({16}, ElemType::F32));
+  IndexerOptions o{.state = "idx", .ratio = 4, .top_k = 32, .eps = 1e-6, .rope = {.mode = "neox", .n_rot = 16}};
+  CHECK(type(b.indexer_select(q, k, kn, pos, ids, o)) == "tensor<T x 35 x i32, device>");
+  IndexerOptions multi = o;
+  multi.rope = {.mode = "imulti", .n_rot = 16, .sections = {4, 2, 2, 0}};
+  CHECK(type(b.indexer_select(q, k, kn, pos, ids, multi)) == "tensor<T x 35 x i32, device>");
+  auto with = [&](auto edit) {
+    IndexerOptions e = o;
+    edit(e);
+    return e;
+  };
+  CHECK_THROWS_WITH(b.indexer_select(q, k, kn, pos, ids, with([](auto& e) { e.rope.mode = "multi"; })),
+                    Contains("multi rope needs 4 'sections'; other modes take none"));
+  CHECK_THROWS_WITH(b.indexer_select(q, k, kn, pos, ids, with([](auto& e) { e.rope.sections = {4, 2, 2, 0}; })),
+                    Contains("multi rope needs 4 'sections'; other modes take none"));
+  CHECK_THROWS_WITH(b.indexer_select(q, k, kn, pos, ids, with([](auto& e) { e.ratio = 0; })),
+                    Contains("ratio must be in [1, 64]"));
+  CHECK_THROWS_WITH(b.indexer_select(q, k, kn, pos, ids, with([](auto& e) { e.ratio = 65; })),
+                    Contains("ratio must be in [1, 64]"));
+  CHECK_THROWS_WITH(b.indexer_select(q, k, kn, pos, ids, with([](auto& e) { e.top_k = 0; })),
+                    Contains("top_k must be positive"));
+  CHECK_THROWS_WITH(b.indexer_select(q, k, kn, pos, ids, with([](auto& e) { e.rope.n_rot = 18; })),
+                    Contains("n_rot must be positive, even and at most the head dim"));
+  CHECK_THROWS_WITH(b.indexer_select(q, k, kn, pos, ids, with([](auto& e) { e.rope.n_rot = 3; })),
+                    Contains("n_rot must be positive, even and at most the head dim"));
+  CHECK_THROWS_WITH(b.indexer_select(q, k, kn, pos, ids, with([](auto& e) { e.state = "kv"; })),
+                    Contains("indexer state @kv [2 x P x 16 x 2 x 8] must be paged [1, P, page, 16]"));
+  CHECK_THROWS_WITH(b.indexer_select(q, k, kn, pos, ids, with([](auto& e) { e.state = "hist"; })),
+                    Contains("must be paged [1, P, page, 16]"));
+  CHECK_THROWS_WITH(b.indexer_select(q, k, kn, pos, ids, with([](auto& e) { e.state = "none"; })),
+                    Contains("state @none is not declared"));
+  CHECK_THROWS_WITH(b.indexer_select(q, k, kn, pos, ids, with([](auto& e) { e.state = "idx_i"; })),
+                    Contains("indexer state @idx_i must hold floats"));
+  CHECK_THROWS_WITH(b.indexer_select(q, b.slice(x, 1, 0, 8), kn, pos, ids, o),
+                    Contains("queries and keys have different head dims: 16 != 8"));
+  Value k5 = b.arg("k5", tensor({5, 16}, ElemType::F32));
+  CHECK_THROWS_WITH(b.indexer_select(q, k5, kn, pos, ids, o),
+                    Contains("queries and keys have different token counts: T != 5"));
+  CHECK_THROWS_WITH(b.indexer_select(q, q, kn, pos, ids, o), Contains("raw keys [T, D] (operand 1) must have rank 2"));
+  CHECK_THROWS_WITH(b.indexer_select(x, k, kn, pos, ids, o), Contains("queries [T, H, D] (operand 0) must have rank 3"));
+  CHECK_THROWS_WITH(b.indexer_select(b.cast(q, ElemType::F16), k, kn, pos, ids, o), Contains("operand 0 must be f32"));
+  Value kn8 = b.arg("kn8", tensor({8}, ElemType::F32));
+  CHECK_THROWS_WITH(b.indexer_select(q, k, kn8, pos, ids, o),
+                    Contains("the key norm weight and the key head dim differ"));
+  CHECK_THROWS_WITH(b.indexer_select(q, k, kn, k, ids, o), Contains("positions (operand 3) must be [T] i32"));
+  CHECK_THROWS_WITH(b.indexer_select(q, k, kn, pos, k, o), Contains("sequence ids (operand 4) must be [T] i32"));
+}
+
+TEST_CASE_METHOD(Fixture, "shape: attention's selected positions (operand 5)", "[ir][shapes]") {
+  Value q = b.reshape(b.slice(x, 1, 0, 32), {T, 4, 8});
+  Value k = b.reshape(b.slice(x, 1, 32, 16), {T, 2, 8});
+  AttentionOptions o{.state = "kv", .scale = 0.35};
+  Value sel = b.arg("sel", tensor({T, 35}, ElemType::I32));
+  CHECK(type(b.attention(q, k, k, pos, ids, o, sel)) == "tensor<T x 4 x 8 x f32, device>");
+  CHECK_THROWS_WITH(b.attention(q, k, k, pos, ids, o, x),
+                    Contains("selected positions (operand 5) must be [T, W] i32, got tensor<T x 64 x f32, device>"));
+  Value sel5 = b.arg("sel5", tensor({5, 35}, ElemType::I32));
+  CHECK_THROWS_WITH(b.attention(q, k, k, pos, ids, o, sel5), Contains("selected positions (operand 5) must be [T, W] i32"));
+  CHECK_THROWS_WITH(b.attention(q, k, k, pos, ids, o, ids), Contains("selected positions (operand 5) must be [T, W] i32"));
 }
 
 TEST_CASE_METHOD(Fixture, "shape: softmax, argmax, top_k", "[ir][shapes]") {

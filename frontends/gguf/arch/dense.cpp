@@ -171,6 +171,7 @@ class DenseBuilder {
   Value w(Builder& b, const std::string& name) { return b.weight(name); }
 
   Value forward_layers(Builder& b, Value ids, Value pos, Value seq, const Dim& n) {
+    if (hooks_.forward) return hooks_.forward(b, ids, pos, seq, n);
     Value x = Builder::named(b.embed(w(b, "token_embd"), ids), "x");
     for (int64_t l = 0; l < h_.n_layer; ++l) {
       Value h = b.rms_norm(x, w(b, blk(l, "attn_norm")), h_.eps);
@@ -210,7 +211,7 @@ class DenseBuilder {
   }
 
   Value head(Builder& b, Value x) {
-    Value h = b.rms_norm(x, w(b, "output_norm"), h_.eps);
+    Value h = hooks_.final_norm ? hooks_.final_norm(b, x) : b.rms_norm(x, w(b, "output_norm"), h_.eps);
     return b.matmul(h, w(b, h_.tied ? "token_embd" : "output"));
   }
 
@@ -246,12 +247,13 @@ ir::ElemType elem_type_of(GgmlType type) {
 }
 
 std::vector<std::string> known_architectures() {
-  return {"llama", "qwen2", "qwen3", "qwen3moe", "qwen35", "qwen35moe", "qwen3next"};
+  return {"llama", "qwen2", "qwen3", "qwen3moe", "qwen35", "qwen35moe", "qwen3next", "qwen4exp"};
 }
 
 ir::Module build_module(const gguf::GgufFile& f, const BuildOptions& o) {
   const std::string arch = f.architecture();
   if (arch == "qwen3moe") return build_qwen3moe(f, o);
+  if (arch == "qwen4exp") return build_qwen4exp(f, o);
   if (arch == "qwen35" || arch == "qwen35moe" || arch == "qwen3next") return build_qwen35(f, o);
   for (const auto& known : {"llama", "qwen2", "qwen3"})
     if (arch == known) return build_decoder(f, o, read_dense_hparams(f));

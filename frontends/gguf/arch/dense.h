@@ -46,6 +46,12 @@ struct DecoderHooks {
   MixerFn mixer;                        // replaces the dense attention block
   std::function<void(ir::Module&)> declare_states;  // replaces the per-layer KV states
   std::string ffn_norm = "ffn_norm";    // the FFN's pre-norm weight (blk.N.<name>)
+  // Replaces the embedding and every layer: the residual stream [n, ...]
+  // of the step's tokens (the prefill gathers its output rows from it).
+  std::function<ir::Value(ir::Builder& b, ir::Value ids, ir::Value pos, ir::Value seq, const ir::Dim& n)> forward;
+  // Replaces rms_norm(output_norm): the residual rows to the [rows, D]
+  // input of the output matrix.
+  std::function<ir::Value(ir::Builder& b, ir::Value x)> final_norm;
 };
 
 // Declares the weights and states and builds @prefill and @decode of a
@@ -71,6 +77,8 @@ ir::Value routed_experts(ir::Builder& b, ir::Value h, int64_t layer, int64_t n_u
 int64_t read_expert_hparams(const gguf::GgufFile& f, const std::string& arch);
 
 // Architectures with their own files.
+// qwen4exp: hyper-connections, PLE and the QSA indexer around the hybrid layers (arch/qwen4exp.cpp).
+ir::Module build_qwen4exp(const gguf::GgufFile& f, const BuildOptions& o);
 ir::Module build_qwen3moe(const gguf::GgufFile& f, const BuildOptions& o);
 // qwen35, qwen35moe, qwen3next: Gated DeltaNet hybrids (arch/qwen35.cpp).
 ir::Module build_qwen35(const gguf::GgufFile& f, const BuildOptions& o);

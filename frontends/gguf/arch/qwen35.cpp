@@ -29,7 +29,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "frontends/gguf/arch/dense.h"
+#include "frontends/gguf/arch/hybrid.h"
 #include "support/error.h"
 
 namespace vtc::arch {
@@ -39,17 +39,9 @@ using ir::Builder;
 using ir::Dim;
 using ir::Value;
 
-struct DeltaNetHparams {
-  int64_t conv_kernel = 0, head_dim = 0, k_heads = 0, v_heads = 0;
-  std::vector<bool> recurrent;  // per layer
-  std::vector<int64_t> rope_sections;
-  bool interleaved = false;     // qwen3next: interleaved head repeat, neox rope
-  bool fused_qkvz = false;      // ssm_in (older qwen3next files) instead of attn_qkv + attn_gate
-  bool fused_ba = false;        // ssm_ba (qwen3next) instead of ssm_beta + ssm_alpha
-  bool moe = false;
-  int64_t n_used = 0;
-  double expert_scale = 0.0;
-};
+Value w(Builder& b, int64_t l, const char* name) { return b.weight(fmt::format("blk.{}.{}", l, name)); }
+
+}  // namespace
 
 std::vector<int64_t> int_array(const gguf::GgufFile& f, const std::string& key) {
   std::vector<int64_t> out;
@@ -88,6 +80,7 @@ DeltaNetHparams read_deltanet_hparams(const gguf::GgufFile& f, const DenseHparam
     d.rope_sections = int_array(f, a + ".rope.dimension_sections");
     d.rope_sections.resize(4, 0);
   }
+  d.sigmoid_output_gate = a == "qwen4exp";
   d.moe = a != "qwen35";
   if (d.moe) {
     d.n_used = read_expert_hparams(f, a);
@@ -96,132 +89,119 @@ DeltaNetHparams read_deltanet_hparams(const gguf::GgufFile& f, const DenseHparam
   return d;
 }
 
-class HybridLayers {
- public:
-  HybridLayers(const DenseHparams& h, const DeltaNetHparams& d) : h_(h), d_(d) {}
-
-  void declare_states(ir::Module& m, const BuildOptions& o) const {
-    const Dim P = Dim::symbol("P"), S = Dim::symbol("S");
-    const int64_t conv_channels = 2 * d_.k_heads * d_.head_dim + d_.v_heads * d_.head_dim;
-    for (int64_t l = 0; l < h_.n_layer; ++l) {
-      if (!d_.recurrent[size_t(l)]) {
-        m.add_state(fmt::format("kv.{}", l), ir::StateKind::Paged,
-                    {o.kv_type, {2, P, o.kv_page_tokens, h_.n_head_kv, h_.head_dim}, ir::Placement::Device});
-        continue;
-      }
-      m.add_state(fmt::format("gdn_conv.{}", l), ir::StateKind::Plain,
-                  {ir::ElemType::F32, {S, d_.conv_kernel - 1, conv_channels}, ir::Placement::Device});
-      m.add_state(fmt::format("gdn_state.{}", l), ir::StateKind::Plain,
-                  {ir::ElemType::F32, {S, d_.v_heads, d_.head_dim, d_.head_dim}, ir::Placement::Device});
+void HybridLayers::declare_states(ir::Module& m, const BuildOptions& o) const {
+  const Dim P = Dim::symbol("P"), S = Dim::symbol("S");
+  const int64_t conv_channels = 2 * d_.k_heads * d_.head_dim + d_.v_heads * d_.head_dim;
+  for (int64_t l = 0; l < h_.n_layer; ++l) {
+    if (!d_.recurrent[size_t(l)]) {
+      m.add_state(fmt::format("kv.{}", l), ir::StateKind::Paged,
+                  {o.kv_type, {2, P, o.kv_page_tokens, h_.n_head_kv, h_.head_dim}, ir::Placement::Device});
+      continue;
     }
+    m.add_state(fmt::format("gdn_conv.{}", l), ir::StateKind::Plain,
+                {ir::ElemType::F32, {S, d_.conv_kernel - 1, conv_channels}, ir::Placement::Device});
+    m.add_state(fmt::format("gdn_state.{}", l), ir::StateKind::Plain,
+                {ir::ElemType::F32, {S, d_.v_heads, d_.head_dim, d_.head_dim}, ir::Placement::Device});
   }
+}
 
-  Value mixer(Builder& b, Value h, Value pos, Value seq, const Dim& n, int64_t l) const {
-    return d_.recurrent[size_t(l)] ? delta_net(b, h, seq, n, l) : gated_attention(b, h, pos, seq, n, l);
+Value HybridLayers::mixer(Builder& b, Value h, Value pos, Value seq, const Dim& n, int64_t l) const {
+  return d_.recurrent[size_t(l)] ? delta_net(b, h, seq, n, l) : gated_attention(b, h, pos, seq, n, l);
+}
+
+Value HybridLayers::ffn(Builder& b, Value h, int64_t l) const {
+  if (!d_.moe) return swiglu_ffn(b, h, l);
+  Value routed = routed_experts(b, h, l, d_.n_used, d_.expert_scale);
+  Value gate_w = b.reshape(w(b, l, "ffn_gate_inp_shexp"), {1, h_.n_embd});
+  Value shared = b.mul(swiglu_ffn(b, h, l, "_shexp"), b.sigmoid(b.matmul(h, gate_w)));
+  return b.add(routed, shared);
+}
+
+HybridLayers::Projections HybridLayers::project(Builder& b, Value h, const Dim& n, int64_t l) const {
+  // Fused layouts interleave the parts per key head: ssm_in holds
+  // [q d | k d | v r*d | z r*d] and ssm_ba [beta r | alpha r], r = Hv / Hk.
+  const int64_t d = d_.head_dim, r = d_.v_heads / d_.k_heads, hk = d_.k_heads;
+  auto part = [&](Value x, int64_t start, int64_t size) { return b.reshape(b.slice(x, 2, start, size), {n, hk * size}); };
+  Projections p;
+  if (d_.fused_qkvz) {
+    Value qkvz = b.reshape(b.matmul(h, w(b, l, "ssm_in")), {n, hk, 2 * d + 2 * r * d});
+    p.qkv = b.concat({part(qkvz, 0, d), part(qkvz, d, d), part(qkvz, 2 * d, r * d)}, 1);
+    p.z = part(qkvz, 2 * d + r * d, r * d);
+  } else {
+    p.qkv = b.matmul(h, w(b, l, "attn_qkv"));
+    p.z = b.matmul(h, w(b, l, "attn_gate"));
   }
-
-  Value ffn(Builder& b, Value h, int64_t l) const {
-    if (!d_.moe) return swiglu_ffn(b, h, l);
-    Value routed = routed_experts(b, h, l, d_.n_used, d_.expert_scale);
-    Value gate_w = b.reshape(w(b, l, "ffn_gate_inp_shexp"), {1, h_.n_embd});
-    Value shared = b.mul(swiglu_ffn(b, h, l, "_shexp"), b.sigmoid(b.matmul(h, gate_w)));
-    return b.add(routed, shared);
+  if (d_.fused_ba) {
+    Value ba = b.reshape(b.matmul(h, w(b, l, "ssm_ba")), {n, hk, 2 * r});
+    p.beta = part(ba, 0, r);
+    p.alpha = part(ba, r, r);
+  } else {
+    p.beta = b.matmul(h, w(b, l, "ssm_beta"));
+    p.alpha = b.matmul(h, w(b, l, "ssm_alpha"));
   }
+  return p;
+}
 
- private:
-  static Value w(Builder& b, int64_t l, const char* name) { return b.weight(fmt::format("blk.{}.{}", l, name)); }
+// [n, Hk, d] -> [n, Hv, d]: tiled (head h = key head h mod Hk) or
+// interleaved (head h = key head h / r).
+Value HybridLayers::repeat_heads(Builder& b, Value x, const Dim& n) const {
+  const int64_t r = d_.v_heads / d_.k_heads;
+  if (r == 1) return x;
+  if (!d_.interleaved) return b.concat(std::vector<Value>(size_t(r), x), 1);
+  Value one = b.reshape(x, {n, d_.k_heads, 1, d_.head_dim});
+  return b.reshape(b.concat(std::vector<Value>(size_t(r), one), 2), {n, d_.v_heads, d_.head_dim});
+}
 
-  // The input projections in qwen35's layout: qkv [n, 2 Hk d + Hv d],
-  // z [n, Hv d], beta and alpha [n, Hv].
-  struct Projections {
-    Value qkv, z, beta, alpha;
+Value HybridLayers::delta_net(Builder& b, Value h, Value seq, const Dim& n, int64_t l) const {
+  const int64_t d = d_.head_dim, hk = d_.k_heads, hv = d_.v_heads;
+  Projections p = project(b, h, n, l);
+  Value beta = b.sigmoid(p.beta);
+  Value g = b.mul(b.softplus(b.add(p.alpha, w(b, l, "ssm_dt.bias"))), w(b, l, "ssm_a"));
+  Value conv = b.silu(b.causal_conv1d(p.qkv, w(b, l, "ssm_conv1d"), seq, fmt::format("gdn_conv.{}", l)));
+  auto heads = [&](int64_t start, int64_t count) {
+    return b.reshape(b.slice(conv, 1, start * d, count * d), {n, count, d});
   };
+  auto l2 = [&](Value x) { return b.l2_norm(x, h_.eps); };
+  Value q = repeat_heads(b, l2(heads(0, hk)), n);
+  Value k = repeat_heads(b, l2(heads(hk, hk)), n);
+  Value v = heads(2 * hk, hv);
+  // The reference scales by 1.0f / sqrtf(float(d)), which differs from the
+  // double quotient for some sizes (96).
+  const double scale = double(1.0f / std::sqrt(float(d)));
+  Value o = b.delta_rule(q, k, v, g, beta, seq, fmt::format("gdn_state.{}", l), scale);
+  Value normed = b.rms_norm(o, w(b, l, "ssm_norm"), h_.eps);
+  Value z = b.reshape(p.z, {n, hv, d});
+  Value gated = b.mul(normed, d_.sigmoid_output_gate ? b.sigmoid(z) : b.silu(z));
+  return b.matmul(b.reshape(gated, {n, hv * d}), w(b, l, "ssm_out"));
+}
 
-  Projections project(Builder& b, Value h, const Dim& n, int64_t l) const {
-    // Fused layouts interleave the parts per key head: ssm_in holds
-    // [q d | k d | v r*d | z r*d] and ssm_ba [beta r | alpha r], r = Hv / Hk.
-    const int64_t d = d_.head_dim, r = d_.v_heads / d_.k_heads, hk = d_.k_heads;
-    auto part = [&](Value x, int64_t start, int64_t size) { return b.reshape(b.slice(x, 2, start, size), {n, hk * size}); };
-    Projections p;
-    if (d_.fused_qkvz) {
-      Value qkvz = b.reshape(b.matmul(h, w(b, l, "ssm_in")), {n, hk, 2 * d + 2 * r * d});
-      p.qkv = b.concat({part(qkvz, 0, d), part(qkvz, d, d), part(qkvz, 2 * d, r * d)}, 1);
-      p.z = part(qkvz, 2 * d + r * d, r * d);
-    } else {
-      p.qkv = b.matmul(h, w(b, l, "attn_qkv"));
-      p.z = b.matmul(h, w(b, l, "attn_gate"));
-    }
-    if (d_.fused_ba) {
-      Value ba = b.reshape(b.matmul(h, w(b, l, "ssm_ba")), {n, hk, 2 * r});
-      p.beta = part(ba, 0, r);
-      p.alpha = part(ba, r, r);
-    } else {
-      p.beta = b.matmul(h, w(b, l, "ssm_beta"));
-      p.alpha = b.matmul(h, w(b, l, "ssm_alpha"));
-    }
-    return p;
+Value HybridLayers::gated_attention(Builder& b, Value h, Value pos, Value seq, const Dim& n, int64_t l,
+                                    Value selected) const {
+  const int64_t hd = h_.head_dim, nh = h_.n_head, nkv = h_.n_head_kv;
+  Value qg = b.reshape(b.matmul(h, w(b, l, "attn_q")), {n, nh, 2 * hd});
+  Value q = b.rms_norm(b.slice(qg, 2, 0, hd), w(b, l, "attn_q_norm"), h_.eps);
+  Value gate = b.reshape(b.slice(qg, 2, hd, hd), {n, nh * hd});
+  Value k = b.rms_norm(b.reshape(b.matmul(h, w(b, l, "attn_k")), {n, nkv, hd}), w(b, l, "attn_k_norm"), h_.eps);
+  Value v = b.reshape(b.matmul(h, w(b, l, "attn_v")), {n, nkv, hd});
+  const Rope rope = attention_rope(b, pos, n);
+  q = b.rope(q, rope.pos, rope.options);
+  k = b.rope(k, rope.pos, rope.options);
+  ir::AttentionOptions attn{.state = fmt::format("kv.{}", l), .scale = 1.0 / std::sqrt(double(hd))};
+  Value a = b.reshape(b.attention(q, k, v, pos, seq, attn, selected), {n, nh * hd});
+  return b.matmul(b.mul(a, b.sigmoid(gate)), w(b, l, "attn_output"));
+}
+
+HybridLayers::Rope HybridLayers::attention_rope(Builder& b, Value pos, const Dim& n) const {
+  Rope rope{rope_options(h_), pos};
+  if (!d_.interleaved) {
+    // Text: the token's position in all four components.
+    rope.options.mode = "imulti";
+    rope.options.sections = d_.rope_sections;
+    Value column = b.reshape(pos, {n, 1});
+    rope.pos = b.concat({column, column, column, column}, 1);
   }
-
-  // [n, Hk, d] -> [n, Hv, d]: tiled (head h = key head h mod Hk) or
-  // interleaved (head h = key head h / r).
-  Value repeat_heads(Builder& b, Value x, const Dim& n) const {
-    const int64_t r = d_.v_heads / d_.k_heads;
-    if (r == 1) return x;
-    if (!d_.interleaved) return b.concat(std::vector<Value>(size_t(r), x), 1);
-    Value one = b.reshape(x, {n, d_.k_heads, 1, d_.head_dim});
-    return b.reshape(b.concat(std::vector<Value>(size_t(r), one), 2), {n, d_.v_heads, d_.head_dim});
-  }
-
-  Value delta_net(Builder& b, Value h, Value seq, const Dim& n, int64_t l) const {
-    const int64_t d = d_.head_dim, hk = d_.k_heads, hv = d_.v_heads;
-    Projections p = project(b, h, n, l);
-    Value beta = b.sigmoid(p.beta);
-    Value g = b.mul(b.softplus(b.add(p.alpha, w(b, l, "ssm_dt.bias"))), w(b, l, "ssm_a"));
-    Value conv = b.silu(b.causal_conv1d(p.qkv, w(b, l, "ssm_conv1d"), seq, fmt::format("gdn_conv.{}", l)));
-    auto heads = [&](int64_t start, int64_t count) {
-      return b.reshape(b.slice(conv, 1, start * d, count * d), {n, count, d});
-    };
-    auto l2 = [&](Value x) { return b.l2_norm(x, h_.eps); };
-    Value q = repeat_heads(b, l2(heads(0, hk)), n);
-    Value k = repeat_heads(b, l2(heads(hk, hk)), n);
-    Value v = heads(2 * hk, hv);
-    // The reference scales by 1.0f / sqrtf(float(d)), which differs from the
-    // double quotient for some sizes (96).
-    const double scale = double(1.0f / std::sqrt(float(d)));
-    Value o = b.delta_rule(q, k, v, g, beta, seq, fmt::format("gdn_state.{}", l), scale);
-    Value normed = b.rms_norm(o, w(b, l, "ssm_norm"), h_.eps);
-    Value gated = b.mul(normed, b.silu(b.reshape(p.z, {n, hv, d})));
-    return b.matmul(b.reshape(gated, {n, hv * d}), w(b, l, "ssm_out"));
-  }
-
-  Value gated_attention(Builder& b, Value h, Value pos, Value seq, const Dim& n, int64_t l) const {
-    const int64_t hd = h_.head_dim, nh = h_.n_head, nkv = h_.n_head_kv;
-    Value qg = b.reshape(b.matmul(h, w(b, l, "attn_q")), {n, nh, 2 * hd});
-    Value q = b.rms_norm(b.slice(qg, 2, 0, hd), w(b, l, "attn_q_norm"), h_.eps);
-    Value gate = b.reshape(b.slice(qg, 2, hd, hd), {n, nh * hd});
-    Value k = b.rms_norm(b.reshape(b.matmul(h, w(b, l, "attn_k")), {n, nkv, hd}), w(b, l, "attn_k_norm"), h_.eps);
-    Value v = b.reshape(b.matmul(h, w(b, l, "attn_v")), {n, nkv, hd});
-    ir::RopeOptions rope = rope_options(h_);
-    Value rope_pos = pos;
-    if (!d_.interleaved) {
-      // Text: the token's position in all four components.
-      rope.mode = "imulti";
-      rope.sections = d_.rope_sections;
-      Value column = b.reshape(pos, {n, 1});
-      rope_pos = b.concat({column, column, column, column}, 1);
-    }
-    q = b.rope(q, rope_pos, rope);
-    k = b.rope(k, rope_pos, rope);
-    ir::AttentionOptions attn{.state = fmt::format("kv.{}", l), .scale = 1.0 / std::sqrt(double(hd))};
-    Value a = b.reshape(b.attention(q, k, v, pos, seq, attn), {n, nh * hd});
-    return b.matmul(b.mul(a, b.sigmoid(gate)), w(b, l, "attn_output"));
-  }
-
-  const DenseHparams& h_;
-  const DeltaNetHparams& d_;
-};
-
-}  // namespace
+  return rope;
+}
 
 ir::Module build_qwen35(const gguf::GgufFile& f, const BuildOptions& o) {
   const DenseHparams h = read_dense_hparams(f);

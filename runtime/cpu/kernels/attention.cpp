@@ -15,6 +15,9 @@
 // it in f32 instead. Work is split over (token, head) rows. With a page
 // table, cache row j is read from page table[j / page], row j % page: the
 // arithmetic, and so the result, is the same as on a dense copy.
+// With params.selected (sparse attention), a key whose position is not in
+// the query's selected row is skipped like a causally masked one: the
+// reference's mask holds -inf there, and ggml skips -inf mask entries.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -28,6 +31,45 @@
 #include "support/error.h"
 
 namespace vtc::cpu {
+
+namespace {
+
+// The key positions one query may read under AttentionParams::selected: a
+// flag per position in [0, n_pos). Switching queries clears only the
+// previous query's flags, so a row costs O(selected_width), not O(n_pos).
+class SelectedMask {
+ public:
+  SelectedMask(const AttentionParams& p, int64_t n_pos) : p_(p), flags_(p.selected ? size_t(n_pos) : 0, 0) {}
+  void use_query(int64_t t) {
+    if (p_.selected == nullptr || t == query_) return;
+    if (query_ >= 0) mark(query_, 0);
+    mark(t, 1);
+    query_ = t;
+  }
+  bool allows(int32_t kp) const {
+    return p_.selected == nullptr || (kp >= 0 && kp < static_cast<int64_t>(flags_.size()) && flags_[size_t(kp)] != 0);
+  }
+
+ private:
+  void mark(int64_t t, uint8_t on) {
+    const int32_t* row = p_.selected + t * p_.selected_width;
+    for (int64_t i = 0; i < p_.selected_width; ++i)
+      if (row[i] >= 0 && row[i] < static_cast<int64_t>(flags_.size())) flags_[size_t(row[i])] = on;
+  }
+  const AttentionParams& p_;
+  std::vector<uint8_t> flags_;
+  int64_t query_ = -1;
+};
+
+// Key positions lie in [0, span): the cache rows, or their listed positions.
+int64_t key_position_span(const int32_t* kv_pos, int64_t n_kv) {
+  if (kv_pos == nullptr) return n_kv;
+  int64_t span = 0;
+  for (int64_t j = 0; j < n_kv; ++j) span = std::max<int64_t>(span, static_cast<int64_t>(kv_pos[j]) + 1);
+  return span;
+}
+
+}  // namespace
 
 void attention(const float* q, const void* k, const void* v, const int32_t* q_pos, const int32_t* kv_pos,
                const AttentionParams& p, float* out, ThreadPool& pool) {
@@ -50,6 +92,8 @@ void attention(const float* q, const void* k, const void* v, const int32_t* q_po
   auto physical_row = [&](int64_t j) {
     return p.page_table == nullptr ? j : int64_t(p.page_table[j / p.page_size]) * p.page_size + j % p.page_size;
   };
+  if (p.selected != nullptr && p.selected_width <= 0) throw Error("attention: selected rows need a positive width");
+  const int64_t n_pos = p.selected != nullptr ? key_position_span(kv_pos, p.n_kv) : 0;
 
   pool.parallel_for(p.n_tokens * p.n_head, [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> acc32;
@@ -57,10 +101,12 @@ void attention(const float* q, const void* k, const void* v, const int32_t* q_po
     acc32.resize(static_cast<size_t>(dv));
     acc16v.resize(static_cast<size_t>(dv));
     q16.resize(static_cast<size_t>(dk));
+    SelectedMask selected(p, n_pos);
     for (int64_t row = begin; row < end; ++row) {
       const int64_t t = row / p.n_head;
       const int64_t h = row % p.n_head;
       const int64_t hkv = h / group;
+      selected.use_query(t);
       const float* qr = q + row * dk;
       if (f16) fk.f32_to_f16(qr, q16.data(), dk);
       if (acc16) std::fill(acc16v.begin(), acc16v.end(), uint16_t{0});
@@ -72,6 +118,7 @@ void attention(const float* q, const void* k, const void* v, const int32_t* q_po
         const int32_t kp = kv_pos != nullptr ? kv_pos[j] : static_cast<int32_t>(j);
         if (kp > qp) continue;
         if (p.n_swa > 0 && static_cast<int64_t>(qp) - kp >= p.n_swa) continue;
+        if (!selected.allows(kp)) continue;
         const int64_t r = physical_row(j);
         const size_t k_off = static_cast<size_t>((r * p.n_head_kv + hkv) * dk) * esize;
         const size_t v_off = static_cast<size_t>((r * p.n_head_kv + hkv) * dv) * esize;

@@ -160,6 +160,11 @@ struct AttentionParams {
   // null: row j is physical row j (a dense cache).
   const int32_t* page_table = nullptr;
   int64_t page_size = 0;
+  // Sparse attention (indexer_select): query i also masks every key whose
+  // position is not among selected[i * selected_width, (i + 1) *
+  // selected_width) (-1 entries select nothing). null: no such mask.
+  const int32_t* selected = nullptr;
+  int64_t selected_width = 0;
 };
 
 // Causal attention for one sequence.
@@ -167,7 +172,8 @@ struct AttentionParams {
 // v: [n_kv][n_head_kv][head_dim_v], both of kv_type (rows through the page
 // table when params.page_table is set). q_pos: position of each
 // query token; kv_pos: position of each cache row (null: row index). Key j
-// is visible to query i iff kv_pos[j] <= q_pos[i] (and the window allows it).
+// is visible to query i iff kv_pos[j] <= q_pos[i] (and the window and
+// params.selected allow it).
 // out: [n_tokens][n_head][head_dim_v]; a query that sees no key gets zeros.
 void attention(const float* q, const void* k, const void* v, const int32_t* q_pos, const int32_t* kv_pos,
                const AttentionParams& params, float* out, ThreadPool& pool);

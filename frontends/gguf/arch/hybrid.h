@@ -1,0 +1,62 @@
+// The Gated DeltaNet hybrid layers shared by qwen35 / qwen35moe / qwen3next
+// (arch/qwen35.cpp, where the algorithm is described) and qwen4exp
+// (arch/qwen4exp.cpp, which wraps them in hyper-connections).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "frontends/gguf/arch/dense.h"
+
+namespace vtc::arch {
+
+struct DeltaNetHparams {
+  int64_t conv_kernel = 0, head_dim = 0, k_heads = 0, v_heads = 0;
+  std::vector<bool> recurrent;  // per layer
+  std::vector<int64_t> rope_sections;
+  bool interleaved = false;     // qwen3next: interleaved head repeat, neox rope
+  bool fused_qkvz = false;      // ssm_in (older qwen3next files) instead of attn_qkv + attn_gate
+  bool fused_ba = false;        // ssm_ba (qwen3next) instead of ssm_beta + ssm_alpha
+  bool sigmoid_output_gate = false;  // qwen4exp: rms_norm(o) * sigmoid(z), not silu(z)
+  bool moe = false;
+  int64_t n_used = 0;
+  double expert_scale = 0.0;
+};
+
+// The integers of an array (or single integer) key; empty when absent.
+std::vector<int64_t> int_array(const gguf::GgufFile& f, const std::string& key);
+DeltaNetHparams read_deltanet_hparams(const gguf::GgufFile& f, const DenseHparams& h);
+
+class HybridLayers {
+ public:
+  HybridLayers(const DenseHparams& h, const DeltaNetHparams& d) : h_(h), d_(d) {}
+
+  // kv.L on attention layers; gdn_conv.L and gdn_state.L on DeltaNet layers.
+  void declare_states(ir::Module& m, const BuildOptions& o) const;
+  bool recurrent(int64_t layer) const { return d_.recurrent[size_t(layer)]; }
+  ir::Value mixer(ir::Builder& b, ir::Value h, ir::Value pos, ir::Value seq, const ir::Dim& n, int64_t l) const;
+  ir::Value ffn(ir::Builder& b, ir::Value h, int64_t l) const;
+  ir::Value delta_net(ir::Builder& b, ir::Value h, ir::Value seq, const ir::Dim& n, int64_t l) const;
+  // `selected` (optional): the positions each query keeps (indexer_select).
+  ir::Value gated_attention(ir::Builder& b, ir::Value h, ir::Value pos, ir::Value seq, const ir::Dim& n, int64_t l,
+                            ir::Value selected = {}) const;
+
+  // The attention's rope and the positions it reads ([n, 4] for multi rope).
+  struct Rope {
+    ir::RopeOptions options;
+    ir::Value pos;
+  };
+  Rope attention_rope(ir::Builder& b, ir::Value pos, const ir::Dim& n) const;
+
+ private:
+  struct Projections {
+    ir::Value qkv, z, beta, alpha;
+  };
+  Projections project(ir::Builder& b, ir::Value h, const ir::Dim& n, int64_t l) const;
+  ir::Value repeat_heads(ir::Builder& b, ir::Value x, const ir::Dim& n) const;
+
+  const DenseHparams& h_;
+  const DeltaNetHparams& d_;
+};
+
+}  // namespace vtc::arch
