@@ -121,3 +121,37 @@ TEST_CASE("vtc run --fingerprint prints every declared state each step and @last
     CHECK(last_ids_at.at(k) == generated[size_t(k - 1)]);
   }
 }
+
+TEST_CASE("vtc run --fingerprint: qwen4exp's @ngram_hist holds the last two ids of the sequence at every step", "[cli][reference][hybrid]") {
+  // The PLE n-gram history of a 3-gram hash keeps the sequence's last 2
+  // ids: after the prefill the prompt's last two (an EOS among them, stored
+  // like any id), after decode step k the token fed at k and its predecessor.
+  const std::string model = test::tiny_model("qwen4exp");
+  const std::vector<int32_t> prompt = {1, 450, 4996, 17354, 151643, 1701};
+  const test::Outcome run = test::run_status(fmt::format("{} run {} --tokens {} -n 5 --temp 0 -t 2 -q --fingerprint",
+                                                         VTC_TOOL, model, fmt::join(prompt, ",")));
+  INFO(run.text);
+  REQUIRE(run.status == 0);
+  std::map<int, std::string> history_at;
+  std::vector<int32_t> generated;
+  const std::regex hist_re(R"(^fingerprint: step (\d+) \((?:prefill|decode)\) @ngram_hist i64 \[2\] .* first=\[([^\]]*)\]$)");
+  const std::regex ids_re(R"(^\d+(,\d+)*$)");
+  std::istringstream in(run.text);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_match(line, m, hist_re)) {
+      history_at[std::stoi(m[1])] = m[2];
+    } else if (std::regex_match(line, ids_re)) {
+      std::stringstream ss(line);
+      for (std::string item; std::getline(ss, item, ',');) generated.push_back(std::stoi(item));
+    }
+  }
+  REQUIRE(generated.size() == 5);
+  REQUIRE(history_at.size() == generated.size());
+  std::vector<int32_t> sequence = prompt;
+  for (int k = 0; k < int(generated.size()); ++k) {
+    if (k > 0) sequence.push_back(generated[size_t(k - 1)]);
+    INFO("step " << k);
+    CHECK(history_at.at(k) == fmt::format("{}, {}", sequence[sequence.size() - 2], sequence.back()));
+  }
+}

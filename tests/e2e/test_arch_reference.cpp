@@ -38,10 +38,14 @@ struct Run {
 
 constexpr int kDecode = 16;
 
+constexpr int32_t kQwenEos = 151643;  // <|endoftext|> of the generated models' vocab
+
 std::vector<int32_t> long_prompt(const std::string& arch) {
   std::vector<int32_t> p;
   const auto base = test::sample_prompt(arch);
   for (int i = 0; i < 3; ++i) p.insert(p.end(), base.begin(), base.end());
+  // qwen4exp: an EOS mid-prompt resets the PLE n-gram context.
+  if (arch == "qwen4exp") p[37] = kQwenEos;
   return p;  // 75 tokens
 }
 
@@ -81,7 +85,8 @@ double worst_rel_l2(const Run& a, const Run& ref) {
   return worst;
 }
 
-void compare(const std::string& arch, const std::string& type) {
+// `chunking`: the chunked run's prefill sizes (the one-shot run is 75).
+void compare(const std::string& arch, const std::string& type, const std::vector<size_t>& chunking = {24, 24, 27}) {
   const std::string model = test::model_path(arch, type);
   const bool quantized = type != "f32";
   const auto prompt = long_prompt(arch);
@@ -91,7 +96,7 @@ void compare(const std::string& arch, const std::string& type) {
   std::vector<Run> refs = {reference(model, prompt, false)};
   if (quantized) refs.push_back(reference(model, prompt, true));
   const double tolerance = quantized ? test::kQuantLogitsRelL2Tolerance : test::kLogitsRelL2Tolerance;
-  for (const std::vector<size_t>& chunks : {std::vector<size_t>{75}, std::vector<size_t>{24, 24, 27}}) {
+  for (const std::vector<size_t>& chunks : {std::vector<size_t>{75}, chunking}) {
     const bool chunked = chunks.size() > 1;
     const Run ours = run_vtc(model, prompt, chunks);
     double worst = 1e30;
@@ -109,7 +114,8 @@ void compare(const std::string& arch, const std::string& type) {
     const size_t same = size_t(std::mismatch(ours.greedy.begin(), ours.greedy.end(), best->greedy.begin()).first -
                                ours.greedy.begin());
     fmt::print("{} {}: rel-L2 max {:.2e} over {} positions (tolerance {:.1e}), greedy {}/{} identical\n",
-               std::filesystem::path(model).filename().string(), chunked ? "chunks 24/24/27" : "one shot", worst,
+               std::filesystem::path(model).filename().string(),
+               chunked ? fmt::format("chunks {}", fmt::join(chunks, "/")) : "one shot", worst,
                prompt.size(), tolerance, same, kDecode);
   }
 }
@@ -150,4 +156,17 @@ TEST_CASE("qwen3next q8_0 matches llama.cpp in one-shot and chunked prefill", "[
 
 TEST_CASE("qwen3next with the split attn_qkv + attn_gate layout matches llama.cpp", "[e2e][reference][hybrid][moe]") {
   compare("qwen3next-split", "f32");
+}
+
+// qwen4exp: hyper-connections, the PLE n-gram block (an EOS at position 37
+// cuts the hash context) and QSA (from position 35 each query keeps 35 of
+// its cells). Chunks of 23/26/26 end inside indexer blocks of 4 and
+// straddle the EOS, so the n-gram history, the PLE conv ring and the
+// indexer's side cache all carry across calls.
+TEST_CASE("qwen4exp f32 with an EOS mid-prompt matches llama.cpp in one-shot and chunked prefill and 16 decode steps", "[e2e][reference][hybrid][moe]") {
+  compare("qwen4exp", "f32", {23, 26, 26});
+}
+
+TEST_CASE("qwen4exp q8_0 with an EOS mid-prompt matches llama.cpp in one-shot and chunked prefill", "[e2e][reference][hybrid][moe]") {
+  compare("qwen4exp", "q8_0", {23, 26, 26});
 }

@@ -196,8 +196,10 @@ class Qwen4Exp {
     Value gate = b.sigmoid(b.mul(b.sign(s), magnitude));
     Value gated = b.mul(streams(b, b.matmul(e, b.weight(blk + "ple_value")), n), gate);
     Value normed = b.reshape(grouped_norm(b, gated, blk + "ple_norm_conv", n), {n, hc * d});
-    Value conv = b.silu(b.causal_conv1d(normed, b.weight(blk + "ple_conv1d"), seq, fmt::format("ple_conv.{}", l),
-                                        q_.ngram.n));
+    // Quantized files keep this kernel in f16; the reference casts it to f32 too.
+    Value kernel = b.weight(blk + "ple_conv1d");
+    if (kernel.type().elem.kind() != ir::ElemType::F32) kernel = b.cast(kernel, ir::ElemType::F32);
+    Value conv = b.silu(b.causal_conv1d(normed, kernel, seq, fmt::format("ple_conv.{}", l), q_.ngram.n));
     return b.add(res, b.add(gated, b.reshape(conv, {n, hc, d})));
   }
 
