@@ -22,6 +22,7 @@
 #include "ir/verifier.h"
 #include "runtime/cpu/interpreter.h"
 #include "runtime/cpu/kernels/indexer.h"
+#include "tests/cpu_kernels/interp_test_util.h"
 #include "tests/cpu_kernels/kernel_test_util.h"
 
 using namespace vtc;
@@ -78,39 +79,7 @@ HostTensor i32_tensor(std::vector<int64_t> shape, const std::vector<int32_t>& va
 std::vector<int32_t> i32_values(const HostTensor& t) { return {t.i32_data(), t.i32_data() + t.numel()}; }
 std::vector<float> f32_values(const HostTensor& t) { return {t.f32(), t.f32() + t.numel()}; }
 
-ir::Module parse_verified(const std::string& text) {
-  ir::Module m = ir::parse(text);
-  ir::verify(m);
-  return m;
-}
-
-// A module and the interpreter state to run its prefill (3 slots of 64
-// positions, pages of 8).
-struct IrRun {
-  ir::Module module;
-  StateStore states;
-  ThreadPool pool{2};
-  Interpreter interp;
-  explicit IrRun(const std::string& text)
-      : module(parse_verified(text)), states(module, StateStoreConfig{3, 64, 0}),
-        interp(module, test::empty_gguf(), states, pool) {}
-  // Maps pages for positions [0, n) of each slot, one page per slot in
-  // turn, so the slots' tables interleave in the pool.
-  void reserve(const std::map<int32_t, int64_t>& n_positions) {
-    for (bool grew = true; grew;) {
-      grew = false;
-      for (const auto& [slot, n] : n_positions) {
-        const int64_t have = int64_t(states.page_table(slot).size()) * states.page_size();
-        if (have >= n) continue;
-        REQUIRE(states.reserve(slot, have + 1));
-        grew = true;
-      }
-    }
-  }
-  std::vector<HostTensor> run(std::vector<int32_t> slots, std::map<std::string, HostTensor> args) {
-    return interp.run(StepRequest{"prefill", std::move(slots), std::move(args)});
-  }
-};
+using test::IrRun;
 
 std::string indexer_module(const std::string& elem, const std::string& attrs) {
   return fmt::format(R"(

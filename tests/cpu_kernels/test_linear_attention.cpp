@@ -17,6 +17,7 @@
 #include "runtime/cpu/interpreter.h"
 #include "runtime/cpu/kernels/linear_attention.h"
 #include "support/error.h"
+#include "tests/cpu_kernels/interp_test_util.h"
 #include "tests/cpu_kernels/kernel_test_util.h"
 
 using namespace vtc;
@@ -444,25 +445,7 @@ std::vector<float> state_row(StateStore& st, const char* name, int32_t slot) {
   return {f, f + bytes.size() / 4};
 }
 
-ir::Module parse_verified(const std::string& text) {
-  ir::Module m = ir::parse(text);
-  ir::verify(m);
-  return m;
-}
-
-// A module and the interpreter state to run its steps (3 slots).
-struct IrRun {
-  ir::Module module;
-  StateStore states;
-  ThreadPool pool{2};
-  Interpreter interp;
-  explicit IrRun(const std::string& text)
-      : module(parse_verified(text)), states(module, StateStoreConfig{3, 64, 0}),
-        interp(module, test::empty_gguf(), states, pool) {}
-  std::vector<HostTensor> run(std::vector<int32_t> slots, std::map<std::string, HostTensor> args) {
-    return interp.run(StepRequest{"prefill", std::move(slots), std::move(args)});
-  }
-};
+using test::IrRun;
 
 }  // namespace
 

@@ -1,0 +1,52 @@
+// Running a hand-written IR module's prefill through the CPU interpreter,
+// for the kernel tests that check an op end to end (linear attention, the
+// QSA indexer): parse + verify, a state store of 3 slots x 64 positions,
+// two worker threads, no GGUF weights.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/parser.h"
+#include "ir/verifier.h"
+#include "runtime/cpu/interpreter.h"
+#include "tests/cpu_kernels/kernel_test_util.h"
+
+namespace vtc::cpu::test {
+
+inline ir::Module parse_verified(const std::string& text) {
+  ir::Module m = ir::parse(text);
+  ir::verify(m);
+  return m;
+}
+
+struct IrRun {
+  ir::Module module;
+  StateStore states;
+  ThreadPool pool{2};
+  Interpreter interp;
+  explicit IrRun(const std::string& text)
+      : module(parse_verified(text)), states(module, StateStoreConfig{3, 64, 0}),
+        interp(module, empty_gguf(), states, pool) {}
+  // Maps pages for positions [0, n) of each slot, one page per slot in
+  // turn, so the slots' tables interleave in the pool.
+  void reserve(const std::map<int32_t, int64_t>& n_positions) {
+    for (bool grew = true; grew;) {
+      grew = false;
+      for (const auto& [slot, n] : n_positions) {
+        const int64_t have = int64_t(states.page_table(slot).size()) * states.page_size();
+        if (have >= n) continue;
+        REQUIRE(states.reserve(slot, have + 1));
+        grew = true;
+      }
+    }
+  }
+  std::vector<HostTensor> run(std::vector<int32_t> slots, std::map<std::string, HostTensor> args) {
+    return interp.run(StepRequest{"prefill", std::move(slots), std::move(args)});
+  }
+};
+
+}  // namespace vtc::cpu::test
