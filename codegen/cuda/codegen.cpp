@@ -59,9 +59,8 @@ Kernels emit_Softmax(const Ctx& c, const ir::Op& op) { return emit_softmax(op, c
 Kernels emit_Sum(const Ctx& c, const ir::Op& op) { return emit_sum(op, c.what); }
 Kernels emit_Argmax(const Ctx& c, const ir::Op& op) { return emit_argmax(op, c.what); }
 Kernels emit_TopK(const Ctx& c, const ir::Op& op) { return emit_top_k(op, c.what); }
-// Mixture of experts runs on the CPU interpreter only so far.
-Kernels emit_MoeRoute(const Ctx&, const ir::Op& op) { unsupported(op, "mixture-of-experts routing has no CUDA kernel yet (CPU only)"); }
-Kernels emit_MoeFfn(const Ctx&, const ir::Op& op) { unsupported(op, "mixture-of-experts FFN has no CUDA kernel yet (CPU only)"); }
+Kernels emit_MoeRoute(const Ctx& c, const ir::Op& op) { return emit_moe_route(op, c.what); }
+Kernels emit_MoeFfn(const Ctx& c, const ir::Op& op) { return emit_moe_ffn(op, c.what); }
 Kernels emit_IndexerSelect(const Ctx& c, const ir::Op& op) { return emit_indexer_select(c.module, op, c.what); }
 Kernels emit_Reshape(const Ctx& c, const ir::Op& op) { return none(c, op); }
 Kernels emit_View(const Ctx& c, const ir::Op& op) { return none(c, op); }

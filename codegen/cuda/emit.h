@@ -76,6 +76,12 @@ std::string prelude_source();
 // helper that dequantizes 32 consecutive values.
 bool quant_supported(GgmlType t);
 std::string deq32_helper(GgmlType t);
+// The GGUF type of a matmul weight element (I32 for non-weight types), and
+// the CPU's activation rounding for it as a C expression of `v`: f16 / bf16
+// weights round activations to their type, other weights keep f32
+// (docs/cuda.md "Numerics"). Shared by matmul and moe_ffn.
+GgmlType weight_type(const ir::ElemType& e);
+std::string round_activation(GgmlType w, const std::string& v);
 
 // Emitters, one per op family. `fn` and `op` describe the op; they return
 // the kernels in launch order.
@@ -88,6 +94,9 @@ Kernels emit_sum(const ir::Op& op, const std::string& what);
 Kernels emit_argmax(const ir::Op& op, const std::string& what);
 Kernels emit_top_k(const ir::Op& op, const std::string& what);
 Kernels emit_matmul(const ir::Op& op, const std::string& what);
+// Mixture of experts (emit_moe.cpp).
+Kernels emit_moe_route(const ir::Op& op, const std::string& what);
+Kernels emit_moe_ffn(const ir::Op& op, const std::string& what);
 Kernels emit_embed(const ir::Op& op, const std::string& what);
 Kernels emit_rope(const ir::Op& op, const std::string& what);
 // Linear attention (emit_linear_attention.cpp).

@@ -11,6 +11,8 @@
 //    outputs per thread; per 32-wide k step, 64 threads decode one chunk of
 //    a weight row each into shared memory and all threads stage 64x32
 //    activations, then multiply from shared memory.
+// K not a multiple of 32 (float weights only) and embedding tables of such
+// rows get plain one-thread-per-output kernels instead.
 // Numerics (docs/cuda.md): weights decode to the CPU's floats; activations
 // stay f32 for quantized weights (the CPU rounds them to q8 blocks first),
 // and are rounded to f16 / bf16 for f16 / bf16 weights as the CPU does;
@@ -20,7 +22,6 @@
 #include "codegen/cuda/emit.h"
 
 namespace vtc::cuda {
-namespace {
 
 GgmlType weight_type(const ir::ElemType& e) {
   switch (e.kind()) {
@@ -38,6 +39,8 @@ std::string round_activation(GgmlType w, const std::string& v) {
   return v;
 }
 
+namespace {
+
 bool has_symbol(const ir::Dim& d, const std::string& sym) {
   const std::string s = d.str();
   for (size_t i = s.find(sym); i != std::string::npos; i = s.find(sym, i + 1)) {
@@ -46,6 +49,49 @@ bool has_symbol(const ir::Dim& d, const std::string& sym) {
     if (start && end) return true;
   }
   return false;
+}
+
+// K not a multiple of 32 (float weights only: quantized rows are whole
+// 32-value blocks), e.g. qwen4exp's hyper-connection projections (K = 8):
+// one thread per output, k in order, the activation rounded as above.
+Kernels emit_matmul_small_k(const ir::Op& op, const std::string& what, const ir::Dim& m, int64_t N, int64_t K) {
+  const ir::ElemType& we = op.operands[1].type().elem;
+  KernelBuilder kb("matmul_small_k", what);
+  const std::string x = kb.in(op.operands[0], "x"), w = kb.in(op.operands[1], "w"), y = kb.out(op.results[0], "y");
+  kb.body(fmt::format(R"(  constexpr long long N = {0}, K = {1};
+  const long long M = {2};
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < M * N; i += (long long)gridDim.x * blockDim.x) {{
+    const long long r = i / N, n = i % N;
+    const float* xr = {3} + r * K;
+    float s = 0.0f;
+    for (long long k = 0; k < K; ++k) s += {4} * {5};
+    {6}[i] = s;
+  }}
+)",
+                      N, K, kb.expr(m), x, load_as_float(we, w, "n * K + k"), round_activation(weight_type(we), "xr[k]"),
+                      y));
+  kb.launch(m * N, 128);
+  return {kb.finish()};
+}
+
+// A float table whose rows are not a multiple of 32 wide (qwen4exp's tiny
+// per-layer embeddings, 16 columns): one thread per output element.
+Kernels emit_embed_narrow(const ir::Op& op, const std::string& what, int64_t rows, int64_t cols) {
+  const ir::ElemType& te = op.operands[0].type().elem;
+  KernelBuilder kb("embed_narrow", what);
+  const std::string table = kb.in(op.operands[0], "table"), ids = kb.in(op.operands[1], "ids"),
+                    y = kb.out(op.results[0], "y");
+  const ir::Dim n = numel(op.operands[1].type());
+  kb.body(fmt::format(R"(  constexpr long long V = {0}, C = {1};
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < {2} * C; e += (long long)gridDim.x * blockDim.x) {{
+    const long long t = e / C, c = e % C;
+    const long long id = (long long){3}[t];
+    {4}[e] = id >= 0 && id < V ? {5} : 0.0f;
+  }}
+)",
+                      rows, cols, kb.expr(n), ids, y, load_as_float(te, table, "id * C + c")));
+  kb.launch(n * cols, 128);
+  return {kb.finish()};
 }
 
 }  // namespace
@@ -58,8 +104,12 @@ Kernels emit_matmul(const ir::Op& op, const std::string& what) {
   if (!quant_supported(wtype)) unsupported(op, "weight type " + wt.elem.name() + " has no CUDA kernel");
   auto n_rows = wt.shape[0].constant(), k_cols = wt.shape[1].constant();
   if (!n_rows || !k_cols) unsupported(op, "the weight shape must be constant");
-  if (*k_cols % 32 != 0) unsupported(op, fmt::format("K = {} is not a multiple of 32", *k_cols));
   const ir::Dim m = dims_product(xt.shape, 0, xt.shape.size() - 1);
+  if (*k_cols % 32 != 0) {
+    if (wt.elem.kind() == ir::ElemType::Quant)
+      unsupported(op, fmt::format("K = {} is not a multiple of 32", *k_cols));
+    return emit_matmul_small_k(op, what, m, *n_rows, *k_cols);
+  }
   const int64_t N = *n_rows, K = *k_cols, chunks = K / 32;
   KernelBuilder kb(has_symbol(m, "T") ? "gemm" : "gemv", what);
   const std::string x = kb.in(op.operands[0], "x"), w = kb.in(op.operands[1], "w"), y = kb.out(op.results[0], "y");
@@ -142,8 +192,10 @@ Kernels emit_embed(const ir::Op& op, const std::string& what) {
   const GgmlType type = weight_type(tt.elem);
   if (!quant_supported(type)) unsupported(op, "table type " + tt.elem.name() + " has no CUDA kernel");
   auto rows = tt.shape[0].constant(), cols = tt.shape[1].constant();
-  if (!rows || !cols || *cols % 32 != 0) unsupported(op, "the table must be constant with a multiple of 32 columns");
   if (!op.operands[1].type().elem.is_integer()) unsupported(op, "ids must be integers");
+  if (rows && cols && *cols % 32 != 0 && tt.elem.kind() != ir::ElemType::Quant)
+    return emit_embed_narrow(op, what, *rows, *cols);
+  if (!rows || !cols || *cols % 32 != 0) unsupported(op, "the table must be constant with a multiple of 32 columns");
   KernelBuilder kb(op.mnemonic(), what);
   const std::string table = kb.in(op.operands[0], "table"), ids = kb.in(op.operands[1], "ids"),
                     y = kb.out(op.results[0], "y");

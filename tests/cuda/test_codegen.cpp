@@ -466,3 +466,108 @@ TEST_CASE("a bf16 side cache with head dim 160 compiles to PTX", "[nvrtc]") {
       CHECK(nvrtc().compile(k, arch, CodeKind::Ptx).image.find(".entry " + k.entry) != std::string::npos);
   }
 }
+
+// Mixture of experts (moe_cases.vtcir): moe_route (softmax / sigmoid, with
+// and without renormalization and scale) feeding moe_ffn over f32, f16,
+// bf16, q8_0 and q4_k/q6_k expert stacks, decode and prefill.
+TEST_CASE("mixture-of-experts cases compile to PTX for sm_80 and sm_90", "[nvrtc]") {
+  ScopedCache cache("moe");
+  CHECK(compile_case_file(VTC_CUDA_MOE_CASES, 6) >= 2 * (5 * 2 * 3 + 2));
+}
+
+TEST_CASE("moe_route and moe_ffn: routing options, expert decoders, scratch and launches") {
+  const auto cases = vtc::ir::split_source_cases(read(VTC_CUDA_MOE_CASES));
+  REQUIRE(cases.size() >= 6);
+  auto decode_of = [&](size_t i) {
+    auto mk = vtc::cuda::generate_model(vtc::ir::parse(cases[i].text, {cases[i].first_line}));
+    REQUIRE(mk.steps.at(0).function == "decode");
+    return mk.steps.at(0).kernels;
+  };
+  // Case 1: f32 experts, softmax, renormalized, no scale.
+  auto f32 = decode_of(0);
+  REQUIRE(f32.size() == 3);
+  CHECK(find_kernel(f32, "moe_route_") == 0);
+  CHECK(find_kernel(f32, "moe_up_") == 1);
+  CHECK(find_kernel(f32, "moe_down_") == 2);
+  CHECK(f32[0].source.find("const float v = expf(lr[e] - mx);") != std::string::npos);
+  CHECK(f32[0].source.find("fmaxf((float)wsum, 6.103515625e-5f)") != std::string::npos);
+  CHECK(f32[0].source.find("wr[j] *=") == std::string::npos);
+  CHECK(f32[0].source.find("float p[E];") != std::string::npos);
+  CHECK(f32[1].source.find("deq32_f32(gr, c, wv);") != std::string::npos);
+  CHECK(f32[1].source.find("(g / (1.0f + expf(-g))) * u") != std::string::npos);
+  CHECK(f32[2].source.find("o = j == 0 ? yj : o + yj;") != std::string::npos);
+  // Both FFN launches share the [S * k][F] hidden scratch; up has a warp per (row, f).
+  for (size_t i : {1, 2}) {
+    CHECK(has_arg(f32[i], vtc::cuda::KernelArg::Kind::Scratch));
+    CHECK(f32[i].scratch_bytes == vtc::ir::Dim::symbol("S") * (2 * 96 * 4));
+  }
+  CHECK(f32[1].threads_x == vtc::ir::Dim::symbol("S") * (2 * 96 * 32));
+  CHECK(f32[2].threads_x == vtc::ir::Dim::symbol("S") * (64 * 32));
+  // Case 2: f16 experts round activations to f16; sigmoid routing, scale 2.5.
+  auto f16 = decode_of(1);
+  CHECK(f16[0].source.find("p[e] = 1.0f / (1.0f + expf(-lr[e]));") != std::string::npos);
+  CHECK(f16[0].source.find("wr[j] *= 0x1.4p+1f;") != std::string::npos);
+  CHECK(f16[1].source.find("vtc_h2f(vtc_f2h(xr[32 * c + l]))") != std::string::npos);
+  CHECK(f16[2].source.find("vtc_h2f(vtc_f2h(hr[32 * c + l]))") != std::string::npos);
+  // Case 3: q8_0 without renormalization; case 4: q4_k gate/up, q6_k down.
+  auto q8 = decode_of(2);
+  CHECK(q8[0].source.find("6.103515625e-5f") == std::string::npos);
+  CHECK(q8[1].source.find("deq32_q8_0(ur, c, wv);") != std::string::npos);
+  CHECK(q8[1].source.find("xr[32 * c + l];") != std::string::npos);  // f32 activations
+  auto k = decode_of(3);
+  CHECK(k[1].source.find("deq32_q4_k(gr, c, wv);") != std::string::npos);
+  CHECK(k[2].source.find("deq32_q6_k(dr, c, wv);") != std::string::npos);
+  CHECK(k[0].source.find("wr[j] *= 0x1p-1f;") != std::string::npos);
+}
+
+namespace {
+
+// K = 8 (qwen4exp's hyper-connection projection), float weights.
+const char* kSmallK = R"(func @prefill(%x: tensor<T x 8 x f32, device>, %a: tensor<24 x 8 x f32, device>, %b: tensor<24 x 8 x f16, device>, %c: tensor<5 x 40 x bf16, device>, %z: tensor<T x 40 x f32, device>) {
+  %ya = matmul(%x, %a) : tensor<T x 24 x f32, device>
+  %yb = matmul(%x, %b) : tensor<T x 24 x f32, device>
+  %yc = matmul(%z, %c) : tensor<T x 5 x f32, device>
+  return(%ya, %yb, %yc)
+})";
+
+}  // namespace
+
+TEST_CASE("a matmul with K not a multiple of 32 has a float kernel that compiles to PTX", "[nvrtc]") {
+  ScopedCache cache("small-k");
+  const auto ks = kernels_of(kSmallK);
+  REQUIRE(ks.size() == 3);
+  for (const auto& k : ks) CHECK(k.entry.rfind("matmul_small_k_", 0) == 0);
+  CHECK(ks[0].source.find("constexpr long long N = 24, K = 8;") != std::string::npos);
+  CHECK(ks[0].source.find("s += w[n * K + k] * xr[k];") != std::string::npos);
+  CHECK(ks[1].source.find("s += vtc_h2f(w[n * K + k]) * vtc_h2f(vtc_f2h(xr[k]));") != std::string::npos);
+  CHECK(ks[2].source.find("s += vtc_bf2f(w[n * K + k]) * vtc_bf2f(vtc_f2bf(xr[k]));") != std::string::npos);
+  CHECK(ks[0].threads_x == vtc::ir::Dim::symbol("T") * 24);
+  for (const auto& k : ks) {
+    INFO("kernel " << k.entry << ": " << k.what);
+    for (int arch : {80, 90})
+      CHECK(nvrtc().compile(k, arch, CodeKind::Ptx).image.find(".entry " + k.entry) != std::string::npos);
+  }
+}
+
+// The models `vtc compile --target cuda` used to reject: qwen4exp (K = 8
+// hyper-connection matmuls, the QSA indexer) and the MoE archs.
+// [reference]: the generator copies a real vocabulary from the reference.
+TEST_CASE("qwen4exp, qwen3moe and qwen35moe compile for cuda", "[nvrtc][reference]") {
+  ScopedCache cache("moe-models");
+  for (const std::string arch : {"qwen4exp", "qwen3moe", "qwen35moe"}) {
+    INFO("model " << arch);
+    auto mk = vtc::cuda::generate_model_file(tiny_model(arch));
+    REQUIRE(mk.steps.size() == 2);
+    for (const auto& s : mk.steps) {
+      INFO("step @" << s.function);
+      size_t moe = 0, small_k = 0;
+      for (const auto& k : s.kernels) {
+        moe += k.entry.rfind("moe_", 0) == 0;
+        small_k += k.entry.rfind("matmul_small_k_", 0) == 0;
+      }
+      if (arch == "qwen4exp") CHECK(small_k > 0);
+      else CHECK(moe >= 3);
+    }
+    CHECK(compile_all(mk, 90) > 10);
+  }
+}

@@ -9,6 +9,8 @@
 // carry over. The QSA indexer cases (indexer_cases.vtcir) run prefill
 // chunks and decodes with explicit positions, so the side cache and the KV
 // cache grow per sequence; their selected positions must match exactly.
+// The mixture-of-experts cases (moe_cases.vtcir) route on both sides from
+// the same logits; expert ids must match exactly.
 // Without a GPU the executable prints "SKIPPED: <reason>" and exits 77, so
 // ctest reports it skipped, never passed.
 #define CATCH_CONFIG_RUNNER
@@ -148,7 +150,7 @@ vtc::cpu::StepRequest make_request(const vtc::ir::Function& fn, const StepPlan& 
 // matmuls keep f32 activations where the CPU rounds them to q8; attention
 // accumulates in f32 where the CPU uses f16 for an f16 cache.
 double tolerance(const std::string& case_text) {
-  if (case_text.find("matmul") != std::string::npos) return 5e-4;
+  if (case_text.find("matmul") != std::string::npos || case_text.find("moe_ffn") != std::string::npos) return 5e-4;
   if (case_text.find("attention") != std::string::npos) return 1e-4;
   return 1e-6;
 }
@@ -219,8 +221,9 @@ int run_case_file(const std::string& path, const std::vector<StepPlan>& plans) {
       for (size_t i = 0; i < want.size(); ++i) {
         INFO("@" << fn->name << " result " << i);
         REQUIRE(want[i].shape == got[i].shape);
-        if (want[i].elem.kind() == vtc::ir::ElemType::I32 && c.text.find("indexer_select") != std::string::npos)
-          CHECK(want[i].bytes == got[i].bytes);  // selected positions: exact
+        if (want[i].elem.kind() == vtc::ir::ElemType::I32 &&
+            (c.text.find("indexer_select") != std::string::npos || c.text.find("moe_route") != std::string::npos))
+          CHECK(want[i].bytes == got[i].bytes);  // selected positions, expert ids: exact
         else
           CHECK(nmse(as_doubles(want[i]), as_doubles(got[i])) <= tolerance(c.text));
         ++checked;
@@ -334,4 +337,12 @@ int main(int argc, char** argv) {
     else spec.back() += ",~[reference]";
   }
   return session.run();
+}
+
+// Mixture of experts (moe_cases.vtcir): the router on both sides from the
+// same logits (weights by NMSE, expert ids exactly), then the expert FFN
+// over every expert type (the quantized tolerance: the CPU rounds
+// activations to q8 blocks, CUDA keeps them f32).
+TEST_CASE("moe cases: CPU vs CUDA routing and expert FFN", "[gpu]") {
+  CHECK(run_case_file(VTC_CUDA_MOE_CASES, {{"prefill", 1, 7, {}, {}}, {"decode", 3, 7, {}, {}}}) == 5 * 2 * 3 + 2 * 2);
 }

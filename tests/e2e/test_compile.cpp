@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "runtime/compile/artifact.h"
 #include "runtime/compile/compile.h"
@@ -216,6 +217,44 @@ TEST_CASE("qwen35 on cuda: the decode step keeps its recurrent states, ids and s
   }
   CHECK(m.module.find_state("gdn_conv.0") != nullptr);
   CHECK(m.module.find_state("gdn_state.0") != nullptr);
+}
+
+TEST_CASE("qwen4exp on cuda: n-gram hash, indexer, id feedback and every state stay on the device in @decode", "[compile][reference][hybrid]") {
+  // The seed's bug (a decode step hashing a stale host copy of the ids) by
+  // construction: the ids come from @last_ids on the device, ngram_hash and
+  // ngram_roll run there, and nothing inside @decode moves to the host; the
+  // only device-to-host traffic is the sampled token the runtime streams.
+  CompileOptions c;
+  c.target = "cuda";
+  CompiledModel m = compile_model(gguf::GgufFile::open(test::model_path("qwen4exp", "f32")), c);
+  const ir::Function* decode = m.module.find_function("decode");
+  REQUIRE(decode != nullptr);
+  std::map<ir::OpKind, int> on_device;
+  for (const auto& op : decode->ops) {
+    INFO(op->mnemonic());
+    CHECK(op->kind != ir::OpKind::ToHost);
+    for (const auto& r : op->results) CHECK(r.type().placement == ir::Placement::Device);
+    if (op->kind == ir::OpKind::StateRead && op->attr("state")->s == "last_ids") ++on_device[op->kind];
+    for (ir::OpKind k : {ir::OpKind::NgramHash, ir::OpKind::NgramRoll, ir::OpKind::IndexerSelect, ir::OpKind::Attention,
+                         ir::OpKind::CausalConv1d, ir::OpKind::DeltaRule})
+      if (op->kind == k) ++on_device[k];
+  }
+  CHECK(on_device[ir::OpKind::StateRead] == 1);  // the id feedback
+  CHECK(on_device[ir::OpKind::NgramHash] == 1);
+  CHECK(on_device[ir::OpKind::NgramRoll] == 1);
+  CHECK(on_device[ir::OpKind::IndexerSelect] == 1);
+  CHECK(on_device[ir::OpKind::Attention] == 1);
+  CHECK(on_device[ir::OpKind::CausalConv1d] == 2);  // the DeltaNet conv and the PLE conv
+  CHECK(on_device[ir::OpKind::DeltaRule] == 1);
+  // The states the seed names: GDN conv ring and temporal state, PLE conv
+  // ring and n-gram history, paged K/V, indexer side cache, the ids.
+  for (const char* name : {"gdn_conv.0", "gdn_state.0", "ple_conv.0", "ngram_hist", "kv.1", "idx.1", "last_ids"}) {
+    INFO("@" << name);
+    const ir::StateDecl* s = m.module.find_state(name);
+    REQUIRE(s != nullptr);
+    CHECK(s->type.placement == ir::Placement::Device);
+  }
+  for (const std::string& line : m.report) CHECK(line.find("to_host") == std::string::npos);
 }
 
 TEST_CASE("vtc compile reports per phase and vtc run takes the artifact", "[compile][cli][reference]") {
