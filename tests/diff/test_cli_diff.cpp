@@ -155,3 +155,23 @@ TEST_CASE("vtc run --fingerprint: qwen4exp's @ngram_hist holds the last two ids 
     CHECK(history_at.at(k) == fmt::format("{}, {}", sequence[sequence.size() - 2], sequence.back()));
   }
 }
+
+TEST_CASE("vtc diff --inject-bug stale-ids on qwen4exp names the ids the n-gram hash reads and the history it rolls", "[cli][reference][hooks][hybrid]") {
+  // The seed's failure (docs/DESIGN.md, seed PR 2550) on its own
+  // architecture: the decode step fed a stale copy of the ids hashes token 0
+  // into the PLE n-gram history. The report's first divergence is the ids
+  // value with all three readers, and @ngram_hist shows the 0 rolling in.
+  const std::string model = test::tiny_model("qwen4exp");
+  const test::Outcome stale = vtc_diff(model, "--arms cpu,cpu-unfused --steps 3 --inject-bug stale-ids --only-divergent");
+  INFO(stale.text);
+  CHECK(stale.status == 2);
+  CHECK_THAT(stale.text, Catch::Contains("first divergence: step 1, %ids (op state_read @last_ids, read by embed, "
+                                         "ngram_hash, ngram_roll)"));
+  const auto& p = test::diff_prompt();
+  const std::regex hist_re(fmt::format(R"(@ngram_hist +state +i64 +2 .*first=\[{}, [0-9]+\].*first=\[{}, 0\].*DIVERGED)",
+                                       p.back(), p.back()));
+  CHECK(std::regex_search(stale.text, hist_re));
+  const test::Outcome clean = vtc_diff(model, "--arms cpu,cpu-unfused --steps 3");
+  INFO(clean.text);
+  CHECK(clean.status == 0);
+}
