@@ -3,10 +3,12 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 
+#include "frontends/gguf/arch/arch.h"
 #include "runtime/compile/artifact.h"
 #include "runtime/compile/compile.h"
 #include "runtime/cpu/session.h"
@@ -275,4 +277,63 @@ TEST_CASE("vtc compile reports per phase and vtc run takes the artifact", "[comp
   CHECK(bad.find("exit=0") == std::string::npos);
   std::filesystem::remove(out);
   std::filesystem::remove_all(dump);
+}
+
+namespace {
+
+// The bytes of `src` with metadata key `key` set to `value` (tensors copied).
+std::vector<uint8_t> with_key(const gguf::GgufFile& src, const std::string& key, gguf::Value value) {
+  gguf::GgufWriter w;
+  for (const auto& kv : src.metadata()) w.set(kv.key, kv.key == key ? value : kv.value);
+  w.set(key, value);
+  for (const auto& t : src.tensors())
+    w.add_tensor(t.name, t.type, t.dims, [&t](uint8_t* dst, uint64_t n) { std::memcpy(dst, t.data, n); });
+  return w.to_bytes();
+}
+
+gguf::Value u32_array(std::vector<uint32_t> items) {
+  std::vector<gguf::Value> values;
+  for (uint32_t i : items) values.emplace_back(i);
+  return gguf::Value::array(gguf::ValueType::U32, std::move(values));
+}
+
+gguf::Value u64_array(std::vector<uint64_t> items) {
+  std::vector<gguf::Value> values;
+  for (uint64_t i : items) values.emplace_back(i);
+  return gguf::Value::array(gguf::ValueType::U64, std::move(values));
+}
+
+}  // namespace
+
+TEST_CASE("qwen4exp: bad hyper-connection, PLE and indexer metadata is an error naming the key", "[compile][hybrid]") {
+  const std::string path = temp_path("qwen4exp-tiny.gguf");
+  synth::Options o;
+  o.arch = "qwen4exp";
+  o.size = "tiny";
+  o.vocab_path = synth::find_default_vocab("qwen4exp");
+  synth::write_model(o, path);
+  const gguf::GgufFile src = gguf::GgufFile::open(path);
+  REQUIRE_NOTHROW(arch::build_module(src));
+  const struct {
+    std::string key;
+    gguf::Value value;
+    std::string message;
+  } cases[] = {
+      {"qwen4exp.hyper_connection.count", gguf::Value(uint32_t(1)), "hyper_connection.count must be at least 2"},
+      {"qwen4exp.ple.layers", u32_array({1}), "ple.layers must name one DeltaNet layer"},
+      {"qwen4exp.ple.ngram_size", gguf::Value(uint32_t(40)), "ngram_size must be in [2, 16]"},
+      {"qwen4exp.ple.head_offsets", u64_array({0, 1, 2, 1u << 30}), "PLE head 3 rows"},
+      {"qwen4exp.ple.head_vocab_sizes", u64_array({5, 0, 7, 9}), "PLE head 1 rows"},
+      {"qwen4exp.ple.layer_multipliers", u64_array({3}), "layer_multipliers has 1 entries, at least 3"},
+      {"qwen4exp.attention.compress_ratios", u32_array({0, 100}), "compress_ratios entry 100"},
+      {"qwen4exp.attention.indexer.top_k", gguf::Value(uint32_t(0)), "indexer.top_k"},
+      {"qwen4exp.attention.indexer.top_k", gguf::Value(uint32_t(1u << 30)), "exceeds the context length"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.key << " = " << c.value.to_display());
+    const std::vector<uint8_t> bytes = with_key(src, c.key, c.value);
+    const gguf::GgufFile bad = gguf::GgufFile::parse(bytes, "bad.gguf");
+    CHECK_THROWS_WITH(arch::build_module(bad), Catch::Contains(c.message));
+  }
+  std::filesystem::remove(path);
 }

@@ -81,6 +81,13 @@ void read_ple(const gguf::GgufFile& f, const DenseHparams& h, const DeltaNetHpar
   g.offset = bits64_array(f, a + "head_offsets", heads);
   g.vocab = bits64_array(f, a + "head_vocab_sizes", heads);
   g.mult.resize(size_t(g.n)), g.offset.resize(heads), g.vocab.resize(heads);
+  // The hash indexes per_layer_token_embd rows: every head range must lie inside it.
+  const gguf::TensorInfo* table = f.find_tensor("per_layer_token_embd.weight");
+  const int64_t rows = table && table->dims.size() == 2 ? int64_t(table->dims[1]) : 0;
+  for (size_t i = 0; i < heads; ++i)
+    if (g.vocab[i] <= 0 || g.offset[i] < 0 || g.offset[i] > rows - g.vocab[i])
+      throw Error(fmt::format("{}: PLE head {} rows [{}, {} + {}) are outside per_layer_token_embd's {} rows", f.path(), i,
+                              g.offset[i], g.offset[i], g.vocab[i], rows));
   const int64_t per_layer = require_int(f, h.arch + ".embedding_length_per_layer_input");
   if (per_layer * int64_t(heads) != h.n_embd)
     throw Error(fmt::format("{}: {} PLE heads of {} must span n_embd {}", f.path(), heads, per_layer, h.n_embd));
@@ -93,9 +100,14 @@ Qwen4ExpHparams read_qwen4exp_hparams(const gguf::GgufFile& f, const DenseHparam
   if (q.hc < 2) throw Error(fmt::format("{}: {}.hyper_connection.count must be at least 2", f.path(), a));
   q.ratios = int_array(f, a + ".attention.compress_ratios");
   q.ratios.resize(size_t(h.n_layer), 0);
+  for (int64_t r : q.ratios)
+    if (r < 0 || r > 64) throw Error(fmt::format("{}: {}.attention.compress_ratios entry {} is outside [0, 64]", f.path(), a, r));
   q.indexer_heads = require_int(f, a + ".attention.indexer.head_count");
   q.indexer_dim = require_int(f, a + ".attention.indexer.key_length");
   q.indexer_top_k = require_int(f, a + ".attention.indexer.top_k");
+  if (q.indexer_top_k > h.n_ctx)
+    throw Error(fmt::format("{}: {}.attention.indexer.top_k {} exceeds the context length {}", f.path(), a,
+                            q.indexer_top_k, h.n_ctx));
   read_ple(f, h, d, q);
   return q;
 }
