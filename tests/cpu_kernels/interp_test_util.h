@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -16,6 +17,20 @@
 #include "tests/cpu_kernels/kernel_test_util.h"
 
 namespace vtc::cpu::test {
+
+inline HostTensor f32_tensor(std::vector<int64_t> shape, const std::vector<float>& values) {
+  HostTensor t;
+  t.shape = std::move(shape);
+  t.bytes.resize(values.size() * 4);
+  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+  return t;
+}
+
+inline HostTensor i32_tensor(std::vector<int64_t> shape, const std::vector<int32_t>& values) {
+  HostTensor t = HostTensor::i32(values);
+  t.shape = std::move(shape);
+  return t;
+}
 
 inline ir::Module parse_verified(const std::string& text) {
   ir::Module m = ir::parse(text);

@@ -62,19 +62,8 @@ std::vector<float> tied_values(int64_t n, int levels, std::mt19937& rng) {
 
 constexpr int64_t kHeads = 2, kDim = 16, kRatio = 4, kTopK = 8, kWidth = kTopK + kRatio - 1;
 
-HostTensor f32_tensor(std::vector<int64_t> shape, const std::vector<float>& values) {
-  HostTensor t;
-  t.shape = std::move(shape);
-  t.bytes.resize(values.size() * 4);
-  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
-  return t;
-}
-
-HostTensor i32_tensor(std::vector<int64_t> shape, const std::vector<int32_t>& values) {
-  HostTensor t = HostTensor::i32(values);
-  t.shape = std::move(shape);
-  return t;
-}
+using test::f32_tensor;
+using test::i32_tensor;
 
 std::vector<int32_t> i32_values(const HostTensor& t) { return {t.i32_data(), t.i32_data() + t.numel()}; }
 std::vector<float> f32_values(const HostTensor& t) { return {t.f32(), t.f32() + t.numel()}; }

@@ -423,19 +423,8 @@ TEST_CASE("rope multi/imulti: distinct components follow the sections", "[cpu][l
 
 namespace {
 
-HostTensor f32_tensor(std::vector<int64_t> shape, const std::vector<float>& values) {
-  HostTensor t;
-  t.shape = std::move(shape);
-  t.bytes.resize(values.size() * 4);
-  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
-  return t;
-}
-
-HostTensor i32_tensor(std::vector<int64_t> shape, const std::vector<int32_t>& values) {
-  HostTensor t = HostTensor::i32(values);
-  t.shape = std::move(shape);
-  return t;
-}
+using test::f32_tensor;
+using test::i32_tensor;
 
 std::vector<float> values(const HostTensor& t) { return {t.f32(), t.f32() + t.numel()}; }
 
