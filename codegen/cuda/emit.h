@@ -82,6 +82,11 @@ std::string deq32_helper(GgmlType t);
 // (docs/cuda.md "Numerics"). Shared by matmul and moe_ffn.
 GgmlType weight_type(const ir::ElemType& e);
 std::string round_activation(GgmlType w, const std::string& v);
+// The rope rotation of one pair (x0, x1) by cos c and sin s into (y0, y1), as
+// CUDA statements: neox (and multi) modes with separately rounded products,
+// normal mode with the CPU's fma form (emit_rope.cpp). Shared with the QSA
+// indexer's key rope.
+std::string rope_rotation(bool neox);
 
 // Emitters, one per op family. `fn` and `op` describe the op; they return
 // the kernels in launch order.

@@ -125,9 +125,7 @@ std::string rope_key(const ir::Op& op) {
   const int64_t n_rot = attr_i(op, "n_rot"), pairs = n_rot / 2;
   const float base = float(attr_f(op, "base", 10000.0)), freq_scale = float(attr_f(op, "freq_scale", 1.0));
   const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
-  const std::string rotate =
-      neox ? "    y0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));\n    y1 = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));\n"
-           : "    y0 = __fmaf_rn(x0, c, -__fmul_rn(x1, s));\n    y1 = __fmaf_rn(x0, s, __fmul_rn(x1, c));\n";
+  const std::string rotate = rope_rotation(neox);
   return fmt::format(R"(  for (long long i = lane; i < {0}; i += 32) {{
     float theta = (float)(blk * R);
     for (long long j = 0; j < i; ++j) theta *= {1};

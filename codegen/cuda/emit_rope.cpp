@@ -48,6 +48,11 @@ std::string section_component(const ir::Op& op) {
 
 }  // namespace
 
+std::string rope_rotation(bool neox) {
+  return neox ? "    y0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));\n    y1 = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));\n"
+              : "    y0 = __fmaf_rn(x0, c, -__fmul_rn(x1, s));\n    y1 = __fmaf_rn(x0, s, __fmul_rn(x1, c));\n";
+}
+
 Kernels emit_rope(const ir::Op& op, const std::string& what) {
   const ir::TensorType& xt = op.operands[0].type();
   if (xt.elem.kind() != ir::ElemType::F32 || xt.rank() != 3) unsupported(op, "x must be [T, H, D] f32, got " + xt.str());
@@ -88,9 +93,7 @@ Kernels emit_rope(const ir::Op& op, const std::string& what) {
         "    th = th * (1.0f - ramp_mix) + extrapolated * ramp_mix;\n",
         flit(corr[0]), flit(corr[1]), flit(ext));
   const bool neox = mode == "neox" || multi;
-  const std::string rotate =
-      neox ? "    y0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));\n    y1 = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));\n"
-           : "    y0 = __fmaf_rn(x0, c, -__fmul_rn(x1, s));\n    y1 = __fmaf_rn(x0, s, __fmul_rn(x1, c));\n";
+  const std::string rotate = rope_rotation(neox);
   kb.body(fmt::format(R"(  constexpr long long H = {0}, D = {1}, PAIRS = {2}, PER_HEAD = {3};
   for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < {4} * H * PER_HEAD; e += (long long)gridDim.x * blockDim.x) {{
     const long long t = e / (H * PER_HEAD), h = (e / PER_HEAD) % H, i = e % PER_HEAD;

@@ -248,13 +248,24 @@ const T* gather_rows(const T* src, const std::vector<int32_t>& members, int64_t 
   return dst.data();
 }
 
-// Stores n floats as a row of an f32 or f16 cache.
-void store_row(const float* src, uint8_t* dst, int64_t n, bool f16) {
-  if (!f16) {
-    std::memcpy(dst, src, size_t(n) * 4);
-    return;
+// Stores row t of src ([T, row] f32) at token t's position in half `half`
+// of the paged f32 or f16 state `b`, through its sequence's page table, for
+// every token of the step (before any token reads the state).
+void append_rows(ExecContext& c, const ir::Op& op, StateStore::Buffer& b, int half, const float* src, int64_t row,
+                 const Buf& pos, const Buf& seq) {
+  const bool f16 = b.elem.kind() == ir::ElemType::F16;
+  for (int64_t t = 0; t < pos.numel; ++t) {
+    const int32_t p = pos.as<int32_t>()[t];
+    if (p < 0 || p >= b.rows_per_slot)
+      fail(op, fmt::format("position {} is outside the context of {} tokens", p, b.rows_per_slot));
+    uint8_t* dst = c.states.kv_row(b, int32_t(sequence_slot(c, op, seq.as<int32_t>()[t])), half, p);
+    const float* from = src + t * row;
+    if (f16) {
+      for (int64_t i = 0; i < row; ++i) reinterpret_cast<uint16_t*>(dst)[i] = fp32_to_fp16(from[i]);
+    } else {
+      std::memcpy(dst, from, size_t(row) * 4);
+    }
   }
-  for (int64_t i = 0; i < n; ++i) reinterpret_cast<uint16_t*>(dst)[i] = fp32_to_fp16(src[i]);
 }
 
 // Appends each token's K/V row to its sequence's cache at its position,
@@ -267,23 +278,10 @@ void exec_Attention(ExecContext& c, const ir::Op& op) {
   const int64_t row = n_head_kv * head_dim;
   const bool f16 = kv.elem.kind() == ir::ElemType::F16;
   if (!f16 && kv.elem.kind() != ir::ElemType::F32) fail(op, "KV state must be f16 or f32");
-  // Write this step's K and V rows first, through each sequence's page
-  // table, so a token sees the keys of earlier tokens in the same step.
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    const int64_t slot = sequence_slot(c, op, seq.as<int32_t>()[t]);
-    const int32_t p = pos.as<int32_t>()[t];
-    if (p < 0 || p >= kv.rows_per_slot)
-      fail(op, fmt::format("position {} is outside the context of {} tokens", p, kv.rows_per_slot));
-    for (int half = 0; half < 2; ++half) {
-      const float* src = (half == 0 ? k : v).as<float>() + t * row;
-      uint8_t* dst = c.states.kv_row(kv, int32_t(slot), half, p);
-      if (f16) {
-        for (int64_t i = 0; i < row; ++i) reinterpret_cast<uint16_t*>(dst)[i] = fp32_to_fp16(src[i]);
-      } else {
-        std::memcpy(dst, src, size_t(row) * 4);
-      }
-    }
-  }
+  // Write this step's K and V rows first, so a token sees the keys of
+  // earlier tokens in the same step.
+  append_rows(c, op, kv, 0, k.as<float>(), row, pos, seq);
+  append_rows(c, op, kv, 1, v.as<float>(), row, pos, seq);
   AttentionParams p;
   p.n_head = n_head;
   p.n_head_kv = n_head_kv;
@@ -334,13 +332,7 @@ void exec_IndexerSelect(ExecContext& c, const ir::Op& op) {
   const bool f16 = cache.elem.kind() == ir::ElemType::F16;
   if (!f16 && cache.elem.kind() != ir::ElemType::F32) fail(op, "the indexer cache must be f16 or f32");
   const int64_t n_tokens = q.shape[0], dim = k.shape[1];
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    const int32_t p = pos.as<int32_t>()[t];
-    if (p < 0 || p >= cache.rows_per_slot)
-      fail(op, fmt::format("position {} is outside the context of {} tokens", p, cache.rows_per_slot));
-    const int32_t slot = int32_t(sequence_slot(c, op, seq.as<int32_t>()[t]));
-    store_row(k.as<float>() + t * dim, c.states.kv_row(cache, slot, 0, p), dim, f16);
-  }
+  append_rows(c, op, cache, 0, k.as<float>(), dim, pos, seq);
   IndexerParams p{.n_tokens = n_tokens, .n_head = q.shape[1], .head_dim = dim, .ratio = int_attr(op, "ratio"),
                   .top_k = int_attr(op, "top_k"), .eps = float(float_attr(op, "eps")), .rope = rope_params(op),
                   .cache = c.states.pool_base(cache, 0), .cache_type = f16 ? GgmlType::F16 : GgmlType::F32,

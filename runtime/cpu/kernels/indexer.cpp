@@ -23,9 +23,9 @@
 // order among complete blocks is the same.
 //
 // The dot products follow ggml_vec_dot_f32 (the reference's f32 mul_mat
-// without llamafile): the active ISA's dot_f32_blocks over the leading
-// multiple of 4L values, the rest added in order (plain in-order float on
-// the scalar ISA). Compiled with -ffp-contract=off so that order holds.
+// without llamafile), through detail::vec_dot_f32_ref, the same reference
+// order the delta rule uses. Compiled with -ffp-contract=off so the sums
+// written here stay unfused.
 #include "runtime/cpu/kernels/indexer.h"
 
 #include <fmt/format.h>
@@ -42,19 +42,6 @@
 namespace vtc::cpu {
 
 namespace {
-
-float dot_ref(const float* a, const float* b, int64_t n) {
-  const detail::FloatKernels& fk = detail::active_float_kernels();
-  float sum = 0.0f;
-  int64_t done = 0;
-  if (fk.dot_f32_blocks != nullptr) {
-    const int64_t step = 4 * int64_t(detail::reference_lanes());
-    done = n / step * step;
-    if (done > 0) sum = fk.dot_f32_blocks(a, b, done);
-  }
-  for (int64_t i = done; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
 
 // Cached row `position` of one sequence, as f32.
 void load_row(const IndexerParams& p, const IndexerTable& table, int64_t position, float* dst) {
@@ -103,7 +90,7 @@ void block_scores(const float* q, const float* keys, int64_t n_full, const Index
   for (int64_t b = 0; b < n_full; ++b) {
     float sum = 0.0f;
     for (int64_t h = 0; h < p.n_head; ++h) {
-      const float x = dot_ref(q + h * p.head_dim, keys + b * p.head_dim, p.head_dim);
+      const float x = detail::vec_dot_f32_ref(q + h * p.head_dim, keys + b * p.head_dim, p.head_dim);
       const float relu = x > 0.0f ? x : 0.0f;  // ggml_vec_relu_f32
       sum = h == 0 ? relu : sum + relu;
     }
@@ -140,26 +127,15 @@ void check_params(const IndexerParams& p) {
     throw Error(fmt::format("indexer_select: cache type {} is not supported (f16 or f32)", ggml_type_name(p.cache_type)));
 }
 
-// Token indices of each sequence, in batch order.
-std::vector<std::vector<int64_t>> group_by_sequence(const int32_t* pos, const int32_t* seq, int64_t n_tokens,
-                                                    int64_t n_seqs) {
-  std::vector<std::vector<int64_t>> members(size_t(std::max<int64_t>(n_seqs, 0)));
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    if (seq[t] < 0 || seq[t] >= n_seqs)
-      throw Error(fmt::format("indexer_select: sequence index {} is outside the batch's {} sequences", seq[t], n_seqs));
-    if (pos[t] < 0) throw Error(fmt::format("indexer_select: negative position {}", pos[t]));
-    members[size_t(seq[t])].push_back(t);
-  }
-  return members;
-}
-
 }  // namespace
 
 void indexer_select(const float* q, const float* k_norm, const int32_t* pos, const int32_t* seq,
                     const IndexerTable* tables, int64_t n_seqs, const IndexerParams& p, int32_t* out,
                     ThreadPool& pool) {
   check_params(p);
-  const auto members = group_by_sequence(pos, seq, p.n_tokens, n_seqs);
+  for (int64_t t = 0; t < p.n_tokens; ++t)
+    if (pos[t] < 0) throw Error(fmt::format("indexer_select: negative position {}", pos[t]));
+  const auto members = detail::tokens_by_sequence(seq, p.n_tokens, n_seqs, "indexer_select");
   const int64_t q_row = p.n_head * p.head_dim, width = p.top_k + p.ratio - 1;
   std::vector<float> keys;
   for (size_t s = 0; s < members.size(); ++s) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace vtc::cpu::detail {
 
@@ -140,5 +141,14 @@ const FloatKernels& active_float_kernels();
 
 // Exact f16 -> f32 through a 65536-entry table (scalar code paths).
 const float* fp16_table();
+
+// ggml_vec_dot_f32 in the reference's summation order for the active ISA
+// (linear_attention.cpp, which documents that order).
+float vec_dot_f32_ref(const float* a, const float* b, int64_t n);
+
+// Token indices of each sequence, in batch order. Throws vtc::Error naming
+// `op` for a sequence index outside [0, n_seqs).
+std::vector<std::vector<int64_t>> tokens_by_sequence(const int32_t* seq, int64_t n_tokens, int64_t n_seqs,
+                                                     const char* op);
 
 }  // namespace vtc::cpu::detail

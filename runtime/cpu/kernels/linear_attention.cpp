@@ -93,18 +93,6 @@ float dot_ref(const float* a, const float* b, int64_t n, int lanes) {
   return add_products(sum, a + np, b + np, n - np, lanes);
 }
 
-// Token indices of each sequence, in batch order. Throws for a bad index.
-std::vector<std::vector<int64_t>> tokens_by_sequence(const int32_t* seq, int64_t n_tokens, int64_t n_seqs,
-                                                     const char* op) {
-  std::vector<std::vector<int64_t>> members(size_t(n_seqs > 0 ? n_seqs : 0));
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    if (seq[t] < 0 || seq[t] >= n_seqs)
-      throw Error(fmt::format("{}: token {} has sequence index {}, outside [0, {})", op, t, seq[t], n_seqs));
-    members[size_t(seq[t])].push_back(t);
-  }
-  return members;
-}
-
 // The history after a sequence's n new inputs: its last `width` rows of
 // x' (old history, then the new rows), oldest first.
 void roll_history(float* hist, int64_t width, const float* x, int64_t channels, const std::vector<int64_t>& rows) {
@@ -117,6 +105,23 @@ void roll_history(float* hist, int64_t width, const float* x, int64_t channels, 
 }
 
 }  // namespace
+
+namespace detail {
+
+float vec_dot_f32_ref(const float* a, const float* b, int64_t n) { return dot_ref(a, b, n, reference_width()); }
+
+std::vector<std::vector<int64_t>> tokens_by_sequence(const int32_t* seq, int64_t n_tokens, int64_t n_seqs,
+                                                     const char* op) {
+  std::vector<std::vector<int64_t>> members(size_t(n_seqs > 0 ? n_seqs : 0));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    if (seq[t] < 0 || seq[t] >= n_seqs)
+      throw Error(fmt::format("{}: token {} has sequence index {}, outside [0, {})", op, t, seq[t], n_seqs));
+    members[size_t(seq[t])].push_back(t);
+  }
+  return members;
+}
+
+}  // namespace detail
 
 void l2_norm(const float* x, float eps, int64_t n_rows, int64_t n_cols, float* y) {
   for (int64_t r = 0; r < n_rows; ++r) {
@@ -135,7 +140,7 @@ void causal_conv1d(const float* x, const float* w, const int32_t* seq, float* co
   const int64_t n_k = p.kernel, n_c = p.channels, width = (n_k - 1) * p.dilation;
   if (n_k < 1 || p.dilation < 1)
     throw Error(fmt::format("causal_conv1d: bad kernel width {} or dilation {}", n_k, p.dilation));
-  const auto members = tokens_by_sequence(seq, p.n_tokens, p.n_seqs, "causal_conv1d");
+  const auto members = detail::tokens_by_sequence(seq, p.n_tokens, p.n_seqs, "causal_conv1d");
   const int64_t unfused = unfused_products(n_k, reference_width());
   for (size_t s = 0; s < members.size(); ++s) {
     const auto& rows = members[s];
@@ -189,7 +194,7 @@ void delta_rule_token(float* m, const float* q, const float* k, const float* v, 
 void delta_rule(const float* q, const float* k, const float* v, const float* g, const float* beta,
                 const int32_t* seq, float* const* states, const DeltaRuleParams& p, float* out,
                 ThreadPool& pool) {
-  const auto members = tokens_by_sequence(seq, p.n_tokens, p.n_seqs, "delta_rule");
+  const auto members = detail::tokens_by_sequence(seq, p.n_tokens, p.n_seqs, "delta_rule");
   const int64_t n_h = p.n_heads, dk = p.dk, dv = p.dv;
   const int lanes = reference_width();
   // (sequence, head) pairs are independent; the tokens of one pair are a
