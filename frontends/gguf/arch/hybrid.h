@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "frontends/gguf/arch/dense.h"
+#include "frontends/gguf/arch/step_graph.h"
 
 namespace vtc::arch {
 
@@ -14,13 +14,10 @@ struct DeltaNetHparams {
   int64_t conv_kernel = 0, head_dim = 0, k_heads = 0, v_heads = 0;
   std::vector<bool> recurrent;  // per layer
   std::vector<int64_t> rope_sections;
-  bool interleaved = false;     // qwen3next: interleaved head repeat, neox rope
-  bool fused_qkvz = false;      // ssm_in (older qwen3next files) instead of attn_qkv + attn_gate
-  bool fused_ba = false;        // ssm_ba (qwen3next) instead of ssm_beta + ssm_alpha
+  bool interleaved = false;     // qwen3next: interleaved head repeat, neox rope, ssm_ba, unscaled DeltaNet projections
   bool sigmoid_output_gate = false;  // qwen4exp: rms_norm(o) * sigmoid(z), not silu(z)
   bool moe = false;
   int64_t n_used = 0;
-  double expert_scale = 0.0;
 };
 
 // The integers of an array (or single integer) key; empty when absent.
@@ -34,26 +31,26 @@ class HybridLayers {
   // kv.L on attention layers; gdn_conv.L and gdn_state.L on DeltaNet layers.
   void declare_states(ir::Module& m, const BuildOptions& o) const;
   bool recurrent(int64_t layer) const { return d_.recurrent[size_t(layer)]; }
-  ir::Value mixer(ir::Builder& b, ir::Value h, ir::Value pos, ir::Value seq, const ir::Dim& n, int64_t l) const;
-  ir::Value ffn(ir::Builder& b, ir::Value h, int64_t l) const;
-  ir::Value delta_net(ir::Builder& b, ir::Value h, ir::Value seq, const ir::Dim& n, int64_t l) const;
+  // The layer's token mixer on its normalized input h [n, D].
+  ir::Value mixer(StepGraph& g, ir::Value h, int64_t l) const;
+  ir::Value ffn(StepGraph& g, ir::Value h, int64_t l) const;
+  ir::Value delta_net(StepGraph& g, ir::Value h, int64_t l) const;
   // `selected` (optional): the positions each query keeps (indexer_select).
-  ir::Value gated_attention(ir::Builder& b, ir::Value h, ir::Value pos, ir::Value seq, const ir::Dim& n, int64_t l,
-                            ir::Value selected = {}) const;
+  ir::Value gated_attention(StepGraph& g, ir::Value h, int64_t l, ir::Value selected = {}) const;
 
   // The attention's rope and the positions it reads ([n, 4] for multi rope).
   struct Rope {
     ir::RopeOptions options;
     ir::Value pos;
   };
-  Rope attention_rope(ir::Builder& b, ir::Value pos, const ir::Dim& n) const;
+  Rope attention_rope(StepGraph& g) const;
 
  private:
   struct Projections {
     ir::Value qkv, z, beta, alpha;
   };
-  Projections project(ir::Builder& b, ir::Value h, const ir::Dim& n, int64_t l) const;
-  ir::Value repeat_heads(ir::Builder& b, ir::Value x, const ir::Dim& n) const;
+  Projections project(StepGraph& g, ir::Value h, int64_t l) const;
+  ir::Value repeat_heads(StepGraph& g, ir::Value x) const;
 
   const DenseHparams& h_;
   const DeltaNetHparams& d_;

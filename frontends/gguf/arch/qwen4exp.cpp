@@ -29,6 +29,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "frontends/gguf/arch/hybrid.h"
 #include "support/error.h"
@@ -112,142 +113,146 @@ Qwen4ExpHparams read_qwen4exp_hparams(const gguf::GgufFile& f, const DenseHparam
   return q;
 }
 
-class Qwen4Exp {
+class Qwen4Exp final : public Architecture {
  public:
-  Qwen4Exp(const DenseHparams& h, const DeltaNetHparams& d, const Qwen4ExpHparams& q)
-      : h_(h), q_(q), layers_(h, d) {}
+  Qwen4Exp(const gguf::GgufFile& f, const BuildOptions& o)
+      : h_(read_dense_hparams(f)), d_(read_deltanet_hparams(f, h_)), q_(read_qwen4exp_hparams(f, h_, d_)), o_(o),
+        layers_(h_, d_) {}
+  const DenseHparams& hparams() const { return h_; }
 
-  void declare_states(ir::Module& m, const BuildOptions& o) const {
-    layers_.declare_states(m, o);
+  void declare_states(ir::Module& m) const override {
+    layers_.declare_states(m, o_);
     const Dim P = Dim::symbol("P"), S = Dim::symbol("S");
     for (int64_t l = 0; l < h_.n_layer; ++l)
       if (uses_indexer(l))
         m.add_state(fmt::format("idx.{}", l), ir::StateKind::Paged,
-                    {o.kv_type, {1, P, o.kv_page_tokens, q_.indexer_dim}, ir::Placement::Device});
+                    {o_.kv_type, {1, P, o_.kv_page_tokens, q_.indexer_dim}, ir::Placement::Device});
     if (q_.ple_layer < 0) return;
     m.add_state(fmt::format("ple_conv.{}", q_.ple_layer), ir::StateKind::Plain,
                 {ir::ElemType::F32, {S, (q_.ple_conv_kernel - 1) * q_.ngram.n, q_.hc * h_.n_embd}, ir::Placement::Device});
     m.add_state("ngram_hist", ir::StateKind::Ring, {ir::ElemType::I64, {S, q_.ngram.n - 1}, ir::Placement::Device});
   }
 
-  Value forward(Builder& b, Value ids, Value pos, Value seq, const Dim& n) const {
-    Value emb = b.embed(b.weight("token_embd"), ids);
-    Value ple = q_.ple_layer >= 0 ? ple_embedding(b, ids, seq, n) : Value();
-    Value res = Builder::named(streams(b, emb, n), "res");
+  Value forward(StepGraph& g) const override {
+    Value emb = g.b.embed(g.weight("token_embd"), g.ids);
+    Value ple = q_.ple_layer >= 0 ? ple_embedding(g) : Value();
+    Value res = Builder::named(streams(g, emb), "res");
     for (int64_t l = 0; l < h_.n_layer; ++l) {
-      if (l == q_.ple_layer) res = ple_block(b, res, ple, seq, n, l);
-      Mix m = mix(b, res, fmt::format("blk.{}.hc_attn_", l), n);
-      Value out = layers_.recurrent(l) ? layers_.delta_net(b, m.mixed, seq, n, l) : attention(b, m.mixed, pos, seq, n, l);
-      res = combine(b, res, out, m.inject, n);
-      m = mix(b, res, fmt::format("blk.{}.hc_ffn_", l), n);
-      res = Builder::named(combine(b, res, layers_.ffn(b, m.mixed, l), m.inject, n), fmt::format("res{}", l));
+      if (l == q_.ple_layer) res = ple_block(g, res, ple, l);
+      Mix m = mix(g, res, fmt::format("blk.{}.hc_attn_", l));
+      Value out = layers_.recurrent(l) ? layers_.delta_net(g, m.mixed, l) : attention(g, m.mixed, l);
+      res = combine(g, res, out, m.inject);
+      m = mix(g, res, fmt::format("blk.{}.hc_ffn_", l));
+      res = Builder::named(combine(g, res, layers_.ffn(g, m.mixed, l), m.inject), fmt::format("res{}", l));
     }
     return res;
   }
 
-  // The head's mixer over the output rows x [R, hc, D].
-  Value final_norm(Builder& b, Value x) const {
-    const Dim rows = x.type().shape[0];
-    return mix(b, x, "output_hc_", rows, false).mixed;
+  // The head mixes the output rows x [R, hc, D] with output_hc_* (no
+  // inject, no output_norm).
+  Value head(StepGraph& g, Value rows) const override {
+    const Dim n_rows = rows.type().shape[0];
+    return g.output(mix(g, rows, "output_hc_", false, n_rows).mixed);
   }
 
  private:
   bool uses_indexer(int64_t l) const { return !layers_.recurrent(l) && q_.ratios[size_t(l)] > 0; }
 
   // hc copies of x [n, D] side by side: [n, hc, D].
-  Value streams(Builder& b, Value x, const Dim& n) const {
-    Value one = b.reshape(x, {n, 1, h_.n_embd});
-    return b.concat(std::vector<Value>(size_t(q_.hc), one), 1);
+  Value streams(StepGraph& g, Value x, std::optional<Dim> rows = std::nullopt) const {
+    Value one = g.b.reshape(x, {rows.value_or(g.n), 1, h_.n_embd});
+    return g.b.concat(std::vector<Value>(size_t(q_.hc), one), 1);
   }
 
   // rms_norm of each stream of x [n, hc*D or hc, D] with the [hc*D] gain `weight`.
-  Value grouped_norm(Builder& b, Value x, const std::string& weight, const Dim& n) const {
-    Value gain = b.reshape(b.weight(weight), {q_.hc, h_.n_embd});
-    return b.rms_norm(b.reshape(x, {n, q_.hc, h_.n_embd}), gain, h_.eps);
+  Value grouped_norm(StepGraph& g, Value x, const std::string& weight, const Dim& n) const {
+    Value gain = g.b.reshape(g.weight(weight), {q_.hc, h_.n_embd});
+    return g.b.rms_norm(g.b.reshape(x, {n, q_.hc, h_.n_embd}), gain, h_.eps);
   }
 
   struct Mix {
     Value mixed, inject;  // [n, D], [n, hc]
   };
 
-  Mix mix(Builder& b, Value res, const std::string& prefix, const Dim& n, bool with_inject = true) const {
+  Mix mix(StepGraph& g, Value res, const std::string& prefix, bool with_inject = true,
+          std::optional<Dim> rows = std::nullopt) const {
+    Builder& b = g.b;
+    const Dim n = rows.value_or(g.n);
     const int64_t hc = q_.hc, d = h_.n_embd;
-    Value xn = b.reshape(grouped_norm(b, res, prefix + "norm", n), {n, hc * d});
-    Value low = b.silu(b.scale(b.matmul(xn, b.weight(prefix + "down")), 1.0 / double(hc)));
-    Value gate = b.sigmoid(b.matmul(low, b.weight(prefix + "up")));
+    Value xn = b.reshape(grouped_norm(g, res, prefix + "norm", n), {n, hc * d});
+    Value low = b.silu(b.scale(g.linear_plain(xn, prefix + "down"), 1.0 / double(hc)));
+    Value gate = b.sigmoid(g.linear_plain(low, prefix + "up"));
     Value gated = b.reshape(b.mul(xn, gate), {n, hc, d});
     // The streams' mean, summed in stream order as the reference does.
     Value sum = b.slice(gated, 1, 0, 1);
     for (int64_t c = 1; c < hc; ++c) sum = b.add(sum, b.slice(gated, 1, c, 1));
     Mix m{b.scale(b.reshape(sum, {n, d}), 1.0 / double(hc)), Value()};
-    if (with_inject) m.inject = b.matmul(xn, b.weight(prefix + "inject"));
+    if (with_inject) m.inject = g.linear_plain(xn, prefix + "inject");
     return m;
   }
 
   // res + out * 2 sigmoid(inject / hc), out [n, D] broadcast over the streams.
-  Value combine(Builder& b, Value res, Value out, Value inject, const Dim& n) const {
+  Value combine(StepGraph& g, Value res, Value out, Value inject) const {
+    Builder& b = g.b;
     Value weight = b.scale(b.sigmoid(b.scale(inject, 1.0 / double(q_.hc))), 2.0);
-    return b.add(res, b.mul(streams(b, out, n), b.reshape(weight, {n, q_.hc, 1})));
+    return b.add(res, b.mul(streams(g, out), b.reshape(weight, {g.n, q_.hc, 1})));
   }
 
   // The token's n-gram rows, [n, heads * head_dim]; advances @ngram_hist.
-  Value ple_embedding(Builder& b, Value ids, Value seq, const Dim& n) const {
+  Value ple_embedding(StepGraph& g) const {
+    Builder& b = g.b;
     Value history = b.state_read("ngram_hist");
-    Value rows = Builder::named(b.ngram_hash(ids, seq, history, q_.ngram), "ple_rows");
-    b.state_write("ngram_hist", b.ngram_roll(history, ids, seq, q_.ngram.eos));
-    return b.reshape(b.embed(b.weight("per_layer_token_embd"), rows), {n, h_.n_embd});
+    Value rows = Builder::named(b.ngram_hash(g.ids, g.seq, history, q_.ngram), "ple_rows");
+    b.state_write("ngram_hist", b.ngram_roll(history, g.ids, g.seq, q_.ngram.eos));
+    return b.reshape(b.embed(g.weight("per_layer_token_embd"), rows), {g.n, h_.n_embd});
   }
 
-  Value ple_block(Builder& b, Value res, Value e, Value seq, const Dim& n, int64_t l) const {
+  Value ple_block(StepGraph& g, Value res, Value e, int64_t l) const {
+    Builder& b = g.b;
+    const Dim& n = g.n;
     const std::string blk = fmt::format("blk.{}.", l);
     const int64_t hc = q_.hc, d = h_.n_embd;
-    Value key = grouped_norm(b, b.matmul(e, b.weight(blk + "ple_key")), blk + "ple_norm_key", n);
-    Value query = grouped_norm(b, res, blk + "ple_norm_query", n);
+    Value key = grouped_norm(g, g.linear_plain(e, blk + "ple_key"), blk + "ple_norm_key", n);
+    Value query = grouped_norm(g, res, blk + "ple_norm_query", n);
     Value s = b.scale(b.sum(b.mul(key, query)), double(1.0f / std::sqrt(float(d))));
     Value magnitude = b.sqrt(b.clamp(b.abs(s), 1e-6, std::numeric_limits<double>::infinity()));
     Value gate = b.sigmoid(b.mul(b.sign(s), magnitude));
-    Value gated = b.mul(streams(b, b.matmul(e, b.weight(blk + "ple_value")), n), gate);
-    Value normed = b.reshape(grouped_norm(b, gated, blk + "ple_norm_conv", n), {n, hc * d});
+    Value gated = b.mul(streams(g, g.linear_plain(e, blk + "ple_value")), gate);
+    Value normed = b.reshape(grouped_norm(g, gated, blk + "ple_norm_conv", n), {n, hc * d});
     // Quantized files keep this kernel in f16; the reference casts it to f32 too.
-    Value kernel = b.weight(blk + "ple_conv1d");
+    Value kernel = g.weight(blk + "ple_conv1d");
     if (kernel.type().elem.kind() != ir::ElemType::F32) kernel = b.cast(kernel, ir::ElemType::F32);
-    Value conv = b.silu(b.causal_conv1d(normed, kernel, seq, fmt::format("ple_conv.{}", l), q_.ngram.n));
+    Value conv = b.silu(b.causal_conv1d(normed, kernel, g.seq, fmt::format("ple_conv.{}", l), q_.ngram.n));
     return b.add(res, b.add(gated, b.reshape(conv, {n, hc, d})));
   }
 
-  Value attention(Builder& b, Value h, Value pos, Value seq, const Dim& n, int64_t l) const {
-    if (!uses_indexer(l)) return layers_.gated_attention(b, h, pos, seq, n, l);
+  Value attention(StepGraph& g, Value h, int64_t l) const {
+    if (!uses_indexer(l)) return layers_.gated_attention(g, h, l);
+    Builder& b = g.b;
     const std::string blk = fmt::format("blk.{}.indexer.", l);
-    const HybridLayers::Rope rope = layers_.attention_rope(b, pos, n);
-    Value q = b.reshape(b.matmul(h, b.weight(blk + "q_proj")), {n, q_.indexer_heads, q_.indexer_dim});
-    q = b.rope(b.rms_norm(q, b.weight(blk + "q_norm"), h_.eps), rope.pos, rope.options);
-    Value k = b.matmul(h, b.weight(blk + "k_proj"));
+    const HybridLayers::Rope rope = layers_.attention_rope(g);
+    Value q = b.reshape(g.linear_plain(h, blk + "q_proj"), {g.n, q_.indexer_heads, q_.indexer_dim});
+    q = b.rope(g.norm(q, blk + "q_norm"), rope.pos, rope.options);
+    Value k = g.linear_plain(h, blk + "k_proj");
     ir::IndexerOptions o{.state = fmt::format("idx.{}", l), .ratio = q_.ratios[size_t(l)], .top_k = q_.indexer_top_k,
                          .eps = h_.eps, .rope = rope.options};
-    Value selected = Builder::named(b.indexer_select(q, k, b.weight(blk + "k_norm"), pos, seq, o),
+    Value selected = Builder::named(b.indexer_select(q, k, g.weight(blk + "k_norm"), g.pos, g.seq, o),
                                     fmt::format("selected{}", l));
-    return layers_.gated_attention(b, h, pos, seq, n, l, selected);
+    return layers_.gated_attention(g, h, l, selected);
   }
 
-  const DenseHparams& h_;
-  const Qwen4ExpHparams& q_;
+  DenseHparams h_;
+  DeltaNetHparams d_;
+  Qwen4ExpHparams q_;
+  const BuildOptions& o_;
   HybridLayers layers_;
 };
 
 }  // namespace
 
 ir::Module build_qwen4exp(const gguf::GgufFile& f, const BuildOptions& o) {
-  const DenseHparams h = read_dense_hparams(f);
-  const DeltaNetHparams d = read_deltanet_hparams(f, h);
-  const Qwen4ExpHparams q = read_qwen4exp_hparams(f, h, d);
-  const Qwen4Exp model(h, d, q);
-  DecoderHooks hooks;
-  hooks.declare_states = [&](ir::Module& m) { model.declare_states(m, o); };
-  hooks.forward = [&](Builder& b, Value ids, Value pos, Value seq, const Dim& n) {
-    return model.forward(b, ids, pos, seq, n);
-  };
-  hooks.final_norm = [&](Builder& b, Value x) { return model.final_norm(b, x); };
-  return build_decoder(f, o, h, hooks);
+  const Qwen4Exp arch(f, o);
+  return build_architecture(f, arch.hparams(), arch);
 }
 
 }  // namespace vtc::arch

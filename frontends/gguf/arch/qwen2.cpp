@@ -1,0 +1,60 @@
+// qwen2, as the reference's src/models/qwen2.cpp: llama's layer with neox
+// rope, optional q/k/v biases (build_qkv), no output-projection or FFN
+// biases (the reference loads none), and an optional output.bias:
+//
+//   per layer:
+//     h = rms_norm(x) * attn_norm
+//     q, k, v = build_qkv(h)              each * scale + bias
+//     x += attention(rope(q), rope(k), v) Wo * scale
+//     x += swiglu(rms_norm(x) * ffn_norm), each projection * scale
+//   logits = (rms_norm(x) * output_norm) Woutput * output.scale + output.bias
+#include <fmt/format.h>
+
+#include "frontends/gguf/arch/step_graph.h"
+
+namespace vtc::arch {
+namespace {
+
+using ir::Value;
+
+class Qwen2 final : public Architecture {
+ public:
+  Qwen2(const gguf::GgufFile& f, const BuildOptions& o) : h_(read_dense_hparams(f)), o_(o) {}
+  const DenseHparams& hparams() const { return h_; }
+
+  void declare_states(ir::Module& m) const override {
+    for (int64_t l = 0; l < h_.n_layer; ++l) declare_kv_state(m, o_, h_, l);
+  }
+
+  Value forward(StepGraph& g) const override {
+    ir::Builder& b = g.b;
+    const ir::RopeOptions rope = rope_options(h_);
+    Value x = ir::Builder::named(b.embed(g.weight("token_embd"), g.ids), "x");
+    for (int64_t l = 0; l < h_.n_layer; ++l) {
+      Value h = g.norm(x, blk(l, "attn_norm"));
+      auto [q, k, v] = g.qkv(h, l);
+      Value a = g.attention(b.rope(q, g.pos, rope), b.rope(k, g.pos, rope), v, l);
+      x = b.add(x, g.linear(b.reshape(a, {g.n, h_.n_head * h_.head_dim}), blk(l, "attn_output")));
+      Value ffn = g.swiglu_ffn(g.norm(x, blk(l, "ffn_norm")), l, "", /*biases=*/false);
+      x = ir::Builder::named(b.add(x, ffn), fmt::format("x{}", l));
+    }
+    return x;
+  }
+
+  Value head(StepGraph& g, Value rows) const override {
+    return g.output(g.norm(rows, "output_norm"), /*bias=*/true);
+  }
+
+ private:
+  DenseHparams h_;
+  const BuildOptions& o_;
+};
+
+}  // namespace
+
+ir::Module build_qwen2(const gguf::GgufFile& f, const BuildOptions& o) {
+  const Qwen2 arch(f, o);
+  return build_architecture(f, arch.hparams(), arch);
+}
+
+}  // namespace vtc::arch

@@ -1,0 +1,170 @@
+// The architecture helper library (step_graph.h): taking tensors, the
+// projection family, attention, FFN and MoE blocks, and the step skeleton
+// that turns an Architecture into @prefill and @decode.
+#include "frontends/gguf/arch/step_graph.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "support/error.h"
+
+namespace vtc::arch {
+
+using ir::Builder;
+using ir::Dim;
+using ir::ElemType;
+using ir::TensorType;
+using ir::Value;
+
+std::string blk(int64_t layer, std::string_view name) { return fmt::format("blk.{}.{}", layer, name); }
+
+StepGraph::StepGraph(ir::Module& m, const gguf::GgufFile& f, const DenseHparams& hp, Builder& builder, Dim tokens,
+                     Value token_ids, Value positions, Value sequences)
+    : b(builder), h(hp), n(std::move(tokens)), ids(token_ids), pos(positions), seq(sequences), m_(m), f_(f) {}
+
+namespace {
+
+// The GGUF tensor behind IR weight `name`: "<name>.weight", or `name` itself
+// for tensors stored without a suffix (blk.N.ssm_a, "*.bias", "*.scale").
+const gguf::TensorInfo* find_source(const gguf::GgufFile& f, std::string_view name) {
+  if (const auto* t = f.find_tensor(std::string(name) + ".weight")) return t;
+  return f.find_tensor(name);
+}
+
+}  // namespace
+
+bool StepGraph::has(std::string_view name) const { return find_source(f_, name) != nullptr; }
+
+Value StepGraph::weight(std::string_view name) {
+  const gguf::TensorInfo* t = find_source(f_, name);
+  if (!t)
+    throw Error(fmt::format("{}: missing tensor '{}.weight', which {} requires", f_.path(), name,
+                            h.arch.empty() ? "the architecture" : h.arch));
+  if (!m_.find_weight(name)) {
+    ir::Shape shape(t->dims.rbegin(), t->dims.rend());
+    m_.add_weight(std::string(name), {elem_type_of(t->type), shape, ir::Placement::Device}, t->name);
+  }
+  return b.weight(name);
+}
+
+Value StepGraph::optional(std::string_view name) { return has(name) ? weight(name) : Value(); }
+
+Value StepGraph::norm(Value x, std::string_view gain) { return b.rms_norm(x, weight(gain), h.eps); }
+
+Value StepGraph::scaled(Value y, std::string_view w) {
+  Value s = optional(fmt::format("{}.scale", w));
+  return s ? b.mul(y, s) : y;
+}
+
+Value StepGraph::biased(Value y, std::string_view w) {
+  Value bias = optional(fmt::format("{}.bias", w));
+  return bias ? b.add(y, bias) : y;
+}
+
+Value StepGraph::linear_plain(Value x, std::string_view w) { return b.matmul(x, weight(w)); }
+Value StepGraph::linear(Value x, std::string_view w) { return scaled(linear_plain(x, w), w); }
+Value StepGraph::linear_bias(Value x, std::string_view w) { return biased(linear(x, w), w); }
+Value StepGraph::ffn_linear(Value x, std::string_view w) { return scaled(biased(linear_plain(x, w), w), w); }
+
+StepGraph::Qkv StepGraph::qkv(Value x, int64_t l) {
+  const int64_t hd = h.head_dim, q_width = h.n_head * hd, kv_width = h.n_head_kv * hd;
+  auto heads = [&](Value y, int64_t count) { return b.reshape(y, {n, count, hd}); };
+  if (has(blk(l, "attn_qkv"))) {
+    Value qkv = linear_bias(x, blk(l, "attn_qkv"));
+    return {heads(b.slice(qkv, 1, 0, q_width), h.n_head), heads(b.slice(qkv, 1, q_width, kv_width), h.n_head_kv),
+            heads(b.slice(qkv, 1, q_width + kv_width, kv_width), h.n_head_kv)};
+  }
+  return {heads(linear_bias(x, blk(l, "attn_q")), h.n_head), heads(linear_bias(x, blk(l, "attn_k")), h.n_head_kv),
+          heads(linear_bias(x, blk(l, "attn_v")), h.n_head_kv)};
+}
+
+Value StepGraph::swiglu_ffn(Value x, int64_t l, std::string_view suffix, bool biases) {
+  auto project = [&](Value in, const char* part) {
+    const std::string w = blk(l, fmt::format("{}{}", part, suffix));
+    return biases ? ffn_linear(in, w) : linear(in, w);
+  };
+  Value gate = b.silu(project(x, "ffn_gate"));
+  Value up = project(x, "ffn_up");
+  return project(b.mul(gate, up), "ffn_down");
+}
+
+Value StepGraph::moe_ffn(Value x, int64_t l, int64_t n_used, double scale, bool merged_allowed) {
+  // The router takes no scale or bias in build_moe_ffn.
+  Value logits = linear_plain(x, blk(l, "ffn_gate_inp"));
+  std::vector<ir::NamedAttr> attrs = {{"k", ir::Attr::of_int(n_used)},
+                                      {"gating", ir::Attr::of_enum("softmax")},
+                                      {"norm", ir::Attr::of_bool(true)}};
+  if (scale != 0.0 && scale != 1.0) attrs.push_back({"scale", ir::Attr::of_float(scale)});
+  ir::Op& route = b.create(ir::OpKind::MoeRoute, {logits}, std::move(attrs));
+  ir::MoeExperts e;
+  e.down = weight(blk(l, "ffn_down_exps"));
+  e.down_scale = optional(blk(l, "ffn_down_exps.scale"));
+  if (merged_allowed && has(blk(l, "ffn_gate_up_exps"))) {
+    // The reference scales no gate_up result; a gate_up scale is unknown to it.
+    e.gate_up = weight(blk(l, "ffn_gate_up_exps"));
+  } else {
+    e.gate = weight(blk(l, "ffn_gate_exps"));
+    e.up = weight(blk(l, "ffn_up_exps"));
+    e.gate_scale = optional(blk(l, "ffn_gate_exps.scale"));
+    e.up_scale = optional(blk(l, "ffn_up_exps.scale"));
+    const int scales = bool(e.gate_scale) + bool(e.up_scale) + bool(e.down_scale);
+    if (scales != 0 && scales != 3)
+      throw Error(fmt::format("{}: layer {} has per-expert scales for only some of ffn_gate_exps, ffn_up_exps and "
+                              "ffn_down_exps; vtc supports all three or none",
+                              f_.path(), l));
+  }
+  return b.moe_ffn(x, route.results[0], route.results[1], e);
+}
+
+Value StepGraph::attention(Value q, Value k, Value v, int64_t l, Value selected) {
+  ir::AttentionOptions attn{.state = fmt::format("kv.{}", l), .scale = 1.0 / std::sqrt(double(h.head_dim))};
+  return b.attention(q, k, v, pos, seq, attn, selected);
+}
+
+Value StepGraph::output(Value x, bool bias) {
+  if (!has("output")) return b.matmul(x, weight("token_embd"));  // tied
+  Value logits = linear(x, "output");
+  return bias ? biased(logits, "output") : logits;
+}
+
+void declare_kv_state(ir::Module& m, const BuildOptions& o, const DenseHparams& h, int64_t l) {
+  m.add_state(fmt::format("kv.{}", l), ir::StateKind::Paged,
+              {o.kv_type, {2, Dim::symbol("P"), o.kv_page_tokens, h.n_head_kv, h.head_dim}, ir::Placement::Device});
+}
+
+namespace {
+
+TensorType i32(ir::Shape shape) { return {ElemType::I32, std::move(shape), ir::Placement::Device}; }
+
+}  // namespace
+
+ir::Module build_architecture(const gguf::GgufFile& f, const DenseHparams& h, const Architecture& arch) {
+  ir::Module m;
+  arch.declare_states(m);
+  m.add_state("last_ids", ir::StateKind::Plain, {ElemType::I32, {Dim::symbol("S")}, ir::Placement::Device});
+  {
+    Builder b(m, "prefill");
+    const Dim T = Dim::symbol("T");
+    Value ids = b.arg("ids", i32({T}));
+    Value pos = b.arg("pos", i32({T}));
+    Value seq = b.arg("seq", i32({T}));
+    Value rows = b.arg("rows", i32({Dim::symbol("R")}));
+    StepGraph g(m, f, h, b, T, ids, pos, seq);
+    Value x = arch.forward(g);
+    b.ret({Builder::named(arch.head(g, b.gather(x, rows, 0)), "logits")});
+  }
+  {
+    Builder b(m, "decode");
+    const Dim S = Dim::symbol("S");
+    Value pos = b.arg("pos", i32({S}));
+    Value seq = b.arg("seq", i32({S}));
+    Value ids = Builder::named(b.state_read("last_ids"), "ids");
+    StepGraph g(m, f, h, b, S, ids, pos, seq);
+    b.ret({Builder::named(arch.head(g, arch.forward(g)), "logits")});
+  }
+  require_full_accounting(f, account_tensors(f, m));
+  return m;
+}
+
+}  // namespace vtc::arch

@@ -1,0 +1,133 @@
+// The helper library every architecture builder is written in, after the
+// reference's llm_graph_context (src/llama-graph.cpp: build_norm,
+// build_lora_mm, build_qkv, build_ffn, build_moe_ffn, build_attn). Each
+// helper takes the tensors the reference takes, with the optional bias and
+// scale it applies, in its order, so an architecture file reads top to
+// bottom like the reference's src/models/<arch>.cpp.
+//
+// Tensor accounting. A weight is declared in the module when a helper takes
+// it, never up front. After both steps are built, every tensor of the file
+// that no helper took must be in the architecture's table of tensors the
+// reference loads and never applies (tensor_accounting.cpp); any other is
+// an error that lists it by name, as the reference's loader refuses a file
+// with a tensor it did not take (done_getting_tensors).
+//
+// Projections, by the order in which the reference applies bias and scale:
+//   linear(x, w)          x W * w.scale               (build_lora_mm)
+//   linear_bias(x, w)     x W * w.scale + w.bias      (build_qkv, build_attn's wo)
+//   ffn_linear(x, w)      (x W + w.bias) * w.scale    (build_ffn)
+//   linear_plain(x, w)    x W                          (call sites that pass no scale)
+// A bias or scale is taken when the file has it; which call a block uses is
+// the architecture's choice, as in the reference.
+#pragma once
+
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "frontends/gguf/arch/arch.h"
+#include "frontends/gguf/arch/dense.h"
+#include "ir/builder.h"
+
+namespace vtc::arch {
+
+// "blk.<layer>.<name>"
+std::string blk(int64_t layer, std::string_view name);
+
+// One step function under construction (@prefill or @decode), with the
+// step's token count n, ids, positions and sequence indices ([n] i32).
+class StepGraph {
+ public:
+  StepGraph(ir::Module& m, const gguf::GgufFile& f, const DenseHparams& h, ir::Builder& b, ir::Dim n, ir::Value ids,
+            ir::Value pos, ir::Value seq);
+
+  ir::Builder& b;
+  const DenseHparams& h;
+  const ir::Dim n;
+  const ir::Value ids, pos, seq;
+
+  // Tensors, by the GGUF tensor name minus ".weight" ("blk.0.attn_q",
+  // "blk.0.attn_q.bias"): has() asks the file; weight() takes a tensor the
+  // model needs (a clear error when the file lacks it); optional() takes
+  // it when present and returns Value() otherwise.
+  bool has(std::string_view name) const;
+  ir::Value weight(std::string_view name);
+  ir::Value optional(std::string_view name);
+
+  // rms_norm(x) * gain, with the hparams' eps.
+  ir::Value norm(ir::Value x, std::string_view gain);
+  ir::Value linear(ir::Value x, std::string_view w);
+  ir::Value linear_bias(ir::Value x, std::string_view w);
+  ir::Value ffn_linear(ir::Value x, std::string_view w);
+  ir::Value linear_plain(ir::Value x, std::string_view w);
+
+  // Q, K, V [n, heads, head_dim] of layer l from a merged blk.l.attn_qkv or
+  // split attn_q/k/v, each with its optional scale and bias (build_qkv).
+  struct Qkv {
+    ir::Value q, k, v;
+  };
+  Qkv qkv(ir::Value x, int64_t l);
+  // silu(x Wgate) * (x Wup) then Wdown over blk.l.ffn_{gate,up,down}<suffix>
+  // (build_ffn with LLM_FFN_SILU, LLM_FFN_PAR): each projection times its
+  // scale, and with `biases` (the architectures whose loader takes FFN
+  // biases) plus its bias first.
+  ir::Value swiglu_ffn(ir::Value x, int64_t l, std::string_view suffix, bool biases);
+  // build_moe_ffn with softmax gating, renormalized weights and `scale`:
+  // the router blk.l.ffn_gate_inp, then split ffn_gate_exps + ffn_up_exps
+  // (or, where the loader takes it, the merged ffn_gate_up_exps) and
+  // ffn_down_exps, with per-expert scales.
+  ir::Value moe_ffn(ir::Value x, int64_t l, int64_t n_used, double scale = 0.0, bool merged_allowed = false);
+  // Causal attention of layer l over its KV state @kv.l, scale 1/sqrt(head_dim).
+  ir::Value attention(ir::Value q, ir::Value k, ir::Value v, int64_t l, ir::Value selected = {});
+  // The output matrix (token_embd when tied) with its optional scale and,
+  // when `bias`, output.bias: the logits of the rows x [R, D].
+  ir::Value output(ir::Value x, bool bias = false);
+
+ private:
+  ir::Value scaled(ir::Value y, std::string_view w);
+  ir::Value biased(ir::Value y, std::string_view w);
+
+  ir::Module& m_;
+  const gguf::GgufFile& f_;
+};
+
+// An architecture, as the reference's llama_model_<arch>::graph: its
+// states, then one straight-line function for the embedding and every
+// layer (the residual stream [n, ...] of the step's tokens) and one for the
+// head (the residual rows [rows, ...] to logits [rows, n_vocab]).
+class Architecture {
+ public:
+  virtual ~Architecture() = default;
+  virtual void declare_states(ir::Module& m) const = 0;
+  virtual ir::Value forward(StepGraph& g) const = 0;
+  virtual ir::Value head(StepGraph& g, ir::Value rows) const = 0;
+};
+
+// Builds @prefill (the logits of the rows %rows lists) and @decode (ids
+// from @last_ids, one row per sequence) of `arch`, declares @last_ids,
+// then checks the tensor accounting (throws listing unknown tensors).
+ir::Module build_architecture(const gguf::GgufFile& f, const DenseHparams& h, const Architecture& arch);
+
+// The KV state @kv.l of a full-attention layer.
+void declare_kv_state(ir::Module& m, const BuildOptions& o, const DenseHparams& h, int64_t l);
+
+// Tensor accounting (tensor_accounting.cpp).
+struct TensorAccounting {
+  std::vector<std::string> taken;            // GGUF tensor names the IR uses
+  std::vector<std::string> accepted_unused;  // in the reference-loads-never-applies table
+  std::vector<std::string> unknown;          // neither: the file is refused
+};
+TensorAccounting account_tensors(const gguf::GgufFile& f, const ir::Module& m);
+// Throws vtc::Error listing the unknown tensors by name.
+void require_full_accounting(const gguf::GgufFile& f, const TensorAccounting& a);
+
+// The table of tensors the reference loads for an architecture and never
+// applies, for docs and `vtc inspect`: pattern ('*' matches any text) and why.
+struct AcceptedUnused {
+  std::string_view architectures;  // comma-separated, "*" for all
+  std::string_view pattern;
+  std::string_view why;
+};
+const std::vector<AcceptedUnused>& accepted_unused_tensors();
+
+}  // namespace vtc::arch

@@ -1,0 +1,107 @@
+// Tensor accounting: every tensor of a GGUF file is either taken by the
+// architecture's builder (declared as a weight of the module) or listed in
+// the one table below of tensors the reference loads and never applies;
+// anything else refuses the file, naming each tensor, as the reference's
+// loader does (done_getting_tensors: "wrong number of tensors").
+//
+// The table is read from the reference (src/llama-model.cpp, the generic
+// ".scale"/".input_scale" pass, create_tensor_qkv, and each architecture's
+// load_arch_tensors against its graph in src/models/<arch>.cpp). Each entry
+// says why; docs/gguf.md reproduces it and `vtc inspect` reports the
+// entries a file matches.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "frontends/gguf/arch/step_graph.h"
+#include "support/error.h"
+
+namespace vtc::arch {
+
+const std::vector<AcceptedUnused>& accepted_unused_tensors() {
+  static const std::vector<AcceptedUnused> table = {
+      {"*", "*.input_scale",
+       "activation scales of NVFP4-style checkpoints: the generic scale pass loads them and no graph applies them"},
+      {"llama", "blk.*.ffn_*_shexp.weight",
+       "shared experts, loaded when expert_shared_feed_forward_length > 0 (for Granite MoE); the llama graph does not "
+       "apply them"},
+      {"llama", "blk.*.ffn_*_shexp.scale", "the scales of those shared experts"},
+      {"qwen35,qwen35moe,qwen3next,qwen4exp", "blk.*.attn_[qkv].bias",
+       "create_tensor_qkv loads optional q/k/v biases; the gated-attention graphs never add them"},
+      {"qwen3next", "blk.*.attn_qkv.scale",
+       "the generic scale pass loads it; qwen3next's graph passes no scale to this projection"},
+      {"qwen3next", "blk.*.attn_gate.scale", "as attn_qkv.scale"},
+      {"qwen3next", "blk.*.ssm_in.scale", "as attn_qkv.scale"},
+      {"qwen3next", "blk.*.ssm_out.scale", "as attn_qkv.scale"},
+      {"qwen3next", "blk.*.ssm_in.weight",
+       "the fused qkvz projection of older files: when attn_qkv and attn_gate are present too, the graph uses those"},
+  };
+  return table;
+}
+
+namespace {
+
+// '*' matches any run of characters; "[abc]" one of the listed characters.
+bool glob_match(std::string_view pattern, std::string_view text) {
+  if (pattern.empty()) return text.empty();
+  if (pattern[0] == '*') {
+    for (size_t skip = 0; skip <= text.size(); ++skip)
+      if (glob_match(pattern.substr(1), text.substr(skip))) return true;
+    return false;
+  }
+  if (text.empty()) return false;
+  if (pattern[0] == '[') {
+    const size_t close = pattern.find(']');
+    if (close != std::string_view::npos) {
+      if (pattern.substr(1, close - 1).find(text[0]) == std::string_view::npos) return false;
+      return glob_match(pattern.substr(close + 1), text.substr(1));
+    }
+  }
+  return pattern[0] == text[0] && glob_match(pattern.substr(1), text.substr(1));
+}
+
+bool applies_to(const AcceptedUnused& entry, const std::string& arch) {
+  if (entry.architectures == "*") return true;
+  std::string_view list = entry.architectures;
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    if (list.substr(0, comma) == arch) return true;
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+}  // namespace
+
+TensorAccounting account_tensors(const gguf::GgufFile& f, const ir::Module& m) {
+  std::set<std::string> taken;
+  for (const auto& w : m.weights) taken.insert(w.source);
+  const std::string arch = f.architecture();
+  TensorAccounting a;
+  for (const auto& t : f.tensors()) {
+    if (taken.count(t.name)) {
+      a.taken.push_back(t.name);
+      continue;
+    }
+    const auto& table = accepted_unused_tensors();
+    const bool accepted = std::any_of(table.begin(), table.end(), [&](const AcceptedUnused& e) {
+      return applies_to(e, arch) && glob_match(e.pattern, t.name);
+    });
+    (accepted ? a.accepted_unused : a.unknown).push_back(t.name);
+  }
+  return a;
+}
+
+void require_full_accounting(const gguf::GgufFile& f, const TensorAccounting& a) {
+  if (a.unknown.empty()) return;
+  constexpr size_t kListed = 12;
+  std::vector<std::string> shown(a.unknown.begin(), a.unknown.begin() + std::min(a.unknown.size(), kListed));
+  const std::string more = a.unknown.size() > kListed ? fmt::format(" and {} more", a.unknown.size() - kListed) : "";
+  throw Error(fmt::format("{}: {} tensor(s) that architecture '{}' does not use and llama.cpp would not load: {}{} "
+                          "(an unknown tensor would change the model; docs/gguf.md lists what each architecture reads)",
+                          f.path(), a.unknown.size(), f.architecture(), fmt::join(shown, ", "), more));
+}
+
+}  // namespace vtc::arch
