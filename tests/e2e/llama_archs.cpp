@@ -1,0 +1,168 @@
+// The rescaler and the model cache for test-llama-archs models (see
+// llama_archs.h).
+#include "tests/e2e/llama_archs.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <random>
+
+#include "frontends/gguf/gguf.h"
+#include "support/error.h"
+#include "tests/test_process.h"
+
+namespace vtc::test::llama_archs {
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Bumped whenever the rescaling rules change, so cached files are rebuilt.
+constexpr int kRescaleVersion = 1;
+
+float rescaled(Role role, float w, double fan_in) {
+  switch (role) {
+    case Role::kKeep: return w;
+    case Role::kScale: return 1.0f + 30.0f * w;
+    case Role::kBias: return 10.0f * w;
+    case Role::kGain: return 1.0f + 10.0f * w;
+    case Role::kEmbedding: return 100.0f * w;
+    case Role::kSsmA: return -(0.5f + 50.0f * std::fabs(w));
+    case Role::kRopeFreqs: return 1.0f + 10.0f * std::fabs(w);
+    case Role::kMatrix: return float(double(w) / (0.01 * std::sqrt(fan_in)));
+  }
+  return w;
+}
+
+std::filesystem::path cache_dir() {
+  const std::filesystem::path gen(generator());
+  // <cache>/archs-build/<commit>/bin/test-llama-archs: key the cache by the
+  // commit, so a new reference release regenerates.
+  std::string key = gen.parent_path().parent_path().filename().string();
+  if (key.empty()) key = fmt::format("{:016x}", std::hash<std::string>{}(gen.string()));
+  auto dir = std::filesystem::path(VTC_TEST_DATA_DIR) / "llama-archs" / key;
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::string partial_name(const std::filesystem::path& path) {
+  return fmt::format("{}.{}.partial", path.string(), ::getpid());
+}
+
+std::recursive_mutex& cache_mutex() {
+  static std::recursive_mutex m;
+  return m;
+}
+
+}  // namespace
+
+Role role_of(const std::string& name) {
+  if (ends_with(name, ".input_scale")) return Role::kKeep;
+  if (ends_with(name, ".scale")) return Role::kScale;
+  if (ends_with(name, ".bias")) return Role::kBias;
+  if (name.find("norm") != std::string::npos) return Role::kGain;
+  if (name == "token_embd.weight" || name == "per_layer_token_embd.weight") return Role::kEmbedding;
+  if (ends_with(name, ".ssm_a") || name == "ssm_a") return Role::kSsmA;
+  if (name == "rope_freqs.weight") return Role::kRopeFreqs;
+  return Role::kMatrix;
+}
+
+void rescale(const std::string& in, const std::string& out, const RescaleOptions& options) {
+  const gguf::GgufFile file = gguf::GgufFile::open(in);
+  gguf::GgufWriter writer;
+  for (const gguf::KeyValue& kv : file.metadata()) writer.set(kv.key, kv.value);
+  if (file.alignment() != gguf::kDefaultAlignment) writer.set_alignment(uint32_t(file.alignment()));
+  bool zeroed = options.zero_tensor.empty(), renamed = options.rename_from.empty();
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    if (t.type != GgmlType::F32)
+      throw Error(fmt::format("rescale {}: tensor {} is not F32; test-llama-archs writes F32 only", in, t.name));
+    std::vector<float> values(t.n_elements);
+    std::memcpy(values.data(), t.data, t.n_elements * sizeof(float));
+    const Role role = role_of(t.name);
+    const double fan_in = t.dims.empty() ? 1.0 : double(t.dims[0]);
+    for (float& v : values) v = rescaled(role, v, fan_in);
+    if (t.name == options.zero_tensor) std::fill(values.begin(), values.end(), 0.0f), zeroed = true;
+    std::string name = t.name;
+    if (name == options.rename_from) name = options.rename_to, renamed = true;
+    std::vector<uint8_t> bytes(values.size() * sizeof(float));
+    std::memcpy(bytes.data(), values.data(), bytes.size());
+    writer.add_tensor(std::move(name), GgmlType::F32, t.dims, std::move(bytes));
+  }
+  if (!zeroed) throw Error(fmt::format("rescale {}: no tensor {} to zero", in, options.zero_tensor));
+  if (!renamed) throw Error(fmt::format("rescale {}: no tensor {} to rename", in, options.rename_from));
+  writer.write(out);
+}
+
+const std::vector<ArchModel>& arch_models() {
+  static const std::vector<ArchModel> models = {
+      {"llama", "llama", "llama-dense"},        {"llama-moe", "llama", "llama-moe"},
+      {"qwen2", "qwen2", "qwen2-dense"},        {"qwen3", "qwen3", "qwen3-dense"},
+      {"qwen3moe", "qwen3moe", "qwen3moe-moe"}, {"qwen35", "qwen35", "qwen35-dense"},
+      {"qwen35moe", "qwen35moe", "qwen35moe-moe"}, {"qwen3next", "qwen3next", "qwen3next-moe"},
+      {"qwen4exp", "qwen4exp", "qwen4exp-moe"},
+  };
+  return models;
+}
+
+const ArchModel& arch_model(const std::string& name) {
+  for (const ArchModel& m : arch_models())
+    if (m.name == name) return m;
+  throw Error("no test-llama-archs model named " + name);
+}
+
+std::string generator() { return VTC_LLAMA_ARCHS; }
+
+std::string raw_path(const ArchModel& model, uint64_t seed) {
+  std::lock_guard<std::recursive_mutex> lock(cache_mutex());
+  const auto path = cache_dir() / fmt::format("{}-s{}-raw.gguf", model.stem, seed);
+  if (std::filesystem::exists(path)) return path.string();
+  if (generator().empty()) throw Error("no test-llama-archs binary was configured (VTC_LLAMA_ARCHS_BIN)");
+  // The generator writes every variant of the arch into its folder: give
+  // each process its own, then move the one file into place.
+  const auto tmp = cache_dir() / fmt::format("gen.{}.{}.s{}", ::getpid(), model.gen_arch, seed);
+  std::filesystem::remove_all(tmp);
+  std::filesystem::create_directories(tmp);
+  run_capture(fmt::format("{} -a {} -s {} -o {}", generator(), model.gen_arch, seed, tmp.string()));
+  const auto written = tmp / (model.stem + ".gguf");
+  if (!std::filesystem::exists(written))
+    throw Error(fmt::format("{} -a {} wrote no {}", generator(), model.gen_arch, written.filename().string()));
+  std::filesystem::rename(written, path);
+  std::filesystem::remove_all(tmp);
+  return path.string();
+}
+
+std::string variant_path(const ArchModel& model, uint64_t seed, const RescaleOptions& options, const std::string& tag) {
+  std::lock_guard<std::recursive_mutex> lock(cache_mutex());
+  const auto path = cache_dir() / fmt::format("{}-s{}-r{}-{}.gguf", model.stem, seed, kRescaleVersion, tag);
+  if (std::filesystem::exists(path)) return path.string();
+  const std::string partial = partial_name(path);
+  rescale(raw_path(model, seed), partial, options);
+  std::filesystem::rename(partial, path);
+  return path.string();
+}
+
+std::string model_path(const ArchModel& model, uint64_t seed, const std::string& type) {
+  std::lock_guard<std::recursive_mutex> lock(cache_mutex());
+  if (type == "f32") return variant_path(model, seed, {}, "f32");
+  const auto path = cache_dir() / fmt::format("{}-s{}-r{}-{}.gguf", model.stem, seed, kRescaleVersion, type);
+  if (std::filesystem::exists(path)) return path.string();
+  const std::string partial = partial_name(path);
+  run_capture(fmt::format("{} quantize {} {} {} --threads 1", VTC_REF_TOOL, model_path(model, seed, "f32"), partial, type));
+  std::filesystem::rename(partial, path);
+  return path.string();
+}
+
+std::vector<int32_t> prompt(uint64_t seed, size_t n) {
+  std::mt19937 rng(uint32_t(seed * 7919 + 17));
+  std::vector<int32_t> ids(n);
+  for (int32_t& id : ids) id = int32_t(rng() % 128);
+  return ids;
+}
+
+}  // namespace vtc::test::llama_archs

@@ -1,0 +1,77 @@
+// Models written by llama.cpp's own generator, tests/test-llama-archs
+// (built by tests/reference/build-archs.sh; its path is compiled in as
+// VTC_LLAMA_ARCHS), made *sensitive* (DESIGN.md, "Correctness references")
+// and cached in the build's test-data folder.
+//
+// test-llama-archs files are vocab-less (tokenizer.ggml.model = no_vocab,
+// 128 ids), 2 layers of n_embd 256, with every optional tensor the
+// reference's loader accepts, all F32 and drawn from N(0, 1e-2). At that
+// scale the residual stream is the embedding and the layers are invisible in
+// the logits, so each tensor is rescaled by its role, read from its name:
+//
+//   .input_scale                        kept (loaded, never applied by the reference)
+//   .scale ([1] or per expert [E])      1 + 30 w    ~ N(1, 0.3)
+//   .bias                               10 w        ~ N(0, 0.1)
+//   name contains "norm" (gains, also
+//     hc_*_norm, output_hc_norm)        1 + 10 w    ~ N(1, 0.1)
+//   token_embd, per_layer_token_embd    100 w       ~ N(0, 1)
+//   ssm_a                               -(0.5 + 50 |w|)   (A < 0, as in real models)
+//   rope_freqs                          1 + 10 |w|  (frequency divisors >= 1, as llama3's)
+//   anything else (matrices, conv
+//     kernels, ffn_gate_inp_shexp)      w / (0.01 sqrt(dims[0]))  ~ N(0, 1/fan_in)
+//
+// Metadata keys are copied in order, tensors in order, through our own
+// GGUF reader and writer.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace vtc::test::llama_archs {
+
+struct RescaleOptions {
+  std::string zero_tensor;  // written as zeros after rescaling (sensitivity tests)
+  std::string rename_from;  // this tensor is written under rename_to (refusal tests)
+  std::string rename_to;
+};
+
+// What the rescaler does to a tensor of this name (one line of the table).
+enum class Role { kKeep, kScale, kBias, kGain, kEmbedding, kSsmA, kRopeFreqs, kMatrix };
+Role role_of(const std::string& tensor_name);
+
+// Reads `in` (F32 tensors only: anything else throws vtc::Error naming the
+// tensor), rescales every tensor by its role and writes `out`.
+void rescale(const std::string& in, const std::string& out, const RescaleOptions& options = {});
+
+// One generated model: `name` is what the tests call it, `gen_arch` the
+// generator's -a argument, `stem` the file it writes (<arch>-dense/-moe).
+struct ArchModel {
+  std::string name;
+  std::string gen_arch;
+  std::string stem;
+};
+const std::vector<ArchModel>& arch_models();
+const ArchModel& arch_model(const std::string& name);
+
+// The generator binary compiled in (VTC_LLAMA_ARCHS), or "" when the build
+// was configured without one.
+std::string generator();
+
+// Cached paths under <test-data>/llama-archs/<generator commit>/, created on
+// first use, safe for parallel ctest processes (per-process partial files
+// renamed into place):
+// - raw_path: the generator's own file for `seed`;
+// - model_path: "f32" (rescaled) or a reference quant type ("q8_0"), the
+//   rescaled f32 file through `vtc-ref quantize`;
+// - variant_path: the rescaled f32 file with `options` applied, cached
+//   under `tag`.
+std::string raw_path(const ArchModel& model, uint64_t seed);
+std::string model_path(const ArchModel& model, uint64_t seed, const std::string& type);
+std::string variant_path(const ArchModel& model, uint64_t seed, const RescaleOptions& options, const std::string& tag);
+
+// A prompt of n ids in [0, 128) from a fixed generator (mt19937 seeded with
+// `seed`, taken modulo 128, so it is the same on every standard library).
+std::vector<int32_t> prompt(uint64_t seed, size_t n);
+
+}  // namespace vtc::test::llama_archs

@@ -1,0 +1,322 @@
+// vtc against llama.cpp on models that llama.cpp itself writes: the files of
+// tests/test-llama-archs (vocab-less, 2 layers, every optional tensor the
+// reference's loader accepts), rescaled to be sensitive (llama_archs.h).
+// Our own generator writes only the tensors vtc's builders take; these files
+// are the ones our users hold.
+//
+// Per architecture (llama dense and Mixtral-layout MoE, qwen2, qwen3,
+// qwen3moe, qwen35, qwen35moe, qwen3next, qwen4exp), three cases:
+// - match: seeds 1, 2, 3; f32 and q8_0 (the rescaled f32 file through the
+//   reference's quantizer); a 12-token prompt in one prefill, logits at
+//   every position, then 16 greedy steps. f32: identical greedy tokens and
+//   relative L2 <= 1e-3 at every position; q8_0: <= 1e-2 against the closer
+//   of the reference's repack and --no-repack runs, top-1 agreement >= 99%.
+//   One line per (arch, seed, type) gives the figures.
+// - sensitivity (reference only): zeroing blk.1's output projection (and,
+//   on the hybrids, blk.0.ssm_out, the DeltaNet layer's) moves the
+//   reference's logits by more than 10x the f32 tolerance at every position,
+//   so a broken layer cannot pass; the reference's logits are finite and O(1).
+// - refusal: one tensor renamed to a name no engine knows is refused by vtc
+//   (vtc::Error naming it) and by the reference (vtc-ref exits non-zero).
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "frontends/gguf/gguf.h"
+#include "runtime/cpu/kernels/kernels.h"
+#include "runtime/cpu/session.h"
+#include "support/error.h"
+#include "tests/e2e/llama_archs.h"
+#include "tests/reference_tolerances.h"
+#include "tests/test_process.h"
+
+using namespace vtc;
+namespace la = vtc::test::llama_archs;
+
+namespace {
+
+constexpr uint64_t kSeeds[] = {1, 2, 3};
+constexpr size_t kPromptTokens = 12;
+constexpr int kDecode = 16;
+constexpr double kSensitivity = 10 * test::kLogitsRelL2Tolerance;
+
+struct Run {
+  std::vector<std::vector<float>> logits;  // one row per prompt position
+  std::vector<int32_t> greedy;             // kDecode tokens, the first from the prompt's last row
+};
+
+Run reference(const std::string& model, const std::vector<int32_t>& prompt, bool repack) {
+  auto out = test::run_capture(fmt::format("{} logits {} --threads 1 --tokens {} --n-predict {}{}", VTC_REF_TOOL, model,
+                                           fmt::join(prompt, ","), kDecode, repack ? "" : " --no-repack"));
+  auto j = nlohmann::json::parse(out);
+  Run r{j.at("logits").get<std::vector<std::vector<float>>>(), j.at("greedy").get<std::vector<int32_t>>()};
+  INFO(model);
+  REQUIRE(j.at("all_finite").get<bool>());
+  REQUIRE(r.logits.size() == prompt.size());
+  return r;
+}
+
+int32_t argmax_of(const std::vector<float>& row) { return int32_t(cpu::argmax(row.data(), int64_t(row.size()))); }
+
+Run run_vtc(const std::string& model, const std::vector<int32_t>& prompt) {
+  cpu::Session s(model, {.threads = 2, .n_ctx = 256});
+  Run r;
+  cpu::HostTensor logits = s.prefill(0, prompt, 0, true);
+  for (size_t i = 0; i < prompt.size(); ++i) r.logits.push_back(logits.row(int64_t(i)));
+  r.greedy.push_back(argmax_of(r.logits.back()));
+  for (int i = 1; i < kDecode; ++i) {
+    const int32_t pos = int32_t(prompt.size()) + i - 1;
+    auto next = s.decode(std::vector<int32_t>{0}, std::vector<int32_t>{r.greedy.back()}, std::vector<int32_t>{pos});
+    r.greedy.push_back(argmax_of(next.row(0)));
+  }
+  return r;
+}
+
+std::vector<double> rel_l2_per_position(const Run& a, const Run& ref) {
+  REQUIRE(a.logits.size() == ref.logits.size());
+  std::vector<double> out;
+  for (size_t p = 0; p < ref.logits.size(); ++p) out.push_back(test::relative_l2(a.logits[p], ref.logits[p]));
+  return out;
+}
+
+double max_of(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
+double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
+
+// The reference's logits must be finite and O(1..10): not washed out, not blown up.
+void check_magnitude(const std::string& what, const Run& ref) {
+  for (size_t p = 0; p < ref.logits.size(); ++p) {
+    double ss = 0, peak = 0;
+    for (float v : ref.logits[p]) ss += double(v) * v, peak = std::max(peak, double(std::fabs(v)));
+    const double rms = std::sqrt(ss / double(ref.logits[p].size()));
+    INFO(what << " position " << p << ": logits rms " << rms << ", max |logit| " << peak);
+    CHECK(rms > 0.3);
+    CHECK(peak < 100.0);
+  }
+}
+
+void match(const std::string& arch) {
+  const la::ArchModel& model = la::arch_model(arch);
+  for (uint64_t seed : kSeeds) {
+    const auto prompt = la::prompt(seed, kPromptTokens);
+    for (const std::string type : {"f32", "q8_0"}) {
+      const bool quantized = type != "f32";
+      const std::string path = la::model_path(model, seed, type);
+      std::vector<Run> refs = {reference(path, prompt, false)};
+      if (quantized) refs.push_back(reference(path, prompt, true));
+      check_magnitude(path, refs[0]);
+      const double tolerance = quantized ? test::kQuantLogitsRelL2Tolerance : test::kLogitsRelL2Tolerance;
+      Run ours;
+      try {
+        ours = run_vtc(path, prompt);
+      } catch (const std::exception& e) {
+        fmt::print("llama-archs {} seed {} {}: vtc failed: {}\n", arch, seed, type, e.what());
+        FAIL_CHECK(fmt::format("{} seed {} {}: vtc failed: {}", arch, seed, type, e.what()));
+        continue;
+      }
+      double worst = 1e30;
+      const Run* best = nullptr;
+      for (const Run& ref : refs)
+        if (double w = max_of(rel_l2_per_position(ours, ref)); w < worst) worst = w, best = &ref;
+      size_t agree = 0;
+      for (size_t p = 0; p < prompt.size(); ++p) agree += argmax_of(ours.logits[p]) == argmax_of(best->logits[p]);
+      const size_t same = size_t(std::mismatch(ours.greedy.begin(), ours.greedy.end(), best->greedy.begin()).first -
+                                 ours.greedy.begin());
+      fmt::print("llama-archs {} seed {} {}: rel-L2 max {:.2e} (tolerance {:.0e}), top-1 {}/{}, greedy {}/{} identical\n",
+                 arch, seed, type, worst, tolerance, agree, prompt.size(), same, kDecode);
+      const auto per_position = rel_l2_per_position(ours, *best);
+      INFO(path << ": worst relative L2 " << worst << "; per position "
+                << fmt::format("{:.1e}", fmt::join(per_position, " ")) << "; greedy vtc "
+                << fmt::format("{}", fmt::join(ours.greedy, ",")) << " reference "
+                << fmt::format("{}", fmt::join(best->greedy, ",")));
+      CHECK(worst <= tolerance);
+      if (quantized) CHECK(double(agree) / double(prompt.size()) >= 0.99);
+      else CHECK(ours.greedy == best->greedy);
+    }
+  }
+}
+
+// The output projections whose zeroing must show: blk.1's attention output
+// (or its ssm_out when blk.1 is a DeltaNet layer) and, when blk.0 is a
+// DeltaNet layer, its ssm_out.
+std::vector<std::string> projections_to_zero(const std::string& f32_path) {
+  const auto file = gguf::GgufFile::open(f32_path);
+  std::vector<std::string> names;
+  names.push_back(file.find_tensor("blk.1.attn_output.weight") ? "blk.1.attn_output.weight" : "blk.1.ssm_out.weight");
+  if (file.find_tensor("blk.0.ssm_out.weight")) names.push_back("blk.0.ssm_out.weight");
+  return names;
+}
+
+void sensitivity(const std::string& arch) {
+  const la::ArchModel& model = la::arch_model(arch);
+  const uint64_t seed = kSeeds[0];
+  const auto prompt = la::prompt(seed, kPromptTokens);
+  const std::string base_path = la::model_path(model, seed, "f32");
+  const Run base = reference(base_path, prompt, false);
+  check_magnitude(base_path, base);
+  for (const std::string& tensor : projections_to_zero(base_path)) {
+    la::RescaleOptions o;
+    o.zero_tensor = tensor;
+    const Run zeroed = reference(la::variant_path(model, seed, o, "zero-" + tensor), prompt, false);
+    const auto moved = rel_l2_per_position(zeroed, base);
+    fmt::print("llama-archs {} seed {}: zeroing {} moves the reference's logits by rel-L2 min {:.2e} max {:.2e} (need > {:.0e})\n",
+               arch, seed, tensor, min_of(moved), max_of(moved), kSensitivity);
+    INFO(arch << ": zeroing " << tensor << " moves the logits by at least " << min_of(moved));
+    CHECK(min_of(moved) > kSensitivity);
+  }
+}
+
+// blk.0.ffn_up.bias -> .bais where the file has it, else the first blk.0
+// `.scale` tensor -> `.sacle`.
+std::pair<std::string, std::string> tensor_to_rename(const std::string& f32_path) {
+  const auto file = gguf::GgufFile::open(f32_path);
+  if (file.find_tensor("blk.0.ffn_up.bias")) return {"blk.0.ffn_up.bias", "blk.0.ffn_up.bais"};
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    const std::string& n = t.name;
+    if (n.rfind("blk.0.", 0) == 0 && n.size() > 6 && n.compare(n.size() - 6, 6, ".scale") == 0 &&
+        n.find(".input_scale") == std::string::npos)
+      return {n, n.substr(0, n.size() - 6) + ".sacle"};
+  }
+  FAIL("no tensor to rename in " << f32_path);
+  return {};
+}
+
+void refusal(const std::string& arch) {
+  const la::ArchModel& model = la::arch_model(arch);
+  const uint64_t seed = kSeeds[0];
+  const auto [from, to] = tensor_to_rename(la::model_path(model, seed, "f32"));
+  la::RescaleOptions o;
+  o.rename_from = from, o.rename_to = to;
+  const std::string path = la::variant_path(model, seed, o, "renamed");
+  const auto prompt = la::prompt(seed, kPromptTokens);
+
+  bool reference_refused = false;
+  std::string reference_message = "accepted it";
+  try {
+    reference(path, prompt, false);
+  } catch (const std::runtime_error& e) {
+    reference_refused = true;
+    reference_message = e.what();
+    if (auto at = reference_message.find("stderr:"); at != std::string::npos) reference_message = reference_message.substr(at + 8);
+  }
+  std::string vtc_message = "accepted it";
+  bool vtc_refused = false, vtc_named = false;
+  try {
+    cpu::Session s(path, {.threads = 2, .n_ctx = 256});
+  } catch (const vtc::Error& e) {
+    vtc_refused = true;
+    vtc_message = e.what();
+    vtc_named = vtc_message.find(to) != std::string::npos;
+  }
+  fmt::print("llama-archs {}: {} renamed to {}: vtc {} ({}); reference {}\n", arch, from, to,
+             vtc_refused ? (vtc_named ? "refuses, naming it" : "refuses without naming it") : "accepts it", vtc_message,
+             reference_refused ? "refuses" : "ACCEPTS it");
+  INFO("vtc: " << vtc_message);
+  CHECK(vtc_refused);
+  CHECK(vtc_named);
+  INFO("reference: " << reference_message);
+  CHECK(reference_refused);
+}
+
+}  // namespace
+
+// The rescaler's table, on a hand-built file: no reference needed.
+TEST_CASE("llama-archs rescaler: each tensor role gets its scale; zero and rename options", "[e2e][llama-archs-rescale]") {
+  using la::Role;
+  CHECK(la::role_of("blk.0.attn_q.input_scale") == Role::kKeep);
+  CHECK(la::role_of("blk.0.ffn_up_exps.scale") == Role::kScale);
+  CHECK(la::role_of("blk.0.ssm_dt.bias") == Role::kBias);
+  CHECK(la::role_of("blk.0.attn_norm.weight") == Role::kGain);
+  CHECK(la::role_of("blk.0.hc_attn_norm.weight") == Role::kGain);
+  CHECK(la::role_of("output_hc_norm.weight") == Role::kGain);
+  CHECK(la::role_of("per_layer_token_embd.weight") == Role::kEmbedding);
+  CHECK(la::role_of("blk.0.ssm_a") == Role::kSsmA);
+  CHECK(la::role_of("blk.0.ffn_gate_inp_shexp.weight") == Role::kMatrix);
+  CHECK(la::role_of("blk.0.ssm_conv1d.weight") == Role::kMatrix);
+
+  const std::string in = test::unique_temp_path("rescale_in.gguf"), out = test::unique_temp_path("rescale_out.gguf");
+  gguf::GgufWriter w;
+  w.set("general.architecture", "llama");
+  w.set("llama.block_count", uint32_t(1));
+  auto f32 = [](std::vector<float> v) {
+    std::vector<uint8_t> b(v.size() * 4);
+    std::memcpy(b.data(), v.data(), b.size());
+    return b;
+  };
+  w.add_tensor("blk.0.attn_q.weight", GgmlType::F32, {4, 2}, f32({0.01f, -0.02f, 0, 0, 0, 0, 0, 0.04f}));
+  w.add_tensor("blk.0.attn_q.scale", GgmlType::F32, {1}, f32({0.01f}));
+  w.add_tensor("blk.0.attn_q.input_scale", GgmlType::F32, {1}, f32({0.01f}));
+  w.add_tensor("blk.0.ffn_up.bias", GgmlType::F32, {2}, f32({0.01f, -0.01f}));
+  w.add_tensor("blk.0.attn_norm.weight", GgmlType::F32, {2}, f32({0.01f, -0.01f}));
+  w.add_tensor("token_embd.weight", GgmlType::F32, {2}, f32({0.01f, -0.02f}));
+  w.add_tensor("blk.0.ssm_a", GgmlType::F32, {2}, f32({0.01f, -0.02f}));
+  w.write(in);
+  auto values = [](const gguf::GgufFile& f, const std::string& name) {
+    const gguf::TensorInfo* t = f.find_tensor(name);
+    REQUIRE(t);
+    std::vector<float> v(t->n_elements);
+    std::memcpy(v.data(), t->data, v.size() * 4);
+    return v;
+  };
+  {
+    la::rescale(in, out);
+    const auto f = gguf::GgufFile::open(out);
+    REQUIRE(f.metadata().size() == 2);
+    CHECK(f.metadata()[0].key == "general.architecture");
+    CHECK(f.metadata()[1].key == "llama.block_count");
+    REQUIRE(f.tensors().size() == 7);
+    CHECK(f.tensors()[0].name == "blk.0.attn_q.weight");
+    const auto q = values(f, "blk.0.attn_q.weight");  // fan_in 4: w / 0.02
+    CHECK(q[0] == Approx(0.5f));
+    CHECK(q[1] == Approx(-1.0f));
+    CHECK(q[7] == Approx(2.0f));
+    CHECK(values(f, "blk.0.attn_q.scale")[0] == Approx(1.3f));
+    CHECK(values(f, "blk.0.attn_q.input_scale")[0] == 0.01f);
+    CHECK(values(f, "blk.0.ffn_up.bias")[1] == Approx(-0.1f));
+    CHECK(values(f, "blk.0.attn_norm.weight")[1] == Approx(0.9f));
+    CHECK(values(f, "token_embd.weight")[1] == Approx(-2.0f));
+    const auto a = values(f, "blk.0.ssm_a");  // -(0.5 + 50 |w|)
+    CHECK(a[0] == Approx(-1.0f));
+    CHECK(a[1] == Approx(-1.5f));
+  }
+  {
+    la::RescaleOptions o;
+    o.zero_tensor = "blk.0.attn_q.weight";
+    o.rename_from = "blk.0.ffn_up.bias", o.rename_to = "blk.0.ffn_up.bais";
+    la::rescale(in, out, o);
+    const auto f = gguf::GgufFile::open(out);
+    CHECK(values(f, "blk.0.attn_q.weight") == std::vector<float>(8, 0.0f));
+    CHECK(f.find_tensor("blk.0.ffn_up.bias") == nullptr);
+    CHECK(values(f, "blk.0.ffn_up.bais")[0] == Approx(0.1f));
+    o.zero_tensor = "blk.0.nothing";
+    CHECK_THROWS_WITH(la::rescale(in, out, o), Catch::Contains("blk.0.nothing"));
+  }
+  std::filesystem::remove(in);
+  std::filesystem::remove(out);
+}
+
+#define LLAMA_ARCHS_CASES(ARCH)                                                                                      \
+  TEST_CASE("llama-archs " ARCH ": f32 and q8_0 match llama.cpp (3 seeds, 12-token prompt, 16 greedy steps)",       \
+            "[e2e][reference][llama-archs]") {                                                                       \
+    match(ARCH);                                                                                                     \
+  }                                                                                                                  \
+  TEST_CASE("llama-archs " ARCH ": zeroing a layer's output projection moves the reference's logits",               \
+            "[e2e][reference][llama-archs]") {                                                                       \
+    sensitivity(ARCH);                                                                                               \
+  }                                                                                                                  \
+  TEST_CASE("llama-archs " ARCH ": a renamed tensor is refused, by name", "[e2e][reference][llama-archs]") {        \
+    refusal(ARCH);                                                                                                   \
+  }
+
+LLAMA_ARCHS_CASES("llama")
+LLAMA_ARCHS_CASES("llama-moe")
+LLAMA_ARCHS_CASES("qwen2")
+LLAMA_ARCHS_CASES("qwen3")
+LLAMA_ARCHS_CASES("qwen3moe")
+LLAMA_ARCHS_CASES("qwen35")
+LLAMA_ARCHS_CASES("qwen35moe")
+LLAMA_ARCHS_CASES("qwen3next")
+LLAMA_ARCHS_CASES("qwen4exp")
