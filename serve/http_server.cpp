@@ -150,7 +150,8 @@ void HttpServer::routes() {
     for (const char* flag : {"add_special", "parse_special", "with_pieces"})
       if (body.contains(flag) && !body[flag].is_boolean()) throw ApiError(400, fmt::format("'{}' must be a boolean", flag), flag);
     const Tokenizer& tok = engine_.load()->tokenizer();
-    auto ids = tok.encode(body["content"].get<std::string>(), body.value("add_special", false), body.value("parse_special", false));
+    auto ids = tokenize_request_text(tok, body["content"].get<std::string>(), body.value("add_special", false),
+                                     body.value("parse_special", false), "content");
     json tokens = json::array();
     for (int32_t id : ids)
       tokens.push_back(body.value("with_pieces", false) ? json{{"id", id}, {"piece", tok.token_piece(id)}} : json(id));

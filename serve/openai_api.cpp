@@ -8,6 +8,7 @@
 #include <set>
 
 #include "frontends/gguf/chat_template.h"
+#include "support/error.h"
 
 namespace vtc::serve {
 
@@ -19,6 +20,15 @@ json error_body(const std::string& message, const std::string& type, const std::
             {"type", type},
             {"param", param.empty() ? json(nullptr) : json(param)},
             {"code", code.empty() ? json(nullptr) : json(code)}}}};
+}
+
+std::vector<int32_t> tokenize_request_text(const Tokenizer& tok, std::string_view text, bool add_special,
+                                           bool parse_special, const std::string& param) {
+  try {
+    return tok.encode(text, add_special, parse_special);
+  } catch (const Error& e) {
+    throw ApiError(400, e.what(), param);
+  }
 }
 
 namespace {
@@ -122,7 +132,7 @@ std::vector<int32_t> completion_prompt(const json& body, const Engine& engine) {
   const json* v = field(body, "prompt");
   if (!v) bad("prompt", "'prompt' is required");
   if (v->is_array() && v->size() == 1 && (*v)[0].is_string()) v = &(*v)[0];
-  if (v->is_string()) return engine.tokenizer().encode(v->get<std::string>(), true, false);
+  if (v->is_string()) return tokenize_request_text(engine.tokenizer(), v->get<std::string>(), true, false, "prompt");
   expect(*v, v->is_array() && !v->empty(), "prompt", "a string, an array of one string, or an array of token ids");
   std::vector<int32_t> ids;
   for (const json& t : *v) {
@@ -168,7 +178,7 @@ std::vector<int32_t> chat_prompt(const json& body, const Engine& engine, const s
     msgs.push_back({r, message_content(m, i)});
   }
   const std::string text = apply_chat_template(detect_chat_template(tmpl), msgs, true);
-  return engine.tokenizer().encode(text, true, true);
+  return tokenize_request_text(engine.tokenizer(), text, true, true, "messages");
 }
 
 SamplingParams sampling_of(const json& body, int64_t n_ctx) {
@@ -245,6 +255,13 @@ CompletionRequest parse_completion(const json& body, bool chat, const Engine& en
 
 namespace {
 
+// How logprobs name a token: its text, or, for a model without a
+// vocabulary, its id in decimal (every piece is "", and top_logprobs is an
+// object keyed by this name).
+std::string token_label(const Tokenizer& tok, int32_t id) {
+  return tok.has_vocab() ? tok.token_piece(id) : std::to_string(id);
+}
+
 json logprob_entry_chat(const TokenEvent& e, const Tokenizer& tok) {
   auto bytes_of = [](const std::string& s) {
     json b = json::array();
@@ -270,10 +287,10 @@ json logprobs_of(const CompletionRequest& req, const std::vector<TokenEvent>& ev
   }
   json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
   for (const auto& e : events) {
-    tokens.push_back(tok.token_piece(e.id));
+    tokens.push_back(token_label(tok, e.id));
     lps.push_back(e.logprob);
     json top = json::object();
-    for (const auto& [id, lp] : e.top) top[tok.token_piece(id)] = lp;
+    for (const auto& [id, lp] : e.top) top[token_label(tok, id)] = lp;
     tops.push_back(top);
     offsets.push_back(text_offset);
     text_offset += e.text.size();

@@ -5,13 +5,16 @@
 // Validation is strict and names the offending field: a body that is not
 // an object, a field of the wrong type or out of range, a field the API
 // does not know ("Unrecognized request argument supplied: X", as OpenAI
-// answers), n != 1, max_tokens < 1, and a prompt that does not leave room
-// in the context are all ApiError 400 with an OpenAI error body.
+// answers), n != 1, max_tokens < 1, a prompt that does not leave room in
+// the context, and text (a string prompt, a chat) for a model without a
+// vocabulary are all ApiError 400 with an OpenAI error body.
 #pragma once
 
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "serve/engine.h"
 
@@ -36,6 +39,12 @@ struct CompletionRequest {
   bool logprobs = false;  // report logprobs (completions: "logprobs": N; chat: "logprobs": true)
   GenerationParams gen;
 };
+
+// Tokenizes text from a request. A model without a vocabulary cannot, and
+// that is the request's fault: ApiError 400 on `param`, with the
+// tokenizer's message (send token ids instead).
+std::vector<int32_t> tokenize_request_text(const Tokenizer& tok, std::string_view text, bool add_special,
+                                           bool parse_special, const std::string& param);
 
 // Parses and validates; tokenizes the prompt or applies the chat template.
 CompletionRequest parse_completion(const nlohmann::json& body, bool chat, const Engine& engine,

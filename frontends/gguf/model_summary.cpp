@@ -19,6 +19,8 @@ struct ModelFacts {
   std::map<std::string, TypeTotals> by_type;
   uint64_t elements = 0, bytes = 0;
   size_t vocab = 0, merges = 0;
+  std::string tokenizer_model;  // tokenizer.ggml.model, "" if absent
+  bool no_vocab = false;        // "no_vocab" / "none": token ids only
 };
 
 ModelFacts collect(const GgufFile& f) {
@@ -34,6 +36,17 @@ ModelFacts collect(const GgufFile& f) {
   }
   if (auto* v = f.find("tokenizer.ggml.tokens"); v && v->as_array()) facts.vocab = v->as_array()->items.size();
   if (auto* v = f.find("tokenizer.ggml.merges"); v && v->as_array()) facts.merges = v->as_array()->items.size();
+  facts.tokenizer_model = f.get_string("tokenizer.ggml.model").value_or("");
+  facts.no_vocab = facts.tokenizer_model == "no_vocab" || facts.tokenizer_model == "none";
+  if (facts.no_vocab) {
+    // The size the tokenizer takes (docs/tokenizer.md): <arch>.vocab_size,
+    // else the rows of token_embd.weight.
+    std::optional<int64_t> n;
+    if (!facts.arch.empty()) n = f.get_int(facts.arch + ".vocab_size");
+    const TensorInfo* embd = f.find_tensor("token_embd.weight");
+    if (n && *n >= 0) facts.vocab = size_t(*n);
+    else if (embd && embd->dims.size() >= 2) facts.vocab = size_t(embd->dims[1]);
+  }
   return facts;
 }
 
@@ -80,7 +93,10 @@ std::string summary_text(const GgufFile& f, const SummaryOptions& o) {
                      human_count(facts.elements), facts.elements, f.tensors().size(), human_bytes(facts.bytes));
   if (!facts.arch.empty()) append_metadata_section(out, f, "hparams (" + facts.arch + ".*)", facts.arch + ".", o);
   append_metadata_section(out, f, "general", "general.", o);
-  if (facts.vocab)
+  if (facts.no_vocab)
+    out += fmt::format("tokenizer:    none ({}), {} tokens without text: prompts are token ids\n",
+                       facts.tokenizer_model, facts.vocab);
+  else if (facts.vocab)
     out += fmt::format("tokenizer:    {} tokens, {} merges\n", facts.vocab, facts.merges);
   append_metadata_section(out, f, "tokenizer (tokenizer.*)", "tokenizer.", o);
   std::string other;
@@ -138,6 +154,7 @@ std::string summary_json(const GgufFile& f, const SummaryOptions& o) {
   j["tensors"] = tensors;
   nlohmann::json by_type = nlohmann::json::object();
   for (const auto& [type, tt] : facts.by_type) by_type[type] = {{"tensors", tt.tensors}, {"elements", tt.elements}, {"bytes", tt.bytes}};
+  j["tokenizer"] = {{"model", facts.tokenizer_model}, {"has_vocab", !facts.no_vocab}};
   j["totals"] = {{"tensors", f.tensors().size()}, {"elements", facts.elements}, {"bytes", facts.bytes}, {"by_type", by_type}, {"vocab_size", facts.vocab}, {"merges", facts.merges}};
   return j.dump(2);
 }

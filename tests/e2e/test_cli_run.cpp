@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "tests/e2e/e2e_fixtures.h"
+#include "tests/gguf/no_vocab_copy.h"
 #include "tests/reference_tolerances.h"
 #include "tests/test_process.h"
 
@@ -67,4 +68,37 @@ TEST_CASE("vtc run reports bad input clearly", "[cli][reference]") {
   fails_with("--tokens 1,99999999", "outside the vocabulary");
   fails_with("", "give a prompt");
   fails_with("-p hi -c 2 --tokens 1,2,3", "context holds 2");
+}
+
+TEST_CASE("vtc run on a model without a vocabulary takes ids and prints ids", "[cli][reference][no_vocab]") {
+  const std::string full = test::unique_temp_path("tiny-llama.gguf");
+  const std::string model = test::unique_temp_path("tiny-llama-no-vocab.gguf");
+  test::run_capture(fmt::format("{} gen-model --arch llama --size tiny -q -o {}", VTC_TOOL, full));
+  const int64_t n_vocab = test::write_no_vocab_copy(full, model);
+  std::filesystem::remove(full);
+
+  // Generated ids go to stdout, space-separated; the timings to stderr.
+  const std::string out =
+      test::run_capture(fmt::format("{} run {} --tokens 1,2,3 -n 4 --temp 0 -t 2 2>/dev/null", VTC_TOOL, model));
+  std::stringstream ss(out);
+  std::vector<int64_t> ids;
+  for (int64_t id; ss >> id;) ids.push_back(id);
+  INFO(out);
+  CHECK(ids.size() == 4);
+  for (int64_t id : ids) CHECK((id >= 0 && id < n_vocab));
+  CHECK(out.find_first_not_of("0123456789 \n") == std::string::npos);
+
+  auto fails_with = [&](const std::string& args) {
+    const std::string res = test::run_capture(fmt::format("{} run {} {} 2>&1 >/dev/null; echo \"exit=$?\"", VTC_TOOL, model, args));
+    INFO(res);
+    CHECK_THAT(res, Catch::Contains("no vocabulary") && Catch::Contains("--tokens") && Catch::Contains("exit=1"));
+  };
+  fails_with("-p hello -n 4");
+  fails_with("--chat -p hello -n 4");
+
+  // bench feeds synthetic ids; inspect names the missing vocabulary.
+  CHECK_NOTHROW(test::run_capture(fmt::format("{} bench {} -p 8 -n 4 -r 1 -t 2 2>/dev/null", VTC_TOOL, model)));
+  const std::string summary = test::run_capture(fmt::format("{} inspect {}", VTC_TOOL, model));
+  CHECK_THAT(summary, Catch::Contains(fmt::format("tokenizer:    none (no_vocab), {} tokens", n_vocab)));
+  std::filesystem::remove(model);
 }

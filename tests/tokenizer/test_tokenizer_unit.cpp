@@ -333,3 +333,128 @@ TEST_CASE("reference vocabs: special tokens, BOS/EOS flags, streaming", "[tokeni
     CHECK(held_max == 3);
   }
 }
+
+namespace {
+
+// A vocabulary-less file as llama.cpp's tests/test-llama-archs writes it.
+gguf::GgufWriter no_vocab_writer(const std::string& model = "no_vocab") {
+  gguf::GgufWriter w;
+  w.set("general.architecture", "llama");
+  w.set("llama.vocab_size", uint32_t{128});
+  w.set("tokenizer.ggml.model", model);
+  w.set("tokenizer.ggml.bos_token_id", uint32_t{UINT32_MAX});
+  w.set("tokenizer.ggml.eos_token_id", uint32_t{UINT32_MAX});
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("a file without a vocabulary takes and gives token ids only", "[tokenizer][no_vocab]") {
+  using V = std::vector<int32_t>;
+  SECTION("no_vocab with <arch>.vocab_size") {
+    MemGguf g(no_vocab_writer());
+    const Tokenizer tok = Tokenizer::from_gguf(g.file);
+    CHECK_FALSE(tok.has_vocab());
+    CHECK(tok.kind() == Tokenizer::Kind::kNone);
+    CHECK(tok.model_name() == "no_vocab");
+    CHECK(tok.vocab_size() == 128);
+    CHECK(tok.bos() == -1);
+    CHECK(tok.eos() == -1);
+    CHECK_FALSE(tok.add_bos());
+    CHECK_FALSE(tok.add_eos());
+    for (int32_t id = 0; id < 128; ++id) {
+      CHECK_FALSE(tok.is_eog(id));
+      CHECK_FALSE(tok.is_control(id));
+    }
+    CHECK(tok.find_token("") == -1);
+    try {
+      (void)tok.encode("hello", true, false);
+      FAIL("encode() on a model without a vocabulary must throw");
+    } catch (const Error& e) {
+      CHECK_THAT(e.what(), Catch::Contains("no vocabulary") && Catch::Contains("'no_vocab'") &&
+                               Catch::Contains("--tokens"));
+    }
+    CHECK_THROWS_AS(tok.encode("", false, false), Error);
+    // In-range ids have no text; out-of-range ids stay errors.
+    CHECK(tok.decode(V{0, 5, 127}) == "");
+    CHECK(tok.decode(V{0, 5, 127}, /*skip_special=*/true) == "");
+    CHECK(tok.token_piece(5) == "");
+    CHECK(tok.token_text(5) == "");
+    CHECK_THROWS_AS(tok.decode(V{128}), Error);
+    CHECK_THROWS_AS(tok.token_piece(-1), Error);
+    StreamingDecoder s(tok, /*skip_special=*/true);
+    CHECK(s.push(3) == "");
+    CHECK(s.push(127) == "");
+    CHECK(s.flush() == "");
+    CHECK_THROWS_AS(s.push(128), Error);
+  }
+  SECTION("none, sized by token_embd.weight without <arch>.vocab_size") {
+    gguf::GgufWriter w = no_vocab_writer("none");
+    w.set("llama.vocab_size", "not a number");
+    CHECK_THAT(error_of(w), Catch::Contains("llama.vocab_size"));
+    gguf::GgufWriter w2;
+    w2.set("general.architecture", "llama");
+    w2.set("tokenizer.ggml.model", "none");
+    w2.add_tensor("token_embd.weight", GgmlType::F32, {4, 64}, std::vector<uint8_t>(4 * 64 * sizeof(float)));
+    MemGguf g(w2);
+    const Tokenizer tok = Tokenizer::from_gguf(g.file);
+    CHECK_FALSE(tok.has_vocab());
+    CHECK(tok.vocab_size() == 64);
+    CHECK(tok.decode(V{63}) == "");
+  }
+  SECTION("no size anywhere: an empty vocabulary") {
+    gguf::GgufWriter w;
+    w.set("tokenizer.ggml.model", "no_vocab");
+    MemGguf g(w);
+    const Tokenizer tok = Tokenizer::from_gguf(g.file);
+    CHECK(tok.vocab_size() == 0);
+    CHECK_THROWS_AS(tok.decode(V{0}), Error);
+  }
+  SECTION("ordinary tokenizers still have a vocabulary") {
+    MemGguf g(spm_writer());
+    CHECK(Tokenizer::from_gguf(g.file).has_vocab());
+  }
+}
+
+TEST_CASE("a special-token id of -1 or 4294967295 means the model has none", "[tokenizer][no_vocab]") {
+  using V = std::vector<int32_t>;
+  const BpeVocab v = make_bpe_vocab();
+  SECTION("BPE: u32 4294967295 and i32 -1") {
+    gguf::GgufWriter w = bpe_writer(v);
+    w.set("tokenizer.ggml.bos_token_id", uint32_t{4294967295u});
+    w.set("tokenizer.ggml.eos_token_id", int32_t{-1});
+    w.set("tokenizer.ggml.unknown_token_id", uint32_t{4294967295u});
+    MemGguf g(w);
+    const Tokenizer tok = Tokenizer::from_gguf(g.file);
+    CHECK(tok.has_vocab());
+    CHECK(tok.bos() == -1);
+    CHECK(tok.eos() == -1);
+    CHECK_FALSE(tok.is_eog(-1));
+    const int32_t hello = tok.find_token("hello");
+    CHECK(tok.encode("hello", /*add_special=*/true, false) == V{hello});
+  }
+  SECTION("SPM: the default add-BOS gives way to a model without BOS") {
+    gguf::GgufWriter w = spm_writer();
+    w.set("tokenizer.ggml.bos_token_id", uint32_t{4294967295u});
+    MemGguf g(w);
+    const Tokenizer tok = Tokenizer::from_gguf(g.file);
+    CHECK(tok.bos() == -1);
+    CHECK(tok.eos() == 2);
+    CHECK_FALSE(tok.add_bos());
+    const int32_t hi = tok.find_token("\xE2\x96\x81hi");
+    CHECK(tok.encode("hi", /*add_special=*/true, false) == V{hi});
+  }
+  SECTION("an add_bos_token the file sets still needs a BOS") {
+    gguf::GgufWriter w = spm_writer();
+    w.set("tokenizer.ggml.bos_token_id", uint32_t{4294967295u});
+    w.set("tokenizer.ggml.add_bos_token", true);
+    CHECK_THAT(error_of(w), Catch::Contains("add_bos_token"));
+  }
+  SECTION("other ids outside the vocabulary are still errors") {
+    gguf::GgufWriter w = bpe_writer(v);
+    w.set("tokenizer.ggml.bos_token_id", uint32_t{4294967294u});
+    CHECK_THAT(error_of(w), Catch::Contains("bos_token_id = 4294967294"));
+    w.set("tokenizer.ggml.bos_token_id", int32_t{-2});
+    CHECK_THAT(error_of(w), Catch::Contains("bos_token_id = -2"));
+  }
+}

@@ -1,7 +1,9 @@
 // `vtc run MODEL.gguf|MODEL.vtc`: tokenize a prompt (optionally through the
 // chat template), generate on the CPU interpreter, stream the text, print
 // timings. A GGUF is compiled in memory with the standard pipeline; a .vtc
-// artifact (`vtc compile`) comes lowered.
+// artifact (`vtc compile`) comes lowered. A model without a vocabulary
+// ("no_vocab") takes --tokens only and prints the generated ids, which have
+// no text.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -54,7 +56,9 @@ std::vector<int32_t> parse_token_list(const std::string& text) {
 
 std::vector<int32_t> prompt_ids(const RunOptions& o, const gguf::GgufFile& file, const Tokenizer& tok) {
   if (!o.tokens.empty()) return parse_token_list(o.tokens);
-  if (!o.chat) return tok.encode(o.prompt, /*add_special=*/true, /*parse_special=*/false);
+  // Without a vocabulary encode() throws the error that says to pass ids;
+  // let it, before --chat looks for a template such a model cannot use.
+  if (!o.chat || !tok.has_vocab()) return tok.encode(o.prompt, /*add_special=*/true, /*parse_special=*/false);
   auto tmpl = file.get_string("tokenizer.chat_template");
   if (!tmpl) throw Error(fmt::format("{}: --chat needs tokenizer.chat_template, which the model lacks", o.model));
   std::vector<ChatMessage> msgs;
@@ -116,12 +120,19 @@ int run(const RunOptions& o) {
   if (!o.quiet && o.tokens.empty()) fmt::print("{}", o.chat ? "" : o.prompt);
   std::fflush(stdout);
   int step = 0;
+  bool first_id = true;
   GenerateResult r = generate(session, tok, prompt, gen, [&](int32_t id, const std::string& piece) {
     if (o.fingerprint && id >= 0) print_fingerprints(session, gen.slot, step++);
-    if (!o.quiet) {
+    if (o.quiet) return;
+    // No vocabulary, no text: stream the ids, space-separated, instead.
+    if (!tok.has_vocab()) {
+      if (id < 0) return;  // the decoder's tail: always empty here
+      fmt::print("{}{}", first_id ? "" : " ", id);
+      first_id = false;
+    } else {
       fmt::print("{}", piece);
-      std::fflush(stdout);
     }
+    std::fflush(stdout);
   });
   if (!o.quiet) fmt::print("\n");
   if (!o.dump_logits.empty()) dump_logits(o.dump_logits, r, session.n_vocab());

@@ -35,9 +35,13 @@ constexpr std::string_view kEogTexts[] = {
 };
 
 const std::vector<std::string>& model_names() {
-  static const std::vector<std::string> names = {"gpt2", "llama"};
+  static const std::vector<std::string> names = {"gpt2", "llama", "no_vocab", "none"};
   return names;
 }
+
+// What a special-token key holds when the model has no such token: -1,
+// often written as a u32, so 4294967295.
+bool is_none_id(int64_t id) { return id == -1 || id == int64_t(UINT32_MAX); }
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;
@@ -241,6 +245,7 @@ void Tokenizer::Impl::spm_fragment(std::string_view frag, bool space_prefix, std
 // Decoding
 
 std::string Tokenizer::Impl::make_piece(int32_t id) const {
+  if (kind == Kind::kNone) return {};
   const std::string& t = text[id];
   switch (type[id]) {
     case TokenType::kControl:
@@ -300,6 +305,25 @@ void expect_elem(const gguf::ValueArray& arr, std::string_view key, std::initial
                             gguf::value_type_name(arr.elem_type)));
 }
 
+// The vocabulary size of a file without a vocabulary, as llama.cpp reads it:
+// <arch>.vocab_size (it adds that many dummy tokens). Without the key, the
+// rows of token_embd.weight, so the model's own ids still decode.
+size_t vocab_size_without_vocab(const gguf::GgufFile& f) {
+  const std::string arch = f.architecture();
+  if (!arch.empty()) {
+    const std::string key = arch + ".vocab_size";
+    if (const gguf::Value* v = f.find(key)) {
+      const auto n = v->as_int();
+      if (!n || *n < 0 || *n > INT32_MAX)
+        throw Error(fmt::format("tokenizer: {} = {} is not a vocabulary size", key, v->to_display()));
+      return static_cast<size_t>(*n);
+    }
+  }
+  if (const gguf::TensorInfo* embd = f.find_tensor("token_embd.weight"); embd && embd->dims.size() >= 2)
+    return std::min<uint64_t>(embd->dims[1], INT32_MAX);
+  return 0;
+}
+
 }  // namespace
 
 Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& f) {
@@ -314,9 +338,22 @@ Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& f) {
   t.model = *model_v->as_string();
   if (t.model == "gpt2") t.kind = Kind::kBpe;
   else if (t.model == "llama") t.kind = Kind::kSpm;
+  else if (t.model == "no_vocab" || t.model == "none") t.kind = Kind::kNone;
   else
     throw Error(fmt::format("tokenizer: unsupported tokenizer.ggml.model '{}' (supported: {})", t.model,
                             join(model_names())));
+  if (t.kind == Kind::kNone) {
+    // As llama.cpp: no special tokens and no flags; the other tokenizer.*
+    // keys are not read. Each id is a dummy token with no text, so decoding
+    // stays total over the model's ids.
+    const size_t n = vocab_size_without_vocab(f);
+    t.text.assign(n, std::string());
+    t.piece.assign(n, std::string());
+    t.score.assign(n, 0.0f);
+    t.type.assign(n, TokenType::kUndefined);
+    t.byte_token.fill(-1);
+    return Tokenizer(std::move(impl));
+  }
   if (const gguf::Value* v = f.find("tokenizer.ggml.pre")) {
     if (!v->as_string()) throw Error("tokenizer: tokenizer.ggml.pre must be a string");
     t.pre = *v->as_string();
@@ -398,6 +435,10 @@ Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& f) {
     const gguf::Value* v = f.find(key);
     if (!v) return;
     const auto x = v->as_int();
+    if (x && is_none_id(*x)) {
+      id = -1;
+      return;
+    }
     if (!x || *x < 0 || *x >= static_cast<int64_t>(n))
       throw Error(fmt::format("tokenizer: {} = {} is not a token id (vocabulary size {})", key,
                               v->to_display(), n));
@@ -408,16 +449,22 @@ Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& f) {
   read_id("tokenizer.ggml.unknown_token_id", t.unk);
   read_id("tokenizer.ggml.eot_token_id", t.eot);
   read_id("tokenizer.ggml.eom_token_id", t.eom);
+  // Returns whether the file sets the flag (else it keeps its default).
   auto read_flag = [&](std::string_view key, bool& flag) {
     const gguf::Value* v = f.find(key);
-    if (!v) return;
+    if (!v) return false;
     const auto b = v->as_bool();
     if (!b) throw Error(fmt::format("tokenizer: {} must be a bool, got {}", key, gguf::value_type_name(v->type())));
     flag = *b;
+    return true;
   };
-  read_flag("tokenizer.ggml.add_bos_token", t.add_bos);
-  read_flag("tokenizer.ggml.add_eos_token", t.add_eos);
+  const bool add_bos_from_file = read_flag("tokenizer.ggml.add_bos_token", t.add_bos);
+  const bool add_eos_from_file = read_flag("tokenizer.ggml.add_eos_token", t.add_eos);
   if (t.kind == Kind::kSpm) read_flag("tokenizer.ggml.add_space_prefix", t.add_space_prefix);
+  // A default flag (SPM and some pre-tokenizers add BOS) gives way to a
+  // model that has no such token; only a flag the file sets is an error.
+  if (!add_bos_from_file && t.bos < 0) t.add_bos = false;
+  if (!add_eos_from_file && t.eos < 0) t.add_eos = false;
   if (t.add_bos && t.bos < 0)
     throw Error("tokenizer: the model asks for a BOS token (add_bos_token) but has no tokenizer.ggml.bos_token_id");
   if (t.add_eos && t.eos < 0)
@@ -458,6 +505,11 @@ Tokenizer::~Tokenizer() = default;
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
   const Impl& t = *impl_;
+  if (t.kind == Kind::kNone)
+    throw Error(fmt::format("this model has no vocabulary (tokenizer.ggml.model = '{}'): a text prompt cannot be "
+                            "tokenized; pass token ids (vtc run --tokens 1,2,3; a token-id array as the prompt of "
+                            "vtc serve's /v1/completions)",
+                            t.model));
   struct Frag {
     int32_t id;  // -1: raw text [b, e)
     size_t b, e;
@@ -552,6 +604,7 @@ bool Tokenizer::is_control(int32_t id) const {
 }
 size_t Tokenizer::vocab_size() const { return impl_->text.size(); }
 Tokenizer::Kind Tokenizer::kind() const { return impl_->kind; }
+bool Tokenizer::has_vocab() const { return impl_->kind != Kind::kNone; }
 std::string Tokenizer::model_name() const { return impl_->model; }
 std::string Tokenizer::pre_name() const { return impl_->pre; }
 std::vector<std::string> Tokenizer::supported_models() { return model_names(); }

@@ -4,6 +4,11 @@
 // fallback. Special tokens, add-BOS/EOS flags and an incremental UTF-8-safe
 // detokenizer are included. See docs/tokenizer.md.
 //
+// A file may also have no vocabulary at all (tokenizer.ggml.model =
+// "no_vocab" or "none", as llama.cpp's generated test models do): then the
+// model only takes and produces token ids. encode() throws, every in-range
+// id decodes to "", and there are no special tokens.
+//
 // Encoding follows llama.cpp's tokenizer on the reference test vectors:
 //   1. special-token partition: the text is cut at every occurrence of a
 //      special token's text, longest token first. User-defined tokens are
@@ -31,7 +36,8 @@ namespace vtc {
 
 class Tokenizer {
  public:
-  enum class Kind { kBpe, kSpm };
+  // kNone: no vocabulary (tokenizer.ggml.model "no_vocab" or "none").
+  enum class Kind { kBpe, kSpm, kNone };
   // llama.cpp's token types (tokenizer.ggml.token_type values).
   enum class TokenType : int32_t {
     kUndefined = 0, kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6,
@@ -39,7 +45,8 @@ class Tokenizer {
 
   // Reads tokenizer.ggml.* metadata. Throws vtc::Error on missing or
   // malformed keys and on an unknown model or pre-tokenizer name (the
-  // message lists the supported ones).
+  // message lists the supported ones). A special-token id of -1 or
+  // 4294967295 (UINT32_MAX) means the model has no such token.
   static Tokenizer from_gguf(const gguf::GgufFile& file);
 
   Tokenizer(Tokenizer&&) noexcept;
@@ -49,6 +56,7 @@ class Tokenizer {
   // add_special: prepend BOS / append EOS as the model's add_bos/add_eos
   // flags say. parse_special: turn the text of control tokens (e.g.
   // "<|im_start|>") into those tokens instead of tokenizing it as text.
+  // Throws vtc::Error when the model has no vocabulary (!has_vocab()).
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
 
   // Concatenated token bytes. skip_special drops control and unknown
@@ -56,7 +64,8 @@ class Tokenizer {
   // (non-skipped) token is removed, so decode(encode(x)) == x. No
   // "clean up tokenization spaces" pass is applied. The result may hold
   // invalid UTF-8 when the ids split a character; see StreamingDecoder.
-  // Throws vtc::Error on an id outside the vocabulary.
+  // Throws vtc::Error on an id outside the vocabulary. Without a
+  // vocabulary every in-range id decodes to "".
   std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
 
   // The vocabulary entry as stored (e.g. "Ġhello", "▁hello", "<0x0A>").
@@ -74,8 +83,12 @@ class Tokenizer {
   // End of generation: eos, eot, eom and the usual end-of-turn tokens.
   bool is_eog(int32_t id) const;
   bool is_control(int32_t id) const;
+  // Without a vocabulary: <general.architecture>.vocab_size, else the rows
+  // of token_embd.weight, else 0.
   size_t vocab_size() const;
   Kind kind() const;
+  // False for "no_vocab" / "none" files: ids only, no text.
+  bool has_vocab() const;
   // tokenizer.ggml.model and tokenizer.ggml.pre as read ("" if absent).
   std::string model_name() const;
   std::string pre_name() const;
