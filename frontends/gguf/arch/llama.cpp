@@ -48,7 +48,7 @@ class Llama final : public Architecture {
       Value a = b.reshape(g.attention(q, k, v, l), {g.n, h_.n_head * h_.head_dim});
       x = b.add(x, g.linear_bias(a, blk(l, "attn_output")));
       h = g.norm(x, blk(l, "ffn_norm"));
-      Value ffn = n_expert_used_ > 0 ? g.moe_ffn(h, l, n_expert_used_) : g.swiglu_ffn(h, l, "", /*biases=*/true);
+      Value ffn = n_expert_used_ > 0 ? g.moe_ffn(h, l, n_expert_used_) : g.swiglu_ffn(h, l, "", FfnTensors{.biases = true});
       x = ir::Builder::named(b.add(x, ffn), fmt::format("x{}", l));
     }
     return x;

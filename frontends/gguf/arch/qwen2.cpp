@@ -1,12 +1,13 @@
 // qwen2, as the reference's src/models/qwen2.cpp: llama's layer with neox
 // rope, optional q/k/v biases (build_qkv), no output-projection or FFN
-// biases (the reference loads none), and an optional output.bias:
+// biases (the reference loads none), FFN scales loaded but not applied
+// (its build_ffn passes none), and an optional output.bias:
 //
 //   per layer:
 //     h = rms_norm(x) * attn_norm
 //     q, k, v = build_qkv(h)              each * scale + bias
 //     x += attention(rope(q), rope(k), v) Wo * scale
-//     x += swiglu(rms_norm(x) * ffn_norm), each projection * scale
+//     x += swiglu(rms_norm(x) * ffn_norm)
 //   logits = (rms_norm(x) * output_norm) Woutput * output.scale + output.bias
 #include <fmt/format.h>
 
@@ -35,7 +36,7 @@ class Qwen2 final : public Architecture {
       auto [q, k, v] = g.qkv(h, l);
       Value a = g.attention(b.rope(q, g.pos, rope), b.rope(k, g.pos, rope), v, l);
       x = b.add(x, g.linear(b.reshape(a, {g.n, h_.n_head * h_.head_dim}), blk(l, "attn_output")));
-      Value ffn = g.swiglu_ffn(g.norm(x, blk(l, "ffn_norm")), l, "", /*biases=*/false);
+      Value ffn = g.swiglu_ffn(g.norm(x, blk(l, "ffn_norm")), l, "", FfnTensors{.scales = false});
       x = ir::Builder::named(b.add(x, ffn), fmt::format("x{}", l));
     }
     return x;

@@ -47,7 +47,7 @@ class Qwen3 final : public Architecture {
       x = b.add(x, g.linear(a, blk(l, "attn_output")));
       h = g.norm(x, blk(l, "ffn_norm"));
       Value ffn = n_expert_used_ > 0 ? g.moe_ffn(h, l, n_expert_used_)
-                                     : g.swiglu_ffn(h, l, "", /*biases=*/false);
+                                     : g.swiglu_ffn(h, l);
       x = ir::Builder::named(b.add(x, ffn), fmt::format("x{}", l));
     }
     return x;

@@ -107,10 +107,10 @@ Value HybridLayers::mixer(StepGraph& g, Value h, int64_t l) const {
 }
 
 Value HybridLayers::ffn(StepGraph& g, Value h, int64_t l) const {
-  if (!d_.moe) return g.swiglu_ffn(h, l, "", /*biases=*/false);
+  if (!d_.moe) return g.swiglu_ffn(h, l);
   Value routed = g.moe_ffn(h, l, d_.n_used, 0.0, /*merged_allowed=*/true);
   Value gate_w = g.b.reshape(g.weight(blk(l, "ffn_gate_inp_shexp")), {1, h_.n_embd});
-  Value shared = g.b.mul(g.swiglu_ffn(h, l, "_shexp", /*biases=*/false), g.b.sigmoid(g.b.matmul(h, gate_w)));
+  Value shared = g.b.mul(g.swiglu_ffn(h, l, "_shexp"), g.b.sigmoid(g.b.matmul(h, gate_w)));
   return g.b.add(routed, shared);
 }
 

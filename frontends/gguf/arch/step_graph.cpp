@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <fmt/ranges.h>
+
 #include <cmath>
 
 #include "support/error.h"
@@ -79,10 +81,12 @@ StepGraph::Qkv StepGraph::qkv(Value x, int64_t l) {
           heads(linear_bias(x, blk(l, "attn_v")), h.n_head_kv)};
 }
 
-Value StepGraph::swiglu_ffn(Value x, int64_t l, std::string_view suffix, bool biases) {
+Value StepGraph::swiglu_ffn(Value x, int64_t l, std::string_view suffix, FfnTensors tensors) {
   auto project = [&](Value in, const char* part) {
     const std::string w = blk(l, fmt::format("{}{}", part, suffix));
-    return biases ? ffn_linear(in, w) : linear(in, w);
+    Value y = linear_plain(in, w);
+    if (tensors.biases) y = biased(y, w);
+    return tensors.scales ? scaled(y, w) : y;
   };
   Value gate = b.silu(project(x, "ffn_gate"));
   Value up = project(x, "ffn_up");
@@ -109,10 +113,13 @@ Value StepGraph::moe_ffn(Value x, int64_t l, int64_t n_used, double scale, bool 
     e.gate_scale = optional(blk(l, "ffn_gate_exps.scale"));
     e.up_scale = optional(blk(l, "ffn_up_exps.scale"));
     const int scales = bool(e.gate_scale) + bool(e.up_scale) + bool(e.down_scale);
-    if (scales != 0 && scales != 3)
-      throw Error(fmt::format("{}: layer {} has per-expert scales for only some of ffn_gate_exps, ffn_up_exps and "
-                              "ffn_down_exps; vtc supports all three or none",
-                              f_.path(), l));
+    if (scales != 0 && scales != 3) {
+      // Reported after the accounting: a misspelt scale is the likelier cause.
+      deferred_errors.push_back(fmt::format("layer {} has per-expert scales for only some of ffn_gate_exps, "
+                                            "ffn_up_exps and ffn_down_exps; vtc supports all three or none",
+                                            l));
+      e.gate_scale = e.up_scale = e.down_scale = Value();
+    }
   }
   return b.moe_ffn(x, route.results[0], route.results[1], e);
 }
@@ -141,6 +148,7 @@ TensorType i32(ir::Shape shape) { return {ElemType::I32, std::move(shape), ir::P
 
 ir::Module build_architecture(const gguf::GgufFile& f, const DenseHparams& h, const Architecture& arch) {
   ir::Module m;
+  std::vector<std::string> deferred;
   arch.declare_states(m);
   m.add_state("last_ids", ir::StateKind::Plain, {ElemType::I32, {Dim::symbol("S")}, ir::Placement::Device});
   {
@@ -153,6 +161,7 @@ ir::Module build_architecture(const gguf::GgufFile& f, const DenseHparams& h, co
     StepGraph g(m, f, h, b, T, ids, pos, seq);
     Value x = arch.forward(g);
     b.ret({Builder::named(arch.head(g, b.gather(x, rows, 0)), "logits")});
+    deferred = g.deferred_errors;
   }
   {
     Builder b(m, "decode");
@@ -164,6 +173,7 @@ ir::Module build_architecture(const gguf::GgufFile& f, const DenseHparams& h, co
     b.ret({Builder::named(arch.head(g, arch.forward(g)), "logits")});
   }
   require_full_accounting(f, account_tensors(f, m));
+  if (!deferred.empty()) throw Error(fmt::format("{}: {}", f.path(), fmt::join(deferred, "; ")));
   return m;
 }
 

@@ -34,6 +34,12 @@ namespace vtc::arch {
 // "blk.<layer>.<name>"
 std::string blk(int64_t layer, std::string_view name);
 
+// Which optional tensors a SwiGLU FFN applies (StepGraph::swiglu_ffn).
+struct FfnTensors {
+  bool biases = false;
+  bool scales = true;
+};
+
 // One step function under construction (@prefill or @decode), with the
 // step's token count n, ids, positions and sequence indices ([n] i32).
 class StepGraph {
@@ -68,10 +74,10 @@ class StepGraph {
   };
   Qkv qkv(ir::Value x, int64_t l);
   // silu(x Wgate) * (x Wup) then Wdown over blk.l.ffn_{gate,up,down}<suffix>
-  // (build_ffn with LLM_FFN_SILU, LLM_FFN_PAR): each projection times its
-  // scale, and with `biases` (the architectures whose loader takes FFN
-  // biases) plus its bias first.
-  ir::Value swiglu_ffn(ir::Value x, int64_t l, std::string_view suffix, bool biases);
+  // (build_ffn with LLM_FFN_SILU, LLM_FFN_PAR). Each projection adds its
+  // bias when `biases` (the architectures whose loader takes FFN biases),
+  // then multiplies by its scale when `scales` (the graph passes them).
+  ir::Value swiglu_ffn(ir::Value x, int64_t l, std::string_view suffix = "", FfnTensors tensors = {});
   // build_moe_ffn with softmax gating, renormalized weights and `scale`:
   // the router blk.l.ffn_gate_inp, then split ffn_gate_exps + ffn_up_exps
   // (or, where the loader takes it, the merged ffn_gate_up_exps) and
@@ -89,6 +95,11 @@ class StepGraph {
 
   ir::Module& m_;
   const gguf::GgufFile& f_;
+
+ public:
+  // Problems found while building that only matter once the tensor
+  // accounting has passed (an unknown tensor explains them better).
+  std::vector<std::string> deferred_errors;
 };
 
 // An architecture, as the reference's llama_model_<arch>::graph: its

@@ -27,6 +27,10 @@ const std::vector<AcceptedUnused>& accepted_unused_tensors() {
        "shared experts, loaded when expert_shared_feed_forward_length > 0 (for Granite MoE); the llama graph does not "
        "apply them"},
       {"llama", "blk.*.ffn_*_shexp.scale", "the scales of those shared experts"},
+      {"qwen2", "blk.*.ffn_*.scale",
+       "the generic scale pass loads them; qwen2's build_ffn passes no scales"},
+      {"qwen3", "cls.output.*",
+       "the reranker's classification head (n_cls_out): applied only when pooling for ranking, never to the logits"},
       {"qwen35,qwen35moe,qwen3next,qwen4exp", "blk.*.attn_[qkv].bias",
        "create_tensor_qkv loads optional q/k/v biases; the gated-attention graphs never add them"},
       {"qwen3next", "blk.*.attn_qkv.scale",
