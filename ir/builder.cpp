@@ -113,6 +113,61 @@ Value Builder::delta_rule(Value q, Value k, Value v, Value g, Value beta, Value 
              {{"state", Attr::of_symbol(std::string(state))}, {"scale", Attr::of_float(scale)}});
 }
 
+std::vector<MoeExperts::Slot> MoeExperts::slots() const {
+  std::vector<Slot> s;
+  if (merged()) {
+    s = {{gate_up, "gate_up experts [E, 2F, D]"}, {down, "down experts [E, D, F]"}};
+  } else {
+    s = {{gate, "gate experts [E, F, D]"}, {up, "up experts [E, F, D]"}, {down, "down experts [E, D, F]"}};
+    if (gate_scale) s.push_back({gate_scale, "gate scale [E]", true});
+    if (up_scale) s.push_back({up_scale, "up scale [E]", true});
+  }
+  if (down_scale) s.push_back({down_scale, "down scale [E]", true});
+  return s;
+}
+
+MoeExperts MoeExperts::of(const Op& op) {
+  const Attr* a = op.attr("scaled");
+  const bool scaled = a && a->i != 0;
+  const auto& v = op.operands;
+  MoeExperts e;
+  if (!scaled && v.size() == 5) {
+    e.gate_up = v[3], e.down = v[4];
+  } else if (!scaled && v.size() == 6) {
+    e.gate = v[3], e.up = v[4], e.down = v[5];
+  } else if (scaled && v.size() == 6) {
+    e.gate_up = v[3], e.down = v[4], e.down_scale = v[5];
+  } else if (scaled && v.size() == 9) {
+    e.gate = v[3], e.up = v[4], e.down = v[5], e.gate_scale = v[6], e.up_scale = v[7], e.down_scale = v[8];
+  } else {
+    const std::string got = ", got " + std::to_string(v.size());
+    if (scaled)
+      throw Error("with scaled = true, moe_ffn takes 6 operands (x, weights, ids, gate_up, down, down_scale) or 9 "
+                  "(x, weights, ids, gate, up, down, gate_scale, up_scale, down_scale)" + got);
+    throw Error("moe_ffn takes 5 operands (x, weights, ids, gate_up, down) or 6 (x, weights, ids, gate, up, down)" +
+                got + (v.size() > 6 ? " (per-expert scales need scaled = true)" : ""));
+  }
+  return e;
+}
+
+// All-or-none split scales keep the op to four forms; the checks here are
+// about which operands were given, the shapes are the shape function's.
+Value Builder::moe_ffn(Value x, Value weights, Value ids, const MoeExperts& e) {
+  if (e.merged() && (e.gate || e.up)) throw Error("builder: moe_ffn takes gate_up or gate and up, not both");
+  if (e.merged() && (e.gate_scale || e.up_scale))
+    throw Error("builder: moe_ffn with a merged gate_up stack takes only a down scale (the reference scales no gate_up result)");
+  if (!e.merged() && (!e.gate || !e.up)) throw Error("builder: moe_ffn needs gate and up experts, or gate_up");
+  const int split_scales = int(bool(e.gate_scale)) + int(bool(e.up_scale)) + int(bool(e.down_scale));
+  if (!e.merged() && split_scales != 0 && split_scales != 3)
+    throw Error("builder: moe_ffn with split gate and up takes all three scales or none, got " +
+                std::to_string(split_scales));
+  std::vector<Value> operands = {x, weights, ids};
+  for (const auto& s : e.slots()) operands.push_back(s.value);
+  std::vector<NamedAttr> attrs;
+  if (e.scaled()) attrs.push_back({"scaled", Attr::of_bool(true)});
+  return one(OpKind::MoeFfn, std::move(operands), std::move(attrs));
+}
+
 std::pair<Value, Value> Builder::top_k(Value x, int64_t k) {
   Op& op = create(OpKind::TopK, {x}, {{"k", Attr::of_int(k)}});
   return {op.results[0], op.results[1]};

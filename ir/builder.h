@@ -62,6 +62,34 @@ struct NgramHashOptions {
   std::vector<int64_t> offset = {};  // (n-1)*heads_per_gram row offsets
 };
 
+// The expert operands of moe_ffn (docs/ir.md: moe_ffn). Give either gate
+// and up ([E, F, D] each) or gate_up ([E, 2F, D]: expert e's gate rows, then
+// its up rows), and down ([E, D, F]). Scales are per-expert f32 [E] factors
+// applied right after each matmul; Value() means none. The split form takes
+// all three scales or none (the op has no slot for a lone one, and a file
+// that has only some must say so to its builder); the merged form takes
+// only down_scale, as the reference scales no gate_up result.
+struct MoeExperts {
+  Value gate{}, up{}, gate_up{}, down{};
+  Value gate_scale{}, up_scale{}, down_scale{};
+
+  bool merged() const { return bool(gate_up); }
+  bool scaled() const { return bool(down_scale); }
+
+  struct Slot {
+    Value value;
+    const char* role;  // e.g. "gate_up experts [E, 2F, D]", for messages
+    bool scale = false;  // an f32 [E] scale, not an expert stack
+  };
+  // The given expert operands in op order (they follow x, weights, ids):
+  // gate, up, down[, gate_scale, up_scale, down_scale] or gate_up, down[, down_scale].
+  std::vector<Slot> slots() const;
+  // The inverse: the experts of a moe_ffn op, from its operand count and
+  // its `scaled` attribute. Throws vtc::Error naming the accepted forms
+  // when the count fits none of them.
+  static MoeExperts of(const Op& op);
+};
+
 class Builder {
  public:
   Builder(Module& module, Function& function) : m_(module), f_(function) {}
@@ -109,6 +137,8 @@ class Builder {
   // Linear attention: `state` names the per-sequence recurrent state.
   Value causal_conv1d(Value x, Value kernel, Value seq, std::string_view state, int64_t dilation = 1);
   Value delta_rule(Value q, Value k, Value v, Value g, Value beta, Value seq, std::string_view state, double scale);
+  // Mixture of experts: the SwiGLU experts selected by moe_route's weights and ids.
+  Value moe_ffn(Value x, Value weights, Value ids, const MoeExperts& experts);
   Value softmax(Value x) { return one(OpKind::Softmax, {x}); }
   Value sum(Value x) { return one(OpKind::Sum, {x}); }  // [..., N] -> [..., 1]
   Value argmax(Value x) { return one(OpKind::Argmax, {x}); }

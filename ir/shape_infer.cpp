@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "ir/builder.h"
 #include "support/error.h"
 
 namespace vtc::ir {
@@ -401,8 +402,9 @@ void infer_moe_route(InferContext& c) {
   c.results.push_back(like_first(c, ElemType::I32, s));
 }
 
-// x [T, D], weights [T, k] f32, ids [T, k] i32, gate/up [E, F, D],
-// down [E, D, F] (GGUF expert stacks, outermost first) -> [T, D] f32.
+// x [T, D], weights [T, k] f32, ids [T, k] i32, then the experts (GGUF
+// stacks, outermost first): gate/up [E, F, D] or gate_up [E, 2F, D], down
+// [E, D, F], and with `scaled` f32 [E] scales (ir::MoeExperts) -> [T, D] f32.
 void infer_moe_ffn(InferContext& c) {
   require_rank(c, 0, 2, "input [T, D]");
   c.require(c.operand(0).elem.kind() == ElemType::F32, "input (operand 0) must be f32, got " + c.operand(0).str());
@@ -412,17 +414,46 @@ void infer_moe_ffn(InferContext& c) {
             "weights (operand 1) must be [" + x[0].str() + ", k] f32, got " + c.operand(1).str());
   c.require(c.operand(2).elem.kind() == ElemType::I32 && c.operand(2).shape == want,
             "ids (operand 2) must be " + dims_str(want) + " i32 like the weights, got " + c.operand(2).str());
-  const char* roles[] = {"gate experts [E, F, D]", "up experts [E, F, D]", "down experts [E, D, F]"};
-  for (size_t i = 3; i < 6; ++i) {
-    require_rank(c, i, 3, roles[i - 3]);
-    c.require(!c.operand(i).elem.is_integer(), std::string(roles[i - 3]) + " (operand " + std::to_string(i) +
-                                                   ") must be float or quantized");
+  if (c.has("scaled")) c.attr("scaled", AttrKind::Bool);
+  MoeExperts experts;
+  try {
+    experts = MoeExperts::of(c.op);
+  } catch (const Error& e) {
+    c.fail(e.what());
   }
-  const Shape &g = c.operand(3).shape, &u = c.operand(4).shape, &d = c.operand(5).shape;
-  c.require(g == u, "gate experts " + dims_str(g) + " and up experts " + dims_str(u) + " must have the same shape");
-  require_same_dim(c, g[2], x[1], "expert input dim and model dim differ");
-  c.require(d[0] == g[0] && d[1] == x[1] && d[2] == g[1],
-            "down experts must be " + dims_str({g[0], x[1], g[1]}) + ", got " + dims_str(d));
+  const auto slots = experts.slots();
+  for (size_t s = 0; s < slots.size(); ++s) {
+    const size_t i = 3 + s;
+    if (slots[s].scale) continue;  // checked below, once E is known
+    const std::string role = slots[s].role;
+    require_rank(c, i, 3, role);
+    c.require(!c.operand(i).elem.is_integer(), role + " (operand " + std::to_string(i) + ") must be float or quantized");
+  }
+  const Shape& d = experts.down.type().shape;
+  Dim n_expert, ffn;
+  if (experts.merged()) {
+    const Shape& gu = experts.gate_up.type().shape;
+    require_same_dim(c, gu[2], x[1], "expert input dim and model dim differ");
+    const auto rows = gu[1].constant();
+    c.require(rows && *rows % 2 == 0,
+              "gate_up experts " + dims_str(gu) + " must have an even constant row count (gate rows, then up rows)");
+    n_expert = gu[0], ffn = Dim(*rows / 2);
+  } else {
+    const Shape &g = experts.gate.type().shape, &u = experts.up.type().shape;
+    c.require(g == u, "gate experts " + dims_str(g) + " and up experts " + dims_str(u) + " must have the same shape");
+    require_same_dim(c, g[2], x[1], "expert input dim and model dim differ");
+    n_expert = g[0], ffn = g[1];
+  }
+  c.require(d[0] == n_expert && d[1] == x[1] && d[2] == ffn,
+            "down experts must be " + dims_str({n_expert, x[1], ffn}) + ", got " + dims_str(d));
+  for (size_t s = 0; s < slots.size(); ++s) {
+    if (!slots[s].scale) continue;
+    const std::string role = slots[s].role;
+    const TensorType& t = slots[s].value.type();
+    c.require(t.elem.kind() == ElemType::F32 && t.shape == Shape{n_expert},
+              role + " (operand " + std::to_string(3 + s) + ") must be " + dims_str({n_expert}) +
+                  " f32 (one factor per expert), got " + t.str());
+  }
   c.results.push_back(like_first(c, ElemType::F32, x));
 }
 

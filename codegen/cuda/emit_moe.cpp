@@ -17,6 +17,11 @@
 //   moe_down: one warp per (t, d): for j = 0 .. k-1 in order, the dot of
 //     down row d of expert ids[t*k+j] with h[r], times weights[r], added
 //     as the CPU adds the slot views (o = y0 * w0, then o += yj * wj).
+//   A merged gate_up stack [E][2F][D] is one parameter: expert e's gate
+//   row f is its row f, the up row its row F + f. Per-expert scales
+//   multiply the warp sums (g *= gs[e], u *= us[e]; the down dot times
+//   ds[e] before the routing weight), as the CPU scales each matmul
+//   result; an unscaled op emits no multiply, so its text is unchanged.
 //   Weights decode to the CPU's floats; activations stay f32 for quantized
 //   stacks and are rounded to f16 / bf16 for f16 / bf16 stacks, as matmul
 //   does (docs/cuda.md "Numerics"). An id outside [0, E) contributes zeros
@@ -25,6 +30,7 @@
 #include <fmt/format.h>
 
 #include "codegen/cuda/emit.h"
+#include "ir/builder.h"
 
 namespace vtc::cuda {
 namespace {
@@ -80,13 +86,14 @@ std::string route_select(bool norm, double scale) {
 }
 
 struct MoeShape {
-  ir::Dim tokens;  // T
+  ir::MoeExperts stacks;  // which operand form (docs/ir.md: moe_ffn)
+  ir::Dim tokens;         // T
   int64_t k = 0, experts = 0, ffn = 0, model = 0;
   GgmlType gate = GgmlType::F32, up = GgmlType::F32, down = GgmlType::F32;
 };
 
-GgmlType stack_type(const ir::Op& op, size_t i) {
-  const ir::ElemType& e = op.operands[i].type().elem;
+GgmlType stack_type(const ir::Op& op, const ir::Value& v) {
+  const ir::ElemType& e = v.type().elem;
   const GgmlType t = weight_type(e);
   if (!quant_supported(t)) unsupported(op, "expert type " + e.name() + " has no CUDA kernel");
   return t;
@@ -96,15 +103,18 @@ MoeShape moe_shape(const ir::Op& op) {
   require_f32(op, 0, "the input");
   require_f32(op, 1, "the expert weights");
   MoeShape s;
+  s.stacks = ir::MoeExperts::of(op);
   s.tokens = op.operands[0].type().shape[0];
   s.k = constant_dim(op, op.operands[1].type().shape[1], "k");
-  const ir::Shape& g = op.operands[3].type().shape;
+  const ir::Value first = s.stacks.merged() ? s.stacks.gate_up : s.stacks.gate;
+  const ir::Shape& g = first.type().shape;
   s.experts = constant_dim(op, g[0], "the expert count");
-  s.ffn = constant_dim(op, g[1], "the expert FFN size");
+  s.ffn = constant_dim(op, g[1], "the expert FFN size") / (s.stacks.merged() ? 2 : 1);
   s.model = constant_dim(op, g[2], "the model dim");
   if (s.model % 32 != 0 || s.ffn % 32 != 0)
     unsupported(op, fmt::format("expert matrices must be multiples of 32 wide, got D = {}, F = {}", s.model, s.ffn));
-  s.gate = stack_type(op, 3), s.up = stack_type(op, 4), s.down = stack_type(op, 5);
+  s.gate = stack_type(op, first), s.down = stack_type(op, s.stacks.down);
+  s.up = s.stacks.merged() ? s.gate : stack_type(op, s.stacks.up);
   return s;
 }
 
@@ -131,8 +141,18 @@ std::string chunk_dot(const std::string& deq, const std::string& row, const std:
 
 Kernel moe_up_kernel(const ir::Op& op, const std::string& what, const MoeShape& s) {
   KernelBuilder kb("moe_up", what);
-  const std::string x = kb.in(op.operands[0], "x"), ids = kb.in(op.operands[2], "ids"),
-                    gate = kb.in(op.operands[3], "gate"), up = kb.in(op.operands[4], "up");
+  const ir::MoeExperts& st = s.stacks;
+  const std::string x = kb.in(op.operands[0], "x"), ids = kb.in(op.operands[2], "ids");
+  std::string gate, up, gate_row = "(e * F + f)", up_row = "(e * F + f)";
+  if (st.merged()) {
+    gate = up = kb.in(st.gate_up, "gate_up");
+    gate_row = "(e * 2 * F + f)", up_row = "(e * 2 * F + F + f)";
+  } else {
+    gate = kb.in(st.gate, "gate"), up = kb.in(st.up, "up");
+  }
+  // The split form's scales (the merged form scales only down).
+  const std::string gs = st.gate_scale ? kb.in(st.gate_scale, "gate_scale") : "",
+                    us = st.up_scale ? kb.in(st.up_scale, "up_scale") : "";
   const ir::Dim rows = s.tokens * s.k;
   const std::string h = kb.scratch(rows * (s.ffn * 4));
   kb.need(deq32_helper(s.gate));
@@ -146,19 +166,25 @@ Kernel moe_up_kernel(const ir::Op& op, const std::string& what, const MoeShape& 
   float g = 0.0f, u = 0.0f;
   if (e >= 0 && e < E) {{
     const float* xr = {8} + (r / KS) * D;
-    const u8* gr = (const u8*){9} + (e * F + f) * GROW;
-    const u8* ur = (const u8*){10} + (e * F + f) * UROW;
+    const u8* gr = (const u8*){9} + {11} * GROW;
+    const u8* ur = (const u8*){10} + {12} * UROW;
 )",
                                  s.experts, s.ffn, s.model, s.k, row_bytes(s.gate, s.model),
-                                 row_bytes(s.up, s.model), kb.expr(rows), ids, x, gate, up);
+                                 row_bytes(s.up, s.model), kb.expr(rows), ids, x, gate, up, gate_row, up_row);
   body += chunk_dot(deq32_helper(s.gate), "gr", "xr", s.gate, "g", "CH", "    ");
   body += chunk_dot(deq32_helper(s.up), "ur", "xr", s.up, "u", "CH", "    ");
-  body += fmt::format(R"(  }}
+  body += R"(  }
   g = vtc_warp_sum(g);
   u = vtc_warp_sum(u);
-  if (lane == 0) {0}[r * F + f] = (g / (1.0f + expf(-g))) * u;
+)";
+  if (!gs.empty())
+    body += fmt::format(R"(  if (e >= 0 && e < E) {{
+    g *= {0}[e];
+    u *= {1}[e];
+  }}
 )",
-                      h);
+                        gs, us);
+  body += fmt::format("  if (lane == 0) {0}[r * F + f] = (g / (1.0f + expf(-g))) * u;\n", h);
   kb.body(body);
   kb.launch(rows * (s.ffn * 32), 128);
   return kb.finish();
@@ -167,7 +193,8 @@ Kernel moe_up_kernel(const ir::Op& op, const std::string& what, const MoeShape& 
 Kernel moe_down_kernel(const ir::Op& op, const std::string& what, const MoeShape& s) {
   KernelBuilder kb("moe_down", what);
   const std::string w = kb.in(op.operands[1], "weights"), ids = kb.in(op.operands[2], "ids"),
-                    down = kb.in(op.operands[5], "down");
+                    down = kb.in(s.stacks.down, "down");
+  const std::string ds = s.stacks.down_scale ? kb.in(s.stacks.down_scale, "down_scale") : "";
   const std::string h = kb.scratch(s.tokens * (s.k * s.ffn * 4));
   const std::string y = kb.out(op.results[0], "y");
   kb.need(deq32_helper(s.down));
@@ -188,13 +215,15 @@ Kernel moe_down_kernel(const ir::Op& op, const std::string& what, const MoeShape
                                  s.experts, s.ffn, s.model, s.k, row_bytes(s.down, s.ffn), kb.expr(s.tokens), ids,
                                  down, h);
   body += chunk_dot(deq32_helper(s.down), "dr", "hr", s.down, "acc", "CH", "      ");
+  // The down result times the expert's scale, then the routing weight.
+  const std::string scaled = ds.empty() ? "" : fmt::format(" * (e >= 0 && e < E ? {}[e] : 0.0f)", ds);
   body += fmt::format(R"(    }}
-    const float yj = vtc_warp_sum(acc) * {0}[r];
+    const float yj = vtc_warp_sum(acc){2} * {0}[r];
     o = j == 0 ? yj : o + yj;
   }}
   if (lane == 0) {1}[t * D + d] = o;
 )",
-                      w, y);
+                      w, y, scaled);
   kb.body(body);
   kb.launch(s.tokens * (s.model * 32), 128);
   return kb.finish();

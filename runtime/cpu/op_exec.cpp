@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "frontends/gguf/dequant.h"
+#include "ir/builder.h"
 #include "passes/memory_plan.h"
 #include "runtime/cpu/exec_context.h"
 #include "runtime/cpu/kernels/indexer.h"
@@ -444,12 +445,27 @@ void exec_MoeRoute(ExecContext& c, const ir::Op& op) {
 void exec_MoeFfn(ExecContext& c, const ir::Op& op) {
   const Buf &x = c.in(op, 0), &w = c.in(op, 1), &ids = c.in(op, 2);
   require_f32(op, x, "input");
-  auto stack = [&](size_t i) {
-    const Buf& b = c.in(op, i);
-    return ExpertStack{ggml_type_of(b.elem), b.data, b.shape[0], b.shape[1], b.shape[2]};
+  const ir::MoeExperts experts = ir::MoeExperts::of(op);
+  auto stack = [&](ir::Value v, ir::Value scale) {
+    const Buf& b = c.bufs.at(v.data());
+    ExpertStack s{ggml_type_of(b.elem), b.data, b.shape[0], b.shape[1], b.shape[2]};
+    if (scale) s.scale = c.bufs.at(scale.data()).as<float>();
+    return s;
   };
-  moe_ffn(stack(3), stack(4), stack(5), x.as<float>(), x.rows(), w.as<float>(), ids.as<int32_t>(), w.last_dim(),
-          c.out(op).as<float>(), c.pool);
+  ExpertStack gate, up;
+  if (experts.merged()) {
+    // Gate rows then up rows of each expert: two views of the one stack.
+    gate = stack(experts.gate_up, {});
+    gate.stride_rows = gate.rows;
+    gate.rows /= 2;
+    up = gate;
+    up.first_row = gate.rows;
+  } else {
+    gate = stack(experts.gate, experts.gate_scale);
+    up = stack(experts.up, experts.up_scale);
+  }
+  moe_ffn(gate, up, stack(experts.down, experts.down_scale), x.as<float>(), x.rows(), w.as<float>(),
+          ids.as<int32_t>(), w.last_dim(), c.out(op).as<float>(), c.pool);
 }
 
 // --- data movement ---------------------------------------------------------

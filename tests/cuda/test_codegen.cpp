@@ -469,10 +469,11 @@ TEST_CASE("a bf16 side cache with head dim 160 compiles to PTX", "[nvrtc]") {
 
 // Mixture of experts (moe_cases.vtcir): moe_route (softmax / sigmoid, with
 // and without renormalization and scale) feeding moe_ffn over f32, f16,
-// bf16, q8_0 and q4_k/q6_k expert stacks, decode and prefill.
+// bf16, q8_0 and q4_k/q6_k expert stacks, decode and prefill; then the
+// merged gate_up stack, split stacks with scales, gate_up with a down scale.
 TEST_CASE("mixture-of-experts cases compile to PTX for sm_80 and sm_90", "[nvrtc]") {
   ScopedCache cache("moe");
-  CHECK(compile_case_file(VTC_CUDA_MOE_CASES, 6) >= 2 * (5 * 2 * 3 + 2));
+  CHECK(compile_case_file(VTC_CUDA_MOE_CASES, 9) >= 2 * (8 * 2 * 3 + 2));
 }
 
 TEST_CASE("moe_route and moe_ffn: routing options, expert decoders, scratch and launches") {
@@ -518,6 +519,53 @@ TEST_CASE("moe_route and moe_ffn: routing options, expert decoders, scratch and 
   CHECK(k[1].source.find("deq32_q4_k(gr, c, wv);") != std::string::npos);
   CHECK(k[2].source.find("deq32_q6_k(dr, c, wv);") != std::string::npos);
   CHECK(k[0].source.find("wr[j] *= 0x1p-1f;") != std::string::npos);
+  // The split unscaled form has no scale parameter and no multiply.
+  CHECK(f32[1].source.find("gate_scale") == std::string::npos);
+  CHECK(f32[2].source.find("down_scale") == std::string::npos);
+}
+
+TEST_CASE("moe_ffn's merged and scaled forms: one gate_up parameter, scales after the warp sums") {
+  const auto cases = vtc::ir::split_source_cases(read(VTC_CUDA_MOE_CASES));
+  REQUIRE(cases.size() >= 9);
+  auto decode_of = [&](size_t i) {
+    auto mk = vtc::cuda::generate_model(vtc::ir::parse(cases[i].text, {cases[i].first_line}));
+    REQUIRE(mk.steps.at(0).function == "decode");
+    return mk.steps.at(0).kernels;
+  };
+  // Case 7: f32 gate_up [8, 192, 64]: F = 96, expert e's gate row f is row
+  // 2F e + f and its up row 2F e + F + f of the one stack; no scales.
+  auto merged = decode_of(6);
+  REQUIRE(merged.size() == 3);
+  CHECK(merged[1].source.find("constexpr long long E = 8, F = 96, D = 64,") != std::string::npos);
+  CHECK(merged[1].source.find("const float* __restrict__ gate_up") != std::string::npos);
+  CHECK(merged[1].source.find("GROW = 256, UROW = 256;") != std::string::npos);
+  CHECK(merged[1].source.find("const u8* gr = (const u8*)gate_up + (e * 2 * F + f) * GROW;") != std::string::npos);
+  CHECK(merged[1].source.find("const u8* ur = (const u8*)gate_up + (e * 2 * F + F + f) * UROW;") != std::string::npos);
+  CHECK(merged[1].scratch_bytes == vtc::ir::Dim::symbol("S") * (2 * 96 * 4));
+  CHECK(merged[1].source.find("gate_scale") == std::string::npos);
+  CHECK(merged[2].source.find("down_scale") == std::string::npos);
+  // Case 8: f16 split stacks with all three scales, each after its warp sum
+  // (before silu for gate and up, before the routing weight for down).
+  auto scaled = decode_of(7);
+  REQUIRE(scaled.size() == 3);
+  const std::string& up = scaled[1].source;
+  CHECK(up.find("const float* __restrict__ gate_scale, const float* __restrict__ up_scale") != std::string::npos);
+  const auto sum_at = up.find("u = vtc_warp_sum(u);"), scale_at = up.find("g *= gate_scale[e];"),
+             silu_at = up.find("(g / (1.0f + expf(-g))) * u");
+  CHECK(sum_at < scale_at);
+  CHECK(scale_at < silu_at);
+  CHECK(silu_at != std::string::npos);
+  CHECK(up.find("u *= up_scale[e];") != std::string::npos);
+  CHECK(scaled[2].source.find("vtc_warp_sum(acc) * (e >= 0 && e < E ? down_scale[e] : 0.0f) * weights[r]") !=
+        std::string::npos);
+  // Case 9: bf16 gate_up [4, 512, 256] (F = 256) with a bf16 down and only the down scale.
+  auto both = decode_of(8);
+  CHECK(both[1].source.find("constexpr long long E = 4, F = 256, D = 256,") != std::string::npos);
+  CHECK(both[1].source.find("deq32_bf16(ur, c, wv);") != std::string::npos);
+  CHECK(both[1].source.find("gate_scale") == std::string::npos);
+  CHECK(both[1].source.find("up_scale") == std::string::npos);
+  CHECK(both[2].source.find("down_scale[e]") != std::string::npos);
+  CHECK(both[2].source.find("deq32_bf16(dr, c, wv);") != std::string::npos);
 }
 
 namespace {

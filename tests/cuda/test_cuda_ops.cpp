@@ -342,7 +342,8 @@ int main(int argc, char** argv) {
 // Mixture of experts (moe_cases.vtcir): the router on both sides from the
 // same logits (weights by NMSE, expert ids exactly), then the expert FFN
 // over every expert type (the quantized tolerance: the CPU rounds
-// activations to q8 blocks, CUDA keeps them f32).
+// activations to q8 blocks, CUDA keeps them f32), and over the merged
+// gate_up and per-expert-scale forms.
 TEST_CASE("moe cases: CPU vs CUDA routing and expert FFN", "[gpu]") {
-  CHECK(run_case_file(VTC_CUDA_MOE_CASES, {{"prefill", 1, 7, {}, {}}, {"decode", 3, 7, {}, {}}}) == 5 * 2 * 3 + 2 * 2);
+  CHECK(run_case_file(VTC_CUDA_MOE_CASES, {{"prefill", 1, 7, {}, {}}, {"decode", 3, 7, {}, {}}}) == 8 * 2 * 3 + 2 * 2);
 }

@@ -239,6 +239,62 @@ TEST_CASE_METHOD(Fixture, "shape: softmax, argmax, top_k", "[ir][shapes]") {
   CHECK_THROWS_WITH(b.argmax(ids), Contains("must be f32"));
 }
 
+TEST_CASE_METHOD(Fixture, "shape: moe_ffn's four operand forms through Builder::moe_ffn", "[ir][shapes][moe]") {
+  const ElemType q8 = ElemType::quant(vtc::GgmlType::Q8_0);
+  Value logits = b.arg("logits", tensor({T, 8}, ElemType::F32));
+  Op& route = b.create(OpKind::MoeRoute, {logits},
+                       {{"k", Attr::of_int(2)}, {"gating", Attr::of_enum("softmax")}, {"norm", Attr::of_bool(true)}});
+  Value rw = route.results[0], rid = route.results[1];
+  MoeExperts split{.gate = b.arg("g", tensor({8, 96, 64}, q8)), .up = b.arg("u", tensor({8, 96, 64}, q8)),
+                   .down = b.arg("d", tensor({8, 64, 96}, q8))};
+  MoeExperts merged{.gate_up = b.arg("gu", tensor({8, 192, 64}, q8)), .down = split.down};
+  Value s = b.arg("s", tensor({8}, ElemType::F32));
+  auto check_form = [&](const MoeExperts& e, size_t operands, bool scaled) {
+    Value y = b.moe_ffn(x, rw, rid, e);
+    CHECK(type(y) == "tensor<T x 64 x f32, device>");
+    const Op& op = *y->def;
+    CHECK(op.operands.size() == operands);
+    CHECK((op.attr("scaled") != nullptr) == scaled);
+    // MoeExperts::of decodes what the builder encoded.
+    const MoeExperts back = MoeExperts::of(op);
+    CHECK(back.gate == e.gate);
+    CHECK(back.up == e.up);
+    CHECK(back.gate_up == e.gate_up);
+    CHECK(back.down == e.down);
+    CHECK(back.gate_scale == e.gate_scale);
+    CHECK(back.up_scale == e.up_scale);
+    CHECK(back.down_scale == e.down_scale);
+  };
+  check_form(split, 6, false);
+  check_form(merged, 5, false);
+  MoeExperts split_scaled = split, merged_scaled = merged;
+  split_scaled.gate_scale = split_scaled.up_scale = split_scaled.down_scale = s;
+  merged_scaled.down_scale = s;
+  check_form(split_scaled, 9, true);
+  check_form(merged_scaled, 6, true);
+  // Which operands may be given together.
+  MoeExperts partial = split;
+  partial.down_scale = s;
+  CHECK_THROWS_WITH(b.moe_ffn(x, rw, rid, partial), Contains("takes all three scales or none, got 1"));
+  MoeExperts both = merged;
+  both.gate = split.gate;
+  CHECK_THROWS_WITH(b.moe_ffn(x, rw, rid, both), Contains("takes gate_up or gate and up, not both"));
+  MoeExperts gate_scaled = merged;
+  gate_scaled.gate_scale = s;
+  CHECK_THROWS_WITH(b.moe_ffn(x, rw, rid, gate_scaled), Contains("takes only a down scale"));
+  // Shapes: the merged stack's rows are 2F of down's F; scales are [E] f32.
+  MoeExperts wide = merged;
+  wide.gate_up = b.arg("gu2", tensor({8, 96, 64}, q8));
+  CHECK_THROWS_WITH(b.moe_ffn(x, rw, rid, wide), Contains("down experts must be [8 x 64 x 48], got [8 x 64 x 96]"));
+  MoeExperts bad_scale = merged;
+  bad_scale.down_scale = b.arg("s4", tensor({4}, ElemType::F32));
+  CHECK_THROWS_WITH(b.moe_ffn(x, rw, rid, bad_scale),
+                    Contains("down scale [E] (operand 5) must be [8] f32 (one factor per expert), got tensor<4 x f32"));
+  MoeExperts int_stack = merged;
+  int_stack.gate_up = b.arg("gui", tensor({8, 192, 64}, ElemType::I32));
+  CHECK_THROWS_WITH(b.moe_ffn(x, rw, rid, int_stack), Contains("gate_up experts [E, 2F, D] (operand 3) must be float or quantized"));
+}
+
 TEST_CASE_METHOD(Fixture, "shape: reshape, view, transpose", "[ir][shapes]") {
   CHECK(type(b.reshape(x, {T * 2, 32})) == "tensor<T*2 x 32 x f32, device>");
   CHECK_THROWS_WITH(b.reshape(x, {T, 63}), Contains("changes the element count"));

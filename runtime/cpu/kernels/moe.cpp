@@ -12,6 +12,12 @@
 // the dense path's). Outputs land in a [T][k][D] scratch, then each token
 // sums weight * expert output in slot order, as the reference multiplies
 // the [D, k, T] expert tensor by the weights and adds the k views in order.
+// A merged gate_up stack runs as two matmuls over its gate and up row
+// halves: each output value is one row's dot product either way, so the
+// values are those of the reference's one 2F-row matmul. Per-expert scales
+// multiply the batch's matmul result before swiglu (gate, up) or before
+// the scatter into the scratch (down), as build_lora_mm_id multiplies the
+// mul_mat_id result; an unscaled stack skips the multiply.
 #include "runtime/cpu/kernels/moe.h"
 
 #include <fmt/format.h>
@@ -50,7 +56,15 @@ namespace {
 
 const uint8_t* expert_matrix(const ExpertStack& s, int64_t e) {
   const uint64_t row_bytes = ggml_bytes_for(s.type, uint64_t(s.cols)).value_or(0);
-  return s.data + uint64_t(e) * uint64_t(s.rows) * row_bytes;
+  const int64_t stride = s.stride_rows ? s.stride_rows : s.rows;
+  return s.data + (uint64_t(e) * uint64_t(stride) + uint64_t(s.first_row)) * row_bytes;
+}
+
+// One expert's batch result [n][rows] times its scale, if the stack has one.
+void apply_scale(const ExpertStack& s, int64_t e, float* v, int64_t n) {
+  if (!s.scale) return;
+  const float f = s.scale[e];
+  for (int64_t i = 0; i < n; ++i) v[i] *= f;
 }
 
 }  // namespace
@@ -79,9 +93,12 @@ void moe_ffn(const ExpertStack& gate, const ExpertStack& up, const ExpertStack& 
     u.resize(size_t(n * f));
     ys.resize(size_t(n * d));
     matmul(gate.type, expert_matrix(gate, e), f, d, xs.data(), n, g.data(), pool);
+    apply_scale(gate, e, g.data(), n * f);
     matmul(up.type, expert_matrix(up, e), f, d, xs.data(), n, u.data(), pool);
+    apply_scale(up, e, u.data(), n * f);
     swiglu(g.data(), u.data(), g.data(), n * f);
     matmul(down.type, expert_matrix(down, e), d, f, g.data(), n, ys.data(), pool);
+    apply_scale(down, e, ys.data(), n * d);
     for (int64_t i = 0; i < n; ++i) std::memcpy(&y[size_t(rows[size_t(i)] * d)], &ys[size_t(i * d)], size_t(d) * 4);
   }
   for (int64_t t = 0; t < n_tokens; ++t) {
