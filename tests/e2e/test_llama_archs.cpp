@@ -19,6 +19,10 @@
 // - refusal: one tensor renamed to a name no engine knows is refused by vtc
 //   (vtc::Error naming it) and by the reference (vtc-ref exits non-zero).
 #include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "frontends/gguf/arch/arch.h"
 #include <fmt/format.h>
 
 #include <cmath>
@@ -219,6 +223,21 @@ void refusal(const std::string& arch) {
   CHECK(vtc_named);
   INFO("reference: " << reference_message);
   CHECK(reference_refused);
+
+  // What `vtc inspect` reports: the renamed tensor alone is unknown; in the
+  // original file nothing is, and every .input_scale is accepted unapplied.
+  const arch::FileAccounting renamed = arch::account_file(gguf::GgufFile::open(path));
+  CHECK(renamed.unknown == std::vector<std::string>{to});
+  const auto original_file = gguf::GgufFile::open(la::model_path(model, seed, "f32"));
+  const arch::FileAccounting original = arch::account_file(original_file);
+  CHECK(original.unknown.empty());
+  size_t input_scales = 0;
+  for (const auto& t : original_file.tensors())
+    if (t.name.find(".input_scale") != std::string::npos) {
+      ++input_scales;
+      CHECK(std::count(original.accepted_unused.begin(), original.accepted_unused.end(), t.name) == 1);
+    }
+  CHECK(input_scales > 0);
 }
 
 }  // namespace

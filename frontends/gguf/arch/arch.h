@@ -28,12 +28,24 @@ namespace vtc::arch {
 struct BuildOptions {
   int64_t kv_page_tokens = 16;
   ir::ElemType kv_type = ir::ElemType::F16;  // as llama.cpp's default KV cache
+  // Refuse a file with a tensor the architecture does not take (off only
+  // for `vtc inspect`, which reports the accounting instead).
+  bool check_tensors = true;
 };
 
 // Builds the module for the file's general.architecture. Throws vtc::Error
 // for an unknown architecture (listing the known ones) or missing hparams.
 ir::Module build_module(const gguf::GgufFile& file, const BuildOptions& options = {});
 std::vector<std::string> known_architectures();
+
+// Which tensors of a file the architecture's builder takes, which it
+// accepts without applying them (as llama.cpp loads them and applies none;
+// the table is in tensor_accounting.cpp and docs/gguf.md), and which no
+// engine knows. Throws vtc::Error when the module cannot be built at all.
+struct FileAccounting {
+  std::vector<std::string> taken, accepted_unused, unknown;
+};
+FileAccounting account_file(const gguf::GgufFile& file);
 
 // The IR element type of a GGUF tensor type (quantized types map to quant).
 ir::ElemType elem_type_of(GgmlType type);

@@ -66,7 +66,7 @@ class Llama final : public Architecture {
 
 ir::Module build_llama(const gguf::GgufFile& f, const BuildOptions& o) {
   const Llama arch(f, o);
-  return build_architecture(f, arch.hparams(), arch);
+  return build_architecture(f, arch.hparams(), arch, o);
 }
 
 }  // namespace vtc::arch

@@ -55,7 +55,7 @@ class Qwen2 final : public Architecture {
 
 ir::Module build_qwen2(const gguf::GgufFile& f, const BuildOptions& o) {
   const Qwen2 arch(f, o);
-  return build_architecture(f, arch.hparams(), arch);
+  return build_architecture(f, arch.hparams(), arch, o);
 }
 
 }  // namespace vtc::arch

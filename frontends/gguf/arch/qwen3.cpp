@@ -65,7 +65,7 @@ class Qwen3 final : public Architecture {
 
 ir::Module build_qwen3(const gguf::GgufFile& f, const BuildOptions& o) {
   const Qwen3 arch(f, o);
-  return build_architecture(f, arch.hparams(), arch);
+  return build_architecture(f, arch.hparams(), arch, o);
 }
 
 }  // namespace vtc::arch

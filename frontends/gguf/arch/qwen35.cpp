@@ -245,7 +245,7 @@ class Qwen35 final : public Architecture {
 
 ir::Module build_qwen35(const gguf::GgufFile& f, const BuildOptions& o) {
   const Qwen35 arch(f, o);
-  return build_architecture(f, arch.hparams(), arch);
+  return build_architecture(f, arch.hparams(), arch, o);
 }
 
 }  // namespace vtc::arch

@@ -252,7 +252,7 @@ class Qwen4Exp final : public Architecture {
 
 ir::Module build_qwen4exp(const gguf::GgufFile& f, const BuildOptions& o) {
   const Qwen4Exp arch(f, o);
-  return build_architecture(f, arch.hparams(), arch);
+  return build_architecture(f, arch.hparams(), arch, o);
 }
 
 }  // namespace vtc::arch

@@ -117,17 +117,16 @@ class Architecture {
 // Builds @prefill (the logits of the rows %rows lists) and @decode (ids
 // from @last_ids, one row per sequence) of `arch`, declares @last_ids,
 // then checks the tensor accounting (throws listing unknown tensors).
-ir::Module build_architecture(const gguf::GgufFile& f, const DenseHparams& h, const Architecture& arch);
+ir::Module build_architecture(const gguf::GgufFile& f, const DenseHparams& h, const Architecture& arch,
+                              const BuildOptions& o);
 
 // The KV state @kv.l of a full-attention layer.
 void declare_kv_state(ir::Module& m, const BuildOptions& o, const DenseHparams& h, int64_t l);
 
-// Tensor accounting (tensor_accounting.cpp).
-struct TensorAccounting {
-  std::vector<std::string> taken;            // GGUF tensor names the IR uses
-  std::vector<std::string> accepted_unused;  // in the reference-loads-never-applies table
-  std::vector<std::string> unknown;          // neither: the file is refused
-};
+// Tensor accounting (tensor_accounting.cpp): the GGUF tensor names the IR
+// uses, those in the reference-loads-never-applies table, and the others
+// (the file is refused).
+using TensorAccounting = FileAccounting;
 TensorAccounting account_tensors(const gguf::GgufFile& f, const ir::Module& m);
 // Throws vtc::Error listing the unknown tensors by name.
 void require_full_accounting(const gguf::GgufFile& f, const TensorAccounting& a);

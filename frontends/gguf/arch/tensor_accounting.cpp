@@ -98,6 +98,12 @@ TensorAccounting account_tensors(const gguf::GgufFile& f, const ir::Module& m) {
   return a;
 }
 
+FileAccounting account_file(const gguf::GgufFile& f) {
+  BuildOptions o;
+  o.check_tensors = false;
+  return account_tensors(f, build_module(f, o));
+}
+
 void require_full_accounting(const gguf::GgufFile& f, const TensorAccounting& a) {
   if (a.unknown.empty()) return;
   constexpr size_t kListed = 12;
