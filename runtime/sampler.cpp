@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <random>
 #include <unordered_map>
 
@@ -18,75 +19,47 @@ SamplingParams SamplingParams::greedy() {
 
 struct Sampler::State {
   SamplingParams params;
-  std::mt19937 rng;
+  std::mt19937_64 rng;
   std::deque<int32_t> history;
-  std::vector<TokenCandidate> candidates;
+  // The last sample(): logits after penalties (indexed by id), and the
+  // survivors of the chain (`all`: every id, `ids` unused).
+  std::vector<float> work;
+  std::vector<int32_t> ids;
+  std::vector<float> weights;  // scratch: exp((logit - max) / T) of the survivors
+  bool all = true, greedy = true;
+  // last_candidates(), built on demand.
+  mutable std::vector<TokenCandidate> candidates;
+  mutable bool candidates_ready = true;
 };
 
 namespace {
 
 constexpr size_t kGreedyReported = 20;
 
-void apply_penalties(const SamplingParams& p, const std::deque<int32_t>& history,
-                     std::vector<TokenCandidate>& cands) {
+void apply_penalties(const SamplingParams& p, const std::deque<int32_t>& history, std::vector<float>& logits) {
   if (history.empty() || (p.repeat_penalty == 1.0f && p.frequency_penalty == 0.0f &&
                           p.presence_penalty == 0.0f))
     return;
   std::unordered_map<int32_t, int> counts;
   for (int32_t t : history) counts[t]++;
   for (auto& [token, count] : counts) {
-    if (token < 0 || size_t(token) >= cands.size()) continue;
-    float& logit = cands[size_t(token)].logit;  // candidates are still indexed by id here
+    if (token < 0 || size_t(token) >= logits.size()) continue;
+    float& logit = logits[size_t(token)];
     logit = logit > 0 ? logit / p.repeat_penalty : logit * p.repeat_penalty;
     logit -= float(count) * p.frequency_penalty + p.presence_penalty;
   }
 }
 
-bool better(const TokenCandidate& a, const TokenCandidate& b) {
-  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
-}
+// Best first: higher logit, then lower id.
+struct Better {
+  const float* l;
+  bool operator()(int32_t a, int32_t b) const { return l[a] > l[b] || (l[a] == l[b] && a < b); }
+};
 
-// Keeps the `keep` best candidates (at least one), sorted best first. A
-// partial sort, so top-k and greedy never sort the whole vocabulary.
-void keep_best(std::vector<TokenCandidate>& cands, size_t keep) {
-  keep = std::max<size_t>(1, std::min(keep, cands.size()));
-  std::partial_sort(cands.begin(), cands.begin() + keep, cands.end(), better);
-  cands.resize(keep);
-}
-
-// Probabilities from a softmax normalizer (max logit, sum of exp), which
-// may cover a larger set than the candidates kept.
-void fill_probs(std::vector<TokenCandidate>& cands, float max_logit, double sum) {
-  for (auto& c : cands) c.prob = float(std::exp(double(c.logit) - max_logit) / sum);
-}
-
-void softmax_sorted(std::vector<TokenCandidate>& cands) {
-  const float max_logit = cands.front().logit;
-  double sum = 0;
-  for (const auto& c : cands) sum += std::exp(double(c.logit) - max_logit);
-  fill_probs(cands, max_logit, sum);
-}
-
-void truncate(std::vector<TokenCandidate>& cands, size_t keep) {
-  if (keep < cands.size()) cands.resize(std::max<size_t>(keep, 1));
-}
-
-void apply_top_p(float top_p, std::vector<TokenCandidate>& cands) {
-  if (top_p >= 1.0f) return;
-  double cumulative = 0;
-  for (size_t i = 0; i < cands.size(); ++i) {
-    cumulative += cands[i].prob;
-    if (cumulative >= top_p) return truncate(cands, i + 1);
-  }
-}
-
-void apply_min_p(float min_p, std::vector<TokenCandidate>& cands) {
-  if (min_p <= 0.0f) return;
-  const float threshold = cands.front().prob * min_p;
-  size_t keep = 0;
-  while (keep < cands.size() && cands[keep].prob >= threshold) ++keep;
-  truncate(cands, keep);
-}
+// The probability the chain uses for top-p and min-p: the softmax at
+// temperature 1 over the current set (max logit `m`, normalizer `z`),
+// rounded to float as the reference chain does.
+inline float prob_of(float logit, float m, double z) { return float(std::exp(double(logit) - m) / z); }
 
 }  // namespace
 
@@ -100,8 +73,11 @@ Sampler& Sampler::operator=(Sampler&&) noexcept = default;
 
 void Sampler::reset() {
   uint64_t seed = state_->params.seed;
-  if (seed == 0xFFFFFFFFull) seed = std::random_device{}();
-  state_->rng.seed(static_cast<std::mt19937::result_type>(seed));
+  if (seed == SamplingParams::kRandomSeed && !state_->params.seed_exact) {
+    std::random_device rd;
+    seed = uint64_t(rd()) << 32 | rd();
+  }
+  state_->rng.seed(seed);
   state_->history.clear();
 }
 
@@ -112,35 +88,164 @@ void Sampler::accept(int32_t token) {
 }
 
 int32_t Sampler::sample(std::span<const float> logits) {
-  const SamplingParams& p = state_->params;
-  auto& cands = state_->candidates;
-  cands.resize(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) cands[i] = {int32_t(i), logits[i], 0.0f};
-  apply_penalties(p, state_->history, cands);
+  State& s = *state_;
+  const SamplingParams& p = s.params;
+  const size_t V = logits.size();
+  s.work.assign(logits.begin(), logits.end());
+  s.candidates_ready = false;
+  s.candidates.clear();
+  if (V == 0) return 0;
+  apply_penalties(p, s.history, s.work);
+  const float* l = s.work.data();
+
   if (p.temperature <= 0.0f) {
-    // Greedy: probabilities over the whole vocabulary, for logprobs.
-    float max_logit = cands.front().logit;
-    for (const auto& c : cands) max_logit = std::max(max_logit, c.logit);
-    double sum = 0;
-    for (const auto& c : cands) sum += std::exp(double(c.logit) - max_logit);
-    keep_best(cands, kGreedyReported);
-    fill_probs(cands, max_logit, sum);
-    return cands.front().id;
+    // Greedy: the argmax, lowest id on ties (strict > keeps the first).
+    s.greedy = true;
+    size_t best = 0;
+    for (size_t i = 1; i < V; ++i)
+      if (l[i] > l[best]) best = i;
+    return int32_t(best);
   }
-  keep_best(cands, p.top_k > 0 ? size_t(p.top_k) : cands.size());
-  softmax_sorted(cands);
-  apply_top_p(p.top_p, cands);
-  apply_min_p(p.min_p, cands);
-  for (auto& c : cands) c.logit /= p.temperature;
-  softmax_sorted(cands);
-  std::vector<float> weights;
-  weights.reserve(cands.size());
-  for (const auto& c : cands) weights.push_back(c.prob);
-  std::discrete_distribution<size_t> draw(weights.begin(), weights.end());
-  return cands[draw(state_->rng)].id;
+  s.greedy = false;
+  s.all = true;
+  s.ids.clear();
+  auto materialize = [&] {
+    if (!s.all) return;
+    s.ids.resize(V);
+    std::iota(s.ids.begin(), s.ids.end(), 0);
+    s.all = false;
+  };
+
+  // Top-k: select the k best (unordered), O(vocab).
+  if (p.top_k > 0 && size_t(p.top_k) < V) {
+    materialize();
+    std::nth_element(s.ids.begin(), s.ids.begin() + (p.top_k - 1), s.ids.end(), Better{l});
+    s.ids.resize(size_t(p.top_k));
+  }
+
+  if (p.top_p < 1.0f || p.min_p > 0.0f) {
+    // Softmax (temperature 1) over the current set.
+    float m = -INFINITY;
+    double z = 0;
+    if (s.all) {
+      for (size_t i = 0; i < V; ++i) m = std::max(m, l[i]);
+      for (size_t i = 0; i < V; ++i) z += std::exp(double(l[i]) - m);
+    } else {
+      for (int32_t id : s.ids) m = std::max(m, l[id]);
+      for (int32_t id : s.ids) z += std::exp(double(l[id]) - m);
+    }
+    if (p.top_p < 1.0f) {
+      // The smallest head, best first, whose mass reaches top_p: sort only
+      // growing slices of the head (each one selected with nth_element).
+      materialize();
+      const size_t n = s.ids.size();
+      size_t sorted = 0, chunk = 64;
+      double cumulative = 0;
+      while (sorted < n) {
+        const size_t end = std::min(n, sorted + chunk);
+        if (end < n) std::nth_element(s.ids.begin() + ptrdiff_t(sorted), s.ids.begin() + ptrdiff_t(end), s.ids.end(), Better{l});
+        std::sort(s.ids.begin() + ptrdiff_t(sorted), s.ids.begin() + ptrdiff_t(end), Better{l});
+        bool cut = false;
+        for (size_t i = sorted; i < end; ++i) {
+          cumulative += prob_of(l[s.ids[i]], m, z);
+          if (cumulative >= p.top_p) {
+            s.ids.resize(i + 1);
+            cut = true;
+            break;
+          }
+        }
+        if (cut) break;
+        sorted = end;
+        chunk *= 4;
+      }
+    }
+    if (p.min_p > 0.0f) {
+      // Keeps p >= p_max * min_p (the max survives every step before).
+      const float threshold = prob_of(m, m, z) * p.min_p;
+      if (s.all) {
+        s.ids.clear();
+        for (size_t i = 0; i < V; ++i)
+          if (prob_of(l[i], m, z) >= threshold) s.ids.push_back(int32_t(i));
+        s.all = false;
+      } else {
+        std::erase_if(s.ids, [&](int32_t id) { return prob_of(l[id], m, z) < threshold; });
+      }
+    }
+  }
+
+  // Temperature, then one draw by inverse CDF over the survivors.
+  const float t = p.temperature;
+  const size_t n = s.all ? V : s.ids.size();
+  s.weights.resize(n);
+  float mt = -INFINITY;
+  if (s.all)
+    for (size_t i = 0; i < V; ++i) mt = std::max(mt, l[i] / t);
+  else
+    for (int32_t id : s.ids) mt = std::max(mt, l[id] / t);
+  double sum = 0;
+  float* w = s.weights.data();
+  if (s.all) {
+    for (size_t i = 0; i < V; ++i) w[i] = std::exp(l[i] / t - mt);
+  } else {
+    for (size_t i = 0; i < n; ++i) w[i] = std::exp(l[s.ids[i]] / t - mt);
+  }
+  for (size_t i = 0; i < n; ++i) sum += w[i];
+  const double u = double(s.rng() >> 11) * 0x1.0p-53;  // [0, 1)
+  const double target = u * sum;
+  double cumulative = 0;
+  size_t pick = n;
+  for (size_t i = 0; i < n; ++i) {
+    cumulative += w[i];
+    if (target < cumulative) {
+      pick = i;
+      break;
+    }
+  }
+  if (pick == n) {  // rounding at the very top: the last candidate with weight
+    pick = n - 1;
+    while (pick > 0 && w[pick] == 0.0f) --pick;
+  }
+  return s.all ? int32_t(pick) : s.ids[pick];
 }
 
-const std::vector<TokenCandidate>& Sampler::last_candidates() const { return state_->candidates; }
+const std::vector<TokenCandidate>& Sampler::last_candidates() const {
+  const State& s = *state_;
+  if (s.candidates_ready) return s.candidates;
+  s.candidates_ready = true;
+  auto& out = s.candidates;
+  out.clear();
+  const size_t V = s.work.size();
+  if (V == 0) return out;
+  const float* l = s.work.data();
+  std::vector<int32_t> ids;
+  if (s.greedy || s.all) {
+    ids.resize(V);
+    std::iota(ids.begin(), ids.end(), 0);
+  } else {
+    ids = s.ids;
+  }
+  if (s.greedy) {
+    // The full softmax's top kGreedyReported, logits after penalties.
+    float m = -INFINITY;
+    for (size_t i = 0; i < V; ++i) m = std::max(m, l[i]);
+    double z = 0;
+    for (size_t i = 0; i < V; ++i) z += std::exp(double(l[i]) - m);
+    const size_t keep = std::min(kGreedyReported, V);
+    std::partial_sort(ids.begin(), ids.begin() + ptrdiff_t(keep), ids.end(), Better{l});
+    ids.resize(keep);
+    for (int32_t id : ids) out.push_back({id, l[id], float(std::exp(double(l[id]) - m) / z)});
+    return out;
+  }
+  // Survivors best first, logits after temperature, softmax over them.
+  std::sort(ids.begin(), ids.end(), Better{l});
+  const float t = s.params.temperature;
+  const float mt = l[ids.front()] / t;
+  double z = 0;
+  for (int32_t id : ids) z += std::exp(double(l[id] / t) - mt);
+  for (int32_t id : ids) out.push_back({id, l[id] / t, float(std::exp(double(l[id] / t) - mt) / z)});
+  return out;
+}
+
 const SamplingParams& Sampler::params() const { return state_->params; }
 
 }  // namespace vtc

@@ -3,9 +3,16 @@
 // Chain (the order of llama.cpp's default sampler chain, for the steps vtc
 // supports): penalties over the last `penalty_last_n` accepted tokens
 // (repetition, frequency, presence) -> top-k -> top-p -> min-p ->
-// temperature -> draw from the softmax with a seeded std::mt19937.
-// Temperature <= 0 means greedy: the argmax after penalties, lowest id on
-// ties. With the same seed and the same logits, the draws repeat exactly.
+// temperature -> draw from the softmax (inverse CDF of one uniform from a
+// std::mt19937_64 seeded with all 64 bits of the seed). Temperature <= 0
+// means greedy: the argmax after penalties, lowest id on ties. With the
+// same seed and the same logits, the draws repeat exactly.
+//
+// Cost per token: O(vocab) without a sort. Top-k selects its k candidates
+// (nth_element); top-p sorts only the head of the distribution it needs
+// (growing partial selections); min-p is a threshold; the draw is one pass.
+// last_candidates() is built on demand, so sample() never sorts the
+// vocabulary.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +32,13 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;
   float presence_penalty = 0.0f;
   int32_t penalty_last_n = 64;  // window of accepted tokens the penalties see
-  uint64_t seed = 0xFFFFFFFFull;  // 0xFFFFFFFF: a random seed
+  // All 64 bits seed the generator. kRandomSeed (vtc run's `--seed`
+  // convention, llama.cpp's LLAMA_DEFAULT_SEED) asks for a random seed
+  // unless `seed_exact` is set: the server sets it, so every explicit seed
+  // of a request, 4294967295 included, is reproducible.
+  static constexpr uint64_t kRandomSeed = 0xFFFFFFFFull;
+  uint64_t seed = kRandomSeed;
+  bool seed_exact = false;
 
   static SamplingParams greedy();
 };
@@ -50,6 +63,7 @@ class Sampler {
   void reset();
   // The candidates that survived the chain in the last sample(), most
   // probable first (for logprobs). Greedy reports the full softmax top 20.
+  // Built (and sorted) on the first call after a sample(), not by sample().
   const std::vector<TokenCandidate>& last_candidates() const;
   const SamplingParams& params() const;
 

@@ -2,7 +2,9 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <algorithm>
 #include <map>
+#include <random>
 
 #include "runtime/sampler.h"
 
@@ -103,4 +105,147 @@ TEST_CASE("the penalty window forgets old tokens", "[sampler]") {
   s.accept(1);
   s.accept(2);  // 0 leaves the window
   CHECK(s.sample(std::vector<float>{1.0f, 1.5f, 1.5f}) == 0);
+}
+
+// --- The O(vocab) chain against a naive reference ------------------------------
+//
+// The reference is the straightforward chain: sort the whole vocabulary,
+// truncate (top-k, top-p, min-p on the temperature-1 softmax), divide by the
+// temperature, softmax. The sampler must keep exactly its survivors with
+// the same probabilities, and draw from them in proportion.
+
+namespace {
+
+struct RefCandidate {
+  int32_t id;
+  float logit, prob;
+};
+
+std::vector<RefCandidate> reference_survivors(const SamplingParams& p, std::vector<float> logits,
+                                              const std::vector<int32_t>& history) {
+  std::map<int32_t, int> counts;
+  for (int32_t t : history) counts[t]++;
+  for (auto& [t, n] : counts) {
+    float& l = logits[size_t(t)];
+    l = l > 0 ? l / p.repeat_penalty : l * p.repeat_penalty;
+    l -= float(n) * p.frequency_penalty + p.presence_penalty;
+  }
+  std::vector<RefCandidate> c;
+  for (size_t i = 0; i < logits.size(); ++i) c.push_back({int32_t(i), logits[i], 0});
+  std::sort(c.begin(), c.end(), [](auto& a, auto& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); });
+  auto softmax = [&] {
+    double z = 0;
+    for (auto& x : c) z += std::exp(double(x.logit) - c.front().logit);
+    for (auto& x : c) x.prob = float(std::exp(double(x.logit) - c.front().logit) / z);
+  };
+  if (p.top_k > 0 && size_t(p.top_k) < c.size()) c.resize(size_t(p.top_k));
+  softmax();
+  if (p.top_p < 1) {
+    double cum = 0;
+    for (size_t i = 0; i < c.size(); ++i)
+      if ((cum += c[i].prob) >= p.top_p) {
+        c.resize(i + 1);
+        break;
+      }
+  }
+  if (p.min_p > 0) {
+    const float th = c.front().prob * p.min_p;
+    size_t keep = 0;
+    while (keep < c.size() && c[keep].prob >= th) ++keep;
+    c.resize(std::max<size_t>(keep, 1));
+  }
+  for (auto& x : c) x.logit /= p.temperature;
+  softmax();
+  return c;
+}
+
+std::vector<float> random_logits(size_t n, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.0f, 3.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  v[n / 3] = v[n / 5];  // a tie
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("top-k, top-p and min-p survivors equal the full-sort reference", "[sampler]") {
+  const std::vector<float> logits = random_logits(5000, 11);
+  const std::vector<int32_t> history = {3, 3, 17, 4000, 2500};
+  int checked = 0;
+  for (int32_t k : {0, 1, 40, 700, 5000, 9000})
+    for (float top_p : {1.0f, 0.95f, 0.5f, 0.01f})
+      for (float min_p : {0.0f, 0.05f, 0.5f})
+        for (float t : {0.5f, 1.0f, 1.7f}) {
+          SamplingParams p = only_temperature(t, 5);
+          p.top_k = k, p.top_p = top_p, p.min_p = min_p;
+          p.repeat_penalty = 1.3f, p.frequency_penalty = 0.2f, p.presence_penalty = 0.1f;
+          Sampler s(p);
+          for (int32_t h : history) s.accept(h);
+          const int32_t drawn = s.sample(logits);
+          const auto ref = reference_survivors(p, logits, history);
+          const auto& got = s.last_candidates();
+          INFO("top_k " << k << " top_p " << top_p << " min_p " << min_p << " T " << t);
+          REQUIRE(got.size() == ref.size());
+          bool same = true;
+          for (size_t i = 0; i < ref.size(); ++i)
+            same = same && got[i].id == ref[i].id && got[i].logit == Approx(ref[i].logit) &&
+                   got[i].prob == Approx(ref[i].prob).margin(1e-6);
+          CHECK(same);
+          CHECK(std::any_of(ref.begin(), ref.end(), [&](auto& c) { return c.id == drawn; }));
+          ++checked;
+        }
+  CHECK(checked == 6 * 4 * 3 * 3);
+}
+
+TEST_CASE("sampled draws follow the truncated, tempered softmax", "[sampler]") {
+  // p at temperature 1: 0.05 0.1 0.15 0.2 0.5 (ids 0..4), 5 near-zero tail ids.
+  std::vector<float> logits = {std::log(0.05f), std::log(0.1f), std::log(0.15f), std::log(0.2f), std::log(0.5f),
+                               -30, -30, -30, -30, -30};
+  auto frequencies = [&](SamplingParams p, int n) {
+    std::vector<double> f(logits.size());
+    for (int32_t t : draws(p, logits, n)) f[size_t(t)] += 1.0 / n;
+    return f;
+  };
+  const int n = 40000;
+  SECTION("temperature 0.8, no truncation (the OpenAI defaults)") {
+    std::vector<double> expect(logits.size());
+    double z = 0;
+    for (size_t i = 0; i < logits.size(); ++i) z += expect[i] = std::exp(logits[i] / 0.8);
+    auto f = frequencies(only_temperature(0.8f, 42), n);
+    for (size_t i = 0; i < logits.size(); ++i) CHECK(f[i] == Approx(expect[i] / z).margin(0.01));
+  }
+  SECTION("top-k 3 renormalizes over ids 4, 3, 2") {
+    SamplingParams p = only_temperature(1.0f, 43);
+    p.top_k = 3;
+    auto f = frequencies(p, n);
+    CHECK(f[4] == Approx(0.5 / 0.85).margin(0.01));
+    CHECK(f[3] == Approx(0.2 / 0.85).margin(0.01));
+    CHECK(f[2] == Approx(0.15 / 0.85).margin(0.01));
+    CHECK(f[0] + f[1] == 0.0);
+  }
+  SECTION("top-p 0.6 keeps ids 4 and 3") {
+    SamplingParams p = only_temperature(1.0f, 44);
+    p.top_p = 0.6f;
+    auto f = frequencies(p, n);
+    CHECK(f[4] == Approx(0.5 / 0.7).margin(0.01));
+    CHECK(f[3] == Approx(0.2 / 0.7).margin(0.01));
+  }
+}
+
+TEST_CASE("seeds use all 64 bits; an explicit 4294967295 is reproducible", "[sampler]") {
+  std::vector<float> logits(1000);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = float(std::sin(double(i)));
+  const auto a = draws(only_temperature(1.0f, 1), logits, 50);
+  CHECK(a != draws(only_temperature(1.0f, (uint64_t(1) << 32) + 1), logits, 50));
+  CHECK(a != draws(only_temperature(1.0f, (uint64_t(1) << 33) + 1), logits, 50));
+  CHECK(draws(only_temperature(1.0f, (uint64_t(1) << 32) + 1), logits, 50) !=
+        draws(only_temperature(1.0f, (uint64_t(1) << 33) + 1), logits, 50));
+  SamplingParams exact = only_temperature(1.0f, SamplingParams::kRandomSeed);
+  exact.seed_exact = true;
+  CHECK(draws(exact, logits, 50) == draws(exact, logits, 50));
+  // Without seed_exact, kRandomSeed (vtc run's convention) picks a random seed.
+  const SamplingParams random = only_temperature(1.0f, SamplingParams::kRandomSeed);
+  CHECK(draws(random, logits, 50) != draws(random, logits, 50));
 }
