@@ -1,18 +1,30 @@
-// The HTTP front of `vtc serve` (cpp-httplib): routes, API-key check,
-// OpenAI-shaped errors, SSE streaming, client-disconnect cancellation.
+// The HTTP front of `vtc serve`: routes, API-key check, OpenAI-shaped
+// errors, SSE streaming, client-disconnect cancellation, and the limits
+// that keep hostile or unlucky clients from starving or bloating it
+// (docs/serving.md, "Deployment and limits").
+//
+// Requests are parsed and routed by cpp-httplib (Server::process_request),
+// but the connection layer is vtc's own (HttpServer::Impl): httplib's
+// accept loop hands each socket over, and one thread per open connection
+// (up to max_connections) reads each request head and body into a buffer
+// under a deadline, with header count / size and body limits, and answers
+// 431 / 413 / 403 / 401 / 415 / 503 before any body is read. Only then does
+// httplib see the request, from that buffer (so pipelined requests are
+// kept), with TCP_NODELAY set and no SO_REUSEPORT.
 //
 // The server listens before the model is loaded, so GET /health answers
 // 503 while loading and 200 once set_engine() is called; every other
-// endpoint answers 503 until then. Each request runs on a pool thread that
-// submits to the Engine and waits for its events. Non-streaming responses
-// are sent chunked too, so the handler can see a closed connection while it
-// waits (httplib's is_writable) and cancel the request; streaming ones also
-// send SSE comment lines while nothing else is due, for the same reason.
+// endpoint answers 503 until then, and again after drain(). Non-streaming
+// responses are sent chunked (close-delimited to HTTP/1.0 clients), so the
+// handler can see a closed connection while it waits and cancel the
+// request; streaming ones send SSE comment lines while nothing else is due.
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "serve/engine.h"
 #include "serve/metrics.h"
@@ -29,7 +41,18 @@ struct HttpOptions {
   std::string api_key;       // empty: no authentication
   std::string model_name;    // the id /v1/models reports
   std::string chat_template; // a template name or Jinja text for detect_chat_template
-  int http_threads = 64;
+  // Host header names accepted (without the port; "*" or empty: any).
+  std::vector<std::string> allowed_hosts;
+  int max_connections = 4096;              // open connections (one thread each); more get 503
+  int listen_backlog = 1024;               // listen(2) backlog
+  int max_headers = 100;                   // header lines per request: more get 431
+  size_t max_header_bytes = 64 << 10;      // request line + headers: more get 431
+  size_t max_body_bytes = 16 << 20;        // request body: more get 413, unread
+  double header_timeout = 10;              // s from a request's first byte to its full head
+  double read_timeout = 60;                // s for the body, after the head
+  double write_timeout = 30;               // s a blocked write may wait for the client
+  double keep_alive_timeout = 5;           // s an open connection may sit idle between requests
+  int keep_alive_max = 10000;              // requests per connection, then it is closed
 };
 
 class HttpServer {
@@ -37,21 +60,27 @@ class HttpServer {
   HttpServer(const HttpOptions& options, Metrics& metrics);
   ~HttpServer();
 
-  // Binds; throws vtc::Error when the address is taken. Returns the port
-  // (useful with port 0).
+  // Binds; throws vtc::Error naming the address when it is taken. Returns
+  // the port (useful with port 0).
   int bind();
   // Serves until stop(); call on its own thread.
   void listen();
   void set_engine(Engine* engine, const std::string& chat_template);
-  // New requests get 503 from now on (draining before shutdown).
-  void drain() { draining_ = true; }
-  void stop();
+  // New requests get 503 from now on (draining before shutdown); /health
+  // answers 503 {"status": "draining"}. Connections are still accepted.
+  void drain();
+  // Stops accepting, closes idle and half-read connections at once, gives
+  // requests still writing up to `grace_ms` to finish, then aborts them.
+  void stop(int grace_ms = 500);
+
+  struct Impl;
 
  private:
   void routes();
 
   HttpOptions options_;
   Metrics& metrics_;
+  std::shared_ptr<Impl> impl_;
   std::unique_ptr<httplib::Server> server_;
   std::atomic<Engine*> engine_{nullptr};
   std::atomic<bool> draining_{false};

@@ -8,7 +8,10 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <pthread.h>
 #include <thread>
 
@@ -26,7 +29,35 @@ struct ServeOptions {
   serve::HttpOptions http;
   std::string chat_template;
   double shutdown_timeout = 10;
+  std::string api_key_file;
+  std::string allowed_hosts;
+  double max_body_mib = 16;
 };
+
+// The API key: --api-key, else --api-key-file (first line), else $VTC_API_KEY.
+std::string resolve_api_key(const ServeOptions& o) {
+  if (!o.http.api_key.empty()) return o.http.api_key;
+  if (!o.api_key_file.empty()) {
+    std::ifstream in(o.api_key_file);
+    if (!in) throw Error(fmt::format("serve: cannot read --api-key-file {}", o.api_key_file));
+    std::string key;
+    std::getline(in, key);
+    while (!key.empty() && (key.back() == '\r' || key.back() == ' ' || key.back() == '\t')) key.pop_back();
+    if (key.empty()) throw Error(fmt::format("serve: --api-key-file {} is empty", o.api_key_file));
+    return key;
+  }
+  if (const char* env = std::getenv("VTC_API_KEY"); env && *env) return env;
+  return {};
+}
+
+std::vector<std::string> split_hosts(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
 
 // The model's chat template if vtc knows it, else the one named by
 // --chat-template, else chatml.
@@ -56,6 +87,9 @@ int serve_main(ServeOptions o) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
+  o.http.api_key = resolve_api_key(o);
+  o.http.allowed_hosts = split_hosts(o.allowed_hosts);
+  o.http.max_body_bytes = size_t(o.max_body_mib * 1024 * 1024);
   if (o.http.model_name.empty()) o.http.model_name = std::filesystem::path(o.engine.model).stem().string();
   serve::Metrics metrics;
   serve::HttpServer http(o.http, metrics);
@@ -79,9 +113,11 @@ int serve_main(ServeOptions o) {
   int sig = 0;
   sigwait(&set, &sig);
   fmt::print(stderr, "serve: {} received: draining (up to {} s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM", o.shutdown_timeout);
+  // New requests (and /health) get 503 while in-flight ones finish; then
+  // every connection is closed, slow ones included.
   http.drain();
-  http.stop();  // stop accepting; listen() returns once the open handlers end
   engine->shutdown(std::chrono::milliseconds(int64_t(o.shutdown_timeout * 1000)));
+  http.stop(500);
   listener.join();
   fmt::print(stderr, "serve: stopped\n");
   return 0;
@@ -98,13 +134,28 @@ Runner add_serve(CLI::App& app) {
   cmd->add_option("--parallel", o->engine.parallel, "Sequences decoded together (slots)")->capture_default_str()->check(CLI::Range(1, 512));
   cmd->add_option("-c,--ctx-size", o->engine.n_ctx, "Context per sequence (0: the model's, at most 4096)")->capture_default_str();
   cmd->add_option("-t,--threads", o->engine.threads, "Compute threads (0: all cores)")->capture_default_str();
-  cmd->add_option("--api-key", o->http.api_key, "Require 'Authorization: Bearer KEY' (all but /health)");
+  cmd->add_option("--api-key", o->http.api_key,
+                  "Require 'Authorization: Bearer KEY' (all but /health); visible in ps: prefer --api-key-file or $VTC_API_KEY");
+  cmd->add_option("--api-key-file", o->api_key_file, "Read the API key from the first line of FILE")->check(CLI::ExistingFile);
+  cmd->add_option("--allowed-hosts", o->allowed_hosts,
+                  "Comma-separated Host header names accepted (port ignored; others get 403, /health excepted); default: any");
   cmd->add_option("--kv-pages", o->engine.kv_pages, "KV pages of 16 positions in the pool (0: parallel x context)")->capture_default_str();
   cmd->add_option("--max-step-tokens", o->engine.max_step_tokens, "Tokens per scheduler step")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--alias", o->http.model_name, "Model id reported by /v1/models (default: the file name)");
   cmd->add_option("--chat-template", o->chat_template, "Chat template name or text (default: the model's, else chatml)");
-  cmd->add_option("--http-threads", o->http.http_threads, "HTTP worker threads (open connections served at once)")->capture_default_str();
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout, "Seconds in-flight requests get after SIGINT/SIGTERM")->capture_default_str();
+  auto& h = o->http;
+  cmd->add_option("--max-connections", h.max_connections, "Open connections served at once (one thread each); more get 503")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--listen-backlog", h.listen_backlog, "Pending connections the kernel queues")->capture_default_str()->check(CLI::Range(16, 1 << 20));
+  cmd->add_option("--max-headers", h.max_headers, "Header lines per request (more: 431)")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--max-header-size", h.max_header_bytes, "Bytes of request line + headers (more: 431)")->capture_default_str()->check(CLI::Range(1024, 1 << 30));
+  cmd->add_option("--max-body-size", o->max_body_mib, "Request body limit in MiB (more: 413, before the body is read)")->capture_default_str()->check(CLI::Range(0.001, 4096.0));
+  cmd->add_option("--header-timeout", h.header_timeout, "Seconds from a request's first byte to its complete head (then 408)")->capture_default_str()->check(CLI::Range(0.1, 3600.0));
+  cmd->add_option("--read-timeout", h.read_timeout, "Seconds for a request body after its head (then 408)")->capture_default_str()->check(CLI::Range(0.1, 3600.0));
+  cmd->add_option("--write-timeout", h.write_timeout, "Seconds a write may wait on a client that does not read (then the request is cancelled)")->capture_default_str()->check(CLI::Range(0.1, 3600.0));
+  cmd->add_option("--keep-alive-timeout", h.keep_alive_timeout, "Seconds an open connection may wait idle for its next request")->capture_default_str()->check(CLI::Range(0.1, 3600.0));
+  cmd->add_option("--keep-alive-max", h.keep_alive_max, "Requests per connection before it is closed")->capture_default_str()->check(CLI::Range(1, 1 << 30));
   return [o] { return serve_main(*o); };
 }
 
