@@ -16,7 +16,15 @@
 //      for alignment and bounds, then all are sorted by offset and adjacent
 //      pairs checked for overlap.
 // Errors read "<file>: <field> at byte <offset>: <problem>".
+//
+// A mapped file that shrinks under the process (a `cp` over it truncates
+// first) turns the next read of a lost page into SIGBUS. open() installs a
+// SIGBUS handler that looks the faulting address up in the table of live
+// mappings: inside one, it prints "vtc: error: <file> changed while mapped
+// ..." and exits with status 1; elsewhere it hands the signal on to the
+// previous handler (or the default action), so other faults are untouched.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -24,9 +32,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <numeric>
 #include <unordered_set>
 
@@ -35,10 +45,97 @@
 
 namespace vtc::gguf {
 
+namespace {
+
+// Live mappings, read by the SIGBUS handler without locks: a slot is
+// published by storing `begin` last and retired by clearing it first.
+struct MappedRange {
+  std::atomic<uintptr_t> begin{0};
+  std::atomic<size_t> size{0};
+  char path[1024] = {};
+  size_t path_len = 0;
+};
+constexpr size_t kMaxMapped = 64;
+MappedRange g_mapped[kMaxMapped];
+std::mutex g_mapped_mutex;
+struct sigaction g_previous_sigbus {};
+
+void write_stderr(const char* s, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(STDERR_FILENO, s, n);
+    if (w <= 0) return;
+    s += w;
+    n -= size_t(w);
+  }
+}
+
+void on_sigbus(int sig, siginfo_t* info, void* context) {
+  const auto addr = reinterpret_cast<uintptr_t>(info ? info->si_addr : nullptr);
+  for (const MappedRange& m : g_mapped) {
+    const uintptr_t begin = m.begin.load(std::memory_order_acquire);
+    if (begin == 0 || addr < begin || addr - begin >= m.size.load(std::memory_order_relaxed)) continue;
+    static const char kHead[] = "vtc: error: ";
+    static const char kTail[] =
+        " changed while mapped (truncated or rewritten in place); restart vtc. Replace a model file by writing the new "
+        "one beside it and renaming it over the old (mv), never by copying over it\n";
+    write_stderr(kHead, sizeof kHead - 1);
+    write_stderr(m.path, m.path_len);
+    write_stderr(kTail, sizeof kTail - 1);
+    ::_exit(1);
+  }
+  // Not a mapped model file: what would have happened without us.
+  if ((g_previous_sigbus.sa_flags & SA_SIGINFO) && g_previous_sigbus.sa_sigaction) {
+    g_previous_sigbus.sa_sigaction(sig, info, context);
+  } else if (g_previous_sigbus.sa_handler != SIG_DFL && g_previous_sigbus.sa_handler != SIG_IGN &&
+             g_previous_sigbus.sa_handler != nullptr) {
+    g_previous_sigbus.sa_handler(sig);
+  } else {
+    ::signal(SIGBUS, SIG_DFL);
+    ::raise(SIGBUS);  // a fault re-executes the access after return; a raised SIGBUS needs this
+  }
+}
+
+// (Re)installs the handler: checked on every open, since a test harness
+// may have restored its own handler in between.
+void install_sigbus_handler_locked() {
+  struct sigaction current {};
+  if (::sigaction(SIGBUS, nullptr, &current) != 0) return;
+  if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == on_sigbus) return;
+  struct sigaction action {};
+  action.sa_sigaction = on_sigbus;
+  action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigemptyset(&action.sa_mask);
+  if (::sigaction(SIGBUS, &action, &current) == 0) g_previous_sigbus = current;
+}
+
+MappedRange* register_mapping(const void* addr, size_t size, const std::string& path) {
+  std::lock_guard<std::mutex> lock(g_mapped_mutex);
+  install_sigbus_handler_locked();
+  for (MappedRange& m : g_mapped) {
+    if (m.begin.load(std::memory_order_relaxed) != 0) continue;
+    m.path_len = std::min(path.size(), sizeof m.path - 1);
+    std::memcpy(m.path, path.data(), m.path_len);
+    m.size.store(size, std::memory_order_relaxed);
+    m.begin.store(reinterpret_cast<uintptr_t>(addr), std::memory_order_release);
+    return &m;
+  }
+  return nullptr;  // table full: such a file is unprotected
+}
+
+void unregister_mapping(MappedRange* m) {
+  if (!m) return;
+  std::lock_guard<std::mutex> lock(g_mapped_mutex);
+  m->begin.store(0, std::memory_order_release);
+}
+
+}  // namespace
+
 struct GgufFile::Mapping {
   void* addr = nullptr;
   size_t size = 0;
+  MappedRange* range = nullptr;
   ~Mapping() {
+    unregister_mapping(range);
     if (addr) munmap(addr, size);
   }
 };
@@ -360,6 +457,7 @@ GgufFile GgufFile::open(const std::string& path, uint64_t offset, uint64_t size)
     }
     mapping->addr = addr;
     mapping->size = static_cast<size_t>(st.st_size);
+    mapping->range = register_mapping(addr, mapping->size, path);
     bytes = {static_cast<const uint8_t*>(addr), mapping->size};
   }
   ::close(fd);

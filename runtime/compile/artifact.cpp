@@ -2,14 +2,24 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <tuple>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "frontends/gguf/model_summary.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "passes/bind_state.h"
 #include "support/error.h"
 #include "support/hash.h"
 
@@ -35,24 +45,78 @@ json plan_to_json(const passes::FunctionPlan& p) {
           {"naive_bytes", p.naive_bytes}, {"buffers", buffers}};
 }
 
-passes::FunctionPlan plan_from_json(const json& j) {
+// Strict getters: a value of the wrong JSON type (a negative size, a
+// fraction, a string) is an error naming the field, not a silent cast.
+// A manifest value that fails validation. load_artifact() adds the
+// artifact's path and the advice to recompile.
+class FieldError : public Error {
+ public:
+  using Error::Error;
+};
+
+[[noreturn]] void bad_field(const std::string& field, const std::string& what) {
+  throw FieldError(fmt::format("{} {}", field, what));
+}
+
+const json& member(const json& j, const char* key, const std::string& field) {
+  if (!j.is_object()) bad_field(field, "must be a JSON object");
+  auto it = j.find(key);
+  if (it == j.end()) bad_field(field + "." + key, "is missing");
+  return *it;
+}
+
+uint64_t get_u64(const json& j, const char* key, const std::string& field) {
+  const json& v = member(j, key, field);
+  if (!v.is_number_unsigned()) bad_field(field + "." + key, fmt::format("must be a non-negative integer, got {}", v.dump()));
+  return v.get<uint64_t>();
+}
+
+int64_t get_i64(const json& j, const char* key, const std::string& field) {
+  const json& v = member(j, key, field);
+  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)))
+    bad_field(field + "." + key, fmt::format("must be an integer, got {}", v.dump()));
+  return v.get<int64_t>();
+}
+
+std::string get_str(const json& j, const char* key, const std::string& field) {
+  const json& v = member(j, key, field);
+  if (!v.is_string()) bad_field(field + "." + key, fmt::format("must be a string, got {}", v.dump()));
+  return v.get<std::string>();
+}
+
+bool get_bool(const json& j, const char* key, const std::string& field) {
+  const json& v = member(j, key, field);
+  if (!v.is_boolean()) bad_field(field + "." + key, fmt::format("must be true or false, got {}", v.dump()));
+  return v.get<bool>();
+}
+
+passes::FunctionPlan plan_from_json(const json& j, const std::string& field) {
   passes::FunctionPlan p;
-  p.function = j.at("function").get<std::string>();
-  p.bindings = j.at("bindings").get<std::map<std::string, int64_t>>();
-  p.alignment = j.at("alignment").get<uint64_t>();
-  p.host_arena_bytes = j.at("host_arena_bytes").get<uint64_t>();
-  p.device_arena_bytes = j.at("device_arena_bytes").get<uint64_t>();
-  p.naive_bytes = j.at("naive_bytes").get<uint64_t>();
-  for (const auto& b : j.at("buffers")) {
+  p.function = get_str(j, "function", field);
+  const json& bindings = member(j, "bindings", field);
+  if (!bindings.is_object()) bad_field(field + ".bindings", "must be a JSON object");
+  for (const auto& [k, v] : bindings.items()) p.bindings[k] = get_i64(bindings, k.c_str(), field + ".bindings");
+  p.alignment = get_u64(j, "alignment", field);
+  p.host_arena_bytes = get_u64(j, "host_arena_bytes", field);
+  p.device_arena_bytes = get_u64(j, "device_arena_bytes", field);
+  p.naive_bytes = get_u64(j, "naive_bytes", field);
+  const json& buffers = member(j, "buffers", field);
+  if (!buffers.is_array()) bad_field(field + ".buffers", "must be a JSON array");
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const json& b = buffers[i];
+    const std::string f = fmt::format("{}.buffers[{}]", field, i);
     passes::PlannedBuffer pb;
-    pb.key = b.at("key").get<std::string>();
-    pb.value = b.at("value").get<std::string>();
-    pb.op = b.at("op").get<std::string>();
-    pb.placement = b.at("placement").get<std::string>() == "host" ? ir::Placement::Host : ir::Placement::Device;
-    pb.bytes = b.at("bytes").get<uint64_t>();
-    pb.offset = b.at("offset").get<uint64_t>();
-    pb.first = b.at("first").get<int64_t>();
-    pb.last = b.at("last").get<int64_t>();
+    pb.key = get_str(b, "key", f);
+    pb.value = get_str(b, "value", f);
+    pb.op = get_str(b, "op", f);
+    const std::string placement = get_str(b, "placement", f);
+    if (placement != "host" && placement != "device")
+      bad_field(f + ".placement", fmt::format("must be host or device, got '{}'", placement));
+    pb.placement = placement == "host" ? ir::Placement::Host : ir::Placement::Device;
+    pb.bytes = get_u64(b, "bytes", f);
+    pb.offset = get_u64(b, "offset", f);
+    pb.first = get_i64(b, "first", f);
+    pb.last = get_i64(b, "last", f);
     p.buffers.push_back(std::move(pb));
   }
   return p;
@@ -65,15 +129,98 @@ json counts_to_json(const std::map<std::string, StepCounts>& counts) {
   return j;
 }
 
-std::map<std::string, StepCounts> counts_from_json(const json& j) {
+std::map<std::string, StepCounts> counts_from_json(const json& j, const std::string& field) {
+  if (!j.is_object()) bad_field(field, "must be a JSON object");
   std::map<std::string, StepCounts> out;
-  for (const auto& [step, c] : j.items())
-    out[step] = {c.at("ops").get<size_t>(), c.at("kernels").get<size_t>(), c.at("regions").get<size_t>(),
-                 c.at("body_ops").get<size_t>()};
+  for (const auto& [step, c] : j.items()) {
+    const std::string f = field + "." + step;
+    out[step] = {get_u64(c, "ops", f), get_u64(c, "kernels", f), get_u64(c, "regions", f), get_u64(c, "body_ops", f)};
+  }
   return out;
 }
 
-json manifest_of(const CompiledModel& m, bool pack) {
+// XXH64 (Collet's xxHash, 64-bit variant): four independent lanes over
+// 32-byte stripes, several GB/s on one core, so checking the weights of a
+// model costs about what reading them from the page cache does.
+class Xxh64 {
+ public:
+  static uint64_t hash(std::span<const uint8_t> bytes, uint64_t seed = 0) {
+    const uint8_t* p = bytes.data();
+    const uint8_t* const end = p + bytes.size();
+    uint64_t h;
+    if (bytes.size() >= 32) {
+      uint64_t v1 = seed + kP1 + kP2, v2 = seed + kP2, v3 = seed, v4 = seed - kP1;
+      const uint8_t* const limit = end - 32;
+      do {
+        v1 = round(v1, read64(p));
+        v2 = round(v2, read64(p + 8));
+        v3 = round(v3, read64(p + 16));
+        v4 = round(v4, read64(p + 24));
+        p += 32;
+      } while (p <= limit);
+      h = rotl(v1, 1) + rotl(v2, 7) + rotl(v3, 12) + rotl(v4, 18);
+      for (uint64_t v : {v1, v2, v3, v4}) h = (h ^ round(0, v)) * kP1 + kP4;
+    } else {
+      h = seed + kP5;
+    }
+    h += bytes.size();
+    for (; p + 8 <= end; p += 8) h = rotl(h ^ round(0, read64(p)), 27) * kP1 + kP4;
+    if (p + 4 <= end) {
+      h = rotl(h ^ (uint64_t(read32(p)) * kP1), 23) * kP2 + kP3;
+      p += 4;
+    }
+    for (; p < end; ++p) h = rotl(h ^ (uint64_t(*p) * kP5), 11) * kP1;
+    h ^= h >> 33;
+    h *= kP2;
+    h ^= h >> 29;
+    h *= kP3;
+    h ^= h >> 32;
+    return h;
+  }
+
+ private:
+  static constexpr uint64_t kP1 = 0x9E3779B185EBCA87ull, kP2 = 0xC2B2AE3D27D4EB4Full, kP3 = 0x165667B19E3779F9ull,
+                            kP4 = 0x85EBCA77C2B2AE63ull, kP5 = 0x27D4EB2F165667C5ull;
+  static uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+  static uint64_t round(uint64_t acc, uint64_t input) { return rotl(acc + input * kP2, 31) * kP1; }
+  static uint64_t read64(const uint8_t* p) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+  }
+  static uint32_t read32(const uint8_t* p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+};
+
+std::string weights_checksum_text(uint64_t sum) { return "xxh64:" + hex64(sum); }
+
+namespace fs = std::filesystem;
+
+// How the artifact names its GGUF: an absolute path stays absolute; a
+// relative one is stored relative to the artifact's own directory, so the
+// two can move together and the artifact loads from any working directory.
+std::string stored_gguf_path(const std::string& gguf_path, const std::string& artifact_path) {
+  const fs::path g(gguf_path);
+  if (g.is_absolute()) return g.string();
+  std::error_code ec;
+  const fs::path abs_g = fs::absolute(g, ec).lexically_normal();
+  if (ec) return gguf_path;
+  const fs::path base = fs::absolute(fs::path(artifact_path), ec).parent_path().lexically_normal();
+  if (ec) return abs_g.string();
+  const fs::path rel = abs_g.lexically_relative(base);
+  return rel.empty() ? abs_g.string() : rel.string();
+}
+
+std::string resolve_gguf_path(const std::string& stored, const std::string& artifact_path) {
+  const fs::path g(stored);
+  if (g.is_absolute()) return stored;
+  return (fs::path(artifact_path).parent_path() / g).lexically_normal().string();
+}
+
+json manifest_of(const CompiledModel& m, const std::string& artifact_path, bool pack, std::optional<uint64_t> weights_sum) {
   json steps = json::object();
   for (const auto& f : m.module.functions) steps[f->name] = {{"ir", ir::print(*f)}};
   for (const auto& p : m.plans) steps[p.function]["memory_plan"] = plan_to_json(p);
@@ -83,6 +230,11 @@ json manifest_of(const CompiledModel& m, bool pack) {
     steps[step]["kernels"] = list;
   }
   const gguf::GgufFile& g = m.file;
+  json ref = {{"path", pack ? std::string() : stored_gguf_path(g.path(), artifact_path)},
+              {"size", g.file_size()},
+              {"header_checksum", hex64(gguf_header_checksum(g))},
+              {"packed", pack}};
+  if (weights_sum) ref["weights_checksum"] = weights_checksum_text(*weights_sum);
   return {
       {"format_version", kArtifactFormat},
       {"vtc_version", VTC_VERSION_STRING},
@@ -90,8 +242,7 @@ json manifest_of(const CompiledModel& m, bool pack) {
       {"pipeline", m.pipeline},
       {"model", json::parse(gguf::summary_json(g, {0, 8}))},
       {"chat_template", g.get_string("tokenizer.chat_template").value_or("")},
-      {"gguf",
-       {{"path", g.path()}, {"size", g.file_size()}, {"header_checksum", hex64(gguf_header_checksum(g))}, {"packed", pack}}},
+      {"gguf", ref},
       {"module_ir", ir::print(m.module)},
       {"steps", steps},
       {"ops_before", counts_to_json(m.before)},
@@ -117,8 +268,18 @@ uint64_t gguf_header_checksum(const gguf::GgufFile& file) {
   return fnv1a64(file.bytes().first(std::min<uint64_t>(file.data_offset(), file.file_size())));
 }
 
-void save_artifact(const CompiledModel& m, const std::string& path, const SaveOptions& options) {
-  json manifest = manifest_of(m, options.pack);
+uint64_t gguf_content_checksum(const gguf::GgufFile& file) { return Xxh64::hash(file.bytes()); }
+
+uint64_t xxh64(std::span<const uint8_t> bytes, uint64_t seed) { return Xxh64::hash(bytes, seed); }
+
+SaveInfo save_artifact(const CompiledModel& m, const std::string& path, const SaveOptions& options) {
+  SaveInfo info;
+  if (options.checksum_weights.value_or(options.pack)) {
+    const auto t0 = std::chrono::steady_clock::now();
+    info.weights_checksum = gguf_content_checksum(m.file);
+    info.checksum_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  json manifest = manifest_of(m, path, options.pack, info.weights_checksum);
   uint64_t pack_offset = 0;
   std::string text = manifest.dump();
   if (options.pack) {
@@ -150,9 +311,12 @@ void save_artifact(const CompiledModel& m, const std::string& path, const SaveOp
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
     throw Error(fmt::format("{}: cannot rename to {}: {}", tmp, path, std::strerror(errno)));
+  return info;
 }
 
 namespace {
+
+[[noreturn]] void bad(const std::string& field, const std::string& what) { bad_field(field, what); }
 
 json read_manifest(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -168,6 +332,7 @@ json read_manifest(const std::string& path) {
   if (version != kArtifactFormat)
     throw Error(fmt::format("{}: artifact format version {} but this vtc reads version {}; recompile with `vtc compile`",
                             path, version, kArtifactFormat));
+  if (zero != 0) throw Error(fmt::format("{}: bytes 12..15 of the header must be zero, got {}", path, zero));
   in.seekg(0, std::ios::end);
   const uint64_t size = static_cast<uint64_t>(in.tellg());
   if (length > size - kHeaderBytes)
@@ -175,26 +340,244 @@ json read_manifest(const std::string& path) {
   std::string text(length, '\0');
   in.seekg(static_cast<std::streamoff>(kHeaderBytes));
   in.read(text.data(), static_cast<std::streamsize>(length));
+  if (!in) throw Error(fmt::format("{}: cannot read the manifest ({} bytes at byte 24)", path, length));
   json manifest = json::parse(text, nullptr, false);
   if (manifest.is_discarded() || !manifest.is_object()) throw Error(fmt::format("{}: the manifest is not valid JSON", path));
   return manifest;
 }
 
-// The GGUF an artifact refers to, checked against the recorded size and
-// header checksum, or the packed copy inside the artifact.
+// The GGUF an artifact refers to, checked against the recorded size,
+// header checksum and, when recorded, the checksum of all its bytes; or
+// the packed copy inside the artifact, checked the same way.
 gguf::GgufFile open_weights(const std::string& path, const json& ref) {
-  if (ref.at("packed").get<bool>())
-    return gguf::GgufFile::open(path, ref.at("offset").get<uint64_t>(), ref.at("size").get<uint64_t>());
-  const std::string gguf_path = ref.at("path").get<std::string>();
-  gguf::GgufFile file = gguf::GgufFile::open(gguf_path);
-  const uint64_t want_size = ref.at("size").get<uint64_t>();
-  const std::string want_sum = ref.at("header_checksum").get<std::string>();
+  const bool packed = get_bool(ref, "packed", "gguf");
+  const uint64_t want_size = get_u64(ref, "size", "gguf");
+  const std::string want_sum = get_str(ref, "header_checksum", "gguf");
+  std::string gguf_path = path;
+  std::optional<gguf::GgufFile> opened;
+  if (packed) {
+    const uint64_t offset = get_u64(ref, "offset", "gguf");
+    try {
+      opened.emplace(gguf::GgufFile::open(path, offset, want_size));
+    } catch (const Error& e) {
+      throw Error(fmt::format("the packed GGUF (gguf.offset {}, gguf.size {}) does not load: {}", offset, want_size, e.what()));
+    }
+  } else {
+    const std::string stored = get_str(ref, "path", "gguf");
+    gguf_path = resolve_gguf_path(stored, path);
+    try {
+      opened.emplace(gguf::GgufFile::open(gguf_path));
+    } catch (const Error& e) {
+      throw Error(fmt::format("{} (the artifact names its GGUF '{}'{})", e.what(), stored,
+                              fs::path(stored).is_absolute() ? "" : ", relative to the artifact's directory"));
+    }
+  }
+  gguf::GgufFile file = std::move(*opened);
+  const std::string what = packed ? fmt::format("the GGUF packed in {}", path) : gguf_path;
   const std::string got_sum = hex64(gguf_header_checksum(file));
   if (file.file_size() != want_size || got_sum != want_sum)
     throw Error(fmt::format("{}: the model changed since {} was compiled: size {} (compiled: {}), header checksum {} "
                             "(compiled: {}); recompile with `vtc compile`",
-                            gguf_path, path, file.file_size(), want_size, got_sum, want_sum));
+                            what, path, file.file_size(), want_size, got_sum, want_sum));
+  if (ref.contains("weights_checksum")) {
+    const std::string want = get_str(ref, "weights_checksum", "gguf");
+    if (want.rfind("xxh64:", 0) != 0) bad("gguf.weights_checksum", fmt::format("must be xxh64:<16 hex digits>, got '{}'", want));
+    const std::string got = weights_checksum_text(gguf_content_checksum(file));
+    if (got != want)
+      throw Error(fmt::format("{}: the weights changed since {} was compiled: content checksum {} (compiled: {}): a different or "
+                              "modified GGUF with the same header and size; recompile with `vtc compile`",
+                              what, path, got, want));
+  }
   return file;
+}
+
+uint64_t physical_memory() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return UINT64_MAX;
+  return uint64_t(pages) * uint64_t(page);
+}
+
+// Bounds of a stored plan: the step symbols `vtc compile` accepts
+// (--max-step-tokens <= 2^20, --max-sequences <= 4096), and element counts
+// far below any overflow of a byte size.
+constexpr int64_t kMaxBinding = int64_t(1) << 20;
+constexpr int64_t kMaxElems = int64_t(1) << 44;
+
+std::optional<int64_t> lookup_binding(std::string_view symbol, const void* env) {
+  const auto& m = *static_cast<const std::map<std::string, int64_t>*>(env);
+  auto it = m.find(std::string(symbol));
+  if (it == m.end()) return std::nullopt;
+  return it->second;
+}
+
+uint64_t align_up(uint64_t v, uint64_t a) { return v > UINT64_MAX - a ? UINT64_MAX : (v + a - 1) / a * a; }
+
+// A stored memory plan checked against the IR it is for: the plan the
+// planner makes for that IR at the stored bounds must have the same
+// buffers (key, placement, size, liveness); the stored offsets must be
+// aligned, inside their arena, and no two buffers live at the same time may
+// overlap; each arena is at most the sum of its buffers and fits in this
+// machine's memory. Descriptive fields are taken from the IR.
+void validate_plan(const ir::Function& fn, passes::FunctionPlan& p, const std::string& field) {
+  for (const auto& [symbol, value] : p.bindings)
+    if (value < 1 || value > kMaxBinding)
+      bad(fmt::format("{}.bindings.{}", field, symbol), fmt::format("is {}; a bound must be in [1, {}]", value, kMaxBinding));
+  if (p.alignment < 8 || p.alignment > 4096 || (p.alignment & (p.alignment - 1)) != 0)
+    bad(field + ".alignment", fmt::format("is {}; it must be a power of two in [8, 4096]", p.alignment));
+  // Element counts first, so no byte size below can wrap.
+  for (const auto& [key, v] : passes::plan_keys(fn)) {
+    auto elems = ir::product(v->type.shape).evaluate(lookup_binding, &p.bindings);
+    if (elems && (*elems < 0 || *elems > kMaxElems))
+      bad(field + ".bindings", fmt::format("size %{} ({}) of @{} at {} elements, beyond {}", v->name, v->type.str(), fn.name,
+                                           *elems, kMaxElems));
+  }
+  passes::FunctionPlan want;
+  try {
+    want = passes::plan_function(fn, p.bindings, p.alignment);
+  } catch (const Error& e) {
+    bad(field + ".bindings", fmt::format("do not plan @{}: {}", fn.name, e.what()));
+  }
+  if (p.buffers.size() != want.buffers.size())
+    bad(field + ".buffers", fmt::format("has {} entries but @{} has {} planned values", p.buffers.size(), fn.name,
+                                        want.buffers.size()));
+  const uint64_t memory = physical_memory();
+  uint64_t sum[2] = {0, 0};
+  for (size_t i = 0; i < p.buffers.size(); ++i) {
+    passes::PlannedBuffer& b = p.buffers[i];
+    const passes::PlannedBuffer& w = want.buffers[i];
+    const std::string f = fmt::format("{}.buffers[{}]", field, i);
+    if (b.key != w.key) bad(f + ".key", fmt::format("is '{}' but planned value {} of @{} is '{}'", b.key, i, fn.name, w.key));
+    if (b.placement != w.placement)
+      bad(f + ".placement", fmt::format("is {} but {} ({}) is {}", ir::placement_name(b.placement), w.key, w.value,
+                                        ir::placement_name(w.placement)));
+    if (b.bytes != w.bytes)
+      bad(f + ".bytes", fmt::format("is {} but {} ({}, {}) needs {} bytes at the plan's bindings", b.bytes, w.key, w.value,
+                                    w.op, w.bytes));
+    if (b.first != w.first || b.last != w.last)
+      bad(f + (b.first != w.first ? ".first" : ".last"),
+          fmt::format("gives {} ({}) the live range [{}, {}] but the IR's is [{}, {}]", w.key, w.value, b.first, b.last,
+                      w.first, w.last));
+    b.value = w.value;
+    b.op = w.op;
+    if (b.offset % p.alignment != 0)
+      bad(f + ".offset", fmt::format("{} is not a multiple of the alignment {}", b.offset, p.alignment));
+    const bool host = b.placement == ir::Placement::Host;
+    const uint64_t arena = host ? p.host_arena_bytes : p.device_arena_bytes;
+    if (b.bytes > arena || b.offset > arena - b.bytes)
+      bad(f + ".offset", fmt::format("{} + {} bytes ({} {}) runs past {}.{}_arena_bytes {}", b.offset, b.bytes, w.key,
+                                     w.value, field, host ? "host" : "device", arena));
+    uint64_t& s = sum[host ? 0 : 1];
+    s = std::min(UINT64_MAX - p.alignment, s) + align_up(b.bytes, p.alignment);
+  }
+  if (p.naive_bytes != want.naive_bytes)
+    bad(field + ".naive_bytes", fmt::format("is {} but the buffers of @{} sum to {}", p.naive_bytes, fn.name, want.naive_bytes));
+  const std::pair<const char*, uint64_t> arenas[2] = {{"host_arena_bytes", p.host_arena_bytes},
+                                                      {"device_arena_bytes", p.device_arena_bytes}};
+  for (int k = 0; k < 2; ++k) {
+    if (arenas[k].second > sum[k])
+      bad(field + "." + arenas[k].first, fmt::format("is {}, more than all its buffers take together ({})", arenas[k].second,
+                                                     sum[k]));
+    if (arenas[k].second > memory)
+      bad(field + "." + arenas[k].first,
+          fmt::format("is {} bytes but this machine has {} bytes of memory", arenas[k].second, memory));
+  }
+  // No two buffers live at the same time share a byte: sweep in offset
+  // order, comparing each buffer with those that start before it ends.
+  std::vector<size_t> order(p.buffers.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const auto &x = p.buffers[a], &y = p.buffers[b];
+    return std::tie(x.placement, x.offset) < std::tie(y.placement, y.offset);
+  });
+  for (size_t i = 0; i < order.size(); ++i) {
+    const passes::PlannedBuffer& a = p.buffers[order[i]];
+    if (a.bytes == 0) continue;
+    for (size_t j = i + 1; j < order.size(); ++j) {
+      const passes::PlannedBuffer& b = p.buffers[order[j]];
+      if (b.placement != a.placement || b.offset >= a.offset + a.bytes) break;
+      if (b.bytes == 0 || b.last < a.first || a.last < b.first) continue;
+      bad(fmt::format("{}.buffers[{}].offset", field, std::max(order[i], order[j])),
+          fmt::format("makes {} ({}, bytes [{}, +{}), live [{}, {}]) overlap {} ({}, bytes [{}, +{}), live [{}, {}]) while "
+                      "both are live",
+                      b.key, b.value, b.offset, b.bytes, b.first, b.last, a.key, a.value, a.offset, a.bytes, a.first, a.last));
+    }
+  }
+}
+
+// Every state's per-row size is bounded by this machine's memory, so the
+// state store's products cannot overflow.
+void validate_states(const ir::Module& m) {
+  const uint64_t memory = physical_memory();
+  for (const auto& s : m.states) {
+    uint64_t bytes = uint64_t(std::max<int64_t>(s.type.elem.scalar_bytes(), 1));
+    for (const auto& d : s.type.shape) {
+      auto c = d.constant();
+      if (!c) continue;
+      if (*c < 1 || uint64_t(*c) > memory / bytes)
+        bad(fmt::format("module_ir: state @{}", s.name),
+            fmt::format("{} has a row larger than this machine's memory ({} bytes)", s.type.str(), memory));
+      bytes *= uint64_t(*c);
+    }
+  }
+}
+
+CompiledModel load_manifest(const std::string& path, const json& manifest) {
+  if (get_u64(manifest, "format_version", "manifest") != kArtifactFormat)
+    bad("format_version", fmt::format("is {} but the header says {}", manifest.at("format_version").dump(), kArtifactFormat));
+  const std::string target = get_str(manifest, "target", "manifest");
+  if (target != "cpu" && target != "cuda") bad("target", fmt::format("must be cpu or cuda, got '{}'", target));
+  const json& report = member(manifest, "report", "manifest");
+  if (!report.is_array()) bad("report", "must be an array of strings");
+  std::vector<std::string> lines;
+  for (const auto& line : report) {
+    if (!line.is_string()) bad("report", "must be an array of strings");
+    lines.push_back(line.get<std::string>());
+  }
+  const json& seconds = member(manifest, "compile_seconds", "manifest");
+  if (!seconds.is_number()) bad("compile_seconds", "must be a number");
+  CompiledModel m{open_weights(path, member(manifest, "gguf", "manifest")), {}, {}, target,
+                  get_str(manifest, "pipeline", "manifest"), counts_from_json(member(manifest, "ops_before", "manifest"), "ops_before"),
+                  counts_from_json(member(manifest, "ops_after", "manifest"), "ops_after"), std::move(lines),
+                  seconds.get<double>()};
+  try {
+    m.module = ir::parse(get_str(manifest, "module_ir", "manifest"));
+    ir::verify(m.module);
+    // Every state access bound to its declaration again (the types the
+    // state store allocates), as the pipeline's bind-state did.
+    passes::BindStatePass bind_state;
+    passes::PassContext context;
+    bind_state.run(m.module, context);
+  } catch (const FieldError&) {
+    throw;
+  } catch (const Error& e) {
+    throw Error(fmt::format("the lowered IR does not load: {}", e.what()));
+  }
+  validate_states(m.module);
+  const json& steps = member(manifest, "steps", "manifest");
+  if (!steps.is_object()) bad("steps", "must be a JSON object");
+  for (const auto& [step, s] : steps.items()) {
+    const std::string field = "steps." + step;
+    if (!s.is_object()) bad(field, "must be a JSON object");
+    if (s.contains("memory_plan")) {
+      const ir::Function* fn = m.module.find_function(step);
+      if (!fn) bad(field + ".memory_plan", fmt::format("is for @{}, which the lowered IR does not define", step));
+      passes::FunctionPlan plan = plan_from_json(s.at("memory_plan"), field + ".memory_plan");
+      if (plan.function != step)
+        bad(field + ".memory_plan.function", fmt::format("is '{}' but the plan is stored under step '{}'", plan.function, step));
+      validate_plan(*fn, plan, field + ".memory_plan");
+      m.plans.push_back(std::move(plan));
+    }
+    if (s.contains("kernels")) {
+      // Kept for review: the CUDA executor generates its kernels from the IR.
+      const json& kernels = s.at("kernels");
+      if (!kernels.is_array()) bad(field + ".kernels", "must be a JSON array");
+      for (size_t k = 0; k < kernels.size(); ++k) {
+        const std::string f = fmt::format("{}.kernels[{}]", field, k);
+        m.kernels[step].push_back({get_str(kernels[k], "entry", f), get_str(kernels[k], "what", f), get_str(kernels[k], "source", f)});
+      }
+    }
+  }
+  return m;
 }
 
 }  // namespace
@@ -202,26 +585,16 @@ gguf::GgufFile open_weights(const std::string& path, const json& ref) {
 CompiledModel load_artifact(const std::string& path) {
   json manifest = read_manifest(path);
   try {
-    CompiledModel m{open_weights(path, manifest.at("gguf")), {}, {}, manifest.at("target").get<std::string>(),
-                    manifest.at("pipeline").get<std::string>(), counts_from_json(manifest.at("ops_before")),
-                    counts_from_json(manifest.at("ops_after")), manifest.at("report").get<std::vector<std::string>>(),
-                    manifest.at("compile_seconds").get<double>()};
-    try {
-      m.module = ir::parse(manifest.at("module_ir").get<std::string>());
-      ir::verify(m.module);
-    } catch (const Error& e) {
-      throw Error(fmt::format("{}: the lowered IR does not load: {}", path, e.what()));
-    }
-    for (const auto& [step, s] : manifest.at("steps").items()) {
-      if (s.contains("memory_plan")) m.plans.push_back(plan_from_json(s.at("memory_plan")));
-      if (s.contains("kernels"))
-        for (const auto& k : s.at("kernels"))
-          m.kernels[step].push_back({k.at("entry").get<std::string>(), k.at("what").get<std::string>(),
-                                     k.at("source").get<std::string>()});
-    }
-    return m;
+    return load_manifest(path, manifest);
+  } catch (const FieldError& e) {
+    throw Error(fmt::format("{}: manifest field {}; the artifact is corrupt or was edited: recompile it with `vtc compile`",
+                            path, e.what()));
   } catch (const json::exception& e) {
     throw Error(fmt::format("{}: malformed manifest: {}", path, e.what()));
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (what.rfind(path + ":", 0) == 0) throw;
+    throw Error(fmt::format("{}: {}", path, what));
   }
 }
 

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <new>
 #include <unordered_map>
 
 #include "passes/memory_plan.h"
@@ -209,8 +210,16 @@ void Interpreter::Impl::place_buffers(const ir::Function& fn, const SymbolEnv& e
   const passes::FunctionPlan& plan = step_plan(fn, env, local);
   auto [keys, fresh] = plan_keys.try_emplace(&fn);
   if (fresh) keys->second = passes::plan_keys(fn);
-  if (host_arena.size() < plan.host_arena_bytes) host_arena.resize(plan.host_arena_bytes);
-  if (device_arena.size() < plan.device_arena_bytes) device_arena.resize(plan.device_arena_bytes);
+  try {
+    if (host_arena.size() < plan.host_arena_bytes) host_arena.resize(plan.host_arena_bytes);
+    if (device_arena.size() < plan.device_arena_bytes) device_arena.resize(plan.device_arena_bytes);
+  } catch (const std::bad_alloc&) {
+    throw Error(fmt::format("cpu: cannot allocate the arena of @{} ({} bytes host, {} bytes device): out of memory",
+                            fn.name, plan.host_arena_bytes, plan.device_arena_bytes));
+  } catch (const std::length_error&) {
+    throw Error(fmt::format("cpu: the arena of @{} ({} bytes host, {} bytes device) is too large", fn.name,
+                            plan.host_arena_bytes, plan.device_arena_bytes));
+  }
   stats.arena_bytes = plan.arena_bytes();
   stats.naive_bytes = plan.naive_bytes;
   for (const auto& b : plan.buffers) {

@@ -110,7 +110,12 @@ Session::Session(const std::string& path, const SessionOptions& o) {
   gguf::GgufFile& file = model.file;
   int64_t model_ctx = file.get_int(file.architecture() + ".context_length").value_or(4096);
   StateStoreConfig cfg{o.n_slots, o.n_ctx > 0 ? o.n_ctx : std::min<int64_t>(model_ctx, 4096), o.n_pages};
-  impl_ = std::make_unique<Impl>(std::move(model.file), std::move(model.module), resolve_threads(o.threads), cfg, max_step);
+  try {
+    impl_ = std::make_unique<Impl>(std::move(model.file), std::move(model.module), resolve_threads(o.threads), cfg, max_step);
+  } catch (const std::bad_alloc&) {
+    throw Error(fmt::format("{}: cannot allocate the state store ({} slots, {} positions): out of memory", path, cfg.n_slots,
+                            cfg.n_ctx));
+  }
   impl_->interp.use_plans(model.plans);
 }
 

@@ -1,12 +1,19 @@
 // The compile pipeline changes no results, the interpreter runs with the
 // compiled memory plan, and the .vtc artifact round-trips (issue 5).
 #include <catch2/catch.hpp>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <random>
 
 #include "frontends/gguf/arch/arch.h"
 #include "runtime/compile/artifact.h"
@@ -146,7 +153,7 @@ TEST_CASE("a changed GGUF or a foreign format version is an error naming both va
     const uint32_t version = 99;
     f.write(reinterpret_cast<const char*>(&version), 4);
   }
-  CHECK_THROWS_WITH(load_artifact(vtc_path), Catch::Contains("format version 99") && Catch::Contains("version 1"));
+  CHECK_THROWS_WITH(load_artifact(vtc_path), Catch::Contains("format version 99") && Catch::Contains("version 2"));
   std::filesystem::remove(gguf_copy);
   std::filesystem::remove(vtc_path);
 }
@@ -336,4 +343,384 @@ TEST_CASE("qwen4exp: bad hyper-connection, PLE and indexer metadata is an error 
     CHECK_THROWS_WITH(arch::build_module(bad), Catch::Contains(c.message));
   }
   std::filesystem::remove(path);
+}
+
+// Issue 19, defects 4 and 10: an edited artifact is an error naming the
+// field, never an out-of-bounds write; a relative GGUF path is resolved
+// against the artifact's directory; a weights checksum refuses a different
+// GGUF with the same header.
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), std::streamsize(bytes.size()));
+}
+
+uint64_t manifest_length(const std::string& whole) {
+  uint64_t length = 0;
+  std::memcpy(&length, whole.data() + 16, 8);
+  return length;
+}
+
+json manifest_json(const std::string& whole) { return json::parse(whole.substr(24, manifest_length(whole))); }
+
+// A referenced artifact's bytes with another manifest.
+std::string with_manifest(const std::string& whole, const json& manifest) {
+  const std::string text = manifest.dump();
+  std::string out = whole.substr(0, 16);
+  const uint64_t length = text.size();
+  out.append(reinterpret_cast<const char*>(&length), 8);
+  return out + text;
+}
+
+// A tiny llama in a fresh directory, and its artifact (T <= 16, S <= 2).
+struct Tiny {
+  std::string dir, gguf, vtc;
+};
+
+Tiny tiny_artifact(const std::string& name, SaveOptions save = {}) {
+  Tiny t;
+  t.dir = temp_path(name);
+  fs::remove_all(t.dir);
+  fs::create_directories(t.dir);
+  t.gguf = t.dir + "/tiny.gguf";
+  t.vtc = t.dir + "/tiny.vtc";
+  synth::Options o;
+  o.arch = "llama";
+  o.size = "tiny";
+  o.vocab_path = synth::find_default_vocab("llama");
+  synth::write_model(o, t.gguf);
+  CompileOptions c;
+  c.max_step_tokens = 16;
+  c.max_sequences = 2;
+  save_artifact(compile_model(gguf::GgufFile::open(t.gguf), c), t.vtc, save);
+  return t;
+}
+
+// Runs `fn` in a forked child, so a crash fails the check instead of the
+// test binary: "ok", "error: <what>" for a vtc::Error, "exception: <what>"
+// for any other exception, "signal N" or "exit N" when it died.
+std::string in_child(const std::function<void()>& fn) {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(fds[0]);
+    for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}) std::signal(sig, SIG_DFL);  // not Catch's report
+    std::string out;
+    try {
+      fn();
+      out = "ok";
+    } catch (const Error& e) {
+      out = std::string("error: ") + e.what();
+    } catch (const std::exception& e) {
+      out = std::string("exception: ") + e.what();
+    }
+    for (size_t done = 0; done < out.size();) {
+      ssize_t n = ::write(fds[1], out.data() + done, out.size() - done);
+      if (n <= 0) break;
+      done += size_t(n);
+    }
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string got;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) got.append(buf, size_t(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (WIFSIGNALED(status)) return fmt::format("signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return fmt::format("exit {}", WEXITSTATUS(status));
+  return got;
+}
+
+// Loads `path` and runs a 3-token prefill and one decode step with its
+// plans, as `vtc run` would.
+void load_and_step(const std::string& path) {
+  cpu::SessionOptions o;
+  o.threads = 1;
+  o.n_ctx = 32;
+  o.max_step_tokens = 8;
+  cpu::Session s(path, o);
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  s.prefill(0, prompt, 0, false);
+  int32_t slot = 0, tok = 4, pos = 3;
+  s.decode({&slot, 1}, {&tok, 1}, {&pos, 1});
+}
+
+bool is_error(const std::string& outcome) { return outcome.rfind("error: ", 0) == 0; }
+
+}  // namespace
+
+TEST_CASE("an edited memory plan, manifest field or state is an error naming it, never an out-of-bounds write",
+          "[compile][artifact]") {
+  const Tiny t = tiny_artifact("edited");
+  const std::string whole = read_file(t.vtc);
+  const json manifest = manifest_json(whole);
+  const std::string edited = t.dir + "/edited.vtc";
+  const json& buffers = manifest["steps"]["decode"]["memory_plan"]["buffers"];
+  // Two host buffers live at the same time, at different offsets.
+  size_t a = 0, b = 0;
+  for (size_t i = 0; i < buffers.size() && !b; ++i)
+    for (size_t j = i + 1; j < buffers.size() && !b; ++j)
+      if (buffers[i]["offset"] != buffers[j]["offset"] && buffers[i]["last"] >= buffers[j]["first"] &&
+          buffers[j]["last"] >= buffers[i]["first"])
+        a = i, b = j;
+  REQUIRE(b > 0);
+  const std::string state_line = "state @kv.0 : paged<2 x P x ";
+  const struct {
+    const char* what;
+    std::function<void(json&)> edit;
+    std::string field;
+  } cases[] = {
+      {"host arena of 64 bytes", [](json& m) { m["steps"]["decode"]["memory_plan"]["host_arena_bytes"] = 64; },
+       "steps.decode.memory_plan.host_arena_bytes 64"},
+      {"an offset + 2^40",
+       [](json& m) {
+         auto& o = m["steps"]["decode"]["memory_plan"]["buffers"][3]["offset"];
+         o = o.get<uint64_t>() + (uint64_t(1) << 40);
+       },
+       "steps.decode.memory_plan.buffers[3].offset"},
+      {"an arena of 2^62", [](json& m) { m["steps"]["prefill"]["memory_plan"]["host_arena_bytes"] = uint64_t(1) << 62; },
+       "steps.prefill.memory_plan.host_arena_bytes"},
+      {"a buffer smaller than its type", [](json& m) { m["steps"]["decode"]["memory_plan"]["buffers"][3]["bytes"] = 4; },
+       "steps.decode.memory_plan.buffers[3].bytes"},
+      {"a shortened live range",
+       [](json& m) {
+         auto& b = m["steps"]["decode"]["memory_plan"]["buffers"][3];
+         b["last"] = b["last"].get<int64_t>() + 1000;
+       },
+       "steps.decode.memory_plan.buffers[3].last"},
+      {"two live buffers at one offset",
+       [&](json& m) {
+         auto& bs = m["steps"]["decode"]["memory_plan"]["buffers"];
+         bs[b]["offset"] = bs[a]["offset"];
+       },
+       fmt::format("steps.decode.memory_plan.buffers[{}].offset", b)},
+      {"a negative offset", [](json& m) { m["steps"]["decode"]["memory_plan"]["buffers"][3]["offset"] = -64; },
+       "must be a non-negative integer"},
+      {"a misaligned offset",
+       [](json& m) {
+         auto& o = m["steps"]["decode"]["memory_plan"]["buffers"][3]["offset"];
+         o = o.get<uint64_t>() + 4;
+       },
+       "not a multiple of the alignment"},
+      {"a bound of 0", [](json& m) { m["steps"]["decode"]["memory_plan"]["bindings"]["S"] = 0; },
+       "steps.decode.memory_plan.bindings.S"},
+      {"a bound of 2^40", [](json& m) { m["steps"]["prefill"]["memory_plan"]["bindings"]["T"] = uint64_t(1) << 40; },
+       "steps.prefill.memory_plan.bindings.T"},
+      {"a missing bound", [](json& m) { m["steps"]["prefill"]["memory_plan"]["bindings"].erase("T"); },
+       "steps.prefill.memory_plan.bindings"},
+      {"an alignment of 3", [](json& m) { m["steps"]["decode"]["memory_plan"]["alignment"] = 3; },
+       "steps.decode.memory_plan.alignment"},
+      {"a dropped buffer", [](json& m) { m["steps"]["decode"]["memory_plan"]["buffers"].erase(5); },
+       "steps.decode.memory_plan.buffers has"},
+      {"a foreign key", [](json& m) { m["steps"]["decode"]["memory_plan"]["buffers"][0]["key"] = "op#999.r#0"; },
+       "steps.decode.memory_plan.buffers[0].key"},
+      {"another placement", [](json& m) { m["steps"]["decode"]["memory_plan"]["buffers"][0]["placement"] = "device"; },
+       "steps.decode.memory_plan.buffers[0].placement"},
+      {"an unknown placement", [](json& m) { m["steps"]["decode"]["memory_plan"]["buffers"][0]["placement"] = "gpu"; },
+       "must be host or device"},
+      {"a renamed plan", [](json& m) { m["steps"]["decode"]["memory_plan"]["function"] = "prefill"; },
+       "steps.decode.memory_plan.function"},
+      {"a plan for no function",
+       [](json& m) { m["steps"]["extra"]["memory_plan"] = m["steps"]["decode"]["memory_plan"]; },
+       "steps.extra.memory_plan"},
+      {"a wrong naive sum", [](json& m) { m["steps"]["decode"]["memory_plan"]["naive_bytes"] = 1; },
+       "steps.decode.memory_plan.naive_bytes"},
+      {"a string size", [](json& m) { m["steps"]["decode"]["memory_plan"]["buffers"][1]["bytes"] = "64"; },
+       "steps.decode.memory_plan.buffers[1].bytes"},
+      {"an unknown target", [](json& m) { m["target"] = "tpu"; }, "target"},
+      {"a negative op count", [](json& m) { m["ops_before"]["decode"]["ops"] = -1; }, "ops_before.decode.ops"},
+      {"a wrong GGUF size", [](json& m) { m["gguf"]["size"] = 1; }, "size"},
+      {"a huge state",
+       [&](json& m) {
+         std::string ir = m["module_ir"];
+         size_t at = ir.find(state_line);
+         REQUIRE(at != std::string::npos);
+         ir.insert(at + state_line.size(), "1099511627776 x ");
+         m["module_ir"] = ir;
+       },
+       "@kv.0"},
+      {"a state of another type",
+       [&](json& m) {
+         std::string ir = m["module_ir"];
+         size_t at = ir.find("state @last_ids : ");
+         REQUIRE(at != std::string::npos);
+         size_t i32 = ir.find("i32", at);
+         ir.replace(i32, 3, "i64");
+         m["module_ir"] = ir;
+       },
+       "state_read"},
+  };
+  {
+    INFO("the unedited manifest, rewritten");
+    write_file(edited, with_manifest(whole, manifest));
+    CHECK(in_child([&] { load_and_step(edited); }) == "ok");
+  }
+  for (const auto& c : cases) {
+    INFO(c.what);
+    json m = manifest;
+    c.edit(m);
+    write_file(edited, with_manifest(whole, m));
+    const std::string outcome = in_child([&] { load_and_step(edited); });
+    INFO(outcome);
+    CHECK(is_error(outcome));
+    CHECK(outcome.find(c.field) != std::string::npos);
+  }
+  fs::remove_all(t.dir);
+}
+
+TEST_CASE("random byte mutations of an artifact load or fail with an error, never a signal", "[compile][artifact]") {
+  const Tiny referenced = tiny_artifact("mutate-ref"), packed = tiny_artifact("mutate-packed", {true});
+  const std::string ref_bytes = read_file(referenced.vtc), packed_bytes = read_file(packed.vtc);
+  const uint64_t ref_manifest = manifest_length(ref_bytes), packed_manifest = manifest_length(packed_bytes);
+  std::mt19937_64 rng(19);
+  std::map<std::string, int> tally;
+  const int kMutations = 256;
+  for (int k = 0; k < kMutations; ++k) {
+    // Three in four edit a referenced artifact's manifest; the rest a
+    // packed one anywhere (header, manifest, the GGUF's header or weights).
+    const bool is_packed = k % 4 == 3;
+    std::string bytes = is_packed ? packed_bytes : ref_bytes;
+    const uint64_t span = is_packed ? bytes.size() : 24 + ref_manifest;
+    const int edits = 1 + int(rng() % 4);
+    std::string where;
+    for (int e = 0; e < edits; ++e) {
+      uint64_t at = rng() % span;
+      if (is_packed && rng() % 2) at = rng() % (24 + packed_manifest);  // half in the manifest
+      const uint64_t kind = rng() % 3;
+      bytes[at] = kind == 0 ? char(rng()) : kind == 1 ? char('0' + rng() % 10) : char(bytes[at] ^ (1 << (rng() % 8)));
+      where += fmt::format(" {}", at);
+    }
+    const std::string path = (is_packed ? packed.dir : referenced.dir) + "/mutant.vtc";
+    write_file(path, bytes);
+    const std::string outcome = in_child([&] { load_and_step(path); });
+    INFO("mutation " << k << (is_packed ? " (packed)" : "") << " at bytes" << where << ": " << outcome);
+    CHECK((outcome == "ok" || is_error(outcome)));
+    ++tally[outcome == "ok" ? "ok" : is_error(outcome) ? "error" : "crash"];
+  }
+  WARN(fmt::format("{} mutations: {} ran, {} errors, {} crashes", kMutations, tally["ok"], tally["error"], tally["crash"]));
+  fs::remove_all(referenced.dir);
+  fs::remove_all(packed.dir);
+}
+
+TEST_CASE("a relative GGUF path is resolved against the artifact's directory; an absolute one stays absolute",
+          "[compile][artifact][cli]") {
+  const Tiny t = tiny_artifact("relative");
+  fs::create_directories(t.dir + "/models");
+  fs::create_directories(t.dir + "/out");
+  fs::rename(t.gguf, t.dir + "/models/tiny.gguf");
+  // Compiled from the directory above, naming the model relatively.
+  const std::string log = test::run_capture(fmt::format(
+      "cd {} && {} compile models/tiny.gguf -o out/tiny.vtc --max-step-tokens 16 2>&1; echo \"exit=$?\"", t.dir, VTC_TOOL));
+  INFO(log);
+  REQUIRE(log.find("exit=0") != std::string::npos);
+  CHECK(manifest_json(read_file(t.dir + "/out/tiny.vtc"))["gguf"]["path"] == "../models/tiny.gguf");
+  const std::string ids = " --tokens 1,450,4996 -n 4 --temp 0 -t 1 -q 2>&1";
+  const std::string expected = test::run_capture(fmt::format("{} run {}/models/tiny.gguf{}", VTC_TOOL, t.dir, ids));
+  // From another working directory, and after the whole tree moved.
+  CHECK(test::run_capture(fmt::format("cd / && {} run {}/out/tiny.vtc{}", VTC_TOOL, t.dir, ids)) == expected);
+  const std::string moved = t.dir + "-moved";
+  fs::remove_all(moved);
+  fs::rename(t.dir, moved);
+  CHECK(test::run_capture(fmt::format("cd {}/out && {} run tiny.vtc{}", moved, VTC_TOOL, ids)) == expected);
+  CHECK_NOTHROW(load_artifact(moved + "/out/tiny.vtc"));
+  // The artifact without its model names both the path it tried and how
+  // it got there.
+  fs::rename(moved + "/models/tiny.gguf", moved + "/tiny.gguf");
+  CHECK_THROWS_WITH(load_artifact(moved + "/out/tiny.vtc"),
+                    Catch::Contains("models/tiny.gguf: cannot open") && Catch::Contains("relative to the artifact's directory"));
+  // An absolute path is kept as it is.
+  save_artifact(compile_model(gguf::GgufFile::open(moved + "/tiny.gguf"), {}), moved + "/out/abs.vtc", {});
+  CHECK(manifest_json(read_file(moved + "/out/abs.vtc"))["gguf"]["path"] == moved + "/tiny.gguf");
+  CHECK_NOTHROW(load_artifact(moved + "/out/abs.vtc"));
+  fs::remove_all(moved);
+}
+
+TEST_CASE("a weights checksum refuses a different GGUF with the same header; packed artifacts check theirs by default",
+          "[compile][artifact][cli]") {
+  CHECK(xxh64({}) == 0xEF46DB3751D8E999ull);  // the reference's test vectors
+  const std::string abc = "abc", nobody = "Nobody inspects the spammish repetition";
+  CHECK(xxh64({reinterpret_cast<const uint8_t*>(abc.data()), abc.size()}) == 0x44BC2CF5AD770999ull);
+  CHECK(xxh64({reinterpret_cast<const uint8_t*>(nobody.data()), nobody.size()}) == 0xFBCEA83C8A378BF1ull);
+
+  const Tiny t = tiny_artifact("checksum");
+  CompileOptions c;
+  c.max_step_tokens = 16;
+  const std::string summed = t.dir + "/summed.vtc", packed = t.dir + "/packed.vtc";
+  save_artifact(compile_model(gguf::GgufFile::open(t.gguf), c), summed, {false, true});
+  const SaveInfo info = save_artifact(compile_model(gguf::GgufFile::open(t.gguf), c), packed, {true});
+  REQUIRE(info.weights_checksum.has_value());
+  CHECK(manifest_json(read_file(packed))["gguf"]["weights_checksum"] == fmt::format("xxh64:{:016x}", *info.weights_checksum));
+  CHECK(manifest_json(read_file(t.vtc))["gguf"].count("weights_checksum") == 0);  // referenced: off unless asked
+  CHECK_NOTHROW(load_artifact(summed));
+  // Another GGUF in its place: same header and size, one weight changed.
+  uint64_t weight_byte = 0;
+  {
+    const gguf::GgufFile f = gguf::GgufFile::open(t.gguf);
+    weight_byte = f.data_offset() + (f.file_size() - f.data_offset()) / 2;
+  }
+  std::string other = read_file(t.gguf);
+  other[weight_byte] = char(other[weight_byte] ^ 0x40);
+  write_file(t.gguf + ".new", other);
+  fs::rename(t.gguf + ".new", t.gguf);
+  CHECK_THROWS_WITH(load_artifact(summed), Catch::Contains("weights changed") && Catch::Contains("content checksum") &&
+                                               Catch::Contains("recompile"));
+  CHECK_NOTHROW(load_artifact(t.vtc));  // without the checksum only the header is compared (docs/cli.md)
+  // A packed artifact whose weights were damaged.
+  std::string damaged = read_file(packed);
+  const uint64_t offset = manifest_json(damaged)["gguf"]["offset"];
+  damaged[offset + weight_byte] = char(damaged[offset + weight_byte] ^ 0x01);
+  write_file(packed, damaged);
+  CHECK_THROWS_WITH(load_artifact(packed), Catch::Contains("weights changed") && Catch::Contains("packed"));
+  // The CLI: on by default with --pack, off with --no-checksum-weights.
+  const std::string log = test::run_capture(
+      fmt::format("{} compile {} -o {}/cli.vtc --pack 2>&1 && {} compile {} -o {}/cli-off.vtc --pack --no-checksum-weights "
+                  "2>&1 && {} compile {} -o {}/cli-ref.vtc --checksum-weights 2>&1",
+                  VTC_TOOL, t.gguf, t.dir, VTC_TOOL, t.gguf, t.dir, VTC_TOOL, t.gguf, t.dir));
+  INFO(log);
+  CHECK(manifest_json(read_file(t.dir + "/cli.vtc"))["gguf"].count("weights_checksum") == 1);
+  CHECK(manifest_json(read_file(t.dir + "/cli-off.vtc"))["gguf"].count("weights_checksum") == 0);
+  CHECK(manifest_json(read_file(t.dir + "/cli-ref.vtc"))["gguf"].count("weights_checksum") == 1);
+  CHECK(log.find("weights checksum xxh64:") != std::string::npos);
+  fs::remove_all(t.dir);
+}
+
+TEST_CASE("a mapped GGUF truncated under the process is reported and exits 1, not a bare SIGBUS", "[compile][artifact]") {
+  const Tiny t = tiny_artifact("sigbus");
+  const std::string err = t.dir + "/stderr.txt";
+  auto touch_after_truncate = [&] {
+    const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, STDERR_FILENO);
+    CompiledModel m = load_artifact(t.vtc);  // maps the referenced GGUF
+    const gguf::TensorInfo& last = m.file.tensors().back();
+    REQUIRE(::truncate(t.gguf.c_str(), 0) == 0);  // what `cp new.gguf tiny.gguf` does first
+    volatile uint8_t sum = 0;
+    for (uint64_t i = 0; i < last.n_bytes; i += 4096) sum = uint8_t(sum + last.data[i]);
+  };
+  CHECK(in_child(touch_after_truncate) == "exit 1");
+  const std::string message = read_file(err);
+  INFO(message);
+  CHECK(message.find("vtc: error: " + t.gguf + " changed while mapped") != std::string::npos);
+  CHECK(message.find("restart") != std::string::npos);
+  // A SIGBUS that is not a mapped model file keeps its default action.
+  write_file(t.gguf, "");
+  const Tiny u = tiny_artifact("sigbus-other");
+  CHECK(in_child([&] {
+          CompiledModel m = load_artifact(u.vtc);
+          ::raise(SIGBUS);
+        }).rfind("signal 7", 0) == 0);
+  fs::remove_all(t.dir);
+  fs::remove_all(u.dir);
 }

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
 #include "runtime/compile/artifact.h"
 #include "runtime/compile/compile.h"
@@ -19,6 +20,7 @@ namespace {
 struct CompileCliOptions {
   std::string model, output;
   bool pack = false, no_fuse = false, timing = false;
+  bool checksum_weights = false, no_checksum_weights = false;  // neither: on with --pack
   std::string dump_ir, dump_pass;
   std::vector<std::string> disabled;
   CompileOptions compile;
@@ -60,7 +62,12 @@ int run(CompileCliOptions& o) {
   CompiledModel m = compile_model(gguf::GgufFile::open(o.model), o.compile);
   print_summary(m);
   fmt::print(stderr, "compile: writing {}{}\n", o.output, o.pack ? " (weights packed)" : "");
-  save_artifact(m, o.output, {o.pack});
+  std::optional<bool> checksum;
+  if (o.checksum_weights || o.no_checksum_weights) checksum = o.checksum_weights;
+  SaveInfo saved = save_artifact(m, o.output, {o.pack, checksum});
+  if (saved.weights_checksum)
+    fmt::print(stderr, "compile: weights checksum xxh64:{:016x} over {:.1f} MiB in {:.3f} s (verified at every load)\n",
+               *saved.weights_checksum, double(m.file.file_size()) / 1048576.0, saved.checksum_seconds);
   if (!o.dump_ir.empty()) fmt::print(stderr, "compile: IR after every pass in {}/<step>/NN-<pass>.vtcir\n", o.dump_ir);
   fmt::print(stderr, "compile: done in {:.2f} s (passes {:.2f} s)\n",
              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), m.seconds);
@@ -85,6 +92,11 @@ Runner add_compile(CLI::App& app) {
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   cmd->add_flag("--pack", o->pack, "Embed the GGUF in the artifact (default: refer to it by path, size and checksum)");
+  auto* checksum = cmd->add_flag("--checksum-weights", o->checksum_weights,
+                                 "Record a checksum (XXH64) of all the GGUF's bytes and verify it at every load, so a "
+                                 "different GGUF with the same header is refused (default: on with --pack, off otherwise)");
+  cmd->add_flag("--no-checksum-weights", o->no_checksum_weights, "Record no weights checksum, even with --pack")
+      ->excludes(checksum);
   cmd->add_flag("--no-fuse", o->no_fuse, "Skip the fusion passes");
   cmd->add_option("--dump-ir", o->dump_ir, "Write the IR after every pass to DIR/<step>/NN-<pass>.vtcir");
   cmd->add_option("--dump-pass", o->dump_pass, "Dump only after passes whose name matches this regex");
