@@ -24,49 +24,37 @@ namespace {
 
 using ir::Value;
 
-class Llama final : public Architecture {
+class Llama final : public DenseArchitecture {
  public:
-  Llama(const gguf::GgufFile& f, const BuildOptions& o) : h_(read_dense_hparams(f)), o_(o) {
+  Llama(const gguf::GgufFile& f, const BuildOptions& o) : DenseArchitecture(f, o) {
     if (f.get_int("llama.expert_count").value_or(0) > 0) n_expert_used_ = read_expert_hparams(f, "llama");
-  }
-  const DenseHparams& hparams() const { return h_; }
-
-  void declare_states(ir::Module& m) const override {
-    for (int64_t l = 0; l < h_.n_layer; ++l) declare_kv_state(m, o_, h_, l);
   }
 
   Value forward(StepGraph& g) const override {
     ir::Builder& b = g.b;
-    const ir::RopeOptions rope = rope_options(h_);
+    const ir::RopeOptions rope = rope_options(h);
     Value x = ir::Builder::named(b.embed(g.weight("token_embd"), g.ids), "x");
-    for (int64_t l = 0; l < h_.n_layer; ++l) {
-      Value h = g.norm(x, blk(l, "attn_norm"));
-      auto [q, k, v] = g.qkv(h, l);
+    for (int64_t l = 0; l < h.n_layer; ++l) {
+      Value cur = g.norm(x, blk(l, "attn_norm"));
+      auto [q, k, v] = g.qkv(cur, l);
       Value freqs = g.optional("rope_freqs");
       q = b.rope(q, g.pos, rope, freqs);
       k = b.rope(k, g.pos, rope, freqs);
-      Value a = b.reshape(g.attention(q, k, v, l), {g.n, h_.n_head * h_.head_dim});
+      Value a = b.reshape(g.attention(q, k, v, l), {g.n, h.n_head * h.head_dim});
       x = b.add(x, g.linear_bias(a, blk(l, "attn_output")));
-      h = g.norm(x, blk(l, "ffn_norm"));
-      Value ffn = n_expert_used_ > 0 ? g.moe_ffn(h, l, n_expert_used_) : g.swiglu_ffn(h, l, "", FfnTensors{.biases = true});
+      cur = g.norm(x, blk(l, "ffn_norm"));
+      Value ffn = n_expert_used_ > 0 ? g.moe_ffn(cur, l, n_expert_used_) : g.swiglu_ffn(cur, l, "", FfnTensors{.biases = true});
       x = ir::Builder::named(b.add(x, ffn), fmt::format("x{}", l));
     }
     return x;
   }
 
-  Value head(StepGraph& g, Value rows) const override { return g.output(g.norm(rows, "output_norm")); }
-
  private:
-  DenseHparams h_;
-  const BuildOptions& o_;
   int64_t n_expert_used_ = 0;
 };
 
 }  // namespace
 
-ir::Module build_llama(const gguf::GgufFile& f, const BuildOptions& o) {
-  const Llama arch(f, o);
-  return build_architecture(f, arch.hparams(), arch, o);
-}
+ir::Module build_llama(const gguf::GgufFile& f, const BuildOptions& o) { return build<Llama>(f, o); }
 
 }  // namespace vtc::arch

@@ -18,24 +18,19 @@ namespace {
 
 using ir::Value;
 
-class Qwen2 final : public Architecture {
+class Qwen2 final : public DenseArchitecture {
  public:
-  Qwen2(const gguf::GgufFile& f, const BuildOptions& o) : h_(read_dense_hparams(f)), o_(o) {}
-  const DenseHparams& hparams() const { return h_; }
-
-  void declare_states(ir::Module& m) const override {
-    for (int64_t l = 0; l < h_.n_layer; ++l) declare_kv_state(m, o_, h_, l);
-  }
+  using DenseArchitecture::DenseArchitecture;
 
   Value forward(StepGraph& g) const override {
     ir::Builder& b = g.b;
-    const ir::RopeOptions rope = rope_options(h_);
+    const ir::RopeOptions rope = rope_options(h);
     Value x = ir::Builder::named(b.embed(g.weight("token_embd"), g.ids), "x");
-    for (int64_t l = 0; l < h_.n_layer; ++l) {
-      Value h = g.norm(x, blk(l, "attn_norm"));
-      auto [q, k, v] = g.qkv(h, l);
+    for (int64_t l = 0; l < h.n_layer; ++l) {
+      Value cur = g.norm(x, blk(l, "attn_norm"));
+      auto [q, k, v] = g.qkv(cur, l);
       Value a = g.attention(b.rope(q, g.pos, rope), b.rope(k, g.pos, rope), v, l);
-      x = b.add(x, g.linear(b.reshape(a, {g.n, h_.n_head * h_.head_dim}), blk(l, "attn_output")));
+      x = b.add(x, g.linear(b.reshape(a, {g.n, h.n_head * h.head_dim}), blk(l, "attn_output")));
       Value ffn = g.swiglu_ffn(g.norm(x, blk(l, "ffn_norm")), l, "", FfnTensors{.scales = false});
       x = ir::Builder::named(b.add(x, ffn), fmt::format("x{}", l));
     }
@@ -45,17 +40,10 @@ class Qwen2 final : public Architecture {
   Value head(StepGraph& g, Value rows) const override {
     return g.output(g.norm(rows, "output_norm"), /*bias=*/true);
   }
-
- private:
-  DenseHparams h_;
-  const BuildOptions& o_;
 };
 
 }  // namespace
 
-ir::Module build_qwen2(const gguf::GgufFile& f, const BuildOptions& o) {
-  const Qwen2 arch(f, o);
-  return build_architecture(f, arch.hparams(), arch, o);
-}
+ir::Module build_qwen2(const gguf::GgufFile& f, const BuildOptions& o) { return build<Qwen2>(f, o); }
 
 }  // namespace vtc::arch

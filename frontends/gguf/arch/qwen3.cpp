@@ -23,49 +23,37 @@ namespace {
 
 using ir::Value;
 
-class Qwen3 final : public Architecture {
+class Qwen3 final : public DenseArchitecture {
  public:
-  Qwen3(const gguf::GgufFile& f, const BuildOptions& o) : h_(read_dense_hparams(f)), o_(o) {
-    if (h_.arch == "qwen3moe") n_expert_used_ = read_expert_hparams(f, h_.arch);
-  }
-  const DenseHparams& hparams() const { return h_; }
-
-  void declare_states(ir::Module& m) const override {
-    for (int64_t l = 0; l < h_.n_layer; ++l) declare_kv_state(m, o_, h_, l);
+  Qwen3(const gguf::GgufFile& f, const BuildOptions& o) : DenseArchitecture(f, o) {
+    if (h.arch == "qwen3moe") n_expert_used_ = read_expert_hparams(f, h.arch);
   }
 
   Value forward(StepGraph& g) const override {
     ir::Builder& b = g.b;
-    const ir::RopeOptions rope = rope_options(h_);
+    const ir::RopeOptions rope = rope_options(h);
     Value x = ir::Builder::named(b.embed(g.weight("token_embd"), g.ids), "x");
-    for (int64_t l = 0; l < h_.n_layer; ++l) {
-      Value h = g.norm(x, blk(l, "attn_norm"));
-      auto [q, k, v] = g.qkv(h, l);
+    for (int64_t l = 0; l < h.n_layer; ++l) {
+      Value cur = g.norm(x, blk(l, "attn_norm"));
+      auto [q, k, v] = g.qkv(cur, l);
       q = b.rope(g.norm(q, blk(l, "attn_q_norm")), g.pos, rope);
       k = b.rope(g.norm(k, blk(l, "attn_k_norm")), g.pos, rope);
-      Value a = b.reshape(g.attention(q, k, v, l), {g.n, h_.n_head * h_.head_dim});
+      Value a = b.reshape(g.attention(q, k, v, l), {g.n, h.n_head * h.head_dim});
       x = b.add(x, g.linear(a, blk(l, "attn_output")));
-      h = g.norm(x, blk(l, "ffn_norm"));
-      Value ffn = n_expert_used_ > 0 ? g.moe_ffn(h, l, n_expert_used_)
-                                     : g.swiglu_ffn(h, l);
+      cur = g.norm(x, blk(l, "ffn_norm"));
+      Value ffn = n_expert_used_ > 0 ? g.moe_ffn(cur, l, n_expert_used_)
+                                     : g.swiglu_ffn(cur, l);
       x = ir::Builder::named(b.add(x, ffn), fmt::format("x{}", l));
     }
     return x;
   }
 
-  Value head(StepGraph& g, Value rows) const override { return g.output(g.norm(rows, "output_norm")); }
-
  private:
-  DenseHparams h_;
-  const BuildOptions& o_;
   int64_t n_expert_used_ = 0;
 };
 
 }  // namespace
 
-ir::Module build_qwen3(const gguf::GgufFile& f, const BuildOptions& o) {
-  const Qwen3 arch(f, o);
-  return build_architecture(f, arch.hparams(), arch, o);
-}
+ir::Module build_qwen3(const gguf::GgufFile& f, const BuildOptions& o) { return build<Qwen3>(f, o); }
 
 }  // namespace vtc::arch

@@ -216,15 +216,14 @@ namespace {
 class Qwen35 final : public Architecture {
  public:
   Qwen35(const gguf::GgufFile& f, const BuildOptions& o)
-      : h_(read_dense_hparams(f)), d_(read_deltanet_hparams(f, h_)), o_(o), layers_(h_, d_) {}
-  const DenseHparams& hparams() const { return h_; }
+      : Architecture(f), d_(read_deltanet_hparams(f, h)), o_(o), layers_(h, d_) {}
 
   void declare_states(ir::Module& m) const override { layers_.declare_states(m, o_); }
 
   Value forward(StepGraph& g) const override {
     Builder& b = g.b;
     Value x = Builder::named(b.embed(g.weight("token_embd"), g.ids), "x");
-    for (int64_t l = 0; l < h_.n_layer; ++l) {
+    for (int64_t l = 0; l < h.n_layer; ++l) {
       x = b.add(x, layers_.mixer(g, g.norm(x, blk(l, "attn_norm")), l));
       Value ffn = layers_.ffn(g, g.norm(x, blk(l, "post_attention_norm")), l);
       x = Builder::named(b.add(x, ffn), fmt::format("x{}", l));
@@ -235,7 +234,6 @@ class Qwen35 final : public Architecture {
   Value head(StepGraph& g, Value rows) const override { return g.output(g.norm(rows, "output_norm")); }
 
  private:
-  DenseHparams h_;
   DeltaNetHparams d_;
   const BuildOptions& o_;
   HybridLayers layers_;
@@ -243,9 +241,6 @@ class Qwen35 final : public Architecture {
 
 }  // namespace
 
-ir::Module build_qwen35(const gguf::GgufFile& f, const BuildOptions& o) {
-  const Qwen35 arch(f, o);
-  return build_architecture(f, arch.hparams(), arch, o);
-}
+ir::Module build_qwen35(const gguf::GgufFile& f, const BuildOptions& o) { return build<Qwen35>(f, o); }
 
 }  // namespace vtc::arch

@@ -116,20 +116,18 @@ Qwen4ExpHparams read_qwen4exp_hparams(const gguf::GgufFile& f, const DenseHparam
 class Qwen4Exp final : public Architecture {
  public:
   Qwen4Exp(const gguf::GgufFile& f, const BuildOptions& o)
-      : h_(read_dense_hparams(f)), d_(read_deltanet_hparams(f, h_)), q_(read_qwen4exp_hparams(f, h_, d_)), o_(o),
-        layers_(h_, d_) {}
-  const DenseHparams& hparams() const { return h_; }
+      : Architecture(f), d_(read_deltanet_hparams(f, h)), q_(read_qwen4exp_hparams(f, h, d_)), o_(o), layers_(h, d_) {}
 
   void declare_states(ir::Module& m) const override {
     layers_.declare_states(m, o_);
     const Dim P = Dim::symbol("P"), S = Dim::symbol("S");
-    for (int64_t l = 0; l < h_.n_layer; ++l)
+    for (int64_t l = 0; l < h.n_layer; ++l)
       if (uses_indexer(l))
         m.add_state(fmt::format("idx.{}", l), ir::StateKind::Paged,
                     {o_.kv_type, {1, P, o_.kv_page_tokens, q_.indexer_dim}, ir::Placement::Device});
     if (q_.ple_layer < 0) return;
     m.add_state(fmt::format("ple_conv.{}", q_.ple_layer), ir::StateKind::Plain,
-                {ir::ElemType::F32, {S, (q_.ple_conv_kernel - 1) * q_.ngram.n, q_.hc * h_.n_embd}, ir::Placement::Device});
+                {ir::ElemType::F32, {S, (q_.ple_conv_kernel - 1) * q_.ngram.n, q_.hc * h.n_embd}, ir::Placement::Device});
     m.add_state("ngram_hist", ir::StateKind::Ring, {ir::ElemType::I64, {S, q_.ngram.n - 1}, ir::Placement::Device});
   }
 
@@ -137,7 +135,7 @@ class Qwen4Exp final : public Architecture {
     Value emb = g.b.embed(g.weight("token_embd"), g.ids);
     Value ple = q_.ple_layer >= 0 ? ple_embedding(g) : Value();
     Value res = Builder::named(streams(g, emb), "res");
-    for (int64_t l = 0; l < h_.n_layer; ++l) {
+    for (int64_t l = 0; l < h.n_layer; ++l) {
       if (l == q_.ple_layer) res = ple_block(g, res, ple, l);
       Mix m = mix(g, res, fmt::format("blk.{}.hc_attn_", l));
       Value out = layers_.recurrent(l) ? layers_.delta_net(g, m.mixed, l) : attention(g, m.mixed, l);
@@ -160,14 +158,14 @@ class Qwen4Exp final : public Architecture {
 
   // hc copies of x [n, D] side by side: [n, hc, D].
   Value streams(StepGraph& g, Value x, std::optional<Dim> rows = std::nullopt) const {
-    Value one = g.b.reshape(x, {rows.value_or(g.n), 1, h_.n_embd});
+    Value one = g.b.reshape(x, {rows.value_or(g.n), 1, h.n_embd});
     return g.b.concat(std::vector<Value>(size_t(q_.hc), one), 1);
   }
 
   // rms_norm of each stream of x [n, hc*D or hc, D] with the [hc*D] gain `weight`.
   Value grouped_norm(StepGraph& g, Value x, const std::string& weight, const Dim& n) const {
-    Value gain = g.b.reshape(g.weight(weight), {q_.hc, h_.n_embd});
-    return g.b.rms_norm(g.b.reshape(x, {n, q_.hc, h_.n_embd}), gain, h_.eps);
+    Value gain = g.b.reshape(g.weight(weight), {q_.hc, h.n_embd});
+    return g.b.rms_norm(g.b.reshape(x, {n, q_.hc, h.n_embd}), gain, h.eps);
   }
 
   struct Mix {
@@ -178,7 +176,7 @@ class Qwen4Exp final : public Architecture {
           std::optional<Dim> rows = std::nullopt) const {
     Builder& b = g.b;
     const Dim n = rows.value_or(g.n);
-    const int64_t hc = q_.hc, d = h_.n_embd;
+    const int64_t hc = q_.hc, d = h.n_embd;
     Value xn = b.reshape(grouped_norm(g, res, prefix + "norm", n), {n, hc * d});
     Value low = b.silu(b.scale(g.linear_plain(xn, prefix + "down"), 1.0 / double(hc)));
     Value gate = b.sigmoid(g.linear_plain(low, prefix + "up"));
@@ -204,14 +202,14 @@ class Qwen4Exp final : public Architecture {
     Value history = b.state_read("ngram_hist");
     Value rows = Builder::named(b.ngram_hash(g.ids, g.seq, history, q_.ngram), "ple_rows");
     b.state_write("ngram_hist", b.ngram_roll(history, g.ids, g.seq, q_.ngram.eos));
-    return b.reshape(b.embed(g.weight("per_layer_token_embd"), rows), {g.n, h_.n_embd});
+    return b.reshape(b.embed(g.weight("per_layer_token_embd"), rows), {g.n, h.n_embd});
   }
 
   Value ple_block(StepGraph& g, Value res, Value e, int64_t l) const {
     Builder& b = g.b;
     const Dim& n = g.n;
     const std::string blk = fmt::format("blk.{}.", l);
-    const int64_t hc = q_.hc, d = h_.n_embd;
+    const int64_t hc = q_.hc, d = h.n_embd;
     Value key = grouped_norm(g, g.linear_plain(e, blk + "ple_key"), blk + "ple_norm_key", n);
     Value query = grouped_norm(g, res, blk + "ple_norm_query", n);
     Value s = b.scale(b.sum(b.mul(key, query)), double(1.0f / std::sqrt(float(d))));
@@ -226,22 +224,21 @@ class Qwen4Exp final : public Architecture {
     return b.add(res, b.add(gated, b.reshape(conv, {n, hc, d})));
   }
 
-  Value attention(StepGraph& g, Value h, int64_t l) const {
-    if (!uses_indexer(l)) return layers_.gated_attention(g, h, l);
+  Value attention(StepGraph& g, Value x, int64_t l) const {
+    if (!uses_indexer(l)) return layers_.gated_attention(g, x, l);
     Builder& b = g.b;
     const std::string blk = fmt::format("blk.{}.indexer.", l);
     const HybridLayers::Rope rope = layers_.attention_rope(g);
-    Value q = b.reshape(g.linear_plain(h, blk + "q_proj"), {g.n, q_.indexer_heads, q_.indexer_dim});
+    Value q = b.reshape(g.linear_plain(x, blk + "q_proj"), {g.n, q_.indexer_heads, q_.indexer_dim});
     q = b.rope(g.norm(q, blk + "q_norm"), rope.pos, rope.options);
-    Value k = g.linear_plain(h, blk + "k_proj");
+    Value k = g.linear_plain(x, blk + "k_proj");
     ir::IndexerOptions o{.state = fmt::format("idx.{}", l), .ratio = q_.ratios[size_t(l)], .top_k = q_.indexer_top_k,
-                         .eps = h_.eps, .rope = rope.options};
+                         .eps = h.eps, .rope = rope.options};
     Value selected = Builder::named(b.indexer_select(q, k, g.weight(blk + "k_norm"), g.pos, g.seq, o),
                                     fmt::format("selected{}", l));
-    return layers_.gated_attention(g, h, l, selected);
+    return layers_.gated_attention(g, x, l, selected);
   }
 
-  DenseHparams h_;
   DeltaNetHparams d_;
   Qwen4ExpHparams q_;
   const BuildOptions& o_;
@@ -250,9 +247,6 @@ class Qwen4Exp final : public Architecture {
 
 }  // namespace
 
-ir::Module build_qwen4exp(const gguf::GgufFile& f, const BuildOptions& o) {
-  const Qwen4Exp arch(f, o);
-  return build_architecture(f, arch.hparams(), arch, o);
-}
+ir::Module build_qwen4exp(const gguf::GgufFile& f, const BuildOptions& o) { return build<Qwen4Exp>(f, o); }
 
 }  // namespace vtc::arch

@@ -146,8 +146,14 @@ TensorType i32(ir::Shape shape) { return {ElemType::I32, std::move(shape), ir::P
 
 }  // namespace
 
-ir::Module build_architecture(const gguf::GgufFile& f, const DenseHparams& h, const Architecture& arch,
-                              const BuildOptions& o) {
+void DenseArchitecture::declare_states(ir::Module& m) const {
+  for (int64_t l = 0; l < h.n_layer; ++l) declare_kv_state(m, o_, h, l);
+}
+
+Value DenseArchitecture::head(StepGraph& g, Value rows) const { return g.output(g.norm(rows, "output_norm")); }
+
+ir::Module build_architecture(const gguf::GgufFile& f, const Architecture& arch, const BuildOptions& o) {
+  const DenseHparams& h = arch.h;
   ir::Module m;
   std::vector<std::string> deferred;
   arch.declare_states(m);

@@ -103,22 +103,44 @@ class StepGraph {
 };
 
 // An architecture, as the reference's llama_model_<arch>::graph: its
-// states, then one straight-line function for the embedding and every
-// layer (the residual stream [n, ...] of the step's tokens) and one for the
-// head (the residual rows [rows, ...] to logits [rows, n_vocab]).
+// hparams and states, then one straight-line function for the embedding
+// and every layer (the residual stream [n, ...] of the step's tokens) and
+// one for the head (the residual rows [rows, ...] to logits [rows, n_vocab]).
 class Architecture {
  public:
+  explicit Architecture(const gguf::GgufFile& f) : h(read_dense_hparams(f)) {}
   virtual ~Architecture() = default;
   virtual void declare_states(ir::Module& m) const = 0;
   virtual ir::Value forward(StepGraph& g) const = 0;
   virtual ir::Value head(StepGraph& g, ir::Value rows) const = 0;
+
+  const DenseHparams h;
 };
 
 // Builds @prefill (the logits of the rows %rows lists) and @decode (ids
 // from @last_ids, one row per sequence) of `arch`, declares @last_ids,
 // then checks the tensor accounting (throws listing unknown tensors).
-ir::Module build_architecture(const gguf::GgufFile& f, const DenseHparams& h, const Architecture& arch,
-                              const BuildOptions& o);
+ir::Module build_architecture(const gguf::GgufFile& f, const Architecture& arch, const BuildOptions& o);
+
+// The module of architecture A, constructed from the file and the options.
+template <class A>
+ir::Module build(const gguf::GgufFile& f, const BuildOptions& o) {
+  const A arch(f, o);
+  return build_architecture(f, arch, o);
+}
+
+// The dense transformers (llama, qwen2, qwen3): every layer is full
+// attention over @kv.l, and the head is rms_norm(output_norm) then the
+// output matrix (token_embd when tied) with its scale.
+class DenseArchitecture : public Architecture {
+ public:
+  DenseArchitecture(const gguf::GgufFile& f, const BuildOptions& o) : Architecture(f), o_(o) {}
+  void declare_states(ir::Module& m) const override;
+  ir::Value head(StepGraph& g, ir::Value rows) const override;
+
+ protected:
+  const BuildOptions& o_;
+};
 
 // The KV state @kv.l of a full-attention layer.
 void declare_kv_state(ir::Module& m, const BuildOptions& o, const DenseHparams& h, int64_t l);
