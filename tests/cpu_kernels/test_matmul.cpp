@@ -207,8 +207,9 @@ TEST_CASE("matmul: scalar and AVX2 agree", "[matmul][isa]") {
     const double e = nmse(yv, ys);
     INFO(fmt::format("{}: nmse avx2 vs scalar {:.3g}", ggml_type_name(t), e));
     CHECK(e < 1e-11);
-    // Super-block types share the float expression on both ISAs: bit-identical.
-    if (is_k_type(t)) CHECK(bitwise_equal(ys, yv));
+    // Super-block types: same integer sums; the AVX2 kernels combine them in
+    // ggml's x86 lane order (test_kquant_order.cpp), the scalar ones once per
+    // super-block, so they agree up to float reassociation only.
   }
 }
 

@@ -3,8 +3,10 @@
 // Compiled with -mavx2 -mfma -mf16c and called only after run-time
 // detection. Everything here is in an anonymous namespace and only standard
 // C headers are included, so no AVX2 code can leak into shared inline
-// functions (see internal.h). Same integer arithmetic as quant_scalar.cpp;
-// the K-quant and IQ4_XS kernels also share its float expression.
+// functions (see internal.h). Same integer arithmetic as quant_scalar.cpp.
+// The K-quant and IQ4_XS kernels combine their integer lane sums in ggml's
+// x86 float order (see "super-block float order" below), which
+// quant_scalar.cpp does not.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -282,19 +284,55 @@ float dot_iq4_nl(int64_t n, const void* vw, const void* vx) {
 }
 
 // ----- dot products: 256-value super-blocks with q8_K -----------------------
+//
+// Super-block float order. ggml's x86 K-quant and IQ4_XS vec_dot kernels
+// (arch/x86/quants.c, the __AVX2__ branch, which every AVX2 and AVX-512
+// CPU build of the reference runs; there is no AVX-512 variant) keep the
+// integer sums of a super-block in 8 int32 lanes, lane l holding bytes
+// 4l..4l+3 of each 32-byte chunk, and never reduce them to one integer:
+//   acc = fma(d, float(lane sums), acc)       8 float lanes, per super-block
+//   result = hsum8(acc) = ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))
+// The mins (Q2_K, Q4_K, Q5_K) and Q6_K's +32 offset enter per lane too:
+//   Q2_K  acc = fma(dmin, float(madd(mins, bsums)), acc), before the codes;
+//   Q6_K  lane sums minus 32 * madd(scales, bsums), one vector;
+//   Q4_K  a second, 4-lane accumulator acc_m = fma(dmin, float(madd(mins,
+//         bsum pairs)), acc_m), reduced (l0+l2)+(l1+l3) and added last;
+//   Q5_K  a float summs = fma(dmin, float(sum of mins * bsums), summs)
+//         (ggml's C, contracted by the compiler), added last.
+// d = q8_K d * f16 d and dmin = -(q8_K d * f16 dmin), each rounded once.
+// The lane sums are exact, so only their lane layout matters; the kernels
+// below lay out their bytes as ggml does. (IQ4_XS: the reference runs this
+// only for batches under 8 tokens; larger ones go through its IQ panel GEMM,
+// not reproduced; docs/numerics-parity.md.)
+inline __m256 fmadd_lanes(float d, __m256i lanes, __m256 acc) {
+  return _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes), acc);
+}
+// ggml's 4-lane mins term: lane k = m[2k]*(bs[4k]+bs[4k+1]) + m[2k+1]*(bs[4k+2]+bs[4k+3]).
+inline __m128i k4_mins_lanes(__m128i mins16, const int16_t* bsums) {
+  const __m128i pairs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bsums)),
+                                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(bsums + 8)));
+  return _mm_madd_epi16(mins16, pairs);
+}
+inline float hsum4_ps(__m128 v) {
+  v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+  v = _mm_add_ss(v, _mm_movehdup_ps(v));
+  return _mm_cvtss_f32(v);
+}
 
 float dot_q2_k(int64_t n, const void* vw, const void* vx) {
   const auto* w = static_cast<const BlockQ2_K*>(vw);
   const auto* x = static_cast<const BlockQ8_K*>(vx);
   const __m256i m3 = _mm256_set1_epi8(3);
-  float sum = 0.0f;
+  __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 256; ++b) {
     const BlockQ2_K& wb = w[b];
     const BlockQ8_K& xb = x[b];
-    // Mins: sum over sub-blocks of min * bsum, 16 int16 lanes.
+    const float d = xb.d * h2f(wb.d);
+    const float dmin = -(xb.d * h2f(wb.dmin));
+    // Mins: min * bsum per sub-block, pairs summed into 8 lanes.
     const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales));
     const __m256i mins = _mm256_cvtepu8_epi16(_mm_srli_epi16(_mm_and_si128(sc, _mm_set1_epi8(static_cast<char>(0xf0))), 4));
-    const int summ = hsum_epi32(_mm256_madd_epi16(mins, loadu(xb.bsums)));
+    acc = fmadd_lanes(dmin, _mm256_madd_epi16(mins, loadu(xb.bsums)), acc);
     __m256i isum = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
       const __m256i q = loadu(wb.qs + 32 * h);
@@ -305,11 +343,9 @@ float dot_q2_k(int64_t n, const void* vw, const void* vx) {
         isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scales2(wb.scales[s] & 0xf, wb.scales[s + 1] & 0xf)));
       }
     }
-    const float d = xb.d * h2f(wb.d);
-    const float dmin = xb.d * h2f(wb.dmin);
-    sum += d * static_cast<float>(hsum_epi32(isum)) - dmin * static_cast<float>(summ);
+    acc = fmadd_lanes(d, isum, acc);
   }
-  return sum;
+  return hsum_ps(acc);
 }
 
 float dot_q3_k(int64_t n, const void* vw, const void* vx) {
@@ -317,7 +353,7 @@ float dot_q3_k(int64_t n, const void* vw, const void* vx) {
   const auto* x = static_cast<const BlockQ8_K*>(vx);
   const __m256i m3 = _mm256_set1_epi8(3);
   const __m256i one = _mm256_set1_epi8(1);
-  float sum = 0.0f;
+  __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 256; ++b) {
     const BlockQ3_K& wb = w[b];
     const BlockQ8_K& xb = x[b];
@@ -337,10 +373,9 @@ float dot_q3_k(int64_t n, const void* vw, const void* vx) {
         isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scales2(scale[s], scale[s + 1])));
       }
     }
-    const float d = xb.d * h2f(wb.d);
-    sum += d * static_cast<float>(hsum_epi32(isum));
+    acc = fmadd_lanes(xb.d * h2f(wb.d), isum, acc);
   }
-  return sum;
+  return hsum_ps(acc);
 }
 
 template <bool kFive>
@@ -350,15 +385,26 @@ float dot_q45_k(int64_t n, const void* vw, const void* vx) {
   const auto* x = static_cast<const BlockQ8_K*>(vx);
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const __m256i one = _mm256_set1_epi8(1);
-  float sum = 0.0f;
+  __m256 acc = _mm256_setzero_ps();
+  __m128 acc_m = _mm_setzero_ps();  // Q4_K
+  float summs = 0.0f;               // Q5_K
   for (int64_t b = 0; b < n / 256; ++b) {
     const Block& wb = w[b];
     const BlockQ8_K& xb = x[b];
+    const float d = xb.d * h2f(wb.d);
+    const float dmin = -(xb.d * h2f(wb.dmin));
     uint8_t sm[16];
     unpack_k4_scales(wb.scales, sm);
-    // Mins times bsums: bsums pairs summed by madd against the mins repeated.
-    int summ = 0;
-    for (int s = 0; s < 8; ++s) summ += sm[8 + s] * (xb.bsums[2 * s] + xb.bsums[2 * s + 1]);
+    // Mins times bsum pairs, 4 lanes.
+    const __m128i mins = k4_mins_lanes(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 8))),
+                                       xb.bsums);
+    if constexpr (kFive) {
+      const __m128i t = _mm_add_epi32(mins, _mm_shuffle_epi32(mins, _MM_SHUFFLE(1, 0, 3, 2)));
+      const int summ = _mm_cvtsi128_si32(_mm_add_epi32(t, _mm_shuffle_epi32(t, _MM_SHUFFLE(2, 3, 0, 1))));
+      summs = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(dmin), _mm_set_ss(static_cast<float>(summ)), _mm_set_ss(summs)));
+    } else {
+      acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(mins), acc_m);
+    }
     __m256i isum = _mm256_setzero_si256();
     __m256i qh;
     if constexpr (kFive) qh = loadu(wb.qh);
@@ -375,11 +421,10 @@ float dot_q45_k(int64_t n, const void* vw, const void* vx) {
       isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p_lo, _mm256_set1_epi16(sm[2 * j])));
       isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p_hi, _mm256_set1_epi16(sm[2 * j + 1])));
     }
-    const float d = xb.d * h2f(wb.d);
-    const float dmin = xb.d * h2f(wb.dmin);
-    sum += d * static_cast<float>(hsum_epi32(isum)) - dmin * static_cast<float>(summ);
+    acc = fmadd_lanes(d, isum, acc);
   }
-  return sum;
+  if constexpr (kFive) return hsum_ps(acc) + summs;
+  return hsum_ps(acc) + hsum4_ps(acc_m);
 }
 
 // Q4_K, 4 rows at once (see Dot4Fn). Integer sums as dot_q45_k (exact, so
@@ -410,7 +455,9 @@ void dot4_q4_k(int64_t n, const void* vw, int64_t stride, const void* vx, float*
     w[r] = reinterpret_cast<const BlockQ4_K*>(static_cast<const uint8_t*>(vw) + r * stride);
   const auto* x = static_cast<const BlockQ8_K*>(vx);
   const __m256i m4 = _mm256_set1_epi8(0x0f);
-  float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  __m256 acc[4];
+  __m128 acc_m[4];
+  for (int r = 0; r < 4; ++r) acc[r] = _mm256_setzero_ps(), acc_m[r] = _mm_setzero_ps();
   for (int64_t b = 0; b < n / 256; ++b) {
     for (int r = 0; r < 4; ++r) {
       const char* p = reinterpret_cast<const char*>(w[r] + b) + kPrefetchBytes;
@@ -422,15 +469,12 @@ void dot4_q4_k(int64_t n, const void* vw, int64_t stride, const void* vx, float*
     const __m128i bpairs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.bsums)),
                                           _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.bsums + 8)));
     __m256i sc[4];
-    int summ[4];
     __m256i isum[4];
     for (int r = 0; r < 4; ++r) {
       __m128i mins;
       sc[r] = k4_scales_x2(w[r][b].scales, mins);
-      const __m128i pm = _mm_madd_epi16(mins, bpairs);
-      __m128i s = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, _MM_SHUFFLE(1, 0, 3, 2)));
-      s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
-      summ[r] = _mm_cvtsi128_si32(s);
+      const float dmin = -(xb.d * h2f(w[r][b].dmin));
+      acc_m[r] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(_mm_madd_epi16(mins, bpairs)), acc_m[r]);
       isum[r] = _mm256_setzero_si256();
     }
     for (int j = 0; j < 4; ++j) {
@@ -446,13 +490,9 @@ void dot4_q4_k(int64_t n, const void* vw, int64_t stride, const void* vx, float*
         isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(p_lo, p_hi));
       }
     }
-    for (int r = 0; r < 4; ++r) {
-      const float d = xb.d * h2f(w[r][b].d);
-      const float dmin = xb.d * h2f(w[r][b].dmin);
-      sum[r] += d * static_cast<float>(hsum_epi32(isum[r])) - dmin * static_cast<float>(summ[r]);
-    }
+    for (int r = 0; r < 4; ++r) acc[r] = fmadd_lanes(xb.d * h2f(w[r][b].d), isum[r], acc[r]);
   }
-  for (int r = 0; r < 4; ++r) y[r] = sum[r];
+  for (int r = 0; r < 4; ++r) y[r] = hsum_ps(acc[r]) + hsum4_ps(acc_m[r]);
 }
 
 float dot_q6_k(int64_t n, const void* vw, const void* vx) {
@@ -460,13 +500,13 @@ float dot_q6_k(int64_t n, const void* vw, const void* vx) {
   const auto* x = static_cast<const BlockQ8_K*>(vx);
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const __m256i m3 = _mm256_set1_epi8(3);
-  float sum = 0.0f;
+  __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 256; ++b) {
     const BlockQ6_K& wb = w[b];
     const BlockQ8_K& xb = x[b];
-    // The +32 offset of the codes: 32 * sum over sub-blocks of scale * bsum.
+    // The +32 offset of the codes: 32 * scale * bsum, sub-block pairs in 8 lanes.
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales)));
-    const int offset = hsum_epi32(_mm256_madd_epi16(sc16, loadu(xb.bsums)));
+    const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(sc16, loadu(xb.bsums)), 5);
     __m256i isum = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
       const __m256i ql0 = loadu(wb.ql + 64 * h);
@@ -486,10 +526,9 @@ float dot_q6_k(int64_t n, const void* vw, const void* vx) {
         isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scales2(wb.scales[s], wb.scales[s + 1])));
       }
     }
-    const float d = xb.d * h2f(wb.d);
-    sum += d * static_cast<float>(hsum_epi32(isum) - 32 * offset);
+    acc = fmadd_lanes(xb.d * h2f(wb.d), _mm256_sub_epi32(isum, offset), acc);
   }
-  return sum;
+  return hsum_ps(acc);
 }
 
 // Q6_K, 4 rows at once (see Dot4Fn): dot_q6_k's integer sums and float
@@ -501,7 +540,8 @@ void dot4_q6_k(int64_t n, const void* vw, int64_t stride, const void* vx, float*
   const auto* x = static_cast<const BlockQ8_K*>(vx);
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const __m256i m3 = _mm256_set1_epi8(3);
-  float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  __m256 acc[4];
+  for (int r = 0; r < 4; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 256; ++b) {
     for (int r = 0; r < 4; ++r) {
       const char* p = reinterpret_cast<const char*>(w[r] + b) + kPrefetchBytes;
@@ -512,11 +552,11 @@ void dot4_q6_k(int64_t n, const void* vw, int64_t stride, const void* vx, float*
     }
     const BlockQ8_K& xb = x[b];
     const __m256i bsums = loadu(xb.bsums);
-    int offset[4];
+    __m256i offset[4];
     __m256i isum[4];
     for (int r = 0; r < 4; ++r) {
       const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[r][b].scales)));
-      offset[r] = hsum_epi32(_mm256_madd_epi16(sc16, bsums));
+      offset[r] = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bsums), 5);
       isum[r] = _mm256_setzero_si256();
     }
     for (int h = 0; h < 2; ++h) {
@@ -540,19 +580,17 @@ void dot4_q6_k(int64_t n, const void* vw, int64_t stride, const void* vx, float*
         }
       }
     }
-    for (int r = 0; r < 4; ++r) {
-      const float d = xb.d * h2f(w[r][b].d);
-      sum[r] += d * static_cast<float>(hsum_epi32(isum[r]) - 32 * offset[r]);
-    }
+    for (int r = 0; r < 4; ++r)
+      acc[r] = fmadd_lanes(xb.d * h2f(w[r][b].d), _mm256_sub_epi32(isum[r], offset[r]), acc[r]);
   }
-  for (int r = 0; r < 4; ++r) y[r] = sum[r];
+  for (int r = 0; r < 4; ++r) y[r] = hsum_ps(acc[r]);
 }
 
 float dot_iq4_xs(int64_t n, const void* vw, const void* vx) {
   const auto* w = static_cast<const BlockIQ4_XS*>(vw);
   const auto* x = static_cast<const BlockQ8_K*>(vx);
   const __m256i table = iq4_table();
-  float sum = 0.0f;
+  __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 256; ++b) {
     const BlockIQ4_XS& wb = w[b];
     const BlockQ8_K& xb = x[b];
@@ -564,10 +602,9 @@ float dot_iq4_xs(int64_t n, const void* vw, const void* vx) {
       const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(y, q));
       isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_set1_epi16(static_cast<int16_t>(ls))));
     }
-    const float d = h2f(wb.d) * xb.d;
-    sum += d * static_cast<float>(hsum_epi32(isum));
+    acc = fmadd_lanes(h2f(wb.d) * xb.d, isum, acc);
   }
-  return sum;
+  return hsum_ps(acc);
 }
 
 }  // namespace
