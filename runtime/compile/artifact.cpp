@@ -31,6 +31,7 @@ using nlohmann::json;
 constexpr char kMagic[8] = {'V', 'T', 'C', 'A', 'R', 'T', 'F', '\0'};
 constexpr uint64_t kHeaderBytes = 24;
 constexpr uint64_t kPackAlignment = 4096;
+constexpr uint64_t kMaxManifestBytes = uint64_t(1) << 30;
 
 std::string hex64(uint64_t v) { return fmt::format("{:016x}", v); }
 
@@ -58,6 +59,15 @@ class FieldError : public Error {
   throw FieldError(fmt::format("{} {}", field, what));
 }
 
+// A value for a message: a scalar as written (shortened), else its type;
+// never a recursive dump of untrusted nesting.
+std::string shown(const json& v) {
+  if (!v.is_primitive()) return std::string("a JSON ") + v.type_name();
+  std::string text = v.dump();
+  if (text.size() > 64) text = text.substr(0, 61) + "...";
+  return text;
+}
+
 const json& member(const json& j, const char* key, const std::string& field) {
   if (!j.is_object()) bad_field(field, "must be a JSON object");
   auto it = j.find(key);
@@ -67,26 +77,26 @@ const json& member(const json& j, const char* key, const std::string& field) {
 
 uint64_t get_u64(const json& j, const char* key, const std::string& field) {
   const json& v = member(j, key, field);
-  if (!v.is_number_unsigned()) bad_field(field + "." + key, fmt::format("must be a non-negative integer, got {}", v.dump()));
+  if (!v.is_number_unsigned()) bad_field(field + "." + key, fmt::format("must be a non-negative integer, got {}", shown(v)));
   return v.get<uint64_t>();
 }
 
 int64_t get_i64(const json& j, const char* key, const std::string& field) {
   const json& v = member(j, key, field);
   if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)))
-    bad_field(field + "." + key, fmt::format("must be an integer, got {}", v.dump()));
+    bad_field(field + "." + key, fmt::format("must be an integer, got {}", shown(v)));
   return v.get<int64_t>();
 }
 
 std::string get_str(const json& j, const char* key, const std::string& field) {
   const json& v = member(j, key, field);
-  if (!v.is_string()) bad_field(field + "." + key, fmt::format("must be a string, got {}", v.dump()));
+  if (!v.is_string()) bad_field(field + "." + key, fmt::format("must be a string, got {}", shown(v)));
   return v.get<std::string>();
 }
 
 bool get_bool(const json& j, const char* key, const std::string& field) {
   const json& v = member(j, key, field);
-  if (!v.is_boolean()) bad_field(field + "." + key, fmt::format("must be true or false, got {}", v.dump()));
+  if (!v.is_boolean()) bad_field(field + "." + key, fmt::format("must be true or false, got {}", shown(v)));
   return v.get<bool>();
 }
 
@@ -335,6 +345,9 @@ json read_manifest(const std::string& path) {
   if (zero != 0) throw Error(fmt::format("{}: bytes 12..15 of the header must be zero, got {}", path, zero));
   in.seekg(0, std::ios::end);
   const uint64_t size = static_cast<uint64_t>(in.tellg());
+  if (length > kMaxManifestBytes)
+    throw Error(fmt::format("{}: manifest length {} at byte 16 is beyond the limit of {} bytes", path, length,
+                            kMaxManifestBytes));
   if (length > size - kHeaderBytes)
     throw Error(fmt::format("{}: manifest length {} at byte 16 runs past the end of the file ({} bytes)", path, length, size));
   std::string text(length, '\0');
@@ -523,7 +536,7 @@ void validate_states(const ir::Module& m) {
 
 CompiledModel load_manifest(const std::string& path, const json& manifest) {
   if (get_u64(manifest, "format_version", "manifest") != kArtifactFormat)
-    bad("format_version", fmt::format("is {} but the header says {}", manifest.at("format_version").dump(), kArtifactFormat));
+    bad("format_version", fmt::format("is {} but the header says {}", shown(manifest.at("format_version")), kArtifactFormat));
   const std::string target = get_str(manifest, "target", "manifest");
   if (target != "cpu" && target != "cuda") bad("target", fmt::format("must be cpu or cuda, got '{}'", target));
   const json& report = member(manifest, "report", "manifest");
