@@ -24,6 +24,7 @@
 #include "runtime/cpu/kernels/kernels.h"
 #include "runtime/cpu/session.h"
 #include "tests/e2e/e2e_fixtures.h"
+#include "tests/e2e/logits_run.h"
 #include "tests/reference_tolerances.h"
 #include "tests/test_process.h"
 
@@ -31,12 +32,9 @@ using namespace vtc;
 
 namespace {
 
-struct Run {
-  std::vector<std::vector<float>> logits;  // one row per prompt position
-  std::vector<int32_t> greedy;             // 16 tokens
-};
-
-constexpr int kDecode = 16;
+using Run = test::LogitsRun;
+using test::argmax_of;
+using test::kDecode;
 
 constexpr int32_t kQwenEos = 151643;  // <|endoftext|> of the generated models' vocab
 
@@ -50,32 +48,11 @@ std::vector<int32_t> long_prompt(const std::string& arch) {
 }
 
 Run reference(const std::string& model, const std::vector<int32_t>& prompt, bool repack) {
-  auto out = test::run_capture(fmt::format("{} logits {} --ubatch 24 --tokens {} --n-predict {}{}", VTC_REF_TOOL, model,
-                                           fmt::join(prompt, ","), kDecode, repack ? "" : " --no-repack"));
-  auto j = nlohmann::json::parse(out);
-  return {j.at("logits").get<std::vector<std::vector<float>>>(), j.at("greedy").get<std::vector<int32_t>>()};
+  return test::reference_run(model, prompt, repack, "--ubatch 24");
 }
 
-int32_t argmax_of(const std::vector<float>& row) { return int32_t(cpu::argmax(row.data(), int64_t(row.size()))); }
-
-// Prefill in the given chunk sizes (summing to the prompt), then greedy decode.
 Run run_vtc(const std::string& model, const std::vector<int32_t>& prompt, const std::vector<size_t>& chunks) {
-  cpu::Session s(model, {.threads = 2, .n_ctx = 256});
-  Run r;
-  size_t at = 0;
-  for (size_t n : chunks) {
-    cpu::HostTensor logits = s.prefill(0, std::span(prompt).subspan(at, n), int32_t(at), true);
-    for (size_t i = 0; i < n; ++i) r.logits.push_back(logits.row(int64_t(i)));
-    at += n;
-  }
-  REQUIRE(at == prompt.size());
-  r.greedy.push_back(argmax_of(r.logits.back()));
-  for (int i = 1; i < kDecode; ++i) {
-    const int32_t pos = int32_t(prompt.size()) + i - 1;
-    auto next = s.decode(std::vector<int32_t>{0}, std::vector<int32_t>{r.greedy.back()}, std::vector<int32_t>{pos});
-    r.greedy.push_back(argmax_of(next.row(0)));
-  }
-  return r;
+  return test::vtc_run(model, prompt, chunks);
 }
 
 double worst_rel_l2(const Run& a, const Run& ref) {

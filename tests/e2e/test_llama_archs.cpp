@@ -19,22 +19,22 @@
 // - refusal: one tensor renamed to a name no engine knows is refused by vtc
 //   (vtc::Error naming it) and by the reference (vtc-ref exits non-zero).
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
-
-#include "frontends/gguf/arch/arch.h"
-#include <fmt/format.h>
 
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "frontends/gguf/arch/arch.h"
 #include "frontends/gguf/gguf.h"
 #include "runtime/cpu/kernels/kernels.h"
 #include "runtime/cpu/session.h"
 #include "support/error.h"
 #include "tests/e2e/llama_archs.h"
+#include "tests/e2e/logits_run.h"
 #include "tests/reference_tolerances.h"
 #include "tests/test_process.h"
 
@@ -45,40 +45,17 @@ namespace {
 
 constexpr uint64_t kSeeds[] = {1, 2, 3};
 constexpr size_t kPromptTokens = 12;
-constexpr int kDecode = 16;
 constexpr double kSensitivity = 10 * test::kLogitsRelL2Tolerance;
 
-struct Run {
-  std::vector<std::vector<float>> logits;  // one row per prompt position
-  std::vector<int32_t> greedy;             // kDecode tokens, the first from the prompt's last row
-};
+using Run = test::LogitsRun;
+using test::argmax_of;
+using test::kDecode;
 
 Run reference(const std::string& model, const std::vector<int32_t>& prompt, bool repack) {
-  auto out = test::run_capture(fmt::format("{} logits {} --threads 1 --tokens {} --n-predict {}{}", VTC_REF_TOOL, model,
-                                           fmt::join(prompt, ","), kDecode, repack ? "" : " --no-repack"));
-  auto j = nlohmann::json::parse(out);
-  Run r{j.at("logits").get<std::vector<std::vector<float>>>(), j.at("greedy").get<std::vector<int32_t>>()};
-  INFO(model);
-  REQUIRE(j.at("all_finite").get<bool>());
-  REQUIRE(r.logits.size() == prompt.size());
-  return r;
+  return test::reference_run(model, prompt, repack, "--threads 1");
 }
 
-int32_t argmax_of(const std::vector<float>& row) { return int32_t(cpu::argmax(row.data(), int64_t(row.size()))); }
-
-Run run_vtc(const std::string& model, const std::vector<int32_t>& prompt) {
-  cpu::Session s(model, {.threads = 2, .n_ctx = 256});
-  Run r;
-  cpu::HostTensor logits = s.prefill(0, prompt, 0, true);
-  for (size_t i = 0; i < prompt.size(); ++i) r.logits.push_back(logits.row(int64_t(i)));
-  r.greedy.push_back(argmax_of(r.logits.back()));
-  for (int i = 1; i < kDecode; ++i) {
-    const int32_t pos = int32_t(prompt.size()) + i - 1;
-    auto next = s.decode(std::vector<int32_t>{0}, std::vector<int32_t>{r.greedy.back()}, std::vector<int32_t>{pos});
-    r.greedy.push_back(argmax_of(next.row(0)));
-  }
-  return r;
-}
+Run run_vtc(const std::string& model, const std::vector<int32_t>& prompt) { return test::vtc_run(model, prompt); }
 
 std::vector<double> rel_l2_per_position(const Run& a, const Run& ref) {
   REQUIRE(a.logits.size() == ref.logits.size());
