@@ -246,7 +246,7 @@ TEST_CASE("curl drives vtc serve, streaming included", "[serve][http][curl][refe
   CHECK(out.find("chat.completion.chunk") != std::string::npos);
   CHECK(out.find("data: [DONE]") != std::string::npos);
   const std::string code = test::run_capture(fmt::format(
-      "curl -s -o /dev/null -w '%{{http_code}}' {}/v1/completions -d '{{\"prompt\": \"hi\", \"max_tokens\": -1}}'", s.url()));
+      "curl -s -o /dev/null -w '%{{http_code}}' {}/v1/completions -H 'Content-Type: application/json' -d '{{\"prompt\": \"hi\", \"max_tokens\": -1}}'", s.url()));
   CHECK(code == "400");
   CHECK(s.stop(SIGTERM, 20s) == 0);
 }
