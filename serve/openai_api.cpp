@@ -13,12 +13,78 @@
 namespace vtc::serve {
 
 using nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Length of the well-formed UTF-8 sequence at s[i] (Unicode 15, table 3-7),
+// 0 when there is none.
+size_t utf8_at(std::string_view s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  if (c < 0x80) return 1;
+  size_t n;
+  unsigned char lo = 0x80, hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) n = 2;
+  else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;  // no surrogates
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;  // at most U+10FFFF
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) return 0;
+  if (b(i + 1) < lo || b(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k)
+    if (b(i + k) < 0x80 || b(i + k) > 0xBF) return 0;
+  return n;
+}
+
+}  // namespace
+
+bool is_valid_utf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = utf8_at(s, i);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+std::string valid_utf8(std::string_view s) {
+  if (is_valid_utf8(s)) return std::string(s);
+  std::string out;
+  out.reserve(s.size() + 8);
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = utf8_at(s, i);
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    } else {
+      out.append(s, i, n);
+      i += n;
+    }
+  }
+  return out;
+}
+
+json bytes_json(std::string_view s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(int(c));
+  return b;
+}
+
+std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 json error_body(const std::string& message, const std::string& type, const std::string& param, const std::string& code) {
   return {{"error",
-           {{"message", message},
+           {{"message", valid_utf8(message)},
             {"type", type},
-            {"param", param.empty() ? json(nullptr) : json(param)},
+            {"param", param.empty() ? json(nullptr) : json(valid_utf8(param))},
             {"code", code.empty() ? json(nullptr) : json(code)}}}};
 }
 
@@ -148,7 +214,8 @@ std::vector<int32_t> completion_prompt(const json& body, const Engine& engine) {
 std::string message_content(const json& m, size_t i) {
   const std::string name = fmt::format("messages[{}].content", i);
   auto it = m.find("content");
-  if (it == m.end() || it->is_null()) return {};
+  // OpenAI allows a null content only beside tool calls, which vtc has not.
+  if (it == m.end() || it->is_null()) bad(name, fmt::format("'{}' is required", name));
   if (it->is_string()) return it->get<std::string>();
   expect(*it, it->is_array(), name, "a string or an array of text parts");
   std::string text;
@@ -169,6 +236,10 @@ std::vector<int32_t> chat_prompt(const json& body, const Engine& engine, const s
     const json& m = (*v)[i];
     const std::string name = fmt::format("messages[{}]", i);
     expect(m, m.is_object(), name, "an object");
+    for (const auto& [key, value] : m.items())
+      if (key != "role" && key != "content" && key != "name")
+        bad(name + "." + key, fmt::format("Unrecognized request argument supplied: {}.{}", name, key));
+    if (const json* n = field(m, "name")) expect(*n, n->is_string(), name + ".name", "a string");
     auto role = m.find("role");
     if (role == m.end() || !role->is_string()) bad(name + ".role", fmt::format("'{}.role' must be a string", name));
     std::string r = role->get<std::string>();
@@ -191,13 +262,17 @@ SamplingParams sampling_of(const json& body, int64_t n_ctx) {
   s.frequency_penalty = float(get_number(body, "frequency_penalty", -2, 2).value_or(0.0));
   s.repeat_penalty = float(get_number(body, "repeat_penalty", 0, 10).value_or(1.0));
   s.penalty_last_n = int32_t(n_ctx);  // every generated token, as OpenAI's penalties
-  if (auto seed = get_int(body, "seed", INT64_MIN, INT64_MAX)) {
-    s.seed = uint64_t(*seed);
+  // Every 64-bit seed is used as given (seed_exact: 4294967295 is not
+  // vtc run's "random"); -2^63 .. 2^64-1, a negative one modulo 2^64.
+  s.seed_exact = true;
+  if (const json* v = field(body, "seed")) {
+    expect(*v, v->is_number_integer() || v->is_number_unsigned(), "seed", "an integer");
+    s.seed = v->is_number_unsigned() ? v->get<uint64_t>() : uint64_t(v->get<int64_t>());
   } else {
     static std::mutex mu;
     static std::random_device rd;
     std::lock_guard<std::mutex> lock(mu);
-    s.seed = (uint64_t(rd()) << 32 | rd()) & 0x7FFFFFFFFFFFFFFFull;  // never the "random" sentinel
+    s.seed = uint64_t(rd()) << 32 | rd();
   }
   return s;
 }
@@ -255,26 +330,30 @@ CompletionRequest parse_completion(const json& body, bool chat, const Engine& en
 
 namespace {
 
-// How logprobs name a token: its text, or, for a model without a
-// vocabulary, its id in decimal (every piece is "", and top_logprobs is an
-// object keyed by this name).
+// How completions logprobs name a token (the legacy format has no `bytes`):
+// its text when that is valid UTF-8; otherwise, as OpenAI does, "bytes:"
+// and each byte as \xNN, so distinct tokens keep distinct names (they key
+// top_logprobs); for a model without a vocabulary, its id in decimal.
 std::string token_label(const Tokenizer& tok, int32_t id) {
-  return tok.has_vocab() ? tok.token_piece(id) : std::to_string(id);
+  if (!tok.has_vocab()) return std::to_string(id);
+  const std::string piece = tok.token_piece(id);
+  if (is_valid_utf8(piece)) return piece;
+  std::string label = "bytes:";
+  for (unsigned char c : piece) label += fmt::format("\\x{:02x}", c);
+  return label;
 }
 
+// Chat logprobs: `token` is the text with invalid UTF-8 replaced, `bytes`
+// the raw bytes (a character split across tokens is whole again in the
+// concatenated bytes).
 json logprob_entry_chat(const TokenEvent& e, const Tokenizer& tok) {
-  auto bytes_of = [](const std::string& s) {
-    json b = json::array();
-    for (unsigned char c : s) b.push_back(int(c));
-    return b;
-  };
   const std::string piece = tok.token_piece(e.id);
   json top = json::array();
   for (const auto& [id, lp] : e.top) {
     const std::string p = tok.token_piece(id);
-    top.push_back({{"token", p}, {"logprob", lp}, {"bytes", bytes_of(p)}});
+    top.push_back({{"token", valid_utf8(p)}, {"logprob", lp}, {"bytes", bytes_json(p)}});
   }
-  return {{"token", piece}, {"logprob", e.logprob}, {"bytes", bytes_of(piece)}, {"top_logprobs", top}};
+  return {{"token", valid_utf8(piece)}, {"logprob", e.logprob}, {"bytes", bytes_json(piece)}, {"top_logprobs", top}};
 }
 
 json logprobs_of(const CompletionRequest& req, const std::vector<TokenEvent>& events, const Tokenizer& tok,
@@ -318,8 +397,8 @@ json completion_body(const ResponseInfo& info, const CompletionRequest& req, con
                      const std::vector<TokenEvent>& events, const Tokenizer& tok) {
   json body = base(info, false);
   json choice = {{"index", 0}, {"logprobs", logprobs_of(req, events, tok, 0)}, {"finish_reason", r.finish_reason()}};
-  if (info.chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
-  else choice["text"] = text;
+  if (info.chat) choice["message"] = {{"role", "assistant"}, {"content", valid_utf8(text)}};
+  else choice["text"] = valid_utf8(text);
   body["choices"] = json::array({choice});
   body["usage"] = usage_of(r);
   body["timings"] = {{"prompt_n", r.prompt_tokens()}, {"cached_n", r.cached_tokens()}, {"prompt_ms", r.prompt_ms()},
@@ -331,6 +410,7 @@ json stream_chunk(const ResponseInfo& info, const CompletionRequest& req, const 
                   const std::string& finish, bool first, const Tokenizer& tok) {
   std::string text;
   for (const auto& e : events) text += e.text;
+  text = valid_utf8(text);  // the decoder's output already is; cheap to make sure
   json choice = {{"index", 0}, {"logprobs", logprobs_of(req, events, tok, 0)},
                  {"finish_reason", finish.empty() ? json(nullptr) : json(finish)}};
   if (info.chat) {
@@ -351,6 +431,126 @@ json usage_chunk(const ResponseInfo& info, const Request& r) {
   body["choices"] = json::array();
   body["usage"] = usage_of(r);
   return body;
+}
+
+// --- Whole endpoints ------------------------------------------------------------
+
+json tokenize_response(const json& body, const Engine& engine) {
+  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
+  for (const auto& [k, v] : body.items())
+    if (k != "content" && k != "add_special" && k != "parse_special" && k != "with_pieces")
+      throw ApiError(400, fmt::format("Unrecognized request argument supplied: {}", k), k);
+  if (!body.contains("content") || !body["content"].is_string()) throw ApiError(400, "'content' must be a string", "content");
+  for (const char* flag : {"add_special", "parse_special", "with_pieces"})
+    if (body.contains(flag) && !body[flag].is_boolean()) throw ApiError(400, fmt::format("'{}' must be a boolean", flag), flag);
+  const Tokenizer& tok = engine.tokenizer();
+  const auto ids = tokenize_request_text(tok, body["content"].get<std::string>(), body.value("add_special", false),
+                                         body.value("parse_special", false), "content");
+  const bool pieces = body.value("with_pieces", false);
+  json tokens = json::array();
+  for (int32_t id : ids) {
+    if (!pieces) {
+      tokens.push_back(id);
+      continue;
+    }
+    const std::string piece = tok.token_piece(id);
+    tokens.push_back({{"id", id}, {"piece", valid_utf8(piece)}, {"bytes", bytes_json(piece)}});
+  }
+  return {{"tokens", tokens}};
+}
+
+json detokenize_response(const json& body, const Engine& engine) {
+  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
+  for (const auto& [k, v] : body.items())
+    if (k != "tokens") throw ApiError(400, fmt::format("Unrecognized request argument supplied: {}", k), k);
+  if (!body.contains("tokens") || !body["tokens"].is_array()) throw ApiError(400, "'tokens' must be an array of token ids", "tokens");
+  std::vector<int32_t> ids;
+  for (const json& t : body["tokens"]) {
+    if (!t.is_number_integer()) throw ApiError(400, "'tokens' must be an array of token ids", "tokens");
+    const int64_t id = t.get<int64_t>();
+    if (id < 0 || id >= engine.n_vocab())
+      throw ApiError(400, fmt::format("token id {} is outside the vocabulary [0, {})", id, engine.n_vocab()), "tokens");
+    ids.push_back(int32_t(id));
+  }
+  return {{"content", valid_utf8(engine.tokenizer().decode(ids))}};
+}
+
+namespace {
+
+bool write_event(const ResponseSink& sink, const json& j) { return sink.write("data: " + dump_json(j) + "\n\n"); }
+
+// Ends one response after an exception; never throws itself.
+void end_after_exception(Engine& engine, const std::shared_ptr<Request>& r, const ResponseSink& sink, bool stream,
+                         const char* what) noexcept {
+  try {
+    engine.cancel(r);
+    const json body = error_body(fmt::format("internal error while writing the response: {}", what), "server_error");
+    if (stream) {
+      if (write_event(sink, body)) sink.write("data: [DONE]\n\n");
+    } else {
+      sink.write(dump_json(body));
+    }
+  } catch (...) {
+  }
+}
+
+}  // namespace
+
+bool write_stream(Engine& engine, const std::shared_ptr<Request>& r, const CompletionRequest& req,
+                  const ResponseInfo& info, const ResponseSink& sink) {
+  try {
+    const Tokenizer& tok = engine.tokenizer();
+    bool first = true;
+    std::vector<TokenEvent> events;
+    for (;;) {
+      events.clear();
+      const bool done = r->poll(events, 200ms);
+      if (!sink.alive()) return engine.cancel(r), false;
+      for (const auto& e : events) {
+        if (e.text.empty() && !req.logprobs && !first) continue;
+        if (!write_event(sink, stream_chunk(info, req, {e}, "", first, tok))) return engine.cancel(r), false;
+        first = false;
+      }
+      if (!done) {
+        if (events.empty() && !sink.write(": keep-alive\n\n")) return engine.cancel(r), false;
+        continue;
+      }
+      const std::string reason = r->finish_reason();
+      if (reason == "error") {
+        write_event(sink, error_body(r->error(), "server_error"));
+      } else {
+        write_event(sink, stream_chunk(info, req, {}, reason, first, tok));
+        if (req.include_usage) write_event(sink, usage_chunk(info, *r));
+      }
+      sink.write("data: [DONE]\n\n");
+      return true;
+    }
+  } catch (const std::exception& e) {
+    end_after_exception(engine, r, sink, true, e.what());
+  } catch (...) {
+    end_after_exception(engine, r, sink, true, "unknown error");
+  }
+  return true;
+}
+
+bool write_completion(Engine& engine, const std::shared_ptr<Request>& r, const CompletionRequest& req,
+                      const ResponseInfo& info, const ResponseSink& sink) {
+  try {
+    std::vector<TokenEvent> events;
+    while (!r->poll(events, 100ms))
+      if (!sink.alive()) return engine.cancel(r), false;
+    std::string text;
+    for (const auto& e : events) text += e.text;
+    const json body = r->finish_reason() == "error" ? error_body(r->error(), "server_error")
+                                                    : completion_body(info, req, *r, text, events, engine.tokenizer());
+    sink.write(dump_json(body));
+    return true;
+  } catch (const std::exception& e) {
+    end_after_exception(engine, r, sink, false, e.what());
+  } catch (...) {
+    end_after_exception(engine, r, sink, false, "unknown error");
+  }
+  return true;
 }
 
 }  // namespace vtc::serve

@@ -10,6 +10,8 @@
 // vocabulary are all ApiError 400 with an OpenAI error body.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -28,6 +30,23 @@ struct ApiError : std::runtime_error {
       : std::runtime_error(std::move(message)), status(status_), type(std::move(type_)), param(std::move(param_)),
         code(std::move(code_)) {}
 };
+
+// --- Text from token bytes ----------------------------------------------------
+// A token's piece need not be valid UTF-8 on its own (byte-fallback tokens,
+// a CJK character or an emoji split across tokens), and nlohmann::json
+// throws when it dumps such a string. Every string built from token bytes
+// goes through valid_utf8() before it enters a JSON value.
+
+// Whether `s` is well-formed UTF-8 (no overlong forms, surrogates or code
+// points past U+10FFFF).
+bool is_valid_utf8(std::string_view s);
+// `s` with each byte that does not begin a well-formed sequence replaced
+// by U+FFFD (the tokenizer's StreamingDecoder does the same).
+std::string valid_utf8(std::string_view s);
+// [b0, b1, ...]: the raw bytes, as OpenAI's logprobs `bytes`.
+nlohmann::json bytes_json(std::string_view s);
+// json::dump that cannot throw on text (invalid UTF-8 would be replaced).
+std::string dump_json(const nlohmann::json& j);
 
 // {"error": {"message", "type", "param", "code"}}
 nlohmann::json error_body(const std::string& message, const std::string& type, const std::string& param = {},
@@ -66,5 +85,34 @@ nlohmann::json stream_chunk(const ResponseInfo& info, const CompletionRequest& r
 // The last chunk of stream_options.include_usage: no choices, usage set.
 nlohmann::json usage_chunk(const ResponseInfo& info, const Request& r);
 nlohmann::json usage_of(const Request& r);
+
+// --- Whole endpoints, independent of the HTTP library -------------------------
+// POST /tokenize and /detokenize: validate the parsed body (ApiError 400)
+// and build the 200 body. with_pieces gives [{"id", "piece", "bytes"}]:
+// `piece` is the token's text with invalid UTF-8 replaced, `bytes` the raw
+// bytes; /detokenize replaces invalid UTF-8 in `content` the same way.
+nlohmann::json tokenize_response(const nlohmann::json& body, const Engine& engine);
+nlohmann::json detokenize_response(const nlohmann::json& body, const Engine& engine);
+
+// Where a chunked content provider writes. `write` returns false when the
+// client is gone; `alive` is checked while waiting (httplib: is_writable).
+struct ResponseSink {
+  std::function<bool(const std::string&)> write;
+  std::function<bool()> alive;
+};
+
+// The bodies of the two chunked content providers of /v1/completions and
+// /v1/chat/completions. Both wait for `r`, write the response, and return
+// false when the client went away (the request is then cancelled). Neither
+// throws: an exception (a JSON dump, a failed write, ...) cancels `r` and
+// ends that one response, a stream with an `error` event and [DONE], a
+// non-streaming reply with an error body, so no request can take the
+// process down. finish_reason is the Request's, passed through unchanged
+// in both (docs/serving.md: a generation cut by shutdown or cancellation
+// ends with "cancelled").
+bool write_stream(Engine& engine, const std::shared_ptr<Request>& r, const CompletionRequest& req,
+                  const ResponseInfo& info, const ResponseSink& sink);
+bool write_completion(Engine& engine, const std::shared_ptr<Request>& r, const CompletionRequest& req,
+                      const ResponseInfo& info, const ResponseSink& sink);
 
 }  // namespace vtc::serve

@@ -1,0 +1,346 @@
+// Issue 19, the API parts: token pieces that are not valid UTF-8 on their
+// own (byte-fallback tokens, split characters) never break a JSON dump;
+// every chunked response survives an exception; a generation cut by
+// shutdown ends with finish_reason "cancelled", streaming or not; a chat
+// message without content is a 400; seeds use all 64 bits.
+//
+// The engine and the HTTP routes run in-process on a free loopback port.
+#include <catch2/catch.hpp>
+#include <httplib.h>
+
+#include <future>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "serve/engine.h"
+#include "serve/http_server.h"
+#include "serve/metrics.h"
+#include "serve/openai_api.h"
+#include "tests/serve/serve_fixtures.h"
+
+using namespace vtc;
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+serve::EngineOptions engine_options() {
+  serve::EngineOptions o;
+  o.model = test::tiny_model();
+  o.threads = 2;
+  o.parallel = 2;
+  return o;
+}
+
+struct InProcessServer {
+  serve::Metrics metrics;
+  serve::Engine engine;
+  serve::HttpServer http;
+  int port = 0;
+  std::thread listener;
+
+  InProcessServer() : engine(engine_options(), metrics), http(http_options(), metrics) {
+    port = http.bind();
+    listener = std::thread([this] { http.listen(); });
+    http.set_engine(&engine, "chatml");
+    // stop() before the listener runs would leave it listening: wait for it.
+    httplib::Client c("127.0.0.1", port);
+    for (int i = 0; i < 400 && !c.Get("/health"); ++i) std::this_thread::sleep_for(5ms);
+  }
+  ~InProcessServer() {
+    http.stop();
+    listener.join();
+  }
+  static serve::HttpOptions http_options() {
+    serve::HttpOptions o;
+    o.port = 0;
+    o.model_name = "tiny-llama";
+    return o;
+  }
+  // The status and the raw body (parsed by the caller: it must parse).
+  std::pair<int, std::string> post_raw(const std::string& path, const json& body) const {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(120, 0);
+    auto res = c.Post(path.c_str(), body.dump(), "application/json");
+    if (!res) return {-1, ""};
+    return {res->status, res->body};
+  }
+  json post(const std::string& path, const json& body, int expect) const {
+    auto [status, raw] = post_raw(path, body);
+    INFO(path << " " << body.dump() << " -> " << status << " " << raw);
+    REQUIRE(status == expect);
+    return json::parse(raw);
+  }
+  // The `data:` payloads of a stream, up to [DONE].
+  std::vector<json> stream(const std::string& path, json body, bool& done) const {
+    body["stream"] = true;
+    auto [status, raw] = post_raw(path, body);
+    REQUIRE(status == 200);
+    std::vector<json> chunks;
+    std::stringstream ss(raw);
+    std::string line;
+    done = false;
+    while (std::getline(ss, line)) {
+      if (line.rfind("data: ", 0) != 0) continue;
+      if (line == "data: [DONE]") done = true;
+      else chunks.push_back(json::parse(line.substr(6)));
+    }
+    return chunks;
+  }
+};
+
+std::string bytes_of(const json& bytes) {
+  std::string s;
+  for (const json& b : bytes) s += char(b.get<int>());
+  return s;
+}
+
+// A greedy token-id prompt whose completion (16 tokens, 20 alternatives
+// each) names a token whose piece is not valid UTF-8 on its own. Found by
+// search: the tiny model is deterministic, and ~1% of its vocabulary is
+// byte-fallback tokens.
+std::vector<int32_t> prompt_with_byte_pieces(serve::Engine& engine) {
+  const Tokenizer& tok = engine.tokenizer();
+  for (int salt = 0; salt < 64; ++salt) {
+    serve::GenerationParams p;
+    p.prompt = {1};
+    for (int i = 0; i < 8; ++i) p.prompt.push_back(100 + (i * 37 + salt * 1013) % 20000);
+    p.max_tokens = 16;
+    p.sampling = SamplingParams::greedy();
+    p.top_logprobs = 20;
+    auto r = engine.submit(p);
+    std::vector<serve::TokenEvent> events;
+    while (!r->poll(events, 1000ms)) {}
+    for (const auto& e : events) {
+      bool hit = !serve::is_valid_utf8(tok.token_piece(e.id));
+      for (const auto& [id, lp] : e.top) hit = hit || !serve::is_valid_utf8(tok.token_piece(id));
+      if (hit) return p.prompt;
+    }
+  }
+  FAIL("no prompt among 64 gives a byte-fallback token in its logprobs");
+  return {};
+}
+
+// A sink that records what a content provider writes.
+struct RecordingSink {
+  std::string written;
+  int writes = 0, throw_on_write = -1;  // throw on this write (0-based), -1: never
+  bool alive = true, throw_on_alive = false;
+  serve::ResponseSink sink() {
+    return {[this](const std::string& s) {
+              if (writes++ == throw_on_write) throw std::runtime_error("injected write failure");
+              written += s;
+              return true;
+            },
+            [this] {
+              if (throw_on_alive) throw std::runtime_error("injected failure");
+              return alive;
+            }};
+  }
+  std::vector<json> events() const {
+    std::vector<json> out;
+    std::stringstream ss(written);
+    std::string line;
+    while (std::getline(ss, line))
+      if (line.rfind("data: {", 0) == 0) out.push_back(json::parse(line.substr(6)));
+    return out;
+  }
+};
+
+serve::CompletionRequest completion_request(std::vector<int32_t> prompt, int32_t max_tokens, bool stream) {
+  serve::CompletionRequest req;
+  req.stream = stream;
+  req.gen.prompt = std::move(prompt);
+  req.gen.max_tokens = max_tokens;
+  req.gen.sampling = SamplingParams::greedy();
+  return req;
+}
+
+}  // namespace
+
+TEST_CASE("valid_utf8 replaces each byte that starts no well-formed sequence", "[serve][hardening]") {
+  CHECK(serve::is_valid_utf8("plain é 😀 中"));
+  CHECK(serve::valid_utf8("é😀") == "é😀");
+  CHECK(serve::valid_utf8("\x80") == "\uFFFD");
+  CHECK(serve::valid_utf8("a\xF0\x9F") == "a\uFFFD\uFFFD");        // truncated emoji
+  CHECK(serve::valid_utf8("\xC0\xAF") == "\uFFFD\uFFFD");          // overlong '/'
+  CHECK(serve::valid_utf8("\xED\xA0\x80") == "\uFFFD\uFFFD\uFFFD");  // a surrogate
+  CHECK(serve::valid_utf8("\xF4\x90\x80\x80") == "\uFFFD\uFFFD\uFFFD\uFFFD");  // past U+10FFFF
+  CHECK(serve::valid_utf8("x\xFFy") == "x\uFFFDy");
+  CHECK(serve::bytes_json("\xF0\x9F") == json::array({0xF0, 0x9F}));
+}
+
+TEST_CASE("token pieces that are not UTF-8 on their own give 200 with valid JSON and bytes", "[serve][hardening][reference]") {
+  InProcessServer s;
+  const Tokenizer& tok = s.engine.tokenizer();
+
+  SECTION("tokenize with_pieces on é😀: pieces replaced, bytes raw, concatenated bytes are the text") {
+    json body = serve::tokenize_response({{"content", "é😀"}, {"with_pieces", true}}, s.engine);
+    const std::string dumped = body.dump();  // strict: throws on invalid UTF-8
+    std::string all;
+    bool some_piece_invalid = false;
+    for (const json& t : body["tokens"]) {
+      const std::string raw = bytes_of(t["bytes"]);
+      CHECK(t["piece"] == serve::valid_utf8(raw));
+      some_piece_invalid = some_piece_invalid || !serve::is_valid_utf8(raw);
+      all += raw;
+    }
+    CHECK(some_piece_invalid);  // the case this test is about
+    CHECK(all.find("é😀") != std::string::npos);
+  }
+  SECTION("detokenize of a lone byte token is U+FFFD") {
+    int32_t byte_token = -1;
+    for (int32_t id = 0; id < 1000 && byte_token < 0; ++id)
+      if (!serve::is_valid_utf8(tok.token_piece(id))) byte_token = id;
+    REQUIRE(byte_token >= 0);
+    json body = serve::detokenize_response({{"tokens", {byte_token}}}, s.engine);
+    CHECK_NOTHROW(body.dump());
+    CHECK(body["content"] == "\uFFFD");
+  }
+  SECTION("completions and chat logprobs, streaming and not") {
+    const auto prompt = prompt_with_byte_pieces(s.engine);
+    const json req = {{"prompt", prompt}, {"max_tokens", 16}, {"temperature", 0}, {"logprobs", 20}};
+    json full = s.post("/v1/completions", req, 200);
+    const json& lp = full["choices"][0]["logprobs"];
+    REQUIRE(lp["tokens"].size() == 16);
+    bool labelled_bytes = false;
+    for (const json& top : lp["top_logprobs"]) {
+      CHECK(top.size() == 20);  // distinct names, so no alternative is lost
+      for (const auto& [name, v] : top.items()) labelled_bytes = labelled_bytes || name.rfind("bytes:\\x", 0) == 0;
+    }
+    CHECK(labelled_bytes);
+    bool done = false;
+    auto chunks = s.stream("/v1/completions", req, done);
+    CHECK(done);
+    json streamed_tokens = json::array();
+    for (const json& ch : chunks)
+      if (!ch["choices"].empty() && ch["choices"][0]["logprobs"].is_object())
+        for (const json& t : ch["choices"][0]["logprobs"]["tokens"]) streamed_tokens.push_back(t);
+    CHECK(streamed_tokens == lp["tokens"]);
+
+    // Chat: the same completion through logprob entries with `bytes`.
+    const serve::ResponseInfo info{"chatcmpl-1", "tiny-llama", 0, true};
+    serve::CompletionRequest creq = completion_request(prompt, 16, false);
+    creq.chat = true;
+    creq.logprobs = true;
+    creq.gen.top_logprobs = 20;
+    for (bool stream : {false, true}) {
+      creq.stream = stream;
+      auto r = s.engine.submit(creq.gen);
+      RecordingSink rec;
+      const bool ok = stream ? serve::write_stream(s.engine, r, creq, info, rec.sink())
+                             : serve::write_completion(s.engine, r, creq, info, rec.sink());
+      CHECK(ok);
+      std::vector<json> entries;
+      if (stream) {
+        for (const json& ch : rec.events())
+          if (ch["choices"][0]["logprobs"].is_object())
+            for (const json& e : ch["choices"][0]["logprobs"]["content"]) entries.push_back(e);
+      } else {
+        const json body = json::parse(rec.written);
+        for (const json& e : body["choices"][0]["logprobs"]["content"]) entries.push_back(e);
+      }
+      REQUIRE(entries.size() == 16);
+      bool invalid_seen = false;
+      for (const json& e : entries)
+        for (const json& alt : e["top_logprobs"]) {
+          const std::string raw = bytes_of(alt["bytes"]);
+          CHECK(alt["token"] == serve::valid_utf8(raw));
+          invalid_seen = invalid_seen || !serve::is_valid_utf8(raw);
+        }
+      CHECK(invalid_seen);
+    }
+  }
+  // The server is still up.
+  CHECK(s.post("/v1/completions", {{"prompt", "Once"}, {"max_tokens", 2}}, 200)["choices"].size() == 1);
+}
+
+TEST_CASE("an exception inside a response ends that response only", "[serve][hardening][reference]") {
+  serve::Metrics metrics;
+  serve::Engine engine(engine_options(), metrics);
+  const serve::ResponseInfo info{"cmpl-1", "tiny-llama", 0, false};
+  for (bool stream : {true, false}) {
+    serve::CompletionRequest req = completion_request({1, 300, 400}, 300, stream);
+    auto r = engine.submit(req.gen);
+    RecordingSink rec;
+    if (stream) rec.throw_on_write = 1;  // the second write: a chunk or a keep-alive
+    else rec.throw_on_alive = true;      // while waiting
+    auto run = [&] {
+      return stream ? serve::write_stream(engine, r, req, info, rec.sink())
+                    : serve::write_completion(engine, r, req, info, rec.sink());
+    };
+    REQUIRE_NOTHROW(run());
+    std::vector<serve::TokenEvent> rest;
+    while (!r->poll(rest, 1000ms)) {}
+    CHECK(r->finish_reason() == "cancelled");  // the engine stops generating for it
+    if (stream) {
+      CHECK(rec.written.find("\"error\"") != std::string::npos);
+      CHECK(rec.written.find("data: [DONE]") != std::string::npos);
+    } else {
+      CHECK(json::parse(rec.written)["error"]["type"] == "server_error");
+    }
+  }
+}
+
+TEST_CASE("a generation cut by shutdown ends with finish_reason cancelled, streaming or not", "[serve][hardening][reference]") {
+  for (bool stream : {true, false}) {
+    serve::Metrics metrics;
+    serve::Engine engine(engine_options(), metrics);
+    const serve::ResponseInfo info{"cmpl-1", "tiny-llama", 0, false};
+    serve::CompletionRequest req = completion_request({1, 300, 400}, 400, stream);
+    auto r = engine.submit(req.gen);
+    RecordingSink rec;
+    auto writer = std::async(std::launch::async, [&] {
+      return stream ? serve::write_stream(engine, r, req, info, rec.sink())
+                    : serve::write_completion(engine, r, req, info, rec.sink());
+    });
+    while (r->completion_tokens() == 0) std::this_thread::sleep_for(5ms);
+    engine.shutdown(0ms);
+    CHECK(writer.get());
+    if (stream) {
+      auto events = rec.events();
+      REQUIRE(!events.empty());
+      CHECK(events.back()["choices"][0]["finish_reason"] == "cancelled");
+      CHECK(rec.written.find("data: [DONE]") != std::string::npos);
+    } else {
+      json body = json::parse(rec.written);
+      CHECK(body["choices"][0]["finish_reason"] == "cancelled");
+      CHECK(body["usage"]["completion_tokens"].get<int>() < 400);
+    }
+  }
+}
+
+TEST_CASE("malformed chat messages are a 400 naming the field", "[serve][hardening][reference]") {
+  InProcessServer s;
+  auto error_param = [&](const json& messages) {
+    json body = s.post("/v1/chat/completions", {{"messages", messages}, {"max_tokens", 2}}, 400);
+    return body["error"]["param"];
+  };
+  CHECK(error_param({{{"role", "user"}}}) == "messages[0].content");
+  CHECK(error_param({{{"role", "user"}, {"content", nullptr}}}) == "messages[0].content");
+  CHECK(error_param({{{"role", "system"}, {"content", "x"}}, {{"role", "user"}}}) == "messages[1].content");
+  CHECK(error_param({{{"content", "x"}}}) == "messages[0].role");
+  CHECK(error_param({{{"role", "user"}, {"content", 5}}}) == "messages[0].content");
+  CHECK(error_param({{{"role", "user"}, {"content", "x"}, {"tool_calls", json::array()}}}) == "messages[0].tool_calls");
+  CHECK(error_param({{{"role", "user"}, {"content", "x"}, {"name", 3}}}) == "messages[0].name");
+  CHECK(s.post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "x"}, {"name", "bob"}}}}, {"max_tokens", 2}},
+               200)["choices"].size() == 1);
+}
+
+TEST_CASE("seeds use all 64 bits over the API; every explicit seed repeats", "[serve][hardening][reference]") {
+  InProcessServer s;
+  auto text = [&](const json& seed) {
+    json body = {{"prompt", "Once upon a time"}, {"max_tokens", 16}, {"temperature", 1.0}, {"seed", seed}};
+    return s.post("/v1/completions", body, 200)["choices"][0]["text"].get<std::string>();
+  };
+  const std::string one = text(1), big = text((uint64_t(1) << 32) + 1), bigger = text((uint64_t(1) << 33) + 1);
+  CHECK(one != big);
+  CHECK(one != bigger);
+  CHECK(big != bigger);
+  CHECK(text(4294967295u) == text(4294967295u));
+  CHECK(text(UINT64_MAX) == text(UINT64_MAX));
+  CHECK(text(-1) == text(UINT64_MAX));  // negative seeds are taken modulo 2^64
+  CHECK(text(INT64_MIN) == text(uint64_t(1) << 63));
+  s.post("/v1/completions", {{"prompt", "x"}, {"seed", 1.5}}, 400);
+}
