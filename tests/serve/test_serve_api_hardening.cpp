@@ -344,3 +344,29 @@ TEST_CASE("seeds use all 64 bits over the API; every explicit seed repeats", "[s
   CHECK(text(INT64_MIN) == text(uint64_t(1) << 63));
   s.post("/v1/completions", {{"prompt", "x"}, {"seed", 1.5}}, 400);
 }
+
+TEST_CASE("over HTTP: byte pieces in /tokenize and /detokenize, a stream cut by shutdown says cancelled", "[serve][hardening][reference]") {
+  InProcessServer s;
+  json t = s.post("/tokenize", {{"content", "é😀"}, {"with_pieces", true}}, 200);
+  std::string all;
+  for (const json& p : t["tokens"]) all += bytes_of(p["bytes"]);
+  CHECK(all.find("é😀") != std::string::npos);
+  int32_t byte_token = -1;
+  for (int32_t id = 0; id < 1000 && byte_token < 0; ++id)
+    if (!serve::is_valid_utf8(s.engine.tokenizer().token_piece(id))) byte_token = id;
+  REQUIRE(byte_token >= 0);
+  CHECK(s.post("/detokenize", {{"tokens", {byte_token}}}, 200)["content"] == "\uFFFD");
+
+  auto streamed = std::async(std::launch::async, [&] {
+    bool done = false;
+    auto chunks = s.stream("/v1/completions", {{"prompt", {1, 300, 400}}, {"max_tokens", 400}, {"temperature", 0}}, done);
+    return std::make_pair(chunks, done);
+  });
+  while (s.engine.gauges().running == 0) std::this_thread::sleep_for(5ms);
+  std::this_thread::sleep_for(50ms);
+  s.engine.shutdown(0ms);
+  auto [chunks, done] = streamed.get();
+  CHECK(done);
+  REQUIRE(!chunks.empty());
+  CHECK(chunks.back()["choices"][0]["finish_reason"] == "cancelled");
+}
