@@ -49,8 +49,6 @@ const char* endpoint_label(const std::string& path) {
 
 bool write_all(httplib::DataSink& sink, const std::string& s) { return sink.write(s.data(), s.size()); }
 
-bool write_event(httplib::DataSink& sink, const json& j) { return write_all(sink, "data: " + j.dump() + "\n\n"); }
-
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -704,36 +702,10 @@ void HttpServer::routes() {
     return body;
   };
   s.Post("/tokenize", [this, parse_body](const httplib::Request& req, httplib::Response& res) {
-    json body = parse_body(req);
-    for (const auto& [k, v] : body.items())
-      if (k != "content" && k != "add_special" && k != "parse_special" && k != "with_pieces")
-        throw ApiError(400, fmt::format("Unrecognized request argument supplied: {}", k), k);
-    if (!body.contains("content") || !body["content"].is_string()) throw ApiError(400, "'content' must be a string", "content");
-    for (const char* flag : {"add_special", "parse_special", "with_pieces"})
-      if (body.contains(flag) && !body[flag].is_boolean()) throw ApiError(400, fmt::format("'{}' must be a boolean", flag), flag);
-    const Tokenizer& tok = engine_.load()->tokenizer();
-    auto ids = tokenize_request_text(tok, body["content"].get<std::string>(), body.value("add_special", false),
-                                     body.value("parse_special", false), "content");
-    json tokens = json::array();
-    for (int32_t id : ids)
-      tokens.push_back(body.value("with_pieces", false) ? json{{"id", id}, {"piece", tok.token_piece(id)}} : json(id));
-    send_json(res, 200, {{"tokens", tokens}});
+    send_json(res, 200, tokenize_response(parse_body(req), *engine_.load()));
   });
   s.Post("/detokenize", [this, parse_body](const httplib::Request& req, httplib::Response& res) {
-    json body = parse_body(req);
-    for (const auto& [k, v] : body.items())
-      if (k != "tokens") throw ApiError(400, fmt::format("Unrecognized request argument supplied: {}", k), k);
-    if (!body.contains("tokens") || !body["tokens"].is_array()) throw ApiError(400, "'tokens' must be an array of token ids", "tokens");
-    Engine& e = *engine_.load();
-    std::vector<int32_t> ids;
-    for (const json& t : body["tokens"]) {
-      if (!t.is_number_integer()) throw ApiError(400, "'tokens' must be an array of token ids", "tokens");
-      const int64_t id = t.get<int64_t>();
-      if (id < 0 || id >= e.n_vocab())
-        throw ApiError(400, fmt::format("token id {} is outside the vocabulary [0, {})", id, e.n_vocab()), "tokens");
-      ids.push_back(int32_t(id));
-    }
-    send_json(res, 200, {{"content", e.tokenizer().decode(ids)}});
+    send_json(res, 200, detokenize_response(parse_body(req), *engine_.load()));
   });
   for (bool chat : {false, true}) {
     s.Post(chat ? "/v1/chat/completions" : "/v1/completions",
@@ -743,7 +715,6 @@ void HttpServer::routes() {
              ResponseInfo info{fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", next_id_++), options_.model_name,
                                int64_t(std::time(nullptr)), chat};
              std::shared_ptr<Request> r = engine->submit(cr->gen);
-             const Tokenizer* tok = &engine->tokenizer();
              // On a failed write (client gone) httplib calls this with false.
              auto on_close = [engine, r](bool success) {
                if (!success) engine->cancel(r);
@@ -755,54 +726,31 @@ void HttpServer::routes() {
                if (http10) res.set_content_provider(type, std::move(p), std::move(done));
                else res.set_chunked_content_provider(type, std::move(p), std::move(done));
              };
+             // The provider bodies live in openai_api (write_stream,
+             // write_completion): they never throw, so no request can end
+             // the process.
+             auto sink_of = [](httplib::DataSink& sink) {
+               return ResponseSink{[&sink](const std::string& data) { return write_all(sink, data); },
+                                   [&sink] { return sink.is_writable(); }};
+             };
              if (cr->stream) {
                res.set_header("Cache-Control", "no-cache");
-               provide("text/event-stream", [engine, r, cr, info, tok](size_t, httplib::DataSink& sink) {
-                 bool first = true;
-                 std::vector<TokenEvent> events;
-                 for (;;) {
-                   events.clear();
-                   const bool done = r->poll(events, 200ms);
-                   if (!sink.is_writable()) return engine->cancel(r), false;
-                   for (const auto& e : events) {
-                     if (e.text.empty() && !cr->logprobs && !first) continue;
-                     if (!write_event(sink, stream_chunk(info, *cr, {e}, "", first, *tok))) return engine->cancel(r), false;
-                     first = false;
-                   }
-                   if (!done) {
-                     if (events.empty() && !write_all(sink, ": keep-alive\n\n")) return engine->cancel(r), false;
-                     continue;
-                   }
-                   const std::string reason = r->finish_reason();
-                   if (reason == "error") {
-                     write_event(sink, error_body(r->error(), "server_error"));
-                   } else {
-                     write_event(sink, stream_chunk(info, *cr, {}, reason == "cancelled" ? "stop" : reason, first, *tok));
-                     if (cr->include_usage) write_event(sink, usage_chunk(info, *r));
-                   }
-                   write_all(sink, "data: [DONE]\n\n");
-                   sink.done();
-                   return true;
-                 }
+               provide("text/event-stream", [engine, r, cr, info, sink_of](size_t, httplib::DataSink& sink) {
+                 const bool ok = write_stream(*engine, r, *cr, info, sink_of(sink));
+                 if (ok) sink.done();
+                 return ok;
                }, on_close);
                return;
              }
-             provide("application/json", [engine, r, cr, info, tok](size_t, httplib::DataSink& sink) {
-               std::vector<TokenEvent> events;
-               while (!r->poll(events, 100ms)) {
-                 if (!sink.is_writable()) return engine->cancel(r), false;
-                 // A client that half-closed may still read, or may be gone:
-                 // a space before the JSON tells (a gone one answers with a
-                 // reset, and the next write fails).
-                 if (peer_read_closed() && !write_all(sink, " ")) return engine->cancel(r), false;
-               }
-               std::string text;
-               for (const auto& e : events) text += e.text;
-               json body = r->finish_reason() == "error" ? error_body(r->error(), "server_error")
-                                                         : completion_body(info, *cr, *r, text, events, *tok);
-               write_all(sink, body.dump());
-               sink.done();
-               return true;
+             provide("application/json", [engine, r, cr, info, sink_of](size_t, httplib::DataSink& sink) {
+               ResponseSink out = sink_of(sink);
+               // A client that half-closed may still read, or may be gone: a
+               // space before the JSON tells (a gone one answers with a
+               // reset, and the next write fails).
+               out.alive = [&sink] { return sink.is_writable() && (!peer_read_closed() || write_all(sink, " ")); };
+               const bool ok = write_completion(*engine, r, *cr, info, out);
+               if (ok) sink.done();
+               return ok;
              }, on_close);
            });
   }
