@@ -17,6 +17,7 @@
 #include "serve/http_server.h"
 #include "serve/metrics.h"
 #include "serve/openai_api.h"
+#include "tests/serve/in_process_server.h"
 #include "tests/serve/serve_fixtures.h"
 
 using namespace vtc;
@@ -25,53 +26,11 @@ using namespace std::chrono_literals;
 
 namespace {
 
-serve::EngineOptions engine_options() {
-  serve::EngineOptions o;
-  o.model = test::tiny_model();
-  o.threads = 2;
-  o.parallel = 2;
-  return o;
-}
+serve::EngineOptions engine_options() { return test::InProcessServer::engine_options(test::tiny_model()); }
 
-struct InProcessServer {
-  serve::Metrics metrics;
-  serve::Engine engine;
-  serve::HttpServer http;
-  int port = 0;
-  std::thread listener;
-
-  InProcessServer() : engine(engine_options(), metrics), http(http_options(), metrics) {
-    port = http.bind();
-    listener = std::thread([this] { http.listen(); });
-    http.set_engine(&engine, "chatml");
-    // stop() before the listener runs would leave it listening: wait for it.
-    httplib::Client c("127.0.0.1", port);
-    for (int i = 0; i < 400 && !c.Get("/health"); ++i) std::this_thread::sleep_for(5ms);
-  }
-  ~InProcessServer() {
-    http.stop();
-    listener.join();
-  }
-  static serve::HttpOptions http_options() {
-    serve::HttpOptions o;
-    o.port = 0;
-    o.model_name = "tiny-llama";
-    return o;
-  }
-  // The status and the raw body (parsed by the caller: it must parse).
-  std::pair<int, std::string> post_raw(const std::string& path, const json& body) const {
-    httplib::Client c("127.0.0.1", port);
-    c.set_read_timeout(120, 0);
-    auto res = c.Post(path.c_str(), body.dump(), "application/json");
-    if (!res) return {-1, ""};
-    return {res->status, res->body};
-  }
-  json post(const std::string& path, const json& body, int expect) const {
-    auto [status, raw] = post_raw(path, body);
-    INFO(path << " " << body.dump() << " -> " << status << " " << raw);
-    REQUIRE(status == expect);
-    return json::parse(raw);
-  }
+// The in-process server on the tiny model, with a stream reader.
+struct InProcessServer : test::InProcessServer {
+  InProcessServer() : test::InProcessServer(test::tiny_model(), "tiny-llama") {}
   // The `data:` payloads of a stream, up to [DONE].
   std::vector<json> stream(const std::string& path, json body, bool& done) const {
     body["stream"] = true;

@@ -14,6 +14,7 @@
 #include "serve/http_server.h"
 #include "serve/metrics.h"
 #include "tests/gguf/no_vocab_copy.h"
+#include "tests/serve/in_process_server.h"
 #include "tests/serve/serve_fixtures.h"
 
 using namespace vtc;
@@ -28,47 +29,9 @@ struct NoVocabModel {
   ~NoVocabModel() { std::filesystem::remove(path); }
 };
 
-serve::EngineOptions engine_options(const std::string& model) {
-  serve::EngineOptions o;
-  o.model = model;
-  o.threads = 2;
-  o.parallel = 2;
-  return o;
-}
-
-serve::HttpOptions http_options() {
-  serve::HttpOptions o;
-  o.port = 0;
-  o.model_name = "no-vocab";
-  return o;
-}
-
-struct InProcessServer {
-  serve::Metrics metrics;
-  serve::Engine engine;
-  serve::HttpServer http;
-  int port = 0;
-  std::thread listener;
-
-  explicit InProcessServer(const std::string& model) : engine(engine_options(model), metrics), http(http_options(), metrics) {
-    port = http.bind();
-    listener = std::thread([this] { http.listen(); });
-    http.set_engine(&engine, "chatml");
-  }
-  ~InProcessServer() {
-    http.stop();
-    listener.join();
-  }
-
-  json post(const std::string& path, const json& body, int expect) const {
-    httplib::Client c("127.0.0.1", port);
-    c.set_read_timeout(120, 0);
-    auto res = c.Post(path.c_str(), body.dump(), "application/json");
-    REQUIRE(res);
-    INFO(path << " " << body.dump() << " -> " << res->status << " " << res->body);
-    CHECK(res->status == expect);
-    return json::parse(res->body);
-  }
+// The in-process server on `model`, named "no-vocab".
+struct InProcessServer : test::InProcessServer {
+  explicit InProcessServer(const std::string& model) : test::InProcessServer(model, "no-vocab") {}
 };
 
 void check_no_vocab_error(const json& body, const std::string& param) {
