@@ -187,7 +187,10 @@ TEST_CASE("when KV pages run out new requests wait and running ones are untouche
   CHECK(engine.gauges().queue_depth == 1);
   CHECK(b->completion_tokens() == 0);
   Outcome oa = collect(a);
-  oa.ids.insert(oa.ids.begin(), first.front().id);
+  // The first poll may have returned several tokens already.
+  std::vector<int32_t> head;
+  for (const auto& e : first) head.push_back(e.id);
+  oa.ids.insert(oa.ids.begin(), head.begin(), head.end());
   CHECK(oa.ids == alone_a);
   CHECK(collect(b).ids == alone_b);
 }
