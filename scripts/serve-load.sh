@@ -5,6 +5,7 @@
 # and checks it exits 0. VTC_LOAD_ROUNDS=N repeats the load N times against
 # the same server, printing RSS after each round (growth after the first
 # round, once the KV pool and prefix cache are warm, would be a leak).
+# VTC_LOAD_TEMPERATURE (default 0.8; 0 = greedy) is passed to the load.
 #   scripts/serve-load.sh MODEL [seconds] [connections] [extra vtc serve args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -3,17 +3,19 @@
 // connections. Prints requests/s, p50/p99 latency, generated tokens/s and
 // the error count as one JSON line.
 //   node scripts/serve_load.mjs URL [seconds=60] [connections=16] [max_tokens=16]
+// VTC_LOAD_TEMPERATURE (default 0.8; 0 = greedy) sets the requests' temperature.
 import http from 'node:http';
 
 const [, , url, seconds = '60', connections = '16', maxTokens = '16'] = process.argv;
 const target = new URL('/v1/completions', url);
+const temperature = Number(process.env.VTC_LOAD_TEMPERATURE ?? '0.8');
 const agent = new http.Agent({ keepAlive: true, maxSockets: Number(connections) });
 const deadline = Date.now() + Number(seconds) * 1000;
 const latencies = [];
 let errors = 0, tokens = 0;
 
 function once(i) {
-  const body = JSON.stringify({ prompt: `Request ${i}: once upon a time`, max_tokens: Number(maxTokens), temperature: 0.8, seed: i });
+  const body = JSON.stringify({ prompt: `Request ${i}: once upon a time`, max_tokens: Number(maxTokens), temperature, seed: i });
   return new Promise((resolve) => {
     const t0 = performance.now();
     const req = http.request(target, { method: 'POST', agent, headers: { 'Content-Type': 'application/json' } }, (res) => {
