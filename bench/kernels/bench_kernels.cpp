@@ -1,5 +1,6 @@
 // Micro-benchmark for the CPU matmul kernels:
 //   vtc-bench-kernels [rows cols] [--tokens N] [--isa scalar|avx2] [--types q4_K,f16,...]
+//   vtc-bench-kernels --pool     (cost of one empty parallel_for per pool size)
 // For each weight type and thread count (1, 2, ..., hardware), times
 // matmul(W[rows][cols], x[tokens][cols]) and reports GFLOP/s and GB/s of
 // weight bytes streamed. Weights hold random codes with sane scales.
@@ -40,7 +41,28 @@ static std::vector<uint8_t> make_weights(GgmlType t, int64_t rows, int64_t cols)
   return w;
 }
 
+// The pool's synchronisation cost: median time of a parallel_for whose
+// chunks do nothing, the floor under every op of a decode step.
+static int bench_pool() {
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (int n = 2; n <= std::max(2, hw); ++n) {
+    ThreadPool pool(n);
+    std::vector<double> us;
+    for (int rep = 0; rep < 21; ++rep) {
+      constexpr int kCalls = 20000;
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < kCalls; ++i) pool.parallel_for(64, [](int64_t, int64_t) {});
+      us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / kCalls);
+    }
+    std::sort(us.begin(), us.end());
+    std::printf("pool threads=%d  empty parallel_for(64): median %.2f us, min %.2f, max %.2f (21 x 20000 calls)\n", n,
+                us[us.size() / 2], us.front(), us.back());
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--pool") return bench_pool();
   int64_t rows = 4096, cols = 4096, tokens = 1;
   std::vector<std::string> types = {"q4_K", "f16", "q8_0", "q4_0", "q6_K"};
   for (int i = 1; i < argc; ++i) {

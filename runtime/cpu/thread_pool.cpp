@@ -1,11 +1,12 @@
 // ThreadPool: see thread_pool.h.
 //
-// Protocol. The caller publishes a job (fn, n_items, active worker count),
-// sets `pending` to the number of helper threads (all of them), and bumps
-// `generation` (release). Each worker waits for the generation to change
-// (spin, then atomic::wait), runs its chunk, and decrements `pending`
-// (acq_rel); the last one notifies. The caller runs chunk 0 itself, then
-// waits for `pending` to reach zero (spin, then atomic::wait). All job fields
+// Protocol. The caller publishes a job (fn, n_items, chunk count, next
+// chunk = 0), sets `pending` to the number of helper threads (all of them),
+// and bumps `generation` (release). Each worker waits for the generation to
+// change (spin, then atomic::wait), takes chunks with fetch_add on
+// `next_chunk` until it passes the count, and decrements `pending`
+// (acq_rel); the last one notifies. The caller takes chunks the same way,
+// then waits for `pending` to reach zero (spin, then atomic::wait). All job fields
 // are written before the release increment and read after the acquire load,
 // so the pool is data-race free under TSan.
 #include "runtime/cpu/thread_pool.h"
@@ -38,7 +39,8 @@ struct ThreadPool::State {
   // The current job; written by the caller before `generation` is bumped.
   const RangeFn* fn = nullptr;
   int64_t n_items = 0;
-  int n_active = 0;  // workers 0..n_active-1 take part
+  int64_t n_chunks = 0;
+  std::atomic<int64_t> next_chunk{0};
   bool stop = false;
 
   std::atomic<uint64_t> generation{0};
@@ -63,18 +65,22 @@ ThreadPool::~ThreadPool() {
   delete state_;
 }
 
-void ThreadPool::run_chunk(int index) noexcept {
-  const auto [begin, end] = chunk(state_->n_items, index, state_->n_active);
-  if (begin >= end) return;
-  try {
-    (*state_->fn)(begin, end);
-  } catch (...) {
-    std::lock_guard<std::mutex> lock(state_->error_mutex);
-    if (!state_->error) state_->error = std::current_exception();
+void ThreadPool::run_chunks() noexcept {
+  State& s = *state_;
+  for (;;) {
+    const int64_t c = s.next_chunk.fetch_add(1, std::memory_order_relaxed);
+    if (c >= s.n_chunks) return;
+    const auto [begin, end] = chunk(s.n_items, c, s.n_chunks);
+    try {
+      (*s.fn)(begin, end);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(s.error_mutex);
+      if (!s.error) s.error = std::current_exception();
+    }
   }
 }
 
-void ThreadPool::worker_main(int index) {
+void ThreadPool::worker_main(int /*index*/) {
   t_inside_pool = this;
   uint64_t seen = 0;
   for (;;) {
@@ -89,9 +95,10 @@ void ThreadPool::worker_main(int index) {
     }
     seen = g;
     if (state_->stop) return;
-    // Every worker acknowledges every job, even one without a chunk for it,
-    // so the caller never rewrites the job fields while a worker reads them.
-    if (index < state_->n_active) run_chunk(index);
+    // Every worker acknowledges every job, even one that left no chunk for
+    // it, so the caller never rewrites the job fields while a worker reads
+    // them.
+    run_chunks();
     if (state_->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) state_->pending.notify_one();
   }
 }
@@ -107,7 +114,8 @@ void ThreadPool::parallel_for(int64_t n_items, RangeFn fn) {
   State& s = *state_;
   s.fn = &fn;
   s.n_items = n_items;
-  s.n_active = static_cast<int>(std::min<int64_t>(n_threads_, n_items));
+  s.n_chunks = n_chunks(n_items);
+  s.next_chunk.store(0, std::memory_order_relaxed);
   s.error = nullptr;
   s.pending.store(n_threads_ - 1, std::memory_order_relaxed);
   s.generation.fetch_add(1, std::memory_order_release);
@@ -115,7 +123,7 @@ void ThreadPool::parallel_for(int64_t n_items, RangeFn fn) {
 
   const ThreadPool* outer = t_inside_pool;
   t_inside_pool = this;
-  run_chunk(0);
+  run_chunks();
   t_inside_pool = outer;
 
   int p = s.pending.load(std::memory_order_acquire);

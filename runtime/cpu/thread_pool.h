@@ -2,12 +2,18 @@
 //
 // The pool has `size()` workers: the calling thread is worker 0 and
 // size() - 1 threads are started once, in the constructor. parallel_for splits
-// [0, n_items) into size() contiguous chunks (static chunking: worker t gets
-// [n*t/N, n*(t+1)/N)), so a given item always lands in the same chunk for a
-// given pool size and every kernel output is computed by the same arithmetic
-// whatever the thread count. Workers spin briefly on a generation counter
-// before sleeping in std::atomic::wait, so back-to-back small calls (a decode
-// step issues hundreds) do not pay a futex round trip each.
+// [0, n_items) into n_chunks(n_items) contiguous chunks (chunk c is
+// [n*c/C, n*(c+1)/C)) and hands them out dynamically: each worker takes the
+// next untaken chunk from a shared atomic counter until none is left. A
+// worker that is descheduled for a moment therefore delays only the chunk it
+// holds, while the others take the rest (a static one-chunk-per-worker split
+// made the whole call wait for it). The chunk boundaries depend only on
+// n_items and the pool size, and kernels compute each item independently of
+// its chunk, so every kernel output is the same arithmetic whatever the
+// thread count and whichever worker ran it. Workers spin briefly on a
+// generation counter before sleeping in std::atomic::wait, so back-to-back
+// small calls (a decode step issues hundreds) do not pay a futex round trip
+// each; the cost of one call is measured by `vtc-bench-kernels --pool`.
 //
 // An exception thrown by the callback in any worker is captured; the first
 // one is rethrown in the caller after every chunk has finished. A
@@ -15,6 +21,7 @@
 // worker. Calls from different outside threads are serialized.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 #include <utility>
@@ -46,19 +53,25 @@ class ThreadPool {
 
   int size() const { return n_threads_; }
 
-  // Calls fn(begin, end) on disjoint, contiguous, non-empty chunks covering
-  // [0, n_items), at most one chunk per worker, and returns when all are done.
+  // Calls fn(begin, end) once for each chunk(n_items, c, n_chunks(n_items)),
+  // c < n_chunks, on whichever worker takes it, and returns when all are
+  // done. A worker may run several chunks, one after the other.
   void parallel_for(int64_t n_items, RangeFn fn);
 
-  // The chunk worker `t` of `n_workers` gets for n_items (exposed for tests).
-  static std::pair<int64_t, int64_t> chunk(int64_t n_items, int t, int n_workers) {
-    return {n_items * t / n_workers, n_items * (t + 1) / n_workers};
+  // Chunks per call: kChunksPerWorker per worker, at most one per item.
+  static constexpr int kChunksPerWorker = 4;
+  int64_t n_chunks(int64_t n_items) const {
+    return n_threads_ == 1 ? 1 : std::min<int64_t>(n_items, int64_t{n_threads_} * kChunksPerWorker);
+  }
+  // Chunk c of n_chunks for n_items (exposed for tests).
+  static std::pair<int64_t, int64_t> chunk(int64_t n_items, int64_t c, int64_t n_chunks) {
+    return {n_items * c / n_chunks, n_items * (c + 1) / n_chunks};
   }
 
  private:
   struct State;
   void worker_main(int index);
-  void run_chunk(int index) noexcept;
+  void run_chunks() noexcept;
 
   int n_threads_;
   State* state_;
