@@ -1,6 +1,17 @@
 // llama-bench style throughput: pp<N> (one prefill of N tokens) and tg<N>
 // (N single-token decode steps from an empty context), repeated, reported
 // as medians of tokens per second.
+//
+// Two more measurements for the CPU speed work (issue 15,
+// bench/cpu-vs-llamacpp.sh):
+// - the batched decode step: B sequences each hold a short prompt (64
+//   tokens by default); the time of one decode step of B rows (one token
+//   per sequence, one call) against a step of 1 row. A step whose weights
+//   are read once for all rows costs little more than one row; a kernel
+//   that is compute-bound per row costs B times as much.
+// - DRAM read bandwidth: N threads stream through a buffer far larger than
+//   the last-level cache, which bounds tg (each token reads every matmul
+//   weight once): roofline tok/s = bandwidth / weight_bytes_per_token.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +22,9 @@
 namespace vtc::cpu {
 class Session;
 }
+namespace vtc::gguf {
+class GgufFile;
+}
 
 namespace vtc {
 
@@ -18,19 +32,58 @@ struct BenchSpec {
   int32_t prompt_tokens = 512;   // pp
   int32_t gen_tokens = 128;      // tg
   int32_t repetitions = 3;
+  int32_t batch_rows = 0;        // B of the batched decode step (0: not measured)
+  int32_t batch_context = 64;    // prompt tokens each sequence holds before the steps
+  int32_t batch_steps = 16;      // steps timed per repetition (the mean is one figure)
 };
 
 struct BenchFigures {
   std::vector<double> pp_tokens_per_s;  // one per repetition
   std::vector<double> tg_tokens_per_s;
+  std::vector<double> step1_ms;         // ms per 1-row decode step, one per repetition
+  std::vector<double> stepn_ms;         // ms per batch_rows-row decode step
   double pp_median() const;
   double tg_median() const;
+  double step1_median() const;
+  double stepn_median() const;
 };
 
 double median(std::vector<double> values);
+double spread(const std::vector<double>& values);  // max / min (1 for one value, 0 when empty)
 
-// Runs the benchmark on `session` (slot 0). `progress` gets a line per run.
-BenchFigures bench_session(cpu::Session& session, const BenchSpec& spec,
-                           const std::function<void(const std::string&)>& progress = nullptr);
+using BenchProgress = std::function<void(const std::string&)>;
+
+// Runs pp/tg on `session` (slot 0). `progress` gets a line per run.
+BenchFigures bench_session(cpu::Session& session, const BenchSpec& spec, const BenchProgress& progress = nullptr);
+
+// The batched decode step on `session`, which needs spec.batch_rows slots
+// and a context of batch_context + 2 * batch_steps + 1. Each repetition
+// (after one warm-up) resets the slots, prefills every slot with its own
+// batch_context tokens, then times batch_steps 1-row steps (slot 0) and
+// batch_steps B-row steps (slots 0..B-1, each at its own next position).
+// Fills f.step1_ms and f.stepn_ms.
+void bench_batch_step(cpu::Session& session, const BenchSpec& spec, BenchFigures& f,
+                      const BenchProgress& progress = nullptr);
+int64_t batch_step_context(const BenchSpec& spec);
+
+// The bytes one decoded token reads from the weights: every tensor but
+// token_embd (a token reads one row of it), which counts only when the
+// head is tied to it (no output.weight). Matmul weights dominate; the norm
+// gains (f32 vectors) are included and are under 0.1% of the total.
+uint64_t weight_bytes_per_token(const gguf::GgufFile& file);
+
+struct BandwidthSpec {
+  uint64_t bytes = uint64_t{1} << 30;  // buffer size: far beyond any LLC
+  int threads = 2;
+  int repetitions = 5;
+};
+
+// DRAM read bandwidth in GB/s (1e9 bytes/s), one figure per repetition
+// after a warm-up pass. Each thread first-touches, then repeatedly sums
+// its own contiguous slice with 32-byte loads into four independent
+// accumulators (so the loop is bound by memory, not by a dependency
+// chain). A repetition's time runs from releasing the threads until the
+// last one finishes.
+std::vector<double> measure_read_bandwidth(const BandwidthSpec& spec);
 
 }  // namespace vtc

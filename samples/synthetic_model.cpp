@@ -29,6 +29,7 @@ const std::map<std::string, ModelShape>& size_table() {
       {"small", {256, 512, 2, 4, 2, 64, 1024}},
       {"125m", {768, 2048, 12, 12, 4, 64, 2048}},
       {"0.5b", {1024, 2816, 24, 16, 8, 64, 4096}},
+      {"0.56b", {1280, 5120, 20, 20, 4, 64, 4096}},  // issue 15's CPU benchmark model
       {"1b", {2048, 5632, 16, 32, 8, 64, 4096}},
   };
   return table;
@@ -476,7 +477,7 @@ uint32_t ple_eos(const VocabInfo& v, const std::string& vocab_path) {
 }  // namespace
 
 const std::vector<std::string>& known_sizes() {
-  static const std::vector<std::string> sizes = {"tiny", "small", "125m", "0.5b", "1b"};
+  static const std::vector<std::string> sizes = {"tiny", "small", "125m", "0.5b", "0.56b", "1b"};
   return sizes;
 }
 

@@ -39,7 +39,7 @@ struct Options {
   // | qwen4exp (hybrid: DeltaNet layers with every full_attention_interval-th
   // layer full attention).
   std::string arch = "llama";
-  std::string size = "tiny";    // tiny | small | 125m | 0.5b | 1b
+  std::string size = "tiny";    // tiny | small | 125m | 0.5b | 0.56b | 1b
   uint64_t seed = 42;
   std::string vocab_path;       // a GGUF whose tokenizer.* keys are copied
   GgmlType weight_type = GgmlType::F32;  // f32 | f16 | bf16 for matrices

@@ -17,6 +17,7 @@
 //   vtc-ref type-traits
 //   vtc-ref gguf-dump FILE.gguf
 //   vtc-ref bench MODEL.gguf [--pp N] [--tg N] [--reps N] [--threads N]
+//           [--batch-rows B] [--batch-context C] [--batch-steps K]
 //   vtc-ref chat-template TEMPLATE [--no-add-assistant] < messages.json
 //
 // Results go to stdout (JSON or plain text) or to the named files; the
@@ -559,15 +560,144 @@ int cmd_chat_template(const Args& a) {
 // bench MODEL --pp N --tg N --reps N --threads N: llama-bench style
 // throughput with the library's default kernels (what users run). pp: one
 // batch of N prompt tokens; tg: N single-token decodes from an empty
-// context. One warm-up repetition first. JSON {"pp": [tok/s...], "tg": [...]}.
-int cmd_bench(const Args& a) {
-  a.allow({"--pp", "--tg", "--reps", "--threads", "--verbose"});
+// context. One warm-up repetition first.
+//
+// --batch-rows B (with --batch-context C, --batch-steps K): the batched
+// decode step, as vtc bench measures it (runtime/bench.h). A second context
+// with n_seq_max = B (one KV stream per sequence, the library's default)
+// holds C prompt tokens in each of sequences 0..B-1; then K one-row steps
+// on sequence 0 and K steps of one batch of B rows (one token per
+// sequence, B seq ids, logits for every row) are timed, ms per step.
+// JSON {"pp": [tok/s...], "tg": [...], "step1_ms": [...], "stepn_ms": [...]}.
+struct BenchArgs {
+  int pp = 512, tg = 128, reps = 3, threads = 2;
+  int batch_rows = 0, batch_context = 64, batch_steps = 16;
+};
+
+BenchArgs parse_bench_args(const Args& a) {
+  a.allow({"--pp", "--tg", "--reps", "--threads", "--batch-rows", "--batch-context", "--batch-steps", "--verbose"});
   if (a.positional.size() != 1) throw UsageError("bench MODEL.gguf [--pp N] [--tg N] [--reps N] [--threads N]");
-  const int pp = static_cast<int>(parse_int(a.get("--pp").value_or("512"), "--pp"));
-  const int tg = static_cast<int>(parse_int(a.get("--tg").value_or("128"), "--tg"));
-  const int reps = static_cast<int>(parse_int(a.get("--reps").value_or("3"), "--reps"));
-  const int threads = static_cast<int>(parse_int(a.get("--threads").value_or("2"), "--threads"));
-  if (pp < 0 || tg < 0 || reps < 1 || threads < 1) throw UsageError("bad --pp, --tg, --reps or --threads");
+  BenchArgs b;
+  auto num = [&](const char* name, int fallback) {
+    return static_cast<int>(parse_int(a.get(name).value_or(std::to_string(fallback)), name));
+  };
+  b.pp = num("--pp", b.pp);
+  b.tg = num("--tg", b.tg);
+  b.reps = num("--reps", b.reps);
+  b.threads = num("--threads", b.threads);
+  b.batch_rows = num("--batch-rows", b.batch_rows);
+  b.batch_context = num("--batch-context", b.batch_context);
+  b.batch_steps = num("--batch-steps", b.batch_steps);
+  if (b.pp < 0 || b.tg < 0 || b.reps < 1 || b.threads < 1) throw UsageError("bad --pp, --tg, --reps or --threads");
+  if (b.batch_rows < 0 || b.batch_context < 1 || b.batch_steps < 1)
+    throw UsageError("bad --batch-rows, --batch-context or --batch-steps");
+  return b;
+}
+
+// One llama_decode of the batch's first n rows; row i is token[i] of
+// sequence seq[i] at pos[i]. Waits for the result.
+void decode_rows(llama_context* ctx, llama_batch& batch, int n, const std::vector<llama_token>& token,
+                 const std::vector<int>& seq, const std::vector<int>& pos, bool all_logits) {
+  batch.n_tokens = n;
+  for (int i = 0; i < n; ++i) {
+    batch.token[i] = token[size_t(i)];
+    batch.pos[i] = pos[size_t(i)];
+    batch.n_seq_id[i] = 1;
+    batch.seq_id[i][0] = seq[size_t(i)];
+    batch.logits[i] = all_logits || i == n - 1;
+  }
+  if (llama_decode(ctx, batch) != 0) fail("llama_decode failed");
+  llama_synchronize(ctx);
+}
+
+llama_context* bench_context(llama_model* model, const BenchArgs& b, uint32_t n_ctx, uint32_t n_batch, uint32_t n_seq) {
+  llama_context_params cp = llama_context_default_params();
+  cp.n_ctx = n_ctx;
+  cp.n_batch = n_batch;
+  cp.n_ubatch = std::min<uint32_t>(n_batch, 512);
+  cp.n_seq_max = n_seq;
+  cp.n_threads = b.threads;
+  cp.n_threads_batch = b.threads;
+  cp.no_perf = true;
+  llama_context* ctx = llama_init_from_model(model, cp);
+  if (!ctx) fail("could not create a context");
+  return ctx;
+}
+
+// Token ids as llama-bench uses them: arbitrary in-vocabulary values.
+llama_token bench_token(int64_t i, int n_vocab) { return static_cast<llama_token>((i * 7919 + 13) % n_vocab); }
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+void bench_pp_tg(llama_model* model, const BenchArgs& b, int n_vocab, nlohmann::json& out) {
+  llama_context* ctx = bench_context(model, b, uint32_t(std::max(b.pp, b.tg) + 16), uint32_t(std::max(b.pp, 1)), 1);
+  llama_batch batch = llama_batch_init(std::max(b.pp, 1), 0, 1);
+  std::vector<llama_token> prompt(size_t(std::max(b.pp, 1)));
+  std::vector<int> zeros(prompt.size(), 0), pos(prompt.size());
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    prompt[i] = bench_token(int64_t(i), n_vocab);
+    pos[i] = int(i);
+  }
+  nlohmann::json pp_rates = nlohmann::json::array(), tg_rates = nlohmann::json::array();
+  for (int rep = -1; rep < b.reps; ++rep) {
+    llama_memory_clear(llama_get_memory(ctx), true);
+    auto t0 = Clock::now();
+    if (b.pp > 0) decode_rows(ctx, batch, b.pp, prompt, zeros, pos, false);
+    const double pp_s = seconds_since(t0);
+    llama_memory_clear(llama_get_memory(ctx), true);
+    t0 = Clock::now();
+    for (int i = 0; i < b.tg; ++i) decode_rows(ctx, batch, 1, {bench_token(i, n_vocab)}, {0}, {i}, false);
+    const double tg_s = seconds_since(t0);
+    if (rep < 0) continue;
+    if (b.pp > 0) pp_rates.push_back(b.pp / pp_s);
+    if (b.tg > 0) tg_rates.push_back(b.tg / tg_s);
+  }
+  llama_batch_free(batch);
+  llama_free(ctx);
+  out["pp"] = pp_rates;
+  out["tg"] = tg_rates;
+}
+
+void bench_batch_step(llama_model* model, const BenchArgs& b, int n_vocab, nlohmann::json& out) {
+  const int rows = b.batch_rows, c = b.batch_context, k = b.batch_steps;
+  const uint32_t per_seq = uint32_t(c + 2 * k + 16);
+  llama_context* ctx = bench_context(model, b, per_seq * uint32_t(rows), uint32_t(std::max(c, rows)), uint32_t(rows));
+  llama_batch batch = llama_batch_init(std::max(c, rows), 0, 1);
+  std::vector<int> iota(size_t(std::max(c, rows)));
+  for (size_t i = 0; i < iota.size(); ++i) iota[i] = int(i);
+  nlohmann::json one = nlohmann::json::array(), many = nlohmann::json::array();
+  for (int rep = -1; rep < b.reps; ++rep) {
+    llama_memory_clear(llama_get_memory(ctx), true);
+    for (int s = 0; s < rows; ++s) {
+      std::vector<llama_token> prompt(static_cast<size_t>(c));
+      for (int i = 0; i < c; ++i) prompt[size_t(i)] = bench_token(int64_t(s) * c + i, n_vocab);
+      decode_rows(ctx, batch, c, prompt, std::vector<int>(size_t(c), s), iota, false);
+    }
+    auto t0 = Clock::now();
+    for (int i = 0; i < k; ++i) decode_rows(ctx, batch, 1, {1}, {0}, {c + i}, true);
+    const double one_ms = 1e3 * seconds_since(t0) / k;
+    std::vector<int> pos(size_t(rows), c);
+    pos[0] = c + k;  // sequence 0 holds the one-row steps' tokens too
+    const std::vector<llama_token> ones(size_t(rows), 1);
+    t0 = Clock::now();
+    for (int i = 0; i < k; ++i) {
+      decode_rows(ctx, batch, rows, ones, iota, pos, true);
+      for (int& p : pos) ++p;
+    }
+    const double many_ms = 1e3 * seconds_since(t0) / k;
+    if (rep < 0) continue;
+    one.push_back(one_ms);
+    many.push_back(many_ms);
+  }
+  llama_batch_free(batch);
+  llama_free(ctx);
+  out["step1_ms"] = one;
+  out["stepn_ms"] = many;
+}
+
+int cmd_bench(const Args& a) {
+  const BenchArgs b = parse_bench_args(a);
   load_backends();
   llama_log_set(log_callback, nullptr);
   llama_model_params mp = llama_model_default_params();
@@ -575,47 +705,11 @@ int cmd_bench(const Args& a) {
   llama_model* model = llama_model_load_from_file(a.positional[0].c_str(), mp);
   if (!model) fail("could not load model " + a.positional[0]);
   const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
-  llama_context_params cp = llama_context_default_params();
-  cp.n_ctx = static_cast<uint32_t>(std::max(pp, tg) + 16);
-  cp.n_batch = static_cast<uint32_t>(std::max(pp, 1));
-  cp.n_ubatch = std::min<uint32_t>(cp.n_batch, 512);
-  cp.n_threads = threads;
-  cp.n_threads_batch = threads;
-  cp.no_perf = true;
-  llama_context* ctx = llama_init_from_model(model, cp);
-  if (!ctx) fail("could not create a context");
-  llama_batch batch = llama_batch_init(std::max(pp, 1), 0, 1);
-  auto run = [&](int n, int first_pos) {
-    batch.n_tokens = n;
-    for (int i = 0; i < n; ++i) {
-      batch.token[i] = static_cast<llama_token>((int64_t(first_pos + i) * 7919 + 13) % n_vocab);
-      batch.pos[i] = first_pos + i;
-      batch.n_seq_id[i] = 1;
-      batch.seq_id[i][0] = 0;
-      batch.logits[i] = i == n - 1;
-    }
-    if (llama_decode(ctx, batch) != 0) fail("llama_decode failed");
-    llama_synchronize(ctx);
-  };
-  using clock = std::chrono::steady_clock;
-  nlohmann::json pp_rates = nlohmann::json::array(), tg_rates = nlohmann::json::array();
-  for (int rep = -1; rep < reps; ++rep) {
-    llama_memory_clear(llama_get_memory(ctx), true);
-    auto t0 = clock::now();
-    if (pp > 0) run(pp, 0);
-    const double pp_s = std::chrono::duration<double>(clock::now() - t0).count();
-    llama_memory_clear(llama_get_memory(ctx), true);
-    t0 = clock::now();
-    for (int i = 0; i < tg; ++i) run(1, i);
-    const double tg_s = std::chrono::duration<double>(clock::now() - t0).count();
-    if (rep < 0) continue;
-    if (pp > 0) pp_rates.push_back(pp / pp_s);
-    if (tg > 0) tg_rates.push_back(tg / tg_s);
-  }
-  llama_batch_free(batch);
-  llama_free(ctx);
+  nlohmann::json out;
+  bench_pp_tg(model, b, n_vocab, out);
+  if (b.batch_rows > 0) bench_batch_step(model, b, n_vocab, out);
   llama_model_free(model);
-  std::cout << nlohmann::json{{"pp", pp_rates}, {"tg", tg_rates}}.dump() << "\n";
+  std::cout << out.dump() << "\n";
   return 0;
 }
 
@@ -653,6 +747,7 @@ void usage() {
                "  vtc-ref type-traits\n"
                "  vtc-ref gguf-dump FILE.gguf\n"
                "  vtc-ref bench MODEL.gguf [--pp N] [--tg N] [--reps N] [--threads N]\n"
+               "          [--batch-rows B] [--batch-context C] [--batch-steps K]\n"
                "  vtc-ref chat-template TEMPLATE [--no-add-assistant] < messages.json\n"
                "add --verbose to see the library's log\n";
 }
@@ -668,7 +763,8 @@ int main(int argc, char** argv) {
   try {
     const Args a = Args::parse(argc, argv, 2,
                                {"--tokens", "--n-predict", "--threads", "--token-embedding-type", "--dump",
-                                "--output-tensor-type", "--all", "--pp", "--tg", "--reps", "--ubatch"});
+                                "--output-tensor-type", "--all", "--pp", "--tg", "--reps", "--ubatch",
+                                "--batch-rows", "--batch-context", "--batch-steps"});
     g_verbose = a.has("--verbose");
     if (cmd == "logits") return cmd_logits(a);
     if (cmd == "quantize") return cmd_quantize(a);

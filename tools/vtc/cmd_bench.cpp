@@ -1,12 +1,20 @@
 // `vtc bench MODEL.gguf`: pp/tg throughput medians; with --vs-reference the
 // llama.cpp reference runs the same benchmark in the same invocation (via
 // the vtc-ref harness) and the ratio is printed.
+//
+// --batch-rows B adds the batched decode step (runtime/bench.h): ms per
+// decode step of 1 row and of B rows, after a short prompt per sequence,
+// measured on a second session with B slots (so pp/tg run on the same
+// one-slot session as without the flag). --memory-bandwidth measures the
+// DRAM read bandwidth with the same threads (the model is then optional)
+// and, with a model, prints tg's share of the roofline.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "runtime/bench.h"
 #include "runtime/cpu/session.h"
@@ -20,9 +28,17 @@ namespace {
 struct BenchOptions {
   std::string model, ref_tool, json_out, target = "cpu";
   int threads = 2;
-  bool vs_reference = false, profile = false, no_fuse = false;
+  bool vs_reference = false, profile = false, no_fuse = false, memory_bandwidth = false;
+  uint64_t bandwidth_mib = 1024;
   BenchSpec spec;
 };
+
+struct Bandwidth {
+  uint64_t bytes = 0;
+  std::vector<double> gb_per_s;
+};
+
+void log(const std::string& line) { fmt::print(stderr, "bench: {}\n", line); }
 
 std::string find_ref_tool(const BenchOptions& o) {
   if (!o.ref_tool.empty()) return o.ref_tool;
@@ -34,9 +50,16 @@ std::string find_ref_tool(const BenchOptions& o) {
               "or pass --ref-tool PATH / set VTC_REF_TOOL)");
 }
 
+std::vector<double> doubles(const nlohmann::json& j, const char* key) {
+  return j.contains(key) ? j.at(key).get<std::vector<double>>() : std::vector<double>{};
+}
+
 BenchFigures run_reference(const BenchOptions& o) {
   std::string cmd = fmt::format("{} bench {} --pp {} --tg {} --reps {} --threads {}", find_ref_tool(o), o.model,
                                 o.spec.prompt_tokens, o.spec.gen_tokens, o.spec.repetitions, o.threads);
+  if (o.spec.batch_rows > 0)
+    cmd += fmt::format(" --batch-rows {} --batch-context {} --batch-steps {}", o.spec.batch_rows, o.spec.batch_context,
+                       o.spec.batch_steps);
   std::FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) throw Error("bench: cannot run " + cmd);
   std::string out;
@@ -45,71 +68,160 @@ BenchFigures run_reference(const BenchOptions& o) {
   while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
   if (pclose(pipe) != 0) throw Error("bench: the reference run failed: " + cmd);
   auto j = nlohmann::json::parse(out);
-  return {j.at("pp").get<std::vector<double>>(), j.at("tg").get<std::vector<double>>()};
+  return {doubles(j, "pp"), doubles(j, "tg"), doubles(j, "step1_ms"), doubles(j, "stepn_ms")};
+}
+
+Bandwidth run_bandwidth(const BenchOptions& o) {
+  BandwidthSpec spec{o.bandwidth_mib << 20, o.threads, std::max(o.spec.repetitions, 5)};
+  log(fmt::format("DRAM read bandwidth, {} threads, {} MiB buffer, {} repetitions", o.threads, o.bandwidth_mib,
+                  spec.repetitions));
+  Bandwidth bw{spec.bytes, measure_read_bandwidth(spec)};
+  log(fmt::format("read bandwidth {:.1f} GB/s (median; spread {:.3f})", median(bw.gb_per_s), spread(bw.gb_per_s)));
+  return bw;
+}
+
+// vtc's figures; `weight_bytes` gets the bytes one token reads.
+BenchFigures run_vtc(const BenchOptions& o, uint64_t& weight_bytes) {
+  int64_t ctx = std::max(o.spec.prompt_tokens, o.spec.gen_tokens) + 16;
+  if (o.target == "cuda") {
+    if (o.spec.batch_rows > 0) throw Error("bench: --batch-rows is for the cpu target");
+    cuda::Session session(o.model, {.n_ctx = ctx, .n_slots = 1, .graphs = true});
+    log("vtc, cuda target");
+    return cuda::bench_cuda(session, o.spec, log);
+  }
+  if (o.target != "cpu") throw Error("bench: --target must be cpu or cuda, got " + o.target);
+  BenchFigures f;
+  {
+    cpu::Session session(o.model, {.threads = o.threads, .n_ctx = ctx, .n_slots = 1, .optimize = !o.no_fuse});
+    log(fmt::format("vtc, {} threads{}", o.threads, o.no_fuse ? ", no fusion" : ""));
+    weight_bytes = weight_bytes_per_token(session.file());
+    session.interpreter().set_profiling(o.profile);
+    if (o.spec.prompt_tokens > 0 || o.spec.gen_tokens > 0) f = bench_session(session, o.spec, log);
+    if (o.profile) fmt::print(stderr, "time per op (all repetitions):\n{}", session.interpreter().profile().table());
+  }
+  if (o.spec.batch_rows > 0) {
+    cpu::Session session(o.model, {.threads = o.threads, .n_ctx = batch_step_context(o.spec),
+                                   .n_slots = o.spec.batch_rows, .optimize = !o.no_fuse});
+    log(fmt::format("vtc, decode step of 1 and of {} rows after {} tokens each", o.spec.batch_rows,
+                    o.spec.batch_context));
+    bench_batch_step(session, o.spec, f, log);
+  }
+  return f;
+}
+
+void print_table(const BenchOptions& o, const BenchFigures& vtc, const BenchFigures& ref) {
+  const std::string model = std::filesystem::path(o.model).filename().string();
+  const bool vs = o.vs_reference;
+  fmt::print("| model | test | vtc | {}\n", vs ? "llama.cpp | vtc / llama.cpp |" : "");
+  fmt::print("|---|---|---|{}\n", vs ? "---|---|" : "");
+  auto row = [&](const std::string& test, double ours, double theirs) {
+    if (vs)
+      fmt::print("| {} | {} | {:.2f} | {:.2f} | {:.2f} |\n", model, test, ours, theirs, theirs > 0 ? ours / theirs : 0);
+    else
+      fmt::print("| {} | {} | {:.2f} |\n", model, test, ours);
+  };
+  if (o.spec.prompt_tokens > 0) row(fmt::format("pp{} tok/s", o.spec.prompt_tokens), vtc.pp_median(), ref.pp_median());
+  if (o.spec.gen_tokens > 0) row(fmt::format("tg{} tok/s", o.spec.gen_tokens), vtc.tg_median(), ref.tg_median());
+  if (o.spec.batch_rows > 0) {
+    const int32_t b = o.spec.batch_rows;
+    auto ratio = [](const BenchFigures& f) { return f.step1_median() > 0 ? f.stepn_median() / f.step1_median() : 0; };
+    row("step1 ms", vtc.step1_median(), ref.step1_median());
+    row(fmt::format("step{} ms", b), vtc.stepn_median(), ref.stepn_median());
+    row(fmt::format("step{} / step1", b), ratio(vtc), ratio(ref));
+  }
+  fmt::print("(medians of {} repetitions, {} threads)\n", o.spec.repetitions, o.threads);
+}
+
+void print_roofline(const BenchOptions& o, const Bandwidth& bw, uint64_t weight_bytes, const BenchFigures& vtc,
+                    const BenchFigures& ref) {
+  const double roof = median(bw.gb_per_s) * 1e9 / double(weight_bytes);
+  std::string line = fmt::format("tg roofline {:.1f} tok/s ({:.1f} GB/s / {:.1f} MB of weights per token): vtc {:.0f}%",
+                                 roof, median(bw.gb_per_s), weight_bytes / 1e6, 100 * vtc.tg_median() / roof);
+  if (o.vs_reference) line += fmt::format(", llama.cpp {:.0f}%", 100 * ref.tg_median() / roof);
+  fmt::print("{}\n", line);
+}
+
+nlohmann::json figures_json(const BenchFigures& f) {
+  nlohmann::json j = {{"pp", f.pp_tokens_per_s}, {"tg", f.tg_tokens_per_s}};
+  if (!f.step1_ms.empty()) j["step1_ms"] = f.step1_ms;
+  if (!f.stepn_ms.empty()) j["stepn_ms"] = f.stepn_ms;
+  return j;
+}
+
+void write_json(const BenchOptions& o, const std::optional<Bandwidth>& bw, uint64_t weight_bytes,
+                const std::optional<BenchFigures>& vtc, const BenchFigures& ref) {
+  nlohmann::json j = {{"threads", o.threads}, {"repetitions", o.spec.repetitions}};
+  if (bw)
+    j["memory_bandwidth"] = {
+        {"bytes", bw->bytes}, {"gb_per_s", bw->gb_per_s}, {"median_gb_per_s", median(bw->gb_per_s)}};
+  if (vtc) {
+    j["model"] = o.model;
+    j["pp_tokens"] = o.spec.prompt_tokens;
+    j["tg_tokens"] = o.spec.gen_tokens;
+    if (weight_bytes > 0) j["weight_bytes_per_token"] = weight_bytes;
+    if (o.spec.batch_rows > 0)
+      j["batch"] = {{"rows", o.spec.batch_rows}, {"context", o.spec.batch_context}, {"steps", o.spec.batch_steps}};
+    j["vtc"] = figures_json(*vtc);
+    if (o.vs_reference) j["llama.cpp"] = figures_json(ref);
+  }
+  std::FILE* f = std::fopen(o.json_out.c_str(), "w");
+  if (!f) throw Error("bench: cannot write " + o.json_out);
+  std::fputs(j.dump(1).c_str(), f);
+  std::fclose(f);
 }
 
 int run(const BenchOptions& o) {
-  auto log = [](const std::string& line) { fmt::print(stderr, "bench: {}\n", line); };
-  int64_t ctx = std::max(o.spec.prompt_tokens, o.spec.gen_tokens) + 16;
-  BenchFigures vtc;
-  if (o.target == "cuda") {
-    cuda::Session session(o.model, {.n_ctx = ctx, .n_slots = 1, .graphs = true});
-    log("vtc, cuda target");
-    vtc = cuda::bench_cuda(session, o.spec, log);
-  } else if (o.target == "cpu") {
-    cpu::Session session(o.model, {.threads = o.threads, .n_ctx = ctx, .n_slots = 1, .optimize = !o.no_fuse});
-    log(fmt::format("vtc, {} threads{}", o.threads, o.no_fuse ? ", no fusion" : ""));
-    session.interpreter().set_profiling(o.profile);
-    vtc = bench_session(session, o.spec, log);
-    if (o.profile) fmt::print(stderr, "time per op (all repetitions):\n{}", session.interpreter().profile().table());
-  } else {
-    throw Error("bench: --target must be cpu or cuda, got " + o.target);
-  }
+  if (o.model.empty() && !o.memory_bandwidth) throw Error("bench: give a MODEL (or --memory-bandwidth alone)");
+  if (o.spec.repetitions < 1) throw Error("bench: --repetitions must be at least 1");
+  std::optional<Bandwidth> bw;
+  if (o.memory_bandwidth) bw = run_bandwidth(o);
+  std::optional<BenchFigures> vtc;
   BenchFigures ref;
-  if (o.vs_reference) {
-    log("llama.cpp reference, same model and threads");
-    ref = run_reference(o);
+  uint64_t weight_bytes = 0;
+  if (!o.model.empty()) {
+    vtc = run_vtc(o, weight_bytes);
+    if (o.vs_reference) {
+      log("llama.cpp reference, same model and threads");
+      ref = run_reference(o);
+    }
+    print_table(o, *vtc, ref);
+    if (bw && weight_bytes > 0 && o.spec.gen_tokens > 0) print_roofline(o, *bw, weight_bytes, *vtc, ref);
+  } else {
+    fmt::print("DRAM read bandwidth, {} threads: {:.1f} GB/s (median of {}, spread {:.3f})\n", o.threads,
+               median(bw->gb_per_s), bw->gb_per_s.size(), spread(bw->gb_per_s));
   }
-  const std::string model = std::filesystem::path(o.model).filename().string();
-  fmt::print("| model | test | vtc tok/s | {}\n", o.vs_reference ? "llama.cpp tok/s | vtc / llama.cpp |" : "");
-  fmt::print("|---|---|---|{}\n", o.vs_reference ? "---|---|" : "");
-  auto row = [&](const char* test, int32_t n, double ours, double theirs) {
-    if (n <= 0) return;
-    if (o.vs_reference)
-      fmt::print("| {} | {}{} | {:.2f} | {:.2f} | {:.2f} |\n", model, test, n, ours, theirs, theirs > 0 ? ours / theirs : 0);
-    else
-      fmt::print("| {} | {}{} | {:.2f} |\n", model, test, n, ours);
-  };
-  row("pp", o.spec.prompt_tokens, vtc.pp_median(), ref.pp_median());
-  row("tg", o.spec.gen_tokens, vtc.tg_median(), ref.tg_median());
-  fmt::print("(medians of {} repetitions, {} threads)\n", o.spec.repetitions, o.threads);
-  if (!o.json_out.empty()) {
-    nlohmann::json j = {{"model", o.model}, {"threads", o.threads}, {"repetitions", o.spec.repetitions},
-                        {"vtc", {{"pp", vtc.pp_tokens_per_s}, {"tg", vtc.tg_tokens_per_s}}}};
-    if (o.vs_reference) j["llama.cpp"] = {{"pp", ref.pp_tokens_per_s}, {"tg", ref.tg_tokens_per_s}};
-    std::FILE* f = std::fopen(o.json_out.c_str(), "w");
-    if (!f) throw Error("bench: cannot write " + o.json_out);
-    std::fputs(j.dump(1).c_str(), f);
-    std::fclose(f);
-  }
+  if (!o.json_out.empty()) write_json(o, bw, weight_bytes, vtc, ref);
   return 0;
 }
 
 }  // namespace
 
 Runner add_bench(CLI::App& app) {
-  auto* cmd = app.add_subcommand("bench", "Prompt (pp) and generation (tg) throughput, optionally against llama.cpp");
+  auto* cmd = app.add_subcommand(
+      "bench", "Prompt (pp) and generation (tg) throughput, batched decode steps and DRAM bandwidth, optionally against llama.cpp");
   auto o = std::make_shared<BenchOptions>();
-  cmd->add_option("model", o->model, "GGUF model or .vtc artifact")->required()->check(CLI::ExistingFile);
+  cmd->add_option("model", o->model, "GGUF model or .vtc artifact (optional with --memory-bandwidth)")
+      ->check(CLI::ExistingFile);
   cmd->add_option("-p,--n-prompt", o->spec.prompt_tokens, "Prompt tokens for pp (0: skip)")->capture_default_str();
   cmd->add_option("-n,--n-gen", o->spec.gen_tokens, "Generated tokens for tg (0: skip)")->capture_default_str();
   cmd->add_option("-r,--repetitions", o->spec.repetitions, "Repetitions (the median is reported)")->capture_default_str();
-  cmd->add_option("-t,--threads", o->threads, "Threads, for vtc and the reference")->capture_default_str();
+  cmd->add_option("-t,--threads", o->threads, "Threads, for vtc, the reference and the bandwidth loop")->capture_default_str();
   cmd->add_flag("--vs-reference", o->vs_reference, "Also run llama.cpp (via vtc-ref) in the same run and print the ratio");
   cmd->add_option("--ref-tool", o->ref_tool, "Path of the vtc-ref harness (default: $VTC_REF_TOOL, then build/bin/vtc-ref)");
   cmd->add_option("--target", o->target, "Where vtc runs: cpu or cuda")->capture_default_str();
-  cmd->add_flag("--profile", o->profile, "Print vtc's time per op kind");
+  cmd->add_flag("--profile", o->profile, "Print vtc's time per op kind (pp and tg runs)");
   cmd->add_flag("--no-fuse", o->no_fuse, "CPU: compile a GGUF without the fusion passes (before/after comparisons)");
+  cmd->add_option("--batch-rows", o->spec.batch_rows,
+                  "CPU: also time a decode step of this many rows (one token for each of as many sequences) "
+                  "against a step of 1 row (0: skip)")->capture_default_str();
+  cmd->add_option("--batch-context", o->spec.batch_context, "Prompt tokens each sequence holds before the batched steps")
+      ->capture_default_str();
+  cmd->add_option("--batch-steps", o->spec.batch_steps, "Decode steps timed per repetition (the mean per step is one figure)")
+      ->capture_default_str();
+  cmd->add_flag("--memory-bandwidth", o->memory_bandwidth,
+                "Measure the DRAM read bandwidth with --threads threads (median of max(repetitions, 5) passes); "
+                "with a model, also print tg's share of the roofline");
+  cmd->add_option("--bandwidth-mib", o->bandwidth_mib, "Buffer size of the bandwidth loop in MiB")->capture_default_str();
   cmd->add_option("--json", o->json_out, "Also write every repetition's figures to FILE as JSON");
   return [o] { return run(*o); };
 }
