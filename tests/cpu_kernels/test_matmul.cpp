@@ -286,6 +286,94 @@ TEST_CASE("matmul: 4-row dot kernels are bit-identical to the 1-row ones", "[mat
   }
 }
 
+// Activations of `cols` values for each of n_tokens rows, converted by `k`
+// to the activation type of `t`; the row stride in bytes goes to x_row.
+std::vector<uint8_t> quantized_activations(const detail::QuantKernels& k, GgmlType t, int64_t cols, int64_t n_tokens,
+                                           uint32_t seed, int64_t& x_row) {
+  const GgmlType at = matmul_activation_type(t);
+  const auto& tr = ggml_traits(at);
+  x_row = cols / tr.block_size * tr.block_bytes;
+  const auto xf = random_floats(static_cast<size_t>(cols * n_tokens), seed, -2.0f, 2.0f);
+  std::vector<uint8_t> xq(static_cast<size_t>(x_row * n_tokens));
+  for (int64_t i = 0; i < n_tokens; ++i) k.quantize[act_slot(at)](xf.data() + i * cols, xq.data() + i * x_row, cols);
+  return xq;
+}
+
+TEST_CASE("matmul: register-blocked tiles are bit-identical to the dot kernels", "[matmul][isa][gemm]") {
+  if (best_isa() != Isa::Avx2) {
+    WARN("SKIPPED: AVX2 is not available here; the AVX2 tiles were not tested");
+    return;
+  }
+  const auto& k = *detail::avx2_quant_kernels();
+  int tested = 0;
+  for (GgmlType t : kNativeTypes) {
+    const int slot = static_cast<int>(t);
+    const detail::GemmKernels& g = k.gemm[slot];
+    if (g.rows == 0) continue;
+    const int64_t block = ggml_traits(t).block_size;
+    // One block, an odd number of blocks, and (16-bit types) vector tails.
+    std::vector<int64_t> col_counts = {block, 3 * block, 1024};
+    if (block == 1) col_counts.insert(col_counts.end(), {37, 72, 100});
+    for (int64_t cols : col_counts) {
+      for (int nt = 1; nt <= g.toks; ++nt) {
+        const auto w = random_weights(t, g.rows, cols, 60 + static_cast<uint32_t>(cols));
+        const int64_t w_row = static_cast<int64_t>(w.size()) / g.rows;
+        int64_t x_row = 0;
+        const auto xq = quantized_activations(k, t, cols, nt, 61 + static_cast<uint32_t>(nt), x_row);
+        const int64_t y_stride = g.rows + 3;  // a y row wider than the tile: the gaps stay untouched
+        Guarded y(static_cast<size_t>(y_stride * nt));
+        g.fn[nt](cols, w.data(), w_row, xq.data(), x_row, y.data(), y_stride);
+        REQUIRE(y.intact());
+        const auto got = y.values();
+        std::vector<float> want(got.size(), -12345.0f), have(got.size(), -12345.0f);
+        for (int tok = 0; tok < nt; ++tok)
+          for (int r = 0; r < g.rows; ++r) {
+            const size_t i = static_cast<size_t>(tok * y_stride + r);
+            want[i] = k.dot[slot](cols, w.data() + r * w_row, xq.data() + tok * x_row);
+            have[i] = got[i];
+          }
+        INFO(fmt::format("{} tile {}x{} cols {}", ggml_type_name(t), g.rows, nt, cols));
+        CHECK(bitwise_equal(have, want));
+        CHECK(bitwise_equal(got, have));  // nothing written outside the tile's outputs
+        ++tested;
+      }
+    }
+  }
+  CHECK(tested >= 8 * 3);  // q8_0, q4_0, q5_0, iq4_nl, q4_K, q6_K, f16, bf16 at least
+}
+
+TEST_CASE("matmul: a batch of 1 to 17 tokens gives each token the bits of a one-token matmul",
+          "[matmul][gemm][threads]") {
+  // Batches go through the tiles; single tokens through dot / dot4. Rows not
+  // a multiple of any tile, K tails of odd block counts, 1 to 4 threads.
+  const GgmlType types[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::IQ4_NL, GgmlType::Q4_K,
+                            GgmlType::Q6_K, GgmlType::F16,  GgmlType::BF16, GgmlType::Q5_K};
+  for (Isa isa : available_isas()) {
+    IsaScope scope(isa);
+    for (int threads = 1; threads <= 4; ++threads) {
+      ThreadPool pool(threads);
+      for (GgmlType t : types) {
+        const int64_t block = ggml_traits(t).block_size == 1 ? 32 : ggml_traits(t).block_size;
+        const int64_t rows = 37, cols = 3 * block;
+        const auto w = random_weights(t, rows, cols, 70 + static_cast<uint32_t>(threads));
+        for (int64_t n_tokens : {2, 3, 5, 8, 17}) {
+          const Shape s{rows, cols, n_tokens};
+          const auto x = random_floats(static_cast<size_t>(cols * n_tokens), 71 + static_cast<uint32_t>(n_tokens));
+          const auto batch = run_matmul(t, w, s, x, pool);
+          std::vector<float> one_by_one;
+          for (int64_t tok = 0; tok < n_tokens; ++tok) {
+            const std::vector<float> xt(x.begin() + tok * cols, x.begin() + (tok + 1) * cols);
+            const auto yt = run_matmul(t, w, Shape{rows, cols, 1}, xt, pool);
+            one_by_one.insert(one_by_one.end(), yt.begin(), yt.end());
+          }
+          INFO(fmt::format("{} isa {} threads {} tokens {}", ggml_type_name(t), isa_name(isa), threads, n_tokens));
+          CHECK(bitwise_equal(batch, one_by_one));
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("matmul: activation quantizers are bit-identical across ISAs", "[matmul][isa]") {
   if (best_isa() != Isa::Avx2) {
     WARN("SKIPPED: AVX2 is not available here");

@@ -85,11 +85,29 @@ enum TypeSlot : int {
 // activation loads and run as independent dependency chains.
 using Dot4Fn = void (*)(int64_t n, const void* w, int64_t w_stride, const void* x, float* y);
 
+// A register-blocked tile of dot products (gemm_avx2.cpp): for r < rows
+// and t < the tile's token count,
+//   y[t * y_stride + r] = dot(n, w + r * w_stride, x + t * x_stride)
+// (strides in bytes for w and x, in floats for y), bit-identical to the
+// table's dot for the same type.
+using GemmFn = void (*)(int64_t n, const void* w, int64_t w_stride, const void* x, int64_t x_stride, float* y,
+                        int64_t y_stride);
+constexpr int kMaxGemmToks = 4;
+struct GemmKernels {  // POD (see the top of this file); value-initialize it
+  int rows;                     // rows per tile; 0 = no tiles for this type
+  int toks;                     // the most tokens per tile
+  GemmFn fn[kMaxGemmToks + 1];  // fn[k]: `rows` rows x k tokens, 1 <= k <= toks
+};
+
 struct QuantKernels {
   QuantizeFn quantize[static_cast<int>(ActType::Count)];
   DotFn dot[kTypeSlots];    // indexed by GgmlType value; null = no native path
   Dot4Fn dot4[kTypeSlots];  // optional 4-row versions of dot; null = use dot
+  GemmKernels gemm[kTypeSlots];  // optional tiles for several tokens
 };
+
+// Fills the AVX2 tiles of `t` (gemm_avx2.cpp).
+void add_avx2_gemm_kernels(QuantKernels& t);
 
 const QuantKernels& scalar_quant_kernels();
 // Null when the AVX2 translation unit is not part of this build. Its dot4

@@ -9,13 +9,18 @@
 //      pool's workers (static chunking). A worker therefore owns a band of
 //      weight rows and walks every token tile for it: each weight row is read
 //      from memory once per matmul and reused from cache for all tokens.
-//   3. Each output element is one call of the type's dot kernel on whole
-//      blocks, or comes from its 4-row version (dot4, bit-identical to dot),
-//      so its value does not depend on the thread count or tiling.
+//   3. With several tokens, a tile kernel (gemm_avx2.cpp) computes
+//      tiles.rows weight rows x up to tiles.toks tokens at once, decoding
+//      each weight block once for all of them; the rows left over, and
+//      single tokens, go through the type's dot kernel or its 4-row version
+//      (dot4). Tiles and dot4 are bit-identical to dot, so an output's value
+//      does not depend on the thread count, the tiling or the batch.
 // Types without a native dot kernel dequantize one weight row at a time into
 // a thread-local buffer and use an f32 dot; no whole-weight dequantization.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -69,6 +74,16 @@ bool native_act(GgmlType w, ActInfo& out) {
     case GgmlType::IQ4_XS: out = {ActType::Q8_K, GgmlType::Q8_K}; return true;
     default: return false;
   }
+}
+
+// VTC_CPU_GEMM=0 turns the multi-token tiles off (benchmarks, tests: the
+// results are the same bits either way).
+bool tiles_disabled() {
+  static const bool off = [] {
+    const char* v = std::getenv("VTC_CPU_GEMM");
+    return v != nullptr && std::string(v) == "0";
+  }();
+  return off;
 }
 
 int64_t row_bytes(GgmlType t, int64_t cols) {
@@ -155,17 +170,26 @@ void matmul(GgmlType wtype, const void* w, int64_t rows, int64_t cols, const flo
     xq = xb;
   }
 
+  const detail::GemmKernels& tiles = qk.gemm[static_cast<int>(wtype)];
+  const bool use_tiles = tiles.rows > 0 && n_tokens >= 2 && !tiles_disabled();
   pool.parallel_for(n_row_tiles * n_tok_tiles, [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) {
       const int64_t r0 = item / n_tok_tiles * kRowTile, t0 = item % n_tok_tiles * kTokTile;
       const int64_t r1 = std::min(rows, r0 + kRowTile), t1 = std::min(n_tokens, t0 + kTokTile);
+      int64_t r = r0;
+      if (use_tiles)
+        for (; r + tiles.rows <= r1; r += tiles.rows)
+          for (int64_t t = t0; t < t1; t += tiles.toks) {
+            const int nt = static_cast<int>(std::min<int64_t>(tiles.toks, t1 - t));
+            tiles.fn[nt](cols, wb + r * w_row, w_row, xq + t * x_row, x_row, y + t * rows + r, rows);
+          }
       for (int64_t t = t0; t < t1; ++t) {
         const uint8_t* xr = xq + t * x_row;
         float* yt = y + t * rows;
-        int64_t r = r0;
+        int64_t rr = r;
         if (dot4 != nullptr)
-          for (; r + 4 <= r1; r += 4) dot4(cols, wb + r * w_row, w_row, xr, yt + r);
-        for (; r < r1; ++r) yt[r] = dot(cols, wb + r * w_row, xr);
+          for (; rr + 4 <= r1; rr += 4) dot4(cols, wb + rr * w_row, w_row, xr, yt + rr);
+        for (; rr < r1; ++rr) yt[rr] = dot(cols, wb + rr * w_row, xr);
       }
     }
   });

@@ -13,66 +13,12 @@
 #include <cstring>
 #include <type_traits>
 
+#include "runtime/cpu/kernels/avx2_common.h"
 #include "runtime/cpu/kernels/internal.h"
 
 namespace vtc::cpu::detail {
 namespace {
 
-inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
-inline uint16_t f2h(float f) { return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT)); }
-
-inline float hsum_ps(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-inline int hsum_epi32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
-  return _mm_cvtsi128_si32(s);
-}
-
-inline __m256i loadu(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-
-// 16 bytes of nibbles -> 32 bytes: low nibbles (values 0..15), then high.
-inline __m256i nibbles32(const uint8_t* p) {
-  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  const __m256i v = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
-  return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
-}
-
-// Bit j of qh -> byte j = 0xff if set, 0 if not.
-inline __m256i bits32(const uint8_t* qhp) {
-  uint32_t qh;
-  std::memcpy(&qh, qhp, 4);
-  const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
-                                        3, 3, 3, 3, 3, 3);
-  const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)), shuf);
-  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
-  return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
-}
-
-// Sum of products of signed bytes x, y (|x|, |y| <= 127), in 8 int32 lanes.
-inline __m256i dot_i8(__m256i x, __m256i y) {
-  const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
-  return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
-}
-// Unsigned x (<= 127) times signed y, in 8 int32 lanes.
-inline __m256i dot_u8(__m256i x, __m256i y) {
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1));
-}
-// Two 16-lane scale vectors: lanes 0..7 (first 16 bytes) get a, 8..15 get b.
-inline __m256i scales2(int a, int b) {
-  return _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(b)), _mm_set1_epi16(static_cast<int16_t>(a)));
-}
-
-// How far ahead of the current block the 4-row kernels prefetch weights.
-// The rows stream from memory; hardware prefetchers stop at page
-// boundaries, and a single core's bandwidth is latency-bound.
-constexpr int kPrefetchBytes = 512;
 
 // ----- activation quantizers ------------------------------------------------
 
@@ -138,19 +84,6 @@ float dot_f32(int64_t n, const void* vw, const void* vx) {
   return sum;
 }
 
-inline __m256 load_f16(const uint16_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-inline __m256 load_bf16(const uint16_t* p) {
-  const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-}
-inline float bf2f(uint16_t h) {
-  const uint32_t u = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 template <bool kBf16>
 float dot_16bit(int64_t n, const void* vw, const void* vx) {
@@ -266,9 +199,6 @@ void dot4_q8_0(int64_t n, const void* vw, int64_t stride, const void* vx, float*
   y[3] = hsum_ps(acc3);
 }
 
-inline __m256i iq4_table() {
-  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
-}
 
 float dot_iq4_nl(int64_t n, const void* vw, const void* vx) {
   const auto* w = static_cast<const BlockIQ4_NL*>(vw);
@@ -304,20 +234,6 @@ float dot_iq4_nl(int64_t n, const void* vw, const void* vx) {
 // below lay out their bytes as ggml does. (IQ4_XS: the reference runs this
 // only for batches under 8 tokens; larger ones go through its IQ panel GEMM,
 // not reproduced; docs/numerics-parity.md.)
-inline __m256 fmadd_lanes(float d, __m256i lanes, __m256 acc) {
-  return _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes), acc);
-}
-// ggml's 4-lane mins term: lane k = m[2k]*(bs[4k]+bs[4k+1]) + m[2k+1]*(bs[4k+2]+bs[4k+3]).
-inline __m128i k4_mins_lanes(__m128i mins16, const int16_t* bsums) {
-  const __m128i pairs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bsums)),
-                                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(bsums + 8)));
-  return _mm_madd_epi16(mins16, pairs);
-}
-inline float hsum4_ps(__m128 v) {
-  v = _mm_add_ps(v, _mm_movehl_ps(v, v));
-  v = _mm_add_ss(v, _mm_movehdup_ps(v));
-  return _mm_cvtss_f32(v);
-}
 
 float dot_q2_k(int64_t n, const void* vw, const void* vx) {
   const auto* w = static_cast<const BlockQ2_K*>(vw);
@@ -432,22 +348,6 @@ float dot_q45_k(int64_t n, const void* vw, const void* vx) {
 // super-block is the same. Scales are unpacked with ggml's 32-bit mask trick
 // and spread with byte shuffles; the bsum pairs are computed once per
 // super-block for the 4 rows.
-inline __m256i k4_scales_x2(const uint8_t* packed, __m128i& mins) {
-  constexpr uint32_t kLow6 = 0x3f3f3f3fu, kLow4 = 0x0f0f0f0fu, kLow2 = 0x03030303u;
-  uint32_t u[3];
-  std::memcpy(u, packed, 12);
-  const __m128i r = _mm_setr_epi32(static_cast<int>(u[0] & kLow6),
-                                   static_cast<int>((u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4)),
-                                   static_cast<int>(u[1] & kLow6),
-                                   static_cast<int>(((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4)));
-  const __m256i sm = _mm256_cvtepu8_epi16(r);  // 16-bit: scales 0..7, mins 0..7
-  mins = _mm256_extracti128_si256(sm, 1);
-  return _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
-}
-// Shuffle that repeats 16-bit lane k of each 128-bit half.
-inline __m256i lane16_shuffle(int k) {
-  return _mm256_set1_epi16(static_cast<int16_t>((2 * k) | ((2 * k + 1) << 8)));
-}
 
 void dot4_q4_k(int64_t n, const void* vw, int64_t stride, const void* vx, float* y) {
   const BlockQ4_K* w[4];
@@ -636,6 +536,7 @@ const QuantKernels* avx2_quant_kernels_novnni() {
     t.dot4[kSlotQ8_0] = dot4_q8_0;
     t.dot4[kSlotQ4_K] = dot4_q4_k;
     t.dot4[kSlotQ6_K] = dot4_q6_k;
+    add_avx2_gemm_kernels(t);
     return t;
   }();
   return &k;
