@@ -1,14 +1,21 @@
 // ThreadPool: see thread_pool.h.
 //
 // Protocol. The caller publishes a job (fn, n_items, chunk count, next
-// chunk = 0), sets `pending` to the number of helper threads (all of them),
-// and bumps `generation` (release). Each worker waits for the generation to
-// change (spin, then atomic::wait), takes chunks with fetch_add on
-// `next_chunk` until it passes the count, and decrements `pending`
-// (acq_rel); the last one notifies. The caller takes chunks the same way,
-// then waits for `pending` to reach zero (spin, then atomic::wait). All job fields
-// are written before the release increment and read after the acquire load,
-// so the pool is data-race free under TSan.
+// chunk = 0), opens it in `entry` and bumps `generation` (release). Each
+// worker waits for the generation to change (spin, then atomic::wait),
+// enters the job by incrementing the user count in `entry` (a CAS that
+// fails once the job is closed or replaced), takes chunks with fetch_add on
+// `next_chunk` until it passes the count, and leaves (decrement, notify).
+// The caller takes chunks the same way; when none is left it waits for the
+// users to leave and closes the job with a CAS from "open, 0 users".
+//
+// So the caller never waits for a worker that did not start: a worker that
+// is descheduled when a job is published (another process holds its core)
+// finds the job closed when it wakes and takes no part, while the caller
+// has run its chunks. It waits only for chunks that a worker holds. All job
+// fields are written before the release publication and read after an
+// acquire load of the same job's `entry`, and the job is reused only after
+// it is closed, so the pool is data-race free under TSan.
 #include "runtime/cpu/thread_pool.h"
 
 #include <algorithm>
@@ -28,6 +35,10 @@
 namespace vtc::cpu {
 
 namespace {
+constexpr uint64_t kClosed = uint64_t{1} << 31;
+constexpr uint64_t kUsers = kClosed - 1;
+uint64_t open_entry(uint64_t generation) { return generation << 32; }
+bool same_job(uint64_t entry, uint64_t generation) { return (entry >> 32) == (generation & 0xffffffffu); }
 constexpr int kSpinIterations = 1 << 12;  // tens of microseconds of spinning before sleeping
 thread_local const ThreadPool* t_inside_pool = nullptr;
 }  // namespace
@@ -44,7 +55,8 @@ struct ThreadPool::State {
   bool stop = false;
 
   std::atomic<uint64_t> generation{0};
-  std::atomic<int> pending{0};
+  // (generation mod 2^32) << 32 | kClosed bit | number of workers inside.
+  std::atomic<uint64_t> entry{kClosed};
 
   std::mutex error_mutex;
   std::exception_ptr error;
@@ -82,24 +94,28 @@ void ThreadPool::run_chunks() noexcept {
 
 void ThreadPool::worker_main(int /*index*/) {
   t_inside_pool = this;
+  State& s = *state_;
   uint64_t seen = 0;
   for (;;) {
-    uint64_t g = state_->generation.load(std::memory_order_acquire);
+    uint64_t g = s.generation.load(std::memory_order_acquire);
     for (int spin = 0; g == seen && spin < kSpinIterations; ++spin) {
       VTC_CPU_RELAX();
-      g = state_->generation.load(std::memory_order_acquire);
+      g = s.generation.load(std::memory_order_acquire);
     }
     while (g == seen) {
-      state_->generation.wait(seen, std::memory_order_acquire);
-      g = state_->generation.load(std::memory_order_acquire);
+      s.generation.wait(seen, std::memory_order_acquire);
+      g = s.generation.load(std::memory_order_acquire);
     }
     seen = g;
-    if (state_->stop) return;
-    // Every worker acknowledges every job, even one that left no chunk for
-    // it, so the caller never rewrites the job fields while a worker reads
-    // them.
-    run_chunks();
-    if (state_->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) state_->pending.notify_one();
+    if (s.stop) return;
+    uint64_t e = s.entry.load(std::memory_order_acquire);
+    while (same_job(e, g) && (e & kClosed) == 0) {
+      if (s.entry.compare_exchange_weak(e, e + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+        run_chunks();
+        if (((s.entry.fetch_sub(1, std::memory_order_acq_rel) - 1) & kUsers) == 0) s.entry.notify_one();
+        break;
+      }
+    }
   }
 }
 
@@ -117,8 +133,9 @@ void ThreadPool::parallel_for(int64_t n_items, RangeFn fn) {
   s.n_chunks = n_chunks(n_items);
   s.next_chunk.store(0, std::memory_order_relaxed);
   s.error = nullptr;
-  s.pending.store(n_threads_ - 1, std::memory_order_relaxed);
-  s.generation.fetch_add(1, std::memory_order_release);
+  const uint64_t g = s.generation.load(std::memory_order_relaxed) + 1;
+  s.entry.store(open_entry(g), std::memory_order_release);
+  s.generation.store(g, std::memory_order_release);
   s.generation.notify_all();
 
   const ThreadPool* outer = t_inside_pool;
@@ -126,14 +143,20 @@ void ThreadPool::parallel_for(int64_t n_items, RangeFn fn) {
   run_chunks();
   t_inside_pool = outer;
 
-  int p = s.pending.load(std::memory_order_acquire);
-  for (int spin = 0; p != 0 && spin < kSpinIterations; ++spin) {
-    VTC_CPU_RELAX();
-    p = s.pending.load(std::memory_order_acquire);
-  }
-  while (p != 0) {
-    s.pending.wait(p, std::memory_order_acquire);
-    p = s.pending.load(std::memory_order_acquire);
+  // Close the job once no worker is inside.
+  uint64_t e = s.entry.load(std::memory_order_acquire);
+  for (int spin = 0;; ++spin) {
+    if ((e & kUsers) == 0) {
+      if (s.entry.compare_exchange_weak(e, e | kClosed, std::memory_order_acq_rel, std::memory_order_acquire)) break;
+      continue;
+    }
+    if (spin < kSpinIterations) {
+      VTC_CPU_RELAX();
+      e = s.entry.load(std::memory_order_acquire);
+    } else {
+      s.entry.wait(e, std::memory_order_acquire);
+      e = s.entry.load(std::memory_order_acquire);
+    }
   }
   s.fn = nullptr;
   if (s.error) {

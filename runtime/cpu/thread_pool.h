@@ -7,7 +7,8 @@
 // next untaken chunk from a shared atomic counter until none is left. A
 // worker that is descheduled for a moment therefore delays only the chunk it
 // holds, while the others take the rest (a static one-chunk-per-worker split
-// made the whole call wait for it). The chunk boundaries depend only on
+// made the whole call wait for it), and one that has not woken up yet when
+// the chunks run out takes no part at all: the caller does not wait for it. The chunk boundaries depend only on
 // n_items and the pool size, and kernels compute each item independently of
 // its chunk, so every kernel output is the same arithmetic whatever the
 // thread count and whichever worker ran it. Workers spin briefly on a
