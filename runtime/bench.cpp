@@ -78,8 +78,22 @@ BenchFigures bench_session(cpu::Session& session, const BenchSpec& spec, const B
 }
 
 int64_t batch_step_context(const BenchSpec& spec) {
-  return int64_t{spec.batch_context} + 2 * int64_t{spec.batch_steps} + 1;
+  return int64_t{spec.batch_context} + 2 * int64_t{spec.batch_steps} * (spec.repetitions + 1) + 1;
 }
+
+namespace {
+// `steps` decode steps of the rows (slots[i] at pos[i], then one further);
+// returns ms per step.
+double time_steps(cpu::Session& session, int32_t steps, const std::vector<int32_t>& slots, std::vector<int32_t>& pos) {
+  const std::vector<int32_t> tokens(slots.size(), 1);
+  auto t0 = clock_type::now();
+  for (int32_t k = 0; k < steps; ++k) {
+    session.decode(slots, tokens, pos);
+    for (int32_t& p : pos) ++p;
+  }
+  return 1e3 * seconds_since(t0) / steps;
+}
+}  // namespace
 
 void bench_batch_step(cpu::Session& session, const BenchSpec& spec, BenchFigures& f, const BenchProgress& progress) {
   const int32_t rows = spec.batch_rows, ctx = spec.batch_context, steps = spec.batch_steps;
@@ -88,28 +102,18 @@ void bench_batch_step(cpu::Session& session, const BenchSpec& spec, BenchFigures
   if (batch_step_context(spec) > session.n_ctx())
     throw Error(fmt::format("bench: the batched step needs a context of {} (have {})", batch_step_context(spec),
                             session.n_ctx()));
-  std::vector<std::vector<int32_t>> prompts;
-  for (int32_t b = 0; b < rows; ++b) prompts.push_back(bench_tokens(ctx, int64_t{b} * ctx, session.n_vocab()));
-  const size_t n = size_t(rows);
-  std::vector<int32_t> slots(n), tokens(n, 1), pos(n);
+  for (int32_t b = 0; b < rows; ++b) {
+    session.reset(b);
+    session.prefill(b, bench_tokens(ctx, int64_t{b} * ctx, session.n_vocab()), 0);
+  }
+  std::vector<int32_t> slots(static_cast<size_t>(rows)), pos(static_cast<size_t>(rows), ctx);
   std::iota(slots.begin(), slots.end(), 0);
+  std::vector<int32_t> pos0{ctx};  // slot 0 also holds the 1-row steps' tokens
   for (int rep = -1; rep < spec.repetitions; ++rep) {  // rep -1 warms up
-    for (int32_t b = 0; b < rows; ++b) {
-      session.reset(b);
-      session.prefill(b, prompts[size_t(b)], 0);
-    }
-    auto t0 = clock_type::now();
-    for (int32_t k = 0; k < steps; ++k)
-      session.decode(std::vector<int32_t>{0}, std::vector<int32_t>{1}, std::vector<int32_t>{ctx + k});
-    const double one = 1e3 * seconds_since(t0) / steps;
-    std::fill(pos.begin(), pos.end(), ctx);
-    pos[0] = ctx + steps;  // slot 0 holds the 1-row steps' tokens too
-    t0 = clock_type::now();
-    for (int32_t k = 0; k < steps; ++k) {
-      session.decode(slots, tokens, pos);
-      for (int32_t& p : pos) ++p;
-    }
-    const double many = 1e3 * seconds_since(t0) / steps;
+    const double one = time_steps(session, steps, {0}, pos0);
+    pos[0] = pos0[0];
+    const double many = time_steps(session, steps, slots, pos);
+    pos0[0] = pos[0];
     if (rep < 0) continue;
     f.step1_ms.push_back(one);
     f.stepn_ms.push_back(many);

@@ -33,7 +33,7 @@ struct BenchSpec {
   int32_t gen_tokens = 128;      // tg
   int32_t repetitions = 3;
   int32_t batch_rows = 0;        // B of the batched decode step (0: not measured)
-  int32_t batch_context = 64;    // prompt tokens each sequence holds before the steps
+  int32_t batch_context = 64;    // prompt tokens each sequence holds before the first step
   int32_t batch_steps = 16;      // steps timed per repetition (the mean is one figure)
 };
 
@@ -57,11 +57,12 @@ using BenchProgress = std::function<void(const std::string&)>;
 BenchFigures bench_session(cpu::Session& session, const BenchSpec& spec, const BenchProgress& progress = nullptr);
 
 // The batched decode step on `session`, which needs spec.batch_rows slots
-// and a context of batch_context + 2 * batch_steps + 1. Each repetition
-// (after one warm-up) resets the slots, prefills every slot with its own
-// batch_context tokens, then times batch_steps 1-row steps (slot 0) and
-// batch_steps B-row steps (slots 0..B-1, each at its own next position).
-// Fills f.step1_ms and f.stepn_ms.
+// and a context of batch_step_context(spec). Every slot is first
+// prefilled with its own batch_context tokens (once: prefills are costly
+// on slow builds); then each repetition (after one warm-up) times
+// batch_steps 1-row steps (slot 0) and batch_steps B-row steps (slots
+// 0..B-1, each at its own next position), so the context grows by
+// 2 * batch_steps per repetition. Fills f.step1_ms and f.stepn_ms.
 void bench_batch_step(cpu::Session& session, const BenchSpec& spec, BenchFigures& f,
                       const BenchProgress& progress = nullptr);
 int64_t batch_step_context(const BenchSpec& spec);

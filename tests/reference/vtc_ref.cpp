@@ -565,9 +565,10 @@ int cmd_chat_template(const Args& a) {
 // --batch-rows B (with --batch-context C, --batch-steps K): the batched
 // decode step, as vtc bench measures it (runtime/bench.h). A second context
 // with n_seq_max = B (one KV stream per sequence, the library's default)
-// holds C prompt tokens in each of sequences 0..B-1; then K one-row steps
-// on sequence 0 and K steps of one batch of B rows (one token per
-// sequence, B seq ids, logits for every row) are timed, ms per step.
+// gets C prompt tokens in each of sequences 0..B-1 (once); then each
+// repetition times K one-row steps on sequence 0 and K steps of one batch
+// of B rows (one token per sequence, B seq ids, logits for every row), ms
+// per step; positions keep growing across repetitions.
 // JSON {"pp": [tok/s...], "tg": [...], "step1_ms": [...], "stepn_ms": [...]}.
 struct BenchArgs {
   int pp = 512, tg = 128, reps = 3, threads = 2;
@@ -659,33 +660,39 @@ void bench_pp_tg(llama_model* model, const BenchArgs& b, int n_vocab, nlohmann::
   out["tg"] = tg_rates;
 }
 
+// `steps` llama_decode calls of the rows (sequence i at pos[i], then one
+// further), logits for every row; returns ms per step.
+double time_steps(llama_context* ctx, llama_batch& batch, int steps, const std::vector<int>& seqs, std::vector<int>& pos) {
+  const std::vector<llama_token> ones(seqs.size(), 1);
+  const auto t0 = Clock::now();
+  for (int i = 0; i < steps; ++i) {
+    decode_rows(ctx, batch, int(seqs.size()), ones, seqs, pos, true);
+    for (int& p : pos) ++p;
+  }
+  return 1e3 * seconds_since(t0) / steps;
+}
+
 void bench_batch_step(llama_model* model, const BenchArgs& b, int n_vocab, nlohmann::json& out) {
   const int rows = b.batch_rows, c = b.batch_context, k = b.batch_steps;
-  const uint32_t per_seq = uint32_t(c + 2 * k + 16);
-  llama_context* ctx = bench_context(model, b, per_seq * uint32_t(rows), uint32_t(std::max(c, rows)), uint32_t(rows));
-  llama_batch batch = llama_batch_init(std::max(c, rows), 0, 1);
-  std::vector<int> iota(size_t(std::max(c, rows)));
+  const uint32_t per_seq = uint32_t(c + 2 * k * (b.reps + 1) + 16);
+  const int n_batch = std::max(c, rows);
+  llama_context* ctx = bench_context(model, b, per_seq * uint32_t(rows), uint32_t(n_batch), uint32_t(rows));
+  llama_batch batch = llama_batch_init(n_batch, 0, 1);
+  std::vector<int> iota(static_cast<size_t>(n_batch));
   for (size_t i = 0; i < iota.size(); ++i) iota[i] = int(i);
+  for (int s = 0; s < rows; ++s) {  // once, as vtc bench does
+    std::vector<llama_token> prompt(static_cast<size_t>(c));
+    for (int i = 0; i < c; ++i) prompt[size_t(i)] = bench_token(int64_t(s) * c + i, n_vocab);
+    decode_rows(ctx, batch, c, prompt, std::vector<int>(static_cast<size_t>(c), s), iota, false);
+  }
+  const std::vector<int> seqs(iota.begin(), iota.begin() + rows);
+  std::vector<int> pos(static_cast<size_t>(rows), c), pos0{c};  // sequence 0 also holds the 1-row steps
   nlohmann::json one = nlohmann::json::array(), many = nlohmann::json::array();
   for (int rep = -1; rep < b.reps; ++rep) {
-    llama_memory_clear(llama_get_memory(ctx), true);
-    for (int s = 0; s < rows; ++s) {
-      std::vector<llama_token> prompt(static_cast<size_t>(c));
-      for (int i = 0; i < c; ++i) prompt[size_t(i)] = bench_token(int64_t(s) * c + i, n_vocab);
-      decode_rows(ctx, batch, c, prompt, std::vector<int>(size_t(c), s), iota, false);
-    }
-    auto t0 = Clock::now();
-    for (int i = 0; i < k; ++i) decode_rows(ctx, batch, 1, {1}, {0}, {c + i}, true);
-    const double one_ms = 1e3 * seconds_since(t0) / k;
-    std::vector<int> pos(size_t(rows), c);
-    pos[0] = c + k;  // sequence 0 holds the one-row steps' tokens too
-    const std::vector<llama_token> ones(size_t(rows), 1);
-    t0 = Clock::now();
-    for (int i = 0; i < k; ++i) {
-      decode_rows(ctx, batch, rows, ones, iota, pos, true);
-      for (int& p : pos) ++p;
-    }
-    const double many_ms = 1e3 * seconds_since(t0) / k;
+    const double one_ms = time_steps(ctx, batch, k, {0}, pos0);
+    pos[0] = pos0[0];
+    const double many_ms = time_steps(ctx, batch, k, seqs, pos);
+    pos0[0] = pos[0];
     if (rep < 0) continue;
     one.push_back(one_ms);
     many.push_back(many_ms);

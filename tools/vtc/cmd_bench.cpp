@@ -2,7 +2,8 @@
 // llama.cpp reference runs the same benchmark in the same invocation (via
 // the vtc-ref harness) and the ratio is printed.
 //
-// --batch-rows B adds the batched decode step (runtime/bench.h): ms per
+// --reference-first swaps the order (vtc runs second), so a script can
+// alternate it between invocations. --batch-rows B adds the batched decode step (runtime/bench.h): ms per
 // decode step of 1 row and of B rows, after a short prompt per sequence,
 // measured on a second session with B slots (so pp/tg run on the same
 // one-slot session as without the flag). --memory-bandwidth measures the
@@ -28,7 +29,7 @@ namespace {
 struct BenchOptions {
   std::string model, ref_tool, json_out, target = "cpu";
   int threads = 2;
-  bool vs_reference = false, profile = false, no_fuse = false, memory_bandwidth = false;
+  bool vs_reference = false, reference_first = false, profile = false, no_fuse = false, memory_bandwidth = false;
   uint64_t bandwidth_mib = 1024;
   BenchSpec spec;
 };
@@ -179,11 +180,13 @@ int run(const BenchOptions& o) {
   BenchFigures ref;
   uint64_t weight_bytes = 0;
   if (!o.model.empty()) {
-    vtc = run_vtc(o, weight_bytes);
-    if (o.vs_reference) {
+    auto reference = [&] {
       log("llama.cpp reference, same model and threads");
       ref = run_reference(o);
-    }
+    };
+    if (o.vs_reference && o.reference_first) reference();
+    vtc = run_vtc(o, weight_bytes);
+    if (o.vs_reference && !o.reference_first) reference();
     print_table(o, *vtc, ref);
     if (bw && weight_bytes > 0 && o.spec.gen_tokens > 0) print_roofline(o, *bw, weight_bytes, *vtc, ref);
   } else {
@@ -207,6 +210,8 @@ Runner add_bench(CLI::App& app) {
   cmd->add_option("-r,--repetitions", o->spec.repetitions, "Repetitions (the median is reported)")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads, for vtc, the reference and the bandwidth loop")->capture_default_str();
   cmd->add_flag("--vs-reference", o->vs_reference, "Also run llama.cpp (via vtc-ref) in the same run and print the ratio");
+  cmd->add_flag("--reference-first", o->reference_first,
+                "With --vs-reference: run llama.cpp before vtc (scripts alternate the order between runs)");
   cmd->add_option("--ref-tool", o->ref_tool, "Path of the vtc-ref harness (default: $VTC_REF_TOOL, then build/bin/vtc-ref)");
   cmd->add_option("--target", o->target, "Where vtc runs: cpu or cuda")->capture_default_str();
   cmd->add_flag("--profile", o->profile, "Print vtc's time per op kind (pp and tg runs)");

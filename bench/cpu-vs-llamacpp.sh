@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# vtc against llama.cpp on the CPU, in one run, on one machine (issue 15).
+#
+#   bench/cpu-vs-llamacpp.sh [--reps N] [--threads "1 2"] [--types "Q8_0 Q4_K_M Q4_0 F16"]
+#                            [--quick] [--size 0.56b] [--workdir DIR] [--regen] [--keep-runs]
+#
+# What it does:
+# 1. Model: `vtc gen-model --size 0.56b --type f16` (llama, 1280 wide, 20
+#    layers, 20/4 heads of 64, FF 5120, the 32000-token SPM vocab), written
+#    once to the work dir and reused (--regen writes it again).
+# 2. Quantized copies by the reference, `vtc-ref quantize IN OUT TYPE`, also
+#    cached (remade when older than the f16 file). F16 is the generated file.
+# 3. Rounds: for each repetition, for each thread count: the DRAM read
+#    bandwidth (`vtc bench --memory-bandwidth`: streaming 32-byte reads of a
+#    1 GiB buffer, 5 passes), then for each type one
+#    `vtc bench MODEL -r 1 --batch-rows 8 --vs-reference --json F`, which
+#    runs vtc and llama.cpp (via vtc-ref) one after the other, each after a
+#    warm-up, with the order of the two engines alternating between rounds.
+#    So the engines are interleaved repetition by repetition and share
+#    whatever the machine's neighbours do.
+# 4. One markdown table on stdout: per type and thread count, pp512 and
+#    tg128 (tok/s) and the cost of a decode step of 8 rows (8 sequences, one
+#    token each, after 64 prompt tokens each) over a step of 1 row, for both
+#    engines: medians over the repetitions, vtc / llama.cpp, the spread
+#    (max / min over the repetitions) of each engine, and tg as % of the
+#    roofline. Roofline tok/s = median bandwidth at that thread count /
+#    bytes of weights one token reads, where those bytes are the sum of every
+#    tensor in the file except token_embd (a token reads one row of it):
+#    the matmul weights plus the f32 norm gains (under 0.1%).
+#
+# Progress goes to stderr; each invocation's log and JSON are kept under
+# WORKDIR/runs/ (removed at the start of the next run unless --keep-runs).
+# Environment: VTC (default build/tools/vtc/vtc), VTC_REF_TOOL (default
+# build/bin/vtc-ref). Build them with
+#   cmake --build build --target vtc vtc-ref
+# Needs bash, python3 (the aggregation) and the fetched llama.cpp reference.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+VTC="${VTC:-$ROOT/build/tools/vtc/vtc}"
+VTC_REF="${VTC_REF_TOOL:-$ROOT/build/bin/vtc-ref}"
+REPS=3
+THREADS="2"
+TYPES="Q8_0 Q4_K_M Q4_0 F16"
+SIZE="0.56b"
+WORKDIR="${VTC_BENCH_DIR:-$HOME/.cache/vtc/cpu-bench}"
+PP=512 TG=128 BATCH_ROWS=8 BATCH_CONTEXT=64 BATCH_STEPS=16 BW_MIB=1024
+REGEN=0 KEEP_RUNS=0 QUICK=0
+
+usage() {
+  cat <<EOF
+usage: bench/cpu-vs-llamacpp.sh [options]
+  --reps N         repetitions per engine, type and thread count; medians are reported (default $REPS)
+  --threads LIST   thread counts, e.g. "1 2" (default "$THREADS")
+  --types LIST     model types: F16 and any vtc-ref quantize type (default "$TYPES")
+  --quick          smoke test: pp64, tg16, 4 steps per batched figure, 256 MiB bandwidth buffer
+  --size S         vtc gen-model size (default $SIZE; "tiny" for a fast smoke run)
+  --workdir DIR    where models, logs and JSON go (default \$VTC_BENCH_DIR or ~/.cache/vtc/cpu-bench)
+  --regen          regenerate the f16 model and the quantized copies
+  --keep-runs      keep the previous runs' logs and JSON in DIR/runs
+  -h, --help       this text
+Prints one markdown table (stdout) with pp$PP, tg$TG and the ${BATCH_ROWS}-row decode step cost for vtc and
+llama.cpp; progress on stderr. Binaries: \$VTC (default build/tools/vtc/vtc), \$VTC_REF_TOOL
+(default build/bin/vtc-ref).
+EOF
+}
+
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --reps) REPS="$2"; shift 2 ;;
+    --threads) THREADS="$2"; shift 2 ;;
+    --types) TYPES="$2"; shift 2 ;;
+    --quick) QUICK=1; shift ;;
+    --size) SIZE="$2"; shift 2 ;;
+    --workdir) WORKDIR="$2"; shift 2 ;;
+    --regen) REGEN=1; shift ;;
+    --keep-runs) KEEP_RUNS=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "cpu-vs-llamacpp: unknown option $1" >&2; usage >&2; exit 2 ;;
+  esac
+done
+if [[ $QUICK == 1 ]]; then PP=64 TG=16 BATCH_STEPS=4 BW_MIB=256; fi
+[[ "$REPS" =~ ^[1-9][0-9]*$ ]] || { echo "cpu-vs-llamacpp: --reps must be a positive integer" >&2; exit 2; }
+for bin in "$VTC" "$VTC_REF"; do
+  [[ -x "$bin" ]] || { echo "cpu-vs-llamacpp: $bin is missing; build it: cmake --build build --target vtc vtc-ref" >&2; exit 1; }
+done
+command -v python3 >/dev/null || { echo "cpu-vs-llamacpp: needs python3" >&2; exit 1; }
+
+say() { echo "cpu-vs-llamacpp: $*" >&2; }
+mkdir -p "$WORKDIR"
+RUNS="$WORKDIR/runs"
+[[ $KEEP_RUNS == 1 ]] || rm -rf "$RUNS"
+mkdir -p "$RUNS"
+START=$(date +%s)
+
+# --- models -----------------------------------------------------------------
+F16="$WORKDIR/llama-$SIZE-f16.gguf"
+if [[ $REGEN == 1 || ! -s "$F16" ]]; then
+  say "generating $F16 (vtc gen-model --size $SIZE --type f16)"
+  "$VTC" gen-model --arch llama --size "$SIZE" --type f16 -q -o "$F16.tmp" >&2
+  mv "$F16.tmp" "$F16"
+else
+  say "reusing $F16"
+fi
+model_path() { [[ "$1" == F16 ]] && echo "$F16" || echo "$WORKDIR/llama-$SIZE-$1.gguf"; }
+for t in $TYPES; do
+  [[ "$t" == F16 ]] && continue
+  out="$(model_path "$t")"
+  if [[ $REGEN == 1 || ! -s "$out" || "$F16" -nt "$out" ]]; then
+    say "quantizing to $t (vtc-ref quantize)"
+    "$VTC_REF" quantize "$F16" "$out.tmp" "$t" >&2 || { say "vtc-ref quantize $t failed"; exit 1; }
+    mv "$out.tmp" "$out"
+  else
+    say "reusing $out"
+  fi
+done
+
+# --- rounds -----------------------------------------------------------------
+n_types=$(wc -w <<<"$TYPES"); n_threads=$(wc -w <<<"$THREADS")
+total=$((REPS * n_types * n_threads)); done_=0
+for rep in $(seq "$REPS"); do
+  for th in $THREADS; do
+    bw="$RUNS/bw-t$th-r$rep"
+    say "rep $rep/$REPS, $th threads: DRAM read bandwidth"
+    "$VTC" bench --memory-bandwidth -t "$th" -r 5 --bandwidth-mib "$BW_MIB" --json "$bw.json" >"$bw.log" 2>&1 \
+      || { cat "$bw.log" >&2; exit 1; }
+    order=(); (( rep % 2 == 0 )) && order=(--reference-first)
+    for t in $TYPES; do
+      run="$RUNS/$t-t$th-r$rep"
+      done_=$((done_ + 1))
+      say "[$done_/$total] rep $rep/$REPS, $t, $th threads: vtc and llama.cpp (${order[*]:-vtc first})"
+      "$VTC" bench "$(model_path "$t")" -p "$PP" -n "$TG" -r 1 -t "$th" --batch-rows "$BATCH_ROWS" \
+        --batch-context "$BATCH_CONTEXT" --batch-steps "$BATCH_STEPS" --vs-reference --ref-tool "$VTC_REF" \
+        "${order[@]}" --json "$run.json" >"$run.log" 2>&1 || { say "failed:"; tail -20 "$run.log" >&2; exit 1; }
+      grep '^|' "$run.log" | tail -n +3 | sed 's/^/    /' >&2
+    done
+  done
+done
+say "done in $(( $(date +%s) - START )) s"
+
+# --- the table --------------------------------------------------------------
+python3 - "$RUNS" "$TYPES" "$THREADS" "$REPS" "$PP" "$TG" "$BATCH_ROWS" "$BATCH_CONTEXT" "$SIZE" <<'EOF'
+import json, statistics, sys
+runs, types, threads, reps, pp, tg, rows, ctx, size = sys.argv[1:]
+types, threads, reps = types.split(), threads.split(), int(reps)
+
+def load(name):
+    with open(f"{runs}/{name}.json") as f:
+        return json.load(f)
+
+def med(v): return statistics.median(v) if v else float("nan")
+def spread(v): return max(v) / min(v) if v and min(v) > 0 else float("nan")
+def fmt(x, d=2): return "n/a" if x != x else f"{x:.{d}f}"
+
+print(f"| model | threads | test | vtc | llama.cpp | vtc / llama.cpp | vtc spread | llama.cpp spread "
+      f"| vtc % roofline | llama.cpp % roofline |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+notes, bw_lines = [], []
+for th in threads:
+    bw = [g for r in range(1, reps + 1) for g in load(f"bw-t{th}-r{r}")["memory_bandwidth"]["gb_per_s"]]
+    bw_med = med(bw)
+    bw_lines.append(f"{th} threads: {bw_med:.1f} GB/s (median of {len(bw)} passes over {reps} rounds, "
+                    f"spread {spread(bw):.2f})")
+    for t in types:
+        js = [load(f"{t}-t{th}-r{r}") for r in range(1, reps + 1)]
+        wbytes = js[0]["weight_bytes_per_token"]
+        roof = bw_med * 1e9 / wbytes
+        if th == threads[0]:
+            notes.append(f"{t}: {wbytes / 1e6:.1f} MB of weights per token")
+        def series(engine, key): return [x for j in js for x in j[engine][key]]
+        def ratios(engine):
+            return [n / o for j in js for n, o in zip(j[engine]["stepn_ms"], j[engine]["step1_ms"])]
+        def row(test, v, l, pct):
+            mv, ml = med(v), med(l)
+            cells = [t, th, test, fmt(mv), fmt(ml), fmt(mv / ml), fmt(spread(v)), fmt(spread(l)),
+                     fmt(100 * mv / roof, 0) if pct else "", fmt(100 * ml / roof, 0) if pct else ""]
+            print("| " + " | ".join(str(c) for c in cells) + " |")
+        row(f"pp{pp} tok/s", series("vtc", "pp"), series("llama.cpp", "pp"), False)
+        row(f"tg{tg} tok/s (roofline {roof:.1f})", series("vtc", "tg"), series("llama.cpp", "tg"), True)
+        row(f"step{rows} / step1", ratios("vtc"), ratios("llama.cpp"), False)
+        row("step1 ms", series("vtc", "step1_ms"), series("llama.cpp", "step1_ms"), False)
+print()
+print(f"Medians of {reps} repetitions per engine, vtc and llama.cpp interleaved (one `vtc bench --vs-reference "
+      f"-r 1` per type and round, engine order alternating). Model: vtc gen-model llama {size}, quantized by "
+      f"the reference. step{rows} / step1: ms of one decode step of {rows} rows ({rows} sequences, one token each, "
+      f"after {ctx} prompt tokens each) over ms of a 1-row step; lower is better (1 = rows are free), and "
+      f"so is step1 ms. Spread: max / min over the repetitions.")
+print("DRAM read bandwidth (vtc bench --memory-bandwidth, 32-byte streaming reads): " + "; ".join(bw_lines) + ".")
+print("Roofline tok/s = bandwidth / bytes of weights per token (every tensor but token_embd: matmul weights "
+      "+ norm gains): " + "; ".join(notes) + ".")
+EOF
