@@ -1,16 +1,26 @@
 // Attention against a double reference (plain softmax attention over the
 // stored K/V values), for f32 and f16 caches, GQA, causal masks with
-// per-token positions, sliding windows and softcap.
+// per-token positions, sliding windows and softcap; then each of the
+// kernel's three paths (one-row, split-KV, tiled) over odd shapes, paged
+// caches and selected positions, bit for bit against the previous kernel's
+// formulas where the reference runs the one-row loop, on 1 to 4 threads.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "frontends/gguf/dequant.h"
 #include "kernel_test_util.h"
+#include "runtime/cpu/kernels/attention_internal.h"
+#include "runtime/cpu/kernels/internal.h"
 #include "runtime/cpu/kernels/kernels.h"
 
 using namespace vtc;
@@ -210,4 +220,355 @@ TEST_CASE("attention: rejects bad shapes and types", "[attention]") {
   p.n_head = 2;
   p.kv_type = GgmlType::Q8_0;
   CHECK_THROWS(attention(q.data(), kv.data(), kv.data(), &pos, nullptr, p, out.data(), pool));
+}
+
+// ---- The three paths (one-row, split-KV, tiled) ---------------------------
+//
+// A general problem (paged cache, GQA, masks, selected positions), run
+// through attention() and checked against (a) a double reference by NMSE,
+// (b) for the one-row and split-KV paths, a transcription of the previous
+// kernel's per-row loop through the FloatKernels (bit for bit), and (c) the
+// same call on 1 to 4 threads (bit for bit where the path is thread-blind).
+namespace {
+
+struct Problem {
+  AttentionParams p;
+  int64_t dv = 0;
+  std::vector<float> q;
+  std::vector<uint8_t> k, v;    // physical rows (through the page table when paged)
+  std::vector<float> kf, vf;    // logical rows, as stored values
+  std::vector<int32_t> qpos, table, selected;
+};
+
+void store_row(GgmlType t, const float* src, int64_t n, uint8_t* dst, float* stored) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (t == GgmlType::F32) {
+      std::memcpy(dst + 4 * i, src + i, 4);
+      stored[i] = src[i];
+    } else {
+      const uint16_t h = fp32_to_fp16(src[i]);
+      std::memcpy(dst + 2 * i, &h, 2);
+      stored[i] = fp16_to_fp32(h);
+    }
+  }
+}
+
+struct Shape {
+  int64_t n_tokens, n_head, n_head_kv, dk, dv, n_kv;
+  int64_t page_size = 0;  // 0: dense
+  int32_t n_swa = 0;
+  float softcap = 0.0f;
+  int64_t selected_width = 0;  // 0: none
+};
+
+Problem make_problem(const Shape& s, GgmlType kvt, bool acc16, uint32_t seed) {
+  Problem pr;
+  AttentionParams& p = pr.p;
+  p.n_tokens = s.n_tokens;
+  p.n_head = s.n_head;
+  p.n_head_kv = s.n_head_kv;
+  p.head_dim = s.dk;
+  p.head_dim_v = s.dv;
+  p.n_kv = s.n_kv;
+  p.kv_type = kvt;
+  p.scale = 1.0f / std::sqrt(float(s.dk));
+  p.softcap = s.softcap;
+  p.n_swa = s.n_swa;
+  p.f16_accumulator = acc16;
+  pr.dv = s.dv;
+  pr.q = random_floats(size_t(s.n_tokens * s.n_head * s.dk), seed, -2.0f, 2.0f);
+  const auto kraw = random_floats(size_t(s.n_kv * s.n_head_kv * s.dk), seed + 1, -2.0f, 2.0f);
+  const auto vraw = random_floats(size_t(s.n_kv * s.n_head_kv * s.dv), seed + 2);
+  const int64_t es = kvt == GgmlType::F32 ? 4 : 2, krow = s.n_head_kv * s.dk, vrow = s.n_head_kv * s.dv;
+  int64_t n_phys = s.n_kv;
+  if (s.page_size > 0) {  // pages in reverse order, one spare page at the front
+    const int64_t n_pages = (s.n_kv + s.page_size - 1) / s.page_size;
+    for (int64_t i = 0; i < n_pages; ++i) pr.table.push_back(int32_t(n_pages - i));
+    n_phys = (n_pages + 1) * s.page_size;
+    p.page_table = pr.table.data();
+    p.page_size = s.page_size;
+  }
+  pr.k.assign(size_t(n_phys * krow * es), 0xff);  // NaN bytes in unused rows
+  pr.v.assign(size_t(n_phys * vrow * es), 0xff);
+  pr.kf.resize(kraw.size());
+  pr.vf.resize(vraw.size());
+  for (int64_t j = 0; j < s.n_kv; ++j) {
+    const int64_t r = s.page_size > 0 ? pr.table[size_t(j / s.page_size)] * s.page_size + j % s.page_size : j;
+    store_row(kvt, kraw.data() + j * krow, krow, pr.k.data() + r * krow * es, pr.kf.data() + j * krow);
+    store_row(kvt, vraw.data() + j * vrow, vrow, pr.v.data() + r * vrow * es, pr.vf.data() + j * vrow);
+  }
+  for (int64_t t = 0; t < s.n_tokens; ++t) pr.qpos.push_back(int32_t(s.n_kv - s.n_tokens + t));
+  if (s.selected_width > 0) {  // every third visible position, from the newest, padded with -1
+    for (int64_t t = 0; t < s.n_tokens; ++t)
+      for (int64_t i = 0; i < s.selected_width; ++i) {
+        const int64_t pos = pr.qpos[size_t(t)] - 3 * i;
+        pr.selected.push_back(pos >= 0 && i % 5 != 4 ? int32_t(pos) : -1);
+      }
+    p.selected = pr.selected.data();
+    p.selected_width = s.selected_width;
+  }
+  return pr;
+}
+
+bool key_visible(const Problem& pr, int64_t t, int64_t j) {
+  const AttentionParams& p = pr.p;
+  const int32_t qp = pr.qpos[size_t(t)];
+  if (j > qp || (p.n_swa > 0 && qp - j >= p.n_swa)) return false;
+  if (p.selected == nullptr) return true;
+  for (int64_t i = 0; i < p.selected_width; ++i)
+    if (p.selected[t * p.selected_width + i] == j) return true;
+  return false;
+}
+
+std::vector<double> reference_of(const Problem& pr) {
+  const AttentionParams& p = pr.p;
+  const int64_t dk = p.head_dim, dv = pr.dv, group = p.n_head / p.n_head_kv;
+  std::vector<double> out(size_t(p.n_tokens * p.n_head * dv), 0.0);
+  std::vector<double> s(size_t(p.n_kv));
+  for (int64_t t = 0; t < p.n_tokens; ++t)
+    for (int64_t h = 0; h < p.n_head; ++h) {
+      const int64_t hk = h / group;
+      double m = -1e300, sum = 0;
+      for (int64_t j = 0; j < p.n_kv; ++j) {
+        if (!key_visible(pr, t, j)) continue;
+        double d = 0;
+        for (int64_t i = 0; i < dk; ++i)
+          d += double(pr.q[size_t((t * p.n_head + h) * dk + i)]) * pr.kf[size_t((j * p.n_head_kv + hk) * dk + i)];
+        d *= p.scale;
+        if (p.softcap != 0) d = p.softcap * std::tanh(d / p.softcap);
+        s[size_t(j)] = d;
+        m = std::max(m, d);
+      }
+      for (int64_t j = 0; j < p.n_kv; ++j)
+        if (key_visible(pr, t, j)) sum += std::exp(s[size_t(j)] - m);
+      if (sum == 0) continue;
+      for (int64_t j = 0; j < p.n_kv; ++j) {
+        if (!key_visible(pr, t, j)) continue;
+        const double w = std::exp(s[size_t(j)] - m) / sum;
+        for (int64_t i = 0; i < dv; ++i)
+          out[size_t((t * p.n_head + h) * dv + i)] += w * pr.vf[size_t((j * p.n_head_kv + hk) * dv + i)];
+      }
+    }
+  return out;
+}
+
+const detail::FloatKernels& float_table(int lanes) {
+  if (active_isa() == Isa::Avx2) return lanes == 16 ? *detail::avx2_float_kernels_l16() : *detail::avx2_float_kernels();
+  return detail::scalar_float_kernels();
+}
+
+// The previous kernel's loop for one query row over cache rows [j0, j1),
+// verbatim in its arithmetic: leaves M, S and the f32 accumulator.
+void previous_one_row(const Problem& pr, const detail::FloatKernels& fk, int64_t t, int64_t h, int64_t j0,
+                      int64_t j1, float& M, float& S, std::vector<float>& acc32) {
+  const AttentionParams& p = pr.p;
+  const int64_t dk = p.head_dim, dv = pr.dv, hkv = h / (p.n_head / p.n_head_kv);
+  const bool f16 = p.kv_type == GgmlType::F16, acc16 = f16 && p.f16_accumulator;
+  const size_t es = f16 ? 2 : 4;
+  float scale = p.scale;
+  if (p.softcap != 0.0f) scale /= p.softcap;
+  std::vector<uint16_t> acc16v(static_cast<size_t>(dv), 0), q16(static_cast<size_t>(dk));
+  acc32.assign(size_t(dv), 0.0f);
+  const float* qr = pr.q.data() + (t * p.n_head + h) * dk;
+  if (f16) fk.f32_to_f16(qr, q16.data(), dk);
+  M = -std::numeric_limits<float>::infinity();
+  S = 0.0f;
+  for (int64_t j = j0; j < j1; ++j) {
+    if (!key_visible(pr, t, j)) continue;
+    const int64_t r = p.page_table == nullptr ? j : int64_t(p.page_table[j / p.page_size]) * p.page_size + j % p.page_size;
+    const uint8_t* kb = pr.k.data() + size_t((r * p.n_head_kv + hkv) * dk) * es;
+    const uint8_t* vb = pr.v.data() + size_t((r * p.n_head_kv + hkv) * dv) * es;
+    float s = f16 ? fk.dot_f16(reinterpret_cast<const uint16_t*>(kb), q16.data(), dk)
+                  : fk.dot_f32(reinterpret_cast<const float*>(kb), qr, dk);
+    s *= scale;
+    if (p.softcap != 0.0f) s = p.softcap * std::tanh(s);
+    float ms = 1.0f, vs = 1.0f;
+    if (s > M) {
+      const float m_old = M;
+      M = s;
+      ms = std::exp(m_old - M);
+      if (acc16) fk.scale_f16(acc16v.data(), ms, dv);
+      else fk.scale(acc32.data(), ms, acc32.data(), dv);
+    } else {
+      vs = std::exp(s - M);
+    }
+    if (acc16) fk.mad_f16(acc16v.data(), reinterpret_cast<const uint16_t*>(vb), vs, dv);
+    else if (f16) fk.mad_f32_f16(acc32.data(), reinterpret_cast<const uint16_t*>(vb), vs, dv);
+    else fk.mad_f32(acc32.data(), reinterpret_cast<const float*>(vb), vs, dv);
+    S = S * ms + vs;
+  }
+  if (acc16)
+    for (int64_t d = 0; d < dv; ++d) acc32[size_t(d)] = fp16_to_fp32(acc16v[size_t(d)]);
+}
+
+// The previous kernel's output; with n_chunks > 1 (one query row), the
+// reference's split-KV: chunks of ceil(view / n_chunks) rows of the cache
+// view (n_kv padded to 256), merged in order.
+std::vector<float> previous_kernel(const Problem& pr, int lanes, int64_t n_chunks) {
+  const AttentionParams& p = pr.p;
+  const detail::FloatKernels& fk = float_table(lanes);
+  const int64_t dv = pr.dv;
+  std::vector<float> out(size_t(p.n_tokens * p.n_head * dv)), acc;
+  const int64_t view = (p.n_kv + 255) / 256 * 256, chunk = (view + n_chunks - 1) / n_chunks;
+  for (int64_t t = 0; t < p.n_tokens; ++t)
+    for (int64_t h = 0; h < p.n_head; ++h) {
+      float* o = out.data() + (t * p.n_head + h) * dv;
+      if (n_chunks == 1) {
+        float M, S;
+        previous_one_row(pr, fk, t, h, 0, p.n_kv, M, S, acc);
+        fk.scale(acc.data(), S == 0.0f ? 0.0f : 1.0f / S, o, dv);
+        continue;
+      }
+      float Mf = -std::numeric_limits<float>::infinity(), Sf = 0.0f;
+      std::vector<float> accf(size_t(dv), 0.0f);
+      for (int64_t c = 0; c < n_chunks; ++c) {
+        float M, S;
+        previous_one_row(pr, fk, t, h, std::min(p.n_kv, c * chunk), std::min(p.n_kv, (c + 1) * chunk), M, S, acc);
+        if (S == 0.0f) continue;
+        const float m_new = std::fmax(Mf, M), so = std::exp(Mf - m_new), sn = std::exp(M - m_new);
+        for (int64_t d = 0; d < dv; ++d) {
+          const float a = accf[size_t(d)] * so, b = acc[size_t(d)] * sn;
+          accf[size_t(d)] = a + b;
+        }
+        const float a = Sf * so, b = S * sn;
+        Sf = a + b;
+        Mf = m_new;
+      }
+      if (Sf != 0.0f) fk.scale(accf.data(), 1.0f / Sf, accf.data(), dv);
+      std::copy(accf.begin(), accf.end(), o);
+    }
+  return out;
+}
+
+std::vector<float> run_attention(const Problem& pr, ThreadPool& pool, int lanes) {
+  Guarded out(size_t(pr.p.n_tokens * pr.p.n_head * pr.dv));
+  detail::attention_with_lanes(pr.q.data(), pr.k.data(), pr.v.data(), pr.qpos.data(), nullptr, pr.p, out.data(), pool,
+                               lanes);
+  REQUIRE(out.intact());
+  return out.values();
+}
+
+std::string describe(const Shape& s, GgmlType kvt, bool acc16, int lanes) {
+  return fmt::format("{} tok, {}/{} heads, dk {} dv {}, n_kv {}, page {}, swa {}, softcap {}, selected {}, {} acc16={} "
+                     "lanes {} isa {}",
+                     s.n_tokens, s.n_head, s.n_head_kv, s.dk, s.dv, s.n_kv, s.page_size, s.n_swa, s.softcap,
+                     s.selected_width, ggml_type_name(kvt), acc16, lanes, isa_name(active_isa()));
+}
+
+// Few-row shapes (the one-row kernel): 1..17 tokens, GQA 1/2/4/8.
+const Shape kOneRowShapes[] = {
+    {1, 4, 4, 64, 64, 37},
+    {1, 16, 2, 64, 64, 200, 16},
+    {2, 8, 1, 128, 128, 70},
+    {3, 8, 4, 36, 36, 45, 0, 0, 0.f, 0},
+    {5, 12, 3, 64, 64, 133, 32, 0, 0.f, 0},
+    {7, 8, 2, 80, 80, 90, 0, 0, 20.f},
+    {9, 16, 4, 64, 64, 9},
+    {13, 4, 2, 64, 48, 77, 16, 8},
+    {16, 8, 8, 32, 32, 40, 0, 0, 0.f, 9},
+    {17, 16, 2, 64, 64, 150, 64},
+    {63, 4, 1, 64, 64, 100},
+};
+
+// 64+ rows (the tiled kernel, or the one-row one when dv is not a multiple
+// of the reference's SIMD width).
+const Shape kTiledShapes[] = {
+    {64, 4, 2, 64, 64, 64},
+    {65, 8, 1, 64, 64, 65, 16},
+    {100, 4, 4, 64, 64, 300, 32},
+    {130, 16, 2, 64, 64, 130},
+    {70, 8, 4, 128, 128, 200, 0, 50},
+    {96, 4, 2, 40, 40, 150, 0, 0, 0.f},  // dv 40: tiled on 8 lanes, one-row on 16
+    {80, 4, 1, 64, 64, 90, 0, 0, 25.f},
+    {66, 2, 2, 36, 64, 120, 16, 0, 0.f, 21},
+};
+
+// One row, long caches (split-KV from 257 rows: the padded view has 512).
+const Shape kSplitShapes[] = {
+    {1, 16, 2, 64, 64, 257},
+    {1, 8, 8, 64, 64, 700, 16},
+    {1, 8, 1, 128, 128, 1100, 0, 300},
+    {1, 20, 4, 64, 64, 600, 32, 0, 0.f, 40},
+};
+
+double tolerance(GgmlType kvt, bool acc16, bool tiled, int64_t n_kv) {
+  if (kvt == GgmlType::F32 || tiled) return 1e-10;  // f32 arithmetic, exact K/V values
+  if (!acc16) return 2e-6;                          // q rounded to f16
+  return n_kv <= 256 ? 5e-6 : 4e-5;                 // and the f16 accumulator's roundings add up
+}
+
+void check_shape(const Shape& s, GgmlType kvt, bool acc16, int lanes, bool tiled_rows, bool split_rows) {
+  const Problem pr = make_problem(s, kvt, acc16, uint32_t(s.n_tokens * 131 + s.n_kv));
+  const bool tiled = tiled_rows && (active_isa() != Isa::Avx2 || s.dv % lanes == 0);
+  ThreadPool p1(1);
+  const auto base = run_attention(pr, p1, lanes);
+  INFO(describe(s, kvt, acc16, lanes));
+  const double e = nmse(base, reference_of(pr));
+  INFO(fmt::format("nmse {:.3g}", e));
+  CHECK(e < tolerance(kvt, acc16, tiled, s.n_kv));
+  if (!tiled) CHECK(bitwise_equal(base, previous_kernel(pr, lanes, 1)));
+  for (int n = 2; n <= 4; ++n) {
+    ThreadPool pool(n);
+    const auto got = run_attention(pr, pool, lanes);
+    INFO(n << " threads");
+    if (split_rows) CHECK(bitwise_equal(got, previous_kernel(pr, lanes, n)));
+    else CHECK(bitwise_equal(got, base));
+  }
+}
+
+void check_shapes(const Shape* shapes, size_t n, bool tiled_rows, bool split_rows) {
+  for (Isa isa : available_isas()) {
+    IsaScope scope(isa);
+    for (int lanes : {8, 16}) {
+      if (isa == Isa::Scalar && lanes == 16) continue;  // the scalar table has one order
+      for (size_t i = 0; i < n; ++i)
+        for (GgmlType kvt : {GgmlType::F16, GgmlType::F32})
+          for (bool acc16 : {true, false}) {
+            if (kvt == GgmlType::F32 && !acc16) continue;
+            check_shape(shapes[i], kvt, acc16, lanes, tiled_rows, split_rows);
+          }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("attention, one-row path: previous kernel's bits, double reference, 1-4 threads", "[attention][paths]") {
+  check_shapes(kOneRowShapes, std::size(kOneRowShapes), false, false);
+}
+
+TEST_CASE("attention, tiled path (64+ rows): double reference, 1-4 threads", "[attention][paths]") {
+  check_shapes(kTiledShapes, std::size(kTiledShapes), true, false);
+}
+
+TEST_CASE("attention, split-KV decode: the reference's chunks and merge, 1-4 threads", "[attention][paths]") {
+  check_shapes(kSplitShapes, std::size(kSplitShapes), false, true);
+}
+
+// Timing, not a test: ./test_cpu_kernels "[.attention-bench]"
+TEST_CASE("attention timing: pp512 and decode at growing cache", "[.attention-bench]") {
+  const int n_threads = std::getenv("VTC_BENCH_THREADS") ? std::atoi(std::getenv("VTC_BENCH_THREADS")) : 2;
+  ThreadPool pool(n_threads);
+  auto time_ms = [&](const Problem& pr, int reps) {
+    std::vector<float> out(size_t(pr.p.n_tokens * pr.p.n_head * pr.dv));
+    double best = 1e300;
+    for (int r = 0; r < reps; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      attention(pr.q.data(), pr.k.data(), pr.v.data(), pr.qpos.data(), nullptr, pr.p, out.data(), pool);
+      best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return best;
+  };
+  for (const auto& [heads, kv_heads] : {std::pair{16, 8}, std::pair{20, 4}}) {
+    const Shape pp{512, heads, kv_heads, 64, 64, 512, 16};
+    const double ms = time_ms(make_problem(pp, GgmlType::F16, true, 1), 5);
+    const double flops = 4.0 * heads * 64 * (512.0 * 513 / 2);
+    fmt::print("pp512 {}/{} heads: {:.2f} ms, {:.1f} GFLOP/s (causal), {} threads\n", heads, kv_heads, ms,
+               flops / ms * 1e-6, n_threads);
+    for (int64_t n_kv : {1, 256, 1024, 4096}) {
+      const Shape dec{1, heads, kv_heads, 64, 64, n_kv, 16};
+      const double d = time_ms(make_problem(dec, GgmlType::F16, true, 2), 50);
+      fmt::print("decode {}/{} heads, {} cached: {:.4f} ms per layer\n", heads, kv_heads, n_kv, d);
+    }
+  }
 }

@@ -1,22 +1,39 @@
-// Causal attention for one sequence, following ggml's CPU flash-attention
-// kernel (ggml_compute_forward_flash_attn_ext_f16), which llama.cpp uses on
-// the CPU by default:
+// Causal attention for one sequence, following ggml's CPU flash attention
+// (ggml_compute_forward_flash_attn_ext_f16 and the kernels it picks), which
+// llama.cpp uses on the CPU by default. Three paths, chosen as the reference
+// chooses them:
 //
-//   for each query row (token t, head h), with kv head h / (n_head/n_head_kv):
-//     q is converted to the K storage type (f16 for an f16 cache);
-//     M = -inf, S = 0, acc = 0   (acc is f16 when V is f16, else f32)
-//     for each cache row j in order, skipping masked ones:
-//       s = dot(k_j, q) * scale        (softcap: scale/softcap, then softcap*tanh)
-//       if s > M: ms = exp(M - s), M = s, acc *= ms, vs = 1  else vs = exp(s - M)
-//       acc += v_j * vs;  S = S*ms + vs
-//     out = acc / S   (0 when no key is visible)
+// * one-row kernel (fewer than 64 query rows; decode with a short cache):
+//     for each query row (token t, head h), with kv head h / (n_head/n_head_kv):
+//       q is converted to the K storage type (f16 for an f16 cache);
+//       M = -inf, S = 0, acc = 0   (acc is f16 when V is f16, else f32)
+//       for each cache row j in order, skipping masked ones:
+//         s = dot(k_j, q) * scale        (softcap: scale/softcap, then softcap*tanh)
+//         if s > M: ms = exp(M - s), M = s, acc *= ms, vs = 1  else vs = exp(s - M)
+//         acc += v_j * vs;  S = S*ms + vs
+//       out = acc / S   (0 when no key is visible)
+//   The f16 accumulator rounds after every update; f16_accumulator=false
+//   keeps it in f32. Work items are blocks of query rows that share a kv
+//   head (a GQA group's heads times a few tokens), so the AVX2 kernel
+//   converts each K/V row once per block; per row the arithmetic is the
+//   loop above, bit for bit.
+// * split-KV (one query row; the reference's padded cache view, n_kv rounded
+//   up to 256, has 512+ rows): the view is cut into one chunk per thread
+//   (ceil(view / threads) rows each, as ggml does), each chunk runs the
+//   one-row loop and leaves (M, S, acc as f32); the chunks are then merged in
+//   order: M' = max(M, Mc), acc = acc*exp(M - M') + acc_c*exp(Mc - M'),
+//   S likewise, and out = acc / S. Like the reference, the result depends on
+//   the thread count.
+// * tiled f32 (64+ query rows, and V rows a multiple of the reference's SIMD
+//   width on SIMD builds): ggml_compute_forward_flash_attn_ext_tiled, q in
+//   f32, K and V converted to f32 per tile of 64 cache rows, scores by an f32
+//   GEMM, online softmax per tile, f32 accumulator; see attention_avx2.cpp
+//   for the exact order. Work items are (kv head, tile of 64 tokens).
 //
-// The f16 accumulator rounds after every update; f16_accumulator=false keeps
-// it in f32 instead. Work is split over (token, head) rows. With a page
-// table, cache row j is read from page table[j / page], row j % page: the
-// arithmetic, and so the result, is the same as on a dense copy.
-// With params.selected (sparse attention), a key whose position is not in
-// the query's selected row is skipped like a causally masked one: the
+// With a page table, cache row j is read from page table[j / page], row
+// j % page: the arithmetic, and so the result, is the same as on a dense
+// copy. With params.selected (sparse attention), a key whose position is not
+// in the query's selected row is skipped like a causally masked one: the
 // reference's mask holds -inf there, and ggml skips -inf mask entries.
 #include <algorithm>
 #include <cmath>
@@ -26,6 +43,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/cpu/kernels/attention_internal.h"
 #include "runtime/cpu/kernels/internal.h"
 #include "runtime/cpu/kernels/kernels.h"
 #include "support/error.h"
@@ -33,6 +51,12 @@
 namespace vtc::cpu {
 
 namespace {
+
+using detail::AttentionJob;
+using detail::kAttentionTileKV;
+using detail::kAttentionTileQ;
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // The key positions one query may read under AttentionParams::selected: a
 // flag per position in [0, n_pos). Switching queries clears only the
@@ -69,86 +93,316 @@ int64_t key_position_span(const int32_t* kv_pos, int64_t n_kv) {
   return span;
 }
 
+
+// Which cache rows each query token may read, and their bounds.
+struct Visibility {
+  std::vector<uint8_t> visible;  // [n_tokens][n_kv]
+  std::vector<int64_t> first, last;
+};
+
+Visibility build_visibility(const AttentionParams& p, const int32_t* q_pos, const int32_t* kv_pos) {
+  Visibility vis;
+  vis.visible.assign(size_t(p.n_tokens * p.n_kv), 0);
+  vis.first.assign(size_t(p.n_tokens), p.n_kv);
+  vis.last.assign(size_t(p.n_tokens), -1);
+  SelectedMask selected(p, p.selected != nullptr ? key_position_span(kv_pos, p.n_kv) : 0);
+  for (int64_t t = 0; t < p.n_tokens; ++t) {
+    selected.use_query(t);
+    const int32_t qp = q_pos[t];
+    uint8_t* row = vis.visible.data() + t * p.n_kv;
+    for (int64_t j = 0; j < p.n_kv; ++j) {
+      const int32_t kp = kv_pos != nullptr ? kv_pos[j] : static_cast<int32_t>(j);
+      if (kp > qp) continue;
+      if (p.n_swa > 0 && static_cast<int64_t>(qp) - kp >= p.n_swa) continue;
+      if (!selected.allows(kp)) continue;
+      row[j] = 1;
+      vis.first[size_t(t)] = std::min(vis.first[size_t(t)], j);
+      vis.last[size_t(t)] = j;
+    }
+  }
+  return vis;
+}
+
+const detail::FloatKernels& float_kernels_for(int ref_lanes) {
+  if (active_isa() == Isa::Avx2)
+    return ref_lanes == 16 ? *detail::avx2_float_kernels_l16() : *detail::avx2_float_kernels();
+  return detail::scalar_float_kernels();
+}
+
+// The one-row loop for one query row over cache rows [j0, j1), through the
+// FloatKernels (any ISA, f16 or f32 cache). Leaves M, S and acc (as f32).
+void one_row_generic(const AttentionJob& job, const detail::FloatKernels& fk, int64_t t, int64_t h, int64_t j0,
+                     int64_t j1, float& M, float& S, float* acc) {
+  const int64_t dk = job.dk, dv = job.dv, hkv = h / job.group;
+  const size_t esize = job.f16 ? 2 : 4;
+  thread_local std::vector<uint16_t> acc16v, q16;
+  acc16v.assign(size_t(dv), 0);
+  q16.resize(size_t(dk));
+  const float* qr = job.q + (t * job.n_head + h) * dk;
+  if (job.f16) fk.f32_to_f16(qr, q16.data(), dk);
+  std::fill(acc, acc + dv, 0.0f);
+  M = kNegInf;
+  S = 0.0f;
+  const uint8_t* vis = job.visible + t * job.n_kv;
+  for (int64_t j = j0; j < j1; ++j) {
+    if (vis[j] == 0) continue;
+    const int64_t r = detail::attention_physical_row(job, j);
+    const uint8_t* kr = job.k + size_t((r * job.n_head_kv + hkv) * dk) * esize;
+    const uint8_t* vr = job.v + size_t((r * job.n_head_kv + hkv) * dv) * esize;
+    float s = job.f16 ? fk.dot_f16(reinterpret_cast<const uint16_t*>(kr), q16.data(), dk)
+                      : fk.dot_f32(reinterpret_cast<const float*>(kr), qr, dk);
+    s *= job.scale;
+    if (job.softcap != 0.0f) s = job.softcap * std::tanh(s);
+    float ms = 1.0f, vs = 1.0f;
+    if (s > M) {
+      const float m_old = M;
+      M = s;
+      ms = std::exp(m_old - M);
+      if (job.acc16) fk.scale_f16(acc16v.data(), ms, dv);
+      else fk.scale(acc, ms, acc, dv);
+    } else {
+      vs = std::exp(s - M);
+    }
+    if (job.acc16) fk.mad_f16(acc16v.data(), reinterpret_cast<const uint16_t*>(vr), vs, dv);
+    else if (job.f16) fk.mad_f32_f16(acc, reinterpret_cast<const uint16_t*>(vr), vs, dv);
+    else fk.mad_f32(acc, reinterpret_cast<const float*>(vr), vs, dv);
+    S = S * ms + vs;
+  }
+  if (job.acc16) {
+    const float* tab = detail::fp16_table();
+    for (int64_t d = 0; d < dv; ++d) acc[d] = tab[acc16v[size_t(d)]];
+  }
+}
+
+// A block of query rows (tokens [t0, t1) x the heads of kv head hk) over
+// cache rows [j0, j1): the AVX2 kernel where it applies, else row by row.
+void one_row_block(const AttentionJob& job, const detail::FloatKernels& fk, int64_t hk, int64_t t0, int64_t t1,
+                   int64_t j0, int64_t j1, float* M, float* S, float* acc) {
+  if (active_isa() == Isa::Avx2 && detail::one_row_block_avx2(job, hk, t0, t1, j0, j1, M, S, acc)) return;
+  for (int64_t t = t0; t < t1; ++t)
+    for (int64_t g = 0; g < job.group; ++g) {
+      const int64_t r = (t - t0) * job.group + g;
+      one_row_generic(job, fk, t, hk * job.group + g, j0, j1, M[r], S[r], acc + r * job.dv);
+    }
+}
+
+// Tokens per one-row work item: about 16 query rows per item.
+int64_t one_row_tokens_per_block(const AttentionJob& job) { return std::max<int64_t>(1, 16 / job.group); }
+
+void run_one_row(const AttentionJob& job, ThreadPool& pool) {
+  const detail::FloatKernels& fk = float_kernels_for(job.ref_lanes);
+  const int64_t tb = one_row_tokens_per_block(job);
+  const int64_t n_blocks = (job.n_tokens + tb - 1) / tb;
+  pool.parallel_for(job.n_head_kv * n_blocks, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> M, S, acc;
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t hk = item % job.n_head_kv, t0 = (item / job.n_head_kv) * tb;
+      const int64_t t1 = std::min(job.n_tokens, t0 + tb), rows = (t1 - t0) * job.group;
+      M.resize(size_t(rows));
+      S.resize(size_t(rows));
+      acc.resize(size_t(rows * job.dv));
+      one_row_block(job, fk, hk, t0, t1, 0, job.n_kv, M.data(), S.data(), acc.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t t = t0 + r / job.group, h = hk * job.group + r % job.group;
+        const float inv = S[size_t(r)] == 0.0f ? 0.0f : 1.0f / S[size_t(r)];
+        fk.scale(acc.data() + r * job.dv, inv, job.out + (t * job.n_head + h) * job.dv, job.dv);
+      }
+    }
+  });
+}
+// The reference's cache view: llama.cpp pads it to 256 rows.
+int64_t reference_view_rows(int64_t n_kv) {
+  return (n_kv + detail::kAttentionRefKVPad - 1) / detail::kAttentionRefKVPad * detail::kAttentionRefKVPad;
+}
+
+bool use_split_kv(const AttentionJob& job) {
+  return job.n_tokens == 1 && reference_view_rows(job.n_kv) >= detail::kAttentionSplitMinKV;
+}
+
+// Merges the chunks' (M, S, acc) of one head in chunk order, as
+// ggml_flash_attn_ext_reduce_partials (products rounded, then added).
+void merge_partials(const float* partials, int64_t n_chunks, int64_t dv, const detail::FloatKernels& fk,
+                    float* acc, float* out) {
+  float M = kNegInf, S = 0.0f;
+  std::fill(acc, acc + dv, 0.0f);
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    const float* part = partials + c * (2 + dv);
+    const float Mc = part[0], Sc = part[1];
+    if (Sc == 0.0f) continue;
+    const float m_new = std::fmax(M, Mc);
+    const float scale_old = std::exp(M - m_new), scale_new = std::exp(Mc - m_new);
+    for (int64_t d = 0; d < dv; ++d) {
+      const float kept = acc[d] * scale_old, added = part[2 + d] * scale_new;
+      acc[d] = kept + added;
+    }
+    const float s_kept = S * scale_old, s_added = Sc * scale_new;
+    S = s_kept + s_added;
+    M = m_new;
+  }
+  if (S != 0.0f) fk.scale(acc, 1.0f / S, acc, dv);
+  std::memcpy(out, acc, size_t(dv) * 4);
+}
+
+void run_split_kv(const AttentionJob& job, ThreadPool& pool) {
+  const detail::FloatKernels& fk = float_kernels_for(job.ref_lanes);
+  const int64_t n_chunks = pool.size(), G = job.group, dv = job.dv;
+  const int64_t chunk_rows = (reference_view_rows(job.n_kv) + n_chunks - 1) / n_chunks;
+  const int64_t part_size = 2 + dv;
+  std::vector<float> partials(size_t(job.n_head * n_chunks * part_size));  // [head][chunk][M, S, acc]
+  pool.parallel_for(n_chunks * job.n_head_kv, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> M, S, acc;
+    M.resize(size_t(G));
+    S.resize(size_t(G));
+    acc.resize(size_t(G * dv));
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t c = item / job.n_head_kv, hk = item % job.n_head_kv;
+      const int64_t j0 = std::min(job.n_kv, c * chunk_rows), j1 = std::min(job.n_kv, j0 + chunk_rows);
+      one_row_block(job, fk, hk, 0, 1, j0, j1, M.data(), S.data(), acc.data());
+      for (int64_t g = 0; g < G; ++g) {
+        float* part = partials.data() + ((hk * G + g) * n_chunks + c) * part_size;
+        part[0] = M[size_t(g)];
+        part[1] = S[size_t(g)];
+        std::memcpy(part + 2, acc.data() + g * dv, size_t(dv) * 4);
+      }
+    }
+  });
+  std::vector<float> merged(static_cast<size_t>(dv));
+  for (int64_t h = 0; h < job.n_head; ++h)
+    merge_partials(partials.data() + h * n_chunks * part_size, n_chunks, dv, fk, merged.data(), job.out + h * dv);
+}
+
+// The tiled algorithm without SIMD, row by row, as the reference's scalar
+// build: scores and V sums as plain multiply-adds in order, libm expf, the
+// tile's weights summed in order in double.
+void tiled_row_scalar(const AttentionJob& job, int64_t t, int64_t h, float* acc) {
+  const int64_t dk = job.dk, dv = job.dv, hkv = h / job.group;
+  const float* tab = detail::fp16_table();
+  auto value = [&](const uint8_t* base, int64_t row, int64_t width, int64_t d) {
+    const size_t i = size_t((detail::attention_physical_row(job, row) * job.n_head_kv + hkv) * width + d);
+    return job.f16 ? tab[reinterpret_cast<const uint16_t*>(base)[i]] : reinterpret_cast<const float*>(base)[i];
+  };
+  const float* qr = job.q + (t * job.n_head + h) * dk;
+  const uint8_t* vis = job.visible + t * job.n_kv;
+  float M = kNegInf, S = 0.0f, w[kAttentionTileKV];
+  std::fill(acc, acc + dv, 0.0f);
+  for (int64_t ic = 0; ic < job.n_kv; ic += kAttentionTileKV) {
+    const int64_t n_rows = std::min<int64_t>(kAttentionTileKV, job.n_kv - ic);
+    float tile_max = kNegInf;
+    for (int64_t c = 0; c < n_rows; ++c) {
+      float s = 0.0f;
+      for (int64_t d = 0; d < dk; ++d) s += qr[d] * value(job.k, ic + c, dk, d);
+      s *= job.scale;
+      if (job.softcap != 0.0f) s = std::tanh(s) * job.softcap;
+      w[c] = vis[ic + c] != 0 ? s : kNegInf;
+      tile_max = std::max(tile_max, w[c]);
+    }
+    if (tile_max == kNegInf) continue;
+    const float m_new = std::fmax(M, tile_max);
+    if (m_new > M) {
+      const float ms = std::exp(M - m_new);
+      for (int64_t d = 0; d < dv; ++d) acc[d] *= ms;
+      S *= ms;
+    }
+    M = m_new;
+    double sum = 0.0;
+    for (int64_t c = 0; c < n_rows; ++c) sum += static_cast<double>(w[c] = std::exp(w[c] - m_new));
+    S += sum;
+    for (int64_t d = 0; d < dv; ++d) {
+      float a = acc[d];
+      for (int64_t c = 0; c < n_rows; ++c) a += w[c] * value(job.v, ic + c, dv, d);
+      acc[d] = a;
+    }
+  }
+  const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+  for (int64_t d = 0; d < dv; ++d) acc[d] *= inv;
+}
+
+void tiled_block(const AttentionJob& job, int64_t hk, int64_t t0, int64_t t1) {
+  if (active_isa() == Isa::Avx2 && detail::tiled_block_avx2(job, hk, t0, t1)) return;
+  thread_local std::vector<float> acc;
+  acc.resize(size_t(job.dv));
+  for (int64_t t = t0; t < t1; ++t)
+    for (int64_t g = 0; g < job.group; ++g) {
+      const int64_t h = hk * job.group + g;
+      tiled_row_scalar(job, t, h, acc.data());
+      std::memcpy(job.out + (t * job.n_head + h) * job.dv, acc.data(), size_t(job.dv) * 4);
+    }
+}
+
+bool use_tiled(const AttentionJob& job) {
+  if (job.n_tokens < kAttentionTileQ) return false;
+  return active_isa() != Isa::Avx2 || job.dv % job.ref_lanes == 0;
+}
+
+// Query tile i of n, taken from both ends in turn (0, n-1, 1, n-2, ...): with
+// a causal mask late tiles cost more, so neighbouring items balance.
+int64_t balanced_tile(int64_t i, int64_t n) { return i % 2 == 0 ? i / 2 : n - 1 - i / 2; }
+
+void run_tiled(const AttentionJob& job, ThreadPool& pool) {
+  const int64_t n_tiles = (job.n_tokens + kAttentionTileQ - 1) / kAttentionTileQ;
+  pool.parallel_for(n_tiles * job.n_head_kv, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t t0 = balanced_tile(item / job.n_head_kv, n_tiles) * kAttentionTileQ;
+      tiled_block(job, item % job.n_head_kv, t0, std::min(job.n_tokens, t0 + kAttentionTileQ));
+    }
+  });
+}
+
 }  // namespace
 
-void attention(const float* q, const void* k, const void* v, const int32_t* q_pos, const int32_t* kv_pos,
-               const AttentionParams& p, float* out, ThreadPool& pool) {
+namespace detail {
+
+#if !defined(VTC_HAVE_AVX2_TU)
+bool one_row_block_avx2(const AttentionJob&, int64_t, int64_t, int64_t, int64_t, int64_t, float*, float*, float*) {
+  return false;
+}
+bool tiled_block_avx2(const AttentionJob&, int64_t, int64_t, int64_t) { return false; }
+#endif
+
+void attention_with_lanes(const float* q, const void* k, const void* v, const int32_t* q_pos, const int32_t* kv_pos,
+                          const AttentionParams& p, float* out, ThreadPool& pool, int ref_lanes) {
   const int64_t dk = p.head_dim;
   const int64_t dv = p.head_dim_v > 0 ? p.head_dim_v : p.head_dim;
   if (p.n_tokens < 0 || p.n_kv < 0 || dk <= 0 || p.n_head <= 0 || p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0)
     throw Error(fmt::format("attention: bad shape (n_head {}, n_head_kv {}, head_dim {})", p.n_head, p.n_head_kv, dk));
   if (p.kv_type != GgmlType::F16 && p.kv_type != GgmlType::F32)
     throw Error(fmt::format("attention: KV type {} is not supported (f16 or f32)", ggml_type_name(p.kv_type)));
-  const bool f16 = p.kv_type == GgmlType::F16;
-  const bool acc16 = f16 && p.f16_accumulator;
-  const int64_t group = p.n_head / p.n_head_kv;
-  const size_t esize = f16 ? 2 : 4;
-  const auto* kb = static_cast<const uint8_t*>(k);
-  const auto* vb = static_cast<const uint8_t*>(v);
-  float scale = p.scale;
-  if (p.softcap != 0.0f) scale /= p.softcap;
-  const detail::FloatKernels& fk = detail::active_float_kernels();
   if (p.page_table != nullptr && p.page_size <= 0) throw Error("attention: a page table needs a page size");
-  auto physical_row = [&](int64_t j) {
-    return p.page_table == nullptr ? j : int64_t(p.page_table[j / p.page_size]) * p.page_size + j % p.page_size;
-  };
   if (p.selected != nullptr && p.selected_width <= 0) throw Error("attention: selected rows need a positive width");
-  const int64_t n_pos = p.selected != nullptr ? key_position_span(kv_pos, p.n_kv) : 0;
+  if (p.n_tokens == 0) return;
+  const Visibility vis = build_visibility(p, q_pos, kv_pos);
+  AttentionJob job;
+  job.q = q;
+  job.k = static_cast<const uint8_t*>(k);
+  job.v = static_cast<const uint8_t*>(v);
+  job.out = out;
+  job.n_tokens = p.n_tokens;
+  job.n_head = p.n_head;
+  job.n_head_kv = p.n_head_kv;
+  job.group = p.n_head / p.n_head_kv;
+  job.dk = dk;
+  job.dv = dv;
+  job.n_kv = p.n_kv;
+  job.f16 = p.kv_type == GgmlType::F16;
+  job.acc16 = job.f16 && p.f16_accumulator;
+  job.scale = p.softcap != 0.0f ? p.scale / p.softcap : p.scale;
+  job.softcap = p.softcap;
+  job.page_table = p.page_table;
+  job.page_size = p.page_size;
+  job.visible = vis.visible.data();
+  job.first_visible = vis.first.data();
+  job.last_visible = vis.last.data();
+  job.ref_lanes = ref_lanes;
+  if (use_tiled(job)) run_tiled(job, pool);
+  else if (use_split_kv(job)) run_split_kv(job, pool);
+  else run_one_row(job, pool);
+}
 
-  pool.parallel_for(p.n_tokens * p.n_head, [&](int64_t begin, int64_t end) {
-    thread_local std::vector<float> acc32;
-    thread_local std::vector<uint16_t> acc16v, q16;
-    acc32.resize(static_cast<size_t>(dv));
-    acc16v.resize(static_cast<size_t>(dv));
-    q16.resize(static_cast<size_t>(dk));
-    SelectedMask selected(p, n_pos);
-    for (int64_t row = begin; row < end; ++row) {
-      const int64_t t = row / p.n_head;
-      const int64_t h = row % p.n_head;
-      const int64_t hkv = h / group;
-      selected.use_query(t);
-      const float* qr = q + row * dk;
-      if (f16) fk.f32_to_f16(qr, q16.data(), dk);
-      if (acc16) std::fill(acc16v.begin(), acc16v.end(), uint16_t{0});
-      else std::fill(acc32.begin(), acc32.end(), 0.0f);
-      float M = -std::numeric_limits<float>::infinity();
-      float S = 0.0f;
-      const int32_t qp = q_pos[t];
-      for (int64_t j = 0; j < p.n_kv; ++j) {
-        const int32_t kp = kv_pos != nullptr ? kv_pos[j] : static_cast<int32_t>(j);
-        if (kp > qp) continue;
-        if (p.n_swa > 0 && static_cast<int64_t>(qp) - kp >= p.n_swa) continue;
-        if (!selected.allows(kp)) continue;
-        const int64_t r = physical_row(j);
-        const size_t k_off = static_cast<size_t>((r * p.n_head_kv + hkv) * dk) * esize;
-        const size_t v_off = static_cast<size_t>((r * p.n_head_kv + hkv) * dv) * esize;
-        float s = f16 ? fk.dot_f16(reinterpret_cast<const uint16_t*>(kb + k_off), q16.data(), dk)
-                      : fk.dot_f32(reinterpret_cast<const float*>(kb + k_off), qr, dk);
-        s *= scale;
-        if (p.softcap != 0.0f) s = p.softcap * std::tanh(s);
-        float ms = 1.0f, vs = 1.0f;
-        if (s > M) {
-          const float m_old = M;
-          M = s;
-          ms = std::exp(m_old - M);
-          if (acc16) fk.scale_f16(acc16v.data(), ms, dv);
-          else fk.scale(acc32.data(), ms, acc32.data(), dv);
-        } else {
-          vs = std::exp(s - M);
-        }
-        if (acc16) fk.mad_f16(acc16v.data(), reinterpret_cast<const uint16_t*>(vb + v_off), vs, dv);
-        else if (f16) fk.mad_f32_f16(acc32.data(), reinterpret_cast<const uint16_t*>(vb + v_off), vs, dv);
-        else fk.mad_f32(acc32.data(), reinterpret_cast<const float*>(vb + v_off), vs, dv);
-        S = S * ms + vs;
-      }
-      if (acc16) {
-        const float* tab = detail::fp16_table();
-        for (int64_t d = 0; d < dv; ++d) acc32[static_cast<size_t>(d)] = tab[acc16v[static_cast<size_t>(d)]];
-      }
-      const float inv = S == 0.0f ? 0.0f : 1.0f / S;
-      fk.scale(acc32.data(), inv, out + row * dv, dv);
-    }
-  });
+}  // namespace detail
+
+void attention(const float* q, const void* k, const void* v, const int32_t* q_pos, const int32_t* kv_pos,
+               const AttentionParams& p, float* out, ThreadPool& pool) {
+  detail::attention_with_lanes(q, k, v, q_pos, kv_pos, p, out, pool, detail::reference_lanes());
 }
 
 }  // namespace vtc::cpu

@@ -1,0 +1,64 @@
+// Internal interface between attention.cpp (dispatch, masks, the portable
+// kernels, the split-KV reduction) and attention_avx2.cpp (the AVX2 kernels).
+// Plain declarations and POD structs only, for the reason given in
+// internal.h; the one helper defined here has internal linkage.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/cpu/kernels/kernels.h"
+
+namespace vtc::cpu::detail {
+
+// One attention call, resolved: shapes, cache layout and the visibility of
+// every (query token, cache row) pair.
+struct AttentionJob {
+  const float* q = nullptr;    // [n_tokens][n_head][dk]
+  const uint8_t* k = nullptr;  // physical rows of [n_head_kv][dk], f16 or f32
+  const uint8_t* v = nullptr;  // physical rows of [n_head_kv][dv]
+  float* out = nullptr;        // [n_tokens][n_head][dv]
+  int64_t n_tokens = 0, n_head = 0, n_head_kv = 0, group = 1, dk = 0, dv = 0, n_kv = 0;
+  bool f16 = true;    // K/V element type: f16, else f32
+  bool acc16 = true;  // one-row kernel: the V accumulator rounds to f16
+  float scale = 1.0f;    // divided by softcap already when softcap != 0
+  float softcap = 0.0f;
+  const int32_t* page_table = nullptr;  // null: dense
+  int64_t page_size = 0;
+  // visible[t * n_kv + j] != 0 iff query token t may read cache row j;
+  // first_visible[t] / last_visible[t] bound those rows (first > last: none).
+  const uint8_t* visible = nullptr;
+  const int64_t* first_visible = nullptr;
+  const int64_t* last_visible = nullptr;
+  int ref_lanes = 8;  // the reference build's SIMD width (8 or 16)
+};
+
+static inline int64_t attention_physical_row(const AttentionJob& job, int64_t j) {
+  return job.page_table == nullptr ? j : int64_t(job.page_table[j / job.page_size]) * job.page_size + j % job.page_size;
+}
+
+// The one-row (online softmax, row by row) kernel over cache rows [j0, j1)
+// for a block of query rows: tokens [t0, t1) times the `group` query heads
+// of kv head hk, row r = (t - t0) * group + g. It leaves each row's running
+// maximum M[r], sum S[r] and unnormalised accumulator acc[r * dv ...]
+// (f16 values as floats when acc16). Bit-identical to the per-row loop of
+// ggml_compute_forward_flash_attn_ext_f16_one_chunk with the active
+// FloatKernels. The AVX2 version handles f16 caches only (returns false
+// otherwise, and when the TU is not built).
+bool one_row_block_avx2(const AttentionJob& job, int64_t hk, int64_t t0, int64_t t1, int64_t j0, int64_t j1,
+                        float* M, float* S, float* acc);
+
+// The tiled f32 kernel (ggml_compute_forward_flash_attn_ext_tiled) for
+// tokens [t0, t1) (at most kAttentionTileQ) of every query head of kv head
+// hk; writes the normalised output rows. Returns false where not built.
+bool tiled_block_avx2(const AttentionJob& job, int64_t hk, int64_t t0, int64_t t1);
+
+constexpr int64_t kAttentionTileQ = 64;   // GGML_FA_TILE_Q: query rows per tile, and the tiled-path threshold
+constexpr int64_t kAttentionTileKV = 64;  // GGML_FA_TILE_KV: cache rows per tile
+constexpr int64_t kAttentionSplitMinKV = 512;  // the reference's split-KV threshold on its padded cache view
+constexpr int64_t kAttentionRefKVPad = 256;    // llama.cpp pads the cache view to 256 rows
+
+// attention() with an explicit reference SIMD width (tests: both orders).
+void attention_with_lanes(const float* q, const void* k, const void* v, const int32_t* q_pos, const int32_t* kv_pos,
+                          const AttentionParams& p, float* out, ThreadPool& pool, int ref_lanes);
+
+}  // namespace vtc::cpu::detail
