@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# ctest smoke test of bench/cpu-vs-llamacpp.sh: one quick round on the tiny
+# model (a few seconds), then checks the table: one row per test for every
+# type and thread count, every figure a positive number, the roofline
+# filled for tg; --help exits 0 and an unknown option exits 2.
+#   bench/smoke-test.sh WORKDIR   (VTC and VTC_REF_TOOL name the binaries)
+set -euo pipefail
+SCRIPT="$(dirname "$0")/cpu-vs-llamacpp.sh"
+WORK="$1"
+fail() { echo "smoke-test: $*" >&2; exit 1; }
+
+"$SCRIPT" --help | grep -q -- '--quick' || fail "--help does not list --quick"
+set +e; "$SCRIPT" --no-such-option 2>/dev/null; rc=$?; set -e
+[[ $rc == 2 ]] || fail "an unknown option exited $rc, not 2"
+
+out="$("$SCRIPT" --size tiny --quick --reps 1 --threads "1 2" --types "Q8_0 F16" --workdir "$WORK")"
+echo "$out"
+for t in Q8_0 F16; do
+  for th in 1 2; do
+    for test in "pp64 tok/s" "tg16 tok/s (roofline" "step8 / step1" "step1 ms"; do
+      n=$(grep -cF "| $t | $th | $test" <<<"$out" || true)
+      [[ $n == 1 ]] || fail "expected one '$t | $th | $test' row, found $n"
+    done
+  done
+done
+# Rows: | type | threads | test | vtc | llama.cpp | ratio | spread | spread | %roof | %roof |
+python3 - "$out" <<'PY' || fail "a figure is not a positive number"
+import sys
+rows = [l.split("|")[1:-1] for l in sys.argv[1].splitlines() if l.startswith("| Q8_0") or l.startswith("| F16")]
+assert len(rows) == 16, len(rows)
+for r in rows:
+    cells = [c.strip() for c in r]
+    figures = cells[3:8] + (cells[8:10] if cells[2].startswith("tg") else [])
+    assert all(float(c) > 0 for c in figures), cells
+    assert cells[2].startswith("tg") or cells[8:10] == ["", ""], cells
+PY
+echo "smoke-test: ok"

@@ -1,0 +1,116 @@
+// `vtc bench` through the real binary: the batched decode step
+// (--batch-rows), the DRAM bandwidth loop (--memory-bandwidth), the
+// roofline's bytes per token, and the flags passed on to vtc-ref
+// (--vs-reference, --reference-first). Timings are not asserted (shared
+// machines); shapes, counts, signs and exact byte sums are. Cases with a
+// model are [reference]: the generator takes its vocab from the reference.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "frontends/gguf/gguf.h"
+#include "tests/e2e/e2e_fixtures.h"
+#include "tests/test_process.h"
+
+using namespace vtc;
+
+namespace {
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  return nlohmann::json::parse(in);
+}
+
+void check_positive(const nlohmann::json& values, size_t n) {
+  REQUIRE(values.is_array());
+  CHECK(values.size() == n);
+  for (double v : values.get<std::vector<double>>()) CHECK(v > 0);
+}
+}  // namespace
+
+TEST_CASE("vtc bench --batch-rows times 1-row and B-row decode steps", "[cli][bench][reference]") {
+  const std::string model = test::model_path("llama", "f32");
+  const std::string json = test::unique_temp_path("bench-batch.json");
+  const std::string out = test::run_capture(fmt::format(
+      "{} bench {} -p 16 -n 8 -r 2 -t 2 --batch-rows 4 --batch-context 8 --batch-steps 2 --json {}", VTC_TOOL, model, json));
+  INFO(out);
+  CHECK_THAT(out, Catch::Contains("| step1 ms |") && Catch::Contains("| step4 ms |") &&
+                      Catch::Contains("| step4 / step1 |"));
+  const auto j = read_json(json);
+  CHECK(j.at("batch") == nlohmann::json({{"rows", 4}, {"context", 8}, {"steps", 2}}));
+  check_positive(j.at("vtc").at("pp"), 2);
+  check_positive(j.at("vtc").at("tg"), 2);
+  check_positive(j.at("vtc").at("step1_ms"), 2);
+  check_positive(j.at("vtc").at("stepn_ms"), 2);
+  CHECK_FALSE(j.contains("llama.cpp"));
+  // Bytes per token: every tensor but token_embd (the model has an output.weight).
+  const auto file = gguf::GgufFile::open(model);
+  REQUIRE(file.find_tensor("output.weight") != nullptr);
+  uint64_t expected = 0;
+  for (const auto& t : file.tensors()) expected += t.n_bytes;
+  expected -= file.find_tensor("token_embd.weight")->n_bytes;
+  CHECK(j.at("weight_bytes_per_token").get<uint64_t>() == expected);
+  std::filesystem::remove(json);
+}
+
+TEST_CASE("vtc bench --memory-bandwidth runs without a model", "[cli][bench]") {
+  const std::string json = test::unique_temp_path("bench-bw.json");
+  const std::string out = test::run_capture(
+      fmt::format("{} bench --memory-bandwidth -t 2 -r 6 --bandwidth-mib 64 --json {}", VTC_TOOL, json));
+  CHECK_THAT(out, Catch::Contains("DRAM read bandwidth, 2 threads:") && Catch::Contains("GB/s"));
+  const auto j = read_json(json);
+  const auto& bw = j.at("memory_bandwidth");
+  CHECK(bw.at("bytes") == 64u << 20);
+  check_positive(bw.at("gb_per_s"), 6);  // max(repetitions, 5) passes
+  for (double g : bw.at("gb_per_s").get<std::vector<double>>()) CHECK(g < 10000);  // 10 TB/s: a broken timer
+  CHECK_FALSE(j.contains("vtc"));
+  std::filesystem::remove(json);
+}
+
+TEST_CASE("vtc bench with a model and --memory-bandwidth prints the tg roofline", "[cli][bench][reference]") {
+  const std::string model = test::model_path("llama", "f32");
+  const std::string out = test::run_capture(
+      fmt::format("{} bench {} -p 0 -n 4 -r 1 --memory-bandwidth --bandwidth-mib 64", VTC_TOOL, model));
+  INFO(out);
+  CHECK_THAT(out, Catch::Contains("tg roofline") && Catch::Contains("MB of weights per token): vtc "));
+  CHECK_THAT(out, !Catch::Contains("| pp0"));
+}
+
+TEST_CASE("vtc bench rejects a missing model and bad batch settings", "[cli][bench][reference]") {
+  const std::string model = test::model_path("llama", "f32");
+  auto fails_with = [&](const std::string& args, const std::string& message) {
+    std::string out = test::run_capture(fmt::format("{} bench {} 2>&1; echo \"exit=$?\"", VTC_TOOL, args));
+    INFO(out);
+    CHECK_THAT(out, Catch::Contains(message) && Catch::Contains("exit=1"));
+  };
+  fails_with("", "give a MODEL");
+  fails_with(model + " -p 0 -n 0 --batch-rows 2 --batch-steps 0", "steps >= 1");
+  fails_with(model + " -p 4 -n 4 -r 0", "--repetitions must be at least 1");
+}
+
+TEST_CASE("vtc bench --vs-reference --batch-rows runs the batched step in llama.cpp too", "[cli][bench][reference]") {
+  const std::string model = test::model_path("llama", "f32");
+  const std::string json = test::unique_temp_path("bench-ref.json");
+  const std::string out = test::run_capture(
+      fmt::format("{} bench {} -p 16 -n 4 -r 3 --batch-rows 3 --batch-context 8 --batch-steps 2 --vs-reference "
+                  "--reference-first --ref-tool {} --json {} 2>&1",
+                  VTC_TOOL, model, VTC_REF_TOOL, json));
+  INFO(out);
+  // --reference-first: llama.cpp's run is logged before vtc's.
+  const size_t ref_at = out.find("bench: llama.cpp reference"), vtc_at = out.find("bench: vtc, 2 threads");
+  REQUIRE(ref_at != std::string::npos);
+  REQUIRE(vtc_at != std::string::npos);
+  CHECK(ref_at < vtc_at);
+  const auto j = read_json(json);
+  for (const char* engine : {"vtc", "llama.cpp"}) {
+    INFO(engine);
+    check_positive(j.at(engine).at("pp"), 3);
+    check_positive(j.at(engine).at("tg"), 3);
+    check_positive(j.at(engine).at("step1_ms"), 3);
+    check_positive(j.at(engine).at("stepn_ms"), 3);
+  }
+  std::filesystem::remove(json);
+}
