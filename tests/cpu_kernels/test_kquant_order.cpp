@@ -185,8 +185,11 @@ TEST_CASE("matmul: AVX2 K-quant dots follow ggml's x86 float order bit for bit",
         want[static_cast<size_t>(r)] = ggml_order_dot(t, w.data() + r * stride, block_bytes, xq.data(), nb);
         got1[static_cast<size_t>(r)] = k.dot[slot](cols, w.data() + r * stride, xq.data());
       }
-      if (k.dot4[slot] != nullptr)
-        for (int64_t r = 0; r < rows; r += 4) k.dot4[slot](cols, w.data() + r * stride, stride, xq.data(), got4.data() + r);
+      // The multi-token tiles, one token at a time (fn[1]): rows per tile.
+      const detail::GemmKernels& g = k.gemm[slot];
+      if (g.rows > 0)
+        for (int64_t r = 0; r + g.rows <= rows; r += g.rows)
+          g.fn[1](cols, w.data() + r * stride, stride, xq.data(), 0, got4.data() + r, 1);
       else
         got4 = got1;
       size_t diff1 = 0, diff4 = 0;
@@ -194,7 +197,7 @@ TEST_CASE("matmul: AVX2 K-quant dots follow ggml's x86 float order bit for bit",
         diff1 += std::memcmp(&want[size_t(r)], &got1[size_t(r)], 4) != 0;
         diff4 += std::memcmp(&want[size_t(r)], &got4[size_t(r)], 4) != 0;
       }
-      INFO(fmt::format("{} seed {}: {} of {} rows differ (dot), {} (dot4); row 0 {:.9g} vs {:.9g}", ggml_type_name(t),
+      INFO(fmt::format("{} seed {}: {} of {} rows differ (dot), {} (tile); row 0 {:.9g} vs {:.9g}", ggml_type_name(t),
                        seed, diff1, rows, diff4, want[0], got1[0]));
       CHECK(diff1 == 0);
       CHECK(diff4 == 0);

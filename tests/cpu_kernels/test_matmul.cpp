@@ -224,65 +224,34 @@ int act_slot(GgmlType at) {
   }
 }
 
-TEST_CASE("matmul: 4-row dot kernels are bit-identical to the 1-row ones", "[matmul][isa]") {
-  std::vector<const detail::QuantKernels*> tables{&detail::scalar_quant_kernels()};
-  if (best_isa() == Isa::Avx2) {
-    tables.push_back(detail::avx2_quant_kernels_novnni());
-    tables.push_back(detail::avx2_quant_kernels());
-  } else {
-    WARN("SKIPPED: AVX2 is not available here; only scalar 4-row kernels (if any) were tested");
-  }
-  const int64_t cols = 1024;
-  const int64_t rows = 4;
-  for (size_t ti = 0; ti < tables.size(); ++ti) {
-    const auto& k = *tables[ti];
-    for (GgmlType t : kNativeTypes) {
-      const int slot = static_cast<int>(t);
-      if (k.dot4[slot] == nullptr) continue;
-      const GgmlType at = matmul_activation_type(t);
-      const auto w = random_weights(t, rows, cols, 31);
-      const auto xf = random_floats(static_cast<size_t>(cols), 32, -2.0f, 2.0f);
-      const auto& tr = ggml_traits(at);
-      std::vector<uint8_t> xq(static_cast<size_t>(cols / tr.block_size * tr.block_bytes));
-      const int a = act_slot(at);
-      k.quantize[a](xf.data(), xq.data(), cols);
-      const int64_t stride = static_cast<int64_t>(w.size()) / rows;
-      std::vector<float> y1(4), y4(4);
-      for (int r = 0; r < 4; ++r) y1[static_cast<size_t>(r)] = k.dot[slot](cols, w.data() + r * stride, xq.data());
-      k.dot4[slot](cols, w.data(), stride, xq.data(), y4.data());
-      INFO(fmt::format("table {} type {}", ti, ggml_type_name(t)));
-      CHECK(bitwise_equal(y1, y4));
-    }
-  }
-  // The AVX-VNNI kernels must reproduce the plain AVX2 ones exactly.
-  if (best_isa() == Isa::Avx2 && detail::cpu_has_avxvnni()) {
-    const auto& a = *detail::avx2_quant_kernels_novnni();
-    const auto& v = *detail::avx2_quant_kernels();
-    for (GgmlType t : kNativeTypes) {
-      const int slot = static_cast<int>(t);
-      if (a.dot4[slot] == nullptr || a.dot4[slot] == v.dot4[slot]) continue;
-      for (uint32_t seed = 0; seed < 8; ++seed) {
-        auto w = random_weights(t, 4, 2048, 40 + seed);
-        if (t == GgmlType::Q8_0) {  // extreme codes, -128 included, in the first blocks of each row
-          const size_t stride = w.size() / 4;
-          for (size_t r = 0; r < 4; ++r)
-            for (size_t i = 0; i < 32; ++i)
-              w[r * stride + 2 + i] = static_cast<uint8_t>(seed % 2 ? 0x80 : (i % 2 ? 0x81 : 0x7f));
-        }
-        auto xf = random_floats(2048, 50 + seed, -3.0f, 3.0f);
-        for (int i = 0; i < 32; ++i) xf[static_cast<size_t>(i)] = i % 2 ? 1e3f : -1e3f;  // codes +-127
-        std::vector<uint8_t> xq(2048 * 2);
-        a.quantize[act_slot(matmul_activation_type(t))](xf.data(), xq.data(), 2048);
-        const int64_t stride = static_cast<int64_t>(w.size()) / 4;
-        std::vector<float> ya(4), yv(4);
-        a.dot4[slot](2048, w.data(), stride, xq.data(), ya.data());
-        v.dot4[slot](2048, w.data(), stride, xq.data(), yv.data());
-        INFO(fmt::format("avx-vnni vs avx2, type {} seed {}", ggml_type_name(t), seed));
-        CHECK(bitwise_equal(ya, yv));
-      }
-    }
-  } else {
+TEST_CASE("matmul: the AVX-VNNI tiles are bit-identical to the AVX2 ones", "[matmul][isa][gemm]") {
+  if (best_isa() != Isa::Avx2 || !detail::cpu_has_avxvnni()) {
     WARN("SKIPPED: no AVX-VNNI here; the AVX-VNNI kernels were not tested");
+    return;
+  }
+  const auto& a = *detail::avx2_quant_kernels_novnni();
+  const auto& v = *detail::avx2_quant_kernels();
+  const int slot = static_cast<int>(GgmlType::Q8_0);
+  REQUIRE(v.gemm[slot].fn[1] != a.gemm[slot].fn[1]);  // the VNNI table really has its own tiles
+  REQUIRE(v.gemm[slot].rows == a.gemm[slot].rows);
+  const int rows = a.gemm[slot].rows, cols = 2048;
+  for (uint32_t seed = 0; seed < 8; ++seed) {
+    auto w = random_weights(GgmlType::Q8_0, rows, cols, 40 + seed);
+    const size_t stride = w.size() / size_t(rows);
+    for (size_t r = 0; r < size_t(rows); ++r)  // extreme codes, -128 included, in the first block of each row
+      for (size_t i = 0; i < 32; ++i) w[r * stride + 2 + i] = static_cast<uint8_t>(seed % 2 ? 0x80 : (i % 2 ? 0x81 : 0x7f));
+    for (int nt = 1; nt <= a.gemm[slot].toks; ++nt) {
+      auto xf = random_floats(size_t(cols * nt), 50 + seed, -3.0f, 3.0f);
+      for (int i = 0; i < 32; ++i) xf[static_cast<size_t>(i)] = i % 2 ? 1e3f : -1e3f;  // codes +-127
+      std::vector<uint8_t> xq(size_t(cols / 32 * 34 * nt));
+      for (int t = 0; t < nt; ++t)
+        a.quantize[static_cast<int>(detail::ActType::Q8_0)](xf.data() + t * cols, xq.data() + t * cols / 32 * 34, cols);
+      std::vector<float> ya(size_t(rows * nt)), yv(size_t(rows * nt));
+      a.gemm[slot].fn[nt](cols, w.data(), int64_t(stride), xq.data(), cols / 32 * 34, ya.data(), rows);
+      v.gemm[slot].fn[nt](cols, w.data(), int64_t(stride), xq.data(), cols / 32 * 34, yv.data(), rows);
+      INFO(fmt::format("avx-vnni vs avx2 q8_0 tile, seed {} tokens {}", seed, nt));
+      CHECK(bitwise_equal(ya, yv));
+    }
   }
 }
 
@@ -344,7 +313,7 @@ TEST_CASE("matmul: register-blocked tiles are bit-identical to the dot kernels",
 
 TEST_CASE("matmul: a batch of 1 to 17 tokens gives each token the bits of a one-token matmul",
           "[matmul][gemm][threads]") {
-  // Batches go through the tiles; single tokens through dot / dot4. Rows not
+  // Batches go through the tiles; single tokens through dot. Rows not
   // a multiple of any tile, K tails of odd block counts, 1 to 4 threads.
   const GgmlType types[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::IQ4_NL, GgmlType::Q4_K,
                             GgmlType::Q6_K, GgmlType::F16,  GgmlType::BF16, GgmlType::Q5_K};

@@ -135,10 +135,72 @@ inline void one_row_step(const AttentionJob& job, float s, const float* vf, floa
   S = S * ms + vs;
 }
 
+constexpr int64_t kPrefetchRows = 6;
+
+inline void prefetch_bytes(const uint8_t* p, size_t n) {
+  for (size_t off = 0; off < n; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
+}
+
 bool block_sees_row(const AttentionJob& job, int64_t t0, int64_t t1, int64_t j) {
   for (int64_t t = t0; t < t1; ++t)
     if (job.visible[t * job.n_kv + j] != 0) return true;
   return false;
+}
+
+}  // namespace
+
+namespace {
+
+constexpr int64_t kOneRowChunk = 64;  // cache rows converted per pass
+
+// One query row over the n converted cache rows keys[0..n) (their K in
+// kf[c * dk], V in vf[c * dv]); vis is the row's token's visibility row.
+// dv == 64: the accumulator lives in 8 registers for the whole pass.
+template <bool kAcc16>
+void row_pass_dv64(const AttentionJob& job, const float* qr, const float* kf, const float* vf, const int64_t* keys,
+                   int64_t n, const uint8_t* vis, float& M, float& S, float* acc) {
+  __m256 a[8];
+  for (int i = 0; i < 8; ++i) a[i] = _mm256_loadu_ps(acc + 8 * i);
+  const bool l16 = job.ref_lanes == 16;
+  for (int64_t c = 0; c < n; ++c) {
+    if (vis[keys[c]] == 0) continue;
+    float s = l16 ? dot_l16(kf + c * job.dk, qr, job.dk) : dot_l8(kf + c * job.dk, qr, job.dk);
+    s *= job.scale;
+    if (job.softcap != 0.0f) s = job.softcap * std::tanh(s);
+    float ms = 1.0f, vs = 1.0f;
+    if (s > M) {
+      const float m_old = M;
+      M = s;
+      ms = std::exp(m_old - M);
+      const __m256 vms = _mm256_set1_ps(ms);
+      for (int i = 0; i < 8; ++i) a[i] = kAcc16 ? round_f16(_mm256_mul_ps(a[i], vms)) : _mm256_mul_ps(a[i], vms);
+    } else {
+      vs = std::exp(s - M);
+    }
+    const __m256 vvs = _mm256_set1_ps(vs);
+    const float* v = vf + c * 64;
+    for (int i = 0; i < 8; ++i) {
+      const __m256 y = _mm256_fmadd_ps(_mm256_loadu_ps(v + 8 * i), vvs, a[i]);
+      a[i] = kAcc16 ? round_f16(y) : y;
+    }
+    S = S * ms + vs;
+  }
+  for (int i = 0; i < 8; ++i) _mm256_storeu_ps(acc + 8 * i, a[i]);
+}
+
+void row_pass(const AttentionJob& job, const float* qr, const float* kf, const float* vf, const int64_t* keys,
+              int64_t n, const uint8_t* vis, float& M, float& S, float* acc) {
+  if (job.dv == 64) {
+    if (job.acc16) row_pass_dv64<true>(job, qr, kf, vf, keys, n, vis, M, S, acc);
+    else row_pass_dv64<false>(job, qr, kf, vf, keys, n, vis, M, S, acc);
+    return;
+  }
+  const bool l16 = job.ref_lanes == 16;
+  for (int64_t c = 0; c < n; ++c) {
+    if (vis[keys[c]] == 0) continue;
+    const float s = l16 ? dot_l16(kf + c * job.dk, qr, job.dk) : dot_l8(kf + c * job.dk, qr, job.dk);
+    one_row_step(job, s, vf + c * job.dv, M, S, acc);
+  }
 }
 
 }  // namespace
@@ -148,9 +210,11 @@ bool one_row_block_avx2(const AttentionJob& job, int64_t hk, int64_t t0, int64_t
   if (!job.f16) return false;
   const int64_t G = job.group, dk = job.dk, dv = job.dv, rows = (t1 - t0) * G;
   thread_local std::vector<float> qf, kf, vf;
+  thread_local std::vector<int64_t> keys;
   qf.resize(size_t(rows * dk));
-  kf.resize(size_t(dk));
-  vf.resize(size_t(dv));
+  kf.resize(size_t(kOneRowChunk * dk));
+  vf.resize(size_t(kOneRowChunk * dv));
+  keys.resize(size_t(kOneRowChunk));
   // q rounded to f16 (what ggml's K.q dot reads), held as floats.
   for (int64_t r = 0; r < rows; ++r) {
     const float* src = job.q + ((t0 + r / G) * job.n_head + hk * G + r % G) * dk;
@@ -162,21 +226,27 @@ bool one_row_block_avx2(const AttentionJob& job, int64_t hk, int64_t t0, int64_t
   std::fill(M, M + rows, kNegInf);
   std::fill(S, S + rows, 0.0f);
   std::fill(acc, acc + rows * dv, 0.0f);
-  const bool l16 = job.ref_lanes == 16;
-  for (int64_t j = j0; j < j1; ++j) {
-    if (!block_sees_row(job, t0, t1, j)) continue;
-    const int64_t phys = attention_physical_row(job, j);
-    row_to_f32(job.k + size_t((phys * job.n_head_kv + hk) * dk) * 2, true, kf.data(), dk);
-    row_to_f32(job.v + size_t((phys * job.n_head_kv + hk) * dv) * 2, true, vf.data(), dv);
-    for (int64_t t = t0; t < t1; ++t) {
-      if (job.visible[t * job.n_kv + j] == 0) continue;
-      for (int64_t g = 0; g < G; ++g) {
-        const int64_t r = (t - t0) * G + g;
-        const float* qr = qf.data() + r * dk;
-        const float s = l16 ? dot_l16(kf.data(), qr, dk) : dot_l8(kf.data(), qr, dk);
-        one_row_step(job, s, vf.data(), M[r], S[r], acc + r * dv);
+  const size_t k_bytes = size_t(dk) * 2, v_bytes = size_t(dv) * 2;
+  for (int64_t c0 = j0; c0 < j1; c0 += kOneRowChunk) {
+    // Convert the chunk's rows that some row of the block sees, once.
+    int64_t n = 0;
+    for (int64_t j = c0; j < std::min(j1, c0 + kOneRowChunk); ++j) {
+      if (j + kPrefetchRows < j1) {  // the rows' K/V slices are far apart: help the hardware prefetcher
+        const int64_t ahead = attention_physical_row(job, j + kPrefetchRows);
+        prefetch_bytes(job.k + size_t((ahead * job.n_head_kv + hk) * dk) * 2, k_bytes);
+        prefetch_bytes(job.v + size_t((ahead * job.n_head_kv + hk) * dv) * 2, v_bytes);
       }
+      if (!block_sees_row(job, t0, t1, j)) continue;
+      const int64_t phys = attention_physical_row(job, j);
+      row_to_f32(job.k + size_t((phys * job.n_head_kv + hk) * dk) * 2, true, kf.data() + n * dk, dk);
+      row_to_f32(job.v + size_t((phys * job.n_head_kv + hk) * dv) * 2, true, vf.data() + n * dv, dv);
+      keys[size_t(n++)] = j;
     }
+    if (n == 0) continue;
+    // Then each row of the block runs over them in order.
+    for (int64_t r = 0; r < rows; ++r)
+      row_pass(job, qf.data() + r * dk, kf.data(), vf.data(), keys.data(), n,
+               job.visible + (t0 + r / G) * job.n_kv, M[r], S[r], acc + r * dv);
   }
   return true;
 }
@@ -490,7 +560,7 @@ bool tile_has_visible(const AttentionJob& job, int64_t t0, int64_t t1, int64_t i
 
 struct TiledScratch {
   KvTile tile;
-  std::vector<float> scores, acc, M, S;
+  std::vector<float> q, scores, acc, M, S;  // q: [head of group][token][dk], contiguous
 };
 
 }  // namespace
@@ -503,15 +573,21 @@ bool tiled_block_avx2(const AttentionJob& job, int64_t hk, int64_t t0, int64_t t
   ws.acc.assign(size_t(G * kTq * dv), 0.0f);
   ws.M.assign(size_t(G * kTq), kNegInf);
   ws.S.assign(size_t(G * kTq), 0.0f);
-  const int64_t q_stride = job.n_head * dk;
+  // Contiguous copies of the q rows: in place they lie n_head * dk floats
+  // apart, a multiple of 4 KiB for common shapes, which maps them all to the
+  // same few L1 sets.
+  ws.q.resize(size_t(G * kTq * dk));
+  for (int64_t g = 0; g < G; ++g)
+    for (int64_t i = 0; i < n_q; ++i)
+      std::memcpy(ws.q.data() + (g * kTq + i) * dk, job.q + ((t0 + i) * job.n_head + hk * G + g) * dk,
+                  size_t(dk) * 4);
   for (int64_t ic = 0; ic < job.n_kv; ic += kTkv) {
     const int64_t n_rows = std::min<int64_t>(kTkv, job.n_kv - ic);
     if (!tile_has_visible(job, t0, t1, ic, n_rows)) continue;
     ws.tile.pack(job, hk, ic, n_rows);
     for (int64_t g = 0; g < G; ++g) {
-      const float* q = job.q + (t0 * job.n_head + hk * G + g) * dk;
       float* acc = ws.acc.data() + g * kTq * dv;
-      scores_tile(q, q_stride, ws.tile.kt.data(), dk, n_q, ws.scores.data());
+      scores_tile(ws.q.data() + g * kTq * dk, dk, ws.tile.kt.data(), dk, n_q, ws.scores.data());
       for (int64_t i = 0; i < n_q; ++i)
         softmax_update_row(job, t0 + i, ic, n_rows, ws.scores.data() + i * kTkv, ws.M[size_t(g * kTq + i)],
                            ws.S[size_t(g * kTq + i)], acc + i * dv);

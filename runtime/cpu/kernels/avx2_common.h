@@ -69,10 +69,6 @@ inline __m256i scales2(int a, int b) {
   return _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(b)), _mm_set1_epi16(static_cast<int16_t>(a)));
 }
 
-// How far ahead of the current block the 4-row kernels prefetch weights.
-// The rows stream from memory; hardware prefetchers stop at page
-// boundaries, and a single core's bandwidth is latency-bound.
-constexpr int kPrefetchBytes = 512;
 
 inline __m256 load_f16(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));

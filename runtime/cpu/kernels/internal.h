@@ -78,13 +78,6 @@ enum TypeSlot : int {
   kSlotIQ4_XS = 23, kSlotBF16 = 30,
 };
 
-// Dot products of 4 weight rows (w, w + w_stride, w + 2*w_stride,
-// w + 3*w_stride bytes) with one activation row: y[i] is bit-identical to
-// dot(n, w + i*w_stride, x) of the same table (same integer lane sums, same
-// float operations per row in the same order); the 4 rows only share the
-// activation loads and run as independent dependency chains.
-using Dot4Fn = void (*)(int64_t n, const void* w, int64_t w_stride, const void* x, float* y);
-
 // A register-blocked tile of dot products (gemm_avx2.cpp): for r < rows
 // and t < the tile's token count,
 //   y[t * y_stride + r] = dot(n, w + r * w_stride, x + t * x_stride)
@@ -102,7 +95,6 @@ struct GemmKernels {  // POD (see the top of this file); value-initialize it
 struct QuantKernels {
   QuantizeFn quantize[static_cast<int>(ActType::Count)];
   DotFn dot[kTypeSlots];    // indexed by GgmlType value; null = no native path
-  Dot4Fn dot4[kTypeSlots];  // optional 4-row versions of dot; null = use dot
   GemmKernels gemm[kTypeSlots];  // optional tiles for several tokens
 };
 
@@ -110,15 +102,15 @@ struct QuantKernels {
 void add_avx2_gemm_kernels(QuantKernels& t);
 
 const QuantKernels& scalar_quant_kernels();
-// Null when the AVX2 translation unit is not part of this build. Its dot4
-// entries use the AVX-VNNI kernels below when the CPU has AVX-VNNI (and
+// Null when the AVX2 translation unit is not part of this build. Its Q8_0
+// tiles are the AVX-VNNI ones below when the CPU has AVX-VNNI (and
 // VTC_CPU_VNNI is not "0"); they are bit-identical to the plain AVX2 ones.
 const QuantKernels* avx2_quant_kernels();
 // The AVX2 table without any AVX-VNNI kernel (tests compare the two).
 const QuantKernels* avx2_quant_kernels_novnni();
-// AVX-VNNI (VEX vpdpbusd on ymm) kernels; null when the translation unit is
-// not part of this build. Call only when cpu_has_avxvnni().
-Dot4Fn avxvnni_dot4_q8_0();
+// AVX-VNNI (VEX vpdpbusd on ymm) Q8_0 tiles; rows = 0 when the translation
+// unit is not part of this build. Call only when cpu_has_avxvnni().
+GemmKernels avxvnni_gemm_q8_0();
 bool cpu_has_avxvnni();
 
 // Float helpers with per-ISA versions.

@@ -60,7 +60,7 @@ void set_active_isa(Isa isa) {
 namespace detail {
 
 #if !defined(VTC_HAVE_AVXVNNI_TU)
-Dot4Fn avxvnni_dot4_q8_0() { return nullptr; }
+GemmKernels avxvnni_gemm_q8_0() { return GemmKernels{}; }
 #endif
 
 bool cpu_has_avxvnni() {

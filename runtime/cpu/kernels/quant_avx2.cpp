@@ -168,37 +168,6 @@ float dot_q8_0(int64_t n, const void* vw, const void* vx) {
   return hsum_ps(acc);
 }
 
-// 4 rows at once (see Dot4Fn): each row keeps its own 8-lane accumulator
-// and the same per-block fmadd as dot_q8_0; the activation block is loaded
-// and its scale converted once for the 4 rows.
-void dot4_q8_0(int64_t n, const void* vw, int64_t stride, const void* vx, float* y) {
-  const auto* w0 = static_cast<const BlockQ8_0W*>(vw);
-  const auto* w1 = reinterpret_cast<const BlockQ8_0W*>(static_cast<const uint8_t*>(vw) + stride);
-  const auto* w2 = reinterpret_cast<const BlockQ8_0W*>(static_cast<const uint8_t*>(vw) + 2 * stride);
-  const auto* w3 = reinterpret_cast<const BlockQ8_0W*>(static_cast<const uint8_t*>(vw) + 3 * stride);
-  const auto* x = static_cast<const BlockQ8_0*>(vx);
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps(),
-         acc3 = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n / 32; ++b) {
-    // The weight rows stream from memory: fetch ahead (hardware prefetchers
-    // stop at page boundaries and track few streams).
-    _mm_prefetch(reinterpret_cast<const char*>(w0 + b) + kPrefetchBytes, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(w1 + b) + kPrefetchBytes, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(w2 + b) + kPrefetchBytes, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(w3 + b) + kPrefetchBytes, _MM_HINT_T0);
-    const __m256i xv = loadu(x[b].qs);
-    const float xd = h2f(x[b].d);
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w0[b].d) * xd), _mm256_cvtepi32_ps(dot_i8(loadu(w0[b].qs), xv)), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w1[b].d) * xd), _mm256_cvtepi32_ps(dot_i8(loadu(w1[b].qs), xv)), acc1);
-    acc2 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w2[b].d) * xd), _mm256_cvtepi32_ps(dot_i8(loadu(w2[b].qs), xv)), acc2);
-    acc3 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w3[b].d) * xd), _mm256_cvtepi32_ps(dot_i8(loadu(w3[b].qs), xv)), acc3);
-  }
-  y[0] = hsum_ps(acc0);
-  y[1] = hsum_ps(acc1);
-  y[2] = hsum_ps(acc2);
-  y[3] = hsum_ps(acc3);
-}
-
 
 float dot_iq4_nl(int64_t n, const void* vw, const void* vx) {
   const auto* w = static_cast<const BlockIQ4_NL*>(vw);
@@ -343,58 +312,6 @@ float dot_q45_k(int64_t n, const void* vw, const void* vx) {
   return hsum_ps(acc) + hsum4_ps(acc_m);
 }
 
-// Q4_K, 4 rows at once (see Dot4Fn). Integer sums as dot_q45_k (exact, so
-// the lane arrangement does not matter); the float expression per row and
-// super-block is the same. Scales are unpacked with ggml's 32-bit mask trick
-// and spread with byte shuffles; the bsum pairs are computed once per
-// super-block for the 4 rows.
-
-void dot4_q4_k(int64_t n, const void* vw, int64_t stride, const void* vx, float* y) {
-  const BlockQ4_K* w[4];
-  for (int r = 0; r < 4; ++r)
-    w[r] = reinterpret_cast<const BlockQ4_K*>(static_cast<const uint8_t*>(vw) + r * stride);
-  const auto* x = static_cast<const BlockQ8_K*>(vx);
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  __m256 acc[4];
-  __m128 acc_m[4];
-  for (int r = 0; r < 4; ++r) acc[r] = _mm256_setzero_ps(), acc_m[r] = _mm_setzero_ps();
-  for (int64_t b = 0; b < n / 256; ++b) {
-    for (int r = 0; r < 4; ++r) {
-      const char* p = reinterpret_cast<const char*>(w[r] + b) + kPrefetchBytes;
-      _mm_prefetch(p, _MM_HINT_T0);
-      _mm_prefetch(p + 64, _MM_HINT_T0);
-      _mm_prefetch(p + 128, _MM_HINT_T0);
-    }
-    const BlockQ8_K& xb = x[b];
-    const __m128i bpairs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.bsums)),
-                                          _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.bsums + 8)));
-    __m256i sc[4];
-    __m256i isum[4];
-    for (int r = 0; r < 4; ++r) {
-      __m128i mins;
-      sc[r] = k4_scales_x2(w[r][b].scales, mins);
-      const float dmin = -(xb.d * h2f(w[r][b].dmin));
-      acc_m[r] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(_mm_madd_epi16(mins, bpairs)), acc_m[r]);
-      isum[r] = _mm256_setzero_si256();
-    }
-    for (int j = 0; j < 4; ++j) {
-      const __m256i xlo = loadu(xb.qs + 64 * j);
-      const __m256i xhi = loadu(xb.qs + 64 * j + 32);
-      const __m256i shl = lane16_shuffle(2 * j), shh = lane16_shuffle(2 * j + 1);
-      for (int r = 0; r < 4; ++r) {
-        const __m256i q = loadu(w[r][b].qs + 32 * j);
-        const __m256i lo = _mm256_and_si256(q, m4);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-        const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xlo), _mm256_shuffle_epi8(sc[r], shl));
-        const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xhi), _mm256_shuffle_epi8(sc[r], shh));
-        isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(p_lo, p_hi));
-      }
-    }
-    for (int r = 0; r < 4; ++r) acc[r] = fmadd_lanes(xb.d * h2f(w[r][b].d), isum[r], acc[r]);
-  }
-  for (int r = 0; r < 4; ++r) y[r] = hsum_ps(acc[r]) + hsum4_ps(acc_m[r]);
-}
-
 float dot_q6_k(int64_t n, const void* vw, const void* vx) {
   const auto* w = static_cast<const BlockQ6_K*>(vw);
   const auto* x = static_cast<const BlockQ8_K*>(vx);
@@ -429,61 +346,6 @@ float dot_q6_k(int64_t n, const void* vw, const void* vx) {
     acc = fmadd_lanes(xb.d * h2f(wb.d), _mm256_sub_epi32(isum, offset), acc);
   }
   return hsum_ps(acc);
-}
-
-// Q6_K, 4 rows at once (see Dot4Fn): dot_q6_k's integer sums and float
-// expression per row; activation loads shared, weights prefetched.
-void dot4_q6_k(int64_t n, const void* vw, int64_t stride, const void* vx, float* y) {
-  const BlockQ6_K* w[4];
-  for (int r = 0; r < 4; ++r)
-    w[r] = reinterpret_cast<const BlockQ6_K*>(static_cast<const uint8_t*>(vw) + r * stride);
-  const auto* x = static_cast<const BlockQ8_K*>(vx);
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  const __m256i m3 = _mm256_set1_epi8(3);
-  __m256 acc[4];
-  for (int r = 0; r < 4; ++r) acc[r] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n / 256; ++b) {
-    for (int r = 0; r < 4; ++r) {
-      const char* p = reinterpret_cast<const char*>(w[r] + b) + kPrefetchBytes;
-      _mm_prefetch(p, _MM_HINT_T0);
-      _mm_prefetch(p + 64, _MM_HINT_T0);
-      _mm_prefetch(p + 128, _MM_HINT_T0);
-      _mm_prefetch(p + 192, _MM_HINT_T0);
-    }
-    const BlockQ8_K& xb = x[b];
-    const __m256i bsums = loadu(xb.bsums);
-    __m256i offset[4];
-    __m256i isum[4];
-    for (int r = 0; r < 4; ++r) {
-      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[r][b].scales)));
-      offset[r] = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bsums), 5);
-      isum[r] = _mm256_setzero_si256();
-    }
-    for (int h = 0; h < 2; ++h) {
-      for (int r = 0; r < 4; ++r) {
-        const BlockQ6_K& wb = w[r][b];
-        const __m256i ql0 = loadu(wb.ql + 64 * h);
-        const __m256i ql1 = loadu(wb.ql + 64 * h + 32);
-        const __m256i qh = loadu(wb.qh + 32 * h);
-        __m256i q[4];
-        q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4));
-        q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4),
-                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4));
-        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4));
-        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
-        for (int k = 0; k < 4; ++k) {
-          const int s = 8 * h + 2 * k;
-          const __m256i p = _mm256_maddubs_epi16(q[k], loadu(xb.qs + 128 * h + 32 * k));
-          isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(p, scales2(wb.scales[s], wb.scales[s + 1])));
-        }
-      }
-    }
-    for (int r = 0; r < 4; ++r)
-      acc[r] = fmadd_lanes(xb.d * h2f(w[r][b].d), _mm256_sub_epi32(isum[r], offset[r]), acc[r]);
-  }
-  for (int r = 0; r < 4; ++r) y[r] = hsum_ps(acc[r]);
 }
 
 float dot_iq4_xs(int64_t n, const void* vw, const void* vx) {
@@ -533,9 +395,6 @@ const QuantKernels* avx2_quant_kernels_novnni() {
     t.dot[kSlotQ5_K] = dot_q45_k<true>;
     t.dot[kSlotQ6_K] = dot_q6_k;
     t.dot[kSlotIQ4_XS] = dot_iq4_xs;
-    t.dot4[kSlotQ8_0] = dot4_q8_0;
-    t.dot4[kSlotQ4_K] = dot4_q4_k;
-    t.dot4[kSlotQ6_K] = dot4_q6_k;
     add_avx2_gemm_kernels(t);
     return t;
   }();
@@ -546,7 +405,8 @@ const QuantKernels* avx2_quant_kernels() {
   static const QuantKernels k = [] {
     QuantKernels t = *avx2_quant_kernels_novnni();
     if (cpu_has_avxvnni()) {
-      if (Dot4Fn f = avxvnni_dot4_q8_0()) t.dot4[kSlotQ8_0] = f;
+      const GemmKernels vnni = avxvnni_gemm_q8_0();
+      if (vnni.rows > 0) t.gemm[kSlotQ8_0] = vnni;
     }
     return t;
   }();
