@@ -28,7 +28,8 @@
 #    tensor in the file except token_embd (a token reads one row of it):
 #    the matmul weights plus the f32 norm gains (under 0.1%).
 #
-# Progress goes to stderr; each invocation's log and JSON are kept under
+# The binaries are copied into WORKDIR/bin first (a rebuild during the run
+# cannot mix two builds). Progress goes to stderr; each invocation's log and JSON are kept under
 # WORKDIR/runs/ (removed at the start of the next run unless --keep-runs).
 # Environment: VTC (default build/tools/vtc/vtc), VTC_REF_TOOL (default
 # build/bin/vtc-ref). Build them with
@@ -92,6 +93,12 @@ RUNS="$WORKDIR/runs"
 [[ $KEEP_RUNS == 1 ]] || rm -rf "$RUNS"
 mkdir -p "$RUNS"
 START=$(date +%s)
+# A copy of each binary, so a rebuild during the run cannot mix two builds.
+mkdir -p "$WORKDIR/bin"
+cp "$VTC" "$WORKDIR/bin/vtc" && cp "$VTC_REF" "$WORKDIR/bin/vtc-ref"
+VTC="$WORKDIR/bin/vtc" VTC_REF="$WORKDIR/bin/vtc-ref"
+COMMIT="$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
+CPU="$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //' || echo unknown), $(nproc) cores"
 
 # --- models -----------------------------------------------------------------
 F16="$WORKDIR/llama-$SIZE-f16.gguf"
@@ -139,9 +146,10 @@ done
 say "done in $(( $(date +%s) - START )) s"
 
 # --- the table --------------------------------------------------------------
-python3 - "$RUNS" "$TYPES" "$THREADS" "$REPS" "$PP" "$TG" "$BATCH_ROWS" "$BATCH_CONTEXT" "$SIZE" <<'EOF'
+python3 - "$RUNS" "$TYPES" "$THREADS" "$REPS" "$PP" "$TG" "$BATCH_ROWS" "$BATCH_CONTEXT" "$SIZE" \
+  "$COMMIT" "$CPU" "$(( $(date +%s) - START ))" <<'EOF'
 import json, statistics, sys
-runs, types, threads, reps, pp, tg, rows, ctx, size = sys.argv[1:]
+runs, types, threads, reps, pp, tg, rows, ctx, size, commit, cpu, secs = sys.argv[1:]
 types, threads, reps = types.split(), threads.split(), int(reps)
 
 def load(name):
@@ -152,7 +160,7 @@ def med(v): return statistics.median(v) if v else float("nan")
 def spread(v): return max(v) / min(v) if v and min(v) > 0 else float("nan")
 def fmt(x, d=2): return "n/a" if x != x else f"{x:.{d}f}"
 
-print(f"| model | threads | test | vtc | llama.cpp | vtc / llama.cpp | vtc spread | llama.cpp spread "
+print(f"| type | threads | test | vtc | llama.cpp | vtc / llama.cpp | vtc spread | llama.cpp spread "
       f"| vtc % roofline | llama.cpp % roofline |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 notes, bw_lines = [], []
@@ -188,4 +196,5 @@ print(f"Medians of {reps} repetitions per engine, vtc and llama.cpp interleaved 
 print("DRAM read bandwidth (vtc bench --memory-bandwidth, 32-byte streaming reads): " + "; ".join(bw_lines) + ".")
 print("Roofline tok/s = bandwidth / bytes of weights per token (every tensor but token_embd: matmul weights "
       "+ norm gains): " + "; ".join(notes) + ".")
+print(f"vtc {commit}; {cpu}; {secs} s.")
 EOF

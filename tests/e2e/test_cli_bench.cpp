@@ -95,8 +95,8 @@ TEST_CASE("vtc bench --vs-reference --batch-rows runs the batched step in llama.
   const std::string model = test::model_path("llama", "f32");
   const std::string json = test::unique_temp_path("bench-ref.json");
   const std::string out = test::run_capture(
-      fmt::format("{} bench {} -p 16 -n 4 -r 3 --batch-rows 3 --batch-context 8 --batch-steps 2 --vs-reference "
-                  "--reference-first --ref-tool {} --json {} 2>&1",
+      fmt::format("( {} bench {} -p 16 -n 4 -r 3 --batch-rows 3 --batch-context 8 --batch-steps 2 --vs-reference "
+                  "--reference-first --ref-tool {} --json {} 2>&1 )",
                   VTC_TOOL, model, VTC_REF_TOOL, json));
   INFO(out);
   // --reference-first: llama.cpp's run is logged before vtc's.
