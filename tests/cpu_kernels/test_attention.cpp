@@ -559,13 +559,16 @@ TEST_CASE("attention timing: pp512 and decode at growing cache", "[.attention-be
     }
     return best;
   };
+  const char* what = std::getenv("VTC_BENCH_WHAT");  // "pp", "decode" or unset (both)
+  const bool do_pp = what == nullptr || std::string(what) == "pp", do_dec = what == nullptr || std::string(what) == "decode";
   for (const auto& [heads, kv_heads] : {std::pair{16, 8}, std::pair{20, 4}}) {
     const Shape pp{512, heads, kv_heads, 64, 64, 512, 16};
-    const double ms = time_ms(make_problem(pp, GgmlType::F16, true, 1), 5);
+    const double ms = do_pp ? time_ms(make_problem(pp, GgmlType::F16, true, 1), 10) : 0.0;
     const double flops = 4.0 * heads * 64 * (512.0 * 513 / 2);
     fmt::print("pp512 {}/{} heads: {:.2f} ms, {:.1f} GFLOP/s (causal), {} threads\n", heads, kv_heads, ms,
                flops / ms * 1e-6, n_threads);
     for (int64_t n_kv : {1, 256, 1024, 4096}) {
+      if (!do_dec) break;
       const Shape dec{1, heads, kv_heads, 64, 64, n_kv, 16};
       const double d = time_ms(make_problem(dec, GgmlType::F16, true, 2), 50);
       fmt::print("decode {}/{} heads, {} cached: {:.4f} ms per layer\n", heads, kv_heads, n_kv, d);
