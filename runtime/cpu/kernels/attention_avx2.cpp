@@ -160,6 +160,7 @@ template <bool kAcc16>
 void row_pass_dv64(const AttentionJob& job, const float* qr, const float* kf, const float* vf, const int64_t* keys,
                    int64_t n, const uint8_t* vis, float& M, float& S, float* acc) {
   __m256 a[8];
+  #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) a[i] = _mm256_loadu_ps(acc + 8 * i);
   const bool l16 = job.ref_lanes == 16;
   for (int64_t c = 0; c < n; ++c) {
@@ -173,18 +174,21 @@ void row_pass_dv64(const AttentionJob& job, const float* qr, const float* kf, co
       M = s;
       ms = std::exp(m_old - M);
       const __m256 vms = _mm256_set1_ps(ms);
+      #pragma GCC unroll 8
       for (int i = 0; i < 8; ++i) a[i] = kAcc16 ? round_f16(_mm256_mul_ps(a[i], vms)) : _mm256_mul_ps(a[i], vms);
     } else {
       vs = std::exp(s - M);
     }
     const __m256 vvs = _mm256_set1_ps(vs);
     const float* v = vf + c * 64;
+    #pragma GCC unroll 8
     for (int i = 0; i < 8; ++i) {
       const __m256 y = _mm256_fmadd_ps(_mm256_loadu_ps(v + 8 * i), vvs, a[i]);
       a[i] = kAcc16 ? round_f16(y) : y;
     }
     S = S * ms + vs;
   }
+  #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) _mm256_storeu_ps(acc + 8 * i, a[i]);
 }
 
@@ -417,15 +421,18 @@ template <int RM>
 void scores_rows(const float* q, int64_t q_stride, const float* kt, int64_t dk, float* scores) {
   for (int cb = 0; cb < kTkv; cb += 16) {
     __m256 acc[RM][2];
+    #pragma GCC unroll 8
     for (int i = 0; i < RM; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
     for (int64_t d = 0; d < dk; ++d) {
       const __m256 b0 = _mm256_loadu_ps(kt + d * kTkv + cb), b1 = _mm256_loadu_ps(kt + d * kTkv + cb + 8);
+      #pragma GCC unroll 8
       for (int i = 0; i < RM; ++i) {
         const __m256 p = _mm256_broadcast_ss(q + i * q_stride + d);
         acc[i][0] = _mm256_fmadd_ps(b0, p, acc[i][0]);
         acc[i][1] = _mm256_fmadd_ps(b1, p, acc[i][1]);
       }
     }
+    #pragma GCC unroll 8
     for (int i = 0; i < RM; ++i) {
       _mm256_storeu_ps(scores + i * kTkv + cb, acc[i][0]);
       _mm256_storeu_ps(scores + i * kTkv + cb + 8, acc[i][1]);
@@ -440,18 +447,21 @@ void pv_rows(const float* p, const float* vt, int64_t n_rows, int64_t dv, float*
   int64_t d0 = 0;
   for (; d0 + 16 <= dv; d0 += 16) {
     __m256 a[RM][2];
+    #pragma GCC unroll 8
     for (int i = 0; i < RM; ++i) {
       a[i][0] = _mm256_loadu_ps(acc + i * dv + d0);
       a[i][1] = _mm256_loadu_ps(acc + i * dv + d0 + 8);
     }
     for (int64_t c = 0; c < n_rows; ++c) {
       const __m256 v0 = _mm256_loadu_ps(vt + c * dv + d0), v1 = _mm256_loadu_ps(vt + c * dv + d0 + 8);
+      #pragma GCC unroll 8
       for (int i = 0; i < RM; ++i) {
         const __m256 w = _mm256_broadcast_ss(p + i * kTkv + c);
         a[i][0] = _mm256_fmadd_ps(v0, w, a[i][0]);
         a[i][1] = _mm256_fmadd_ps(v1, w, a[i][1]);
       }
     }
+    #pragma GCC unroll 8
     for (int i = 0; i < RM; ++i) {
       _mm256_storeu_ps(acc + i * dv + d0, a[i][0]);
       _mm256_storeu_ps(acc + i * dv + d0 + 8, a[i][1]);
@@ -459,11 +469,14 @@ void pv_rows(const float* p, const float* vt, int64_t n_rows, int64_t dv, float*
   }
   for (; d0 < dv; d0 += 8) {
     __m256 a[RM];
+    #pragma GCC unroll 8
     for (int i = 0; i < RM; ++i) a[i] = _mm256_loadu_ps(acc + i * dv + d0);
     for (int64_t c = 0; c < n_rows; ++c) {
       const __m256 v0 = _mm256_loadu_ps(vt + c * dv + d0);
+      #pragma GCC unroll 8
       for (int i = 0; i < RM; ++i) a[i] = _mm256_fmadd_ps(v0, _mm256_broadcast_ss(p + i * kTkv + c), a[i]);
     }
+    #pragma GCC unroll 8
     for (int i = 0; i < RM; ++i) _mm256_storeu_ps(acc + i * dv + d0, a[i]);
   }
 }
