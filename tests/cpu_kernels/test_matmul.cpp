@@ -11,7 +11,9 @@
 //    integer arithmetic of every dot kernel.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -362,6 +364,29 @@ TEST_CASE("matmul: activation quantizers are bit-identical across ISAs", "[matmu
     INFO("activation type " << a);
     CHECK(std::memcmp(ys.data(), yv.data(), bytes) == 0);
   }
+  // q8_K super-blocks that stress the vector quantizer: the largest |x| as
+  // both -a and +a (the first one's sign decides), ties at .5 after
+  // scaling (max 127: iscale -1), a NaN, huge and subnormal values, zeros.
+  const int64_t nk = 256 * 7;
+  auto xk = random_floats(static_cast<size_t>(nk), 22, -3.0f, 3.0f);
+  auto block = [&](int b) { return xk.data() + 256 * b; };
+  std::fill(block(1), block(2), 0.0f);
+  block(2)[10] = -5.0f, block(2)[200] = 5.0f;
+  block(3)[7] = 5.0f, block(3)[9] = -5.0f;
+  for (int i = 0; i < 256; ++i) block(4)[i] = static_cast<float>(i % 255 - 127) + (i % 2 ? 0.5f : 0.0f);
+  block(4)[0] = 127.0f;
+  block(5)[17] = std::numeric_limits<float>::quiet_NaN();
+  for (int i = 0; i < 256; ++i) block(6)[i] = (i % 3 ? 1e30f : 1e-40f) * (i % 2 ? -1.0f : 1.0f);
+  const int q8k = static_cast<int>(detail::ActType::Q8_K);
+  std::vector<detail::BlockQ8_K> ks(7), kv(7);
+  sk.quantize[q8k](xk.data(), ks.data(), nk);
+  vk.quantize[q8k](xk.data(), kv.data(), nk);
+  for (int b = 0; b < 7; ++b) {
+    INFO("q8_K super-block " << b);
+    CHECK(std::memcmp(&ks[size_t(b)], &kv[size_t(b)], sizeof(detail::BlockQ8_K)) == 0);
+  }
+  CHECK(ks[2].d > 0.0f);  // max is -5: iscale = 127/5 > 0, d = 5/127
+  CHECK(ks[3].d < 0.0f);
 }
 
 TEST_CASE("matmul: q8_0 activation quantization follows ggml", "[matmul]") {

@@ -68,6 +68,64 @@ void quantize_q8_32(const float* x, void* vy, int64_t n) {
   }
 }
 
+// ggml's quantize_row_q8_K_ref (scalar C in the reference too), vectorized
+// with the same float operations, so bit-identical to quantize_q8_K_scalar:
+//   max = the first value of largest |x| (its sign decides the codes' sign)
+//   iscale = -127 / max;  q = min(nearest(iscale * x), 127)  (ties to even,
+//   as ggml's nearest_int and cvtps do);  d = 1 / iscale;  bsums per 16.
+// A block holding a NaN goes to the scalar code (whose comparisons skip
+// NaNs in a way max_ps does not reproduce).
+void quantize_q8_K(const float* x, void* vy, int64_t n) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int64_t b = 0; b < n / 256; ++b, x += 256) {
+    BlockQ8_K& blk = static_cast<BlockQ8_K*>(vy)[b];
+    __m256 m = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
+    for (int j = 0; j < 256; j += 8) {
+      const __m256 v = _mm256_loadu_ps(x + j);
+      m = _mm256_max_ps(m, _mm256_and_ps(v, abs_mask));
+      nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    }
+    if (_mm256_movemask_ps(nan) != 0) {
+      quantize_q8_K_scalar(x, &blk, 256);
+      continue;
+    }
+    __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(m, 1), _mm256_castps256_ps128(m));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float amax = _mm_cvtss_f32(m4);
+    if (amax == 0.0f) {
+      std::memset(&blk, 0, sizeof(blk));
+      continue;
+    }
+    int first = 0;
+    while (__builtin_fabsf(x[first]) != amax) ++first;
+    const float iscale = -127.f / x[first];
+    const __m256 vs = _mm256_set1_ps(iscale);
+    const __m256i cap = _mm256_set1_epi32(127);
+    for (int j = 0; j < 256; j += 32) {
+      __m256i q[4];
+      for (int k = 0; k < 4; ++k)
+        q[k] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(vs, _mm256_loadu_ps(x + j + 8 * k))), cap);
+      const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(blk.qs + j),
+                          _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    }
+    for (int g = 0; g < 16; g += 2) {  // two groups of 16 codes per 32 bytes
+      const __m256i c16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs + 16 * g)));
+      const __m256i c16b =
+          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs + 16 * g + 16)));
+      const __m256i s32 = _mm256_hadd_epi32(_mm256_madd_epi16(c16, _mm256_set1_epi16(1)),
+                                            _mm256_madd_epi16(c16b, _mm256_set1_epi16(1)));
+      // s32 lanes: [a0+a1, a2+a3, b0+b1, b2+b3 | a4+a5, a6+a7, b4+b5, b6+b7]
+      const __m128i t = _mm_add_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1));
+      const __m128i sums = _mm_hadd_epi32(t, t);  // [a, b, a, b]
+      blk.bsums[g] = static_cast<int16_t>(_mm_cvtsi128_si32(sums));
+      blk.bsums[g + 1] = static_cast<int16_t>(_mm_extract_epi32(sums, 1));
+    }
+    blk.d = 1 / iscale;
+  }
+}
+
 // ----- dot products: float types --------------------------------------------
 
 float dot_f32(int64_t n, const void* vw, const void* vx) {
@@ -379,7 +437,7 @@ const QuantKernels* avx2_quant_kernels_novnni() {
     t.quantize[static_cast<int>(ActType::BF16)] = quantize_bf16_scalar;
     t.quantize[static_cast<int>(ActType::Q8_0)] = quantize_q8_32<false>;
     t.quantize[static_cast<int>(ActType::Q8_1)] = quantize_q8_32<true>;
-    t.quantize[static_cast<int>(ActType::Q8_K)] = quantize_q8_K_scalar;
+    t.quantize[static_cast<int>(ActType::Q8_K)] = quantize_q8_K;
     t.dot[kSlotF32] = dot_f32;
     t.dot[kSlotF16] = dot_16bit<false>;
     t.dot[kSlotBF16] = dot_16bit<true>;
