@@ -3,6 +3,7 @@
 #
 #   bench/cpu-vs-llamacpp.sh [--reps N] [--threads "1 2"] [--types "Q8_0 Q4_K_M Q4_0 F16"]
 #                            [--quick] [--size 0.56b] [--workdir DIR] [--regen] [--keep-runs]
+#                            [--report-only]
 #
 # What it does:
 # 1. Model: `vtc gen-model --size 0.56b --type f16` (llama, 1280 wide, 20
@@ -29,8 +30,11 @@
 #    the matmul weights plus the f32 norm gains (under 0.1%).
 #
 # The binaries are copied into WORKDIR/bin first (a rebuild during the run
-# cannot mix two builds). Progress goes to stderr; each invocation's log and JSON are kept under
-# WORKDIR/runs/ (removed at the start of the next run unless --keep-runs).
+# cannot mix two builds). Progress goes to stderr; each invocation's log
+# and JSON are kept under WORKDIR/runs/ (removed at the start of the next
+# run unless --keep-runs). --report-only runs nothing and prints the table
+# from the JSON already there: for an interrupted run, pass the number of
+# rounds that finished as --reps, with the same --types, --threads, --quick.
 # Environment: VTC (default build/tools/vtc/vtc), VTC_REF_TOOL (default
 # build/bin/vtc-ref). Build them with
 #   cmake --build build --target vtc vtc-ref
@@ -46,7 +50,7 @@ TYPES="Q8_0 Q4_K_M Q4_0 F16"
 SIZE="0.56b"
 WORKDIR="${VTC_BENCH_DIR:-$HOME/.cache/vtc/cpu-bench}"
 PP=512 TG=128 BATCH_ROWS=8 BATCH_CONTEXT=64 BATCH_STEPS=16 BW_MIB=1024
-REGEN=0 KEEP_RUNS=0 QUICK=0
+REGEN=0 KEEP_RUNS=0 QUICK=0 REPORT_ONLY=0
 
 usage() {
   cat <<EOF
@@ -59,6 +63,7 @@ usage: bench/cpu-vs-llamacpp.sh [options]
   --workdir DIR    where models, logs and JSON go (default \$VTC_BENCH_DIR or ~/.cache/vtc/cpu-bench)
   --regen          regenerate the f16 model and the quantized copies
   --keep-runs      keep the previous runs' logs and JSON in DIR/runs
+  --report-only    run nothing: print the table from the JSON in DIR/runs (--reps: the rounds that finished)
   -h, --help       this text
 Prints one markdown table (stdout) with pp$PP, tg$TG and the ${BATCH_ROWS}-row decode step cost for vtc and
 llama.cpp; progress on stderr. Binaries: \$VTC (default build/tools/vtc/vtc), \$VTC_REF_TOOL
@@ -76,6 +81,7 @@ while [[ $# -gt 0 ]]; do
     --workdir) WORKDIR="$2"; shift 2 ;;
     --regen) REGEN=1; shift ;;
     --keep-runs) KEEP_RUNS=1; shift ;;
+    --report-only) REPORT_ONLY=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "cpu-vs-llamacpp: unknown option $1" >&2; usage >&2; exit 2 ;;
   esac
@@ -90,15 +96,16 @@ command -v python3 >/dev/null || { echo "cpu-vs-llamacpp: needs python3" >&2; ex
 say() { echo "cpu-vs-llamacpp: $*" >&2; }
 mkdir -p "$WORKDIR"
 RUNS="$WORKDIR/runs"
-[[ $KEEP_RUNS == 1 ]] || rm -rf "$RUNS"
+[[ $KEEP_RUNS == 1 || $REPORT_ONLY == 1 ]] || rm -rf "$RUNS"
 mkdir -p "$RUNS"
 START=$(date +%s)
+COMMIT="$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
+CPU="$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //' || echo unknown), $(nproc) cores"
+if [[ $REPORT_ONLY == 0 ]]; then
 # A copy of each binary, so a rebuild during the run cannot mix two builds.
 mkdir -p "$WORKDIR/bin"
 cp "$VTC" "$WORKDIR/bin/vtc" && cp "$VTC_REF" "$WORKDIR/bin/vtc-ref"
 VTC="$WORKDIR/bin/vtc" VTC_REF="$WORKDIR/bin/vtc-ref"
-COMMIT="$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
-CPU="$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //' || echo unknown), $(nproc) cores"
 
 # --- models -----------------------------------------------------------------
 F16="$WORKDIR/llama-$SIZE-f16.gguf"
@@ -144,10 +151,11 @@ for rep in $(seq "$REPS"); do
   done
 done
 say "done in $(( $(date +%s) - START )) s"
+fi
 
 # --- the table --------------------------------------------------------------
 python3 - "$RUNS" "$TYPES" "$THREADS" "$REPS" "$PP" "$TG" "$BATCH_ROWS" "$BATCH_CONTEXT" "$SIZE" \
-  "$COMMIT" "$CPU" "$(( $(date +%s) - START ))" <<'EOF'
+  "$COMMIT" "$CPU" "$( [[ $REPORT_ONLY == 1 ]] && echo "table from earlier runs" || echo "$(( $(date +%s) - START )) s" )" <<'EOF'
 import json, statistics, sys
 runs, types, threads, reps, pp, tg, rows, ctx, size, commit, cpu, secs = sys.argv[1:]
 types, threads, reps = types.split(), threads.split(), int(reps)
@@ -196,5 +204,5 @@ print(f"Medians of {reps} repetitions per engine, vtc and llama.cpp interleaved 
 print("DRAM read bandwidth (vtc bench --memory-bandwidth, 32-byte streaming reads): " + "; ".join(bw_lines) + ".")
 print("Roofline tok/s = bandwidth / bytes of weights per token (every tensor but token_embd: matmul weights "
       "+ norm gains): " + "; ".join(notes) + ".")
-print(f"vtc {commit}; {cpu}; {secs} s.")
+print(f"vtc {commit}; {cpu}; {secs}.")
 EOF
