@@ -42,6 +42,9 @@ struct ExecContext {
 using ExecFn = void (*)(ExecContext&, const ir::Op&);
 // The execution function for an op kind (a table built from ops.def).
 ExecFn exec_fn(ir::OpKind kind);
+// Runs matmul ops that all read the same input (operand 0) as one
+// matmul_shared_input call.
+void exec_matmuls_shared_input(ExecContext& ctx, const std::vector<const ir::Op*>& matmuls);
 // Ops whose results alias their first operand's storage (no arena space).
 bool is_alias_op(ir::OpKind kind);
 

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <new>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "passes/memory_plan.h"
 #include "runtime/cpu/exec_context.h"
@@ -95,6 +96,13 @@ struct Interpreter::Impl {
   // Per fused op, the body values written straight into its results
   // (fixed for the module's lifetime; computed on first use, not per step).
   std::unordered_map<const ir::Op*, std::unordered_map<const ir::ValueData*, ir::Value>> result_homes;
+  // Per fused op, its body's matmuls that read the same activations, keyed
+  // by the first of each group (computed on first use).
+  struct SharedMatmuls {
+    std::unordered_map<const ir::Op*, std::vector<const ir::Op*>> by_first;
+    std::unordered_set<const ir::Op*> later;  // members other than the first
+  };
+  std::unordered_map<const ir::Op*, SharedMatmuls> shared_matmuls;
 
   Impl(const ir::Module& m, const gguf::GgufFile& f, StateStore& s, ThreadPool& p) : module(m), states(s), pool(p) {
     for (const auto& w : m.weights) bind_weight(w, f);
@@ -149,6 +157,8 @@ struct Interpreter::Impl {
   std::vector<HostTensor> execute(const ir::Function& fn, const SymbolEnv& env, const StepRequest& req, BufMap& bufs);
   void exec_op(ExecContext& ctx, const ir::Op& op, const SymbolEnv& env);
   void run_fused(ExecContext& ctx, const ir::Op& op, const SymbolEnv& env);
+  void run_matmul_group(ExecContext& ctx, const std::vector<const ir::Op*>& group);
+  static SharedMatmuls find_shared_matmuls(const ir::Function& body);
   void run_kernel(ExecContext& ctx, const ir::Op& op);
   void notify(ExecContext& ctx, const ir::Op& op);
 };
@@ -284,15 +294,57 @@ void Interpreter::Impl::run_fused(ExecContext& ctx, const ir::Op& op, const Symb
   if (fresh) entry->second = passes::body_result_homes(op);
   const auto& homes = entry->second;
   for (const auto& [value, result] : homes) bufs[value].data = bufs[result.data()].data;
+  auto [shared_entry, fresh_shared] = shared_matmuls.try_emplace(&op);
+  if (fresh_shared) shared_entry->second = find_shared_matmuls(body);
+  const SharedMatmuls& shared = shared_entry->second;
   const ir::Op& ret = *body.ops.back();
-  for (const auto& inner : body.ops)
-    if (inner->kind != ir::OpKind::Return) exec_op(ctx, *inner, env);
+  for (const auto& inner : body.ops) {
+    if (inner->kind == ir::OpKind::Return || shared.later.count(inner.get())) continue;
+    if (auto g = shared.by_first.find(inner.get()); g != shared.by_first.end()) run_matmul_group(ctx, g->second);
+    else exec_op(ctx, *inner, env);
+  }
   for (size_t k = 0; k < ret.operands.size(); ++k) {
     if (homes.count(ret.operands[k].data())) continue;
     const Buf& from = bufs[ret.operands[k].data()];
     std::memcpy(bufs[op.results[k].data()].data, from.data, storage_bytes(from.elem, from.numel));
   }
   notify(ctx, op);  // body ops were reported as they ran
+}
+
+// A body's matmuls of one input (Q, K and V after their norm; gate and up)
+// run as one matmul_shared_input when the first of them is reached: the
+// activations are converted once and all their rows share one
+// parallel_for. Running the later ones early is safe because they read only
+// that input and weights, and the memory plan keeps every body value live
+// across the whole fused op, so their results overwrite nothing.
+Interpreter::Impl::SharedMatmuls Interpreter::Impl::find_shared_matmuls(const ir::Function& body) {
+  std::unordered_map<const ir::ValueData*, std::vector<const ir::Op*>> by_input;
+  std::vector<const ir::ValueData*> order;
+  for (const auto& inner : body.ops) {
+    if (inner->kind != ir::OpKind::Matmul) continue;
+    auto& g = by_input[inner->operands[0].data()];
+    if (g.empty()) order.push_back(inner->operands[0].data());
+    g.push_back(inner.get());
+  }
+  SharedMatmuls shared;
+  for (const ir::ValueData* input : order) {
+    const auto& g = by_input[input];
+    if (g.size() < 2) continue;
+    shared.by_first[g.front()] = g;
+    shared.later.insert(g.begin() + 1, g.end());
+  }
+  return shared;
+}
+
+void Interpreter::Impl::run_matmul_group(ExecContext& ctx, const std::vector<const ir::Op*>& group) {
+  const auto t0 = std::chrono::steady_clock::now();
+  exec_matmuls_shared_input(ctx, group);
+  if (profiling) {
+    auto& e = profile.by_op["matmul"];
+    e.calls += static_cast<int64_t>(group.size());
+    e.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  for (const ir::Op* op : group) notify(ctx, *op);
 }
 
 void Interpreter::Impl::run_kernel(ExecContext& ctx, const ir::Op& op) {

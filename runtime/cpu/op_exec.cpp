@@ -612,6 +612,20 @@ void exec_NgramRoll(ExecContext& c, const ir::Op& op) {
 
 }  // namespace
 
+void exec_matmuls_shared_input(ExecContext& c, const std::vector<const ir::Op*>& matmuls) {
+  const Buf& x = c.in(*matmuls.front(), 0);
+  require_f32(*matmuls.front(), x, "input");
+  std::vector<MatmulOutput> outputs;
+  for (const ir::Op* op : matmuls) {
+    const Buf& w = c.in(*op, 1);
+    if (w.shape[1] != x.last_dim())
+      throw Error(fmt::format("cpu: matmul {} has {} input columns but weight rows of {}", op->results[0]->name,
+                              x.last_dim(), w.shape[1]));
+    outputs.push_back({ggml_type_of(w.elem), w.data, w.shape[0], c.out(*op).as<float>()});
+  }
+  matmul_shared_input(outputs.data(), outputs.size(), x.last_dim(), x.as<float>(), x.rows(), c.pool);
+}
+
 // Alias and bookkeeping ops the driver resolves without calling a kernel.
 bool is_alias_op(ir::OpKind kind) { return passes::is_storage_alias(kind); }
 

@@ -447,3 +447,34 @@ TEST_CASE("embed_rows: selected rows, bounds checked", "[embed]") {
     CHECK_THROWS_AS(embed_rows(t, table.data(), n_rows, cols, neg.data(), 1, out.data()), Error);
   }
 }
+
+TEST_CASE("matmul_shared_input: the bits of separate matmuls, shared or not", "[matmul][gemm]") {
+  // Q4_K and Q6_K share q8_K activations (one conversion, one parallel_for);
+  // Q8_0 with Q4_K does not (they run one after the other); F32 and F16 too.
+  const std::vector<std::vector<GgmlType>> groups = {
+      {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_K}, {GgmlType::Q8_0, GgmlType::Q4_K}, {GgmlType::F16, GgmlType::F32}};
+  const int64_t cols = 512;
+  const int64_t rows[] = {48, 37, 16};
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (const auto& types : groups) {
+      for (int64_t n_tokens : {1, 2, 9}) {
+        const auto x = random_floats(static_cast<size_t>(cols * n_tokens), 80 + static_cast<uint32_t>(n_tokens));
+        std::vector<std::vector<uint8_t>> ws;
+        std::vector<Guarded> ys;
+        std::vector<MatmulOutput> outs;
+        for (size_t i = 0; i < types.size(); ++i) ws.push_back(random_weights(types[i], rows[i], cols, 81 + uint32_t(i)));
+        for (size_t i = 0; i < types.size(); ++i) ys.emplace_back(static_cast<size_t>(rows[i] * n_tokens));
+        for (size_t i = 0; i < types.size(); ++i) outs.push_back({types[i], ws[i].data(), rows[i], ys[i].data()});
+        matmul_shared_input(outs.data(), outs.size(), cols, x.data(), n_tokens, pool);
+        for (size_t i = 0; i < types.size(); ++i) {
+          REQUIRE(ys[i].intact());
+          const auto alone = run_matmul(types[i], ws[i], Shape{rows[i], cols, n_tokens}, x, pool);
+          INFO(fmt::format("output {} ({}) of {}, tokens {}, threads {}", i, ggml_type_name(types[i]), types.size(),
+                           n_tokens, threads));
+          CHECK(bitwise_equal(ys[i].values(), alone));
+        }
+      }
+    }
+  }
+}

@@ -56,6 +56,21 @@ GgmlType matmul_activation_type(GgmlType wtype);
 void matmul(GgmlType wtype, const void* w, int64_t rows, int64_t cols, const float* x, int64_t n_tokens,
             float* y, ThreadPool& pool);
 
+// Several matmuls of the same activations: outputs[i].y = x W_i^T, each as
+// matmul(outputs[i].wtype, outputs[i].w, outputs[i].rows, cols, x, n_tokens,
+// outputs[i].y). When every weight has a native path with the same
+// activation type, x is converted once and all the row tiles run in one
+// parallel_for (one synchronisation, one load balance); otherwise the
+// matmuls run one after the other. Bit-identical to separate calls.
+struct MatmulOutput {
+  GgmlType wtype;
+  const void* w;
+  int64_t rows;
+  float* y;
+};
+void matmul_shared_input(const MatmulOutput* outputs, size_t n_outputs, int64_t cols, const float* x,
+                         int64_t n_tokens, ThreadPool& pool);
+
 // out[i][:] = dequantized row ids[i] of `table` ([n_rows][cols] of `type`).
 // Throws vtc::Error for an id outside [0, n_rows) or an unsupported type.
 void embed_rows(GgmlType type, const void* table, int64_t n_rows, int64_t cols, const int32_t* ids, int64_t n,

@@ -112,86 +112,150 @@ GgmlType matmul_activation_type(GgmlType wtype) {
   return native_act(wtype, a) ? a.type : GgmlType::F32;
 }
 
-void matmul(GgmlType wtype, const void* w, int64_t rows, int64_t cols, const float* x, int64_t n_tokens, float* y,
-            ThreadPool& pool) {
+namespace {
+
+void check_matmul_args(GgmlType wtype, int64_t rows, int64_t cols, int64_t n_tokens) {
   if (find_ggml_type(static_cast<uint32_t>(wtype)) == nullptr)
     throw Error(fmt::format("matmul: unknown weight type {}", static_cast<uint32_t>(wtype)));
   if (!matmul_supported(wtype)) throw Error(fmt::format("matmul: weight type {} is not supported", ggml_type_name(wtype)));
   check_cols(wtype, cols, "matmul");
   if (rows < 0 || n_tokens < 0) throw Error("matmul: negative shape");
-  if (rows == 0 || n_tokens == 0) return;
+}
 
-  const auto* wb = static_cast<const uint8_t*>(w);
+// Row-dequantizing fallback: f32 dot on one dequantized row at a time.
+void matmul_dequantizing(GgmlType wtype, const uint8_t* wb, int64_t rows, int64_t cols, const float* x,
+                         int64_t n_tokens, float* y, ThreadPool& pool) {
   const int64_t w_row = row_bytes(wtype, cols);
   const int64_t n_row_tiles = (rows + kRowTile - 1) / kRowTile;
   const int64_t n_tok_tiles = (n_tokens + kTokTile - 1) / kTokTile;
-
-  ActInfo act{};
-  if (!native_act(wtype, act)) {
-    // Row-dequantizing fallback: f32 dot on one dequantized row at a time.
-    const auto& fk = detail::active_float_kernels();
-    pool.parallel_for(n_row_tiles * n_tok_tiles, [&](int64_t begin, int64_t end) {
-      thread_local std::vector<float> buf;
-      buf.resize(static_cast<size_t>(cols));
-      int64_t last_row = -1;
-      for (int64_t item = begin; item < end; ++item) {
-        const int64_t r0 = item / n_tok_tiles * kRowTile, t0 = item % n_tok_tiles * kTokTile;
-        for (int64_t r = r0; r < std::min(rows, r0 + kRowTile); ++r) {
-          if (r != last_row) dequantize_row(wtype, wb + r * w_row, buf.data(), cols);
-          last_row = r;
-          for (int64_t t = t0; t < std::min(n_tokens, t0 + kTokTile); ++t)
-            y[t * rows + r] = fk.dot_f32(buf.data(), x + t * cols, cols);
-        }
-      }
-    });
-    return;
-  }
-
-  const detail::QuantKernels& qk = detail::active_quant_kernels();
-  const detail::DotFn dot = qk.dot[static_cast<int>(wtype)];
-  const detail::QuantizeFn quantize = qk.quantize[static_cast<int>(act.act)];
-  check_cols(act.type, cols, "matmul activations");
-
-  // Activations: converted once, into a buffer owned by the calling thread.
-  const int64_t x_row = act.act == ActType::F32 ? cols * 4 : row_bytes(act.type, cols);
-  const uint8_t* xq;
-  thread_local std::vector<uint8_t> xbuf;
-  if (act.act == ActType::F32) {
-    xq = reinterpret_cast<const uint8_t*>(x);
-  } else {
-    xbuf.resize(static_cast<size_t>(x_row * n_tokens));
-    uint8_t* xb = xbuf.data();
-    auto convert = [&](int64_t begin, int64_t end) {
-      for (int64_t t = begin; t < end; ++t) quantize(x + t * cols, xb + t * x_row, cols);
-    };
-    if (n_tokens >= 4) pool.parallel_for(n_tokens, convert);
-    else convert(0, n_tokens);
-    xq = xb;
-  }
-
-  const detail::GemmKernels& tiles = qk.gemm[static_cast<int>(wtype)];
-  const bool use_tiles = tiles.rows > 0 && n_tokens >= 2 && !tiles_disabled();
+  const auto& fk = detail::active_float_kernels();
   pool.parallel_for(n_row_tiles * n_tok_tiles, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> buf;
+    buf.resize(static_cast<size_t>(cols));
+    int64_t last_row = -1;
     for (int64_t item = begin; item < end; ++item) {
       const int64_t r0 = item / n_tok_tiles * kRowTile, t0 = item % n_tok_tiles * kTokTile;
-      const int64_t r1 = std::min(rows, r0 + kRowTile), t1 = std::min(n_tokens, t0 + kTokTile);
-      int64_t r = r0;
-      if (use_tiles)
-        for (; r + tiles.rows <= r1; r += tiles.rows)
-          for (int64_t t = t0; t < t1; t += tiles.toks) {
-            const int nt = static_cast<int>(std::min<int64_t>(tiles.toks, t1 - t));
-            tiles.fn[nt](cols, wb + r * w_row, w_row, xq + t * x_row, x_row, y + t * rows + r, rows);
-          }
-      // Rows left over by the tiles, and single tokens: one row at a time.
-      // (A decode step streams each weight row from DRAM once; one row at a
-      // time is a single sequential stream, which the hardware prefetchers
-      // follow best: reading 4 short rows side by side reached only ~60% of
-      // its bandwidth for Q8_0 and Q6_K.)
-      for (int64_t t = t0; t < t1; ++t) {
-        const uint8_t* xr = xq + t * x_row;
-        float* yt = y + t * rows;
-        for (int64_t rr = r; rr < r1; ++rr) yt[rr] = dot(cols, wb + rr * w_row, xr);
+      for (int64_t r = r0; r < std::min(rows, r0 + kRowTile); ++r) {
+        if (r != last_row) dequantize_row(wtype, wb + r * w_row, buf.data(), cols);
+        last_row = r;
+        for (int64_t t = t0; t < std::min(n_tokens, t0 + kTokTile); ++t)
+          y[t * rows + r] = fk.dot_f32(buf.data(), x + t * cols, cols);
       }
+    }
+  });
+}
+
+// Activations converted to one activation type: n_tokens rows of row_bytes.
+struct Activations {
+  const uint8_t* data;
+  int64_t row_bytes;
+};
+
+// Converts x once, into a buffer owned by the calling thread (valid until
+// its next matmul), in parallel over tokens when there are several.
+Activations convert_activations(const ActInfo& act, const float* x, int64_t cols, int64_t n_tokens,
+                                ThreadPool& pool) {
+  check_cols(act.type, cols, "matmul activations");
+  if (act.act == ActType::F32) return {reinterpret_cast<const uint8_t*>(x), cols * 4};
+  const int64_t x_row = row_bytes(act.type, cols);
+  const detail::QuantizeFn quantize = detail::active_quant_kernels().quantize[static_cast<int>(act.act)];
+  thread_local std::vector<uint8_t> xbuf;
+  xbuf.resize(static_cast<size_t>(x_row * n_tokens));
+  uint8_t* xb = xbuf.data();
+  auto convert = [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) quantize(x + t * cols, xb + t * x_row, cols);
+  };
+  if (n_tokens >= 4) pool.parallel_for(n_tokens, convert);
+  else convert(0, n_tokens);
+  return {xb, x_row};
+}
+
+// One weight's native matmul against converted activations, cut into
+// items of kRowTile rows x kTokTile tokens (row-tile-major).
+struct NativeMatmul {
+  const uint8_t* w;
+  int64_t rows, cols, w_row, n_tokens, n_tok_tiles;
+  float* y;
+  detail::DotFn dot;
+  const detail::GemmKernels* tiles;  // null: no tiles for this type or batch
+
+  NativeMatmul(GgmlType wtype, const void* weights, int64_t rows_, int64_t cols_, int64_t n_tokens_, float* y_)
+      : w(static_cast<const uint8_t*>(weights)), rows(rows_), cols(cols_), w_row(row_bytes(wtype, cols_)),
+        n_tokens(n_tokens_), n_tok_tiles((n_tokens_ + kTokTile - 1) / kTokTile), y(y_) {
+    const detail::QuantKernels& qk = detail::active_quant_kernels();
+    dot = qk.dot[static_cast<int>(wtype)];
+    const detail::GemmKernels& g = qk.gemm[static_cast<int>(wtype)];
+    tiles = g.rows > 0 && n_tokens >= 2 && !tiles_disabled() ? &g : nullptr;
+  }
+  int64_t n_items() const { return (rows + kRowTile - 1) / kRowTile * n_tok_tiles; }
+
+  void run_item(int64_t item, const Activations& xa) const {
+    const int64_t r0 = item / n_tok_tiles * kRowTile, t0 = item % n_tok_tiles * kTokTile;
+    const int64_t r1 = std::min(rows, r0 + kRowTile), t1 = std::min(n_tokens, t0 + kTokTile);
+    int64_t r = r0;
+    if (tiles != nullptr)
+      for (; r + tiles->rows <= r1; r += tiles->rows)
+        for (int64_t t = t0; t < t1; t += tiles->toks) {
+          const int nt = static_cast<int>(std::min<int64_t>(tiles->toks, t1 - t));
+          tiles->fn[nt](cols, w + r * w_row, w_row, xa.data + t * xa.row_bytes, xa.row_bytes, y + t * rows + r, rows);
+        }
+    // Rows left over by the tiles, and single tokens: one row at a time.
+    // (A decode step streams each weight row from DRAM once; one row at a
+    // time is a single sequential stream, which the hardware prefetchers
+    // follow best: reading 4 short rows side by side reached only ~60% of
+    // its bandwidth for Q8_0 and Q6_K.)
+    for (int64_t t = t0; t < t1; ++t) {
+      const uint8_t* xr = xa.data + t * xa.row_bytes;
+      float* yt = y + t * rows;
+      for (int64_t rr = r; rr < r1; ++rr) yt[rr] = dot(cols, w + rr * w_row, xr);
+    }
+  }
+};
+
+}  // namespace
+
+void matmul(GgmlType wtype, const void* w, int64_t rows, int64_t cols, const float* x, int64_t n_tokens, float* y,
+            ThreadPool& pool) {
+  check_matmul_args(wtype, rows, cols, n_tokens);
+  if (rows == 0 || n_tokens == 0) return;
+  ActInfo act{};
+  if (!native_act(wtype, act)) {
+    matmul_dequantizing(wtype, static_cast<const uint8_t*>(w), rows, cols, x, n_tokens, y, pool);
+    return;
+  }
+  const Activations xa = convert_activations(act, x, cols, n_tokens, pool);
+  const NativeMatmul m(wtype, w, rows, cols, n_tokens, y);
+  pool.parallel_for(m.n_items(), [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) m.run_item(item, xa);
+  });
+}
+
+void matmul_shared_input(const MatmulOutput* outputs, size_t n_outputs, int64_t cols, const float* x,
+                         int64_t n_tokens, ThreadPool& pool) {
+  ActInfo act{}, first{};
+  bool shared = n_outputs > 1 && n_tokens > 0;
+  for (size_t i = 0; i < n_outputs; ++i) {
+    const MatmulOutput& o = outputs[i];
+    check_matmul_args(o.wtype, o.rows, cols, n_tokens);
+    shared = shared && o.rows > 0 && native_act(o.wtype, act) && (i == 0 || act.act == first.act);
+    if (i == 0) first = act;
+  }
+  if (!shared) {
+    for (size_t i = 0; i < n_outputs; ++i)
+      matmul(outputs[i].wtype, outputs[i].w, outputs[i].rows, cols, x, n_tokens, outputs[i].y, pool);
+    return;
+  }
+  const Activations xa = convert_activations(first, x, cols, n_tokens, pool);
+  std::vector<NativeMatmul> parts;
+  std::vector<int64_t> item_end;  // running total of items after each part
+  for (size_t i = 0; i < n_outputs; ++i) {
+    parts.emplace_back(outputs[i].wtype, outputs[i].w, outputs[i].rows, cols, n_tokens, outputs[i].y);
+    item_end.push_back((item_end.empty() ? 0 : item_end.back()) + parts.back().n_items());
+  }
+  pool.parallel_for(item_end.back(), [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      const size_t p = static_cast<size_t>(std::upper_bound(item_end.begin(), item_end.end(), item) - item_end.begin());
+      parts[p].run_item(item - (p == 0 ? 0 : item_end[p - 1]), xa);
     }
   });
 }
