@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "runtime/cpu/kernels/attention_internal.h"
+#include "runtime/cpu/kernels/avx2_expf.h"
 
 namespace vtc::cpu::detail {
 namespace {
@@ -262,64 +263,6 @@ namespace {
 constexpr int kTq = int(kAttentionTileQ);
 constexpr int kTkv = int(kAttentionTileKV);
 
-// ggml_v_expf, AVX2 build: the polynomial without its constant 1, finished
-// with k + k*j (k = 2^n). Inputs of -inf give 0.
-inline __m256 v_expf_l8(__m256 x) {
-  const __m256 r = _mm256_set1_ps(0x1.8p23f);
-  const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
-  const __m256 n = _mm256_sub_ps(z, r);
-  const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
-                                    _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
-  const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
-  const __m256 k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_castps_si256(_mm256_set1_ps(1))));
-  const __m256 absn = _mm256_andnot_ps(_mm256_set1_ps(-0.f), n);
-  const __m256 c = _mm256_cmp_ps(absn, _mm256_set1_ps(126), _CMP_GT_OQ);
-  const __m256 u = _mm256_mul_ps(b, b);
-  const __m256 j = _mm256_fmadd_ps(
-      _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
-                      _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
-      u, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
-  if (!_mm256_movemask_ps(c)) return _mm256_fmadd_ps(j, k, k);
-  const __m256i g = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
-                                     _mm256_set1_epi32(static_cast<int>(0x82000000u)));
-  const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
-  const __m256 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
-  const __m256 d = _mm256_cmp_ps(absn, _mm256_set1_ps(192), _CMP_GT_OQ);
-  return _mm256_or_ps(
-      _mm256_and_ps(d, _mm256_mul_ps(s1, s1)),
-      _mm256_andnot_ps(d, _mm256_or_ps(_mm256_and_ps(c, _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1)),
-                                       _mm256_andnot_ps(c, _mm256_fmadd_ps(k, j, k)))));
-}
-
-inline __m256 pow2i(__m256 n) {
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
-}
-
-// ggml_v_expf, AVX-512 build: the 1 inside the polynomial, then j * 2^n
-// rounded once (vscalefps), emulated here for |n| up to 192; 0 or inf beyond.
-inline __m256 v_expf_l16(__m256 x) {
-  const __m256 r = _mm256_set1_ps(0x1.8p23f);
-  const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
-  const __m256 n = _mm256_sub_ps(z, r);
-  const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
-                                    _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
-  const __m256 absn = _mm256_andnot_ps(_mm256_set1_ps(-0.f), n);
-  const __m256 u = _mm256_mul_ps(b, b);
-  const __m256 j = _mm256_fmadd_ps(
-      _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
-                      _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
-      u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
-  const __m256 small = _mm256_cmp_ps(absn, _mm256_set1_ps(126), _CMP_LE_OQ);
-  if (_mm256_movemask_ps(small) == 0xff) return _mm256_mul_ps(j, pow2i(n));
-  const __m256 half = _mm256_round_ps(_mm256_mul_ps(n, _mm256_set1_ps(0.5f)), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-  const __m256 nc = _mm256_min_ps(_mm256_max_ps(half, _mm256_set1_ps(-126)), _mm256_set1_ps(126));
-  const __m256 rest = _mm256_min_ps(_mm256_max_ps(_mm256_sub_ps(n, nc), _mm256_set1_ps(-126)), _mm256_set1_ps(126));
-  const __m256 mid = _mm256_mul_ps(_mm256_mul_ps(j, pow2i(nc)), pow2i(rest));
-  const __m256 big = _mm256_cmp_ps(absn, _mm256_set1_ps(192), _CMP_GT_OQ);
-  const __m256 nonpos = _mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ);
-  const __m256 inf_or_zero = _mm256_blendv_ps(_mm256_set1_ps(__builtin_inff()), _mm256_setzero_ps(), nonpos);
-  return _mm256_blendv_ps(mid, inf_or_zero, big);
-}
 
 // The horizontal sums of ggml_vec_soft_max_f32: 8 lanes as
 // ((0+4)+(2+6)) + ((1+5)+(3+7)); 16 lanes as _mm512_reduce_add_ps
@@ -344,13 +287,13 @@ double softmax_tile_row(float* row, float max, bool l16) {
   double sum = 0.0;
   for (int c = 0; c < kTkv; c += l16 ? 16 : 8) {
     if (l16) {
-      const __m256 lo = v_expf_l16(_mm256_sub_ps(_mm256_loadu_ps(row + c), vm));
-      const __m256 hi = v_expf_l16(_mm256_sub_ps(_mm256_loadu_ps(row + c + 8), vm));
+      const __m256 lo = v_expf_avx512(_mm256_sub_ps(_mm256_loadu_ps(row + c), vm));
+      const __m256 hi = v_expf_avx512(_mm256_sub_ps(_mm256_loadu_ps(row + c + 8), vm));
       _mm256_storeu_ps(row + c, lo);
       _mm256_storeu_ps(row + c + 8, hi);
       sum += static_cast<double>(hsum_l16(lo, hi));
     } else {
-      const __m256 e = v_expf_l8(_mm256_sub_ps(_mm256_loadu_ps(row + c), vm));
+      const __m256 e = v_expf_avx2(_mm256_sub_ps(_mm256_loadu_ps(row + c), vm));
       _mm256_storeu_ps(row + c, e);
       sum += static_cast<double>(hsum_l8(e));
     }

@@ -159,21 +159,6 @@ void gemm_q4_k(int64_t n, const void* w, int64_t ws, const void* x, int64_t xs, 
 // dot4_q6_k's arithmetic per output: lanes minus 32 * madd(scales, bsums),
 // then one fmadd per super-block.
 
-inline void q6_k_codes(const BlockQ6_K& wb, int h, __m256i q[4]) {
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  const __m256i m3 = _mm256_set1_epi8(3);
-  const __m256i ql0 = loadu(wb.ql + 64 * h);
-  const __m256i ql1 = loadu(wb.ql + 64 * h + 32);
-  const __m256i qh = loadu(wb.qh + 32 * h);
-  q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4));
-  q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4),
-                         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4));
-  q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4));
-  q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
-}
-
 template <int RM, int NT>
 void gemm_q6_k(int64_t n, const void* w, int64_t ws, const void* x, int64_t xs, float* y, int64_t ys) {
   __m256 acc[RM][NT];

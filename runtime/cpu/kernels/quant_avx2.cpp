@@ -373,8 +373,6 @@ float dot_q45_k(int64_t n, const void* vw, const void* vx) {
 float dot_q6_k(int64_t n, const void* vw, const void* vx) {
   const auto* w = static_cast<const BlockQ6_K*>(vw);
   const auto* x = static_cast<const BlockQ8_K*>(vx);
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  const __m256i m3 = _mm256_set1_epi8(3);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 256; ++b) {
     const BlockQ6_K& wb = w[b];
@@ -384,17 +382,8 @@ float dot_q6_k(int64_t n, const void* vw, const void* vx) {
     const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(sc16, loadu(xb.bsums)), 5);
     __m256i isum = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
-      const __m256i ql0 = loadu(wb.ql + 64 * h);
-      const __m256i ql1 = loadu(wb.ql + 64 * h + 32);
-      const __m256i qh = loadu(wb.qh + 32 * h);
       __m256i q[4];
-      q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4));
-      q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4));
-      q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4));
-      q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
+      q6_k_codes(wb, h, q);
       for (int k = 0; k < 4; ++k) {
         const int s = 8 * h + 2 * k;
         const __m256i p = _mm256_maddubs_epi16(q[k], loadu(xb.qs + 128 * h + 32 * k));
