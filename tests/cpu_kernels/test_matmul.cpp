@@ -291,9 +291,17 @@ TEST_CASE("matmul: register-blocked tiles are bit-identical to the dot kernels",
         const int64_t w_row = static_cast<int64_t>(w.size()) / g.rows;
         int64_t x_row = 0;
         const auto xq = quantized_activations(k, t, cols, nt, 61 + static_cast<uint32_t>(nt), x_row);
+        // Tiles with widened_x read the converted activations as f32.
+        std::vector<float> xw;
+        if (g.widened_x) {
+          xw.resize(static_cast<size_t>(cols * nt));
+          for (int tok = 0; tok < nt; ++tok)
+            dequantize_row(matmul_activation_type(t), xq.data() + tok * x_row, xw.data() + tok * cols, cols);
+        }
         const int64_t y_stride = g.rows + 3;  // a y row wider than the tile: the gaps stay untouched
         Guarded y(static_cast<size_t>(y_stride * nt));
-        g.fn[nt](cols, w.data(), w_row, xq.data(), x_row, y.data(), y_stride);
+        if (g.widened_x) g.fn[nt](cols, w.data(), w_row, xw.data(), cols * 4, y.data(), y_stride);
+        else g.fn[nt](cols, w.data(), w_row, xq.data(), x_row, y.data(), y_stride);
         REQUIRE(y.intact());
         const auto got = y.values();
         std::vector<float> want(got.size(), -12345.0f), have(got.size(), -12345.0f);

@@ -23,7 +23,8 @@
 // for bit.
 //
 // Tile shapes (AVX2 has 16 ymm registers): 32-value blocks 4 x 3, Q4_K
-// 2 x 4, Q6_K 2 x 3, F16/BF16 1 x 3 (each output has 4 accumulators there).
+// 2 x 4, Q6_K 2 x 3, F16/BF16 1 x 3 (each output has 4 accumulators there;
+// they read the activations widened to f32, see gemm_16bit).
 // The instantiations for fewer tokens (NT = 1..max) cover the token tails.
 #include <immintrin.h>
 
@@ -201,13 +202,17 @@ void gemm_q6_k(int64_t n, const void* w, int64_t ws, const void* x, int64_t xs, 
 
 // ----- F16 / BF16 with activations of the same type -------------------------
 // dot_16bit's arithmetic per output: 4 accumulators over 32-value steps,
-// one over the 8-value steps after them, then the scalar tail.
+// one over the 8-value steps after them, then the scalar tail. The tile
+// reads the activations already rounded to the weight's type and widened
+// to f32 (GemmKernels::widened_x): the same values dot_16bit converts on
+// every load, so the products are the same, without converting each
+// activation once per weight row.
 
 template <bool kBf16, int NT>
 void gemm_16bit(int64_t n, const void* vw, int64_t /*ws*/, const void* vx, int64_t xs, float* y, int64_t ys) {
   const auto* w = static_cast<const uint16_t*>(vw);
-  const uint16_t* x[NT];
-  for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(vx) + t * xs);
+  const float* x[NT];
+  for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float*>(static_cast<const uint8_t*>(vx) + t * xs);
   auto load = [](const uint16_t* p) { return kBf16 ? load_bf16(p) : load_f16(p); };
   __m256 acc[NT][4];
   for (int t = 0; t < NT; ++t)
@@ -216,16 +221,15 @@ void gemm_16bit(int64_t n, const void* vw, int64_t /*ws*/, const void* vx, int64
   for (; i + 32 <= n; i += 32)
     for (int k = 0; k < 4; ++k) {
       const __m256 wv = load(w + i + 8 * k);
-      for (int t = 0; t < NT; ++t) acc[t][k] = _mm256_fmadd_ps(wv, load(x[t] + i + 8 * k), acc[t][k]);
+      for (int t = 0; t < NT; ++t) acc[t][k] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[t] + i + 8 * k), acc[t][k]);
     }
   for (; i + 8 <= n; i += 8) {
     const __m256 wv = load(w + i);
-    for (int t = 0; t < NT; ++t) acc[t][0] = _mm256_fmadd_ps(wv, load(x[t] + i), acc[t][0]);
+    for (int t = 0; t < NT; ++t) acc[t][0] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[t] + i), acc[t][0]);
   }
   for (int t = 0; t < NT; ++t) {
     float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][1]), _mm256_add_ps(acc[t][2], acc[t][3])));
-    for (int64_t k = i; k < n; ++k)
-      sum += kBf16 ? bf2f(w[k]) * bf2f(x[t][k]) : h2f(w[k]) * h2f(x[t][k]);
+    for (int64_t k = i; k < n; ++k) sum += (kBf16 ? bf2f(w[k]) : h2f(w[k])) * x[t][k];
     y[t * ys] = sum;
   }
 }
@@ -280,6 +284,7 @@ void add_avx2_gemm_kernels(QuantKernels& t) {
   t.gemm[kSlotQ6_K] = make_gemm<Q6K, 2, 3>();
   t.gemm[kSlotF16] = make_gemm<Half<false>::K, 1, 3>();
   t.gemm[kSlotBF16] = make_gemm<Half<true>::K, 1, 3>();
+  t.gemm[kSlotF16].widened_x = t.gemm[kSlotBF16].widened_x = true;
 }
 
 }  // namespace vtc::cpu::detail

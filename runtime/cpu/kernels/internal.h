@@ -89,6 +89,9 @@ constexpr int kMaxGemmToks = 4;
 struct GemmKernels {  // POD (see the top of this file); value-initialize it
   int rows;                     // rows per tile; 0 = no tiles for this type
   int toks;                     // the most tokens per tile
+  // The tiles read the activations converted to the activation type and
+  // widened back to f32 (exact for f16 and bf16), not the converted rows.
+  bool widened_x;
   GemmFn fn[kMaxGemmToks + 1];  // fn[k]: `rows` rows x k tokens, 1 <= k <= toks
 };
 

@@ -145,29 +145,39 @@ void matmul_dequantizing(GgmlType wtype, const uint8_t* wb, int64_t rows, int64_
   });
 }
 
-// Activations converted to one activation type: n_tokens rows of row_bytes.
+// Activations converted to one activation type: n_tokens rows of
+// row_bytes; with `wide`, also those values widened back to f32 (f16 and
+// bf16 only: the rows the F16/BF16 tiles read, GemmKernels::widened_x).
 struct Activations {
   const uint8_t* data;
   int64_t row_bytes;
+  const float* wide;
 };
 
-// Converts x once, into a buffer owned by the calling thread (valid until
+// Converts x once, into buffers owned by the calling thread (valid until
 // its next matmul), in parallel over tokens when there are several.
-Activations convert_activations(const ActInfo& act, const float* x, int64_t cols, int64_t n_tokens,
+Activations convert_activations(const ActInfo& act, const float* x, int64_t cols, int64_t n_tokens, bool widen,
                                 ThreadPool& pool) {
   check_cols(act.type, cols, "matmul activations");
-  if (act.act == ActType::F32) return {reinterpret_cast<const uint8_t*>(x), cols * 4};
+  if (act.act == ActType::F32) return {reinterpret_cast<const uint8_t*>(x), cols * 4, x};
+  widen = widen && (act.act == ActType::F16 || act.act == ActType::BF16);
   const int64_t x_row = row_bytes(act.type, cols);
   const detail::QuantizeFn quantize = detail::active_quant_kernels().quantize[static_cast<int>(act.act)];
   thread_local std::vector<uint8_t> xbuf;
+  thread_local std::vector<float> wide;
   xbuf.resize(static_cast<size_t>(x_row * n_tokens));
+  if (widen) wide.resize(static_cast<size_t>(cols * n_tokens));
   uint8_t* xb = xbuf.data();
+  float* xw = wide.data();
   auto convert = [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) quantize(x + t * cols, xb + t * x_row, cols);
+    for (int64_t t = begin; t < end; ++t) {
+      quantize(x + t * cols, xb + t * x_row, cols);
+      if (widen) dequantize_row(act.type, xb + t * x_row, xw + t * cols, cols);
+    }
   };
   if (n_tokens >= 4) pool.parallel_for(n_tokens, convert);
   else convert(0, n_tokens);
-  return {xb, x_row};
+  return {xb, x_row, widen ? xw : nullptr};
 }
 
 // One weight's native matmul against converted activations, cut into
@@ -188,6 +198,7 @@ struct NativeMatmul {
     tiles = g.rows > 0 && n_tokens >= 2 && !tiles_disabled() ? &g : nullptr;
   }
   int64_t n_items() const { return (rows + kRowTile - 1) / kRowTile * n_tok_tiles; }
+  bool wants_widened_x() const { return tiles != nullptr && tiles->widened_x; }
 
   void run_item(int64_t item, const Activations& xa) const {
     const int64_t r0 = item / n_tok_tiles * kRowTile, t0 = item % n_tok_tiles * kTokTile;
@@ -197,7 +208,11 @@ struct NativeMatmul {
       for (; r + tiles->rows <= r1; r += tiles->rows)
         for (int64_t t = t0; t < t1; t += tiles->toks) {
           const int nt = static_cast<int>(std::min<int64_t>(tiles->toks, t1 - t));
-          tiles->fn[nt](cols, w + r * w_row, w_row, xa.data + t * xa.row_bytes, xa.row_bytes, y + t * rows + r, rows);
+          if (tiles->widened_x)
+            tiles->fn[nt](cols, w + r * w_row, w_row, xa.wide + t * cols, cols * 4, y + t * rows + r, rows);
+          else
+            tiles->fn[nt](cols, w + r * w_row, w_row, xa.data + t * xa.row_bytes, xa.row_bytes, y + t * rows + r,
+                          rows);
         }
     // Rows left over by the tiles, and single tokens: one row at a time.
     // (A decode step streams each weight row from DRAM once; one row at a
@@ -223,8 +238,8 @@ void matmul(GgmlType wtype, const void* w, int64_t rows, int64_t cols, const flo
     matmul_dequantizing(wtype, static_cast<const uint8_t*>(w), rows, cols, x, n_tokens, y, pool);
     return;
   }
-  const Activations xa = convert_activations(act, x, cols, n_tokens, pool);
   const NativeMatmul m(wtype, w, rows, cols, n_tokens, y);
+  const Activations xa = convert_activations(act, x, cols, n_tokens, m.wants_widened_x(), pool);
   pool.parallel_for(m.n_items(), [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) m.run_item(item, xa);
   });
@@ -245,13 +260,15 @@ void matmul_shared_input(const MatmulOutput* outputs, size_t n_outputs, int64_t 
       matmul(outputs[i].wtype, outputs[i].w, outputs[i].rows, cols, x, n_tokens, outputs[i].y, pool);
     return;
   }
-  const Activations xa = convert_activations(first, x, cols, n_tokens, pool);
   std::vector<NativeMatmul> parts;
   std::vector<int64_t> item_end;  // running total of items after each part
+  bool widen = false;
   for (size_t i = 0; i < n_outputs; ++i) {
     parts.emplace_back(outputs[i].wtype, outputs[i].w, outputs[i].rows, cols, n_tokens, outputs[i].y);
     item_end.push_back((item_end.empty() ? 0 : item_end.back()) + parts.back().n_items());
+    widen = widen || parts.back().wants_widened_x();
   }
+  const Activations xa = convert_activations(first, x, cols, n_tokens, widen, pool);
   pool.parallel_for(item_end.back(), [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) {
       const size_t p = static_cast<size_t>(std::upper_bound(item_end.begin(), item_end.end(), item) - item_end.begin());
