@@ -22,10 +22,13 @@
 // on the thread count; tests/cpu_kernels/test_matmul.cpp checks this bit
 // for bit.
 //
-// Tile shapes (AVX2 has 16 ymm registers): 32-value blocks 4 x 3, Q4_K
+// Tile shapes (AVX2 has 16 ymm registers): 32-value blocks 2 x 4, Q4_K
 // 2 x 4, Q6_K 2 x 3, F16/BF16 1 x 3 (each output has 4 accumulators there;
 // they read the activations widened to f32, see gemm_16bit).
 // The instantiations for fewer tokens (NT = 1..max) cover the token tails.
+// Every loop over rows, tokens and sub-blocks is unrolled (#pragma GCC
+// unroll): left as loops, GCC keeps the accumulator arrays on the stack and
+// the tiles run at half speed.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -72,30 +75,37 @@ void gemm_q8_family(int64_t n, const void* w, int64_t ws, const void* x, int64_t
   using Block = typename Codes::Block;
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[RM][NT];
+  #pragma GCC unroll 16
   for (int r = 0; r < RM; ++r)
+    #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 32; ++b) {
     // The scale product dw * dx, formed in every lane by a vector multiply
     // (the same rounding as the dot kernel's scalar product, broadcast).
     __m256i mag[RM], sgn[RM];
     __m256 dw[RM];
+    #pragma GCC unroll 16
     for (int r = 0; r < RM; ++r) {
       const Block& blk = block_at<Block>(w, ws, r, b);
       sgn[r] = Codes::codes(blk);
       mag[r] = _mm256_sign_epi8(sgn[r], sgn[r]);
       dw[r] = _mm256_set1_ps(h2f(blk.d));
     }
+    #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) {
       const BlockQ8_0& xb = block_at<BlockQ8_0>(x, xs, t, b);
       const __m256i xv = loadu(xb.qs);
       const __m256 dx = _mm256_set1_ps(h2f(xb.d));
+      #pragma GCC unroll 16
       for (int r = 0; r < RM; ++r) {
         const __m256i lanes = _mm256_madd_epi16(_mm256_maddubs_epi16(mag[r], _mm256_sign_epi8(xv, sgn[r])), ones);
         acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw[r], dx), _mm256_cvtepi32_ps(lanes), acc[r][t]);
       }
     }
   }
+  #pragma GCC unroll 16
   for (int t = 0; t < NT; ++t)
+    #pragma GCC unroll 16
     for (int r = 0; r < RM; ++r) y[t * ys + r] = hsum_ps(acc[r][t]);
 }
 
@@ -108,11 +118,14 @@ void gemm_q4_k(int64_t n, const void* w, int64_t ws, const void* x, int64_t xs, 
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   __m256 acc[RM][NT];
   __m128 acc_m[RM][NT];
+  #pragma GCC unroll 16
   for (int r = 0; r < RM; ++r)
+    #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps(), acc_m[r][t] = _mm_setzero_ps();
   for (int64_t b = 0; b < n / 256; ++b) {
     const BlockQ8_K* xb[NT];
     __m128i bpairs[NT];
+    #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) {
       xb[t] = &block_at<BlockQ8_K>(x, xs, t, b);
       bpairs[t] = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb[t]->bsums)),
@@ -120,26 +133,33 @@ void gemm_q4_k(int64_t n, const void* w, int64_t ws, const void* x, int64_t xs, 
     }
     const BlockQ4_K* wb[RM];
     __m256i sc[RM];
+    #pragma GCC unroll 16
     for (int r = 0; r < RM; ++r) {
       wb[r] = &block_at<BlockQ4_K>(w, ws, r, b);
       __m128i mins;
       sc[r] = k4_scales_x2(wb[r]->scales, mins);
       const float wdmin = h2f(wb[r]->dmin);
+      #pragma GCC unroll 16
       for (int t = 0; t < NT; ++t) {
         const float dmin = -(xb[t]->d * wdmin);
         acc_m[r][t] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(_mm_madd_epi16(mins, bpairs[t])), acc_m[r][t]);
       }
     }
     __m256i isum[RM][NT];
+    #pragma GCC unroll 16
     for (int r = 0; r < RM; ++r)
+      #pragma GCC unroll 16
       for (int t = 0; t < NT; ++t) isum[r][t] = _mm256_setzero_si256();
+    #pragma GCC unroll 16
     for (int j = 0; j < 4; ++j) {
       const __m256i shl = lane16_shuffle(2 * j), shh = lane16_shuffle(2 * j + 1);
+      #pragma GCC unroll 16
       for (int r = 0; r < RM; ++r) {
         const __m256i q = loadu(wb[r]->qs + 32 * j);
         const __m256i lo = _mm256_and_si256(q, m4);
         const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
         const __m256i scl = _mm256_shuffle_epi8(sc[r], shl), sch = _mm256_shuffle_epi8(sc[r], shh);
+        #pragma GCC unroll 16
         for (int t = 0; t < NT; ++t) {
           const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, loadu(xb[t]->qs + 64 * j)), scl);
           const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, loadu(xb[t]->qs + 64 * j + 32)), sch);
@@ -147,12 +167,16 @@ void gemm_q4_k(int64_t n, const void* w, int64_t ws, const void* x, int64_t xs, 
         }
       }
     }
+    #pragma GCC unroll 16
     for (int r = 0; r < RM; ++r) {
       const float wd = h2f(wb[r]->d);
+      #pragma GCC unroll 16
       for (int t = 0; t < NT; ++t) acc[r][t] = fmadd_lanes(xb[t]->d * wd, isum[r][t], acc[r][t]);
     }
   }
+  #pragma GCC unroll 16
   for (int t = 0; t < NT; ++t)
+    #pragma GCC unroll 16
     for (int r = 0; r < RM; ++r) y[t * ys + r] = hsum_ps(acc[r][t]) + hsum4_ps(acc_m[r][t]);
 }
 
@@ -163,27 +187,36 @@ void gemm_q4_k(int64_t n, const void* w, int64_t ws, const void* x, int64_t xs, 
 template <int RM, int NT>
 void gemm_q6_k(int64_t n, const void* w, int64_t ws, const void* x, int64_t xs, float* y, int64_t ys) {
   __m256 acc[RM][NT];
+  #pragma GCC unroll 16
   for (int r = 0; r < RM; ++r)
+    #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 256; ++b) {
     const BlockQ8_K* xb[NT];
+    #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) xb[t] = &block_at<BlockQ8_K>(x, xs, t, b);
     const BlockQ6_K* wb[RM];
     __m256i isum[RM][NT];
+    #pragma GCC unroll 16
     for (int r = 0; r < RM; ++r) {
       wb[r] = &block_at<BlockQ6_K>(w, ws, r, b);
       const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb[r]->scales)));
+      #pragma GCC unroll 16
       for (int t = 0; t < NT; ++t)
         isum[r][t] = _mm256_sub_epi32(_mm256_setzero_si256(),
                                       _mm256_slli_epi32(_mm256_madd_epi16(sc16, loadu(xb[t]->bsums)), 5));
     }
+    #pragma GCC unroll 16
     for (int h = 0; h < 2; ++h) {
+      #pragma GCC unroll 16
       for (int r = 0; r < RM; ++r) {
         __m256i q[4];
         q6_k_codes(*wb[r], h, q);
+        #pragma GCC unroll 16
         for (int k = 0; k < 4; ++k) {
           const int s = 8 * h + 2 * k;
           const __m256i scale = scales2(wb[r]->scales[s], wb[r]->scales[s + 1]);
+          #pragma GCC unroll 16
           for (int t = 0; t < NT; ++t) {
             const __m256i p = _mm256_maddubs_epi16(q[k], loadu(xb[t]->qs + 128 * h + 32 * k));
             isum[r][t] = _mm256_add_epi32(isum[r][t], _mm256_madd_epi16(p, scale));
@@ -191,12 +224,16 @@ void gemm_q6_k(int64_t n, const void* w, int64_t ws, const void* x, int64_t xs, 
         }
       }
     }
+    #pragma GCC unroll 16
     for (int r = 0; r < RM; ++r) {
       const float wd = h2f(wb[r]->d);
+      #pragma GCC unroll 16
       for (int t = 0; t < NT; ++t) acc[r][t] = fmadd_lanes(xb[t]->d * wd, isum[r][t], acc[r][t]);
     }
   }
+  #pragma GCC unroll 16
   for (int t = 0; t < NT; ++t)
+    #pragma GCC unroll 16
     for (int r = 0; r < RM; ++r) y[t * ys + r] = hsum_ps(acc[r][t]);
 }
 
@@ -212,21 +249,28 @@ template <bool kBf16, int NT>
 void gemm_16bit(int64_t n, const void* vw, int64_t /*ws*/, const void* vx, int64_t xs, float* y, int64_t ys) {
   const auto* w = static_cast<const uint16_t*>(vw);
   const float* x[NT];
+  #pragma GCC unroll 16
   for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float*>(static_cast<const uint8_t*>(vx) + t * xs);
   auto load = [](const uint16_t* p) { return kBf16 ? load_bf16(p) : load_f16(p); };
   __m256 acc[NT][4];
+  #pragma GCC unroll 16
   for (int t = 0; t < NT; ++t)
+    #pragma GCC unroll 16
     for (int k = 0; k < 4; ++k) acc[t][k] = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= n; i += 32)
+    #pragma GCC unroll 16
     for (int k = 0; k < 4; ++k) {
       const __m256 wv = load(w + i + 8 * k);
+      #pragma GCC unroll 16
       for (int t = 0; t < NT; ++t) acc[t][k] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[t] + i + 8 * k), acc[t][k]);
     }
   for (; i + 8 <= n; i += 8) {
     const __m256 wv = load(w + i);
+    #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) acc[t][0] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[t] + i), acc[t][0]);
   }
+  #pragma GCC unroll 16
   for (int t = 0; t < NT; ++t) {
     float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][1]), _mm256_add_ps(acc[t][2], acc[t][3])));
     for (int64_t k = i; k < n; ++k) sum += (kBf16 ? bf2f(w[k]) : h2f(w[k])) * x[t][k];
@@ -276,10 +320,10 @@ struct Half {
 }  // namespace
 
 void add_avx2_gemm_kernels(QuantKernels& t) {
-  t.gemm[kSlotQ8_0] = make_gemm<Q8Family<CodesQ8_0>::K, 4, 3>();
-  t.gemm[kSlotQ4_0] = make_gemm<Q8Family<CodesQ4_0>::K, 4, 3>();
-  t.gemm[kSlotQ5_0] = make_gemm<Q8Family<CodesQ5_0>::K, 4, 3>();
-  t.gemm[kSlotIQ4_NL] = make_gemm<Q8Family<CodesIQ4_NL>::K, 4, 3>();
+  t.gemm[kSlotQ8_0] = make_gemm<Q8Family<CodesQ8_0>::K, 2, 4>();
+  t.gemm[kSlotQ4_0] = make_gemm<Q8Family<CodesQ4_0>::K, 2, 4>();
+  t.gemm[kSlotQ5_0] = make_gemm<Q8Family<CodesQ5_0>::K, 2, 4>();
+  t.gemm[kSlotIQ4_NL] = make_gemm<Q8Family<CodesIQ4_NL>::K, 2, 4>();
   t.gemm[kSlotQ4_K] = make_gemm<Q4K, 2, 4>();
   t.gemm[kSlotQ6_K] = make_gemm<Q6K, 2, 3>();
   t.gemm[kSlotF16] = make_gemm<Half<false>::K, 1, 3>();
