@@ -109,6 +109,19 @@ void gemm_q8_family(int64_t n, const void* w, int64_t ws, const void* x, int64_t
     for (int r = 0; r < RM; ++r) y[t * ys + r] = hsum_ps(acc[r][t]);
 }
 
+// The K-quant dot kernels' one float step per super-block, for each output:
+// acc += (x d * w d) * float(lanes).
+template <int RM, int NT, class Block>
+inline void add_superblock(const Block* const* wb, const BlockQ8_K* const* xb, const __m256i (&isum)[RM][NT],
+                           __m256 (&acc)[RM][NT]) {
+  #pragma GCC unroll 16
+  for (int r = 0; r < RM; ++r) {
+    const float wd = h2f(wb[r]->d);
+    #pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t) acc[r][t] = fmadd_lanes(xb[t]->d * wd, isum[r][t], acc[r][t]);
+  }
+}
+
 // ----- Q4_K with q8_K activations ------------------------------------------
 // dot4_q4_k's arithmetic per output: an 8-lane accumulator of
 // d * lanes and a 4-lane accumulator of -dmin * mins lanes.
@@ -167,12 +180,7 @@ void gemm_q4_k(int64_t n, const void* w, int64_t ws, const void* x, int64_t xs, 
         }
       }
     }
-    #pragma GCC unroll 16
-    for (int r = 0; r < RM; ++r) {
-      const float wd = h2f(wb[r]->d);
-      #pragma GCC unroll 16
-      for (int t = 0; t < NT; ++t) acc[r][t] = fmadd_lanes(xb[t]->d * wd, isum[r][t], acc[r][t]);
-    }
+    add_superblock<RM, NT>(wb, xb, isum, acc);
   }
   #pragma GCC unroll 16
   for (int t = 0; t < NT; ++t)
@@ -224,12 +232,7 @@ void gemm_q6_k(int64_t n, const void* w, int64_t ws, const void* x, int64_t xs, 
         }
       }
     }
-    #pragma GCC unroll 16
-    for (int r = 0; r < RM; ++r) {
-      const float wd = h2f(wb[r]->d);
-      #pragma GCC unroll 16
-      for (int t = 0; t < NT; ++t) acc[r][t] = fmadd_lanes(xb[t]->d * wd, isum[r][t], acc[r][t]);
-    }
+    add_superblock<RM, NT>(wb, xb, isum, acc);
   }
   #pragma GCC unroll 16
   for (int t = 0; t < NT; ++t)
