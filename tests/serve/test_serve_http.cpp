@@ -203,13 +203,21 @@ TEST_CASE("vtc serve answers every endpoint in the OpenAI shapes", "[serve][http
     CHECK(post(s, "/v1/completions", req)["choices"][0]["text"] == full["choices"][0]["text"]);
   }
   SECTION("metrics are Prometheus text") {
-    auto m = c.Get("/metrics");
-    REQUIRE(m);
-    for (const char* name : {"vtc_requests_total{endpoint=\"/v1/completions\",status=\"200\"}", "vtc_prompt_tokens_total",
-                             "vtc_generated_tokens_total", "vtc_tokens_per_second", "vtc_queue_depth", "vtc_kv_pages_used",
-                             "vtc_kv_pages_free", "vtc_batch_sequences_bucket", "vtc_batch_tokens_bucket",
-                             "vtc_prompt_tokens_cached_total"})
-      CHECK(m->body.find(name) != std::string::npos);
+    // A request is counted once its reply has been sent, which can be just
+    // after the client has read it: poll briefly for the count (this raced
+    // once in CI).
+    const std::string completions_ok = "vtc_requests_total{endpoint=\"/v1/completions\",status=\"200\"}";
+    std::string body;
+    for (int i = 0; i < 100 && body.find(completions_ok) == std::string::npos; ++i) {
+      if (i > 0) std::this_thread::sleep_for(50ms);
+      auto m = c.Get("/metrics");
+      REQUIRE(m);
+      body = m->body;
+    }
+    for (const char* name : {completions_ok.c_str(), "vtc_prompt_tokens_total", "vtc_generated_tokens_total",
+                             "vtc_tokens_per_second", "vtc_queue_depth", "vtc_kv_pages_used", "vtc_kv_pages_free",
+                             "vtc_batch_sequences_bucket", "vtc_batch_tokens_bucket", "vtc_prompt_tokens_cached_total"})
+      CHECK(body.find(name) != std::string::npos);
   }
   CHECK(s.stop(SIGTERM, 20s) == 0);
 }
