@@ -66,7 +66,7 @@ ThreadPool::ThreadPool(int n_threads) : state_(new State) {
   if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   n_threads_ = n_threads;
   state_->threads.reserve(static_cast<size_t>(n_threads - 1));
-  for (int i = 1; i < n_threads; ++i) state_->threads.emplace_back([this, i] { worker_main(i); });
+  for (int i = 1; i < n_threads; ++i) state_->threads.emplace_back([this] { worker_main(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -92,7 +92,7 @@ void ThreadPool::run_chunks() noexcept {
   }
 }
 
-void ThreadPool::worker_main(int /*index*/) {
+void ThreadPool::worker_main() {
   t_inside_pool = this;
   State& s = *state_;
   uint64_t seen = 0;

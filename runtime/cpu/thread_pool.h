@@ -71,7 +71,7 @@ class ThreadPool {
 
  private:
   struct State;
-  void worker_main(int index);
+  void worker_main();
   void run_chunks() noexcept;
 
   int n_threads_;

@@ -5,10 +5,12 @@
 //      (ggml's vec_dot_type: q8_0, q8_1, q8_K, f16, bf16 or f32), in
 //      parallel over tokens when there are several.
 //   2. Split the output into tiles of kRowTile weight rows x kTokTile tokens,
-//      numbered row-tile-major, and hand contiguous ranges of tiles to the
-//      pool's workers (static chunking). A worker therefore owns a band of
+//      numbered row-tile-major, and hand contiguous ranges of tiles (the
+//      pool's chunks) to its workers. A chunk therefore covers a band of
 //      weight rows and walks every token tile for it: each weight row is read
 //      from memory once per matmul and reused from cache for all tokens.
+//      Matmuls that share their input (matmul_shared_input) convert it once
+//      and put all their tiles in one such range.
 //   3. With several tokens, a tile kernel (gemm_avx2.cpp) computes
 //      tiles.rows weight rows x up to tiles.toks tokens at once, decoding
 //      each weight block once for all of them; the rows left over, and
