@@ -1,5 +1,6 @@
 // Micro-benchmark for the CPU matmul kernels:
 //   vtc-bench-kernels [rows cols] [--tokens N] [--isa scalar|avx2] [--types q4_K,f16,...]
+//   (a type name ending in _x8, e.g. q4_K_x8, runs the interleaved-8 layout)
 //   vtc-bench-kernels --pool     (cost of one empty parallel_for per pool size)
 // For each weight type and thread count (1, 2, ..., hardware), times
 // matmul(W[rows][cols], x[tokens][cols]) and reports GFLOP/s and GB/s of
@@ -89,20 +90,26 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i)) * 0.5f;
   std::vector<float> y(static_cast<size_t>(rows * tokens));
   for (const auto& name : types) {
-    const auto t = ggml_type_from_name(name);
+    const bool x8 = name.size() > 3 && name.compare(name.size() - 3, 3, "_x8") == 0;
+    const WeightLayout layout = x8 ? WeightLayout::Interleaved8 : WeightLayout::Rows;
+    const auto t = ggml_type_from_name(x8 ? name.substr(0, name.size() - 3) : name);
     if (!t) {
       std::printf("unknown type %s\n", name.c_str());
       continue;
     }
-    const auto w = make_weights(*t, rows, cols);
+    auto w = make_weights(*t, rows, cols);
+    if (x8) {
+      auto rows_layout = w;
+      repack_weight(*t, layout, rows_layout.data(), rows, cols, w.data());
+    }
     for (int n = 1; n <= hw; n = (n == hw ? hw + 1 : std::min(hw, n * 2))) {
       ThreadPool pool(n);
-      matmul(*t, w.data(), rows, cols, x.data(), tokens, y.data(), pool);  // warm up
+      matmul(*t, w.data(), rows, cols, x.data(), tokens, y.data(), pool, layout);  // warm up
       int iters = 0;
       const auto t0 = std::chrono::steady_clock::now();
       double secs = 0;
       do {
-        matmul(*t, w.data(), rows, cols, x.data(), tokens, y.data(), pool);
+        matmul(*t, w.data(), rows, cols, x.data(), tokens, y.data(), pool, layout);
         ++iters;
         secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       } while (secs < 0.5);

@@ -8,10 +8,12 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "frontends/gguf/dequant.h"
 #include "frontends/gguf/gguf.h"
+#include "runtime/cpu/kernels/internal.h"
 #include "runtime/cpu/kernels/kernels.h"
 #include "support/ggml_type.h"
 
@@ -87,6 +89,66 @@ inline std::vector<float> dequant_all(GgmlType t, const std::vector<uint8_t>& w,
   const int64_t stride = cols / tr.block_size * tr.block_bytes;
   for (int64_t r = 0; r < rows; ++r) dequantize_row(t, w.data() + r * stride, out.data() + r * cols, cols);
   return out;
+}
+
+// x converted to the activation type and back, exactly as matmul sees it.
+inline std::vector<float> activations_as_seen(GgmlType wtype, const std::vector<float>& x, int64_t cols, int64_t n_tokens) {
+  const GgmlType at = matmul_activation_type(wtype);
+  if (at == GgmlType::F32) return x;
+  const auto& sk = detail::scalar_quant_kernels();
+  std::vector<float> out(x.size());
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float* xr = x.data() + t * cols;
+    float* o = out.data() + t * cols;
+    switch (at) {
+      case GgmlType::F16: {
+        std::vector<uint16_t> h(static_cast<size_t>(cols));
+        sk.quantize[static_cast<int>(detail::ActType::F16)](xr, h.data(), cols);
+        for (int64_t i = 0; i < cols; ++i) o[i] = fp16_to_fp32(h[static_cast<size_t>(i)]);
+        break;
+      }
+      case GgmlType::BF16: {
+        std::vector<uint16_t> h(static_cast<size_t>(cols));
+        sk.quantize[static_cast<int>(detail::ActType::BF16)](xr, h.data(), cols);
+        for (int64_t i = 0; i < cols; ++i) o[i] = bf16_to_fp32(h[static_cast<size_t>(i)]);
+        break;
+      }
+      case GgmlType::Q8_0: {
+        std::vector<detail::BlockQ8_0> b(static_cast<size_t>(cols / 32));
+        sk.quantize[static_cast<int>(detail::ActType::Q8_0)](xr, b.data(), cols);
+        for (int64_t i = 0; i < cols; ++i) o[i] = fp16_to_fp32(b[i / 32].d) * b[i / 32].qs[i % 32];
+        break;
+      }
+      case GgmlType::Q8_1: {
+        std::vector<detail::BlockQ8_1> b(static_cast<size_t>(cols / 32));
+        sk.quantize[static_cast<int>(detail::ActType::Q8_1)](xr, b.data(), cols);
+        for (int64_t i = 0; i < cols; ++i) o[i] = fp16_to_fp32(b[i / 32].d) * b[i / 32].qs[i % 32];
+        break;
+      }
+      case GgmlType::Q8_K: {
+        std::vector<detail::BlockQ8_K> b(static_cast<size_t>(cols / 256));
+        sk.quantize[static_cast<int>(detail::ActType::Q8_K)](xr, b.data(), cols);
+        for (int64_t i = 0; i < cols; ++i) o[i] = b[i / 256].d * b[i / 256].qs[i % 256];
+        break;
+      }
+      default: throw std::logic_error("unexpected activation type");
+    }
+  }
+  return out;
+}
+
+// y[t][r] = dot(wf row r, x row t), in double.
+inline std::vector<double> reference(const std::vector<float>& wf, const std::vector<float>& x, int64_t rows, int64_t cols,
+                              int64_t n_tokens) {
+  std::vector<double> y(static_cast<size_t>(rows * n_tokens));
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int64_t r = 0; r < rows; ++r) {
+      double s = 0;
+      for (int64_t c = 0; c < cols; ++c)
+        s += static_cast<double>(wf[static_cast<size_t>(r * cols + c)]) * x[static_cast<size_t>(t * cols + c)];
+      y[static_cast<size_t>(t * rows + r)] = s;
+    }
+  return y;
 }
 
 // Normalized mean squared error of a against the reference b.

@@ -95,11 +95,51 @@ struct GemmKernels {  // POD (see the top of this file); value-initialize it
   GemmFn fn[kMaxGemmToks + 1];  // fn[k]: `rows` rows x k tokens, 1 <= k <= toks
 };
 
+// Interleaved-8 weights (support/weight_layout.h; packed_x8.cpp). One x8
+// block holds block k of 8 consecutive rows:
+//   Q4_0: d[r] the rows' scales; qs[32c + 4r + i] = row r's qs[4c + i]
+//         (c < 4, i < 4): low nibble value 4c+i, high nibble 16+4c+i.
+//   Q4_K: d[r], dmin[r]; scales[8k + r] = row r's scales[k] (k < 12);
+//         qs[256p + 32c + 4r + i] = row r's qs[32p + 4c + i] (p < 4, c < 8):
+//         low nibble value 64p+4c+i (sub-block 2p), high 64p+32+4c+i.
+// So one 32-byte load holds 4 consecutive quants of all 8 rows, and one
+// broadcast 4-byte group of activations multiplies all of them.
+struct BlockQ4_0x8 { uint16_t d[8]; uint8_t qs[128]; };
+struct BlockQ4_Kx8 { uint16_t d[8]; uint16_t dmin[8]; uint8_t scales[96]; uint8_t qs[1024]; };
+static_assert(sizeof(BlockQ4_0x8) == 8 * sizeof(BlockQ4_0) && sizeof(BlockQ4_Kx8) == 8 * sizeof(BlockQ4_K));
+
+// One group of 8 interleaved rows against k tokens (1 <= k <= the table's
+// toks): for r < 8 and t < k,
+//   y[t * y_stride + r] = dot(row r, token t)
+// with `n_blocks` x8 blocks at w, token t's converted activations at
+// x + t * x_stride (bytes), and for Q4_0 the per-block sums of token t's
+// q8_0 quants at block_sums + t * sums_stride (unused for Q4_K).
+//
+// Every ISA computes the same bits: per row, the integer dot of each block
+// (Q4_K: of each superblock, scales and mins applied in integers) is exact,
+// and the float accumulation is, per block in order,
+//   Q4_0: acc = fma(f16(d_r) * f16(x.d), float(isum - 8 * block_sum), acc)
+//   Q4_K: acc = fma(f16(d_r) * x.d, float(isum), acc);
+//         acc = fma(-(f16(dmin_r) * x.d), float(sum_j min_j * bsum_j), acc)
+// (ggml's vec_dot sums the same products in another order: a few ulps).
+using PackedFn = void (*)(int64_t n_blocks, const void* w, const void* x, int64_t x_stride, const int32_t* block_sums,
+                          int64_t sums_stride, float* y, int64_t y_stride);
+struct PackedKernels {  // POD; value-initialize it
+  int toks;                        // 0 = no kernel for this type
+  PackedFn fn[kMaxGemmToks + 1];   // fn[k]: 8 rows x k tokens
+};
+
 struct QuantKernels {
   QuantizeFn quantize[static_cast<int>(ActType::Count)];
   DotFn dot[kTypeSlots];    // indexed by GgmlType value; null = no native path
   GemmKernels gemm[kTypeSlots];  // optional tiles for several tokens
+  PackedKernels x8[kTypeSlots];  // interleaved-8 weights (Q4_0, Q4_K)
 };
+
+// Fills the x8 kernels of `t`: the scalar ones (packed_x8.cpp) and the AVX2
+// ones (packed_x8_avx2.cpp).
+void add_scalar_x8_kernels(QuantKernels& t);
+void add_avx2_x8_kernels(QuantKernels& t);
 
 // Fills the AVX2 tiles of `t` (gemm_avx2.cpp).
 void add_avx2_gemm_kernels(QuantKernels& t);

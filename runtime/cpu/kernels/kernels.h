@@ -17,6 +17,7 @@
 
 #include "runtime/cpu/thread_pool.h"
 #include "support/ggml_type.h"
+#include "support/weight_layout.h"
 
 namespace vtc::cpu {
 
@@ -53,8 +54,20 @@ GgmlType matmul_activation_type(GgmlType wtype);
 // wtype blocks, rows contiguous). x: [n_tokens][cols] f32. y: [n_tokens][rows].
 // Throws vtc::Error for an unsupported type or cols not a multiple of the
 // block size.
+// `layout` says how W's bytes are arranged (support/weight_layout.h); a
+// layout other than Rows needs matmul_layout_supported().
 void matmul(GgmlType wtype, const void* w, int64_t rows, int64_t cols, const float* x, int64_t n_tokens,
-            float* y, ThreadPool& pool);
+            float* y, ThreadPool& pool, WeightLayout layout = WeightLayout::Rows);
+
+// True if matmul reads `wtype` weights stored in `layout` with `rows` rows
+// (Rows: matmul_supported; Interleaved8: Q4_0 or Q4_K, rows % 8 == 0).
+bool matmul_layout_supported(GgmlType wtype, WeightLayout layout, int64_t rows);
+
+// Rearranges a [rows][cols] `wtype` weight from the Rows layout into
+// `layout` (dst has the same size as src and must not overlap it). Throws
+// vtc::Error unless matmul_layout_supported(wtype, layout, rows) and cols is
+// a whole number of blocks.
+void repack_weight(GgmlType wtype, WeightLayout layout, const void* src, int64_t rows, int64_t cols, void* dst);
 
 // Several matmuls of the same activations: outputs[i].y = x W_i^T, each as
 // matmul(outputs[i].wtype, outputs[i].w, outputs[i].rows, cols, x, n_tokens,
@@ -67,6 +80,7 @@ struct MatmulOutput {
   const void* w;
   int64_t rows;
   float* y;
+  WeightLayout layout = WeightLayout::Rows;
 };
 void matmul_shared_input(const MatmulOutput* outputs, size_t n_outputs, int64_t cols, const float* x,
                          int64_t n_tokens, ThreadPool& pool);

@@ -48,8 +48,9 @@ static_assert(detail::kSlotF32 == static_cast<int>(GgmlType::F32) && detail::kSl
 
 namespace {
 
-constexpr int64_t kRowTile = 16;
+constexpr int64_t kRowTile = 16;  // a multiple of 8: whole groups of interleaved rows
 constexpr int64_t kTokTile = 16;
+static_assert(kRowTile % 8 == 0);
 
 struct ActInfo {
   ActType act;
@@ -116,10 +117,13 @@ GgmlType matmul_activation_type(GgmlType wtype) {
 
 namespace {
 
-void check_matmul_args(GgmlType wtype, int64_t rows, int64_t cols, int64_t n_tokens) {
+void check_matmul_args(GgmlType wtype, WeightLayout layout, int64_t rows, int64_t cols, int64_t n_tokens) {
   if (find_ggml_type(static_cast<uint32_t>(wtype)) == nullptr)
     throw Error(fmt::format("matmul: unknown weight type {}", static_cast<uint32_t>(wtype)));
   if (!matmul_supported(wtype)) throw Error(fmt::format("matmul: weight type {} is not supported", ggml_type_name(wtype)));
+  if (!matmul_layout_supported(wtype, layout, rows))
+    throw Error(fmt::format("matmul: a {}-row {} weight cannot be read in the {} layout", rows, ggml_type_name(wtype),
+                            weight_layout_name(layout)));
   check_cols(wtype, cols, "matmul");
   if (rows < 0 || n_tokens < 0) throw Error("matmul: negative shape");
 }
@@ -150,36 +154,53 @@ void matmul_dequantizing(GgmlType wtype, const uint8_t* wb, int64_t rows, int64_
 // Activations converted to one activation type: n_tokens rows of
 // row_bytes; with `wide`, also those values widened back to f32 (f16 and
 // bf16 only: the rows the F16/BF16 tiles read, GemmKernels::widened_x).
+// With `sums`, also the sum of each q8_0 block's quants, [n_tokens][cols/32]
+// (the Q4_0 x8 kernels subtract 8 times it: PackedFn).
 struct Activations {
   const uint8_t* data;
   int64_t row_bytes;
   const float* wide;
+  const int32_t* block_sums;
 };
+
+void q8_0_block_sums(const uint8_t* xb, int64_t x_row, int64_t cols, int64_t t, int32_t* sums) {
+  const auto* blocks = reinterpret_cast<const detail::BlockQ8_0*>(xb + t * x_row);
+  for (int64_t b = 0; b < cols / 32; ++b) {
+    int32_t s = 0;
+    for (int i = 0; i < 32; ++i) s += blocks[b].qs[i];
+    sums[t * (cols / 32) + b] = s;
+  }
+}
 
 // Converts x once, into buffers owned by the calling thread (valid until
 // its next matmul), in parallel over tokens when there are several.
 Activations convert_activations(const ActInfo& act, const float* x, int64_t cols, int64_t n_tokens, bool widen,
-                                ThreadPool& pool) {
+                                bool sums, ThreadPool& pool) {
   check_cols(act.type, cols, "matmul activations");
-  if (act.act == ActType::F32) return {reinterpret_cast<const uint8_t*>(x), cols * 4, x};
+  if (act.act == ActType::F32) return {reinterpret_cast<const uint8_t*>(x), cols * 4, x, nullptr};
   widen = widen && (act.act == ActType::F16 || act.act == ActType::BF16);
   const int64_t x_row = row_bytes(act.type, cols);
   const detail::QuantizeFn quantize = detail::active_quant_kernels().quantize[static_cast<int>(act.act)];
   thread_local std::vector<uint8_t> xbuf;
   thread_local std::vector<float> wide;
+  thread_local std::vector<int32_t> block_sums;
+  sums = sums && act.act == ActType::Q8_0;
   xbuf.resize(static_cast<size_t>(x_row * n_tokens));
   if (widen) wide.resize(static_cast<size_t>(cols * n_tokens));
+  if (sums) block_sums.resize(static_cast<size_t>(cols / 32 * n_tokens));
   uint8_t* xb = xbuf.data();
   float* xw = wide.data();
+  int32_t* bs = block_sums.data();
   auto convert = [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       quantize(x + t * cols, xb + t * x_row, cols);
       if (widen) dequantize_row(act.type, xb + t * x_row, xw + t * cols, cols);
+      if (sums) q8_0_block_sums(xb, x_row, cols, t, bs);
     }
   };
   if (n_tokens >= 4) pool.parallel_for(n_tokens, convert);
   else convert(0, n_tokens);
-  return {xb, x_row, widen ? xw : nullptr};
+  return {xb, x_row, widen ? xw : nullptr, sums ? bs : nullptr};
 }
 
 // One weight's native matmul against converted activations, cut into
@@ -189,22 +210,41 @@ struct NativeMatmul {
   int64_t rows, cols, w_row, n_tokens, n_tok_tiles;
   float* y;
   detail::DotFn dot;
-  const detail::GemmKernels* tiles;  // null: no tiles for this type or batch
+  const detail::GemmKernels* tiles;     // null: no tiles for this type or batch
+  const detail::PackedKernels* packed;  // interleaved-8 weights; null for Rows
+  int64_t n_blocks;                     // weight blocks per row
 
-  NativeMatmul(GgmlType wtype, const void* weights, int64_t rows_, int64_t cols_, int64_t n_tokens_, float* y_)
+  NativeMatmul(GgmlType wtype, WeightLayout layout, const void* weights, int64_t rows_, int64_t cols_,
+               int64_t n_tokens_, float* y_)
       : w(static_cast<const uint8_t*>(weights)), rows(rows_), cols(cols_), w_row(row_bytes(wtype, cols_)),
-        n_tokens(n_tokens_), n_tok_tiles((n_tokens_ + kTokTile - 1) / kTokTile), y(y_) {
+        n_tokens(n_tokens_), n_tok_tiles((n_tokens_ + kTokTile - 1) / kTokTile), y(y_),
+        n_blocks(cols_ / ggml_traits(wtype).block_size) {
     const detail::QuantKernels& qk = detail::active_quant_kernels();
     dot = qk.dot[static_cast<int>(wtype)];
     const detail::GemmKernels& g = qk.gemm[static_cast<int>(wtype)];
     tiles = g.rows > 0 && n_tokens >= 2 && !tiles_disabled() ? &g : nullptr;
+    packed = layout == WeightLayout::Interleaved8 ? &qk.x8[static_cast<int>(wtype)] : nullptr;
   }
   int64_t n_items() const { return (rows + kRowTile - 1) / kRowTile * n_tok_tiles; }
-  bool wants_widened_x() const { return tiles != nullptr && tiles->widened_x; }
+  bool wants_widened_x() const { return packed == nullptr && tiles != nullptr && tiles->widened_x; }
+  bool wants_block_sums() const { return packed != nullptr; }
+
+  // Interleaved weights: groups of 8 rows (kRowTile is a multiple of 8, and
+  // the rows are) against up to packed->toks tokens at a time.
+  void run_packed(int64_t r0, int64_t r1, int64_t t0, int64_t t1, const Activations& xa) const {
+    for (int64_t g = r0; g < r1; g += 8)
+      for (int64_t t = t0; t < t1; t += packed->toks) {
+        const int nt = static_cast<int>(std::min<int64_t>(packed->toks, t1 - t));
+        const int32_t* sums = xa.block_sums != nullptr ? xa.block_sums + t * n_blocks : nullptr;
+        packed->fn[nt](n_blocks, w + g * w_row, xa.data + t * xa.row_bytes, xa.row_bytes, sums, n_blocks,
+                       y + t * rows + g, rows);
+      }
+  }
 
   void run_item(int64_t item, const Activations& xa) const {
     const int64_t r0 = item / n_tok_tiles * kRowTile, t0 = item % n_tok_tiles * kTokTile;
     const int64_t r1 = std::min(rows, r0 + kRowTile), t1 = std::min(n_tokens, t0 + kTokTile);
+    if (packed != nullptr) return run_packed(r0, r1, t0, t1, xa);
     int64_t r = r0;
     if (tiles != nullptr)
       for (; r + tiles->rows <= r1; r += tiles->rows)
@@ -232,16 +272,17 @@ struct NativeMatmul {
 }  // namespace
 
 void matmul(GgmlType wtype, const void* w, int64_t rows, int64_t cols, const float* x, int64_t n_tokens, float* y,
-            ThreadPool& pool) {
-  check_matmul_args(wtype, rows, cols, n_tokens);
+            ThreadPool& pool, WeightLayout layout) {
+  check_matmul_args(wtype, layout, rows, cols, n_tokens);
   if (rows == 0 || n_tokens == 0) return;
   ActInfo act{};
   if (!native_act(wtype, act)) {
     matmul_dequantizing(wtype, static_cast<const uint8_t*>(w), rows, cols, x, n_tokens, y, pool);
     return;
   }
-  const NativeMatmul m(wtype, w, rows, cols, n_tokens, y);
-  const Activations xa = convert_activations(act, x, cols, n_tokens, m.wants_widened_x(), pool);
+  const NativeMatmul m(wtype, layout, w, rows, cols, n_tokens, y);
+  const Activations xa =
+      convert_activations(act, x, cols, n_tokens, m.wants_widened_x(), m.wants_block_sums(), pool);
   pool.parallel_for(m.n_items(), [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) m.run_item(item, xa);
   });
@@ -253,24 +294,26 @@ void matmul_shared_input(const MatmulOutput* outputs, size_t n_outputs, int64_t 
   bool shared = n_outputs > 1 && n_tokens > 0;
   for (size_t i = 0; i < n_outputs; ++i) {
     const MatmulOutput& o = outputs[i];
-    check_matmul_args(o.wtype, o.rows, cols, n_tokens);
+    check_matmul_args(o.wtype, o.layout, o.rows, cols, n_tokens);
     shared = shared && o.rows > 0 && native_act(o.wtype, act) && (i == 0 || act.act == first.act);
     if (i == 0) first = act;
   }
   if (!shared) {
     for (size_t i = 0; i < n_outputs; ++i)
-      matmul(outputs[i].wtype, outputs[i].w, outputs[i].rows, cols, x, n_tokens, outputs[i].y, pool);
+      matmul(outputs[i].wtype, outputs[i].w, outputs[i].rows, cols, x, n_tokens, outputs[i].y, pool, outputs[i].layout);
     return;
   }
   std::vector<NativeMatmul> parts;
   std::vector<int64_t> item_end;  // running total of items after each part
-  bool widen = false;
+  bool widen = false, sums = false;
   for (size_t i = 0; i < n_outputs; ++i) {
-    parts.emplace_back(outputs[i].wtype, outputs[i].w, outputs[i].rows, cols, n_tokens, outputs[i].y);
+    const MatmulOutput& o = outputs[i];
+    parts.emplace_back(o.wtype, o.layout, o.w, o.rows, cols, n_tokens, o.y);
     item_end.push_back((item_end.empty() ? 0 : item_end.back()) + parts.back().n_items());
     widen = widen || parts.back().wants_widened_x();
+    sums = sums || parts.back().wants_block_sums();
   }
-  const Activations xa = convert_activations(first, x, cols, n_tokens, widen, pool);
+  const Activations xa = convert_activations(first, x, cols, n_tokens, widen, sums, pool);
   pool.parallel_for(item_end.back(), [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) {
       const size_t p = static_cast<size_t>(std::upper_bound(item_end.begin(), item_end.end(), item) - item_end.begin());

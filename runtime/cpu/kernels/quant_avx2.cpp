@@ -443,6 +443,7 @@ const QuantKernels* avx2_quant_kernels_novnni() {
     t.dot[kSlotQ6_K] = dot_q6_k;
     t.dot[kSlotIQ4_XS] = dot_iq4_xs;
     add_avx2_gemm_kernels(t);
+    add_avx2_x8_kernels(t);
     return t;
   }();
   return &k;

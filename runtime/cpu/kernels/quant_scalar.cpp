@@ -436,6 +436,7 @@ const QuantKernels& scalar_quant_kernels() {
     t.dot[kSlotQ5_K] = dot_q45_k<true>;
     t.dot[kSlotQ6_K] = dot_q6_k;
     t.dot[kSlotIQ4_XS] = dot_iq4_xs;
+    add_scalar_x8_kernels(t);
     return t;
   }();
   return k;

@@ -1,0 +1,202 @@
+// Interleaved-8 weights: the repacking from ggml's row layout, and the
+// scalar kernels (the reference the AVX2 ones must match bit for bit).
+//
+// Why interleave. A decode step is one activation row against every weight
+// row. Row by row, each Q4_K superblock costs a scale unpacking, a mins
+// product and a horizontal sum for 256 multiply-adds, and the int8 dot is
+// bound by those instructions, not by memory (~9 GB/s of weights per core
+// against ~14 GB/s of DRAM). With 8 rows interleaved (internal.h,
+// BlockQ4_0x8 / BlockQ4_Kx8), one 32-byte load holds 4 quants of each of 8
+// rows, a broadcast of 4 activation bytes multiplies all of them
+// (vpmaddubsw), the products of a sub-block add up in 16 bits, one
+// vpmaddwd applies the 8 rows' scales, and the 8 results come out in the 8
+// lanes of one register: no horizontal sum, and the scales and mins of 8
+// rows are unpacked with a few vector ops.
+//
+// The layout is a byte permutation (same size as the rows), so `vtc compile
+// --pack` can store it in place of the GGUF's tensor data and a load is an
+// mmap again.
+#include <cmath>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "runtime/cpu/kernels/internal.h"
+#include "runtime/cpu/kernels/kernels.h"
+#include "support/error.h"
+
+namespace vtc::cpu {
+
+using detail::BlockQ4_0;
+using detail::BlockQ4_0x8;
+using detail::BlockQ4_K;
+using detail::BlockQ4_Kx8;
+using detail::BlockQ8_0;
+using detail::BlockQ8_K;
+
+bool matmul_layout_supported(GgmlType wtype, WeightLayout layout, int64_t rows) {
+  if (layout == WeightLayout::Rows) return matmul_supported(wtype);
+  return weight_layout_supports(layout, wtype) && rows >= 0 && rows % weight_layout_rows(layout) == 0;
+}
+
+namespace {
+
+void repack_q4_0_group(const BlockQ4_0* const row[8], int64_t n_blocks, BlockQ4_0x8* out) {
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    BlockQ4_0x8& o = out[b];
+    for (int r = 0; r < 8; ++r) {
+      const BlockQ4_0& src = row[r][b];
+      o.d[r] = src.d;
+      for (int c = 0; c < 4; ++c) std::memcpy(o.qs + 32 * c + 4 * r, src.qs + 4 * c, 4);
+    }
+  }
+}
+
+void repack_q4_k_group(const BlockQ4_K* const row[8], int64_t n_blocks, BlockQ4_Kx8* out) {
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    BlockQ4_Kx8& o = out[b];
+    for (int r = 0; r < 8; ++r) {
+      const BlockQ4_K& src = row[r][b];
+      o.d[r] = src.d;
+      o.dmin[r] = src.dmin;
+      for (int k = 0; k < 12; ++k) o.scales[8 * k + r] = src.scales[k];
+      for (int p = 0; p < 4; ++p)
+        for (int c = 0; c < 8; ++c) std::memcpy(o.qs + 256 * p + 32 * c + 4 * r, src.qs + 32 * p + 4 * c, 4);
+    }
+  }
+}
+
+}  // namespace
+
+void repack_weight(GgmlType wtype, WeightLayout layout, const void* src, int64_t rows, int64_t cols, void* dst) {
+  if (!matmul_layout_supported(wtype, layout, rows))
+    throw Error(fmt::format("repack_weight: a {}-row {} weight cannot be stored in the {} layout", rows,
+                            ggml_type_name(wtype), weight_layout_name(layout)));
+  const auto& tr = ggml_traits(wtype);
+  if (cols < 0 || cols % tr.block_size != 0)
+    throw Error(fmt::format("repack_weight: {} columns is not a whole number of {}-value {} blocks", cols,
+                            tr.block_size, tr.name));
+  const int64_t n_blocks = cols / tr.block_size, row_bytes = n_blocks * tr.block_bytes;
+  const auto* s = static_cast<const uint8_t*>(src);
+  auto* d = static_cast<uint8_t*>(dst);
+  if (layout == WeightLayout::Rows) {
+    std::memcpy(d, s, static_cast<size_t>(rows * row_bytes));
+    return;
+  }
+  for (int64_t g = 0; g < rows / 8; ++g) {
+    const uint8_t* group = s + g * 8 * row_bytes;
+    uint8_t* out = d + g * 8 * row_bytes;
+    if (wtype == GgmlType::Q4_0) {
+      const BlockQ4_0* row[8];
+      for (int r = 0; r < 8; ++r) row[r] = reinterpret_cast<const BlockQ4_0*>(group + r * row_bytes);
+      repack_q4_0_group(row, n_blocks, reinterpret_cast<BlockQ4_0x8*>(out));
+    } else {
+      const BlockQ4_K* row[8];
+      for (int r = 0; r < 8; ++r) row[r] = reinterpret_cast<const BlockQ4_K*>(group + r * row_bytes);
+      repack_q4_k_group(row, n_blocks, reinterpret_cast<BlockQ4_Kx8*>(out));
+    }
+  }
+}
+
+namespace detail {
+namespace {
+
+float h2f(uint16_t h) { return fp16_table()[h]; }
+
+// The quant of row r at value v of a Q4_0 x8 block (0..15).
+int q4_0_x8_code(const BlockQ4_0x8& b, int r, int v) {
+  const int half = v / 16, c = (v % 16) / 4, i = v % 4;
+  const uint8_t byte = b.qs[32 * c + 4 * r + i];
+  return half ? byte >> 4 : byte & 0x0f;
+}
+
+template <int NT>
+void q4_0_x8_scalar(int64_t n_blocks, const void* vw, const void* vx, int64_t x_stride, const int32_t* block_sums,
+                    int64_t sums_stride, float* y, int64_t y_stride) {
+  const auto* w = static_cast<const BlockQ4_0x8*>(vw);
+  for (int t = 0; t < NT; ++t) {
+    const auto* x = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(vx) + t * x_stride);
+    for (int r = 0; r < 8; ++r) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        int32_t isum = 0;
+        for (int v = 0; v < 32; ++v) isum += q4_0_x8_code(w[b], r, v) * x[b].qs[v];
+        isum -= 8 * block_sums[t * sums_stride + b];
+        acc = std::fma(h2f(w[b].d[r]) * h2f(x[b].d), static_cast<float>(isum), acc);
+      }
+      y[t * y_stride + r] = acc;
+    }
+  }
+}
+
+// Row r's 6-bit scale and min of sub-block j (ggml's get_scale_min_k4 on
+// the de-interleaved scale bytes).
+void q4_k_x8_scale_min(const BlockQ4_Kx8& b, int r, int j, int& sc, int& mn) {
+  auto q = [&](int k) { return int(b.scales[8 * k + r]); };
+  if (j < 4) {
+    sc = q(j) & 63;
+    mn = q(j + 4) & 63;
+  } else {
+    sc = (q(j + 4) & 0x0f) | ((q(j - 4) >> 6) << 4);
+    mn = (q(j + 4) >> 4) | ((q(j) >> 6) << 4);
+  }
+}
+
+int q4_k_x8_code(const BlockQ4_Kx8& b, int r, int v) {
+  const int p = v / 64, half = (v % 64) / 32, c = (v % 32) / 4, i = v % 4;
+  const uint8_t byte = b.qs[256 * p + 32 * c + 4 * r + i];
+  return half ? byte >> 4 : byte & 0x0f;
+}
+
+template <int NT>
+void q4_k_x8_scalar(int64_t n_blocks, const void* vw, const void* vx, int64_t x_stride, const int32_t*, int64_t,
+                    float* y, int64_t y_stride) {
+  const auto* w = static_cast<const BlockQ4_Kx8*>(vw);
+  for (int t = 0; t < NT; ++t) {
+    const auto* x = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(vx) + t * x_stride);
+    for (int r = 0; r < 8; ++r) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        int32_t isum = 0, msum = 0;
+        for (int j = 0; j < 8; ++j) {
+          int sc = 0, mn = 0;
+          q4_k_x8_scale_min(w[b], r, j, sc, mn);
+          int32_t sub = 0;
+          for (int v = 32 * j; v < 32 * j + 32; ++v) sub += q4_k_x8_code(w[b], r, v) * x[b].qs[v];
+          isum += sc * sub;
+          msum += mn * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
+        }
+        acc = std::fma(h2f(w[b].d[r]) * x[b].d, static_cast<float>(isum), acc);
+        acc = std::fma(-(h2f(w[b].dmin[r]) * x[b].d), static_cast<float>(msum), acc);
+      }
+      y[t * y_stride + r] = acc;
+    }
+  }
+}
+
+template <template <int> class Kernel>
+PackedKernels make_packed() {
+  PackedKernels k{};
+  k.toks = 1;
+  k.fn[1] = Kernel<1>::fn;
+  return k;
+}
+
+template <int NT>
+struct Q4_0Scalar {
+  static constexpr PackedFn fn = q4_0_x8_scalar<NT>;
+};
+template <int NT>
+struct Q4_KScalar {
+  static constexpr PackedFn fn = q4_k_x8_scalar<NT>;
+};
+
+}  // namespace
+
+void add_scalar_x8_kernels(QuantKernels& t) {
+  t.x8[kSlotQ4_0] = make_packed<Q4_0Scalar>();
+  t.x8[kSlotQ4_K] = make_packed<Q4_KScalar>();
+}
+
+}  // namespace detail
+}  // namespace vtc::cpu

@@ -1,0 +1,206 @@
+// AVX2 kernels for interleaved-8 weights (layout and arithmetic: internal.h,
+// BlockQ4_0x8 / BlockQ4_Kx8 and PackedFn; why: packed_x8.cpp).
+//
+// Per 32-byte load of quants (4 values of each of 8 rows, low and high
+// nibbles) and per token: two vpmaddubsw against broadcast 4-byte groups of
+// the token's int8 activations, added in 16 bits. A sub-block's 16-bit sums
+// cannot overflow: 8 loads x 2 products x 15 x 128 = 30720 < 32767. Then one
+// vpmaddwd per sub-block turns each row's pair of 16-bit sums into its int32
+// lane, multiplied by the row's scale (Q4_K) or by 1 (Q4_0). The 8 rows'
+// results end in the 8 lanes of one register, so nothing is summed
+// horizontally. The integers are exact and the float steps are those of the
+// scalar kernels, so both give the same bits.
+#include <immintrin.h>
+
+#include "runtime/cpu/kernels/avx2_common.h"
+#include "runtime/cpu/kernels/internal.h"
+
+namespace vtc::cpu::detail {
+namespace {
+
+inline __m256i bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+inline __m256 load_f16x8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+template <int NT>
+void q4_0_x8_avx2(int64_t n_blocks, const void* vw, const void* vx, int64_t x_stride, const int32_t* block_sums,
+                  int64_t sums_stride, float* y, int64_t y_stride) {
+  const auto* w = static_cast<const BlockQ4_0x8*>(vw);
+  const BlockQ8_0* x[NT];
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(vx) + t * x_stride);
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[NT];
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const BlockQ4_0x8& wb = w[b];
+    __m256i s16[NT];
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t) s16[t] = _mm256_setzero_si256();
+#pragma GCC unroll 16
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = loadu(wb.qs + 32 * c);
+      const __m256i lo = _mm256_and_si256(q, m4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+#pragma GCC unroll 16
+      for (int t = 0; t < NT; ++t) {
+        s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(lo, bcast4(x[t][b].qs + 4 * c)));
+        s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(hi, bcast4(x[t][b].qs + 16 + 4 * c)));
+      }
+    }
+    const __m256 dw = load_f16x8(wb.d);
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t) {
+      const __m256i offset = _mm256_set1_epi32(8 * block_sums[t * sums_stride + b]);
+      const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(s16[t], ones), offset);
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(h2f(x[t][b].d))), _mm256_cvtepi32_ps(isum), acc[t]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y + t * y_stride, acc[t]);
+}
+
+// Byte j of each 16-bit lane pair: 8 row bytes -> 16 int16, each value twice
+// (r0 r0 r1 r1 ...): vpmaddwd then scales row r's pair of 16-bit sums.
+inline __m256i dup_rows_epi16(__m128i rows8) { return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(rows8, rows8)); }
+
+// The 8 rows' scales and mins of one Q4_K x8 superblock, unpacked (ggml's
+// get_scale_min_k4 on 8 rows at once): sc_lo holds sub-blocks 0..3 as four
+// 8-byte row groups, sc_hi 4..7, and likewise mn_lo, mn_hi.
+struct ScalesX8 {
+  __m256i sc_lo, sc_hi, mn_lo, mn_hi;
+};
+inline ScalesX8 unpack_scales_x8(const uint8_t* s) {
+  const __m256i b0 = loadu(s), b1 = loadu(s + 32), b2 = loadu(s + 64);
+  const __m256i m6 = _mm256_set1_epi8(63), m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3);
+  const __m256i top0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(b0, 6), m2), 4);
+  const __m256i top1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(b1, 6), m2), 4);
+  ScalesX8 out;
+  out.sc_lo = _mm256_and_si256(b0, m6);
+  out.mn_lo = _mm256_and_si256(b1, m6);
+  out.sc_hi = _mm256_or_si256(_mm256_and_si256(b2, m4), top0);
+  out.mn_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m4), top1);
+  return out;
+}
+
+// Sub-blocks 2p and 2p+1 of 8 rows (two 8-byte groups of a 16-byte half)
+// -> 16 int16 lanes (m[r][2p], m[r][2p+1]) for r = 0..7.
+inline __m256i pair_rows_epi16(__m128i two_groups) {
+  const __m128i interleave = _mm_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+  return _mm256_cvtepu8_epi16(_mm_shuffle_epi8(two_groups, interleave));
+}
+
+template <int P>
+inline __m256i bcast_pair(__m128i bs) {
+  return _mm256_broadcastd_epi32(_mm_shuffle_epi32(bs, P * 0x55));
+}
+
+// Sum of each row's mins times the token's sub-block sums, exact, in the
+// row's lane.
+inline __m256i q4_k_mins_x8(const ScalesX8& s, const BlockQ8_K& xb) {
+  const __m128i bs_lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.bsums));
+  const __m128i bs_hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.bsums + 8));
+  const __m128i bs = _mm_hadd_epi16(bs_lo, bs_hi);  // bsum_j = bsums[2j] + bsums[2j+1]; lane p: (bsum_2p, bsum_2p+1)
+  __m256i m = _mm256_madd_epi16(pair_rows_epi16(_mm256_castsi256_si128(s.mn_lo)), bcast_pair<0>(bs));
+  m = _mm256_add_epi32(m, _mm256_madd_epi16(pair_rows_epi16(_mm256_extracti128_si256(s.mn_lo, 1)), bcast_pair<1>(bs)));
+  m = _mm256_add_epi32(m, _mm256_madd_epi16(pair_rows_epi16(_mm256_castsi256_si128(s.mn_hi)), bcast_pair<2>(bs)));
+  m = _mm256_add_epi32(m, _mm256_madd_epi16(pair_rows_epi16(_mm256_extracti128_si256(s.mn_hi, 1)), bcast_pair<3>(bs)));
+  return m;
+}
+
+// Sub-block j's 8 row scales as dup_rows_epi16 lanes.
+inline __m256i scale_lanes(const ScalesX8& s, int j) {
+  const __m256i v = j < 4 ? s.sc_lo : s.sc_hi;
+  const __m128i half = (j & 2) ? _mm256_extracti128_si256(v, 1) : _mm256_castsi256_si128(v);
+  return dup_rows_epi16((j & 1) ? _mm_srli_si128(half, 8) : half);
+}
+
+template <int NT>
+void q4_k_x8_avx2(int64_t n_blocks, const void* vw, const void* vx, int64_t x_stride, const int32_t*, int64_t,
+                  float* y, int64_t y_stride) {
+  const auto* w = static_cast<const BlockQ4_Kx8*>(vw);
+  const BlockQ8_K* x[NT];
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(vx) + t * x_stride);
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  __m256 acc[NT];
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const BlockQ4_Kx8& wb = w[b];
+    const ScalesX8 sm = unpack_scales_x8(wb.scales);
+    __m256i isum[NT];
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) {
+      __m256i s_lo[NT], s_hi[NT];
+#pragma GCC unroll 16
+      for (int t = 0; t < NT; ++t) s_lo[t] = s_hi[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c) {
+        const __m256i q = loadu(wb.qs + 256 * p + 32 * c);
+        const __m256i lo = _mm256_and_si256(q, m4);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+#pragma GCC unroll 16
+        for (int t = 0; t < NT; ++t) {
+          s_lo[t] = _mm256_add_epi16(s_lo[t], _mm256_maddubs_epi16(lo, bcast4(x[t][b].qs + 64 * p + 4 * c)));
+          s_hi[t] = _mm256_add_epi16(s_hi[t], _mm256_maddubs_epi16(hi, bcast4(x[t][b].qs + 64 * p + 32 + 4 * c)));
+        }
+      }
+      const __m256i sc_lo = scale_lanes(sm, 2 * p), sc_hi = scale_lanes(sm, 2 * p + 1);
+#pragma GCC unroll 16
+      for (int t = 0; t < NT; ++t)
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(s_lo[t], sc_lo),
+                                                             _mm256_madd_epi16(s_hi[t], sc_hi)));
+    }
+    const __m256 d = load_f16x8(wb.d), dmin = load_f16x8(wb.dmin);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t) {
+      const __m256 xd = _mm256_set1_ps(x[t][b].d);
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, xd), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+      const __m256 neg_dmin = _mm256_xor_ps(_mm256_mul_ps(dmin, xd), sign);
+      acc[t] = _mm256_fmadd_ps(neg_dmin, _mm256_cvtepi32_ps(q4_k_mins_x8(sm, x[t][b])), acc[t]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y + t * y_stride, acc[t]);
+}
+
+template <template <int> class K>
+PackedKernels make_packed() {
+  PackedKernels k{};
+  k.toks = kMaxGemmToks;
+  k.fn[1] = K<1>::fn;
+  k.fn[2] = K<2>::fn;
+  k.fn[3] = K<3>::fn;
+  k.fn[4] = K<4>::fn;
+  return k;
+}
+template <int NT>
+struct Q4_0Avx2 {
+  static constexpr PackedFn fn = q4_0_x8_avx2<NT>;
+};
+template <int NT>
+struct Q4_KAvx2 {
+  static constexpr PackedFn fn = q4_k_x8_avx2<NT>;
+};
+static_assert(kMaxGemmToks == 4, "make_packed fills fn[1..4]");
+
+}  // namespace
+
+void add_avx2_x8_kernels(QuantKernels& t) {
+  t.x8[kSlotQ4_0] = make_packed<Q4_0Avx2>();
+  t.x8[kSlotQ4_K] = make_packed<Q4_KAvx2>();
+}
+
+}  // namespace vtc::cpu::detail
