@@ -222,7 +222,10 @@ struct NativeMatmul {
     const detail::QuantKernels& qk = detail::active_quant_kernels();
     dot = qk.dot[static_cast<int>(wtype)];
     const detail::GemmKernels& g = qk.gemm[static_cast<int>(wtype)];
-    tiles = g.rows > 0 && n_tokens >= 2 && !tiles_disabled() ? &g : nullptr;
+    // A single token too goes through the widened-x tiles (F16, BF16): the
+    // dot kernel would widen the same activations again for every row,
+    // which costs as much as the multiply-adds (same bits either way).
+    tiles = g.rows > 0 && (n_tokens >= 2 || g.widened_x) && !tiles_disabled() ? &g : nullptr;
     packed = layout == WeightLayout::Interleaved8 ? &qk.x8[static_cast<int>(wtype)] : nullptr;
   }
   int64_t n_items() const { return (rows + kRowTile - 1) / kRowTile * n_tok_tiles; }
