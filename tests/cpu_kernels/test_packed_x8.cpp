@@ -36,6 +36,7 @@ struct Case {
 const Case kCases[] = {
     {GgmlType::Q4_0, 8, 32},   {GgmlType::Q4_0, 24, 96},   {GgmlType::Q4_0, 40, 1280},
     {GgmlType::Q4_K, 8, 256},  {GgmlType::Q4_K, 24, 768},  {GgmlType::Q4_K, 40, 1280},
+    {GgmlType::Q6_K, 8, 256},  {GgmlType::Q6_K, 24, 768},  {GgmlType::Q6_K, 40, 1280},
 };
 
 std::vector<uint8_t> packed(const Case& c, const std::vector<uint8_t>& w) {
@@ -74,7 +75,7 @@ TEST_CASE("packed x8: repacking permutes the bytes and refuses what it cannot st
                     Catch::Contains("12-row q4_0"));
   CHECK_THROWS_WITH(repack_weight(GgmlType::Q8_0, WeightLayout::Interleaved8, buf.data(), 8, 32, buf.data()),
                     Catch::Contains("x8 layout"));
-  CHECK_FALSE(matmul_layout_supported(GgmlType::Q6_K, WeightLayout::Interleaved8, 8));
+  CHECK_FALSE(matmul_layout_supported(GgmlType::Q5_K, WeightLayout::Interleaved8, 8));
   CHECK(matmul_layout_supported(GgmlType::Q4_K, WeightLayout::Interleaved8, 16));
   ThreadPool pool(1);
   std::vector<float> x(32), y(12);

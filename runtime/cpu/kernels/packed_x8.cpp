@@ -31,6 +31,8 @@ using detail::BlockQ4_0;
 using detail::BlockQ4_0x8;
 using detail::BlockQ4_K;
 using detail::BlockQ4_Kx8;
+using detail::BlockQ6_K;
+using detail::BlockQ6_Kx8;
 using detail::BlockQ8_0;
 using detail::BlockQ8_K;
 
@@ -66,6 +68,27 @@ void repack_q4_k_group(const BlockQ4_K* const row[8], int64_t n_blocks, BlockQ4_
   }
 }
 
+void repack_q6_k_group(const BlockQ6_K* const row[8], int64_t n_blocks, BlockQ6_Kx8* out) {
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    BlockQ6_Kx8& o = out[b];
+    for (int r = 0; r < 8; ++r) {
+      const BlockQ6_K& src = row[r][b];
+      o.d[r] = src.d;
+      for (int s = 0; s < 16; ++s) o.scales[8 * s + r] = src.scales[s];
+      for (int h = 0; h < 2; ++h) {
+        for (int c = 0; c < 16; ++c) std::memcpy(o.ql + 512 * h + 32 * c + 4 * r, src.ql + 64 * h + 4 * c, 4);
+        for (int c = 0; c < 8; ++c) std::memcpy(o.qh + 256 * h + 32 * c + 4 * r, src.qh + 32 * h + 4 * c, 4);
+      }
+    }
+  }
+}
+
+// Group g's 8 row pointers, as blocks of type Block.
+template <typename Block>
+void group_rows(const uint8_t* group, int64_t row_bytes, const Block* row[8]) {
+  for (int r = 0; r < 8; ++r) row[r] = reinterpret_cast<const Block*>(group + r * row_bytes);
+}
+
 }  // namespace
 
 void repack_weight(GgmlType wtype, WeightLayout layout, const void* src, int64_t rows, int64_t cols, void* dst) {
@@ -88,12 +111,16 @@ void repack_weight(GgmlType wtype, WeightLayout layout, const void* src, int64_t
     uint8_t* out = d + g * 8 * row_bytes;
     if (wtype == GgmlType::Q4_0) {
       const BlockQ4_0* row[8];
-      for (int r = 0; r < 8; ++r) row[r] = reinterpret_cast<const BlockQ4_0*>(group + r * row_bytes);
+      group_rows(group, row_bytes, row);
       repack_q4_0_group(row, n_blocks, reinterpret_cast<BlockQ4_0x8*>(out));
-    } else {
+    } else if (wtype == GgmlType::Q4_K) {
       const BlockQ4_K* row[8];
-      for (int r = 0; r < 8; ++r) row[r] = reinterpret_cast<const BlockQ4_K*>(group + r * row_bytes);
+      group_rows(group, row_bytes, row);
       repack_q4_k_group(row, n_blocks, reinterpret_cast<BlockQ4_Kx8*>(out));
+    } else {
+      const BlockQ6_K* row[8];
+      group_rows(group, row_bytes, row);
+      repack_q6_k_group(row, n_blocks, reinterpret_cast<BlockQ6_Kx8*>(out));
     }
   }
 }
@@ -174,6 +201,38 @@ void q4_k_x8_scalar(int64_t n_blocks, const void* vw, const void* vx, int64_t x_
   }
 }
 
+// Row r's 6-bit code (0..63) at value v of a Q6_K x8 block.
+int q6_k_x8_code(const BlockQ6_Kx8& b, int r, int v) {
+  const int h = v / 128, q = (v % 128) / 32, l = v % 32, c = l / 4, i = l % 4;
+  const uint8_t lo = b.ql[512 * h + 32 * (c + 8 * (q & 1)) + 4 * r + i];
+  const uint8_t hi = b.qh[256 * h + 32 * c + 4 * r + i];
+  return ((q < 2 ? lo & 0x0f : lo >> 4) | (((hi >> (2 * q)) & 3) << 4));
+}
+
+template <int NT>
+void q6_k_x8_scalar(int64_t n_blocks, const void* vw, const void* vx, int64_t x_stride, const int32_t*, int64_t,
+                    float* y, int64_t y_stride) {
+  const auto* w = static_cast<const BlockQ6_Kx8*>(vw);
+  for (int t = 0; t < NT; ++t) {
+    const auto* x = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(vx) + t * x_stride);
+    for (int r = 0; r < 8; ++r) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        int32_t isum = 0, offset = 0;
+        for (int s = 0; s < 16; ++s) {
+          const int sc = w[b].scales[8 * s + r];
+          int32_t sub = 0;
+          for (int v = 16 * s; v < 16 * s + 16; ++v) sub += q6_k_x8_code(w[b], r, v) * x[b].qs[v];
+          isum += sc * sub;
+          offset += sc * x[b].bsums[s];
+        }
+        acc = std::fma(h2f(w[b].d[r]) * x[b].d, static_cast<float>(isum - 32 * offset), acc);
+      }
+      y[t * y_stride + r] = acc;
+    }
+  }
+}
+
 template <template <int> class Kernel>
 PackedKernels make_packed() {
   PackedKernels k{};
@@ -191,11 +250,17 @@ struct Q4_KScalar {
   static constexpr PackedFn fn = q4_k_x8_scalar<NT>;
 };
 
+template <int NT>
+struct Q6_KScalar {
+  static constexpr PackedFn fn = q6_k_x8_scalar<NT>;
+};
+
 }  // namespace
 
 void add_scalar_x8_kernels(QuantKernels& t) {
   t.x8[kSlotQ4_0] = make_packed<Q4_0Scalar>();
   t.x8[kSlotQ4_K] = make_packed<Q4_KScalar>();
+  t.x8[kSlotQ6_K] = make_packed<Q6_KScalar>();
 }
 
 }  // namespace detail

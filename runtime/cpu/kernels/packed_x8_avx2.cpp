@@ -176,6 +176,91 @@ void q4_k_x8_avx2(int64_t n_blocks, const void* vw, const void* vx, int64_t x_st
   for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y + t * y_stride, acc[t]);
 }
 
+// Sub-block s's 8 signed row scales as int16 lanes (sc_r0, sc_r0, sc_r1, ...).
+inline __m256i q6_scale_lanes(const int8_t* scales, int s) {
+  const __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 8 * s));
+  return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(v, v));
+}
+
+// sum_s sc_s * bsum_s per row, exact: lanes (sc[r][2k], sc[r][2k+1]) times
+// the broadcast pair (bsums[2k], bsums[2k+1]).
+inline __m256i q6_offsets_x8(const int8_t* scales, const BlockQ8_K& xb) {
+  const __m128i interleave = _mm_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+  __m256i m = _mm256_setzero_si256();
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) {
+    const __m128i two = _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16 * k));
+    const __m256i sc = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(two, interleave));
+    int32_t pair;
+    std::memcpy(&pair, xb.bsums + 2 * k, 4);
+    m = _mm256_add_epi32(m, _mm256_madd_epi16(sc, _mm256_set1_epi32(pair)));
+  }
+  return m;
+}
+
+// The codes of chunk c (< 8) of half h for values 128h + 32q + 4c + i
+// (Q6_K's ql/qh bit layout, internal.h). Each q reloads its two inputs
+// (L1 hits): decoding all four at once spilled registers.
+template <int Q>
+inline __m256i q6_codes_x8(const BlockQ6_Kx8& b, int h, int c) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+  const __m256i ql = loadu(b.ql + 512 * h + 32 * (c + 8 * (Q & 1)));
+  const __m256i qh = loadu(b.qh + 256 * h + 32 * c);
+  const __m256i lo = Q < 2 ? _mm256_and_si256(ql, m4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
+  const __m256i high = Q == 0 ? _mm256_slli_epi16(qh, 4) : Q == 1 ? _mm256_slli_epi16(qh, 2) : Q == 2 ? qh : _mm256_srli_epi16(qh, 2);
+  return _mm256_or_si256(lo, _mm256_and_si256(high, m30));
+}
+
+// Sub-block 8h + 2Q + c/4 of chunks c, c+1 for NT tokens, scaled.
+template <int Q, int NT>
+inline void q6_pair_x8(const BlockQ6_Kx8& wb, const BlockQ8_K* const* x, int64_t b, int h, int c, __m256i* isum) {
+  const __m256i va = q6_codes_x8<Q>(wb, h, c), vb = q6_codes_x8<Q>(wb, h, c + 1);
+  const __m256i sc = q6_scale_lanes(wb.scales, 8 * h + 2 * Q + c / 4);
+  const int off = 128 * h + 32 * Q + 4 * c;
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) {
+    const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(va, bcast4(x[t][b].qs + off)),
+                                       _mm256_maddubs_epi16(vb, bcast4(x[t][b].qs + off + 4)));
+    isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p, sc));
+  }
+}
+
+// Codes are 0..63, so two vpmaddubsw products add in 16 bits (2 x 2 x 63 x
+// 128 = 32256); each pair of chunks then goes through its sub-block's scale.
+template <int NT>
+void q6_k_x8_avx2(int64_t n_blocks, const void* vw, const void* vx, int64_t x_stride, const int32_t*, int64_t,
+                  float* y, int64_t y_stride) {
+  const auto* w = static_cast<const BlockQ6_Kx8*>(vw);
+  const BlockQ8_K* x[NT];
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(vx) + t * x_stride);
+  __m256 acc[NT];
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const BlockQ6_Kx8& wb = w[b];
+    __m256i isum[NT];
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h)
+      for (int c = 0; c < 8; c += 2) {
+        q6_pair_x8<0, NT>(wb, x, b, h, c, isum);
+        q6_pair_x8<1, NT>(wb, x, b, h, c, isum);
+        q6_pair_x8<2, NT>(wb, x, b, h, c, isum);
+        q6_pair_x8<3, NT>(wb, x, b, h, c, isum);
+      }
+    const __m256 d = load_f16x8(wb.d);
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t) {
+      const __m256i offset = _mm256_slli_epi32(q6_offsets_x8(wb.scales, x[t][b]), 5);
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x[t][b].d)),
+                               _mm256_cvtepi32_ps(_mm256_sub_epi32(isum[t], offset)), acc[t]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y + t * y_stride, acc[t]);
+}
+
 template <template <int> class K>
 PackedKernels make_packed() {
   PackedKernels k{};
@@ -194,6 +279,10 @@ template <int NT>
 struct Q4_KAvx2 {
   static constexpr PackedFn fn = q4_k_x8_avx2<NT>;
 };
+template <int NT>
+struct Q6_KAvx2 {
+  static constexpr PackedFn fn = q6_k_x8_avx2<NT>;
+};
 static_assert(kMaxGemmToks == 4, "make_packed fills fn[1..4]");
 
 }  // namespace
@@ -201,6 +290,7 @@ static_assert(kMaxGemmToks == 4, "make_packed fills fn[1..4]");
 void add_avx2_x8_kernels(QuantKernels& t) {
   t.x8[kSlotQ4_0] = make_packed<Q4_0Avx2>();
   t.x8[kSlotQ4_K] = make_packed<Q4_KAvx2>();
+  t.x8[kSlotQ6_K] = make_packed<Q6_KAvx2>();
 }
 
 }  // namespace vtc::cpu::detail
