@@ -21,7 +21,7 @@ int64_t weight_layout_rows(WeightLayout layout) { return layout == WeightLayout:
 bool weight_layout_supports(WeightLayout layout, GgmlType type) {
   switch (layout) {
     case WeightLayout::Rows: return true;
-    case WeightLayout::Interleaved8: return type == GgmlType::Q4_0 || type == GgmlType::Q4_K || type == GgmlType::Q6_K;
+    case WeightLayout::Interleaved8: return type == GgmlType::Q4_0 || type == GgmlType::Q8_0 || type == GgmlType::Q4_K || type == GgmlType::Q6_K;
   }
   return false;
 }

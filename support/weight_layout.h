@@ -6,7 +6,7 @@
 // kernels, recorded in the weight's IR element type (q4_k_x8), and produced
 // either at load or by `vtc compile --pack`.
 //
-// Interleaved8 (IR suffix _x8), for Q4_0, Q4_K and Q6_K weights with a multiple of
+// Interleaved8 (IR suffix _x8), for Q4_0, Q8_0, Q4_K and Q6_K weights with a multiple of
 // 8 rows: each group of 8 consecutive rows is stored as one run of "x8
 // blocks", the k-th x8 block holding block k of each of the 8 rows with
 // their fields interleaved so that one 32-byte load reads 4 consecutive
@@ -33,7 +33,7 @@ std::optional<WeightLayout> weight_layout_from_name(std::string_view name);
 int64_t weight_layout_rows(WeightLayout layout);
 
 // True if `type` weights can be stored in `layout` (any type for Rows;
-// Q4_0, Q4_K and Q6_K for Interleaved8). The row count must also be a multiple of
+// Q4_0, Q8_0, Q4_K and Q6_K for Interleaved8). The row count must also be a multiple of
 // weight_layout_rows(layout).
 bool weight_layout_supports(WeightLayout layout, GgmlType type);
 

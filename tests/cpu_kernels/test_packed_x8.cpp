@@ -35,6 +35,7 @@ struct Case {
 // multiple of it. Columns: one block, odd block counts, the 0.56B model's.
 const Case kCases[] = {
     {GgmlType::Q4_0, 8, 32},   {GgmlType::Q4_0, 24, 96},   {GgmlType::Q4_0, 40, 1280},
+    {GgmlType::Q8_0, 8, 32},   {GgmlType::Q8_0, 24, 96},   {GgmlType::Q8_0, 40, 1280},
     {GgmlType::Q4_K, 8, 256},  {GgmlType::Q4_K, 24, 768},  {GgmlType::Q4_K, 40, 1280},
     {GgmlType::Q6_K, 8, 256},  {GgmlType::Q6_K, 24, 768},  {GgmlType::Q6_K, 40, 1280},
 };
@@ -73,7 +74,7 @@ TEST_CASE("packed x8: repacking permutes the bytes and refuses what it cannot st
   std::vector<uint8_t> buf(18 * 12 * 4);
   CHECK_THROWS_WITH(repack_weight(GgmlType::Q4_0, WeightLayout::Interleaved8, buf.data(), 12, 32, buf.data() + 0),
                     Catch::Contains("12-row q4_0"));
-  CHECK_THROWS_WITH(repack_weight(GgmlType::Q8_0, WeightLayout::Interleaved8, buf.data(), 8, 32, buf.data()),
+  CHECK_THROWS_WITH(repack_weight(GgmlType::Q5_0, WeightLayout::Interleaved8, buf.data(), 8, 32, buf.data()),
                     Catch::Contains("x8 layout"));
   CHECK_FALSE(matmul_layout_supported(GgmlType::Q5_K, WeightLayout::Interleaved8, 8));
   CHECK(matmul_layout_supported(GgmlType::Q4_K, WeightLayout::Interleaved8, 16));

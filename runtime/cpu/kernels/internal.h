@@ -102,6 +102,7 @@ struct GemmKernels {  // POD (see the top of this file); value-initialize it
 //   Q4_K: d[r], dmin[r]; scales[8k + r] = row r's scales[k] (k < 12);
 //         qs[256p + 32c + 4r + i] = row r's qs[32p + 4c + i] (p < 4, c < 8):
 //         low nibble value 64p+4c+i (sub-block 2p), high 64p+32+4c+i.
+//   Q8_0: d[r]; qs[32c + 4r + i] = row r's qs[4c + i] (c < 8).
 //   Q6_K: ql[512h + 32c + 4r + i] = row r's ql[64h + 4c + i] (h < 2,
 //         c < 16); qh[256h + 32c + 4r + i] = row r's qh[32h + 4c + i]
 //         (c < 8); scales[8s + r] = row r's scales[s] (s < 16); d[r].
@@ -110,8 +111,9 @@ struct GemmKernels {  // POD (see the top of this file); value-initialize it
 struct BlockQ4_0x8 { uint16_t d[8]; uint8_t qs[128]; };
 struct BlockQ4_Kx8 { uint16_t d[8]; uint16_t dmin[8]; uint8_t scales[96]; uint8_t qs[1024]; };
 struct BlockQ6_Kx8 { uint8_t ql[1024]; uint8_t qh[512]; int8_t scales[128]; uint16_t d[8]; };
+struct BlockQ8_0x8 { uint16_t d[8]; int8_t qs[256]; };
 static_assert(sizeof(BlockQ4_0x8) == 8 * sizeof(BlockQ4_0) && sizeof(BlockQ4_Kx8) == 8 * sizeof(BlockQ4_K) &&
-              sizeof(BlockQ6_Kx8) == 8 * sizeof(BlockQ6_K));
+              sizeof(BlockQ6_Kx8) == 8 * sizeof(BlockQ6_K) && sizeof(BlockQ8_0x8) == 8 * sizeof(BlockQ8_0W));
 
 // One group of 8 interleaved rows against k tokens (1 <= k <= the table's
 // toks): for r < 8 and t < k,
@@ -124,6 +126,7 @@ static_assert(sizeof(BlockQ4_0x8) == 8 * sizeof(BlockQ4_0) && sizeof(BlockQ4_Kx8
 // (Q4_K: of each superblock, scales and mins applied in integers) is exact,
 // and the float accumulation is, per block in order,
 //   Q4_0: acc = fma(f16(d_r) * f16(x.d), float(isum - 8 * block_sum), acc)
+//   Q8_0: acc = fma(f16(d_r) * f16(x.d), float(isum), acc)
 //   Q4_K: acc = fma(f16(d_r) * x.d, float(isum), acc);
 //         acc = fma(-(f16(dmin_r) * x.d), float(sum_j min_j * bsum_j), acc)
 //   Q6_K: acc = fma(f16(d_r) * x.d, float(isum - 32 * sum_s sc_s * bsum_s), acc)
@@ -140,7 +143,7 @@ struct QuantKernels {
   QuantizeFn quantize[static_cast<int>(ActType::Count)];
   DotFn dot[kTypeSlots];    // indexed by GgmlType value; null = no native path
   GemmKernels gemm[kTypeSlots];  // optional tiles for several tokens
-  PackedKernels x8[kTypeSlots];  // interleaved-8 weights (Q4_0, Q4_K, Q6_K)
+  PackedKernels x8[kTypeSlots];  // interleaved-8 weights (Q4_0, Q8_0, Q4_K, Q6_K)
 };
 
 // Fills the x8 kernels of `t`: the scalar ones (packed_x8.cpp) and the AVX2

@@ -34,6 +34,8 @@ using detail::BlockQ4_Kx8;
 using detail::BlockQ6_K;
 using detail::BlockQ6_Kx8;
 using detail::BlockQ8_0;
+using detail::BlockQ8_0W;
+using detail::BlockQ8_0x8;
 using detail::BlockQ8_K;
 
 bool matmul_layout_supported(GgmlType wtype, WeightLayout layout, int64_t rows) {
@@ -83,6 +85,16 @@ void repack_q6_k_group(const BlockQ6_K* const row[8], int64_t n_blocks, BlockQ6_
   }
 }
 
+void repack_q8_0_group(const BlockQ8_0W* const row[8], int64_t n_blocks, BlockQ8_0x8* out) {
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    BlockQ8_0x8& o = out[b];
+    for (int r = 0; r < 8; ++r) {
+      o.d[r] = row[r][b].d;
+      for (int c = 0; c < 8; ++c) std::memcpy(o.qs + 32 * c + 4 * r, row[r][b].qs + 4 * c, 4);
+    }
+  }
+}
+
 // Group g's 8 row pointers, as blocks of type Block.
 template <typename Block>
 void group_rows(const uint8_t* group, int64_t row_bytes, const Block* row[8]) {
@@ -113,6 +125,10 @@ void repack_weight(GgmlType wtype, WeightLayout layout, const void* src, int64_t
       const BlockQ4_0* row[8];
       group_rows(group, row_bytes, row);
       repack_q4_0_group(row, n_blocks, reinterpret_cast<BlockQ4_0x8*>(out));
+    } else if (wtype == GgmlType::Q8_0) {
+      const BlockQ8_0W* row[8];
+      group_rows(group, row_bytes, row);
+      repack_q8_0_group(row, n_blocks, reinterpret_cast<BlockQ8_0x8*>(out));
     } else if (wtype == GgmlType::Q4_K) {
       const BlockQ4_K* row[8];
       group_rows(group, row_bytes, row);
@@ -149,6 +165,24 @@ void q4_0_x8_scalar(int64_t n_blocks, const void* vw, const void* vx, int64_t x_
         int32_t isum = 0;
         for (int v = 0; v < 32; ++v) isum += q4_0_x8_code(w[b], r, v) * x[b].qs[v];
         isum -= 8 * block_sums[t * sums_stride + b];
+        acc = std::fma(h2f(w[b].d[r]) * h2f(x[b].d), static_cast<float>(isum), acc);
+      }
+      y[t * y_stride + r] = acc;
+    }
+  }
+}
+
+template <int NT>
+void q8_0_x8_scalar(int64_t n_blocks, const void* vw, const void* vx, int64_t x_stride, const int32_t*, int64_t,
+                    float* y, int64_t y_stride) {
+  const auto* w = static_cast<const BlockQ8_0x8*>(vw);
+  for (int t = 0; t < NT; ++t) {
+    const auto* x = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(vx) + t * x_stride);
+    for (int r = 0; r < 8; ++r) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        int32_t isum = 0;
+        for (int v = 0; v < 32; ++v) isum += w[b].qs[32 * (v / 4) + 4 * r + v % 4] * x[b].qs[v];
         acc = std::fma(h2f(w[b].d[r]) * h2f(x[b].d), static_cast<float>(isum), acc);
       }
       y[t * y_stride + r] = acc;
@@ -251,6 +285,10 @@ struct Q4_KScalar {
 };
 
 template <int NT>
+struct Q8_0Scalar {
+  static constexpr PackedFn fn = q8_0_x8_scalar<NT>;
+};
+template <int NT>
 struct Q6_KScalar {
   static constexpr PackedFn fn = q6_k_x8_scalar<NT>;
 };
@@ -261,6 +299,7 @@ void add_scalar_x8_kernels(QuantKernels& t) {
   t.x8[kSlotQ4_0] = make_packed<Q4_0Scalar>();
   t.x8[kSlotQ4_K] = make_packed<Q4_KScalar>();
   t.x8[kSlotQ6_K] = make_packed<Q6_KScalar>();
+  t.x8[kSlotQ8_0] = make_packed<Q8_0Scalar>();
 }
 
 }  // namespace detail

@@ -68,6 +68,44 @@ void q4_0_x8_avx2(int64_t n_blocks, const void* vw, const void* vx, int64_t x_st
   for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y + t * y_stride, acc[t]);
 }
 
+// Signed codes: vpmaddubsw takes |w| and the activations with w's sign
+// (dot_i8's trick); one product pair can reach 2 x 128 x 127, so each goes
+// to 32 bits at once.
+template <int NT>
+void q8_0_x8_avx2(int64_t n_blocks, const void* vw, const void* vx, int64_t x_stride, const int32_t*, int64_t,
+                  float* y, int64_t y_stride) {
+  const auto* w = static_cast<const BlockQ8_0x8*>(vw);
+  const BlockQ8_0* x[NT];
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(vx) + t * x_stride);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[NT];
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const BlockQ8_0x8& wb = w[b];
+    __m256i isum[NT];
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) {
+      const __m256i q = loadu(wb.qs + 32 * c);
+      const __m256i mag = _mm256_sign_epi8(q, q);
+#pragma GCC unroll 16
+      for (int t = 0; t < NT; ++t) {
+        const __m256i p = _mm256_maddubs_epi16(mag, _mm256_sign_epi8(bcast4(x[t][b].qs + 4 * c), q));
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p, ones));
+      }
+    }
+    const __m256 dw = load_f16x8(wb.d);
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t)
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(h2f(x[t][b].d))), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y + t * y_stride, acc[t]);
+}
+
 // Byte j of each 16-bit lane pair: 8 row bytes -> 16 int16, each value twice
 // (r0 r0 r1 r1 ...): vpmaddwd then scales row r's pair of 16-bit sums.
 inline __m256i dup_rows_epi16(__m128i rows8) { return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(rows8, rows8)); }
@@ -280,6 +318,10 @@ struct Q4_KAvx2 {
   static constexpr PackedFn fn = q4_k_x8_avx2<NT>;
 };
 template <int NT>
+struct Q8_0Avx2 {
+  static constexpr PackedFn fn = q8_0_x8_avx2<NT>;
+};
+template <int NT>
 struct Q6_KAvx2 {
   static constexpr PackedFn fn = q6_k_x8_avx2<NT>;
 };
@@ -291,6 +333,7 @@ void add_avx2_x8_kernels(QuantKernels& t) {
   t.x8[kSlotQ4_0] = make_packed<Q4_0Avx2>();
   t.x8[kSlotQ4_K] = make_packed<Q4_KAvx2>();
   t.x8[kSlotQ6_K] = make_packed<Q6_KAvx2>();
+  t.x8[kSlotQ8_0] = make_packed<Q8_0Avx2>();
 }
 
 }  // namespace vtc::cpu::detail
