@@ -295,7 +295,7 @@ class Parser {
       if (t.kind == Tok::Ident && !is_symbol_name(t.text)) {
         Token name = next();
         auto e = ElemType::from_name(name.text);
-        if (!e) error_at(name.loc, "unknown element type '" + name.text + "'");
+        if (!e) error_at(name.loc, ElemType::unknown_name_reason(name.text));
         elem = *e;
         break;
       }

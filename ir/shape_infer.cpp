@@ -127,6 +127,15 @@ void infer_matmul(InferContext& c) {
   const Shape& x = c.operand(0).shape;
   const Shape& w = c.operand(1).shape;
   require_same_dim(c, x.back(), w[1], "contraction dim of input " + dims_str(x) + " and weight " + dims_str(w) + " differ");
+  // A weight stored in groups of rows (x8) has whole groups.
+  const WeightLayout layout = c.operand(1).elem.layout();
+  if (layout != WeightLayout::Rows) {
+    const int64_t group = weight_layout_rows(layout);
+    auto n = w[0].constant();
+    c.require(n && *n % group == 0, "weight (operand 1) in the " + std::string(weight_layout_name(layout)) +
+                                        " layout needs a constant row count that is a multiple of " + std::to_string(group) +
+                                        ", got " + dims_str(w));
+  }
   Shape s(x.begin(), x.end() - 1);
   s.push_back(w[0]);
   c.results.push_back(like_first(c, ElemType::F32, s));

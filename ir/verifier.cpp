@@ -19,6 +19,10 @@
 //                operands live there too. Only to_host / to_device cross,
 //                and they must cross.
 //   [type]       result types equal the ones the shape function infers.
+//   [layout]     a weight in a layout other than rows (q4_k_x8) is 2-D with
+//                whole row groups, and its values are read only as a
+//                matmul's weight (operand 1) or passed into a fused body
+//                (whose uses are checked the same way).
 //   [effect]     results of side-effecting ops (attention, which appends to
 //                its KV state, and transfers) are used.
 //   [return]     each function ends with exactly one return.
@@ -77,6 +81,7 @@ class Verifier {
         if (!d.is_constant()) report(where, "decl", "weight shapes must be constant, got " + w.type.str());
       if (w.source.empty()) report(where, "decl", "weight needs a source tensor name");
       check_quant_blocks(where, w.type);
+      check_layout_decl(where, w.type);
     }
     for (const auto& s : m_.states) {
       std::string where = check_name("state", s.name, s.loc);
@@ -99,6 +104,16 @@ class Verifier {
     if (!k || *k % block != 0)
       report(where, "decl", t.elem.name() + " rows are blocks of " + std::to_string(block) +
                                 " values; the last dimension must be a multiple of it, got " + t.str());
+  }
+
+  void check_layout_decl(const std::string& where, const TensorType& t) {
+    const WeightLayout layout = t.elem.layout();
+    if (layout == WeightLayout::Rows) return;
+    const int64_t group = weight_layout_rows(layout);
+    auto rows = t.shape.size() == 2 ? t.shape[0].constant() : std::nullopt;
+    if (!rows || *rows % group != 0)
+      report(where, "layout", "a weight in the " + std::string(weight_layout_name(layout)) + " layout is 2-D with a multiple of " +
+                                  std::to_string(group) + " rows, got " + t.str());
   }
 
   void check_state(const std::string& where, const StateDecl& s) {
@@ -147,7 +162,10 @@ class Verifier {
         report(where + " body, op #" + std::to_string(i) + " '" + std::string(inner.mnemonic()) + "'" + loc_str(inner.loc),
                "fusion", "a fused body may only hold pure compute ops");
     }
-    if (errors_.size() == errors_before) check_function(body, where + " body");
+    if (errors_.size() != errors_before) return;
+    for (size_t a = 0; a < body.args.size() && a < op.operands.size(); ++a)
+      body_arg_origin_[body.args[a].data()] = value_origin(op.operands[a]);
+    check_function(body, where + " body");
   }
 
   bool check_op(const Function& f, const Op& op, size_t index, const std::string& where,
@@ -178,7 +196,23 @@ class Verifier {
       return false;
     }
     return check_attrs(op, where) && check_ssa(f, op, where, defined_at) && check_symbols(op, where) &&
-           check_placement(op, where) && check_types(op, where);
+           check_layout_uses(op, where) && check_placement(op, where) && check_types(op, where);
+  }
+
+  // Values of a non-rows layout feed only a matmul's weight operand or a
+  // fused op (its body's uses are checked as a function's).
+  bool check_layout_uses(const Op& op, const std::string& where) {
+    for (size_t i = 0; i < op.operands.size(); ++i) {
+      const ElemType& e = op.operands[i].type().elem;
+      if (e.layout() == WeightLayout::Rows) continue;
+      if ((op.kind == OpKind::Matmul && i == 1) || op.kind == OpKind::Fused) continue;
+      std::string what = value_origin(op.operands[i]);
+      report(where, "layout", "operand " + std::to_string(i) + " (" + what + ") is " + e.name() + ", a weight layout only " +
+                                  "a matmul's weight operand (operand 1) reads; keep the weight in the rows layout (" +
+                                  ElemType::quant(e.quant_type()).name() + ") for '" + std::string(op.mnemonic()) + "'");
+      return false;
+    }
+    return true;
   }
 
   bool check_attrs(const Op& op, const std::string& where) {
@@ -301,6 +335,15 @@ class Verifier {
     return true;
   }
 
+  // "weight @name" for a weight op's result or a fused-body argument bound
+  // to one, else the value's name.
+  std::string value_origin(Value v) const {
+    if (v->def && v->def->kind == OpKind::Weight)
+      if (const Attr* name = v->def->attr("name"); name && name->kind == AttrKind::Symbol) return "weight @" + name->s;
+    if (auto it = body_arg_origin_.find(v.data()); it != body_arg_origin_.end()) return it->second;
+    return v->name.empty() ? "unnamed" : "%" + v->name;
+  }
+
   static std::string operand_name(const Op& op, size_t i) {
     const std::string& n = op.operands[i]->name;
     return n.empty() ? "unnamed" : "%" + n;
@@ -344,6 +387,7 @@ class Verifier {
 
   const Module& m_;
   std::vector<std::string> errors_;
+  std::unordered_map<const ValueData*, std::string> body_arg_origin_;
 };
 
 }  // namespace

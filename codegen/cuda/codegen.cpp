@@ -157,6 +157,13 @@ std::vector<Kernel> generate_op(const ir::Module& module, const ir::Function& fn
 }
 
 StepKernels generate_step(const ir::Module& module, const ir::Function& fn) {
+  // The kernels read ggml's rows layout; a weight repacked for the CPU's
+  // kernels (weight-layout{target=cpu}) would be misread.
+  for (const auto& w : module.weights)
+    if (w.type.elem.layout() != WeightLayout::Rows)
+      throw Error(fmt::format("cuda: weight @{} is {}, a CPU weight layout; the CUDA kernels read the rows layout ({}): "
+                              "lower the module for target cuda (no weight-layout{{target=cpu}} pass)",
+                              w.name, w.type.elem.name(), ir::ElemType::quant(w.type.elem.quant_type()).name()));
   StepKernels out;
   out.function = fn.name;
   walk(module, fn, out);

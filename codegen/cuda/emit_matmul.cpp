@@ -20,10 +20,13 @@
 #include <fmt/format.h>
 
 #include "codegen/cuda/emit.h"
+#include "support/error.h"
 
 namespace vtc::cuda {
 
 GgmlType weight_type(const ir::ElemType& e) {
+  if (e.layout() != WeightLayout::Rows)
+    throw Error(fmt::format("cuda: weight type {} is a CPU weight layout; the CUDA kernels read the rows layout", e.name()));
   switch (e.kind()) {
     case ir::ElemType::F32: return GgmlType::F32;
     case ir::ElemType::F16: return GgmlType::F16;

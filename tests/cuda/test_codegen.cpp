@@ -244,6 +244,20 @@ TEST_CASE("unsupported ops and types are errors that name the op") {
   return(%y)
 })",
                "iq3_s has no CUDA kernel");
+  // The CPU's x8 weight layout (weight-layout{target=cpu}) is refused, not
+  // misread as rows: as a weight declaration, and as a value's type.
+  expect_error(R"(weight @w : tensor<8 x 256 x q4_k_x8, device> = gguf("w")
+func @decode(%x: tensor<S x 256 x f32, device>) {
+  %w = weight() {name = @w} : tensor<8 x 256 x q4_k_x8, device>
+  %y = matmul(%x, %w) : tensor<S x 8 x f32, device>
+  return(%y)
+})",
+               "weight @w is q4_k_x8, a CPU weight layout; the CUDA kernels read the rows layout (q4_k)");
+  expect_error(R"(func @decode(%x: tensor<S x 256 x f32, device>, %w: tensor<8 x 256 x q4_0_x8, device>) {
+  %y = matmul(%x, %w) : tensor<S x 8 x f32, device>
+  return(%y)
+})",
+               "weight type q4_0_x8 is a CPU weight layout");
 }
 
 TEST_CASE("the device sampling kernels compile to PTX", "[nvrtc]") {

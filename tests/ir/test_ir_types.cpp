@@ -60,6 +60,36 @@ TEST_CASE("element types cover scalars and every GGUF quant type", "[ir][types]"
   CHECK_FALSE(ElemType::from_name("nope"));
 }
 
+TEST_CASE("a quantized type carries its weight layout: named, parsed and compared", "[ir][types][layout]") {
+  using vtc::GgmlType;
+  using vtc::WeightLayout;
+  const ElemType rows = ElemType::quant(GgmlType::Q4_K);
+  const ElemType x8 = ElemType::quant(GgmlType::Q4_K, WeightLayout::Interleaved8);
+  CHECK(rows.layout() == WeightLayout::Rows);
+  CHECK(x8.layout() == WeightLayout::Interleaved8);
+  CHECK(x8.quant_type() == GgmlType::Q4_K);
+  CHECK(x8.name() == "q4_k_x8");
+  CHECK(ElemType::quant(GgmlType::Q4_0, WeightLayout::Interleaved8).name() == "q4_0_x8");
+  CHECK_FALSE(rows == x8);  // the layout is part of the type
+  CHECK(rows.with_layout(WeightLayout::Interleaved8) == x8);
+  CHECK(x8.with_layout(WeightLayout::Rows) == rows);
+  CHECK(ElemType::from_name("q4_k_x8") == x8);
+  CHECK(ElemType::from_name("Q4_K_X8") == x8);  // any case, like the ggml name
+  CHECK(ElemType::from_name(x8.name()) == x8);
+  // A layout the type has no kernels for, or a suffix that is no layout.
+  CHECK_FALSE(ElemType::from_name("q5_1_x8"));
+  CHECK_FALSE(ElemType::from_name("f32_x8"));
+  CHECK_FALSE(ElemType::from_name("q4_k_rows"));
+  CHECK_FALSE(ElemType::from_name("q4_k_x9"));
+  CHECK(ElemType::unknown_name_reason("q5_1_x8").find("q5_1 weights have no x8 layout") != std::string::npos);
+  CHECK(ElemType::unknown_name_reason("q4_k_x9") == "unknown element type 'q4_k_x9'");
+  CHECK_THROWS_AS(ElemType::quant(GgmlType::Q5_1, WeightLayout::Interleaved8), vtc::Error);
+  CHECK_THROWS_AS(ElemType(ElemType::F32).with_layout(WeightLayout::Interleaved8), vtc::Error);
+  CHECK(ElemType(ElemType::F32).layout() == WeightLayout::Rows);
+  TensorType t{x8, {16, 256}, Placement::Host};
+  CHECK(t.str() == "tensor<16 x 256 x q4_k_x8, host>");
+}
+
 TEST_CASE("tensor types print element type, shape and placement", "[ir][types]") {
   TensorType t{ElemType::F32, {Dim::symbol("T"), 4096}, Placement::Device};
   CHECK(t.str() == "tensor<T x 4096 x f32, device>");
