@@ -19,6 +19,7 @@
 #include "passes/fuse_swiglu.h"
 #include "passes/memory_plan.h"
 #include "passes/placement.h"
+#include "passes/weight_layout.h"
 #include "support/error.h"
 
 namespace vtc::passes {
@@ -95,6 +96,8 @@ const std::vector<PassRegistration>& registered_passes() {
       {"fuse-swiglu", "gate/up matmuls + silu-mul into one swiglu region", create_fuse_swiglu},
       {"fuse-norm-matmul", "rms_norm as the prologue of the matmuls (and regions) reading it", create_fuse_norm_matmul},
       {"fuse-elementwise", "chains of single-use elementwise ops into one region", create_fuse_elementwise},
+      {"weight-layout", "target=cpu: q4_0/q8_0/q4_k/q6_k matmul weights into the CPU's x8 layout (recorded in their type)",
+       create_weight_layout},
       {"placement", "host/device per value for target=cpu|cuda; inserts and reports transfers", create_placement},
       {"memory-plan", "liveness intervals and arena offsets per step for given symbol bindings", create_memory_plan},
       {"bind-state", "state-store slot table, checked against the declarations", create_bind_state},
