@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "support/ggml_type.h"
+#include "support/weight_layout.h"
 
 namespace vtc::gguf {
 
@@ -88,6 +89,11 @@ struct TensorInfo {
   uint64_t n_elements = 0;
   uint64_t n_bytes = 0;
   const uint8_t* data = nullptr;  // into the mapped file; null for writer-side infos
+  // How the bytes at `data` are arranged (support/weight_layout.h). Rows,
+  // as in every GGUF, unless the bytes were rearranged by `vtc compile
+  // --pack`; only an artifact's embedded GGUF sets it (from its manifest's
+  // gguf.stored_layouts), through GgufFile::set_stored_layout.
+  WeightLayout stored_layout = WeightLayout::Rows;
 };
 
 inline constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
@@ -128,6 +134,10 @@ class GgufFile {
 
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo* find_tensor(std::string_view name) const;
+  // Records that tensor `name`'s bytes are stored in `layout` (a packed
+  // artifact's GGUF). Returns false if there is no such tensor. The caller
+  // checks that the tensor's type supports the layout.
+  bool set_stored_layout(std::string_view name, WeightLayout layout);
 
  private:
   GgufFile() = default;

@@ -502,4 +502,13 @@ const TensorInfo* GgufFile::find_tensor(std::string_view name) const {
   return nullptr;
 }
 
+bool GgufFile::set_stored_layout(std::string_view name, WeightLayout layout) {
+  for (auto& t : tensors_)
+    if (t.name == name) {
+      t.stored_layout = layout;
+      return true;
+    }
+  return false;
+}
+
 }  // namespace vtc::gguf

@@ -9,19 +9,29 @@
 //   3. run the ops through the ops.def dispatch table; a fused op runs its
 //      body op by op, so fusion never changes a result;
 //   4. copy the returned values out.
+// Binding a weight (once, at construction) compares the layout its IR type
+// declares (weight-layout pass) with the one its bytes are stored in
+// (TensorInfo::stored_layout; Rows except in a packed artifact): equal, the
+// weight points into the mapped file; declared x8 over stored rows, it is
+// repacked (cpu::repack_weight) into a buffer the interpreter owns, all such
+// weights in one parallel_for with one progress line on stderr; anything
+// else is an error naming the weight.
 #include "runtime/cpu/interpreter.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "passes/memory_plan.h"
 #include "runtime/cpu/exec_context.h"
+#include "runtime/cpu/kernels/kernels.h"
 #include "support/error.h"
 
 namespace vtc::cpu {
@@ -79,6 +89,18 @@ struct BoundWeight {
   ir::ElemType elem;
 };
 
+// A weight whose bytes the interpreter rearranges at load.
+struct PendingRepack {
+  std::string name;
+  const gguf::TensorInfo* tensor;
+  WeightLayout layout;
+};
+
+struct AlignedFree {
+  void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t(64)); }
+};
+using AlignedBytes = std::unique_ptr<uint8_t[], AlignedFree>;
+
 }  // namespace
 
 struct Interpreter::Impl {
@@ -86,6 +108,8 @@ struct Interpreter::Impl {
   StateStore& states;
   ThreadPool& pool;
   std::unordered_map<std::string, BoundWeight> weights;
+  std::vector<AlignedBytes> repacked;  // weights rearranged at load (bind_weight)
+  uint64_t repacked_bytes = 0;
   OpObserver observer;
   StepStats stats;
   bool profiling = false;
@@ -105,10 +129,12 @@ struct Interpreter::Impl {
   std::unordered_map<const ir::Op*, SharedMatmuls> shared_matmuls;
 
   Impl(const ir::Module& m, const gguf::GgufFile& f, StateStore& s, ThreadPool& p) : module(m), states(s), pool(p) {
-    for (const auto& w : m.weights) bind_weight(w, f);
+    std::vector<PendingRepack> pending;
+    for (const auto& w : m.weights) bind_weight(w, f, pending);
+    repack_weights(pending);
   }
 
-  void bind_weight(const ir::WeightDecl& w, const gguf::GgufFile& f) {
+  void bind_weight(const ir::WeightDecl& w, const gguf::GgufFile& f, std::vector<PendingRepack>& pending) {
     const gguf::TensorInfo* t = f.find_tensor(w.source);
     if (!t) throw Error(fmt::format("cpu: weight @{}: tensor '{}' is not in {}", w.name, w.source, f.path()));
     std::vector<int64_t> shape(t->dims.rbegin(), t->dims.rend());
@@ -121,7 +147,66 @@ struct Interpreter::Impl {
     if (declared != shape || ggml_type_of(w.type.elem) != t->type)
       throw Error(fmt::format("cpu: weight @{} is declared {} but tensor '{}' is {} [{}]", w.name, w.type.str(),
                               w.source, ggml_type_name(t->type), fmt::join(shape, ", ")));
+    const WeightLayout declared_layout = w.type.elem.layout(), stored = t->stored_layout;
     weights[w.name] = {t->data, shape, w.type.elem};
+    if (declared_layout == stored) return;
+    if (stored != WeightLayout::Rows)
+      throw Error(fmt::format("cpu: weight @{} is declared {} but tensor '{}' is stored in the {} layout", w.name,
+                              w.type.str(), w.source, weight_layout_name(stored)));
+    if (shape.size() != 2 || !matmul_layout_supported(t->type, declared_layout, shape[0]))
+      throw Error(fmt::format("cpu: weight @{} is declared {}, a layout the CPU matmul does not read for a {}-row {} weight",
+                              w.name, w.type.str(), shape[0], ggml_type_name(t->type)));
+    pending.push_back({w.name, t, declared_layout});
+  }
+
+  // Rearranges every pending weight into a buffer of its own, weights
+  // spread over the pool's workers.
+  void repack_weights(const std::vector<PendingRepack>& pending) {
+    if (pending.empty()) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    uint64_t total = 0;
+    std::vector<uint8_t*> dst(pending.size());
+    for (size_t i = 0; i < pending.size(); ++i) {
+      const uint64_t n = pending[i].tensor->n_bytes;
+      repacked.emplace_back(static_cast<uint8_t*>(::operator new[](std::max<uint64_t>(n, 1), std::align_val_t(64))));
+      dst[i] = repacked.back().get();
+      total += n;
+    }
+    std::string layouts;
+    for (const auto& p : pending)
+      if (layouts.find(weight_layout_name(p.layout)) == std::string::npos)
+        layouts += (layouts.empty() ? "" : "/") + std::string(weight_layout_name(p.layout));
+    fmt::print(stderr, "vtc: repacking {} weights ({:.0f} MiB) for the CPU's {} layout...", pending.size(),
+               double(total) / 1048576.0, layouts);
+    std::fflush(stderr);
+    // Items of at most kRowsPerItem rows (whole groups: each group of a
+    // layout is a contiguous run of bytes), so one large weight does not
+    // leave the other workers idle.
+    constexpr int64_t kRowsPerItem = 256;
+    struct Item {
+      size_t weight;
+      int64_t row0, rows;
+    };
+    std::vector<Item> items;
+    for (size_t i = 0; i < pending.size(); ++i) {
+      const int64_t rows = int64_t(pending[i].tensor->dims[1]);
+      const int64_t step = std::max(kRowsPerItem / weight_layout_rows(pending[i].layout), int64_t(1)) *
+                           weight_layout_rows(pending[i].layout);
+      for (int64_t r = 0; r < rows; r += step) items.push_back({i, r, std::min(step, rows - r)});
+    }
+    pool.parallel_for(int64_t(items.size()), [&](int64_t begin, int64_t end) {
+      for (int64_t k = begin; k < end; ++k) {
+        const Item& it = items[size_t(k)];
+        const PendingRepack& p = pending[it.weight];
+        const gguf::TensorInfo& t = *p.tensor;
+        const uint64_t row_bytes = t.n_bytes / t.dims[1];
+        repack_weight(t.type, p.layout, t.data + uint64_t(it.row0) * row_bytes, it.rows, int64_t(t.dims[0]),
+                      dst[it.weight] + uint64_t(it.row0) * row_bytes);
+      }
+    });
+    for (size_t i = 0; i < pending.size(); ++i) weights.at(pending[i].name).data = dst[i];
+    repacked_bytes = total;
+    fmt::print(stderr, " {:.2f} s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
 
   SymbolEnv bind_symbols(const ir::Function& fn, const StepRequest& req) {
@@ -378,6 +463,8 @@ void Interpreter::use_plans(const std::vector<passes::FunctionPlan>& plans) {
   for (const auto& p : plans) impl_->compiled_plans[p.function] = p;
 }
 void Interpreter::set_profiling(bool on) { impl_->profiling = on; }
+size_t Interpreter::repacked_weights() const { return impl_->repacked.size(); }
+uint64_t Interpreter::repacked_bytes() const { return impl_->repacked_bytes; }
 const OpProfile& Interpreter::profile() const { return impl_->profile; }
 
 std::string OpProfile::table() const {

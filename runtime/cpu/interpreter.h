@@ -1,7 +1,9 @@
 // The CPU interpreter: executes a module's step functions on the host.
 //
 // It knows no architecture. It binds the module's weights to tensors of a
-// GGUF file (mmapped, never copied or dequantized whole), its states to a
+// GGUF file (mmapped, never copied or dequantized whole; a weight the IR
+// declares in another layout than its bytes are stored in is rearranged
+// once, at construction), its states to a
 // StateStore, and walks the ops of a step, dispatching each through a table
 // generated from ir/ops.def (runtime/cpu/op_exec.cpp). Activations live in
 // one arena per step, laid out by a liveness plan (buffer_plan.h): values
@@ -83,6 +85,11 @@ class Interpreter {
   const StepStats& last_stats() const;
   void set_profiling(bool on);
   const OpProfile& profile() const;
+  // Weights rearranged into their declared layout at construction (their
+  // tensors were stored in rows), and their bytes; 0 when every weight is
+  // read where it is mapped (a packed artifact).
+  size_t repacked_weights() const;
+  uint64_t repacked_bytes() const;
 
  private:
   struct Impl;

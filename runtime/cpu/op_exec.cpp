@@ -96,6 +96,7 @@ void exec_StateWrite(ExecContext& c, const ir::Op& op) { exec_state_rows(c, op, 
 void exec_Embed(ExecContext& c, const ir::Op& op) {
   const Buf& table = c.in(op, 0);
   const Buf& ids = c.in(op, 1);
+  if (table.elem.layout() != WeightLayout::Rows) fail(op, "the table must be in the rows layout, got " + table.elem.name());
   std::vector<int32_t> rows(size_t(ids.numel));
   for (int64_t i = 0; i < ids.numel; ++i) rows[size_t(i)] = int32_t(index_at(ids, i));
   embed_rows(ggml_type_of(table.elem), table.data, table.shape[0], table.shape[1], rows.data(), ids.numel,
@@ -106,7 +107,8 @@ void exec_Matmul(ExecContext& c, const ir::Op& op) {
   const Buf& x = c.in(op, 0);
   const Buf& w = c.in(op, 1);
   require_f32(op, x, "input");
-  matmul(ggml_type_of(w.elem), w.data, w.shape[0], w.shape[1], x.as<float>(), x.rows(), c.out(op).as<float>(), c.pool);
+  matmul(ggml_type_of(w.elem), w.data, w.shape[0], w.shape[1], x.as<float>(), x.rows(), c.out(op).as<float>(), c.pool,
+         w.elem.layout());
 }
 
 // --- elementwise -----------------------------------------------------------
@@ -621,7 +623,7 @@ void exec_matmuls_shared_input(ExecContext& c, const std::vector<const ir::Op*>&
     if (w.shape[1] != x.last_dim())
       throw Error(fmt::format("cpu: matmul {} has {} input columns but weight rows of {}", op->results[0]->name,
                               x.last_dim(), w.shape[1]));
-    outputs.push_back({ggml_type_of(w.elem), w.data, w.shape[0], c.out(*op).as<float>()});
+    outputs.push_back({ggml_type_of(w.elem), w.data, w.shape[0], c.out(*op).as<float>(), w.elem.layout()});
   }
   matmul_shared_input(outputs.data(), outputs.size(), x.last_dim(), x.as<float>(), x.rows(), c.pool);
 }

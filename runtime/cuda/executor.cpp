@@ -130,6 +130,10 @@ struct Executor::Impl {
     for (const auto& w : module.weights) {
       const gguf::TensorInfo* t = file.find_tensor(w.source);
       if (!t) throw Error(fmt::format("cuda: weight @{}: tensor '{}' is not in {}", w.name, w.source, file.path()));
+      if (t->stored_layout != WeightLayout::Rows || w.type.elem.layout() != WeightLayout::Rows)
+        throw Error(fmt::format("cuda: weight @{}: tensor '{}' is stored in the {} layout and declared {}; the CUDA kernels "
+                                "read the rows layout (a model packed by `vtc compile --pack --target cpu` runs on the CPU)",
+                                w.name, w.source, weight_layout_name(t->stored_layout), w.type.elem.name()));
       DevPtr p = dev->alloc(t->n_bytes);
       dev->upload(p, t->data, t->n_bytes, stream);
       weights[w.name] = p;
