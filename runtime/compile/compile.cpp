@@ -21,8 +21,10 @@ std::string standard_pipeline(const CompileOptions& o) {
     throw Error(fmt::format("compile: bounds must be positive (max step tokens {}, max sequences {})", o.max_step_tokens,
                             o.max_sequences));
   std::string fusion = o.optimize ? "fuse-qk-rope,fuse-swiglu,fuse-norm-matmul,fuse-elementwise,canonicalize," : "";
-  return fmt::format("canonicalize,{}placement{{target={}}},memory-plan{{T={},R={},S={}}},bind-state", fusion, o.target,
-                     o.max_step_tokens, o.max_sequences, o.max_sequences);
+  // After fusion: it follows the weights into the regions' bodies.
+  std::string layout = o.target == "cpu" ? "weight-layout{target=cpu}," : "";
+  return fmt::format("canonicalize,{}{}placement{{target={}}},memory-plan{{T={},R={},S={}}},bind-state", fusion, layout,
+                     o.target, o.max_step_tokens, o.max_sequences, o.max_sequences);
 }
 
 StepCounts count_ops(const ir::Function& f) {
@@ -66,6 +68,10 @@ CompiledModel compile_model(gguf::GgufFile file, const CompileOptions& options) 
   pm.run(out.module);
   for (size_t i = 0; i < pm.size(); ++i)
     if (auto* plan = dynamic_cast<passes::MemoryPlanPass*>(&pm.pass(i))) out.plans = plan->plans();
+  // The weight-layout summary is a remark: its artifact is dropped when
+  // placement changes the module.
+  for (const auto& remark : pm.context().remarks)
+    if (remark.rfind("weight-layout:", 0) == 0) out.report.push_back(remark);
   for (const char* name : {"placement", "bind-state"}) {
     auto it = pm.context().artifacts.find(name);
     if (it != pm.context().artifacts.end()) out.report.insert(out.report.end(), it->second.lines.begin(), it->second.lines.end());

@@ -5,12 +5,17 @@
 //
 // The standard pipeline (standard_pipeline()):
 //   canonicalize, fuse-qk-rope, fuse-swiglu, fuse-norm-matmul,
-//   fuse-elementwise, canonicalize, placement{target=T},
-//   memory-plan{T=N,R=M,S=M}, bind-state
+//   fuse-elementwise, canonicalize, [weight-layout{target=cpu},]
+//   placement{target=T}, memory-plan{T=N,R=M,S=M}, bind-state
 // with N the largest step in tokens (prefill chunks) and M the most
 // sequences (logits rows) per step; a step beyond the bounds (all-row
-// logits, for instance) is planned for its own sizes by the same planner. Fusion runs before placement so regions are placed as
-// one kernel; the memory plan comes after every rewrite, as it must.
+// logits, for instance) is planned for its own sizes by the same planner.
+// Fusion runs before placement so regions are placed as one kernel;
+// weight-layout (cpu target only) runs after fusion, so it follows the
+// weights into the regions' bodies, and chooses the x8 layout for the
+// q4_0/q8_0/q4_k/q6_k matmul weights (passes/weight_layout.h); `--disable-pass
+// weight-layout` (--no-weight-layout) keeps the rows layout. The memory
+// plan comes after every rewrite, as it must.
 #pragma once
 
 #include <cstdint>
@@ -61,7 +66,7 @@ struct CompiledModel {
   std::string target;
   std::string pipeline;
   std::map<std::string, StepCounts> before, after;  // by step: as built, lowered
-  std::vector<std::string> report;          // placement and bind-state artifacts
+  std::vector<std::string> report;          // weight-layout summary, placement and bind-state artifacts
   double seconds = 0;                       // build + passes
   std::map<std::string, std::vector<KernelSource>> kernels = {};  // cuda target: by step, distinct sources
 };

@@ -30,6 +30,7 @@ struct BenchOptions {
   std::string model, ref_tool, json_out, target = "cpu";
   int threads = 2;
   bool vs_reference = false, reference_first = false, profile = false, no_fuse = false, memory_bandwidth = false;
+  bool no_weight_layout = false;
   uint64_t bandwidth_mib = 1024;
   BenchSpec spec;
 };
@@ -81,6 +82,18 @@ Bandwidth run_bandwidth(const BenchOptions& o) {
   return bw;
 }
 
+// The CPU session's options; --no-fuse and --no-weight-layout shape the
+// pipeline a GGUF is compiled with.
+cpu::SessionOptions cpu_options(const BenchOptions& o, int64_t ctx, int32_t slots) {
+  cpu::SessionOptions s{.threads = o.threads, .n_ctx = ctx, .n_slots = slots, .optimize = !o.no_fuse};
+  if (o.no_weight_layout) {
+    passes::PassManagerOptions pm;
+    pm.disabled_passes = {"weight-layout"};
+    s.passes = pm;
+  }
+  return s;
+}
+
 // vtc's figures; `weight_bytes` gets the bytes one token reads.
 BenchFigures run_vtc(const BenchOptions& o, uint64_t& weight_bytes) {
   int64_t ctx = std::max(o.spec.prompt_tokens, o.spec.gen_tokens) + 16;
@@ -93,16 +106,16 @@ BenchFigures run_vtc(const BenchOptions& o, uint64_t& weight_bytes) {
   if (o.target != "cpu") throw Error("bench: --target must be cpu or cuda, got " + o.target);
   BenchFigures f;
   {
-    cpu::Session session(o.model, {.threads = o.threads, .n_ctx = ctx, .n_slots = 1, .optimize = !o.no_fuse});
-    log(fmt::format("vtc, {} threads{}", o.threads, o.no_fuse ? ", no fusion" : ""));
+    cpu::Session session(o.model, cpu_options(o, ctx, 1));
+    log(fmt::format("vtc, {} threads{}{}", o.threads, o.no_fuse ? ", no fusion" : "",
+                    o.no_weight_layout ? ", weights in the rows layout" : ""));
     weight_bytes = weight_bytes_per_token(session.file());
     session.interpreter().set_profiling(o.profile);
     if (o.spec.prompt_tokens > 0 || o.spec.gen_tokens > 0) f = bench_session(session, o.spec, log);
     if (o.profile) fmt::print(stderr, "time per op (all repetitions):\n{}", session.interpreter().profile().table());
   }
   if (o.spec.batch_rows > 0) {
-    cpu::Session session(o.model, {.threads = o.threads, .n_ctx = batch_step_context(o.spec),
-                                   .n_slots = o.spec.batch_rows, .optimize = !o.no_fuse});
+    cpu::Session session(o.model, cpu_options(o, batch_step_context(o.spec), o.spec.batch_rows));
     log(fmt::format("vtc, decode step of 1 and of {} rows after {} tokens each", o.spec.batch_rows,
                     o.spec.batch_context));
     bench_batch_step(session, o.spec, f, log);
@@ -216,6 +229,8 @@ Runner add_bench(CLI::App& app) {
   cmd->add_option("--target", o->target, "Where vtc runs: cpu or cuda")->capture_default_str();
   cmd->add_flag("--profile", o->profile, "Print vtc's time per op kind (pp and tg runs)");
   cmd->add_flag("--no-fuse", o->no_fuse, "CPU: compile a GGUF without the fusion passes (before/after comparisons)");
+  cmd->add_flag("--no-weight-layout", o->no_weight_layout,
+                "CPU: compile a GGUF without the weight-layout pass (every weight in ggml's rows layout, no repacking)");
   cmd->add_option("--batch-rows", o->spec.batch_rows,
                   "CPU: also time a decode step of this many rows (one token for each of as many sequences) "
                   "against a step of 1 row (0: skip)")->capture_default_str();

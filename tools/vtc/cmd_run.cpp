@@ -27,7 +27,7 @@ namespace {
 
 struct RunOptions {
   std::string model, prompt, system, tokens, dump_ir, dump_logits;
-  bool chat = false, quiet = false, fingerprint = false, no_fuse = false;
+  bool chat = false, quiet = false, fingerprint = false, no_fuse = false, no_weight_layout = false;
   std::vector<std::string> disabled_passes;
   int threads = 0;
   int64_t ctx = 0;
@@ -86,6 +86,7 @@ cpu::SessionOptions session_options(const RunOptions& o) {
   passes::PassManagerOptions pm;
   pm.dump_dir = o.dump_ir;  // ignored for an artifact: nothing is compiled
   pm.disabled_passes = o.disabled_passes;
+  if (o.no_weight_layout) pm.disabled_passes.push_back("weight-layout");
   s.passes = pm;
   return s;
 }
@@ -173,6 +174,8 @@ Runner add_run(CLI::App& app) {
                   "GGUF: write the IR after every pass to DIR/<step>/NN-<pass>.vtcir; .vtc: the lowered IR to "
                   "DIR/<step>/lowered.vtcir");
   cmd->add_flag("--no-fuse", o->no_fuse, "GGUF: compile without the fusion passes (to compare or bisect)");
+  cmd->add_flag("--no-weight-layout", o->no_weight_layout,
+                "GGUF: compile without the weight-layout pass (every weight in ggml's rows layout, no repacking)");
   cmd->add_option("--disable-pass", o->disabled_passes, "GGUF: skip this pass of the pipeline (repeatable)");
   cmd->add_option("--dump-logits", o->dump_logits,
                   "Write raw f32 logits (one row per prompt position, then per generated token) and FILE.json");
