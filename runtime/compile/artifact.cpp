@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <span>
 #include <tuple>
@@ -20,6 +21,7 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/bind_state.h"
+#include "runtime/cpu/kernels/kernels.h"
 #include "support/error.h"
 #include "support/hash.h"
 
@@ -151,29 +153,49 @@ std::map<std::string, StepCounts> counts_from_json(const json& j, const std::str
 
 // XXH64 (Collet's xxHash, 64-bit variant): four independent lanes over
 // 32-byte stripes, several GB/s on one core, so checking the weights of a
-// model costs about what reading them from the page cache does.
+// model costs about what reading them from the page cache does. Streaming:
+// update() takes the bytes in any pieces (a packed GGUF is hashed as it is
+// written, tensor by tensor), digest() gives the hash of them all.
 class Xxh64 {
  public:
+  explicit Xxh64(uint64_t seed = 0) : seed_(seed), v_{seed + kP1 + kP2, seed + kP2, seed, seed - kP1} {}
+
   static uint64_t hash(std::span<const uint8_t> bytes, uint64_t seed = 0) {
+    Xxh64 h(seed);
+    h.update(bytes);
+    return h.digest();
+  }
+
+  void update(std::span<const uint8_t> bytes) {
     const uint8_t* p = bytes.data();
-    const uint8_t* const end = p + bytes.size();
-    uint64_t h;
-    if (bytes.size() >= 32) {
-      uint64_t v1 = seed + kP1 + kP2, v2 = seed + kP2, v3 = seed, v4 = seed - kP1;
-      const uint8_t* const limit = end - 32;
-      do {
-        v1 = round(v1, read64(p));
-        v2 = round(v2, read64(p + 8));
-        v3 = round(v3, read64(p + 16));
-        v4 = round(v4, read64(p + 24));
-        p += 32;
-      } while (p <= limit);
-      h = rotl(v1, 1) + rotl(v2, 7) + rotl(v3, 12) + rotl(v4, 18);
-      for (uint64_t v : {v1, v2, v3, v4}) h = (h ^ round(0, v)) * kP1 + kP4;
-    } else {
-      h = seed + kP5;
+    size_t n = bytes.size();
+    total_ += n;
+    if (buffered_ > 0) {
+      const size_t take = std::min(n, size_t(32) - buffered_);
+      std::memcpy(buffer_ + buffered_, p, take);
+      buffered_ += take;
+      p += take;
+      n -= take;
+      if (buffered_ < 32) return;
+      stripe(buffer_);
+      buffered_ = 0;
     }
-    h += bytes.size();
+    for (; n >= 32; p += 32, n -= 32) stripe(p);
+    std::memcpy(buffer_, p, n);
+    buffered_ = n;
+  }
+
+  uint64_t digest() const {
+    uint64_t h;
+    if (total_ >= 32) {
+      h = rotl(v_[0], 1) + rotl(v_[1], 7) + rotl(v_[2], 12) + rotl(v_[3], 18);
+      for (uint64_t v : v_) h = (h ^ round(0, v)) * kP1 + kP4;
+    } else {
+      h = seed_ + kP5;
+    }
+    h += total_;
+    const uint8_t* p = buffer_;
+    const uint8_t* const end = buffer_ + buffered_;
     for (; p + 8 <= end; p += 8) h = rotl(h ^ round(0, read64(p)), 27) * kP1 + kP4;
     if (p + 4 <= end) {
       h = rotl(h ^ (uint64_t(read32(p)) * kP1), 23) * kP2 + kP3;
@@ -203,6 +225,15 @@ class Xxh64 {
     std::memcpy(&v, p, 4);
     return v;
   }
+  void stripe(const uint8_t* p) {
+    for (int i = 0; i < 4; ++i) v_[i] = round(v_[i], read64(p + 8 * i));
+  }
+
+  uint64_t seed_;
+  uint64_t v_[4];
+  uint8_t buffer_[32] = {};
+  size_t buffered_ = 0;
+  uint64_t total_ = 0;
 };
 
 std::string weights_checksum_text(uint64_t sum) { return "xxh64:" + hex64(sum); }
@@ -230,7 +261,33 @@ std::string resolve_gguf_path(const std::string& stored, const std::string& arti
   return (fs::path(artifact_path).parent_path() / g).lexically_normal().string();
 }
 
-json manifest_of(const CompiledModel& m, const std::string& artifact_path, bool pack, std::optional<uint64_t> weights_sum) {
+// The packed GGUF's bytes in file order, handed to `sink` in pieces: the
+// original bytes, except that each tensor named in `layouts` is rearranged
+// into its layout (same size; header and tensor table unchanged).
+void for_each_packed_piece(const gguf::GgufFile& f, const std::map<std::string, WeightLayout>& layouts,
+                           const std::function<void(std::span<const uint8_t>)>& sink) {
+  const std::span<const uint8_t> bytes = f.bytes();
+  std::vector<std::pair<uint64_t, std::pair<const gguf::TensorInfo*, WeightLayout>>> tensors;
+  for (const auto& [name, layout] : layouts) {
+    const gguf::TensorInfo* t = f.find_tensor(name);
+    tensors.push_back({uint64_t(t->data - bytes.data()), {t, layout}});
+  }
+  std::sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<uint8_t> scratch;
+  uint64_t at = 0;
+  for (const auto& [begin, tl] : tensors) {
+    const auto& [t, layout] = tl;
+    sink(bytes.subspan(at, begin - at));
+    scratch.resize(t->n_bytes);
+    cpu::repack_weight(t->type, layout, t->data, int64_t(t->dims[1]), int64_t(t->dims[0]), scratch.data());
+    sink(scratch);
+    at = begin + t->n_bytes;
+  }
+  sink(bytes.subspan(at));
+}
+
+json manifest_of(const CompiledModel& m, const std::string& artifact_path, bool pack, std::optional<uint64_t> weights_sum,
+                 const std::map<std::string, WeightLayout>& stored_layouts) {
   json steps = json::object();
   for (const auto& f : m.module.functions) steps[f->name] = {{"ir", ir::print(*f)}};
   for (const auto& p : m.plans) steps[p.function]["memory_plan"] = plan_to_json(p);
@@ -245,6 +302,11 @@ json manifest_of(const CompiledModel& m, const std::string& artifact_path, bool 
               {"header_checksum", hex64(gguf_header_checksum(g))},
               {"packed", pack}};
   if (weights_sum) ref["weights_checksum"] = weights_checksum_text(*weights_sum);
+  if (pack) {
+    json layouts = json::object();
+    for (const auto& [name, layout] : stored_layouts) layouts[name] = std::string(weight_layout_name(layout));
+    ref["stored_layouts"] = layouts;
+  }
   return {
       {"format_version", kArtifactFormat},
       {"vtc_version", VTC_VERSION_STRING},
@@ -282,14 +344,50 @@ uint64_t gguf_content_checksum(const gguf::GgufFile& file) { return Xxh64::hash(
 
 uint64_t xxh64(std::span<const uint8_t> bytes, uint64_t seed) { return Xxh64::hash(bytes, seed); }
 
+std::map<std::string, WeightLayout> packed_layouts(const CompiledModel& m) {
+  std::map<std::string, WeightLayout> out;
+  std::map<std::string, const ir::WeightDecl*> first_of;  // by tensor
+  for (const auto& w : m.module.weights) {
+    const WeightLayout layout = w.type.elem.layout();
+    auto [it, fresh] = first_of.emplace(w.source, &w);
+    if (!fresh && it->second->type.elem.layout() != layout)
+      throw Error(fmt::format("pack: weights @{} ({}) and @{} ({}) read tensor '{}' in two layouts; one tensor is stored "
+                              "in one layout", it->second->name, it->second->type.elem.name(), w.name, w.type.elem.name(),
+                              w.source));
+    if (layout == WeightLayout::Rows) continue;
+    const gguf::TensorInfo* t = m.file.find_tensor(w.source);
+    if (!t) throw Error(fmt::format("pack: weight @{}: tensor '{}' is not in {}", w.name, w.source, m.file.path()));
+    if (t->dims.size() != 2 || t->type != w.type.elem.quant_type() ||
+        !cpu::matmul_layout_supported(t->type, layout, int64_t(t->dims[1])))
+      throw Error(fmt::format("pack: weight @{} is {} but tensor '{}' is a {}-D {} tensor that the {} layout cannot hold",
+                              w.name, w.type.str(), w.source, t->dims.size(), ggml_type_name(t->type),
+                              weight_layout_name(layout)));
+    out[w.source] = layout;
+  }
+  return out;
+}
+
 SaveInfo save_artifact(const CompiledModel& m, const std::string& path, const SaveOptions& options) {
   SaveInfo info;
+  std::map<std::string, WeightLayout> layouts;
+  if (options.pack) {
+    layouts = packed_layouts(m);
+    info.packed_weights = layouts.size();
+    for (const auto& [name, layout] : layouts) info.packed_bytes += m.file.find_tensor(name)->n_bytes;
+  }
   if (options.checksum_weights.value_or(options.pack)) {
+    // Over the bytes as written: a packed GGUF's rearranged tensors included.
     const auto t0 = std::chrono::steady_clock::now();
-    info.weights_checksum = gguf_content_checksum(m.file);
+    if (options.pack) {
+      Xxh64 h;
+      for_each_packed_piece(m.file, layouts, [&](std::span<const uint8_t> piece) { h.update(piece); });
+      info.weights_checksum = h.digest();
+    } else {
+      info.weights_checksum = gguf_content_checksum(m.file);
+    }
     info.checksum_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  json manifest = manifest_of(m, path, options.pack, info.weights_checksum);
+  json manifest = manifest_of(m, path, options.pack, info.weights_checksum, layouts);
   uint64_t pack_offset = 0;
   std::string text = manifest.dump();
   if (options.pack) {
@@ -315,7 +413,9 @@ SaveInfo save_artifact(const CompiledModel& m, const std::string& path, const Sa
     if (options.pack) {
       std::string pad(pack_offset - kHeaderBytes - text.size(), '\0');
       write_all(out, pad.data(), pad.size());
-      write_all(out, m.file.bytes().data(), m.file.file_size());
+      const auto t0 = std::chrono::steady_clock::now();
+      for_each_packed_piece(m.file, layouts, [&](std::span<const uint8_t> piece) { write_all(out, piece.data(), piece.size()); });
+      info.pack_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
     if (!out.flush()) throw Error(fmt::format("{}: write failed", tmp));
   }
@@ -340,8 +440,9 @@ json read_manifest(const std::string& path) {
   in.read(reinterpret_cast<char*>(&length), 8);
   if (!in || std::memcmp(magic, kMagic, 8) != 0) throw Error(fmt::format("{}: not a vtc artifact (bad magic)", path));
   if (version != kArtifactFormat)
-    throw Error(fmt::format("{}: artifact format version {} but this vtc reads version {}; recompile with `vtc compile`",
-                            path, version, kArtifactFormat));
+    throw Error(fmt::format("{}: artifact format version {} but this vtc reads version {}{}; recompile with `vtc compile`",
+                            path, version, kArtifactFormat,
+                            version < kArtifactFormat ? " (version 3 stores packed weights in their IR layout)" : ""));
   if (zero != 0) throw Error(fmt::format("{}: bytes 12..15 of the header must be zero, got {}", path, zero));
   in.seekg(0, std::ios::end);
   const uint64_t size = static_cast<uint64_t>(in.tellg());
@@ -357,6 +458,49 @@ json read_manifest(const std::string& path) {
   json manifest = json::parse(text, nullptr, false);
   if (manifest.is_discarded() || !manifest.is_object()) throw Error(fmt::format("{}: the manifest is not valid JSON", path));
   return manifest;
+}
+
+// gguf.stored_layouts of a packed artifact: tensor name -> layout name, for
+// the tensors `vtc compile --pack` rearranged. Each must name a tensor of
+// the GGUF, a known layout, and one the tensor's type and rows can take.
+void apply_stored_layouts(gguf::GgufFile& file, const json& ref, bool packed) {
+  if (!ref.contains("stored_layouts")) {
+    if (packed) bad("gguf.stored_layouts", "is missing");
+    return;
+  }
+  const json& layouts = ref.at("stored_layouts");
+  if (!layouts.is_object()) bad("gguf.stored_layouts", "must be a JSON object");
+  if (!packed && !layouts.empty())
+    bad("gguf.stored_layouts", "must be empty: only a packed GGUF has rearranged tensors");
+  for (const auto& [name, value] : layouts.items()) {
+    const std::string field = fmt::format("gguf.stored_layouts[\"{}\"]", name.size() > 64 ? name.substr(0, 61) + "..." : name);
+    if (!value.is_string()) bad(field, fmt::format("must be a layout name, got {}", shown(value)));
+    const std::string text = value.get<std::string>();
+    const auto layout = weight_layout_from_name(text);
+    if (!layout) bad(field, fmt::format("is '{}', not a weight layout (rows, x8)", text.size() > 64 ? text.substr(0, 61) + "..." : text));
+    const gguf::TensorInfo* t = file.find_tensor(name);
+    if (!t) bad(field, "names no tensor of the packed GGUF");
+    if (t->dims.size() != 2 || !cpu::matmul_layout_supported(t->type, *layout, int64_t(t->dims[1])))
+      bad(field, fmt::format("is {}, a layout tensor '{}' ({}-D {}) cannot be stored in", text, name, t->dims.size(),
+                             ggml_type_name(t->type)));
+    file.set_stored_layout(name, *layout);
+  }
+}
+
+// Every weight's declared layout is the one its tensor is stored in. A
+// referenced GGUF is all rows (the interpreter repacks at load); a packed
+// one stores every non-rows weight rearranged, so a missing entry would
+// have its rearranged bytes read as rows.
+void check_stored_layouts(const ir::Module& m, const gguf::GgufFile& file, bool packed) {
+  for (const auto& w : m.weights) {
+    const gguf::TensorInfo* t = file.find_tensor(w.source);
+    if (!t || t->stored_layout == w.type.elem.layout()) continue;
+    if (!packed && t->stored_layout == WeightLayout::Rows) continue;
+    bad(fmt::format("gguf.stored_layouts[\"{}\"]", w.source),
+        fmt::format("is {} but the lowered IR declares @{} as {}{}", t->stored_layout == WeightLayout::Rows ? "missing (rows)"
+                    : weight_layout_name(t->stored_layout), w.name, w.type.elem.name(),
+                    packed ? "; a packed artifact stores every weight in its declared layout" : ""));
+  }
 }
 
 // The GGUF an artifact refers to, checked against the recorded size,
@@ -386,6 +530,7 @@ gguf::GgufFile open_weights(const std::string& path, const json& ref) {
     }
   }
   gguf::GgufFile file = std::move(*opened);
+  apply_stored_layouts(file, ref, packed);
   const std::string what = packed ? fmt::format("the GGUF packed in {}", path) : gguf_path;
   const std::string got_sum = hex64(gguf_header_checksum(file));
   if (file.file_size() != want_size || got_sum != want_sum)
@@ -566,6 +711,7 @@ CompiledModel load_manifest(const std::string& path, const json& manifest) {
     throw Error(fmt::format("the lowered IR does not load: {}", e.what()));
   }
   validate_states(m.module);
+  check_stored_layouts(m.module, m.file, get_bool(member(manifest, "gguf", "manifest"), "packed", "gguf"));
   const json& steps = member(manifest, "steps", "manifest");
   if (!steps.is_object()) bad("steps", "must be a JSON object");
   for (const auto& [step, s] : steps.items()) {

@@ -21,6 +21,7 @@
 #include "runtime/cpu/session.h"
 #include "support/error.h"
 #include "tests/e2e/e2e_fixtures.h"
+#include "tests/reference_tolerances.h"
 #include "tests/test_process.h"
 
 using namespace vtc;
@@ -153,7 +154,17 @@ TEST_CASE("a changed GGUF or a foreign format version is an error naming both va
     const uint32_t version = 99;
     f.write(reinterpret_cast<const char*>(&version), 4);
   }
-  CHECK_THROWS_WITH(load_artifact(vtc_path), Catch::Contains("format version 99") && Catch::Contains("version 2"));
+  CHECK_THROWS_WITH(load_artifact(vtc_path), Catch::Contains("format version 99") && Catch::Contains("version 3"));
+  {
+    // An older format: the message says what changed.
+    std::fstream f(vtc_path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(8);
+    const uint32_t version = 2;
+    f.write(reinterpret_cast<const char*>(&version), 4);
+  }
+  CHECK_THROWS_WITH(load_artifact(vtc_path), Catch::Contains("format version 2") &&
+                                                 Catch::Contains("stores packed weights in their IR layout") &&
+                                                 Catch::Contains("recompile"));
   std::filesystem::remove(gguf_copy);
   std::filesystem::remove(vtc_path);
 }
@@ -723,4 +734,223 @@ TEST_CASE("a mapped GGUF truncated under the process is reported and exits 1, no
         }).rfind("signal 7", 0) == 0);
   fs::remove_all(t.dir);
   fs::remove_all(u.dir);
+}
+
+// The weight-layout pass (passes/weight_layout.h) on real quantized models:
+// a GGUF run (x8 weights repacked in memory at load), a referenced artifact
+// (the same) and a packed one (the weights stored rearranged, read where
+// they are mapped) give the same logits, bit for bit; keeping every weight
+// in rows (--no-weight-layout) changes only the float order. qwen3 q4_k_m
+// has q4_K and q6_K matrices and a q4_K token_embd read by embed alone;
+// llama3 q4_0 has q4_0 matrices and a tied token_embd (embed and the head).
+namespace {
+
+// A packed artifact's bytes with another manifest, the GGUF kept at its
+// offset (the manifest must still fit before it).
+std::string with_packed_manifest(const std::string& whole, const json& manifest) {
+  const uint64_t offset = manifest_json(whole)["gguf"]["offset"];
+  const std::string text = manifest.dump();
+  REQUIRE(24 + text.size() <= offset);
+  std::string out = whole.substr(0, 16);
+  const uint64_t length = text.size();
+  out.append(reinterpret_cast<const char*>(&length), 8);
+  out += text;
+  out.append(offset - out.size(), '\0');
+  return out + whole.substr(offset);
+}
+
+size_t count_layout(const ir::Module& m, WeightLayout layout) {
+  size_t n = 0;
+  for (const auto& w : m.weights) n += w.type.elem.layout() == layout && w.type.elem.is_quant();
+  return n;
+}
+
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("x8 weights: a GGUF, a referenced and a packed artifact give the same logits, bit for bit",
+          "[compile][reference][layout]") {
+  for (const auto& [arch, type] : {std::pair<std::string, std::string>{"qwen3", "q4_k_m"}, {"llama3", "q4_0"}}) {
+    INFO(arch << " " << type);
+    const std::string dir = temp_path("layout-" + arch);
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const std::string gguf_path = dir + "/model.gguf", referenced = dir + "/ref.vtc", packed = dir + "/packed.vtc";
+    fs::copy_file(test::model_path(arch, type), gguf_path);
+    const auto prompt = test::sample_prompt(gguf_path);
+    std::vector<float> expected;
+    {
+      cpu::Session s(gguf_path, options(true));
+      CHECK(s.interpreter().repacked_weights() == count_layout(s.module(), WeightLayout::Interleaved8));
+      expected = run_logits(s, prompt);
+    }
+    const CompiledModel m = compile_model(gguf::GgufFile::open(gguf_path), {});
+    const size_t n_x8 = count_layout(m.module, WeightLayout::Interleaved8);
+    REQUIRE(n_x8 > 0);
+    const ir::WeightDecl* embd = m.module.find_weight("token_embd");
+    REQUIRE(embd != nullptr);
+    CHECK(embd->type.elem.layout() == WeightLayout::Rows);  // read by embed (and, tied, by the head)
+    bool reported = false;
+    for (const auto& line : m.report) reported |= line.rfind(fmt::format("weight-layout: {} of ", n_x8), 0) == 0;
+    CHECK(reported);
+    save_artifact(m, referenced, {false});
+    const SaveInfo info = save_artifact(m, packed, {true});
+    CHECK(info.packed_weights == n_x8);
+    CHECK(info.packed_bytes > 0);
+
+    // The packed manifest lists the rearranged tensors, and their bytes are
+    // not the GGUF's; the header and tensor table are.
+    const std::string original = read_file(gguf_path), whole = read_file(packed);
+    const json manifest = manifest_json(whole);
+    const json& stored = manifest["gguf"]["stored_layouts"];
+    REQUIRE(stored.is_object());
+    CHECK(stored.size() == n_x8);
+    const auto layouts = packed_layouts(m);
+    CHECK(layouts.size() == n_x8);
+    const uint64_t offset = manifest["gguf"]["offset"];
+    CHECK(manifest_json(read_file(referenced))["gguf"].count("stored_layouts") == 0);
+    {
+      const gguf::GgufFile g = gguf::GgufFile::open(gguf_path);
+      CHECK(whole.compare(offset, g.data_offset(), original, 0, g.data_offset()) == 0);
+      size_t differ = 0;
+      for (const auto& [name, layout] : layouts) {
+        CHECK(stored.at(name) == "x8");
+        const gguf::TensorInfo* t = g.find_tensor(name);
+        const uint64_t at = uint64_t(t->data - g.bytes().data());
+        differ += whole.compare(offset + at, t->n_bytes, original, at, t->n_bytes) != 0;
+      }
+      CHECK(differ == layouts.size());
+      CHECK(whole.size() == offset + original.size());
+    }
+
+    // Referenced: repacked at load. Packed: nothing to repack, the weights
+    // are read in the mapping.
+    {
+      cpu::Session s(referenced, options(true));
+      CHECK(s.interpreter().repacked_weights() == n_x8);
+      CHECK(bitwise_equal(run_logits(s, prompt), expected));
+    }
+    {
+      const CompiledModel loaded = load_artifact(packed);
+      for (const auto& [name, layout] : layouts) {
+        const gguf::TensorInfo* t = loaded.file.find_tensor(name);
+        CHECK(t->stored_layout == WeightLayout::Interleaved8);
+        CHECK((t->data >= loaded.file.bytes().data() && t->data + t->n_bytes <= loaded.file.bytes().data() + loaded.file.file_size()));
+      }
+      CHECK(loaded.file.find_tensor(embd->source)->stored_layout == WeightLayout::Rows);
+    }
+    fs::remove(gguf_path);  // the packed artifact carries its own weights
+    {
+      cpu::Session s(packed, options(true));
+      CHECK(s.interpreter().repacked_weights() == 0);
+      CHECK(bitwise_equal(run_logits(s, prompt), expected));
+    }
+
+    // Without the pass: every weight in rows, the same logits up to the
+    // float order of the kernels (and the q8 activation roundings an ulp
+    // can flip: one prompt position of qwen3 moves by 1%), so within the
+    // quantized-model tolerance.
+    {
+      fs::copy_file(test::model_path(arch, type), gguf_path);
+      cpu::SessionOptions o = options(true);
+      passes::PassManagerOptions pm;
+      pm.disabled_passes = {"weight-layout"};
+      o.passes = pm;
+      cpu::Session s(gguf_path, o);
+      CHECK(count_layout(s.module(), WeightLayout::Interleaved8) == 0);
+      CHECK(s.interpreter().repacked_weights() == 0);
+      const double err = rel_l2(run_logits(s, prompt), expected);
+      INFO("rows vs x8: relative L2 " << err);
+      CHECK(err < test::kQuantLogitsRelL2Tolerance);
+    }
+    fs::remove_all(dir);
+  }
+}
+
+TEST_CASE("a packed artifact's stored_layouts are checked: an edited entry is an error naming it", "[compile][reference][layout]") {
+  const std::string dir = temp_path("layout-edited");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string packed = dir + "/packed.vtc", edited = dir + "/edited.vtc";
+  const CompiledModel m = compile_model(gguf::GgufFile::open(test::model_path("qwen3", "q4_k_m")), {});
+  save_artifact(m, packed, {true});
+  const std::string whole = read_file(packed);
+  const json manifest = manifest_json(whole);
+  const auto layouts = packed_layouts(m);
+  REQUIRE(!layouts.empty());
+  const std::string name = layouts.begin()->first;
+  const std::string field = fmt::format("gguf.stored_layouts[\"{}\"]", name);
+  const struct {
+    const char* what;
+    std::function<void(json&)> edit;
+    std::string message;
+  } cases[] = {
+      {"an unknown layout", [&](json& j) { j["gguf"]["stored_layouts"][name] = "x9"; }, field + " is 'x9', not a weight layout"},
+      {"a number", [&](json& j) { j["gguf"]["stored_layouts"][name] = 8; }, field + " must be a layout name"},
+      {"a tensor the GGUF lacks", [&](json& j) { j["gguf"]["stored_layouts"]["blk.9.attn_q.weight"] = "x8"; },
+       "gguf.stored_layouts[\"blk.9.attn_q.weight\"] names no tensor"},
+      {"a layout the tensor's type has not",
+       [&](json& j) { j["gguf"]["stored_layouts"]["output_norm.weight"] = "x8"; },
+       "gguf.stored_layouts[\"output_norm.weight\"] is x8, a layout tensor 'output_norm.weight'"},
+      {"a layout the IR does not declare",
+       [&](json& j) { j["gguf"]["stored_layouts"]["token_embd.weight"] = "x8"; },
+       "gguf.stored_layouts[\"token_embd.weight\"] is x8 but the lowered IR declares @token_embd as q4_k"},
+      {"a dropped entry", [&](json& j) { j["gguf"]["stored_layouts"].erase(name); }, field + " is missing (rows)"},
+      {"no map at all", [&](json& j) { j["gguf"].erase("stored_layouts"); }, "gguf.stored_layouts is missing"},
+      {"not an object", [&](json& j) { j["gguf"]["stored_layouts"] = json::array(); }, "gguf.stored_layouts must be a JSON object"},
+  };
+  {
+    INFO("the unedited manifest, rewritten");
+    write_file(edited, with_packed_manifest(whole, manifest));
+    CHECK(in_child([&] { load_and_step(edited); }) == "ok");
+  }
+  for (const auto& c : cases) {
+    INFO(c.what);
+    json j = manifest;
+    c.edit(j);
+    write_file(edited, with_packed_manifest(whole, j));
+    const std::string outcome = in_child([&] { load_and_step(edited); });
+    INFO(outcome);
+    CHECK(is_error(outcome));
+    CHECK(outcome.find(c.message) != std::string::npos);
+  }
+  // A referenced artifact names no stored layouts.
+  const std::string referenced = dir + "/ref.vtc";
+  save_artifact(m, referenced, {false});
+  json j = manifest_json(read_file(referenced));
+  j["gguf"]["stored_layouts"] = {{name, "x8"}};
+  write_file(edited, with_manifest(read_file(referenced), j));
+  const std::string outcome = in_child([&] { load_and_step(edited); });
+  INFO(outcome);
+  CHECK(outcome.find("gguf.stored_layouts must be empty") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("vtc compile --pack reports the repacking, and vtc run of the packed artifact repacks nothing",
+          "[compile][cli][reference][layout]") {
+  const std::string dir = temp_path("layout-cli");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string model = test::model_path("qwen3", "q4_k_m");
+  const std::string log = test::run_capture(fmt::format("{} compile {} -o {}/p.vtc --pack 2>&1; {} compile {} -o {}/rows.vtc "
+                                                        "--pack --no-weight-layout 2>&1",
+                                                        VTC_TOOL, model, dir, VTC_TOOL, model, dir));
+  INFO(log);
+  CHECK(log.find("compile: weight-layout: ") != std::string::npos);
+  CHECK(log.find("compile: packing ") != std::string::npos);
+  CHECK(log.find(" weights into the x8 layout (") != std::string::npos);
+  CHECK(manifest_json(read_file(dir + "/rows.vtc"))["gguf"]["stored_layouts"].empty());
+  const std::string ids = " --tokens 1,450,4996,17354 -n 4 --temp 0 -t 2 -q";
+  // (A subshell: run_capture redirects the stderr of the whole command.)
+  const std::string from_gguf = test::run_capture(fmt::format("({} run {}{} 2>{}/gguf.err)", VTC_TOOL, model, ids, dir));
+  const std::string from_packed = test::run_capture(fmt::format("({} run {}/p.vtc{} 2>{}/packed.err)", VTC_TOOL, dir, ids, dir));
+  CHECK(from_packed == from_gguf);
+  CHECK(read_file(dir + "/gguf.err").find("vtc: repacking ") != std::string::npos);
+  CHECK(read_file(dir + "/packed.err").find("repacking") == std::string::npos);
+  test::run_capture(fmt::format("({} run {}{} --no-weight-layout 2>{}/rows.err)", VTC_TOOL, model, ids, dir));
+  CHECK(read_file(dir + "/rows.err").find("repacking") == std::string::npos);
+  fs::remove_all(dir);
 }

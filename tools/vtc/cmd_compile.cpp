@@ -19,7 +19,7 @@ namespace {
 
 struct CompileCliOptions {
   std::string model, output;
-  bool pack = false, no_fuse = false, timing = false;
+  bool pack = false, no_fuse = false, no_weight_layout = false, timing = false;
   bool checksum_weights = false, no_checksum_weights = false;  // neither: on with --pack
   std::string dump_ir, dump_pass;
   std::vector<std::string> disabled;
@@ -42,7 +42,7 @@ void print_summary(const CompiledModel& m) {
                double(p.arena_bytes()) / 1048576.0, double(p.naive_bytes) / 1048576.0,
                double(p.naive_bytes) / double(std::max<uint64_t>(p.arena_bytes(), 1)));
   for (const auto& line : m.report)
-    if (line.rfind("placement:", 0) == 0) fmt::print(stderr, "compile: {}\n", line);
+    if (line.rfind("placement:", 0) == 0 || line.rfind("weight-layout:", 0) == 0) fmt::print(stderr, "compile: {}\n", line);
 }
 
 int run(CompileCliOptions& o) {
@@ -56,15 +56,32 @@ int run(CompileCliOptions& o) {
   o.compile.manager.dump_dir = o.dump_ir;
   o.compile.manager.dump_pass = o.dump_pass;
   o.compile.manager.disabled_passes = o.disabled;
+  if (o.no_weight_layout) o.compile.manager.disabled_passes.push_back("weight-layout");
   o.compile.manager.print_timing = o.timing;
   o.compile.progress = [](const std::string& s) { fmt::print(stderr, "compile: {}\n", s); };
   fmt::print(stderr, "compile: reading {}\n", o.model);
   CompiledModel m = compile_model(gguf::GgufFile::open(o.model), o.compile);
   print_summary(m);
+  if (o.pack) {
+    const auto layouts = packed_layouts(m);
+    uint64_t bytes = 0;
+    std::string names;
+    for (const auto& [tensor, layout] : layouts) {
+      bytes += m.file.find_tensor(tensor)->n_bytes;
+      if (names.find(weight_layout_name(layout)) == std::string::npos)
+        names += (names.empty() ? "" : "/") + std::string(weight_layout_name(layout));
+    }
+    if (!layouts.empty())
+      fmt::print(stderr, "compile: packing {} weights into the {} layout ({:.1f} MiB)\n", layouts.size(), names,
+                 double(bytes) / 1048576.0);
+  }
   fmt::print(stderr, "compile: writing {}{}\n", o.output, o.pack ? " (weights packed)" : "");
   std::optional<bool> checksum;
   if (o.checksum_weights || o.no_checksum_weights) checksum = o.checksum_weights;
   SaveInfo saved = save_artifact(m, o.output, {o.pack, checksum});
+  if (saved.packed_weights > 0)
+    fmt::print(stderr, "compile: wrote the packed GGUF ({} weights rearranged) in {:.3f} s\n", saved.packed_weights,
+               saved.pack_seconds);
   if (saved.weights_checksum)
     fmt::print(stderr, "compile: weights checksum xxh64:{:016x} over {:.1f} MiB in {:.3f} s (verified at every load)\n",
                *saved.weights_checksum, double(m.file.file_size()) / 1048576.0, saved.checksum_seconds);
@@ -91,13 +108,17 @@ Runner add_compile(CLI::App& app) {
   cmd->add_option("--max-sequences", o->compile.max_sequences, "Most sequences in one step (S bound; serve --parallel)")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
-  cmd->add_flag("--pack", o->pack, "Embed the GGUF in the artifact (default: refer to it by path, size and checksum)");
+  cmd->add_flag("--pack", o->pack,
+                "Embed the GGUF in the artifact, its x8 weights stored rearranged so loading only maps them (default: "
+                "refer to it by path, size and checksum; the interpreter repacks at load)");
   auto* checksum = cmd->add_flag("--checksum-weights", o->checksum_weights,
                                  "Record a checksum (XXH64) of all the GGUF's bytes and verify it at every load, so a "
                                  "different GGUF with the same header is refused (default: on with --pack, off otherwise)");
   cmd->add_flag("--no-checksum-weights", o->no_checksum_weights, "Record no weights checksum, even with --pack")
       ->excludes(checksum);
   cmd->add_flag("--no-fuse", o->no_fuse, "Skip the fusion passes");
+  cmd->add_flag("--no-weight-layout", o->no_weight_layout,
+                "Skip the weight-layout pass (cpu: every weight stays in ggml's rows layout)");
   cmd->add_option("--dump-ir", o->dump_ir, "Write the IR after every pass to DIR/<step>/NN-<pass>.vtcir");
   cmd->add_option("--dump-pass", o->dump_pass, "Dump only after passes whose name matches this regex");
   cmd->add_option("--disable-pass", o->disabled, "Skip this pass (repeatable; for bisecting)");
