@@ -128,10 +128,17 @@ static_assert(sizeof(BlockQ4_0x8) == 8 * sizeof(BlockQ4_0) && sizeof(BlockQ4_Kx8
 //   Q4_0: acc = fma(f16(d_r) * f16(x.d), float(isum - 8 * block_sum), acc)
 //   Q8_0: acc = fma(f16(d_r) * f16(x.d), float(isum), acc)
 //   Q4_K: acc = fma(f16(d_r) * x.d, float(isum), acc);
-//         acc = fma(-(f16(dmin_r) * x.d), float(sum_j min_j * bsum_j), acc)
+//         acc_min = fma(f16(dmin_r) * x.d, float(sum_j min_j * bsum_j), acc_min);
+//         result acc - acc_min
 //   Q6_K: acc = fma(f16(d_r) * x.d, float(isum - 32 * sum_s sc_s * bsum_s), acc)
 //         (isum over the unsigned 6-bit codes)
-// (ggml's vec_dot sums the same products in another order: a few ulps).
+// For Q4_0 and Q4_K that is the float order of llama.cpp's own repacked
+// kernels on x86 (ggml_gemv/gemm_q4_0_8x8_q8_0, ..._q4_K_8x8_q8_K), which
+// its CPU backend uses by default there; so those results equal the
+// reference's bit for bit. Q8_0 and Q6_K have no such kernels in the
+// reference on x86: their x8 results differ from its row kernels (and vtc's)
+// by float reassociation, which the weight-layout pass therefore only
+// chooses on request.
 using PackedFn = void (*)(int64_t n_blocks, const void* w, const void* x, int64_t x_stride, const int32_t* block_sums,
                           int64_t sums_stride, float* y, int64_t y_stride);
 struct PackedKernels {  // POD; value-initialize it

@@ -216,7 +216,7 @@ void q4_k_x8_scalar(int64_t n_blocks, const void* vw, const void* vx, int64_t x_
   for (int t = 0; t < NT; ++t) {
     const auto* x = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(vx) + t * x_stride);
     for (int r = 0; r < 8; ++r) {
-      float acc = 0.0f;
+      float acc = 0.0f, acc_min = 0.0f;
       for (int64_t b = 0; b < n_blocks; ++b) {
         int32_t isum = 0, msum = 0;
         for (int j = 0; j < 8; ++j) {
@@ -228,9 +228,9 @@ void q4_k_x8_scalar(int64_t n_blocks, const void* vw, const void* vx, int64_t x_
           msum += mn * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
         }
         acc = std::fma(h2f(w[b].d[r]) * x[b].d, static_cast<float>(isum), acc);
-        acc = std::fma(-(h2f(w[b].dmin[r]) * x[b].d), static_cast<float>(msum), acc);
+        acc_min = std::fma(h2f(w[b].dmin[r]) * x[b].d, static_cast<float>(msum), acc_min);
       }
-      y[t * y_stride + r] = acc;
+      y[t * y_stride + r] = acc - acc_min;
     }
   }
 }

@@ -169,9 +169,9 @@ void q4_k_x8_avx2(int64_t n_blocks, const void* vw, const void* vx, int64_t x_st
 #pragma GCC unroll 16
   for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(vx) + t * x_stride);
   const __m256i m4 = _mm256_set1_epi8(0x0f);
-  __m256 acc[NT];
+  __m256 acc[NT], acc_min[NT];
 #pragma GCC unroll 16
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int t = 0; t < NT; ++t) acc[t] = acc_min[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
     const BlockQ4_Kx8& wb = w[b];
     const ScalesX8 sm = unpack_scales_x8(wb.scales);
@@ -201,17 +201,15 @@ void q4_k_x8_avx2(int64_t n_blocks, const void* vw, const void* vx, int64_t x_st
                                                              _mm256_madd_epi16(s_hi[t], sc_hi)));
     }
     const __m256 d = load_f16x8(wb.d), dmin = load_f16x8(wb.dmin);
-    const __m256 sign = _mm256_set1_ps(-0.0f);
 #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) {
       const __m256 xd = _mm256_set1_ps(x[t][b].d);
       acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, xd), _mm256_cvtepi32_ps(isum[t]), acc[t]);
-      const __m256 neg_dmin = _mm256_xor_ps(_mm256_mul_ps(dmin, xd), sign);
-      acc[t] = _mm256_fmadd_ps(neg_dmin, _mm256_cvtepi32_ps(q4_k_mins_x8(sm, x[t][b])), acc[t]);
+      acc_min[t] = _mm256_fmadd_ps(_mm256_mul_ps(dmin, xd), _mm256_cvtepi32_ps(q4_k_mins_x8(sm, x[t][b])), acc_min[t]);
     }
   }
 #pragma GCC unroll 16
-  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y + t * y_stride, acc[t]);
+  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y + t * y_stride, _mm256_sub_ps(acc[t], acc_min[t]));
 }
 
 // Sub-block s's 8 signed row scales as int16 lanes (sc_r0, sc_r0, sc_r1, ...).
