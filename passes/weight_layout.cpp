@@ -66,9 +66,21 @@ std::optional<std::string> blocker(const ir::WeightDecl& w, const WeightUses& u)
   return std::nullopt;
 }
 
-bool is_candidate(const ir::WeightDecl& w) {
+// The types whose x8 kernels sum in the float order of llama.cpp's own
+// repacked x86 kernels (runtime/cpu/kernels/internal.h, PackedFn).
+bool reference_arithmetic(GgmlType t) { return t == GgmlType::Q4_0 || t == GgmlType::Q4_K; }
+
+bool has_x8_kernel(const ir::WeightDecl& w) {
   return w.type.elem.is_quant() && weight_layout_supports(kCpuLayout, w.type.elem.quant_type());
 }
+
+}  // namespace
+
+bool WeightLayoutPass::is_candidate(const ir::WeightDecl& w) const {
+  return has_x8_kernel(w) && (all_types_ || reference_arithmetic(w.type.elem.quant_type()));
+}
+
+namespace {
 
 }  // namespace
 
@@ -115,12 +127,18 @@ bool WeightLayoutPass::run(ir::Module& module, PassContext& context) {
     per_type[ir::ElemType::quant(w.type.elem.quant_type()).name()] += 1;
   }
   // 4. Report.
+  std::map<std::string, int> left_out;  // types=reference: x8 kernels not chosen
+  for (const auto& w : module.weights)
+    if (has_x8_kernel(w) && !is_candidate(w)) left_out[ir::ElemType::quant(w.type.elem.quant_type()).name()] += 1;
   std::string types;
   for (const auto& [name, n] : per_type) types += fmt::format("{}{} {}", types.empty() ? "" : ", ", name, n);
   std::string summary = fmt::format("weight-layout: {} of {} weights -> {}{}", changed_.size(), module.weights.size(),
                                     weight_layout_name(kCpuLayout), types.empty() ? "" : " (" + types + ")");
   context.remarks.push_back(summary);
   artifact.lines.push_back(summary);
+  for (const auto& [name, n] : left_out)
+    artifact.lines.push_back(fmt::format("  {} {} weights stay rows: their x8 kernel sums in another float order than "
+                                         "llama.cpp (types=all chooses it)", n, name));
   for (const auto& w : module.weights)
     if (auto it = why_rows.find(w.name); it != why_rows.end())
       artifact.lines.push_back(fmt::format("  @{} ({}) stays rows: {}", w.name, w.type.elem.name(), it->second));
@@ -130,12 +148,16 @@ bool WeightLayoutPass::run(ir::Module& module, PassContext& context) {
 
 std::unique_ptr<Pass> create_weight_layout(const PassOptions& options) {
   for (const auto& [k, v] : options.values)
-    if (k != "target") throw Error(fmt::format("weight-layout: unknown option '{}' (known: target)", k));
+    if (k != "target" && k != "types")
+      throw Error(fmt::format("weight-layout: unknown option '{}' (known: target, types)", k));
   const std::string target = options.get("target", "cpu");
   if (target != "cpu" && target != "cuda")
     throw Error(fmt::format("weight-layout: target must be cpu or cuda, got '{}'", target));
-  return std::make_unique<WeightLayoutPass>(target == "cpu" ? WeightLayoutPass::Target::Cpu
-                                                            : WeightLayoutPass::Target::Cuda);
+  const std::string types = options.get("types", "reference");
+  if (types != "reference" && types != "all")
+    throw Error(fmt::format("weight-layout: types must be reference or all, got '{}'", types));
+  return std::make_unique<WeightLayoutPass>(
+      target == "cpu" ? WeightLayoutPass::Target::Cpu : WeightLayoutPass::Target::Cuda, types == "all");
 }
 
 }  // namespace vtc::passes

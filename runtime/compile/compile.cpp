@@ -22,7 +22,9 @@ std::string standard_pipeline(const CompileOptions& o) {
                             o.max_sequences));
   std::string fusion = o.optimize ? "fuse-qk-rope,fuse-swiglu,fuse-norm-matmul,fuse-elementwise,canonicalize," : "";
   // After fusion: it follows the weights into the regions' bodies.
-  std::string layout = o.target == "cpu" ? "weight-layout{target=cpu}," : "";
+  if (o.weight_layout_types != "reference" && o.weight_layout_types != "all")
+    throw Error(fmt::format("compile: weight layout types must be reference or all, got '{}'", o.weight_layout_types));
+  std::string layout = o.target == "cpu" ? fmt::format("weight-layout{{target=cpu,types={}}},", o.weight_layout_types) : "";
   return fmt::format("canonicalize,{}{}placement{{target={}}},memory-plan{{T={},R={},S={}}},bind-state", fusion, layout,
                      o.target, o.max_step_tokens, o.max_sequences, o.max_sequences);
 }

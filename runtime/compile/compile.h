@@ -13,7 +13,8 @@
 // Fusion runs before placement so regions are placed as one kernel;
 // weight-layout (cpu target only) runs after fusion, so it follows the
 // weights into the regions' bodies, and chooses the x8 layout for the
-// q4_0/q8_0/q4_k/q6_k matmul weights (passes/weight_layout.h); `--disable-pass
+// q4_0/q4_k matmul weights (q8_0/q6_k too with types=all:
+// CompileOptions::weight_layout_types; passes/weight_layout.h); `--disable-pass
 // weight-layout` (--no-weight-layout) keeps the rows layout. The memory
 // plan comes after every rewrite, as it must.
 #pragma once
@@ -36,6 +37,9 @@ struct CompileOptions {
   int64_t max_step_tokens = 512;  // T bound: prefill runs in chunks of at most this
   int64_t max_sequences = 4;      // S and R bound: sequences (and logits rows) in one step
   bool optimize = true;           // false: no fusion (canonicalize + lowering only)
+  // cpu: the weight-layout pass's `types` (passes/weight_layout.h):
+  // "reference" (x8 only where it keeps llama.cpp's arithmetic) or "all".
+  std::string weight_layout_types = "reference";
   passes::PassManagerOptions manager;  // dumps, disabled passes, timing
   // Called at the start of each phase with a one-line description.
   std::function<void(const std::string&)> progress;

@@ -40,6 +40,7 @@ CompileOptions compile_options(const SessionOptions& o) {
   c.max_step_tokens = o.max_step_tokens;
   c.max_sequences = std::max(o.n_slots, 1);
   c.optimize = o.optimize;
+  c.weight_layout_types = o.weight_layout_types;
   if (o.passes) c.manager = *o.passes;
   return c;
 }

@@ -31,6 +31,7 @@ struct BenchOptions {
   int threads = 2;
   bool vs_reference = false, reference_first = false, profile = false, no_fuse = false, memory_bandwidth = false;
   bool no_weight_layout = false;
+  std::string weight_layout_types = "reference";
   uint64_t bandwidth_mib = 1024;
   BenchSpec spec;
 };
@@ -86,6 +87,7 @@ Bandwidth run_bandwidth(const BenchOptions& o) {
 // pipeline a GGUF is compiled with.
 cpu::SessionOptions cpu_options(const BenchOptions& o, int64_t ctx, int32_t slots) {
   cpu::SessionOptions s{.threads = o.threads, .n_ctx = ctx, .n_slots = slots, .optimize = !o.no_fuse};
+  s.weight_layout_types = o.weight_layout_types;
   if (o.no_weight_layout) {
     passes::PassManagerOptions pm;
     pm.disabled_passes = {"weight-layout"};
@@ -231,6 +233,9 @@ Runner add_bench(CLI::App& app) {
   cmd->add_flag("--no-fuse", o->no_fuse, "CPU: compile a GGUF without the fusion passes (before/after comparisons)");
   cmd->add_flag("--no-weight-layout", o->no_weight_layout,
                 "CPU: compile a GGUF without the weight-layout pass (every weight in ggml's rows layout, no repacking)");
+  cmd->add_option("--weight-layout-types", o->weight_layout_types,
+                 "CPU: which weights the weight-layout pass repacks: reference (q4_0, q4_k: the arithmetic of llama.cpp's own repacked kernels) or all (also q8_0 and q6_k: faster prefill, float order differs from llama.cpp)")
+      ->check(CLI::IsMember({"reference", "all"}));
   cmd->add_option("--batch-rows", o->spec.batch_rows,
                   "CPU: also time a decode step of this many rows (one token for each of as many sequences) "
                   "against a step of 1 row (0: skip)")->capture_default_str();

@@ -20,6 +20,7 @@ namespace {
 struct CompileCliOptions {
   std::string model, output;
   bool pack = false, no_fuse = false, no_weight_layout = false, timing = false;
+  std::string weight_layout_types = "reference";
   bool checksum_weights = false, no_checksum_weights = false;  // neither: on with --pack
   std::string dump_ir, dump_pass;
   std::vector<std::string> disabled;
@@ -53,6 +54,7 @@ int run(CompileCliOptions& o) {
     o.output = base + ".vtc";
   }
   o.compile.optimize = !o.no_fuse;
+  o.compile.weight_layout_types = o.weight_layout_types;
   o.compile.manager.dump_dir = o.dump_ir;
   o.compile.manager.dump_pass = o.dump_pass;
   o.compile.manager.disabled_passes = o.disabled;
@@ -119,6 +121,9 @@ Runner add_compile(CLI::App& app) {
   cmd->add_flag("--no-fuse", o->no_fuse, "Skip the fusion passes");
   cmd->add_flag("--no-weight-layout", o->no_weight_layout,
                 "Skip the weight-layout pass (cpu: every weight stays in ggml's rows layout)");
+  cmd->add_option("--weight-layout-types", o->weight_layout_types,
+                 "CPU: which weights the weight-layout pass repacks: reference (q4_0, q4_k: the arithmetic of llama.cpp's own repacked kernels) or all (also q8_0 and q6_k: faster prefill, float order differs from llama.cpp)")
+      ->check(CLI::IsMember({"reference", "all"}));
   cmd->add_option("--dump-ir", o->dump_ir, "Write the IR after every pass to DIR/<step>/NN-<pass>.vtcir");
   cmd->add_option("--dump-pass", o->dump_pass, "Dump only after passes whose name matches this regex");
   cmd->add_option("--disable-pass", o->disabled, "Skip this pass (repeatable; for bisecting)");

@@ -28,6 +28,7 @@ namespace {
 struct RunOptions {
   std::string model, prompt, system, tokens, dump_ir, dump_logits;
   bool chat = false, quiet = false, fingerprint = false, no_fuse = false, no_weight_layout = false;
+  std::string weight_layout_types = "reference";
   std::vector<std::string> disabled_passes;
   int threads = 0;
   int64_t ctx = 0;
@@ -83,6 +84,7 @@ cpu::SessionOptions session_options(const RunOptions& o) {
   s.n_ctx = o.ctx;
   s.n_slots = 1;
   s.optimize = !o.no_fuse;
+  s.weight_layout_types = o.weight_layout_types;
   passes::PassManagerOptions pm;
   pm.dump_dir = o.dump_ir;  // ignored for an artifact: nothing is compiled
   pm.disabled_passes = o.disabled_passes;
@@ -176,6 +178,9 @@ Runner add_run(CLI::App& app) {
   cmd->add_flag("--no-fuse", o->no_fuse, "GGUF: compile without the fusion passes (to compare or bisect)");
   cmd->add_flag("--no-weight-layout", o->no_weight_layout,
                 "GGUF: compile without the weight-layout pass (every weight in ggml's rows layout, no repacking)");
+  cmd->add_option("--weight-layout-types", o->weight_layout_types,
+                 "CPU: which weights the weight-layout pass repacks: reference (q4_0, q4_k: the arithmetic of llama.cpp's own repacked kernels) or all (also q8_0 and q6_k: faster prefill, float order differs from llama.cpp)")
+      ->check(CLI::IsMember({"reference", "all"}));
   cmd->add_option("--disable-pass", o->disabled_passes, "GGUF: skip this pass of the pipeline (repeatable)");
   cmd->add_option("--dump-logits", o->dump_logits,
                   "Write raw f32 logits (one row per prompt position, then per generated token) and FILE.json");
