@@ -16,7 +16,10 @@
 //      end-of-generation token, max_tokens, a stop string or the context.
 // A request's tokens depend only on its own rows (the kernels compute each
 // row independently of the batch), so greedy output is the same alone or
-// batched. When a prompt has been prefilled, its full pages enter the
+// batched. One exception, shared with llama.cpp: Q4_K weights in the x8
+// layout sum full groups of 4 rows in the reference's gemm order and the
+// rest in its gemv order (runtime/cpu/kernels/internal.h), so a row's last
+// bits can depend on how many rows share its step. When a prompt has been prefilled, its full pages enter the
 // prefix cache.
 #pragma once
 

@@ -129,7 +129,11 @@ static_assert(sizeof(BlockQ4_0x8) == 8 * sizeof(BlockQ4_0) && sizeof(BlockQ4_Kx8
 //   Q8_0: acc = fma(f16(d_r) * f16(x.d), float(isum), acc)
 //   Q4_K: acc = fma(f16(d_r) * x.d, float(isum), acc);
 //         acc_min = fma(f16(dmin_r) * x.d, float(sum_j min_j * bsum_j), acc_min);
-//         result acc - acc_min
+//         result acc - acc_min; in a call for 4 tokens those two steps are
+//         taken per pair of sub-blocks (isum and the mins sum over j = 2p,
+//         2p+1), as in llama.cpp's gemm, which gets a matmul's tokens 4 at a
+//         time and its last n % 4 through the gemv; matmul groups tokens the
+//         same way (4-aligned, only the last group short)
 //   Q6_K: acc = fma(f16(d_r) * x.d, float(isum - 32 * sum_s sc_s * bsum_s), acc)
 //         (isum over the unsigned 6-bit codes)
 // For Q4_0 and Q4_K that is the float order of llama.cpp's own repacked

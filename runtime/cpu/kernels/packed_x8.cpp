@@ -209,26 +209,32 @@ int q4_k_x8_code(const BlockQ4_Kx8& b, int r, int v) {
   return half ? byte >> 4 : byte & 0x0f;
 }
 
+// Groups of 4 tokens accumulate per pair of sub-blocks, fewer per
+// superblock (internal.h, PackedFn).
 template <int NT>
 void q4_k_x8_scalar(int64_t n_blocks, const void* vw, const void* vx, int64_t x_stride, const int32_t*, int64_t,
                     float* y, int64_t y_stride) {
   const auto* w = static_cast<const BlockQ4_Kx8*>(vw);
+  const int pairs_per_step = NT == 4 ? 1 : 4;
   for (int t = 0; t < NT; ++t) {
     const auto* x = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(vx) + t * x_stride);
     for (int r = 0; r < 8; ++r) {
       float acc = 0.0f, acc_min = 0.0f;
       for (int64_t b = 0; b < n_blocks; ++b) {
-        int32_t isum = 0, msum = 0;
-        for (int j = 0; j < 8; ++j) {
-          int sc = 0, mn = 0;
-          q4_k_x8_scale_min(w[b], r, j, sc, mn);
-          int32_t sub = 0;
-          for (int v = 32 * j; v < 32 * j + 32; ++v) sub += q4_k_x8_code(w[b], r, v) * x[b].qs[v];
-          isum += sc * sub;
-          msum += mn * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
+        const float d = h2f(w[b].d[r]) * x[b].d, dmin = h2f(w[b].dmin[r]) * x[b].d;
+        for (int p0 = 0; p0 < 4; p0 += pairs_per_step) {
+          int32_t isum = 0, msum = 0;
+          for (int j = 2 * p0; j < 2 * (p0 + pairs_per_step); ++j) {
+            int sc = 0, mn = 0;
+            q4_k_x8_scale_min(w[b], r, j, sc, mn);
+            int32_t sub = 0;
+            for (int v = 32 * j; v < 32 * j + 32; ++v) sub += q4_k_x8_code(w[b], r, v) * x[b].qs[v];
+            isum += sc * sub;
+            msum += mn * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
+          }
+          acc = std::fma(d, static_cast<float>(isum), acc);
+          acc_min = std::fma(dmin, static_cast<float>(msum), acc_min);
         }
-        acc = std::fma(h2f(w[b].d[r]) * x[b].d, static_cast<float>(isum), acc);
-        acc_min = std::fma(h2f(w[b].dmin[r]) * x[b].d, static_cast<float>(msum), acc_min);
       }
       y[t * y_stride + r] = acc - acc_min;
     }
@@ -270,10 +276,14 @@ void q6_k_x8_scalar(int64_t n_blocks, const void* vw, const void* vx, int64_t x_
 template <template <int> class Kernel>
 PackedKernels make_packed() {
   PackedKernels k{};
-  k.toks = 1;
+  k.toks = kMaxGemmToks;
   k.fn[1] = Kernel<1>::fn;
+  k.fn[2] = Kernel<2>::fn;
+  k.fn[3] = Kernel<3>::fn;
+  k.fn[4] = Kernel<4>::fn;
   return k;
 }
+static_assert(kMaxGemmToks == 4, "make_packed fills fn[1..4]");
 
 template <int NT>
 struct Q4_0Scalar {

@@ -141,16 +141,29 @@ inline __m256i bcast_pair(__m128i bs) {
   return _mm256_broadcastd_epi32(_mm_shuffle_epi32(bs, P * 0x55));
 }
 
+// The token's sub-block sums in pairs: int32 lane p of the result holds
+// (bsum_2p, bsum_2p+1) as two int16, bsum_j = bsums[2j] + bsums[2j+1].
+inline __m128i bsum_pairs(const BlockQ8_K& xb) {
+  const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.bsums));
+  const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.bsums + 8));
+  return _mm_hadd_epi16(lo, hi);
+}
+
+// Row r's min_2p * bsum_2p + min_2p+1 * bsum_2p+1, exact, in lane r.
+inline __m256i q4_k_min_pair_x8(const ScalesX8& s, __m128i pairs, int p) {
+  const __m256i v = p < 2 ? s.mn_lo : s.mn_hi;
+  const __m128i half = (p & 1) ? _mm256_extracti128_si256(v, 1) : _mm256_castsi256_si128(v);
+  const __m256i pair = _mm256_permutevar8x32_epi32(_mm256_castsi128_si256(pairs), _mm256_set1_epi32(p));
+  return _mm256_madd_epi16(pair_rows_epi16(half), pair);
+}
+
 // Sum of each row's mins times the token's sub-block sums, exact, in the
 // row's lane.
 inline __m256i q4_k_mins_x8(const ScalesX8& s, const BlockQ8_K& xb) {
-  const __m128i bs_lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.bsums));
-  const __m128i bs_hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.bsums + 8));
-  const __m128i bs = _mm_hadd_epi16(bs_lo, bs_hi);  // bsum_j = bsums[2j] + bsums[2j+1]; lane p: (bsum_2p, bsum_2p+1)
-  __m256i m = _mm256_madd_epi16(pair_rows_epi16(_mm256_castsi256_si128(s.mn_lo)), bcast_pair<0>(bs));
-  m = _mm256_add_epi32(m, _mm256_madd_epi16(pair_rows_epi16(_mm256_extracti128_si256(s.mn_lo, 1)), bcast_pair<1>(bs)));
-  m = _mm256_add_epi32(m, _mm256_madd_epi16(pair_rows_epi16(_mm256_castsi256_si128(s.mn_hi)), bcast_pair<2>(bs)));
-  m = _mm256_add_epi32(m, _mm256_madd_epi16(pair_rows_epi16(_mm256_extracti128_si256(s.mn_hi, 1)), bcast_pair<3>(bs)));
+  const __m128i pairs = bsum_pairs(xb);
+  __m256i m = q4_k_min_pair_x8(s, pairs, 0);
+#pragma GCC unroll 3
+  for (int p = 1; p < 4; ++p) m = _mm256_add_epi32(m, q4_k_min_pair_x8(s, pairs, p));
   return m;
 }
 
@@ -161,9 +174,13 @@ inline __m256i scale_lanes(const ScalesX8& s, int j) {
   return dup_rows_epi16((j & 1) ? _mm_srli_si128(half, 8) : half);
 }
 
+// Groups of 4 tokens take the float steps per pair of sub-blocks, as
+// llama.cpp's ggml_gemm_q4_K_8x8_q8_K does; fewer tokens (a matmul's last
+// n % 4) take them per superblock, as its gemv (internal.h, PackedFn).
 template <int NT>
 void q4_k_x8_avx2(int64_t n_blocks, const void* vw, const void* vx, int64_t x_stride, const int32_t*, int64_t,
                   float* y, int64_t y_stride) {
+  constexpr bool kPerPair = NT == 4;
   const auto* w = static_cast<const BlockQ4_Kx8*>(vw);
   const BlockQ8_K* x[NT];
 #pragma GCC unroll 16
@@ -175,6 +192,7 @@ void q4_k_x8_avx2(int64_t n_blocks, const void* vw, const void* vx, int64_t x_st
   for (int64_t b = 0; b < n_blocks; ++b) {
     const BlockQ4_Kx8& wb = w[b];
     const ScalesX8 sm = unpack_scales_x8(wb.scales);
+    const __m256 d = load_f16x8(wb.d), dmin = load_f16x8(wb.dmin);
     __m256i isum[NT];
 #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
@@ -196,11 +214,19 @@ void q4_k_x8_avx2(int64_t n_blocks, const void* vw, const void* vx, int64_t x_st
       }
       const __m256i sc_lo = scale_lanes(sm, 2 * p), sc_hi = scale_lanes(sm, 2 * p + 1);
 #pragma GCC unroll 16
-      for (int t = 0; t < NT; ++t)
-        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(s_lo[t], sc_lo),
-                                                             _mm256_madd_epi16(s_hi[t], sc_hi)));
+      for (int t = 0; t < NT; ++t) {
+        const __m256i pair = _mm256_add_epi32(_mm256_madd_epi16(s_lo[t], sc_lo), _mm256_madd_epi16(s_hi[t], sc_hi));
+        if constexpr (kPerPair) {
+          const __m256 xd = _mm256_set1_ps(x[t][b].d);
+          acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, xd), _mm256_cvtepi32_ps(pair), acc[t]);
+          const __m256i mins = q4_k_min_pair_x8(sm, bsum_pairs(x[t][b]), p);
+          acc_min[t] = _mm256_fmadd_ps(_mm256_mul_ps(dmin, xd), _mm256_cvtepi32_ps(mins), acc_min[t]);
+        } else {
+          isum[t] = _mm256_add_epi32(isum[t], pair);
+        }
+      }
     }
-    const __m256 d = load_f16x8(wb.d), dmin = load_f16x8(wb.dmin);
+    if constexpr (kPerPair) continue;
 #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) {
       const __m256 xd = _mm256_set1_ps(x[t][b].d);
