@@ -146,6 +146,24 @@ namespace {
 
 float h2f(uint16_t h) { return fp16_table()[h]; }
 
+// The scalar kernels: one driver walks tokens, rows and blocks; each type's
+// Step adds block b of row r against token t's activation block into
+// acc[0] (and the Q4_K mins into acc[1]); the result is acc[0] - acc[1].
+template <typename WBlock, typename XBlock, typename Step>
+void scalar_x8(int nt, int64_t n_blocks, const void* vw, const void* vx, int64_t x_stride, const int32_t* block_sums,
+               int64_t sums_stride, float* y, int64_t y_stride, Step step) {
+  const auto* w = static_cast<const WBlock*>(vw);
+  for (int t = 0; t < nt; ++t) {
+    const auto* x = reinterpret_cast<const XBlock*>(static_cast<const uint8_t*>(vx) + t * x_stride);
+    const int32_t* sums = block_sums != nullptr ? block_sums + t * sums_stride : nullptr;
+    for (int r = 0; r < 8; ++r) {
+      float acc[2] = {0.0f, 0.0f};
+      for (int64_t b = 0; b < n_blocks; ++b) step(w[b], x[b], sums != nullptr ? sums[b] : 0, r, acc);
+      y[t * y_stride + r] = acc[0] - acc[1];
+    }
+  }
+}
+
 // The quant of row r at value v of a Q4_0 x8 block (0..15).
 int q4_0_x8_code(const BlockQ4_0x8& b, int r, int v) {
   const int half = v / 16, c = (v % 16) / 4, i = v % 4;
@@ -156,38 +174,24 @@ int q4_0_x8_code(const BlockQ4_0x8& b, int r, int v) {
 template <int NT>
 void q4_0_x8_scalar(int64_t n_blocks, const void* vw, const void* vx, int64_t x_stride, const int32_t* block_sums,
                     int64_t sums_stride, float* y, int64_t y_stride) {
-  const auto* w = static_cast<const BlockQ4_0x8*>(vw);
-  for (int t = 0; t < NT; ++t) {
-    const auto* x = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(vx) + t * x_stride);
-    for (int r = 0; r < 8; ++r) {
-      float acc = 0.0f;
-      for (int64_t b = 0; b < n_blocks; ++b) {
+  scalar_x8<BlockQ4_0x8, BlockQ8_0>(
+      NT, n_blocks, vw, vx, x_stride, block_sums, sums_stride, y, y_stride,
+      [](const BlockQ4_0x8& w, const BlockQ8_0& x, int32_t block_sum, int r, float* acc) {
         int32_t isum = 0;
-        for (int v = 0; v < 32; ++v) isum += q4_0_x8_code(w[b], r, v) * x[b].qs[v];
-        isum -= 8 * block_sums[t * sums_stride + b];
-        acc = std::fma(h2f(w[b].d[r]) * h2f(x[b].d), static_cast<float>(isum), acc);
-      }
-      y[t * y_stride + r] = acc;
-    }
-  }
+        for (int v = 0; v < 32; ++v) isum += q4_0_x8_code(w, r, v) * x.qs[v];
+        acc[0] = std::fma(h2f(w.d[r]) * h2f(x.d), static_cast<float>(isum - 8 * block_sum), acc[0]);
+      });
 }
 
 template <int NT>
 void q8_0_x8_scalar(int64_t n_blocks, const void* vw, const void* vx, int64_t x_stride, const int32_t*, int64_t,
                     float* y, int64_t y_stride) {
-  const auto* w = static_cast<const BlockQ8_0x8*>(vw);
-  for (int t = 0; t < NT; ++t) {
-    const auto* x = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(vx) + t * x_stride);
-    for (int r = 0; r < 8; ++r) {
-      float acc = 0.0f;
-      for (int64_t b = 0; b < n_blocks; ++b) {
-        int32_t isum = 0;
-        for (int v = 0; v < 32; ++v) isum += w[b].qs[32 * (v / 4) + 4 * r + v % 4] * x[b].qs[v];
-        acc = std::fma(h2f(w[b].d[r]) * h2f(x[b].d), static_cast<float>(isum), acc);
-      }
-      y[t * y_stride + r] = acc;
-    }
-  }
+  scalar_x8<BlockQ8_0x8, BlockQ8_0>(NT, n_blocks, vw, vx, x_stride, nullptr, 0, y, y_stride,
+                                     [](const BlockQ8_0x8& w, const BlockQ8_0& x, int32_t, int r, float* acc) {
+                                       int32_t isum = 0;
+                                       for (int v = 0; v < 32; ++v) isum += w.qs[32 * (v / 4) + 4 * r + v % 4] * x.qs[v];
+                                       acc[0] = std::fma(h2f(w.d[r]) * h2f(x.d), static_cast<float>(isum), acc[0]);
+                                     });
 }
 
 // Row r's 6-bit scale and min of sub-block j (ggml's get_scale_min_k4 on
@@ -214,31 +218,25 @@ int q4_k_x8_code(const BlockQ4_Kx8& b, int r, int v) {
 template <int NT>
 void q4_k_x8_scalar(int64_t n_blocks, const void* vw, const void* vx, int64_t x_stride, const int32_t*, int64_t,
                     float* y, int64_t y_stride) {
-  const auto* w = static_cast<const BlockQ4_Kx8*>(vw);
-  const int pairs_per_step = NT == 4 ? 1 : 4;
-  for (int t = 0; t < NT; ++t) {
-    const auto* x = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(vx) + t * x_stride);
-    for (int r = 0; r < 8; ++r) {
-      float acc = 0.0f, acc_min = 0.0f;
-      for (int64_t b = 0; b < n_blocks; ++b) {
-        const float d = h2f(w[b].d[r]) * x[b].d, dmin = h2f(w[b].dmin[r]) * x[b].d;
-        for (int p0 = 0; p0 < 4; p0 += pairs_per_step) {
+  constexpr int kPairsPerStep = NT == 4 ? 1 : 4;
+  scalar_x8<BlockQ4_Kx8, BlockQ8_K>(
+      NT, n_blocks, vw, vx, x_stride, nullptr, 0, y, y_stride,
+      [](const BlockQ4_Kx8& w, const BlockQ8_K& x, int32_t, int r, float* acc) {
+        const float d = h2f(w.d[r]) * x.d, dmin = h2f(w.dmin[r]) * x.d;
+        for (int p0 = 0; p0 < 4; p0 += kPairsPerStep) {
           int32_t isum = 0, msum = 0;
-          for (int j = 2 * p0; j < 2 * (p0 + pairs_per_step); ++j) {
+          for (int j = 2 * p0; j < 2 * (p0 + kPairsPerStep); ++j) {
             int sc = 0, mn = 0;
-            q4_k_x8_scale_min(w[b], r, j, sc, mn);
+            q4_k_x8_scale_min(w, r, j, sc, mn);
             int32_t sub = 0;
-            for (int v = 32 * j; v < 32 * j + 32; ++v) sub += q4_k_x8_code(w[b], r, v) * x[b].qs[v];
+            for (int v = 32 * j; v < 32 * j + 32; ++v) sub += q4_k_x8_code(w, r, v) * x.qs[v];
             isum += sc * sub;
-            msum += mn * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
+            msum += mn * (x.bsums[2 * j] + x.bsums[2 * j + 1]);
           }
-          acc = std::fma(d, static_cast<float>(isum), acc);
-          acc_min = std::fma(dmin, static_cast<float>(msum), acc_min);
+          acc[0] = std::fma(d, static_cast<float>(isum), acc[0]);
+          acc[1] = std::fma(dmin, static_cast<float>(msum), acc[1]);
         }
-      }
-      y[t * y_stride + r] = acc - acc_min;
-    }
-  }
+      });
 }
 
 // Row r's 6-bit code (0..63) at value v of a Q6_K x8 block.
@@ -252,25 +250,18 @@ int q6_k_x8_code(const BlockQ6_Kx8& b, int r, int v) {
 template <int NT>
 void q6_k_x8_scalar(int64_t n_blocks, const void* vw, const void* vx, int64_t x_stride, const int32_t*, int64_t,
                     float* y, int64_t y_stride) {
-  const auto* w = static_cast<const BlockQ6_Kx8*>(vw);
-  for (int t = 0; t < NT; ++t) {
-    const auto* x = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(vx) + t * x_stride);
-    for (int r = 0; r < 8; ++r) {
-      float acc = 0.0f;
-      for (int64_t b = 0; b < n_blocks; ++b) {
-        int32_t isum = 0, offset = 0;
-        for (int s = 0; s < 16; ++s) {
-          const int sc = w[b].scales[8 * s + r];
-          int32_t sub = 0;
-          for (int v = 16 * s; v < 16 * s + 16; ++v) sub += q6_k_x8_code(w[b], r, v) * x[b].qs[v];
-          isum += sc * sub;
-          offset += sc * x[b].bsums[s];
-        }
-        acc = std::fma(h2f(w[b].d[r]) * x[b].d, static_cast<float>(isum - 32 * offset), acc);
-      }
-      y[t * y_stride + r] = acc;
-    }
-  }
+  scalar_x8<BlockQ6_Kx8, BlockQ8_K>(NT, n_blocks, vw, vx, x_stride, nullptr, 0, y, y_stride,
+                                     [](const BlockQ6_Kx8& w, const BlockQ8_K& x, int32_t, int r, float* acc) {
+                                       int32_t isum = 0, offset = 0;
+                                       for (int s = 0; s < 16; ++s) {
+                                         const int sc = w.scales[8 * s + r];
+                                         int32_t sub = 0;
+                                         for (int v = 16 * s; v < 16 * s + 16; ++v) sub += q6_k_x8_code(w, r, v) * x.qs[v];
+                                         isum += sc * sub;
+                                         offset += sc * x.bsums[s];
+                                       }
+                                       acc[0] = std::fma(h2f(w.d[r]) * x.d, static_cast<float>(isum - 32 * offset), acc[0]);
+                                     });
 }
 
 template <template <int> class Kernel>
@@ -293,7 +284,6 @@ template <int NT>
 struct Q4_KScalar {
   static constexpr PackedFn fn = q4_k_x8_scalar<NT>;
 };
-
 template <int NT>
 struct Q8_0Scalar {
   static constexpr PackedFn fn = q8_0_x8_scalar<NT>;
