@@ -125,4 +125,5 @@ TEST_CASE("quantized dense models match llama.cpp on the same file", "[e2e][refe
   for (const std::string arch : {"llama", "qwen2", "qwen3"})  // MoE: test_moe_reference.cpp
     for (const char* type : {"q8_0", "q4_k_m", "q6_k"})
       compare_with_reference(test::model_path(arch, type), true);
+  compare_with_reference(test::model_path("llama3", "q4_0"), true);  // q4_0: x8 weights (weight-layout)
 }
