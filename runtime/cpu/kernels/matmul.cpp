@@ -17,6 +17,10 @@
 //      single tokens, go through the type's dot kernel. Tiles are
 //      bit-identical to dot, so an output's value does not depend on the
 //      thread count, the tiling or the batch.
+//   4. Weights in the interleaved-8 layout (weight-layout pass) go through
+//      the x8 kernels instead (packed_x8*.cpp): groups of 8 rows against
+//      4-aligned groups of up to 4 tokens; the Q4_0 ones also read each
+//      q8_0 block's sum of quants, computed with the conversion.
 // Types without a native dot kernel dequantize one weight row at a time into
 // a thread-local buffer and use an f32 dot; no whole-weight dequantization.
 #include <algorithm>
@@ -213,6 +217,7 @@ struct NativeMatmul {
   const detail::GemmKernels* tiles;     // null: no tiles for this type or batch
   const detail::PackedKernels* packed;  // interleaved-8 weights; null for Rows
   int64_t n_blocks;                     // weight blocks per row
+  bool block_sums;                      // the kernel reads Activations::block_sums (Q4_0 x8)
 
   NativeMatmul(GgmlType wtype, WeightLayout layout, const void* weights, int64_t rows_, int64_t cols_,
                int64_t n_tokens_, float* y_)
@@ -227,10 +232,11 @@ struct NativeMatmul {
     // which costs as much as the multiply-adds (same bits either way).
     tiles = g.rows > 0 && (n_tokens >= 2 || g.widened_x) && !tiles_disabled() ? &g : nullptr;
     packed = layout == WeightLayout::Interleaved8 ? &qk.x8[static_cast<int>(wtype)] : nullptr;
+    block_sums = packed != nullptr && wtype == GgmlType::Q4_0;
   }
   int64_t n_items() const { return (rows + kRowTile - 1) / kRowTile * n_tok_tiles; }
   bool wants_widened_x() const { return packed == nullptr && tiles != nullptr && tiles->widened_x; }
-  bool wants_block_sums() const { return packed != nullptr; }
+  bool wants_block_sums() const { return block_sums; }
 
   // Interleaved weights: groups of 8 rows (kRowTile is a multiple of 8, and
   // the rows are) against up to packed->toks tokens at a time.
@@ -238,7 +244,7 @@ struct NativeMatmul {
     for (int64_t g = r0; g < r1; g += 8)
       for (int64_t t = t0; t < t1; t += packed->toks) {
         const int nt = static_cast<int>(std::min<int64_t>(packed->toks, t1 - t));
-        const int32_t* sums = xa.block_sums != nullptr ? xa.block_sums + t * n_blocks : nullptr;
+        const int32_t* sums = block_sums ? xa.block_sums + t * n_blocks : nullptr;
         packed->fn[nt](n_blocks, w + g * w_row, xa.data + t * xa.row_bytes, xa.row_bytes, sums, n_blocks,
                        y + t * rows + g, rows);
       }
