@@ -45,6 +45,10 @@ ExecFn exec_fn(ir::OpKind kind);
 // Runs matmul ops that all read the same input (operand 0) as one
 // matmul_shared_input call.
 void exec_matmuls_shared_input(ExecContext& ctx, const std::vector<const ir::Op*>& matmuls);
+// The rope parameters of a `rope` or `indexer_select` op's attributes
+// (freq_factors, an operand, is left null).
+struct RopeParams;
+RopeParams rope_params(const ir::Op& op);
 // Ops whose results alias their first operand's storage (no arena space).
 bool is_alias_op(ir::OpKind kind);
 

@@ -6,8 +6,10 @@
 //      the arena of its placement; weights point into the mapped file;
 //      reshape/view, fused-body arguments and a body's returned values
 //      share their root's storage (the plan's alias rules);
-//   3. run the ops through the ops.def dispatch table; a fused op runs its
-//      body op by op, so fusion never changes a result;
+//   3. run the ops through the ops.def dispatch table; a fused op runs as
+//      one kernel where fused_kernels.h knows its body, else its body op
+//      by op; either way with the same bits, so fusion never changes a
+//      result;
 //   4. copy the returned values out.
 // Binding a weight (once, at construction) compares the layout its IR type
 // declares (weight-layout pass) with the one its bytes are stored in
@@ -31,6 +33,7 @@
 
 #include "passes/memory_plan.h"
 #include "runtime/cpu/exec_context.h"
+#include "runtime/cpu/fused_kernels.h"
 #include "runtime/cpu/kernels/kernels.h"
 #include "support/error.h"
 
@@ -127,6 +130,9 @@ struct Interpreter::Impl {
     std::unordered_set<const ir::Op*> later;  // members other than the first
   };
   std::unordered_map<const ir::Op*, SharedMatmuls> shared_matmuls;
+  // Per fused op, its one-kernel form (null: op by op; fused_kernels.h).
+  bool fused_kernels = true;
+  std::unordered_map<const ir::Op*, std::unique_ptr<FusedKernel>> fused_kernel_of;
 
   Impl(const ir::Module& m, const gguf::GgufFile& f, StateStore& s, ThreadPool& p) : module(m), states(s), pool(p) {
     std::vector<PendingRepack> pending;
@@ -242,6 +248,8 @@ struct Interpreter::Impl {
   std::vector<HostTensor> execute(const ir::Function& fn, const SymbolEnv& env, const StepRequest& req, BufMap& bufs);
   void exec_op(ExecContext& ctx, const ir::Op& op, const SymbolEnv& env);
   void run_fused(ExecContext& ctx, const ir::Op& op, const SymbolEnv& env);
+  bool run_fused_kernel(ExecContext& ctx, const ir::Op& op, const SymbolEnv& env);
+  void run_body_ops(ExecContext& ctx, const ir::Op& op, const SymbolEnv& env);
   void run_matmul_group(ExecContext& ctx, const std::vector<const ir::Op*>& group);
   static SharedMatmuls find_shared_matmuls(const ir::Function& body);
   void run_kernel(ExecContext& ctx, const ir::Op& op);
@@ -379,21 +387,46 @@ void Interpreter::Impl::run_fused(ExecContext& ctx, const ir::Op& op, const Symb
   if (fresh) entry->second = passes::body_result_homes(op);
   const auto& homes = entry->second;
   for (const auto& [value, result] : homes) bufs[value].data = bufs[result.data()].data;
-  auto [shared_entry, fresh_shared] = shared_matmuls.try_emplace(&op);
-  if (fresh_shared) shared_entry->second = find_shared_matmuls(body);
-  const SharedMatmuls& shared = shared_entry->second;
+  if (!run_fused_kernel(ctx, op, env)) run_body_ops(ctx, op, env);
   const ir::Op& ret = *body.ops.back();
-  for (const auto& inner : body.ops) {
-    if (inner->kind == ir::OpKind::Return || shared.later.count(inner.get())) continue;
-    if (auto g = shared.by_first.find(inner.get()); g != shared.by_first.end()) run_matmul_group(ctx, g->second);
-    else exec_op(ctx, *inner, env);
-  }
   for (size_t k = 0; k < ret.operands.size(); ++k) {
     if (homes.count(ret.operands[k].data())) continue;
     const Buf& from = bufs[ret.operands[k].data()];
     std::memcpy(bufs[op.results[k].data()].data, from.data, storage_bytes(from.elem, from.numel));
   }
   notify(ctx, op);  // body ops were reported as they ran
+}
+
+// The region as one kernel when it has that form (fused_kernels.h); every
+// body value is then computed and reported as if its ops had run.
+bool Interpreter::Impl::run_fused_kernel(ExecContext& ctx, const ir::Op& op, const SymbolEnv& env) {
+  if (!fused_kernels) return false;
+  auto [entry, fresh] = fused_kernel_of.try_emplace(&op);
+  if (fresh) entry->second = FusedKernel::recognize(*op.body);
+  if (!entry->second) return false;
+  for (const auto& inner : op.body->ops)
+    if (is_alias_op(inner->kind)) exec_op(ctx, *inner, env);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!entry->second->run(ctx, /*materialize=*/static_cast<bool>(observer))) return false;
+  if (profiling) {
+    auto& e = profile.by_op[fmt::format("fused {}", op.attr("kind")->s)];
+    e.calls++;
+    e.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  for (const auto& inner : op.body->ops)
+    if (inner->kind != ir::OpKind::Return && !is_alias_op(inner->kind)) notify(ctx, *inner);
+  return true;
+}
+
+void Interpreter::Impl::run_body_ops(ExecContext& ctx, const ir::Op& op, const SymbolEnv& env) {
+  auto [shared_entry, fresh_shared] = shared_matmuls.try_emplace(&op);
+  if (fresh_shared) shared_entry->second = find_shared_matmuls(*op.body);
+  const SharedMatmuls& shared = shared_entry->second;
+  for (const auto& inner : op.body->ops) {
+    if (inner->kind == ir::OpKind::Return || shared.later.count(inner.get())) continue;
+    if (auto g = shared.by_first.find(inner.get()); g != shared.by_first.end()) run_matmul_group(ctx, g->second);
+    else exec_op(ctx, *inner, env);
+  }
 }
 
 // A body's matmuls of one input (Q, K and V after their norm; gate and up)
@@ -463,6 +496,7 @@ void Interpreter::use_plans(const std::vector<passes::FunctionPlan>& plans) {
   for (const auto& p : plans) impl_->compiled_plans[p.function] = p;
 }
 void Interpreter::set_profiling(bool on) { impl_->profiling = on; }
+void Interpreter::set_fused_kernels(bool on) { impl_->fused_kernels = on; }
 size_t Interpreter::repacked_weights() const { return impl_->repacked.size(); }
 uint64_t Interpreter::repacked_bytes() const { return impl_->repacked_bytes; }
 const OpProfile& Interpreter::profile() const { return impl_->profile; }

@@ -84,6 +84,9 @@ class Interpreter {
   void set_observer(OpObserver observer);
   const StepStats& last_stats() const;
   void set_profiling(bool on);
+  // false: run every fused op's body op by op instead of as one kernel
+  // (fused_kernels.h), to measure what the fused kernels gain; same bits.
+  void set_fused_kernels(bool on);
   const OpProfile& profile() const;
   // Weights rearranged into their declared layout at construction (their
   // tensors were stored in rows), and their bytes; 0 when every weight is

@@ -211,6 +211,8 @@ void exec_RmsNorm(ExecContext& c, const ir::Op& op) {
     rms_norm(x.as<float>() + r * cols, w.as<float>() + (r % groups) * cols, eps, 1, cols, c.out(op).as<float>() + r * cols);
 }
 
+}  // namespace
+
 // The rope attributes of `rope` and `indexer_select` (which has no YaRN ones).
 RopeParams rope_params(const ir::Op& op) {
   const std::string& mode = op.attr("mode")->s;
@@ -233,6 +235,8 @@ RopeParams rope_params(const ir::Op& op) {
                         float(float_attr(op, "beta_slow", 1.0)), p.corr_dims);
   return p;
 }
+
+namespace {
 
 void exec_Rope(ExecContext& c, const ir::Op& op) {
   const Buf& x = c.in(op, 0);

@@ -118,6 +118,7 @@ Session::Session(const std::string& path, const SessionOptions& o) {
                             cfg.n_ctx));
   }
   impl_->interp.use_plans(model.plans);
+  impl_->interp.set_fused_kernels(o.fused_kernels);
 }
 
 Session::~Session() = default;

@@ -32,6 +32,7 @@ struct SessionOptions {
   // GGUF models are compiled in memory with the standard pipeline
   // (runtime/compile/compile.h); .vtc artifacts come compiled.
   bool optimize = true;            // false: no fusion passes
+  bool fused_kernels = true;       // false: fused ops run their bodies op by op (Interpreter::set_fused_kernels)
   std::string weight_layout_types = "reference";  // CompileOptions::weight_layout_types
   std::optional<passes::PassManagerOptions> passes = std::nullopt;  // dumps, disabled passes (default: none)
 };

@@ -1,15 +1,18 @@
 // Properties of the CPU runtime that need no reference numbers: the
 // runtime holds no architecture (printed IR, parsed back, runs the same),
 // chunked prefill equals one-shot prefill, batched sequences are
-// independent, bad inputs are clear errors, and the arena plan reuses memory.
+// independent, bad inputs are clear errors, the arena plan reuses memory,
+// and fused regions run as one kernel with the bits of op by op.
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <map>
 
 #include "frontends/gguf/arch/arch.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "runtime/cpu/kernels/kernels.h"
 #include "runtime/cpu/session.h"
 #include "support/error.h"
 #include "tests/e2e/e2e_fixtures.h"
@@ -97,4 +100,71 @@ TEST_CASE("the arena plan reuses memory", "[e2e][reference]") {
   INFO("arena " << stats.arena_bytes << " bytes, naive " << stats.naive_bytes << " bytes");
   CHECK(stats.arena_bytes > 0);
   CHECK(stats.arena_bytes * 5 < stats.naive_bytes * 4);  // at least 20% saved by reuse
+}
+
+namespace {
+// A prefill of the sample prompt (all logits) and two decode steps on slot
+// 0, as one byte string, with every op's results seen on the way.
+struct ObservedRun {
+  std::vector<uint8_t> logits;
+  std::map<const ir::Op*, std::vector<std::vector<uint8_t>>> values;
+};
+ObservedRun observed_run(cpu::Session& s, bool observe) {
+  ObservedRun r;
+  if (observe)
+    s.interpreter().set_observer([&](const ir::Op& op, const std::vector<cpu::HostTensor>& results) {
+      auto& v = r.values[&op];
+      for (const auto& t : results) v.push_back(t.bytes);
+    });
+  else
+    s.interpreter().set_observer(nullptr);
+  const auto prompt = test::sample_prompt("");
+  auto append = [&](const cpu::HostTensor& t) { r.logits.insert(r.logits.end(), t.bytes.begin(), t.bytes.end()); };
+  append(s.prefill(0, prompt, 0, true));
+  for (int32_t i = 0; i < 2; ++i)
+    append(s.decode(std::vector<int32_t>{0}, std::vector<int32_t>{100 + i}, std::vector<int32_t>{int32_t(prompt.size()) + i}));
+  s.reset(0);
+  return r;
+}
+}  // namespace
+
+// The fused regions run as one kernel each (runtime/cpu/fused_kernels.h);
+// their results, and with an observer every body value, carry the bits of
+// the body run op by op. llama q4_k_m: x8 weights and normal rope; llama3
+// q4_0: rope_freqs; qwen2-yarn: Q/K/V biases (so its ropes stay outside
+// the region); llama f16: widened tiles.
+TEST_CASE("fused regions as one CPU kernel give the bits of op by op", "[e2e][reference][fused]") {
+  const std::vector<std::pair<std::string, std::string>> models = {
+      {"llama", "q4_k_m"}, {"llama3", "q4_0"}, {"qwen2-yarn", "f32"}, {"llama", "f16"}};
+  std::vector<cpu::Isa> isas = {cpu::Isa::Scalar};
+  if (cpu::best_isa() != cpu::Isa::Scalar) isas.push_back(cpu::best_isa());
+  for (const auto& [arch, type] : models) {
+    cpu::Session s(test::model_path(arch, type), {.threads = 2, .n_ctx = 128});
+    for (cpu::Isa isa : isas) {
+      const cpu::Isa before = cpu::active_isa();
+      cpu::set_active_isa(isa);
+      INFO(arch << " " << type << ", " << cpu::isa_name(isa));
+      s.interpreter().set_profiling(true);
+      s.interpreter().set_fused_kernels(true);
+      const ObservedRun fused = observed_run(s, false);
+      const ObservedRun fused_observed = observed_run(s, true);
+      const auto by_op = s.interpreter().profile().by_op;
+      s.interpreter().set_fused_kernels(false);
+      const ObservedRun op_by_op = observed_run(s, true);
+      cpu::set_active_isa(before);
+      CHECK(by_op.count("fused swiglu") == 1);
+      CHECK(by_op.count("fused norm_matmul") == 1);
+      const bool same_logits = fused.logits == op_by_op.logits;  // not CHECKed directly: Catch would print megabytes
+      const bool same_observed_logits = fused_observed.logits == op_by_op.logits;
+      CHECK(same_logits);
+      CHECK(same_observed_logits);
+      REQUIRE(fused_observed.values.size() == op_by_op.values.size());
+      size_t differing = 0;
+      for (const auto& [op, values] : op_by_op.values) {
+        auto it = fused_observed.values.find(op);
+        if (it == fused_observed.values.end() || it->second != values) ++differing;
+      }
+      CHECK(differing == 0);
+    }
+  }
 }

@@ -30,7 +30,7 @@ struct BenchOptions {
   std::string model, ref_tool, json_out, target = "cpu";
   int threads = 2;
   bool vs_reference = false, reference_first = false, profile = false, no_fuse = false, memory_bandwidth = false;
-  bool no_weight_layout = false;
+  bool no_weight_layout = false, no_fused_kernels = false;
   std::string weight_layout_types = "reference";
   uint64_t bandwidth_mib = 1024;
   BenchSpec spec;
@@ -84,10 +84,11 @@ Bandwidth run_bandwidth(const BenchOptions& o) {
 }
 
 // The CPU session's options; --no-fuse and --no-weight-layout shape the
-// pipeline a GGUF is compiled with.
+// pipeline a GGUF is compiled with, --no-fused-kernels how fused ops run.
 cpu::SessionOptions cpu_options(const BenchOptions& o, int64_t ctx, int32_t slots) {
   cpu::SessionOptions s{.threads = o.threads, .n_ctx = ctx, .n_slots = slots, .optimize = !o.no_fuse};
   s.weight_layout_types = o.weight_layout_types;
+  s.fused_kernels = !o.no_fused_kernels;
   if (o.no_weight_layout) {
     passes::PassManagerOptions pm;
     pm.disabled_passes = {"weight-layout"};
@@ -109,8 +110,9 @@ BenchFigures run_vtc(const BenchOptions& o, uint64_t& weight_bytes) {
   BenchFigures f;
   {
     cpu::Session session(o.model, cpu_options(o, ctx, 1));
-    log(fmt::format("vtc, {} threads{}{}", o.threads, o.no_fuse ? ", no fusion" : "",
-                    o.no_weight_layout ? ", weights in the rows layout" : ""));
+    log(fmt::format("vtc, {} threads{}{}{}", o.threads, o.no_fuse ? ", no fusion" : "",
+                    o.no_weight_layout ? ", weights in the rows layout" : "",
+                    o.no_fused_kernels ? ", fused regions op by op" : ""));
     weight_bytes = weight_bytes_per_token(session.file());
     session.interpreter().set_profiling(o.profile);
     if (o.spec.prompt_tokens > 0 || o.spec.gen_tokens > 0) f = bench_session(session, o.spec, log);
@@ -231,6 +233,9 @@ Runner add_bench(CLI::App& app) {
   cmd->add_option("--target", o->target, "Where vtc runs: cpu or cuda")->capture_default_str();
   cmd->add_flag("--profile", o->profile, "Print vtc's time per op kind (pp and tg runs)");
   cmd->add_flag("--no-fuse", o->no_fuse, "CPU: compile a GGUF without the fusion passes (before/after comparisons)");
+  cmd->add_flag("--no-fused-kernels", o->no_fused_kernels,
+                "CPU: run each fused region's body op by op instead of as one kernel (same bits; measures what the "
+                "fused kernels gain)");
   cmd->add_flag("--no-weight-layout", o->no_weight_layout,
                 "CPU: compile a GGUF without the weight-layout pass (every weight in ggml's rows layout, no repacking)");
   cmd->add_option("--weight-layout-types", o->weight_layout_types,

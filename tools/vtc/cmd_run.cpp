@@ -28,6 +28,7 @@ namespace {
 struct RunOptions {
   std::string model, prompt, system, tokens, dump_ir, dump_logits;
   bool chat = false, quiet = false, fingerprint = false, no_fuse = false, no_weight_layout = false;
+  bool no_fused_kernels = false;
   std::string weight_layout_types = "reference";
   std::vector<std::string> disabled_passes;
   int threads = 0;
@@ -84,6 +85,7 @@ cpu::SessionOptions session_options(const RunOptions& o) {
   s.n_ctx = o.ctx;
   s.n_slots = 1;
   s.optimize = !o.no_fuse;
+  s.fused_kernels = !o.no_fused_kernels;
   s.weight_layout_types = o.weight_layout_types;
   passes::PassManagerOptions pm;
   pm.dump_dir = o.dump_ir;  // ignored for an artifact: nothing is compiled
@@ -176,6 +178,8 @@ Runner add_run(CLI::App& app) {
                   "GGUF: write the IR after every pass to DIR/<step>/NN-<pass>.vtcir; .vtc: the lowered IR to "
                   "DIR/<step>/lowered.vtcir");
   cmd->add_flag("--no-fuse", o->no_fuse, "GGUF: compile without the fusion passes (to compare or bisect)");
+  cmd->add_flag("--no-fused-kernels", o->no_fused_kernels,
+                "CPU: run each fused region's body op by op instead of as one kernel (same bits)");
   cmd->add_flag("--no-weight-layout", o->no_weight_layout,
                 "GGUF: compile without the weight-layout pass (every weight in ggml's rows layout, no repacking)");
   cmd->add_option("--weight-layout-types", o->weight_layout_types,

@@ -191,51 +191,75 @@ void check_rope_params(const RopeParams& p, int64_t head_dim) {
 
 }  // namespace
 
-void rope(const float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
-          const RopeParams& p, float* y) {
-  check_rope_params(p, head_dim);
+namespace {
+
+// Rotates one token's n_heads heads (head_dim apart) by its cos/sin cache.
+// On an FMA-capable ISA the reference's CPU backend (ggml's rotate_pairs,
+// built with GCC's default -ffp-contract=fast) fuses x0's product into
+// the sum and rounds x1's product first: fma(x0, cos, -(x1*sin)),
+// fma(x0, sin, x1*cos). In normal (llama) mode every FMA build does; the
+// neox loop (also the multi modes') is contracted the same way by the
+// AVX2 (haswell) build, measured equal on every value, and vectorized
+// without contraction by the AVX-512 build. See docs/numerics-parity.md.
+void rotate_token(const float* x, int64_t n_heads, int64_t head_dim, const float* cache, const RopeParams& p,
+                  float* y) {
   const int64_t n_pairs = p.n_dims / 2;
-  // On an FMA-capable ISA the reference's CPU backend (ggml's rotate_pairs,
-  // built with GCC's default -ffp-contract=fast) fuses x0's product into
-  // the sum and rounds x1's product first: fma(x0, cos, -(x1*sin)),
-  // fma(x0, sin, x1*cos). In normal (llama) mode every FMA build does; the
-  // neox loop (also the multi modes') is contracted the same way by the
-  // AVX2 (haswell) build, measured equal on every value, and vectorized
-  // without contraction by the AVX-512 build. See docs/numerics-parity.md.
   const bool fma_isa = active_isa() != Isa::Scalar;
   const bool fused = fma_isa && (p.mode == RopeMode::Normal || detail::reference_lanes() == 8);
   const bool pairs_apart = p.mode != RopeMode::Normal;  // neox-style (i, i + n_dims/2)
-  const int64_t pos_stride = is_multi(p.mode) ? 4 : 1;
-  const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_dims));
+  const int64_t stride = pairs_apart ? n_pairs : 1;
+  for (int64_t h = 0; h < n_heads; ++h) {
+    const float* xs = x + h * head_dim;
+    float* ys = y + h * head_dim;
+    if (fused) {
+      for (int64_t i = 0; i < n_pairs; ++i) {
+        const int64_t a = pairs_apart ? i : 2 * i;
+        const float c = cache[2 * i], s = cache[2 * i + 1];
+        const float x0 = xs[a], x1 = xs[a + stride];
+        const float x1s = x1 * s, x1c = x1 * c;  // rounded, then fused with x0's product
+        ys[a] = std::fma(x0, c, -x1s);
+        ys[a + stride] = std::fma(x0, s, x1c);
+      }
+    } else {
+      for (int64_t i = 0; i < n_pairs; ++i) {
+        const int64_t a = pairs_apart ? i : 2 * i;
+        const float c = cache[2 * i], s = cache[2 * i + 1];
+        const float x0 = xs[a], x1 = xs[a + stride];
+        ys[a] = x0 * c - x1 * s;
+        ys[a + stride] = x0 * s + x1 * c;
+      }
+    }
+    if (ys != xs)
+      for (int64_t i = p.n_dims; i < head_dim; ++i) ys[i] = xs[i];
+  }
+}
+
+float rope_theta_scale(const RopeParams& p) { return std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_dims)); }
+int64_t rope_pos_stride(const RopeParams& p) { return is_multi(p.mode) ? 4 : 1; }
+
+}  // namespace
+
+void rope(const float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
+          const RopeParams& p, float* y) {
+  check_rope_params(p, head_dim);
+  const float theta_scale = rope_theta_scale(p);
   std::vector<float> cache(static_cast<size_t>(p.n_dims));
   for (int64_t t = 0; t < n_tokens; ++t) {
-    rope_cache(p, pos + t * pos_stride, theta_scale, cache.data());
-    for (int64_t h = 0; h < n_heads; ++h) {
-      const float* xs = x + (t * n_heads + h) * head_dim;
-      float* ys = y + (t * n_heads + h) * head_dim;
-      const int64_t stride = pairs_apart ? n_pairs : 1;
-      if (fused) {
-        for (int64_t i = 0; i < n_pairs; ++i) {
-          const int64_t a = pairs_apart ? i : 2 * i;
-          const float c = cache[2 * i], s = cache[2 * i + 1];
-          const float x0 = xs[a], x1 = xs[a + stride];
-          const float x1s = x1 * s, x1c = x1 * c;  // rounded, then fused with x0's product
-          ys[a] = std::fma(x0, c, -x1s);
-          ys[a + stride] = std::fma(x0, s, x1c);
-        }
-      } else {
-        for (int64_t i = 0; i < n_pairs; ++i) {
-          const int64_t a = pairs_apart ? i : 2 * i;
-          const float c = cache[2 * i], s = cache[2 * i + 1];
-          const float x0 = xs[a], x1 = xs[a + stride];
-          ys[a] = x0 * c - x1 * s;
-          ys[a + stride] = x0 * s + x1 * c;
-        }
-      }
-      if (ys != xs)
-        for (int64_t i = p.n_dims; i < head_dim; ++i) ys[i] = xs[i];
-    }
+    rope_cache(p, pos + t * rope_pos_stride(p), theta_scale, cache.data());
+    rotate_token(x + t * n_heads * head_dim, n_heads, head_dim, cache.data(), p, y + t * n_heads * head_dim);
   }
+}
+
+void rope_table(const RopeParams& p, int64_t head_dim, const int32_t* pos, int64_t t0, int64_t t1, float* table) {
+  check_rope_params(p, head_dim);
+  const float theta_scale = rope_theta_scale(p);
+  for (int64_t t = t0; t < t1; ++t) rope_cache(p, pos + t * rope_pos_stride(p), theta_scale, table + t * p.n_dims);
+}
+
+void rope_rotate(const float* x, int64_t x_stride, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+                 const float* table, const RopeParams& p, float* y, int64_t y_stride) {
+  for (int64_t t = 0; t < n_tokens; ++t)
+    rotate_token(x + t * x_stride, n_heads, head_dim, table + t * p.n_dims, p, y + t * y_stride);
 }
 
 void rope_yarn_corr_dims(int64_t n_dims, int64_t n_ctx_orig, float freq_base, float beta_fast, float beta_slow,

@@ -85,6 +85,49 @@ struct MatmulOutput {
 void matmul_shared_input(const MatmulOutput* outputs, size_t n_outputs, int64_t cols, const float* x,
                          int64_t n_tokens, ThreadPool& pool);
 
+// A fused region as one kernel (runtime/cpu/fused_kernels.h builds them):
+// the matmuls of one input in groups, an optional prologue that produces
+// the input rows just before they are converted, and per group an
+// epilogue over each box of output as soon as it is computed, by the
+// worker that computed it, while it is in cache.
+//   - A group's outputs have the same rows; one work item computes rows
+//     [r0, r1) x tokens [t0, t1) of every output of the group, then calls
+//     the epilogue on that box. item_rows (a multiple of 16; 0: 16) sets
+//     the box height, e.g. a whole number of heads for a rope.
+//   - in_scratch: the outputs' y are not written (may be null); each box
+//     goes to the worker's scratch, which only the epilogue reads (gate
+//     and up never leave the cache). Otherwise the box is y's.
+//   - The prologue runs on token ranges [t0, t1) that cover every token
+//     once, before those rows of x are read (x is where it writes them).
+// Every output value is the same as matmul's, so an epilogue that applies
+// an elementwise op row by row gives that op's bits. Without one shared
+// activation type (see matmul_shared_input) the prologue runs on all
+// tokens, the matmuls one after the other, then each epilogue on one box
+// of the whole output.
+constexpr size_t kMaxGroupOutputs = 4;
+struct TileBox {
+  int64_t r0, r1, t0, t1;
+  const float* out[kMaxGroupOutputs];  // output i's value at (t0, r0)
+  int64_t ld;                          // floats from one token's row of a box to the next
+};
+struct TileFn {
+  void (*fn)(const void* context, const TileBox& box) = nullptr;
+  const void* context = nullptr;
+};
+struct MatmulGroup {
+  const MatmulOutput* outputs = nullptr;
+  size_t n_outputs = 0;  // at most kMaxGroupOutputs
+  int64_t item_rows = 0;
+  TileFn epilogue;  // fn null: none
+  bool in_scratch = false;
+};
+struct RowFn {
+  void (*fn)(const void* context, int64_t t0, int64_t t1) = nullptr;
+  const void* context = nullptr;
+};
+void matmul_groups(const MatmulGroup* groups, size_t n_groups, int64_t cols, const float* x, int64_t n_tokens,
+                   ThreadPool& pool, RowFn prologue = {});
+
 // out[i][:] = dequantized row ids[i] of `table` ([n_rows][cols] of `type`).
 // Throws vtc::Error for an id outside [0, n_rows) or an unsupported type.
 void embed_rows(GgmlType type, const void* table, int64_t n_rows, int64_t cols, const int32_t* ids, int64_t n,
@@ -169,6 +212,16 @@ void rope_yarn_corr_dims(int64_t n_dims, int64_t n_ctx_orig, float freq_base, fl
 // pos[4t + j]). x and y may alias.
 void rope(const float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
           const RopeParams& params, float* y);
+// rope in two steps, for a kernel that rotates in a matmul's epilogue
+// (fused qk_rope): rope_table fills rows t0..t1 of table [n_tokens][n_dims]
+// with each token's cos/sin pairs, once for every head and every rope of
+// the same positions; rope_rotate rotates n_heads heads of n_tokens rows
+// (x_stride and y_stride floats apart) by the table's rows for those
+// tokens. Together bit-identical to rope().
+void rope_table(const RopeParams& params, int64_t head_dim, const int32_t* pos, int64_t t0, int64_t t1,
+                float* table);
+void rope_rotate(const float* x, int64_t x_stride, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+                 const float* table, const RopeParams& params, float* y, int64_t y_stride);
 
 struct AttentionParams {
   int64_t n_tokens = 0;   // query rows

@@ -9,8 +9,12 @@
 //      pool's chunks) to its workers. A chunk therefore covers a band of
 //      weight rows and walks every token tile for it: each weight row is read
 //      from memory once per matmul and reused from cache for all tokens.
-//      Matmuls that share their input (matmul_shared_input) convert it once
-//      and put all their tiles in one such range.
+//      Matmuls that share their input (matmul_shared_input, matmul_groups)
+//      convert it once and put all their tiles in one such range; a
+//      group's outputs (gate and up) share each item, whose epilogue
+//      (silu*mul, rope) runs right after it on the values still in cache,
+//      and a prologue (rms_norm) makes each input row just before its
+//      conversion.
 //   3. With several tokens, a tile kernel (gemm_avx2.cpp) computes
 //      tiles.rows weight rows x up to tiles.toks tokens at once, decoding
 //      each weight block once for all of them; the rows left over, and
@@ -167,6 +171,12 @@ struct Activations {
   const int32_t* block_sums;
 };
 
+// Runs a row function on every token: in parallel when there are several.
+void run_rows(RowFn f, int64_t n_tokens, ThreadPool& pool) {
+  if (n_tokens >= 4) pool.parallel_for(n_tokens, [&](int64_t begin, int64_t end) { f.fn(f.context, begin, end); });
+  else f.fn(f.context, 0, n_tokens);
+}
+
 void q8_0_block_sums(const uint8_t* xb, int64_t x_row, int64_t cols, int64_t t, int32_t* sums) {
   const auto* blocks = reinterpret_cast<const detail::BlockQ8_0*>(xb + t * x_row);
   for (int64_t b = 0; b < cols / 32; ++b) {
@@ -178,10 +188,14 @@ void q8_0_block_sums(const uint8_t* xb, int64_t x_row, int64_t cols, int64_t t, 
 
 // Converts x once, into buffers owned by the calling thread (valid until
 // its next matmul), in parallel over tokens when there are several.
+// A prologue (matmul_groups) first produces each range of rows of x.
 Activations convert_activations(const ActInfo& act, const float* x, int64_t cols, int64_t n_tokens, bool widen,
-                                bool sums, ThreadPool& pool) {
+                                bool sums, ThreadPool& pool, RowFn prologue = {}) {
   check_cols(act.type, cols, "matmul activations");
-  if (act.act == ActType::F32) return {reinterpret_cast<const uint8_t*>(x), cols * 4, x, nullptr};
+  if (act.act == ActType::F32) {
+    if (prologue.fn != nullptr) run_rows(prologue, n_tokens, pool);
+    return {reinterpret_cast<const uint8_t*>(x), cols * 4, x, nullptr};
+  }
   widen = widen && (act.act == ActType::F16 || act.act == ActType::BF16);
   const int64_t x_row = row_bytes(act.type, cols);
   const detail::QuantizeFn quantize = detail::active_quant_kernels().quantize[static_cast<int>(act.act)];
@@ -196,6 +210,7 @@ Activations convert_activations(const ActInfo& act, const float* x, int64_t cols
   float* xw = wide.data();
   int32_t* bs = block_sums.data();
   auto convert = [&](int64_t begin, int64_t end) {
+    if (prologue.fn != nullptr) prologue.fn(prologue.context, begin, end);
     for (int64_t t = begin; t < end; ++t) {
       quantize(x + t * cols, xb + t * x_row, cols);
       if (widen) dequantize_row(act.type, xb + t * x_row, xw + t * cols, cols);
@@ -207,12 +222,11 @@ Activations convert_activations(const ActInfo& act, const float* x, int64_t cols
   return {xb, x_row, widen ? xw : nullptr, sums ? bs : nullptr};
 }
 
-// One weight's native matmul against converted activations, cut into
-// items of kRowTile rows x kTokTile tokens (row-tile-major).
+// One weight's native matmul against converted activations, computed a box
+// of rows x tokens at a time (GroupItems cuts the boxes).
 struct NativeMatmul {
   const uint8_t* w;
-  int64_t rows, cols, w_row, n_tokens, n_tok_tiles;
-  float* y;
+  int64_t rows, cols, w_row, n_tokens;
   detail::DotFn dot;
   const detail::GemmKernels* tiles;     // null: no tiles for this type or batch
   const detail::PackedKernels* packed;  // interleaved-8 weights; null for Rows
@@ -220,9 +234,9 @@ struct NativeMatmul {
   bool block_sums;                      // the kernel reads Activations::block_sums (Q4_0 x8)
 
   NativeMatmul(GgmlType wtype, WeightLayout layout, const void* weights, int64_t rows_, int64_t cols_,
-               int64_t n_tokens_, float* y_)
+               int64_t n_tokens_)
       : w(static_cast<const uint8_t*>(weights)), rows(rows_), cols(cols_), w_row(row_bytes(wtype, cols_)),
-        n_tokens(n_tokens_), n_tok_tiles((n_tokens_ + kTokTile - 1) / kTokTile), y(y_),
+        n_tokens(n_tokens_),
         n_blocks(cols_ / ggml_traits(wtype).block_size) {
     const detail::QuantKernels& qk = detail::active_quant_kernels();
     dot = qk.dot[static_cast<int>(wtype)];
@@ -234,36 +248,36 @@ struct NativeMatmul {
     packed = layout == WeightLayout::Interleaved8 ? &qk.x8[static_cast<int>(wtype)] : nullptr;
     block_sums = packed != nullptr && wtype == GgmlType::Q4_0;
   }
-  int64_t n_items() const { return (rows + kRowTile - 1) / kRowTile * n_tok_tiles; }
   bool wants_widened_x() const { return packed == nullptr && tiles != nullptr && tiles->widened_x; }
   bool wants_block_sums() const { return block_sums; }
 
   // Interleaved weights: groups of 8 rows (kRowTile is a multiple of 8, and
   // the rows are) against up to packed->toks tokens at a time.
-  void run_packed(int64_t r0, int64_t r1, int64_t t0, int64_t t1, const Activations& xa) const {
+  void run_packed(int64_t r0, int64_t r1, int64_t t0, int64_t t1, const Activations& xa, float* box,
+                  int64_t ld) const {
     for (int64_t g = r0; g < r1; g += 8)
       for (int64_t t = t0; t < t1; t += packed->toks) {
         const int nt = static_cast<int>(std::min<int64_t>(packed->toks, t1 - t));
         const int32_t* sums = block_sums ? xa.block_sums + t * n_blocks : nullptr;
         packed->fn[nt](n_blocks, w + g * w_row, xa.data + t * xa.row_bytes, xa.row_bytes, sums, n_blocks,
-                       y + t * rows + g, rows);
+                       box + (t - t0) * ld + (g - r0), ld);
       }
   }
 
-  void run_item(int64_t item, const Activations& xa) const {
-    const int64_t r0 = item / n_tok_tiles * kRowTile, t0 = item % n_tok_tiles * kTokTile;
-    const int64_t r1 = std::min(rows, r0 + kRowTile), t1 = std::min(n_tokens, t0 + kTokTile);
-    if (packed != nullptr) return run_packed(r0, r1, t0, t1, xa);
+  // Rows [r0, r1) x tokens [t0, t1) (r0 a multiple of kRowTile) into `box`:
+  // the value of (token t, row r) goes to box[(t - t0) * ld + (r - r0)].
+  void run_box(int64_t r0, int64_t r1, int64_t t0, int64_t t1, const Activations& xa, float* box, int64_t ld) const {
+    if (packed != nullptr) return run_packed(r0, r1, t0, t1, xa, box, ld);
     int64_t r = r0;
     if (tiles != nullptr)
       for (; r + tiles->rows <= r1; r += tiles->rows)
         for (int64_t t = t0; t < t1; t += tiles->toks) {
           const int nt = static_cast<int>(std::min<int64_t>(tiles->toks, t1 - t));
+          float* out = box + (t - t0) * ld + (r - r0);
           if (tiles->widened_x)
-            tiles->fn[nt](cols, w + r * w_row, w_row, xa.wide + t * cols, cols * 4, y + t * rows + r, rows);
+            tiles->fn[nt](cols, w + r * w_row, w_row, xa.wide + t * cols, cols * 4, out, ld);
           else
-            tiles->fn[nt](cols, w + r * w_row, w_row, xa.data + t * xa.row_bytes, xa.row_bytes, y + t * rows + r,
-                          rows);
+            tiles->fn[nt](cols, w + r * w_row, w_row, xa.data + t * xa.row_bytes, xa.row_bytes, out, ld);
         }
     // Rows left over by the tiles, and single tokens: one row at a time.
     // (A decode step streams each weight row from DRAM once; one row at a
@@ -272,8 +286,8 @@ struct NativeMatmul {
     // its bandwidth for Q8_0 and Q6_K.)
     for (int64_t t = t0; t < t1; ++t) {
       const uint8_t* xr = xa.data + t * xa.row_bytes;
-      float* yt = y + t * rows;
-      for (int64_t rr = r; rr < r1; ++rr) yt[rr] = dot(cols, w + rr * w_row, xr);
+      float* yt = box + (t - t0) * ld;
+      for (int64_t rr = r; rr < r1; ++rr) yt[rr - r0] = dot(cols, w + rr * w_row, xr);
     }
   }
 };
@@ -289,44 +303,122 @@ void matmul(GgmlType wtype, const void* w, int64_t rows, int64_t cols, const flo
     matmul_dequantizing(wtype, static_cast<const uint8_t*>(w), rows, cols, x, n_tokens, y, pool);
     return;
   }
-  const NativeMatmul m(wtype, layout, w, rows, cols, n_tokens, y);
-  const Activations xa =
-      convert_activations(act, x, cols, n_tokens, m.wants_widened_x(), m.wants_block_sums(), pool);
-  pool.parallel_for(m.n_items(), [&](int64_t begin, int64_t end) {
-    for (int64_t item = begin; item < end; ++item) m.run_item(item, xa);
-  });
+  const MatmulOutput out{wtype, w, rows, y, layout};
+  const MatmulGroup group{&out, 1, 0, {}};
+  matmul_groups(&group, 1, cols, x, n_tokens, pool);
 }
 
 void matmul_shared_input(const MatmulOutput* outputs, size_t n_outputs, int64_t cols, const float* x,
                          int64_t n_tokens, ThreadPool& pool) {
-  ActInfo act{}, first{};
-  bool shared = n_outputs > 1 && n_tokens > 0;
-  for (size_t i = 0; i < n_outputs; ++i) {
-    const MatmulOutput& o = outputs[i];
-    check_matmul_args(o.wtype, o.layout, o.rows, cols, n_tokens);
-    shared = shared && o.rows > 0 && native_act(o.wtype, act) && (i == 0 || act.act == first.act);
-    if (i == 0) first = act;
+  std::vector<MatmulGroup> groups;
+  for (size_t i = 0; i < n_outputs; ++i) groups.push_back({&outputs[i], 1, 0, {}});
+  matmul_groups(groups.data(), groups.size(), cols, x, n_tokens, pool);
+}
+
+namespace {
+
+// One group of matmul_groups, cut into items of item_rows rows x kTokTile
+// tokens (row-band-major, so a band's weight rows stay in cache across its
+// token tiles).
+struct GroupItems {
+  const MatmulGroup* group;
+  std::vector<NativeMatmul> parts;  // one per output
+  int64_t item_rows, rows, n_tokens, n_tok_tiles;
+
+  int64_t n_items() const { return (rows + item_rows - 1) / item_rows * n_tok_tiles; }
+  void run_item(int64_t item, const Activations& xa) const {
+    const int64_t r0 = item / n_tok_tiles * item_rows, t0 = item % n_tok_tiles * kTokTile;
+    const int64_t r1 = std::min(rows, r0 + item_rows), t1 = std::min(n_tokens, t0 + kTokTile);
+    TileBox box{r0, r1, t0, t1, {}, group->in_scratch ? item_rows : rows};
+    thread_local std::vector<float> scratch;
+    if (group->in_scratch) scratch.resize(parts.size() * static_cast<size_t>(item_rows * kTokTile));
+    for (size_t i = 0; i < parts.size(); ++i) {
+      float* out = group->in_scratch ? scratch.data() + i * static_cast<size_t>(item_rows * kTokTile)
+                                     : group->outputs[i].y + t0 * rows + r0;
+      parts[i].run_box(r0, r1, t0, t1, xa, out, box.ld);
+      box.out[i] = out;
+    }
+    if (group->epilogue.fn != nullptr) group->epilogue.fn(group->epilogue.context, box);
   }
-  if (!shared) {
-    for (size_t i = 0; i < n_outputs; ++i)
-      matmul(outputs[i].wtype, outputs[i].w, outputs[i].rows, cols, x, n_tokens, outputs[i].y, pool, outputs[i].layout);
-    return;
+};
+
+// True when every output of every group has a native path with one
+// activation type (then x is converted once for all); `act` gets it.
+bool one_activation_type(const MatmulGroup* groups, size_t n_groups, int64_t cols, int64_t n_tokens, ActInfo& act) {
+  bool shared = n_tokens > 0;
+  bool first = true;
+  for (size_t g = 0; g < n_groups; ++g) {
+    if (groups[g].n_outputs == 0 || groups[g].n_outputs > kMaxGroupOutputs)
+      throw Error(fmt::format("matmul_groups: a group has {} outputs (1 to {})", groups[g].n_outputs, kMaxGroupOutputs));
+    if (groups[g].item_rows % kRowTile != 0 || groups[g].item_rows < 0)
+      throw Error(fmt::format("matmul_groups: item_rows {} is not a multiple of {}", groups[g].item_rows, kRowTile));
+    for (size_t i = 0; i < groups[g].n_outputs; ++i) {
+      const MatmulOutput& o = groups[g].outputs[i];
+      check_matmul_args(o.wtype, o.layout, o.rows, cols, n_tokens);
+      if (o.rows != groups[g].outputs[0].rows)
+        throw Error(fmt::format("matmul_groups: a group mixes {} and {} rows", groups[g].outputs[0].rows, o.rows));
+      ActInfo a{};
+      shared = shared && o.rows > 0 && native_act(o.wtype, a) && (first || a.act == act.act);
+      if (first) act = a;
+      first = false;
+    }
   }
-  std::vector<NativeMatmul> parts;
-  std::vector<int64_t> item_end;  // running total of items after each part
+  return shared && !first;
+}
+
+// Without one activation type: the steps one after the other, the
+// epilogue on one box of the whole output (in scratch: a buffer of it).
+void matmul_groups_in_sequence(const MatmulGroup* groups, size_t n_groups, int64_t cols, const float* x,
+                               int64_t n_tokens, ThreadPool& pool, RowFn prologue) {
+  if (prologue.fn != nullptr && n_tokens > 0) run_rows(prologue, n_tokens, pool);
+  for (size_t g = 0; g < n_groups; ++g) {
+    const MatmulGroup& group = groups[g];
+    const int64_t rows = group.outputs[0].rows;
+    TileBox box{0, rows, 0, n_tokens, {}, rows};
+    std::vector<std::vector<float>> whole(group.in_scratch ? group.n_outputs : 0);
+    for (size_t i = 0; i < group.n_outputs; ++i) {
+      const MatmulOutput& o = group.outputs[i];
+      float* y = o.y;
+      if (group.in_scratch) {
+        whole[i].resize(static_cast<size_t>(rows * n_tokens));
+        y = whole[i].data();
+      }
+      matmul(o.wtype, o.w, o.rows, cols, x, n_tokens, y, pool, o.layout);
+      box.out[i] = y;
+    }
+    if (group.epilogue.fn != nullptr && rows > 0 && n_tokens > 0) group.epilogue.fn(group.epilogue.context, box);
+  }
+}
+
+}  // namespace
+
+void matmul_groups(const MatmulGroup* groups, size_t n_groups, int64_t cols, const float* x, int64_t n_tokens,
+                   ThreadPool& pool, RowFn prologue) {
+  ActInfo act{};
+  if (!one_activation_type(groups, n_groups, cols, n_tokens, act))
+    return matmul_groups_in_sequence(groups, n_groups, cols, x, n_tokens, pool, prologue);
+  std::vector<GroupItems> all;
+  std::vector<int64_t> item_end;  // running total of items after each group
   bool widen = false, sums = false;
-  for (size_t i = 0; i < n_outputs; ++i) {
-    const MatmulOutput& o = outputs[i];
-    parts.emplace_back(o.wtype, o.layout, o.w, o.rows, cols, n_tokens, o.y);
-    item_end.push_back((item_end.empty() ? 0 : item_end.back()) + parts.back().n_items());
-    widen = widen || parts.back().wants_widened_x();
-    sums = sums || parts.back().wants_block_sums();
+  const int64_t n_tok_tiles = (n_tokens + kTokTile - 1) / kTokTile;
+  for (size_t g = 0; g < n_groups; ++g) {
+    const MatmulGroup& group = groups[g];
+    GroupItems items{&group, {}, group.item_rows > 0 ? group.item_rows : kRowTile, group.outputs[0].rows, n_tokens,
+                     n_tok_tiles};
+    for (size_t i = 0; i < group.n_outputs; ++i) {
+      const MatmulOutput& o = group.outputs[i];
+      items.parts.emplace_back(o.wtype, o.layout, o.w, o.rows, cols, n_tokens);
+      widen = widen || items.parts.back().wants_widened_x();
+      sums = sums || items.parts.back().wants_block_sums();
+    }
+    item_end.push_back((item_end.empty() ? 0 : item_end.back()) + items.n_items());
+    all.push_back(std::move(items));
   }
-  const Activations xa = convert_activations(first, x, cols, n_tokens, widen, sums, pool);
+  const Activations xa = convert_activations(act, x, cols, n_tokens, widen, sums, pool, prologue);
   pool.parallel_for(item_end.back(), [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) {
-      const size_t p = static_cast<size_t>(std::upper_bound(item_end.begin(), item_end.end(), item) - item_end.begin());
-      parts[p].run_item(item - (p == 0 ? 0 : item_end[p - 1]), xa);
+      const size_t g = static_cast<size_t>(std::upper_bound(item_end.begin(), item_end.end(), item) - item_end.begin());
+      all[g].run_item(item - (g == 0 ? 0 : item_end[g - 1]), xa);
     }
   });
 }

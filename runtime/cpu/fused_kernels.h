@@ -1,0 +1,60 @@
+// A fused region (a `fused` op of the fusion passes) run as one CPU kernel.
+//
+// The interpreter used to run a region's body op by op, so fusion gained
+// nothing on the CPU. FusedKernel runs the bodies of norm_matmul, swiglu
+// and qk_rope as one matmul_groups call (kernels.h):
+//   - prologue: the region's rms_norm, token rows at a time, right before
+//     the matmuls convert those rows (so the normed row is still in cache),
+//     and the cos/sin table of every rope, computed once per token for all
+//     the ropes of the same positions (Q and K share it);
+//   - groups: every matmul of the one input; a swiglu pair (gate, up) is
+//     one group, so the worker that computes a box of gate rows computes
+//     the same box of up rows;
+//   - epilogues, on each box just computed: silu(gate) then * up for a
+//     swiglu pair, the rotation for a matmul that feeds reshape -> rope
+//     (boxes of a whole number of heads).
+// The gate, up and pre-rope values stay in the worker's scratch (they never
+// reach memory), unless an observer wants every body value (vtc diff,
+// --dump) or the body returns them: then each is written to the storage
+// the memory plan gives it. The results have the same bits as op by op:
+// the matmul values do not depend on the boxes, and each epilogue applies
+// the same float kernels to rows of whole 8-value vectors (silu's vector
+// and tail paths differ, so a swiglu group needs rows % 8 == 0).
+//
+// recognize() accepts a body of: at most one rms_norm (gain a 1-D
+// argument), then matmuls that all read one value (the norm's result or
+// an argument), silu/mul pairs over two of those matmuls, reshape/rope
+// chains over one, and the return. Anything else is left to op-by-op
+// execution, as are run-time shapes that break a rule above.
+#pragma once
+
+#include <memory>
+
+#include "ir/module.h"
+#include "runtime/cpu/exec_context.h"
+
+namespace vtc::cpu {
+
+class FusedKernel {
+ public:
+  // Null when the body is not one of the shapes above.
+  static std::unique_ptr<FusedKernel> recognize(const ir::Function& body);
+  ~FusedKernel();
+
+  // Computes the body's results into ctx.bufs (arguments, result homes and
+  // the body's reshapes already bound); with `materialize`, every body
+  // value (for an observer), else the matmul values that only an epilogue
+  // reads stay in the workers' scratch. False, with nothing written, when
+  // this step's shapes do not allow it; the caller then runs the body op
+  // by op.
+  bool run(ExecContext& ctx, bool materialize) const;
+
+ public:
+  struct Plan;  // the classified body (fused_kernels.cpp)
+
+ private:
+  explicit FusedKernel(std::unique_ptr<Plan> plan);
+  std::unique_ptr<Plan> plan_;
+};
+
+}  // namespace vtc::cpu
