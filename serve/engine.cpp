@@ -78,9 +78,16 @@ Engine::Engine(const EngineOptions& o, Metrics& metrics) : options_(o), metrics_
   if (o.parallel < 1) throw Error(fmt::format("serve: --parallel must be at least 1 (got {})", o.parallel));
   if (o.parallel > o.max_step_tokens)
     throw Error(fmt::format("serve: --parallel {} exceeds the step bound of {} tokens", o.parallel, o.max_step_tokens));
-  session_ = std::make_unique<cpu::Session>(
-      o.model, cpu::SessionOptions{.threads = o.threads, .n_ctx = o.n_ctx, .n_slots = o.parallel, .n_pages = o.kv_pages,
-                                   .max_step_tokens = o.max_step_tokens});
+  cpu::SessionOptions so{.threads = o.threads, .n_ctx = o.n_ctx, .n_slots = o.parallel, .n_pages = o.kv_pages,
+                        .max_step_tokens = o.max_step_tokens};
+  so.weight_layout_types = o.weight_layout_types;
+  so.fused_kernels = o.fused_kernels;
+  if (!o.weight_layout) {
+    passes::PassManagerOptions pm;
+    pm.disabled_passes = {"weight-layout"};
+    so.passes = pm;
+  }
+  session_ = std::make_unique<cpu::Session>(o.model, so);
   tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(session_->file()));
   cache_ = std::make_unique<CacheHolder>(session_->states());
   for (int32_t s = o.parallel - 1; s >= 0; --s) free_slots_.push_back(s);

@@ -48,6 +48,11 @@ struct EngineOptions {
   int32_t parallel = 4;     // slots
   int64_t kv_pages = 0;     // 0: parallel * ceil(n_ctx / page)
   int32_t max_step_tokens = 512;
+  // How a GGUF is compiled and run (ignored for weights of a .vtc
+  // artifact, which come compiled): cpu::SessionOptions.
+  std::string weight_layout_types = "reference";
+  bool weight_layout = true;   // false: no weight-layout pass (rows layout)
+  bool fused_kernels = true;   // false: fused regions op by op
 };
 
 struct GenerationParams {

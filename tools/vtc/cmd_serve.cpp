@@ -128,7 +128,7 @@ int serve_main(ServeOptions o) {
 Runner add_serve(CLI::App& app) {
   auto* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API (docs/serving.md)");
   auto o = std::make_shared<ServeOptions>();
-  cmd->add_option("model", o->engine.model, "Model: GGUF file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("model", o->engine.model, "Model: GGUF file or .vtc artifact (vtc compile)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--host", o->http.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", o->http.port, "Port (0: any free port, printed at start)")->capture_default_str()->check(CLI::Range(0, 65535));
   cmd->add_option("--parallel", o->engine.parallel, "Sequences decoded together (slots)")->capture_default_str()->check(CLI::Range(1, 512));
@@ -141,6 +141,15 @@ Runner add_serve(CLI::App& app) {
                   "Comma-separated Host header names accepted (port ignored; others get 403, /health excepted); default: any");
   cmd->add_option("--kv-pages", o->engine.kv_pages, "KV pages of 16 positions in the pool (0: parallel x context)")->capture_default_str();
   cmd->add_option("--max-step-tokens", o->engine.max_step_tokens, "Tokens per scheduler step")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--weight-layout-types", o->engine.weight_layout_types,
+                  "GGUF: which weights the weight-layout pass repacks: reference (q4_0, q4_k: llama.cpp's arithmetic) "
+                  "or all (also q8_0 and q6_k)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"reference", "all"}));
+  cmd->add_flag("--no-weight-layout", [o](int64_t) { o->engine.weight_layout = false; },
+                "GGUF: compile without the weight-layout pass (every weight in ggml's rows layout)");
+  cmd->add_flag("--no-fused-kernels", [o](int64_t) { o->engine.fused_kernels = false; },
+                "Run each fused region's body op by op instead of as one kernel (same bits)");
   cmd->add_option("--alias", o->http.model_name, "Model id reported by /v1/models (default: the file name)");
   cmd->add_option("--chat-template", o->chat_template, "Chat template name or text (default: the model's, else chatml)");
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout, "Seconds in-flight requests get after SIGINT/SIGTERM")->capture_default_str();
