@@ -109,6 +109,12 @@ bool classify(const ir::Function& body, FusedKernel::Plan& plan) {
   std::unordered_map<const ir::Op*, bool> claimed;  // matmuls with an epilogue
   std::unordered_set<const ir::ValueData*> consumed_silu;
   auto claim = [&](const ir::Op* m) { return !claimed[m] && (claimed[m] = true); };
+  // A silu or reshape of a matmul's result, remembered by its own result.
+  auto record_matmul_user = [&](const ir::Op* op, auto& by_result) {
+    if (!matmul_of.count(op->operands[0].data())) return false;
+    by_result[op->results[0].data()] = op;
+    return true;
+  };
   for (const auto& owned : body.ops) {
     const ir::Op* op = owned.get();
     switch (op->kind) {
@@ -124,8 +130,7 @@ bool classify(const ir::Function& body, FusedKernel::Plan& plan) {
         matmul_of[op->results[0].data()] = op;
         break;
       case ir::OpKind::Silu:
-        if (!matmul_of.count(op->operands[0].data())) return false;
-        silu_of[op->results[0].data()] = op;
+        if (!record_matmul_user(op, silu_of)) return false;
         break;
       case ir::OpKind::Mul: {
         const ir::ValueData *a = op->operands[0].data(), *b = op->operands[1].data();
@@ -140,8 +145,7 @@ bool classify(const ir::Function& body, FusedKernel::Plan& plan) {
         break;
       }
       case ir::OpKind::Reshape:
-        if (!matmul_of.count(op->operands[0].data())) return false;
-        reshape_of[op->results[0].data()] = op;
+        if (!record_matmul_user(op, reshape_of)) return false;
         break;
       case ir::OpKind::Rope: {
         auto r = reshape_of.find(op->operands[0].data());
