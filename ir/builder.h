@@ -143,6 +143,12 @@ class Builder {
   Value sum(Value x) { return one(OpKind::Sum, {x}); }  // [..., N] -> [..., 1]
   Value argmax(Value x) { return one(OpKind::Argmax, {x}); }
   std::pair<Value, Value> top_k(Value x, int64_t k);
+  // The sampled token per row (docs/ir.md "### sample"): logits [S, V] f32,
+  // params [S, 4] f32 (temperature, top_k, top_p, min_p), seed [S, 2] i32
+  // (low, high 32 bits), pos [S] i32; max_k in [1, 256] bounds the candidates.
+  Value sample(Value logits, Value params, Value seed, Value pos, int64_t max_k) {
+    return one(OpKind::Sample, {logits, params, seed, pos}, {{"max_k", Attr::of_int(max_k)}});
+  }
   Value reshape(Value x, Shape shape);
   Value view(Value x, Shape shape, Dim offset);
   Value transpose(Value x, std::vector<int64_t> perm);

@@ -338,6 +338,41 @@ void infer_top_k(InferContext& c) {
   c.results.push_back(like_first(c, ElemType::I32, s));
 }
 
+namespace {
+
+// Operand i of `sample` is exactly [rows, cols...] of `elem` (an empty
+// `cols` means rank 1); `rows` is the logits' row dim.
+void require_sample_operand(const InferContext& c, size_t i, std::string_view role, ElemType::Kind elem,
+                            const Dim& rows, const std::vector<int64_t>& cols) {
+  const TensorType& t = c.operand(i);
+  std::string want = "[" + rows.str();
+  for (int64_t n : cols) want += ", " + std::to_string(n);
+  want += "] " + std::string(ElemType(elem).name());
+  const std::string head = std::string(role) + " (operand " + std::to_string(i) + ") must be " + want + ", got ";
+  c.require(t.rank() == cols.size() + 1 && t.elem.kind() == elem, head + t.str());
+  c.require(t.shape[0] == rows, head + t.str() + " (rows " + t.shape[0].str() + " != " + rows.str() + ")");
+}
+
+}  // namespace
+
+// logits [S, V] f32, params [S, 4] f32, seed [S, 2] i32, pos [S] i32 ->
+// [S] i32 (docs/ir.md: sample). max_k sizes the candidate list of the
+// kernels (CUDA keeps it in shared memory), hence the bound of 256.
+void infer_sample(InferContext& c) {
+  const TensorType& logits = c.operand(0);
+  c.require(logits.rank() == 2 && logits.elem.kind() == ElemType::F32,
+            "logits (operand 0) must be [S, V] f32, got " + logits.str());
+  const Dim& rows = logits.shape[0];
+  auto v = logits.shape[1].constant();
+  c.require(!v || *v >= 1, "logits (operand 0) must have at least one column, got " + logits.str());
+  require_sample_operand(c, 1, "params", ElemType::F32, rows, {4});
+  require_sample_operand(c, 2, "seed", ElemType::I32, rows, {2});
+  require_sample_operand(c, 3, "pos", ElemType::I32, rows, {});
+  const int64_t max_k = c.int_attr("max_k");
+  c.require(max_k >= 1 && max_k <= 256, "max_k = " + std::to_string(max_k) + " must be in [1, 256]");
+  c.results.push_back(like_first(c, ElemType::I32, {rows}));
+}
+
 // logits [T, E] -> weights [T, k] f32, ids [T, k] i32 (docs/ir.md: moe_route).
 // The per-sequence state named by `state`: declared, plain, f32, and shaped
 // [S, expected...]; `what` names the op's expectation in the message.

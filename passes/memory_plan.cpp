@@ -6,7 +6,7 @@
 #include <unordered_map>
 
 #include "passes/rewrite.h"
-#include "runtime/buffer_plan.h"
+#include "passes/buffer_plan.h"
 #include "support/error.h"
 
 namespace vtc::passes {

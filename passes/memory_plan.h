@@ -19,7 +19,7 @@
 //  3. Liveness, in op indices of the function: arguments from -1; a result
 //     from its op to its last reader (through aliases; values returned live
 //     to the `return`); body intermediates only during their fused op.
-//  4. Offsets: runtime/buffer_plan.h's greedy first fit (IREE
+//  4. Offsets: passes/buffer_plan.h's greedy first fit (IREE
 //     layout_slices style) with the alignment (default 64), one arena per
 //     placement (host, device), checked with plan_is_valid.
 // The pass publishes the plans (plans()) as the "memory-plan" artifact: per

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "frontends/gguf/gguf.h"
-#include "runtime/cpu/session.h"
+#include "runtime/session.h"
 #include "support/error.h"
 
 namespace vtc {
@@ -50,7 +50,7 @@ double BenchFigures::tg_median() const { return median(tg_tokens_per_s); }
 double BenchFigures::step1_median() const { return median(step1_ms); }
 double BenchFigures::stepn_median() const { return median(stepn_ms); }
 
-BenchFigures bench_session(cpu::Session& session, const BenchSpec& spec, const BenchProgress& progress) {
+BenchFigures bench_session(Session& session, const BenchSpec& spec, const BenchProgress& progress) {
   if (spec.prompt_tokens + 1 > session.n_ctx() || spec.gen_tokens + 1 > session.n_ctx())
     throw Error(fmt::format("bench: pp{} / tg{} need a context of at least {} (have {})", spec.prompt_tokens,
                             spec.gen_tokens, std::max(spec.prompt_tokens, spec.gen_tokens) + 1, session.n_ctx()));
@@ -62,17 +62,19 @@ BenchFigures bench_session(cpu::Session& session, const BenchSpec& spec, const B
     if (spec.prompt_tokens > 0) session.prefill(0, prompt, 0);
     double pp = seconds_since(t0);
     session.reset(0);
+    session.set_last_id(0, 1);
     t0 = clock_type::now();
-    int32_t token = 1;
-    for (int32_t i = 0; i < spec.gen_tokens; ++i)
-      session.decode(std::vector<int32_t>{0}, std::vector<int32_t>{token}, std::vector<int32_t>{i});
+    const std::vector<int32_t> slot0{0};
+    for (int32_t i = 0; i < spec.gen_tokens; ++i) session.decode_sampled(slot0, std::vector<int32_t>{i}, DeviceSampling{});
+    session.finish_sampled();
     double tg = seconds_since(t0);
     if (rep < 0) continue;
     if (spec.prompt_tokens > 0) f.pp_tokens_per_s.push_back(spec.prompt_tokens / pp);
     if (spec.gen_tokens > 0) f.tg_tokens_per_s.push_back(spec.gen_tokens / tg);
     if (progress)
-      progress(fmt::format("rep {}/{}: pp{} {:.2f} tok/s, tg{} {:.2f} tok/s", rep + 1, spec.repetitions,
-                           spec.prompt_tokens, spec.prompt_tokens / pp, spec.gen_tokens, spec.gen_tokens / tg));
+      progress(fmt::format("rep {}/{}: pp{} {:.2f} tok/s, tg{} {:.2f} tok/s ({})", rep + 1, spec.repetitions,
+                           spec.prompt_tokens, spec.prompt_tokens / pp, spec.gen_tokens, spec.gen_tokens / tg,
+                           session.target()));
   }
   return f;
 }
@@ -84,7 +86,7 @@ int64_t batch_step_context(const BenchSpec& spec) {
 namespace {
 // `steps` decode steps of the rows (slots[i] at pos[i], then one further);
 // returns ms per step.
-double time_steps(cpu::Session& session, int32_t steps, const std::vector<int32_t>& slots, std::vector<int32_t>& pos) {
+double time_steps(Session& session, int32_t steps, const std::vector<int32_t>& slots, std::vector<int32_t>& pos) {
   const std::vector<int32_t> tokens(slots.size(), 1);
   auto t0 = clock_type::now();
   for (int32_t k = 0; k < steps; ++k) {
@@ -95,7 +97,7 @@ double time_steps(cpu::Session& session, int32_t steps, const std::vector<int32_
 }
 }  // namespace
 
-void bench_batch_step(cpu::Session& session, const BenchSpec& spec, BenchFigures& f, const BenchProgress& progress) {
+void bench_batch_step(Session& session, const BenchSpec& spec, BenchFigures& f, const BenchProgress& progress) {
   const int32_t rows = spec.batch_rows, ctx = spec.batch_context, steps = spec.batch_steps;
   if (rows < 1 || ctx < 1 || steps < 1)
     throw Error(fmt::format("bench: the batched step needs rows, context and steps >= 1 (got {}, {}, {})", rows, ctx, steps));

@@ -19,14 +19,13 @@
 #include <string>
 #include <vector>
 
-namespace vtc::cpu {
-class Session;
-}
 namespace vtc::gguf {
 class GgufFile;
 }
 
 namespace vtc {
+
+class Session;
 
 struct BenchSpec {
   int32_t prompt_tokens = 512;   // pp
@@ -53,8 +52,11 @@ double spread(const std::vector<double>& values);  // max / min (1 for one value
 
 using BenchProgress = std::function<void(const std::string&)>;
 
-// Runs pp/tg on `session` (slot 0). `progress` gets a line per run.
-BenchFigures bench_session(cpu::Session& session, const BenchSpec& spec, const BenchProgress& progress = nullptr);
+// Runs pp/tg on `session` (slot 0), on whatever backend it has. tg decodes
+// with the ids sampled greedily on the backend and fed back there
+// (Session::decode_sampled), as a generation does. `progress` gets a line
+// per run.
+BenchFigures bench_session(Session& session, const BenchSpec& spec, const BenchProgress& progress = nullptr);
 
 // The batched decode step on `session`, which needs spec.batch_rows slots
 // and a context of batch_step_context(spec). Every slot is first
@@ -63,7 +65,7 @@ BenchFigures bench_session(cpu::Session& session, const BenchSpec& spec, const B
 // batch_steps 1-row steps (slot 0) and batch_steps B-row steps (slots
 // 0..B-1, each at its own next position), so the context grows by
 // 2 * batch_steps per repetition. Fills f.step1_ms and f.stepn_ms.
-void bench_batch_step(cpu::Session& session, const BenchSpec& spec, BenchFigures& f,
+void bench_batch_step(Session& session, const BenchSpec& spec, BenchFigures& f,
                       const BenchProgress& progress = nullptr);
 int64_t batch_step_context(const BenchSpec& spec);
 

@@ -3,7 +3,7 @@
 #include <chrono>
 
 #include "frontends/gguf/tokenizer/tokenizer.h"
-#include "runtime/cpu/session.h"
+#include "runtime/session.h"
 #include "support/error.h"
 
 namespace vtc {
@@ -13,7 +13,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 }  // namespace
 
-GenerateResult generate(cpu::Session& session, const Tokenizer& tokenizer, std::span<const int32_t> prompt,
+GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<const int32_t> prompt,
                         const GenerateOptions& o, const std::function<void(int32_t, const std::string&)>& on_piece) {
   if (prompt.empty()) throw Error("generate: the prompt is empty");
   if (int64_t(prompt.size()) >= session.n_ctx())
@@ -27,7 +27,7 @@ GenerateResult generate(cpu::Session& session, const Tokenizer& tokenizer, std::
   session.reset(o.slot);
 
   auto start = std::chrono::steady_clock::now();
-  cpu::HostTensor logits = session.prefill(o.slot, prompt, 0, o.keep_logits);
+  HostTensor logits = session.prefill(o.slot, prompt, 0, o.keep_logits);
   result.prompt_seconds = seconds_since(start);
   if (o.keep_logits) result.logits.assign(logits.f32(), logits.f32() + logits.numel());
   std::vector<float> row = logits.row(logits.shape[0] - 1);
@@ -50,7 +50,7 @@ GenerateResult generate(cpu::Session& session, const Tokenizer& tokenizer, std::
     // With keep_logits the last token is decoded too, so every generated
     // token has the row computed from it (see GenerateResult::logits).
     if (stop && !o.keep_logits) break;
-    cpu::HostTensor next = session.decode(std::vector<int32_t>{o.slot}, std::vector<int32_t>{token},
+    HostTensor next = session.decode(std::vector<int32_t>{o.slot}, std::vector<int32_t>{token},
                                           std::vector<int32_t>{position++});
     row = next.row(0);
     if (o.keep_logits) result.logits.insert(result.logits.end(), row.begin(), row.end());

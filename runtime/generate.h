@@ -11,10 +11,8 @@
 
 #include "runtime/sampler.h"
 
-namespace vtc::cpu {
-class Session;
-}
 namespace vtc {
+class Session;
 class Tokenizer;
 
 struct GenerateOptions {
@@ -37,7 +35,7 @@ struct GenerateResult {
 
 // on_piece receives each generated token's text as soon as it is complete
 // UTF-8 (multi-byte characters split across tokens are held back).
-GenerateResult generate(cpu::Session& session, const Tokenizer& tokenizer, std::span<const int32_t> prompt,
+GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<const int32_t> prompt,
                         const GenerateOptions& options,
                         const std::function<void(int32_t id, const std::string& piece)>& on_piece = nullptr);
 

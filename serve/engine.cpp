@@ -78,7 +78,7 @@ Engine::Engine(const EngineOptions& o, Metrics& metrics) : options_(o), metrics_
   if (o.parallel < 1) throw Error(fmt::format("serve: --parallel must be at least 1 (got {})", o.parallel));
   if (o.parallel > o.max_step_tokens)
     throw Error(fmt::format("serve: --parallel {} exceeds the step bound of {} tokens", o.parallel, o.max_step_tokens));
-  cpu::SessionOptions so{.threads = o.threads, .n_ctx = o.n_ctx, .n_slots = o.parallel, .n_pages = o.kv_pages,
+  SessionOptions so{.target = o.target, .threads = o.threads, .n_ctx = o.n_ctx, .n_slots = o.parallel, .n_pages = o.kv_pages,
                         .max_step_tokens = o.max_step_tokens};
   so.weight_layout_types = o.weight_layout_types;
   so.fused_kernels = o.fused_kernels;
@@ -87,7 +87,7 @@ Engine::Engine(const EngineOptions& o, Metrics& metrics) : options_(o), metrics_
     pm.disabled_passes = {"weight-layout"};
     so.passes = pm;
   }
-  session_ = std::make_unique<cpu::Session>(o.model, so);
+  session_ = std::make_unique<Session>(o.model, so);
   tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(session_->file()));
   cache_ = std::make_unique<CacheHolder>(session_->states());
   for (int32_t s = o.parallel - 1; s >= 0; --s) free_slots_.push_back(s);
@@ -236,7 +236,7 @@ void Engine::sample_row(Active& a, const float* logits) {
 }
 
 bool Engine::run_step() {
-  std::vector<cpu::SeqChunk> chunks;
+  std::vector<SeqChunk> chunks;
   std::vector<Active*> rows;  // the request behind each logits row
   std::vector<size_t> fed;    // tokens each chunk carries
   int64_t budget = session_->max_step_tokens(), generated = 0;
@@ -257,7 +257,7 @@ bool Engine::run_step() {
   }
   if (chunks.empty()) return false;
   const auto t0 = Clock::now();
-  cpu::HostTensor logits = session_->step(chunks);
+  HostTensor logits = session_->step(chunks);
   // Advance positions, then sample: a prefill that just ended samples its
   // first token and decodes from the next step on.
   for (const auto& c : chunks) {

@@ -1,4 +1,5 @@
-// The serving engine: continuous batching over one cpu::Session.
+// The serving engine: continuous batching over one Session (runtime/session.h),
+// on the CPU or CUDA backend.
 //
 // One scheduler thread owns the session. Each iteration:
 //   1. drops cancelled requests (client gone): their slot's pages go back;
@@ -35,7 +36,7 @@
 #include <vector>
 
 #include "frontends/gguf/tokenizer/tokenizer.h"
-#include "runtime/cpu/session.h"
+#include "runtime/session.h"
 #include "runtime/sampler.h"
 #include "serve/metrics.h"
 
@@ -43,13 +44,14 @@ namespace vtc::serve {
 
 struct EngineOptions {
   std::string model;
+  std::string target = "cpu";  // cpu | cuda: the session's backend
   int threads = 0;
   int64_t n_ctx = 0;        // 0: the model's, at most 4096
   int32_t parallel = 4;     // slots
   int64_t kv_pages = 0;     // 0: parallel * ceil(n_ctx / page)
   int32_t max_step_tokens = 512;
   // How a GGUF is compiled and run (ignored for weights of a .vtc
-  // artifact, which come compiled): cpu::SessionOptions.
+  // artifact, which come compiled): SessionOptions.
   std::string weight_layout_types = "reference";
   bool weight_layout = true;   // false: no weight-layout pass (rows layout)
   bool fused_kernels = true;   // false: fused regions op by op
@@ -111,6 +113,7 @@ class Engine {
   const gguf::GgufFile& file() const { return session_->file(); }
   int64_t n_ctx() const { return session_->n_ctx(); }
   int64_t n_vocab() const { return session_->n_vocab(); }
+  std::string backend_description() const { return session_->backend().describe(); }
   // Pages a request of `n_positions` needs, and whether the pool could ever
   // hold it.
   bool fits_pool(int64_t n_positions) const;
@@ -136,7 +139,7 @@ class Engine {
 
   EngineOptions options_;
   Metrics& metrics_;
-  std::unique_ptr<cpu::Session> session_;
+  std::unique_ptr<Session> session_;
   std::unique_ptr<Tokenizer> tokenizer_;
   struct CacheHolder;
   std::unique_ptr<CacheHolder> cache_;

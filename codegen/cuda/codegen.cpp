@@ -59,6 +59,7 @@ Kernels emit_Softmax(const Ctx& c, const ir::Op& op) { return emit_softmax(op, c
 Kernels emit_Sum(const Ctx& c, const ir::Op& op) { return emit_sum(op, c.what); }
 Kernels emit_Argmax(const Ctx& c, const ir::Op& op) { return emit_argmax(op, c.what); }
 Kernels emit_TopK(const Ctx& c, const ir::Op& op) { return emit_top_k(op, c.what); }
+Kernels emit_Sample(const Ctx& c, const ir::Op& op) { return emit_sample(op, c.what); }
 Kernels emit_MoeRoute(const Ctx& c, const ir::Op& op) { return emit_moe_route(op, c.what); }
 Kernels emit_MoeFfn(const Ctx& c, const ir::Op& op) { return emit_moe_ffn(op, c.what); }
 Kernels emit_IndexerSelect(const Ctx& c, const ir::Op& op) { return emit_indexer_select(c.module, op, c.what); }

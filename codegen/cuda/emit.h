@@ -98,6 +98,8 @@ Kernels emit_softmax(const ir::Op& op, const std::string& what);
 Kernels emit_sum(const ir::Op& op, const std::string& what);
 Kernels emit_argmax(const ir::Op& op, const std::string& what);
 Kernels emit_top_k(const ir::Op& op, const std::string& what);
+// The `sample` op (emit_sample.cpp).
+Kernels emit_sample(const ir::Op& op, const std::string& what);
 Kernels emit_matmul(const ir::Op& op, const std::string& what);
 // Mixture of experts (emit_moe.cpp).
 Kernels emit_moe_route(const ir::Op& op, const std::string& what);

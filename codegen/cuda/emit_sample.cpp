@@ -1,12 +1,37 @@
-// Device-side sampling kernels (declared in kernel.h): one block of 256
-// threads per sequence row. Greedy is the argmax with the CPU's tie rule.
-// Top-k/top-p selects the k best candidates with the same "best strictly
-// after the previous pick" scan as top_k (emit_reduce.cpp), keeps them in
-// shared memory, and thread 0 finishes the row: softmax at the temperature,
-// cut to the smallest prefix whose mass reaches top_p and to candidates with
-// p >= min_p * p_max, renormalize, draw. The CPU sampler draws with
-// std::mt19937, so the two arms agree on the distribution, not on the draw.
+// Device-side sampling.
+//
+// emit_sample: the IR's `sample` op (docs/ir.md "### sample"), one block of
+// 256 threads per row (grid-stride over the rows), the row length and max_k
+// constants of the kernel. Per row, params = (temperature, top_k, top_p,
+// min_p):
+//   - temperature <= 0 (or NaN): greedy, argmax's reduction and rule
+//     (emit_reduce.cpp: first maximum, NaN never wins, a row with nothing
+//     above -inf gives 0);
+//   - else k = max_k, or trunc(top_k) when 1 <= top_k < max_k, and k <= V.
+//     The k candidates come from top_k's scan, "the best element strictly
+//     after the previous pick" in its total order (value descending, NaN
+//     last, lower index first), into shared memory; thread 0 finishes:
+//     p[j] = expf((v[j] - v[0]) / temperature), total = sum p, keep = the
+//     smallest prefix whose running sum of p[j] / total reaches top_p, cut
+//     before the first j with p[j] < min_p * p[0], at least 1; kept = sum
+//     of the kept p; z = splitmix64(seed + 0x9E3779B97F4A7C15 * (pos + 1)),
+//     u = float(z >> 40) * 2^-24 * kept, pick the first j with u < the
+//     running sum of p (else keep - 1).
+// A draw depends only on (seed, pos, logits): no global counter, so rows
+// need no single block and a replayed CUDA graph redraws only if pos moves.
+// The float operations are the CPU kernel's (runtime/cpu/kernels/sample.cpp)
+// in the same order (no products that fmad could contract), so the arms
+// pick the same token up to 1-ulp differences of expf.
+//
+// sample_greedy_kernel and sample_top_k_top_p_kernel (declared in kernel.h)
+// are the executor's samplers outside the IR, until it runs `sample`:
+// greedy is the argmax with the CPU's tie rule; top-k/top-p selects as
+// above and draws from a global counter plus the row. The CPU sampler
+// draws with std::mt19937, so with those two the arms agree on the
+// distribution, not on the draw.
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "codegen/cuda/emit.h"
 
@@ -129,6 +154,107 @@ Kernel sample_top_k_top_p_kernel(int64_t vocab, int top_k, const std::string& id
   // bumped at the end by the same block, with no cross-block race.
   kb.launch(ir::Dim(256), 256);
   return kb.finish();
+}
+
+
+Kernels emit_sample(const ir::Op& op, const std::string& what) {
+  const ir::TensorType& lt = op.operands[0].type();
+  if (lt.rank() != 2 || lt.elem.kind() != ir::ElemType::F32) unsupported(op, "logits must be [S, V] f32, got " + lt.str());
+  const auto vocab = lt.shape[1].constant();
+  if (!vocab || *vocab <= 0) unsupported(op, "the vocabulary must be a positive constant, got " + lt.str());
+  const int64_t max_k = attr_i(op, "max_k");
+  if (max_k < 1 || max_k > 256) unsupported(op, fmt::format("max_k = {} must be in [1, 256]", max_k));
+  KernelBuilder kb(op.mnemonic(), what);
+  const std::string x = kb.in(op.operands[0], "logits"), prm = kb.in(op.operands[1], "params"),
+                    seed = kb.in(op.operands[2], "seed"), pos = kb.in(op.operands[3], "pos"),
+                    y = kb.out(op.results[0], "tokens");
+  kb.need("order_before");
+  const ir::Dim rows = lt.shape[0];
+  // {0} V, {1} rows, {2} max_k, {3} K = min(max_k, V): the candidate arrays.
+  kb.body(fmt::format(R"(  constexpr long long N = {0};
+  constexpr int MAX_K = {2};
+  constexpr int K = {3};
+  __shared__ float sv[256];
+  __shared__ long long si[256];
+  __shared__ float cand_v[K];
+  __shared__ int cand_i[K];
+  __shared__ float sp[K];
+  for (long long r = blockIdx.x; r < {1}; r += gridDim.x) {{
+    const float* xr = {4} + r * N;
+    const float temp = {5}[r * 4], top_k = {5}[r * 4 + 1];
+    if (!(temp > 0.0f)) {{
+      float bv = -__int_as_float(0x7f800000);
+      long long bi = 0x7fffffffffffffffLL;
+      for (long long c = threadIdx.x; c < N; c += blockDim.x)
+        if (xr[c] > bv) {{ bv = xr[c]; bi = c; }}
+      __syncthreads();
+      sv[threadIdx.x] = bv; si[threadIdx.x] = bi;
+      __syncthreads();
+      for (int s = blockDim.x / 2; s > 0; s >>= 1) {{
+        if (threadIdx.x < s) {{
+          const float ov = sv[threadIdx.x + s]; const long long oi = si[threadIdx.x + s];
+          if (ov > sv[threadIdx.x] || (ov == sv[threadIdx.x] && oi < si[threadIdx.x])) {{ sv[threadIdx.x] = ov; si[threadIdx.x] = oi; }}
+        }}
+        __syncthreads();
+      }}
+      if (threadIdx.x == 0) {8}[r] = si[0] == 0x7fffffffffffffffLL ? 0 : (int)si[0];
+      continue;
+    }}
+    int k = MAX_K;
+    if (top_k >= 1.0f && top_k < (float)MAX_K) k = (int)top_k;
+    if (k > K) k = K;
+    float pv = 0.0f; long long pi = -1;
+    for (int j = 0; j < k; ++j) {{
+      float bv = 0.0f; long long bi = -1;
+      for (long long c = threadIdx.x; c < N; c += blockDim.x) {{
+        const float v = xr[c];
+        if (pi >= 0 && !vtc_before(pv, pi, v, c)) continue;
+        if (bi < 0 || vtc_before(v, c, bv, bi)) {{ bv = v; bi = c; }}
+      }}
+      __syncthreads();
+      sv[threadIdx.x] = bv; si[threadIdx.x] = bi;
+      __syncthreads();
+      for (int s = blockDim.x / 2; s > 0; s >>= 1) {{
+        if (threadIdx.x < s) {{
+          const float ov = sv[threadIdx.x + s]; const long long oi = si[threadIdx.x + s];
+          if (oi >= 0 && (si[threadIdx.x] < 0 || vtc_before(ov, oi, sv[threadIdx.x], si[threadIdx.x]))) {{ sv[threadIdx.x] = ov; si[threadIdx.x] = oi; }}
+        }}
+        __syncthreads();
+      }}
+      pv = sv[0]; pi = si[0];
+      if (threadIdx.x == 0) {{ cand_v[j] = pv; cand_i[j] = (int)pi; }}
+    }}
+    if (threadIdx.x == 0) {{
+      const float top_p = {5}[r * 4 + 2], min_p = {5}[r * 4 + 3];
+      float total = 0.0f;
+      for (int j = 0; j < k; ++j) {{ sp[j] = expf((cand_v[j] - cand_v[0]) / temp); total += sp[j]; }}
+      int keep = k;
+      float mass = 0.0f;
+      for (int j = 0; j < k; ++j) {{
+        if (sp[j] < min_p * sp[0]) {{ keep = j; break; }}
+        mass += sp[j] / total;
+        if (mass >= top_p) {{ keep = j + 1; break; }}
+      }}
+      if (keep < 1) keep = 1;
+      float kept = 0.0f;
+      for (int j = 0; j < keep; ++j) kept += sp[j];
+      const unsigned long long key = (unsigned long long)(unsigned int){6}[r * 2] | ((unsigned long long)(unsigned int){6}[r * 2 + 1] << 32);
+      unsigned long long z = key + 0x9E3779B97F4A7C15ULL * ((unsigned long long)(long long){7}[r] + 1ULL);
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+      z ^= z >> 31;
+      const float u = (float)(z >> 40) * (1.0f / 16777216.0f) * kept;
+      int pick = keep - 1;
+      float acc = 0.0f;
+      for (int j = 0; j < keep; ++j) {{ acc += sp[j]; if (u < acc) {{ pick = j; break; }} }}
+      {8}[r] = cand_i[pick];
+    }}
+    __syncthreads();
+  }}
+)",
+                      *vocab, kb.expr(rows), max_k, std::min(max_k, *vocab), x, prm, seed, pos, y));
+  kb.launch(rows * 256, 256);
+  return {kb.finish()};
 }
 
 }  // namespace vtc::cuda

@@ -9,7 +9,8 @@
 
 #include "ir/module.h"
 #include "runtime/cpu/thread_pool.h"
-#include "runtime/state/state_store.h"
+#include "runtime/state/host_states.h"
+#include "runtime/tensor.h"
 #include "support/ggml_type.h"
 
 namespace vtc::cpu {
@@ -30,7 +31,7 @@ struct Buf {
 
 struct ExecContext {
   const ir::Module& module;
-  StateStore& states;
+  HostStates& states;
   ThreadPool& pool;
   const std::vector<int32_t>& slots;  // the step's sequences, by index
   std::unordered_map<const ir::ValueData*, Buf>& bufs;
@@ -53,8 +54,6 @@ RopeParams rope_params(const ir::Op& op);
 bool is_alias_op(ir::OpKind kind);
 
 int64_t elem_bytes(const ir::ElemType& e);
-// Bytes for `numel` values of `e` (quantized: whole blocks).
-uint64_t storage_bytes(const ir::ElemType& e, int64_t numel);
 // The ggml storage type of an IR element type (F32 for i32 is not valid).
 GgmlType ggml_type_of(const ir::ElemType& e);
 

@@ -39,26 +39,6 @@
 
 namespace vtc::cpu {
 
-HostTensor HostTensor::i32(const std::vector<int32_t>& values) {
-  HostTensor t;
-  t.elem = ir::ElemType::I32;
-  t.shape = {int64_t(values.size())};
-  t.bytes.resize(values.size() * 4);
-  if (!values.empty()) std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
-  return t;
-}
-
-int64_t HostTensor::numel() const {
-  int64_t n = 1;
-  for (auto d : shape) n *= d;
-  return n;
-}
-
-std::vector<float> HostTensor::row(int64_t r) const {
-  const int64_t cols = shape.back();
-  return std::vector<float>(f32() + r * cols, f32() + (r + 1) * cols);
-}
-
 namespace {
 
 using SymbolEnv = std::unordered_map<std::string, int64_t>;
@@ -108,7 +88,7 @@ using AlignedBytes = std::unique_ptr<uint8_t[], AlignedFree>;
 
 struct Interpreter::Impl {
   const ir::Module& module;
-  StateStore& states;
+  HostStates& states;
   ThreadPool& pool;
   std::unordered_map<std::string, BoundWeight> weights;
   std::vector<AlignedBytes> repacked;  // weights rearranged at load (bind_weight)
@@ -134,7 +114,7 @@ struct Interpreter::Impl {
   bool fused_kernels = true;
   std::unordered_map<const ir::Op*, std::unique_ptr<FusedKernel>> fused_kernel_of;
 
-  Impl(const ir::Module& m, const gguf::GgufFile& f, StateStore& s, ThreadPool& p) : module(m), states(s), pool(p) {
+  Impl(const ir::Module& m, const gguf::GgufFile& f, HostStates& s, ThreadPool& p) : module(m), states(s), pool(p) {
     std::vector<PendingRepack> pending;
     for (const auto& w : m.weights) bind_weight(w, f, pending);
     repack_weights(pending);
@@ -265,7 +245,7 @@ HostTensor copy_out(const Buf& b) {
 std::vector<HostTensor> Interpreter::Impl::run(const StepRequest& req) {
   const ir::Function* fn = module.find_function(req.step);
   if (!fn) throw Error(fmt::format("cpu: the module has no step @{}", req.step));
-  for (int32_t slot : req.slots) states.check_slot(slot);
+  for (int32_t slot : req.slots) states.store().check_slot(slot);
   SymbolEnv env = bind_symbols(*fn, req);
   BufMap bufs;
   place_buffers(*fn, env, req, bufs);
@@ -480,12 +460,12 @@ void Interpreter::Impl::run_kernel(ExecContext& ctx, const ir::Op& op) {
 
 void Interpreter::Impl::notify(ExecContext& ctx, const ir::Op& op) {
   if (!observer) return;
-  std::vector<HostTensor> results;
-  for (const auto& r : op.results) results.push_back(copy_out(ctx.bufs.at(r.data())));
+  std::vector<std::optional<HostTensor>> results;
+  for (const auto& r : op.results) results.emplace_back(copy_out(ctx.bufs.at(r.data())));
   observer(op, results);
 }
 
-Interpreter::Interpreter(const ir::Module& module, const gguf::GgufFile& file, StateStore& states, ThreadPool& pool)
+Interpreter::Interpreter(const ir::Module& module, const gguf::GgufFile& file, HostStates& states, ThreadPool& pool)
     : impl_(std::make_unique<Impl>(module, file, states, pool)) {}
 Interpreter::~Interpreter() = default;
 

@@ -3,10 +3,10 @@
 // It knows no architecture. It binds the module's weights to tensors of a
 // GGUF file (mmapped, never copied or dequantized whole; a weight the IR
 // declares in another layout than its bytes are stored in is rearranged
-// once, at construction), its states to a
-// StateStore, and walks the ops of a step, dispatching each through a table
+// once, at construction), its states to host storage (HostStates, laid out
+// and paged by the StateStore), and walks the ops of a step, dispatching each through a table
 // generated from ir/ops.def (runtime/cpu/op_exec.cpp). Activations live in
-// one arena per step, laid out by a liveness plan (buffer_plan.h): values
+// one arena per step, laid out by a liveness plan (passes/buffer_plan.h): values
 // whose lifetimes do not overlap share memory (passes/memory_plan.h).
 #pragma once
 
@@ -21,32 +21,10 @@
 #include "ir/module.h"
 #include "passes/memory_plan.h"
 #include "runtime/cpu/thread_pool.h"
-#include "runtime/state/state_store.h"
+#include "runtime/state/host_states.h"
+#include "runtime/tensor.h"
 
 namespace vtc::cpu {
-
-// A dense host tensor (step inputs and outputs).
-struct HostTensor {
-  ir::ElemType elem = ir::ElemType::F32;
-  std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;
-
-  static HostTensor i32(const std::vector<int32_t>& values);
-  int64_t numel() const;
-  const float* f32() const { return reinterpret_cast<const float*>(bytes.data()); }
-  const int32_t* i32_data() const { return reinterpret_cast<const int32_t*>(bytes.data()); }
-  // Row `r` of a 2-D f32 tensor, copied.
-  std::vector<float> row(int64_t r) const;
-};
-
-struct StepRequest {
-  std::string step;                          // function name: prefill, decode
-  std::vector<int32_t> slots;                // the step's S sequences' state slots
-  std::map<std::string, HostTensor> args;    // by argument name
-};
-
-// Called after every op with the op and its results (for taps, diffs).
-using OpObserver = std::function<void(const ir::Op& op, const std::vector<HostTensor>& results)>;
 
 struct StepStats {
   uint64_t arena_bytes = 0;       // planned peak of activations
@@ -69,7 +47,7 @@ class Interpreter {
  public:
   // Binds every weight declaration to its GGUF tensor; throws vtc::Error on
   // a missing tensor or a type/shape mismatch. `file` must outlive this.
-  Interpreter(const ir::Module& module, const gguf::GgufFile& file, StateStore& states, ThreadPool& pool);
+  Interpreter(const ir::Module& module, const gguf::GgufFile& file, HostStates& states, ThreadPool& pool);
   ~Interpreter();
 
   // Runs one step; returns the values of its `return`. Throws vtc::Error on

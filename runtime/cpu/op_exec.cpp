@@ -20,11 +20,6 @@ namespace vtc::cpu {
 
 int64_t elem_bytes(const ir::ElemType& e) { return e.scalar_bytes(); }
 
-uint64_t storage_bytes(const ir::ElemType& e, int64_t numel) {
-  if (e.is_quant()) return ggml_bytes_for(e.quant_type(), uint64_t(numel)).value_or(0);
-  return uint64_t(numel) * uint64_t(elem_bytes(e));
-}
-
 GgmlType ggml_type_of(const ir::ElemType& e) {
   switch (e.kind()) {
     case ir::ElemType::F32: return GgmlType::F32;
@@ -79,7 +74,7 @@ void exec_driver_only(ExecContext&, const ir::Op& op) { fail(op, "handled by the
 
 // --- state -----------------------------------------------------------------
 void exec_state_rows(ExecContext& c, const ir::Op& op, bool write) {
-  StateStore::Buffer& s = c.states.buffer(op.attr("state")->s);
+  HostStates::Buffer& s = c.states.buffer(op.attr("state")->s);
   if (s.decl->kind == ir::StateKind::Paged) fail(op, "paged states are read by attention, not state_read/state_write");
   const Buf& b = write ? c.in(op, 0) : c.out(op);
   const uint64_t row = uint64_t(s.row_elems * s.elem_bytes);
@@ -258,7 +253,7 @@ const T* gather_rows(const T* src, const std::vector<int32_t>& members, int64_t 
 // Stores row t of src ([T, row] f32) at token t's position in half `half`
 // of the paged f32 or f16 state `b`, through its sequence's page table, for
 // every token of the step (before any token reads the state).
-void append_rows(ExecContext& c, const ir::Op& op, StateStore::Buffer& b, int half, const float* src, int64_t row,
+void append_rows(ExecContext& c, const ir::Op& op, HostStates::Buffer& b, int half, const float* src, int64_t row,
                  const Buf& pos, const Buf& seq) {
   const bool f16 = b.elem.kind() == ir::ElemType::F16;
   for (int64_t t = 0; t < pos.numel; ++t) {
@@ -280,7 +275,7 @@ void append_rows(ExecContext& c, const ir::Op& op, StateStore::Buffer& b, int ha
 void exec_Attention(ExecContext& c, const ir::Op& op) {
   const Buf &q = c.in(op, 0), &k = c.in(op, 1), &v = c.in(op, 2), &pos = c.in(op, 3), &seq = c.in(op, 4);
   const Buf& out = c.out(op);
-  StateStore::Buffer& kv = c.states.buffer(op.attr("state")->s);
+  HostStates::Buffer& kv = c.states.buffer(op.attr("state")->s);
   const int64_t n_tokens = q.shape[0], n_head = q.shape[1], n_head_kv = k.shape[1], head_dim = q.shape[2];
   const int64_t row = n_head_kv * head_dim;
   const bool f16 = kv.elem.kind() == ir::ElemType::F16;
@@ -335,7 +330,7 @@ void exec_Attention(ExecContext& c, const ir::Op& op) {
 void exec_IndexerSelect(ExecContext& c, const ir::Op& op) {
   const Buf &q = c.in(op, 0), &k = c.in(op, 1), &k_norm = c.in(op, 2), &pos = c.in(op, 3), &seq = c.in(op, 4);
   for (int i = 0; i < 3; ++i) require_f32(op, c.in(op, size_t(i)), i == 0 ? "q" : i == 1 ? "k" : "k_norm");
-  StateStore::Buffer& cache = c.states.buffer(op.attr("state")->s);
+  HostStates::Buffer& cache = c.states.buffer(op.attr("state")->s);
   const bool f16 = cache.elem.kind() == ir::ElemType::F16;
   if (!f16 && cache.elem.kind() != ir::ElemType::F32) fail(op, "the indexer cache must be f16 or f32");
   const int64_t n_tokens = q.shape[0], dim = k.shape[1];
@@ -363,7 +358,7 @@ void exec_L2Norm(ExecContext& c, const ir::Op& op) {
 // The rows of a plain recurrent state, one per sequence of the step (by
 // sequence index), for kernels that update them in place.
 std::vector<float*> sequence_states(ExecContext& c, const ir::Op& op) {
-  StateStore::Buffer& s = c.states.buffer(op.attr("state")->s);
+  HostStates::Buffer& s = c.states.buffer(op.attr("state")->s);
   if (s.decl->kind != ir::StateKind::Plain || s.elem.kind() != ir::ElemType::F32)
     fail(op, "the recurrent state must be plain f32");
   std::vector<float*> rows(c.slots.size());
@@ -436,6 +431,22 @@ void exec_TopK(ExecContext& c, const ir::Op& op) {
     int32_t* idx = c.out(op, 1).as<int32_t>() + r * k;
     top_k(x.as<float>() + r * n, n, k, idx);
     for (int64_t j = 0; j < k; ++j) c.out(op, 0).as<float>()[r * k + j] = x.as<float>()[r * n + idx[j]];
+  }
+}
+
+// logits [S, V], params [S, 4], seed [S, 2] (low, high words), pos [S]
+// (docs/ir.md: sample). Rows are independent and cheap next to the matmul
+// that made the logits, so they run on the caller's thread.
+void exec_Sample(ExecContext& c, const ir::Op& op) {
+  const Buf& x = c.in(op, 0);
+  require_f32(op, x, "logits");
+  const float* params = c.in(op, 1).as<float>();
+  const int32_t* seed = c.in(op, 2).as<int32_t>();
+  const int32_t* pos = c.in(op, 3).as<int32_t>();
+  const int64_t n = x.last_dim(), max_k = int_attr(op, "max_k");
+  for (int64_t r = 0; r < x.rows(); ++r) {
+    const uint64_t s = uint64_t(uint32_t(seed[2 * r])) | uint64_t(uint32_t(seed[2 * r + 1])) << 32;
+    c.out(op).as<int32_t>()[r] = sample_row(x.as<float>() + r * n, n, params + 4 * r, s, pos[r], max_k);
   }
 }
 

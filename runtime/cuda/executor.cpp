@@ -11,8 +11,8 @@
 
 #include "codegen/cuda/kernel.h"
 #include "codegen/cuda/nvrtc.h"
-#include "runtime/buffer_plan.h"
-#include "runtime/cpu/exec_context.h"
+#include "passes/buffer_plan.h"
+#include "passes/memory_plan.h"
 #include "runtime/cuda/driver.h"
 #include "support/error.h"
 
@@ -36,7 +36,7 @@ int64_t eval(const ir::Dim& d, const SymbolEnv& env, const std::string& what) {
 uint64_t value_bytes(const ir::TensorType& t, const SymbolEnv& env) {
   int64_t n = 1;
   for (const auto& d : t.shape) n *= eval(d, env, t.str());
-  return cpu::storage_bytes(t.elem, n);
+  return storage_bytes(t.elem, n);
 }
 
 struct Step {
@@ -56,7 +56,7 @@ constexpr uint8_t kGuardByte = 0xA5;
 
 }  // namespace
 
-struct Executor::Impl {
+struct Executor::Impl final : StateStorage {
   const ir::Module& module;
   const gguf::GgufFile& file;
   StateStore& states;
@@ -80,8 +80,9 @@ struct Executor::Impl {
   size_t pending = 0;
   OpObserver observer;  // diffs only: set_observer()
 
-  Impl(const ir::Module& m, const gguf::GgufFile& f, StateStore& s, const ExecutorOptions& o)
-      : module(m), file(f), states(s), options(o) {
+  Impl(const BackendInputs& in, const ExecutorOptions& o)
+      : module(in.module), file(in.file), states(in.states), options(o) {
+    const ir::Module& m = module;
     std::string why;
     dev = Device::open(o.device, &why);
     if (!dev) throw Error("cuda target unavailable: " + why);
@@ -94,8 +95,12 @@ struct Executor::Impl {
       steps.emplace(fn->name, std::move(st));
     }
     upload_weights();
-    for (const auto& b : states.buffers()) state_bufs[b.decl->name] = dev->alloc(b.data.size());
-    upload_states();
+    for (const auto& l : states.layouts()) {
+      state_bufs[l.decl->name] = dev->alloc(l.bytes);  // zeroed
+      if (!l.paged() && StateStore::empty_byte(*l.decl) != 0)
+        dev->memset(state_bufs[l.decl->name], StateStore::empty_byte(*l.decl), l.bytes, stream);
+    }
+    states.attach(this);
     tokens_dev = dev->alloc(4096 * 4);
     params_dev = dev->alloc(16);
     counter_dev = dev->alloc(8);
@@ -105,7 +110,8 @@ struct Executor::Impl {
     dev->sync(stream);
   }
 
-  ~Impl() {
+  ~Impl() override {
+    states.attach(nullptr);
     if (!dev) return;
     dev->sync(stream);
     for (auto& [k, g] : graphs) dev->destroy_graph(g);
@@ -140,16 +146,26 @@ struct Executor::Impl {
     }
   }
 
-  void upload_states() {
-    for (auto& b : states.buffers()) dev->upload(state_bufs.at(b.decl->name), b.data.data(), b.data.size(), stream);
-    dev->sync(stream);
-  }
-  void download_states() {
-    for (const auto& b : states.buffers()) {
-      auto& data = states.buffer(b.decl->name).data;
-      dev->download(data.data(), state_bufs.at(b.decl->name), data.size(), stream);
+  // StateStorage: the store handed out `page` (zero it in every paged
+  // state) or emptied `slot`. Ordered on the stream before the next step.
+  void zero_page(int32_t page) override {
+    for (const auto& l : states.layouts()) {
+      if (!l.paged()) continue;
+      const uint64_t bytes = l.page_bytes(states.page_size());
+      for (int half = 0; half < l.halves; ++half)
+        dev->memset(state_bufs.at(l.decl->name) + DevPtr(half) * l.half_bytes() + DevPtr(page) * bytes, 0, bytes, stream);
     }
-    dev->sync(stream);
+  }
+  void clear_slot(int32_t slot) override {
+    // Ordered after any copy of sampled ids still in flight on the stream.
+    for (const auto& l : states.layouts())
+      if (!l.paged())
+        dev->memset(slot_row(l, slot), StateStore::empty_byte(*l.decl), l.row_bytes(), stream);
+  }
+  DevPtr slot_row(const StateStore::Layout& l, int32_t slot) {
+    states.check_slot(slot);
+    if (l.paged()) throw Error(fmt::format("cuda: state @{} is paged; it has no slot rows", l.decl->name));
+    return state_bufs.at(l.decl->name) + DevPtr(slot) * l.row_bytes();
   }
 
   void ensure(DevPtr& p, uint64_t& cap, uint64_t need) {
@@ -162,7 +178,7 @@ struct Executor::Impl {
     graphs.clear();
   }
 
-  SymbolEnv bind_symbols(const ir::Function& fn, const cpu::StepRequest& req) {
+  SymbolEnv bind_symbols(const ir::Function& fn, const StepRequest& req) {
     SymbolEnv env;
     env["S"] = int64_t(req.slots.size());
     for (const auto& arg : fn.args) {
@@ -181,7 +197,7 @@ struct Executor::Impl {
 
   // Roots, lifetimes (kernel indices), the arena plan, uploads of the
   // arguments, slots and page tables.
-  Bound prepare(const ir::Function& fn, const Step& st, const cpu::StepRequest& req) {
+  Bound prepare(const ir::Function& fn, const Step& st, const StepRequest& req) {
     Bound b{bind_symbols(fn, req), {}, {}};
     std::unordered_map<const ir::ValueData*, std::pair<const ir::ValueData*, ir::Dim>> alias;
     for (const auto& a : st.kernels.aliases) alias[a.value] = {a.source, a.offset_elems};
@@ -235,7 +251,7 @@ struct Executor::Impl {
     };
     for (const auto& [v, a] : alias) addr(v);
     for (const auto& a : fn.args) {
-      const cpu::HostTensor& t = req.args.at(a->name);
+      const HostTensor& t = req.args.at(a->name);
       dev->upload(b.ptr.at(a.data()), t.bytes.data(), t.bytes.size(), stream);
     }
     ensure(slots_buf, slots_cap, req.slots.size() * 4 + 4);
@@ -258,11 +274,11 @@ struct Executor::Impl {
   DevPtr state_base(const KernelArg& a) {
     const DevPtr base = state_bufs.at(a.state);
     if (a.kind != KernelArg::Kind::StatePool) return base;
-    const StateStore::Buffer& buf = states.buffer(a.state);
+    const StateStore::Layout& buf = states.layout(a.state);
     if (a.half < 0 || a.half >= buf.halves)
       throw Error(fmt::format("cuda: state @{} has {} half(s), a kernel asks for half {}", a.state, buf.halves,
                               a.half));
-    return base + DevPtr(a.half) * DevPtr(buf.data.size() / uint64_t(buf.halves));
+    return base + DevPtr(a.half) * DevPtr(buf.half_bytes());
   }
 
   void launch(const Kernel& k, void* fn, const Bound& b, const std::map<std::string, DevPtr>& extra = {}) {
@@ -297,7 +313,7 @@ struct Executor::Impl {
     return key;
   }
 
-  Bound execute(const cpu::StepRequest& req) {
+  Bound execute(const StepRequest& req) {
     const ir::Function* fn = module.find_function(req.step);
     if (!fn) throw Error(fmt::format("cuda: the module has no step @{}", req.step));
     for (int32_t s : req.slots) states.check_slot(s);
@@ -337,19 +353,19 @@ struct Executor::Impl {
   // Diffs: the results of every computing top-level op, in op order (see
   // executor.h). Buffers were not reused this step, so each still holds the
   // value its op wrote. Synchronous: a diff is not a fast path.
-  void notify(const cpu::StepRequest& req, const Bound& b) {
+  void notify(const StepRequest& req, const Bound& b) {
     if (!observer) return;
     const ir::Function& fn = *module.find_function(req.step);
     for (const auto& op : fn.ops) {
-      if (is_alias_op(op->kind)) continue;  // as the CPU interpreter: weights, aliases, return
-      std::vector<std::optional<cpu::HostTensor>> results;
+      if (passes::is_storage_alias(op->kind)) continue;  // as the CPU interpreter: weights, aliases, return
+      std::vector<std::optional<HostTensor>> results;
       for (const auto& r : op->results) {
         auto it = b.ptr.find(r.data());
         if (it == b.ptr.end() || it->second == 0) {
           results.emplace_back();
           continue;
         }
-        cpu::HostTensor t;
+        HostTensor t;
         t.elem = r.type().elem;
         for (const auto& d : r.type().shape) t.shape.push_back(eval(d, b.env, "an observed result"));
         t.bytes.resize(value_bytes(r.type(), b.env));
@@ -361,12 +377,12 @@ struct Executor::Impl {
     }
   }
 
-  std::vector<cpu::HostTensor> copy_returns(const cpu::StepRequest& req, const Bound& b) {
+  std::vector<HostTensor> copy_returns(const StepRequest& req, const Bound& b) {
     check_guards(b);
     const Step& st = steps.at(req.step);
-    std::vector<cpu::HostTensor> out;
+    std::vector<HostTensor> out;
     for (const auto* v : st.kernels.returns) {
-      cpu::HostTensor t;
+      HostTensor t;
       t.elem = v->type.elem;
       for (const auto& d : v->type.shape) t.shape.push_back(eval(d, b.env, "a result"));
       t.bytes.resize(value_bytes(v->type, b.env));
@@ -385,16 +401,16 @@ struct Executor::Impl {
     return out;
   }
 
-  std::vector<int32_t> decode_sample(std::span<const int32_t> slots, std::span<const int32_t> positions,
+  std::vector<int32_t> decode_sampled(std::span<const int32_t> slots, std::span<const int32_t> positions,
                                      const DeviceSampling& s) {
     if (slots.size() != positions.size() || slots.empty() || slots.size() > 4096)
       throw Error("cuda: decode needs one position per sequence (1..4096 sequences)");
     std::vector<int32_t> previous = collect();
-    cpu::StepRequest req{"decode", std::vector<int32_t>(slots.begin(), slots.end()), {}};
+    StepRequest req{"decode", std::vector<int32_t>(slots.begin(), slots.end()), {}};
     std::vector<int32_t> seq(slots.size());
     for (size_t i = 0; i < seq.size(); ++i) seq[i] = int32_t(i);
-    req.args["pos"] = cpu::HostTensor::i32(std::vector<int32_t>(positions.begin(), positions.end()));
-    req.args["seq"] = cpu::HostTensor::i32(seq);
+    req.args["pos"] = HostTensor::i32(std::vector<int32_t>(positions.begin(), positions.end()));
+    req.args["seq"] = HostTensor::i32(seq);
     Bound b = execute(req);
     const ir::ValueData* logits = steps.at("decode").kernels.returns.at(0);
     const int64_t vocab = logits->type.shape.back().constant().value_or(0);
@@ -419,28 +435,47 @@ struct Executor::Impl {
   }
 };
 
-Executor::Executor(const ir::Module& lowered, const gguf::GgufFile& file, StateStore& states, const ExecutorOptions& o)
-    : impl_(std::make_unique<Impl>(lowered, file, states, o)) {}
+Executor::Executor(const BackendInputs& inputs, const ExecutorOptions& o) : impl_(std::make_unique<Impl>(inputs, o)) {}
 Executor::~Executor() = default;
 const Device& Executor::device() const { return *impl_->dev; }
+std::string Executor::describe() const {
+  return fmt::format("CUDA executor on {} (sm_{}), graphs {}", impl_->dev->name(), impl_->dev->arch(),
+                     impl_->options.graphs ? "on" : "off");
+}
 
-std::vector<cpu::HostTensor> Executor::run(const cpu::StepRequest& request) {
+std::vector<HostTensor> Executor::run(const StepRequest& request) {
   Bound b = impl_->execute(request);
   impl_->notify(request, b);
   return impl_->copy_returns(request, b);
 }
-std::vector<int32_t> Executor::decode_sample(std::span<const int32_t> slots, std::span<const int32_t> positions,
-                                             const DeviceSampling& sampling) {
-  return impl_->decode_sample(slots, positions, sampling);
+std::vector<int32_t> Executor::decode_sampled(std::span<const int32_t> slots, std::span<const int32_t> positions,
+                                              const DeviceSampling& sampling) {
+  return impl_->decode_sampled(slots, positions, sampling);
 }
-std::vector<int32_t> Executor::wait_tokens() { return impl_->collect(); }
-void Executor::set_last_id(int32_t slot, int32_t token) {
-  impl_->states.check_slot(slot);
-  impl_->dev->upload(impl_->state_bufs.at("last_ids") + DevPtr(slot) * 4, &token, 4, impl_->stream);
+std::vector<int32_t> Executor::wait_sampled() { return impl_->collect(); }
+
+std::vector<uint8_t> Executor::read_slot_row(const StateStore::Layout& state, int32_t slot) {
+  std::vector<uint8_t> row(state.row_bytes());
+  impl_->dev->download(row.data(), impl_->slot_row(state, slot), row.size(), impl_->stream);
   impl_->dev->sync(impl_->stream);
+  return row;
 }
-void Executor::download_states() { impl_->download_states(); }
-void Executor::upload_states() { impl_->upload_states(); }
+void Executor::write_slot_row(const StateStore::Layout& state, int32_t slot, std::span<const uint8_t> bytes) {
+  if (bytes.size() != state.row_bytes())
+    throw Error(fmt::format("state @{}: a slot row holds {} bytes, got {}", state.decl->name, state.row_bytes(), bytes.size()));
+  impl_->dev->upload(impl_->slot_row(state, slot), bytes.data(), bytes.size(), impl_->stream);
+  impl_->dev->sync(impl_->stream);  // `bytes` may not outlive the call
+}
+std::vector<uint8_t> Executor::read_page(const StateStore::Layout& state, int half, int32_t page) {
+  if (!state.paged() || half < 0 || half >= state.halves || page < 0 || page >= impl_->states.n_pages())
+    throw Error(fmt::format("cuda: state @{} has no page {} in half {}", state.decl->name, page, half));
+  const uint64_t bytes = state.page_bytes(impl_->states.page_size());
+  std::vector<uint8_t> out(bytes);
+  impl_->dev->download(out.data(), impl_->state_bufs.at(state.decl->name) + DevPtr(half) * state.half_bytes() + DevPtr(page) * bytes,
+                       bytes, impl_->stream);
+  impl_->dev->sync(impl_->stream);
+  return out;
+}
 void Executor::set_observer(OpObserver observer) { impl_->observer = std::move(observer); }
 
 std::string cuda_unavailable_reason() {

@@ -1,17 +1,22 @@
 // The CUDA executor: runs a lowered module's steps with generated kernels.
 //
+// The CUDA backend (runtime/backend.h).
+//
 // At construction: every step's kernels are generated (codegen/cuda),
 // compiled by NVRTC to cubin for the device's arch (disk-cached) and loaded;
 // every weight is uploaded once; every declared state gets a device buffer
-// with the host StateStore's layout (plain rows per slot; paged pools of
+// with the StateStore's layout (plain rows per slot; paged pools of
 // [halves][P][page][row], halves 2 for K/V or 1 for a side cache such as
-// indexer_select's); the host StateStore keeps the page bookkeeping.
+// indexer_select's). The states live only on the device: there is no host
+// mirror. The executor is the store's StateStorage, so a page the store
+// hands out is zeroed on the device and a reset slot gets its empty bytes
+// there; snapshots (diffs, fingerprints) read the device rows.
 //
 // Per step:
 //  1. bind the step symbols (S from the slots, T/R/... from argument sizes,
 //     PT_STRIDE = the longest page table of the step's slots);
 //  2. plan one activation arena from the kernels' buffer lifetimes
-//     (runtime/buffer_plan.h; aliases share their root's storage) and grow
+//     (passes/buffer_plan.h; aliases share their root's storage) and grow
 //     it if needed;
 //  3. upload the arguments, the slot list and the page tables (async);
 //  4. launch the kernels in order on one stream, or, for @decode, replay a
@@ -19,10 +24,10 @@
 //     was seen: arguments and tables live at fixed device addresses, so the
 //     graph stays valid while their contents change;
 //  5. copy the returned values out.
-// decode_sample() additionally samples on the device (greedy or top-k/top-p)
+// decode_sampled() additionally samples on the device (greedy or top-k/top-p)
 // into state @last_ids, so the next decode reads its ids from device
 // memory; only the sampled tokens are copied out, asynchronously into
-// pinned memory, and collected by the next call or by wait_tokens().
+// pinned memory, and collected by the next call or by wait_sampled().
 //
 // Diffs (`vtc diff`'s cuda arm): with an observer set, every step runs its
 // kernels one by one on the stream (no CUDA graph: the copies out cannot
@@ -42,10 +47,7 @@
 #include <string>
 #include <vector>
 
-#include "frontends/gguf/gguf.h"
-#include "ir/module.h"
-#include "runtime/cpu/interpreter.h"
-#include "runtime/state/state_store.h"
+#include "runtime/backend.h"
 
 namespace vtc::cuda {
 
@@ -59,42 +61,26 @@ struct ExecutorOptions {
   bool sentinels = false;
 };
 
-struct DeviceSampling {
-  float temperature = 0.0f;  // <= 0: greedy
-  int top_k = 40;            // 1..256 for the device sampler
-  float top_p = 0.95f;
-  float min_p = 0.05f;
-  uint64_t seed = 42;
-};
-
-// One observed op: its results copied to the host, parallel to op.results;
-// nullopt for a result no kernel materialized (no device buffer).
-using OpObserver = std::function<void(const ir::Op& op, const std::vector<std::optional<cpu::HostTensor>>& results)>;
-
-class Executor {
+class Executor final : public Backend {
  public:
   // Throws vtc::Error when CUDA is unavailable (the message says why), a
   // kernel does not compile, or a weight does not match the file.
-  Executor(const ir::Module& lowered, const gguf::GgufFile& file, StateStore& states, const ExecutorOptions& options = {});
-  ~Executor();
+  Executor(const BackendInputs& inputs, const ExecutorOptions& options = {});
+  ~Executor() override;
 
   const Device& device() const;
-  // Runs one step like cpu::Interpreter::run and returns its outputs.
-  std::vector<cpu::HostTensor> run(const cpu::StepRequest& request);
-  // One decode step for `slots` at `positions`, then sampling on the device.
-  // Returns the tokens sampled by the previous call (empty on the first),
-  // so the copy-out overlaps the next step; wait_tokens() returns the last.
-  std::vector<int32_t> decode_sample(std::span<const int32_t> slots, std::span<const int32_t> positions,
-                                     const DeviceSampling& sampling);
-  std::vector<int32_t> wait_tokens();
-  // Copies `slot`'s last_ids row in (after a prefill, before decoding).
-  void set_last_id(int32_t slot, int32_t token);
-  // Device state <-> host StateStore (for diffs and fingerprints).
-  void download_states();
-  void upload_states();
+  std::string_view target() const override { return "cuda"; }
+  std::string describe() const override;
+  std::vector<HostTensor> run(const StepRequest& request) override;
+  std::vector<uint8_t> read_slot_row(const StateStore::Layout& state, int32_t slot) override;
+  void write_slot_row(const StateStore::Layout& state, int32_t slot, std::span<const uint8_t> bytes) override;
+  std::vector<uint8_t> read_page(const StateStore::Layout& state, int half, int32_t page) override;
   // Diffs: see the header comment. Null turns observing (and the
   // graph/reuse exceptions) off again.
-  void set_observer(OpObserver observer);
+  void set_observer(OpObserver observer) override;
+  std::vector<int32_t> decode_sampled(std::span<const int32_t> slots, std::span<const int32_t> positions,
+                                      const DeviceSampling& sampling) override;
+  std::vector<int32_t> wait_sampled() override;
 
   struct Impl;
 

@@ -2,8 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "runtime/diff/cpu_arm.h"
-#include "runtime/diff/cuda_arm.h"
+#include "runtime/diff/session_arm.h"
 #include "support/error.h"
 
 namespace vtc::diff {
@@ -11,7 +10,7 @@ namespace vtc::diff {
 const std::vector<ArmKind>& known_arms() {
   static const std::vector<ArmKind> arms = {
       {"cpu", "the CPU interpreter on the module a session runs (what `vtc run` executes)", make_cpu_arm},
-      {"cpu-unfused", "the CPU interpreter on the module straight from the frontend, canonicalized only",
+      {"cpu-unfused", "the CPU interpreter on the frontend module lowered without fusion or weight layouts",
        make_cpu_unfused_arm},
       {"cuda", "the CUDA executor", make_cuda_arm},
   };

@@ -1,10 +1,10 @@
 // An arm: one way of executing a model's steps, as `vtc diff` compares them.
 //
-// An arm owns a model loaded for one executor (the CPU interpreter on the
-// module the session runs, the same model unfused, or CUDA) and runs one
-// sequence through it step by step. After every step it hands back what a
+// An arm owns a Session on one backend (the CPU interpreter on the module
+// the session runs, the same model unfused, or CUDA; session_arm.h) and
+// runs one sequence through it step by step. After every step it hands back what a
 // diff needs: the op results that match the tap filter, in execution order,
-// every declared state of the sequence (runtime/diff/state_snapshot.h) and
+// every declared state of the sequence (Session::snapshot) and
 // the logits row that picks the next token. Two arms run in lockstep on the
 // same tokens (runtime/diff/runner.h).
 //
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/cpu/interpreter.h"
+#include "runtime/tensor.h"
 #include "runtime/diff/state_snapshot.h"
 
 namespace vtc::diff {
@@ -30,7 +30,7 @@ struct Observed {
   std::string name;                // as printed: "%ids"
   std::string op;                  // "state_read @last_ids"
   std::vector<std::string> users;  // "embed"
-  cpu::HostTensor value;
+  HostTensor value;
 };
 
 struct StepOutput {

@@ -19,7 +19,7 @@ Row make_row(std::string name, std::string op, std::vector<std::string> users = 
   return row;
 }
 
-Row judge(Row row, const cpu::HostTensor& a, const cpu::HostTensor& b, const Tolerances& tol) {
+Row judge(Row row, const HostTensor& a, const HostTensor& b, const Tolerances& tol) {
   row.dtype = a.elem == b.elem ? a.elem.name() : a.elem.name() + "/" + b.elem.name();
   row.shape = a.shape == b.shape ? format_shape(a.shape) : format_shape(a.shape) + "/" + format_shape(b.shape);
   row.tolerance = std::max(tol.of(a.elem), tol.of(b.elem));
@@ -45,7 +45,7 @@ Row judge(Row row, const cpu::HostTensor& a, const cpu::HostTensor& b, const Tol
   return row;
 }
 
-Row one_sided(Row row, const cpu::HostTensor& t, bool in_a) {
+Row one_sided(Row row, const HostTensor& t, bool in_a) {
   row.dtype = t.elem.name();
   row.shape = format_shape(t.shape);
   (in_a ? row.a : row.b) = fingerprint(widen(t));

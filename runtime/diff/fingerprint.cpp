@@ -51,7 +51,7 @@ std::vector<double> widen(ir::ElemType elem, std::span<const uint8_t> bytes, int
   return out;
 }
 
-std::vector<double> widen(const cpu::HostTensor& t) { return widen(t.elem, t.bytes, t.numel()); }
+std::vector<double> widen(const HostTensor& t) { return widen(t.elem, t.bytes, t.numel()); }
 
 Fingerprint fingerprint(std::span<const double> values) {
   Fingerprint f;

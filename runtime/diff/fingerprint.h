@@ -40,7 +40,7 @@ struct Fingerprint {
 // The elements of a dense tensor as doubles. Throws vtc::Error for
 // block-quantized element types (weights are never compared).
 std::vector<double> widen(ir::ElemType elem, std::span<const uint8_t> bytes, int64_t count);
-std::vector<double> widen(const cpu::HostTensor& t);
+std::vector<double> widen(const HostTensor& t);
 
 Fingerprint fingerprint(std::span<const double> values);
 

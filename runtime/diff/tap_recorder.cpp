@@ -18,7 +18,7 @@ TapRecorder::TapRecorder(const ir::Module& module, const std::string& tap) {
   for (const auto& fn : module.functions) index_.emplace(fn.get(), ValueIndex(*fn));
 }
 
-void TapRecorder::record(const ir::Op& op, size_t index, const cpu::HostTensor& value) {
+void TapRecorder::record(const ir::Op& op, size_t index, const HostTensor& value) {
   if (!tap_ || index >= op.results.size()) return;
   const ir::ValueData* v = op.results[index].data();
   auto fn = index_.find(v->owner);

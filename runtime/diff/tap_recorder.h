@@ -29,7 +29,7 @@ class TapRecorder {
   TapRecorder(const ir::Module& module, const std::string& tap);
   bool enabled() const { return tap_.has_value(); }
   // Result `index` of `op` has the value `value`.
-  void record(const ir::Op& op, size_t index, const cpu::HostTensor& value);
+  void record(const ir::Op& op, size_t index, const HostTensor& value);
   std::vector<Observed> take();
 
  private:

@@ -39,14 +39,13 @@ int64_t page_size_of(const ir::StateDecl& d) {
   return *page;
 }
 
-// The byte a fresh slot holds: an integer ring (the n-gram history) starts
-// as -1 everywhere, "no token", which ngram_hash reads as a cut context; a
-// zero would read as token 0.
-uint8_t empty_byte(const ir::StateDecl& d) {
+}  // namespace
+
+// An integer ring (the n-gram history) starts as -1 everywhere, "no token",
+// which ngram_hash reads as a cut context.
+uint8_t StateStore::empty_byte(const ir::StateDecl& d) {
   return d.kind == ir::StateKind::Ring && d.type.elem.is_integer() ? 0xFF : 0;
 }
-
-}  // namespace
 
 StateStore::StateStore(const ir::Module& module, const StateStoreConfig& config) : config_(config) {
   if (config.n_slots < 1 || config.n_ctx < 1) throw Error("state store: need at least one slot and one position");
@@ -61,7 +60,7 @@ StateStore::StateStore(const ir::Module& module, const StateStoreConfig& config)
   int64_t n_pages = config.n_pages > 0 ? config.n_pages : int64_t(config.n_slots) * pages_for(config.n_ctx);
   config_.n_pages = n_pages;
   for (const auto& decl : module.states) {
-    Buffer b;
+    Layout b;
     b.decl = &decl;
     b.elem = decl.type.elem;
     b.elem_bytes = elem_bytes_of(decl.type.elem);
@@ -69,13 +68,13 @@ StateStore::StateStore(const ir::Module& module, const StateStoreConfig& config)
       b.row_elems = constant_tail(decl, 3);
       b.rows_per_slot = config.n_ctx;
       b.halves = int(*decl.type.shape[0].constant());
-      b.data.assign(uint64_t(b.halves) * uint64_t(n_pages * page_size_ * b.row_elems * b.elem_bytes), 0);
+      b.bytes = uint64_t(b.halves) * uint64_t(n_pages * page_size_ * b.row_elems * b.elem_bytes);
     } else {
       b.row_elems = constant_tail(decl, 1);
       b.rows_per_slot = 1;
-      b.data.assign(uint64_t(config.n_slots) * uint64_t(b.row_elems * b.elem_bytes), empty_byte(decl));
+      b.bytes = uint64_t(config.n_slots) * uint64_t(b.row_elems * b.elem_bytes);
     }
-    buffers_.push_back(std::move(b));
+    layouts_.push_back(b);
   }
   for (const auto& fn : module.functions)
     for (const auto& op : fn->ops) {
@@ -91,8 +90,8 @@ StateStore::StateStore(const ir::Module& module, const StateStoreConfig& config)
 
 StateStore::~StateStore() = default;
 
-StateStore::Buffer& StateStore::buffer(std::string_view name) {
-  for (auto& b : buffers_)
+const StateStore::Layout& StateStore::layout(std::string_view name) const {
+  for (const auto& b : layouts_)
     if (b.decl->name == name) return b;
   throw Error(fmt::format("state store: no state @{}", name));
 }
@@ -106,27 +105,12 @@ void StateStore::check_page(int32_t page) const {
   if (page < 0 || page >= n_pages()) throw Error(fmt::format("state store: page {} out of range [0, {})", page, n_pages()));
 }
 
-std::span<uint8_t> StateStore::slot_bytes(Buffer& b, int32_t slot) {
-  check_slot(slot);
-  if (b.decl->kind == ir::StateKind::Paged)
-    throw Error(fmt::format("state store: @{} is paged; address it by position (kv_row)", b.decl->name));
-  const uint64_t row = uint64_t(b.row_elems * b.elem_bytes);
-  return {b.data.data() + uint64_t(slot) * row, row};
-}
-
-uint8_t* StateStore::pool_base(Buffer& b, int half) {
-  if (b.decl->kind != ir::StateKind::Paged) throw Error(fmt::format("state store: @{} is not paged", b.decl->name));
-  if (half < 0 || half >= b.halves) throw Error(fmt::format("state store: @{} has no half {}", b.decl->name, half));
-  return b.data.data() + uint64_t(half) * (b.data.size() / uint64_t(b.halves));
-}
-
-uint8_t* StateStore::kv_row(Buffer& b, int32_t slot, int half, int64_t pos) {
+int64_t StateStore::kv_pool_row(int32_t slot, int64_t pos) const {
   check_slot(slot);
   const auto& table = tables_[size_t(slot)];
   if (pos < 0 || pos / page_size_ >= int64_t(table.size()))
     throw Error(fmt::format("state store: slot {} has no KV page for position {} ({} pages mapped)", slot, pos, table.size()));
-  const int64_t row = table[size_t(pos / page_size_)] * page_size_ + pos % page_size_;
-  return pool_base(b, half) + uint64_t(row * b.row_elems * b.elem_bytes);
+  return table[size_t(pos / page_size_)] * page_size_ + pos % page_size_;
 }
 
 int32_t StateStore::page_refs(int32_t page) const {
@@ -143,12 +127,7 @@ int32_t StateStore::take_free_page() {
   const int32_t page = free_.back();
   free_.pop_back();
   refs_[size_t(page)] = 1;
-  // Zeroed, so a fingerprint of the pool does not show a previous owner.
-  for (auto& b : buffers_) {
-    if (b.decl->kind != ir::StateKind::Paged) continue;
-    const uint64_t bytes = uint64_t(page_size_ * b.row_elems * b.elem_bytes);
-    for (int half = 0; half < b.halves; ++half) std::memset(pool_base(b, half) + uint64_t(page) * bytes, 0, bytes);
-  }
+  if (storage_) storage_->zero_page(page);
   return page;
 }
 
@@ -191,16 +170,12 @@ void StateStore::reset_slot(int32_t slot) {
   check_slot(slot);
   for (int32_t p : tables_[size_t(slot)]) release(p);
   tables_[size_t(slot)].clear();
-  for (auto& b : buffers_) {
-    if (b.decl->kind == ir::StateKind::Paged) continue;
-    auto bytes = slot_bytes(b, slot);
-    std::memset(bytes.data(), empty_byte(*b.decl), bytes.size());
-  }
+  if (storage_) storage_->clear_slot(slot);
 }
 
 uint64_t StateStore::total_bytes() const {
   uint64_t n = 0;
-  for (const auto& b : buffers_) n += b.data.size();
+  for (const auto& b : layouts_) n += b.bytes;
   return n;
 }
 

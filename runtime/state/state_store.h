@@ -5,7 +5,14 @@
 // list kept by hand, so fingerprints and diffs can enumerate exactly what
 // persists (DESIGN.md, "State is declared").
 //
-// Layout (host memory, this version):
+// One owner per state: the store keeps the bookkeeping (the layouts, the
+// page tables and reference counts, the slots), never the bytes. The bytes
+// belong to the backend that executes the steps (HostStates for the CPU
+// interpreter, device buffers for CUDA): it attaches a StateStorage, and
+// the store tells it when a page is handed out (zero it) and when a slot is
+// emptied, so the storage can never disagree with the bookkeeping.
+//
+// Layout, the same in every storage:
 //   plain / ring  [S, d1, ...]        one row of d1*... elements per slot;
 //   paged KV      [2, P, page, rest]  a pool of P pages per paged state, K
 //                 pages first, then V pages; a page holds `page` positions
@@ -36,37 +43,57 @@ struct StateStoreConfig {
   int64_t n_pages = 0;   // KV pages in the pool; 0: n_slots * ceil(n_ctx / page)
 };
 
+// Where a backend keeps the states' bytes (see the header comment).
+class StateStorage {
+ public:
+  virtual ~StateStorage() = default;
+  // `page` was just handed out: zero its rows in every paged state, so a
+  // fingerprint of the pool does not show a previous owner.
+  virtual void zero_page(int32_t page) = 0;
+  // A new sequence starts in `slot`: every plain and ring state's row gets
+  // its empty bytes (StateStore::empty_byte).
+  virtual void clear_slot(int32_t slot) = 0;
+};
+
 class StateStore {
  public:
   StateStore(const ir::Module& module, const StateStoreConfig& config);
   ~StateStore();
 
-  struct Buffer {
+  // One declared state's layout; its bytes live in the attached storage.
+  struct Layout {
     const ir::StateDecl* decl = nullptr;
     ir::ElemType elem;
     int64_t elem_bytes = 0;
     int64_t row_elems = 0;  // per slot (plain/ring) or per KV position (paged)
     int64_t rows_per_slot = 0;  // 1 for plain/ring; n_ctx (the positions a slot may use) for paged
     int halves = 1;             // paged: 2 (K and V) or 1 (a side cache)
-    std::vector<uint8_t> data;  // plain: [slot][row]; paged: [halves][page][page_size][row_elems]
+    uint64_t bytes = 0;         // plain: [slot][row]; paged: [halves][page][page_size][row_elems]
+    uint64_t row_bytes() const { return uint64_t(row_elems * elem_bytes); }
+    uint64_t half_bytes() const { return bytes / uint64_t(halves); }     // paged: one pool
+    uint64_t page_bytes(int64_t page_size) const { return uint64_t(page_size) * row_bytes(); }
+    bool paged() const { return decl->kind == ir::StateKind::Paged; }
   };
+
+  // Attaches the backend's storage (one at a time; null detaches). The
+  // storage is told about every later page and slot change.
+  void attach(StateStorage* storage) { storage_ = storage; }
 
   const StateStoreConfig& config() const { return config_; }
   // True when an op reads and writes a plain state (a conv ring, a
   // delta-rule matrix): such a state summarizes the whole sequence so far,
   // so a sequence cannot resume from shared KV pages alone (no prefix reuse).
   bool carries_recurrent_state() const { return recurrent_; }
-  const std::vector<Buffer>& buffers() const { return buffers_; }
+  const std::vector<Layout>& layouts() const { return layouts_; }
   // Throws vtc::Error for an undeclared name.
-  Buffer& buffer(std::string_view name);
-
-  // Plain/ring only: the slot's row.
-  std::span<uint8_t> slot_bytes(Buffer& b, int32_t slot);
-  // Paged only: the bytes of KV row `pos` of `slot`, K (half 0) or V (half
-  // 1). Throws when the slot's table has no page for `pos`.
-  uint8_t* kv_row(Buffer& b, int32_t slot, int half, int64_t pos);
-  // Paged only: the start of the K or V (half 0 or 1) page pool ([P][page_size][row]).
-  uint8_t* pool_base(Buffer& b, int half);
+  const Layout& layout(std::string_view name) const;
+  // The byte a fresh slot of `decl` holds: 0, except integer rings (the
+  // n-gram history), which start as -1 ("no token"): a zero would read as
+  // token 0.
+  static uint8_t empty_byte(const ir::StateDecl& decl);
+  // The row of KV position `pos` of `slot` in its pool (page * page_size +
+  // pos % page_size). Throws when the slot's table has no page for `pos`.
+  int64_t kv_pool_row(int32_t slot, int64_t pos) const;
 
   // --- pages ----------------------------------------------------------------
   int64_t page_size() const { return page_size_; }
@@ -88,11 +115,11 @@ class StateStore {
   void release(int32_t page);
 
   // Drops the slot's page references and empties its plain and ring
-  // states (a new sequence starts): zeros, except integer rings, which hold
-  // -1 ("no token").
+  // states in the storage (a new sequence starts): zeros, except integer
+  // rings, which hold -1 ("no token").
   void reset_slot(int32_t slot);
   void check_slot(int32_t slot) const;
-  uint64_t total_bytes() const;
+  uint64_t total_bytes() const;  // of every layout: what a storage holds
 
  private:
   int32_t take_free_page();
@@ -100,7 +127,8 @@ class StateStore {
 
   StateStoreConfig config_;
   bool recurrent_ = false;
-  std::vector<Buffer> buffers_;
+  std::vector<Layout> layouts_;
+  StateStorage* storage_ = nullptr;
   int64_t page_size_ = 16;
   std::vector<int32_t> refs_;   // per page
   std::vector<int32_t> free_;   // free pages, taken from the back

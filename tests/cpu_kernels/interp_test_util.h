@@ -41,11 +41,12 @@ inline ir::Module parse_verified(const std::string& text) {
 struct IrRun {
   ir::Module module;
   StateStore states;
+  HostStates host{states};
   ThreadPool pool{2};
   Interpreter interp;
   explicit IrRun(const std::string& text)
       : module(parse_verified(text)), states(module, StateStoreConfig{3, 64, 0}),
-        interp(module, empty_gguf(), states, pool) {}
+        interp(module, empty_gguf(), host, pool) {}
   // Maps pages for positions [0, n) of each slot, one page per slot in
   // turn, so the slots' tables interleave in the pool.
   void reserve(const std::map<int32_t, int64_t>& n_positions) {

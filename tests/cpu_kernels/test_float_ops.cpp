@@ -291,8 +291,9 @@ func @prefill(%x: tensor<T x 3 x 40 x f32, device>) {
 )");
   ir::verify(m);
   StateStore states(m, StateStoreConfig{1, 64, 0});
+  HostStates host(states);
   ThreadPool pool(2);
-  Interpreter interp(m, empty_gguf(), states, pool);
+  Interpreter interp(m, empty_gguf(), host, pool);
   auto x = random_floats(2 * 3 * 40, 31, -2.0f, 2.0f);
   for (int i = 0; i < 40; ++i) x[size_t(40 + i)] = i < 20 ? 0.25f : -0.25f;  // a row summing to 0
   HostTensor in;

@@ -428,7 +428,7 @@ using test::i32_tensor;
 
 std::vector<float> values(const HostTensor& t) { return {t.f32(), t.f32() + t.numel()}; }
 
-std::vector<float> state_row(StateStore& st, const char* name, int32_t slot) {
+std::vector<float> state_row(HostStates& st, const char* name, int32_t slot) {
   auto bytes = st.slot_bytes(st.buffer(name), slot);
   const float* f = reinterpret_cast<const float*>(bytes.data());
   return {f, f + bytes.size() / 4};
@@ -482,9 +482,9 @@ func @prefill(%x: tensor<T x 5 x f32, device>, %w: tensor<5 x 4 x f32, device>, 
     const Rows& h = naive_hist[size_t(slot)];
     std::vector<double> last6;
     for (size_t i = h.size() - 6; i < h.size(); ++i) last6.insert(last6.end(), h[i].begin(), h[i].end());
-    check_close(state_row(r.states, "conv", slot), last6, 0.0);
+    check_close(state_row(r.host, "conv", slot), last6, 0.0);
   }
-  CHECK(test::bitwise_equal(state_row(r.states, "conv", 1), std::vector<float>(30, 0.0f)));
+  CHECK(test::bitwise_equal(state_row(r.host, "conv", 1), std::vector<float>(30, 0.0f)));
 }
 
 TEST_CASE("ir: delta_rule starts a new slot at zero and carries its state", "[cpu][linear_attention][ir]") {
@@ -521,9 +521,9 @@ func @prefill(%q: tensor<T x 2 x 8 x f32, device>, %k: tensor<T x 2 x 8 x f32, d
     std::vector<double> want;
     for (int64_t h = 0; h < 2; ++h)
       for (const auto& row : naive.m[size_t(slot * 2 + h)]) want.insert(want.end(), row.begin(), row.end());
-    check_close(state_row(r.states, "ssm", slot), want, 2e-6);
+    check_close(state_row(r.host, "ssm", slot), want, 2e-6);
   }
-  CHECK(test::bitwise_equal(state_row(r.states, "ssm", 0), std::vector<float>(128, 0.0f)));
+  CHECK(test::bitwise_equal(state_row(r.host, "ssm", 0), std::vector<float>(128, 0.0f)));
 }
 
 TEST_CASE("ir: rope multi and imulti through the interpreter", "[cpu][linear_attention][ir][rope]") {

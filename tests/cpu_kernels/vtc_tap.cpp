@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/cpu/session.h"
+#include "runtime/session.h"
 
 int main(int argc, char** argv) {
   std::string model, tokens_arg, dir;
@@ -40,12 +40,12 @@ int main(int argc, char** argv) {
   std::stringstream ss(tokens_arg);
   for (std::string item; std::getline(ss, item, ',');) tokens.push_back(std::stoi(item));
 
-  vtc::cpu::Session s(model, {.threads = threads, .n_ctx = 256});
+  vtc::Session s(model, {.threads = threads, .n_ctx = 256});
   nlohmann::json index = nlohmann::json::array();
   int seq = 0;
-  s.interpreter().set_observer([&](const vtc::ir::Op& op, const std::vector<vtc::cpu::HostTensor>& results) {
+  s.backend().set_observer([&](const vtc::ir::Op& op, const std::vector<std::optional<vtc::HostTensor>>& results) {
     for (size_t r = 0; r < results.size(); ++r) {
-      const auto& t = results[r];
+      const auto& t = results[r].value();  // the CPU interpreter materializes every result
       nlohmann::json e;
       e["op"] = std::string(op.mnemonic());
       e["name"] = r < op.results.size() ? op.results[r]->name : "";

@@ -311,7 +311,46 @@ const char* kSumHalf = R"(func @prefill(%x: tensor<T x 8 x 96 x f16, device>, %b
   return(%y, %z)
 })";
 
+// The IR's sample op at a real vocabulary, max_k 256.
+const char* kSample = R"(func @decode(%logits: tensor<S x 32000 x f32, device>, %params: tensor<S x 4 x f32, device>, %seed: tensor<S x 2 x i32, device>, %pos: tensor<S x i32, device>) {
+  %tok = sample(%logits, %params, %seed, %pos) {max_k = 256} : tensor<S x i32, device>
+  return(%tok)
+})";
+
 }  // namespace
+
+// Unlike the executor's sample_top_k_top_p_kernel, the op's kernel reads no
+// draw counter (the row's pos is the counter), so it is one block per row
+// over the whole grid, with only the op's values and S as parameters.
+TEST_CASE("sample: one block per row, no counter or state, compiles to PTX", "[nvrtc]") {
+  ScopedCache cache("sample-op");
+  const auto ks = kernels_of(kSample);
+  REQUIRE(ks.size() == 1);
+  const auto& k = ks[0];
+  CHECK(find_kernel(ks, "sample_") == 0);
+  CHECK(k.threads_x == vtc::ir::Dim::symbol("S") * 256);
+  CHECK(k.block == 256);
+  int values = 0;
+  for (const auto& a : k.args) {
+    INFO("argument " << a.name);
+    CHECK((a.kind == vtc::cuda::KernelArg::Kind::Value || a.kind == vtc::cuda::KernelArg::Kind::Symbol));
+    values += a.kind == vtc::cuda::KernelArg::Kind::Value;
+  }
+  CHECK(values == 5);  // logits, params, seed, pos, tokens
+  CHECK(k.source.find("constexpr long long N = 32000;") != std::string::npos);
+  CHECK(k.source.find("constexpr int K = 256;") != std::string::npos);
+  CHECK(k.source.find("0x9E3779B97F4A7C15ULL * ((unsigned long long)(long long)pos[r] + 1ULL)") != std::string::npos);
+  for (int arch : {80, 90}) CHECK(nvrtc().compile(k, arch, CodeKind::Ptx).image.find(".entry " + k.entry) != std::string::npos);
+  // A vocabulary the kernel cannot bake in is refused by name.
+  std::string symbolic = kSample;
+  symbolic.replace(symbolic.find("S x 32000"), 9, "S x V");
+  try {
+    vtc::cuda::generate_model(vtc::ir::parse(symbolic));
+    FAIL("no error");
+  } catch (const vtc::Error& e) {
+    CHECK_THAT(e.what(), Catch::Contains("op 'sample'") && Catch::Contains("the vocabulary must be a positive constant"));
+  }
+}
 
 TEST_CASE("sum is one block per row in double, the PLE gate after it one fused kernel") {
   // The PLE gate case of op_cases.vtcir (the one with a sum and a sign).

@@ -13,22 +13,22 @@ using namespace vtc;
 using namespace vtc::diff;
 
 namespace {
-cpu::HostTensor f32(std::vector<float> v) {
-  cpu::HostTensor t{ir::ElemType::F32, {int64_t(v.size())}, std::vector<uint8_t>(v.size() * 4)};
+HostTensor f32(std::vector<float> v) {
+  HostTensor t{ir::ElemType::F32, {int64_t(v.size())}, std::vector<uint8_t>(v.size() * 4)};
   std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
   return t;
 }
-Observed tap(std::string key, std::string name, cpu::HostTensor v) {
+Observed tap(std::string key, std::string name, HostTensor v) {
   return {std::move(key), std::move(name), "op", {"user"}, std::move(v)};
 }
 }  // namespace
 
 TEST_CASE("compare_step judges taps by key and states by name", "[diff]") {
   StepOutput a, b;
-  a.taps = {tap("k1", "%ids", cpu::HostTensor::i32({5})), tap("k2", "%x", f32({1, 2})), tap("k3", "%gone", f32({1}))};
-  b.taps = {tap("k2", "%x", f32({1, 2.0001f})), tap("k1", "%ids", cpu::HostTensor::i32({5})), tap("k4", "%new", f32({1}))};
-  a.states = {{"@last_ids", cpu::HostTensor::i32({5})}, {"@kv.0", f32({0, 1})}};
-  b.states = {{"@last_ids", cpu::HostTensor::i32({5})}, {"@kv.0", f32({0, 1})}};
+  a.taps = {tap("k1", "%ids", HostTensor::i32({5})), tap("k2", "%x", f32({1, 2})), tap("k3", "%gone", f32({1}))};
+  b.taps = {tap("k2", "%x", f32({1, 2.0001f})), tap("k1", "%ids", HostTensor::i32({5})), tap("k4", "%new", f32({1}))};
+  a.states = {{"@last_ids", HostTensor::i32({5})}, {"@kv.0", f32({0, 1})}};
+  b.states = {{"@last_ids", HostTensor::i32({5})}, {"@kv.0", f32({0, 1})}};
   StepComparison c = compare_step(1, a, b, Tolerances{});
   REQUIRE(c.rows.size() == 6);
   CHECK(c.rows[0].name == "%ids");
@@ -42,8 +42,8 @@ TEST_CASE("compare_step judges taps by key and states by name", "[diff]") {
 
   // An integer tap off by one diverges (tolerance 0) and comes before the
   // state that also differs.
-  b.taps[1].value = cpu::HostTensor::i32({0});
-  b.states[0].value = cpu::HostTensor::i32({0});
+  b.taps[1].value = HostTensor::i32({0});
+  b.states[0].value = HostTensor::i32({0});
   c = compare_step(1, a, b, Tolerances{});
   REQUIRE(c.first_divergence() != nullptr);
   CHECK(c.first_divergence()->name == "%ids");
@@ -52,13 +52,13 @@ TEST_CASE("compare_step judges taps by key and states by name", "[diff]") {
         "first divergence: step 1, %ids (op op, read by user): rel-L2 1 > tolerance 0 (i32)");
 
   // A state declared in one arm only is a divergence; so is a size mismatch.
-  b.taps[1].value = cpu::HostTensor::i32({5});
-  b.states = {{"@last_ids", cpu::HostTensor::i32({5})}};
+  b.taps[1].value = HostTensor::i32({5});
+  b.states = {{"@last_ids", HostTensor::i32({5})}};
   c = compare_step(2, a, b, Tolerances{});
   REQUIRE(c.first_divergence() != nullptr);
   CHECK(c.first_divergence()->name == "@kv.0");
   CHECK(c.first_divergence()->why == "declared only in arm A");
-  b.states = {{"@last_ids", cpu::HostTensor::i32({5})}, {"@kv.0", f32({0, 1, 2})}};
+  b.states = {{"@last_ids", HostTensor::i32({5})}, {"@kv.0", f32({0, 1, 2})}};
   c = compare_step(2, a, b, Tolerances{});
   CHECK(c.first_divergence()->why == "2 elements against 3");
 }

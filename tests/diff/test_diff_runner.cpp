@@ -16,8 +16,10 @@
 #include "frontends/gguf/gguf.h"
 #include "codegen/cuda/kernel.h"
 #include "codegen/cuda/model_kernels.h"
+#include "passes/memory_plan.h"
 #include "passes/pass_manager.h"
-#include "runtime/cpu/session.h"
+#include "runtime/compile/compile.h"
+#include "runtime/session.h"
 #include "runtime/diff/inject.h"
 #include "runtime/diff/runner.h"
 #include "runtime/diff/value_index.h"
@@ -168,7 +170,7 @@ std::set<std::string> observed_keys(const ir::Function& fn) {
   const diff::ValueIndex index(fn);
   std::set<std::string> keys;
   for (const auto& op : fn.ops) {
-    if (cuda::is_alias_op(op->kind)) continue;
+    if (passes::is_storage_alias(op->kind)) continue;
     for (const auto& r : op->results) keys.insert(index.find(r.data())->key);
   }
   return keys;
@@ -176,19 +178,18 @@ std::set<std::string> observed_keys(const ir::Function& fn) {
 }  // namespace
 
 // Without a GPU the cuda arm cannot run, but its module can be built: the
-// CUDA pipeline's module must be indexable (printer names line up with its
+// standard CUDA pipeline's module (what the cuda arm's session runs) must be indexable (printer names line up with its
 // fused regions) and its taps must meet the CPU arm's, or a GPU diff would
 // compare states only.
 TEST_CASE("the cuda arm's module is indexed and its taps match the cpu arm's", "[diff][reference]") {
   for (const std::string arch : {"llama", "qwen3"}) {
     DYNAMIC_SECTION(arch) {
       const std::string path = test::tiny_model(arch);
-      gguf::GgufFile file = gguf::GgufFile::open(path);
-      ir::Module lowered = arch::build_module(file);
-      passes::PassManager manager;
-      manager.add_pipeline(cuda::kCudaPipeline);
-      manager.run(lowered);
-      cpu::Session session(path, {.threads = 1, .n_ctx = 32, .n_slots = 1});
+      CompileOptions cuda_options;
+      cuda_options.target = "cuda";
+      cuda_options.max_sequences = 1;
+      const ir::Module lowered = compile_model(gguf::GgufFile::open(path), cuda_options).module;
+      Session session(path, {.threads = 1, .n_ctx = 32, .n_slots = 1});
       for (const std::string step : {"prefill", "decode"}) {
         const std::set<std::string> gpu = observed_keys(*lowered.find_function(step));
         const std::set<std::string> host = observed_keys(*session.module().find_function(step));

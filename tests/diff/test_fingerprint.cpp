@@ -15,8 +15,8 @@ using namespace vtc::diff;
 
 namespace {
 template <typename T>
-cpu::HostTensor tensor(ir::ElemType elem, const std::vector<T>& values) {
-  cpu::HostTensor t{elem, {int64_t(values.size())}, std::vector<uint8_t>(values.size() * sizeof(T))};
+HostTensor tensor(ir::ElemType elem, const std::vector<T>& values) {
+  HostTensor t{elem, {int64_t(values.size())}, std::vector<uint8_t>(values.size() * sizeof(T))};
   std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
   return t;
 }

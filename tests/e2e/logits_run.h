@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "runtime/cpu/kernels/kernels.h"
-#include "runtime/cpu/session.h"
+#include "runtime/session.h"
 #include "tests/test_process.h"
 
 namespace vtc::test {
@@ -49,11 +49,11 @@ inline LogitsRun reference_run(const std::string& model, const std::vector<int32
 inline LogitsRun vtc_run(const std::string& model, const std::vector<int32_t>& prompt,
                          std::vector<size_t> chunks = {}) {
   if (chunks.empty()) chunks = {prompt.size()};
-  cpu::Session s(model, {.threads = 2, .n_ctx = 256});
+  Session s(model, {.threads = 2, .n_ctx = 256});
   LogitsRun r;
   size_t at = 0;
   for (size_t n : chunks) {
-    cpu::HostTensor logits = s.prefill(0, std::span(prompt).subspan(at, n), int32_t(at), true);
+    HostTensor logits = s.prefill(0, std::span(prompt).subspan(at, n), int32_t(at), true);
     for (size_t i = 0; i < n; ++i) r.logits.push_back(logits.row(int64_t(i)));
     at += n;
   }

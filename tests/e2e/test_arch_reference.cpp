@@ -25,7 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/cpu/kernels/kernels.h"
-#include "runtime/cpu/session.h"
+#include "runtime/session.h"
 #include "tests/e2e/e2e_fixtures.h"
 #include "tests/e2e/logits_run.h"
 #include "tests/reference_tolerances.h"

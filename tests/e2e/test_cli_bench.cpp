@@ -100,7 +100,7 @@ TEST_CASE("vtc bench --vs-reference --batch-rows runs the batched step in llama.
                   VTC_TOOL, model, VTC_REF_TOOL, json));
   INFO(out);
   // --reference-first: llama.cpp's run is logged before vtc's.
-  const size_t ref_at = out.find("bench: llama.cpp reference"), vtc_at = out.find("bench: vtc, 2 threads");
+  const size_t ref_at = out.find("bench: llama.cpp reference"), vtc_at = out.find("bench: vtc, CPU interpreter, 2 threads");
   REQUIRE(ref_at != std::string::npos);
   REQUIRE(vtc_at != std::string::npos);
   CHECK(ref_at < vtc_at);

@@ -18,7 +18,8 @@
 #include "frontends/gguf/arch/arch.h"
 #include "runtime/compile/artifact.h"
 #include "runtime/compile/compile.h"
-#include "runtime/cpu/session.h"
+#include "runtime/session.h"
+#include "tests/session_util.h"
 #include "support/error.h"
 #include "tests/e2e/e2e_fixtures.h"
 #include "tests/reference_tolerances.h"
@@ -39,23 +40,23 @@ double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // Logits of every prompt position, then of 8 greedy decode steps.
-std::vector<float> run_logits(cpu::Session& s, const std::vector<int32_t>& prompt) {
-  cpu::HostTensor p = s.prefill(0, prompt, 0, /*all_logits=*/true);
+std::vector<float> run_logits(Session& s, const std::vector<int32_t>& prompt) {
+  HostTensor p = s.prefill(0, prompt, 0, /*all_logits=*/true);
   std::vector<float> out(p.f32(), p.f32() + p.numel());
   int32_t tok = 0, pos = int32_t(prompt.size());
   std::vector<float> last = p.row(p.shape[0] - 1);
   for (int step = 0; step < 8; ++step, ++pos) {
     tok = int32_t(std::max_element(last.begin(), last.end()) - last.begin());
     int32_t slot = 0;
-    cpu::HostTensor d = s.decode({&slot, 1}, {&tok, 1}, {&pos, 1});
+    HostTensor d = s.decode({&slot, 1}, {&tok, 1}, {&pos, 1});
     last = d.row(0);
     out.insert(out.end(), last.begin(), last.end());
   }
   return out;
 }
 
-cpu::SessionOptions options(bool optimize) {
-  cpu::SessionOptions o;
+SessionOptions options(bool optimize) {
+  SessionOptions o;
   o.threads = 2;
   o.n_ctx = 128;
   o.optimize = optimize;
@@ -77,7 +78,7 @@ TEST_CASE("the optimized pipeline gives the logits of the unoptimized one on f32
     // Not vacuous: the optimized module really is fused.
     REQUIRE(fused.after.at("decode").regions > 0);
     REQUIRE(fused.after.at("decode").kernels < fused.before.at("decode").kernels);
-    cpu::Session optimized(path, options(true)), plain(path, options(false));
+    Session optimized(path, options(true)), plain(path, options(false));
     const auto prompt = test::sample_prompt(path);
     double err = rel_l2(run_logits(optimized, prompt), run_logits(plain, prompt));
     INFO("relative L2 " << err);
@@ -87,16 +88,16 @@ TEST_CASE("the optimized pipeline gives the logits of the unoptimized one on f32
 
 TEST_CASE("steps run with the compiled memory plan while they fit its bounds", "[compile][reference]") {
   const std::string path = test::model_path("llama", "f32");
-  cpu::Session s(path, options(true));
+  Session s(path, options(true));
   const auto prompt = test::sample_prompt(path);
   s.prefill(0, prompt, 0, /*all_logits=*/false);  // R = 1 <= bound
-  CHECK(s.interpreter().last_stats().compiled_plan);
-  const uint64_t compiled_arena = s.interpreter().last_stats().arena_bytes;
+  CHECK(vtc::test::cpu_interpreter(s).last_stats().compiled_plan);
+  const uint64_t compiled_arena = vtc::test::cpu_interpreter(s).last_stats().arena_bytes;
   s.reset(0);
   s.prefill(0, prompt, 0, /*all_logits=*/true);  // R = 25 > the bound of 4: planned for this step
-  CHECK_FALSE(s.interpreter().last_stats().compiled_plan);
-  CHECK(s.interpreter().last_stats().arena_bytes != compiled_arena);
-  CHECK(s.interpreter().last_stats().arena_bytes < s.interpreter().last_stats().naive_bytes);
+  CHECK_FALSE(vtc::test::cpu_interpreter(s).last_stats().compiled_plan);
+  CHECK(vtc::test::cpu_interpreter(s).last_stats().arena_bytes != compiled_arena);
+  CHECK(vtc::test::cpu_interpreter(s).last_stats().arena_bytes < vtc::test::cpu_interpreter(s).last_stats().naive_bytes);
 }
 
 TEST_CASE("a compiled artifact runs like its GGUF, packed or referenced", "[compile][reference]") {
@@ -105,7 +106,7 @@ TEST_CASE("a compiled artifact runs like its GGUF, packed or referenced", "[comp
   const auto prompt = test::sample_prompt(gguf_copy);
   std::vector<float> expected;
   {
-    cpu::Session s(gguf_copy, options(true));
+    Session s(gguf_copy, options(true));
     expected = run_logits(s, prompt);
   }
   CompiledModel m = compile_model(gguf::GgufFile::open(gguf_copy), {});
@@ -115,12 +116,12 @@ TEST_CASE("a compiled artifact runs like its GGUF, packed or referenced", "[comp
   CHECK(is_artifact(referenced));
   CHECK_FALSE(is_artifact(gguf_copy));
   {
-    cpu::Session s(referenced, options(true));
+    Session s(referenced, options(true));
     CHECK(rel_l2(run_logits(s, prompt), expected) == 0.0);
   }
   std::filesystem::remove(gguf_copy);  // the packed artifact carries its own weights
   {
-    cpu::Session s(packed, options(true));
+    Session s(packed, options(true));
     CHECK(rel_l2(run_logits(s, prompt), expected) == 0.0);
   }
   CHECK_THROWS_WITH(load_artifact(referenced), Catch::Contains("cannot open"));
@@ -208,7 +209,7 @@ TEST_CASE("a cuda artifact carries its kernel sources and the CPU session refuse
   REQUIRE(loaded.kernels.at("decode").size() == m.kernels.at("decode").size());
   CHECK(loaded.kernels.at("decode")[0].source == m.kernels.at("decode")[0].source);
   CHECK(loaded.target == "cuda");
-  CHECK_THROWS_WITH(cpu::Session(vtc_path, options(true)), Catch::Contains("compiled for target cuda"));
+  CHECK_THROWS_WITH(Session(vtc_path, options(true)), Catch::Contains("compiled for target cuda"));
   std::filesystem::remove(vtc_path);
 }
 
@@ -458,11 +459,11 @@ std::string in_child(const std::function<void()>& fn) {
 // Loads `path` and runs a 3-token prefill and one decode step with its
 // plans, as `vtc run` would.
 void load_and_step(const std::string& path) {
-  cpu::SessionOptions o;
+  SessionOptions o;
   o.threads = 1;
   o.n_ctx = 32;
   o.max_step_tokens = 8;
-  cpu::Session s(path, o);
+  Session s(path, o);
   const std::vector<int32_t> prompt = {1, 2, 3};
   s.prefill(0, prompt, 0, false);
   int32_t slot = 0, tok = 4, pos = 3;
@@ -783,8 +784,8 @@ TEST_CASE("x8 weights: a GGUF, a referenced and a packed artifact give the same 
     const auto prompt = test::sample_prompt(gguf_path);
     std::vector<float> expected;
     {
-      cpu::Session s(gguf_path, options(true));
-      CHECK(s.interpreter().repacked_weights() == count_layout(s.module(), WeightLayout::Interleaved8));
+      Session s(gguf_path, options(true));
+      CHECK(vtc::test::cpu_interpreter(s).repacked_weights() == count_layout(s.module(), WeightLayout::Interleaved8));
       expected = run_logits(s, prompt);
     }
     const CompiledModel m = compile_model(gguf::GgufFile::open(gguf_path), {});
@@ -829,8 +830,8 @@ TEST_CASE("x8 weights: a GGUF, a referenced and a packed artifact give the same 
     // Referenced: repacked at load. Packed: nothing to repack, the weights
     // are read in the mapping.
     {
-      cpu::Session s(referenced, options(true));
-      CHECK(s.interpreter().repacked_weights() == n_x8);
+      Session s(referenced, options(true));
+      CHECK(vtc::test::cpu_interpreter(s).repacked_weights() == n_x8);
       CHECK(bitwise_equal(run_logits(s, prompt), expected));
     }
     {
@@ -844,8 +845,8 @@ TEST_CASE("x8 weights: a GGUF, a referenced and a packed artifact give the same 
     }
     fs::remove(gguf_path);  // the packed artifact carries its own weights
     {
-      cpu::Session s(packed, options(true));
-      CHECK(s.interpreter().repacked_weights() == 0);
+      Session s(packed, options(true));
+      CHECK(vtc::test::cpu_interpreter(s).repacked_weights() == 0);
       CHECK(bitwise_equal(run_logits(s, prompt), expected));
     }
 
@@ -856,13 +857,13 @@ TEST_CASE("x8 weights: a GGUF, a referenced and a packed artifact give the same 
     // apart (an ulp can flip a q8 activation rounding), in llama.cpp too.
     {
       fs::copy_file(test::model_path(arch, type), gguf_path);
-      cpu::SessionOptions o = options(true);
+      SessionOptions o = options(true);
       passes::PassManagerOptions pm;
       pm.disabled_passes = {"weight-layout"};
       o.passes = pm;
-      cpu::Session s(gguf_path, o);
+      Session s(gguf_path, o);
       CHECK(count_layout(s.module(), WeightLayout::Interleaved8) == 0);
-      CHECK(s.interpreter().repacked_weights() == 0);
+      CHECK(vtc::test::cpu_interpreter(s).repacked_weights() == 0);
       const double err = rel_l2(run_logits(s, prompt), expected);
       INFO("rows vs x8: relative L2 " << err);
       CHECK(err > 0);

@@ -13,7 +13,8 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "runtime/cpu/kernels/kernels.h"
-#include "runtime/cpu/session.h"
+#include "runtime/session.h"
+#include "tests/session_util.h"
 #include "support/error.h"
 #include "tests/e2e/e2e_fixtures.h"
 #include "tests/reference_tolerances.h"
@@ -36,17 +37,18 @@ TEST_CASE("the decode IR printed, parsed back and executed gives identical logit
   for (const ir::Module* m : {&built, &parsed}) {
     cpu::ThreadPool pool(2);
     StateStore states(*m, {1, 128});
+    HostStates host(states);
     REQUIRE(states.reserve(0, 128));  // KV pages for the slot (a session does this itself)
-    cpu::Interpreter interp(*m, file, states, pool);
-    cpu::StepRequest prefill{"prefill", {0}, {}};
+    cpu::Interpreter interp(*m, file, host, pool);
+    StepRequest prefill{"prefill", {0}, {}};
     std::vector<int32_t> pos(prompt.size()), seq(prompt.size(), 0);
     for (size_t i = 0; i < pos.size(); ++i) pos[i] = int32_t(i);
-    prefill.args = {{"ids", cpu::HostTensor::i32(prompt)}, {"pos", cpu::HostTensor::i32(pos)},
-                    {"seq", cpu::HostTensor::i32(seq)}, {"rows", cpu::HostTensor::i32({int32_t(prompt.size()) - 1})}};
+    prefill.args = {{"ids", HostTensor::i32(prompt)}, {"pos", HostTensor::i32(pos)},
+                    {"seq", HostTensor::i32(seq)}, {"rows", HostTensor::i32({int32_t(prompt.size()) - 1})}};
     interp.run(prefill);
     int32_t next = 42;
-    std::memcpy(states.slot_bytes(states.buffer("last_ids"), 0).data(), &next, 4);
-    cpu::StepRequest decode{"decode", {0}, {{"pos", cpu::HostTensor::i32({int32_t(prompt.size())})}, {"seq", cpu::HostTensor::i32({0})}}};
+    std::memcpy(host.slot_bytes(host.buffer("last_ids"), 0).data(), &next, 4);
+    StepRequest decode{"decode", {0}, {{"pos", HostTensor::i32({int32_t(prompt.size())})}, {"seq", HostTensor::i32({0})}}};
     logits.push_back(interp.run(decode).at(0).row(0));
   }
   CHECK(logits[0] == logits[1]);
@@ -55,7 +57,7 @@ TEST_CASE("the decode IR printed, parsed back and executed gives identical logit
 TEST_CASE("chunked prefill equals one-shot prefill", "[e2e][reference]") {
   const std::string path = test::model_path("llama", "f32");
   const auto prompt = test::sample_prompt(path);
-  cpu::Session s(path, {.threads = 2, .n_ctx = 128, .n_slots = 2});
+  Session s(path, {.threads = 2, .n_ctx = 128, .n_slots = 2});
   auto one_shot = s.prefill(0, prompt, 0);
   s.prefill(1, head(prompt, 10), 0);
   auto chunked = s.prefill(1, std::vector<int32_t>(prompt.begin() + 10, prompt.end()), 10);
@@ -68,8 +70,8 @@ TEST_CASE("sequences decoded in one batch match sequences decoded alone", "[e2e]
   const std::string path = test::model_path("qwen2", "f32");
   const auto prompt = test::sample_prompt(path);
   const auto other = head(prompt, 7);
-  cpu::Session batched(path, {.threads = 2, .n_ctx = 128, .n_slots = 2});
-  cpu::Session alone(path, {.threads = 2, .n_ctx = 128, .n_slots = 1});
+  Session batched(path, {.threads = 2, .n_ctx = 128, .n_slots = 2});
+  Session alone(path, {.threads = 2, .n_ctx = 128, .n_slots = 1});
   batched.prefill(0, prompt, 0);
   batched.prefill(1, other, 0);
   auto both = batched.decode(std::vector<int32_t>{0, 1}, std::vector<int32_t>{100, 200},
@@ -84,7 +86,7 @@ TEST_CASE("sequences decoded in one batch match sequences decoded alone", "[e2e]
 }
 
 TEST_CASE("bad step inputs are clear errors", "[e2e][reference]") {
-  cpu::Session s(test::model_path("llama", "f32"), {.threads = 1, .n_ctx = 16});
+  Session s(test::model_path("llama", "f32"), {.threads = 1, .n_ctx = 16});
   CHECK_THROWS_WITH(s.prefill(0, std::vector<int32_t>{1, 99999999}, 0), Catch::Contains("outside the vocabulary"));
   CHECK_THROWS_WITH(s.prefill(0, std::vector<int32_t>(17, 1), 0), Catch::Contains("exceed the context of 16"));
   CHECK_THROWS_WITH(s.decode(std::vector<int32_t>{0}, std::vector<int32_t>{1}, std::vector<int32_t>{16}),
@@ -94,9 +96,9 @@ TEST_CASE("bad step inputs are clear errors", "[e2e][reference]") {
 }
 
 TEST_CASE("the arena plan reuses memory", "[e2e][reference]") {
-  cpu::Session s(test::model_path("llama", "f32"), {.threads = 2, .n_ctx = 128});
+  Session s(test::model_path("llama", "f32"), {.threads = 2, .n_ctx = 128});
   s.prefill(0, test::sample_prompt(""), 0, true);
-  const auto& stats = s.interpreter().last_stats();
+  const auto& stats = vtc::test::cpu_interpreter(s).last_stats();
   INFO("arena " << stats.arena_bytes << " bytes, naive " << stats.naive_bytes << " bytes");
   CHECK(stats.arena_bytes > 0);
   CHECK(stats.arena_bytes * 5 < stats.naive_bytes * 4);  // at least 20% saved by reuse
@@ -109,17 +111,17 @@ struct ObservedRun {
   std::vector<uint8_t> logits;
   std::map<const ir::Op*, std::vector<std::vector<uint8_t>>> values;
 };
-ObservedRun observed_run(cpu::Session& s, bool observe) {
+ObservedRun observed_run(Session& s, bool observe) {
   ObservedRun r;
   if (observe)
-    s.interpreter().set_observer([&](const ir::Op& op, const std::vector<cpu::HostTensor>& results) {
+    s.backend().set_observer([&](const ir::Op& op, const std::vector<std::optional<HostTensor>>& results) {
       auto& v = r.values[&op];
-      for (const auto& t : results) v.push_back(t.bytes);
+      for (const auto& t : results) v.push_back(t.value().bytes);
     });
   else
-    s.interpreter().set_observer(nullptr);
+    s.backend().set_observer(nullptr);
   const auto prompt = test::sample_prompt("");
-  auto append = [&](const cpu::HostTensor& t) { r.logits.insert(r.logits.end(), t.bytes.begin(), t.bytes.end()); };
+  auto append = [&](const HostTensor& t) { r.logits.insert(r.logits.end(), t.bytes.begin(), t.bytes.end()); };
   append(s.prefill(0, prompt, 0, true));
   for (int32_t i = 0; i < 2; ++i)
     append(s.decode(std::vector<int32_t>{0}, std::vector<int32_t>{100 + i}, std::vector<int32_t>{int32_t(prompt.size()) + i}));
@@ -139,17 +141,17 @@ TEST_CASE("fused regions as one CPU kernel give the bits of op by op", "[e2e][re
   std::vector<cpu::Isa> isas = {cpu::Isa::Scalar};
   if (cpu::best_isa() != cpu::Isa::Scalar) isas.push_back(cpu::best_isa());
   for (const auto& [arch, type] : models) {
-    cpu::Session s(test::model_path(arch, type), {.threads = 2, .n_ctx = 128});
+    Session s(test::model_path(arch, type), {.threads = 2, .n_ctx = 128});
     for (cpu::Isa isa : isas) {
       const cpu::Isa before = cpu::active_isa();
       cpu::set_active_isa(isa);
       INFO(arch << " " << type << ", " << cpu::isa_name(isa));
-      s.interpreter().set_profiling(true);
-      s.interpreter().set_fused_kernels(true);
+      vtc::test::cpu_interpreter(s).set_profiling(true);
+      vtc::test::cpu_interpreter(s).set_fused_kernels(true);
       const ObservedRun fused = observed_run(s, false);
       const ObservedRun fused_observed = observed_run(s, true);
-      const auto by_op = s.interpreter().profile().by_op;
-      s.interpreter().set_fused_kernels(false);
+      const auto by_op = vtc::test::cpu_interpreter(s).profile().by_op;
+      vtc::test::cpu_interpreter(s).set_fused_kernels(false);
       const ObservedRun op_by_op = observed_run(s, true);
       cpu::set_active_isa(before);
       CHECK(by_op.count("fused swiglu") == 1);

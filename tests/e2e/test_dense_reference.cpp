@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/cpu/kernels/kernels.h"
-#include "runtime/cpu/session.h"
+#include "runtime/session.h"
 #include "samples/synthetic_model.h"
 #include "tests/e2e/e2e_fixtures.h"
 #include "tests/reference_tolerances.h"
@@ -37,16 +37,16 @@ ReferenceRun reference(const std::string& model, const std::vector<int32_t>& pro
   return {j.at("logits").get<std::vector<std::vector<float>>>(), j.at("greedy").get<std::vector<int32_t>>()};
 }
 
-int32_t argmax_row(const cpu::HostTensor& logits, int64_t row) {
+int32_t argmax_row(const HostTensor& logits, int64_t row) {
   auto r = logits.row(row);
   return int32_t(cpu::argmax(r.data(), int64_t(r.size())));
 }
 
 // Prefill then greedy decode; returns (all prompt logits, greedy tokens).
-std::pair<cpu::HostTensor, std::vector<int32_t>> run_vtc(const std::string& model, const std::vector<int32_t>& prompt,
+std::pair<HostTensor, std::vector<int32_t>> run_vtc(const std::string& model, const std::vector<int32_t>& prompt,
                                                         int n_predict) {
-  cpu::Session s(model, {.threads = 2, .n_ctx = 256});
-  cpu::HostTensor logits = s.prefill(0, prompt, 0, true);
+  Session s(model, {.threads = 2, .n_ctx = 256});
+  HostTensor logits = s.prefill(0, prompt, 0, true);
   std::vector<int32_t> greedy = {argmax_row(logits, int64_t(prompt.size()) - 1)};
   for (int i = 1; i < n_predict; ++i) {
     int32_t pos = int32_t(prompt.size()) + i - 1;
@@ -56,7 +56,7 @@ std::pair<cpu::HostTensor, std::vector<int32_t>> run_vtc(const std::string& mode
   return {std::move(logits), greedy};
 }
 
-double worst_rel_l2(const cpu::HostTensor& logits, const ReferenceRun& ref) {
+double worst_rel_l2(const HostTensor& logits, const ReferenceRun& ref) {
   double worst = 0;
   for (size_t p = 0; p < ref.logits.size(); ++p)
     worst = std::max(worst, test::relative_l2(logits.row(int64_t(p)), ref.logits[p]));
@@ -70,14 +70,14 @@ size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
 // Top-1 agreement: the argmax of every prompt position, and of every decode
 // step teacher-forced on the reference's greedy tokens, against the
 // reference's next token.
-double top1_agreement(const std::string& model, const std::vector<int32_t>& prompt, const cpu::HostTensor& logits,
+double top1_agreement(const std::string& model, const std::vector<int32_t>& prompt, const HostTensor& logits,
                       const ReferenceRun& ref) {
   size_t agree = 0, total = 0;
   for (size_t p = 0; p < ref.logits.size(); ++p, ++total) {
     auto row = ref.logits[p];
     agree += argmax_row(logits, int64_t(p)) == int32_t(cpu::argmax(row.data(), int64_t(row.size())));
   }
-  cpu::Session s(model, {.threads = 2, .n_ctx = 256});
+  Session s(model, {.threads = 2, .n_ctx = 256});
   s.prefill(0, prompt, 0);
   for (size_t i = 0; i + 1 < ref.greedy.size(); ++i, ++total) {
     auto next = s.decode(std::vector<int32_t>{0}, std::vector<int32_t>{ref.greedy[i]},

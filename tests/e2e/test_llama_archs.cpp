@@ -31,7 +31,7 @@
 #include "frontends/gguf/arch/arch.h"
 #include "frontends/gguf/gguf.h"
 #include "runtime/cpu/kernels/kernels.h"
-#include "runtime/cpu/session.h"
+#include "runtime/session.h"
 #include "support/error.h"
 #include "tests/e2e/llama_archs.h"
 #include "tests/e2e/logits_run.h"
@@ -186,7 +186,7 @@ void refusal(const std::string& arch) {
   std::string vtc_message = "accepted it";
   bool vtc_refused = false, vtc_named = false;
   try {
-    cpu::Session s(path, {.threads = 2, .n_ctx = 256});
+    Session s(path, {.threads = 2, .n_ctx = 256});
   } catch (const vtc::Error& e) {
     vtc_refused = true;
     vtc_message = e.what();

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "runtime/compile/artifact.h"
-#include "runtime/cpu/session.h"
+#include "runtime/session.h"
 #include "support/error.h"
 
 namespace {
@@ -69,13 +69,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   try {
-    vtc::cpu::SessionOptions o;
+    vtc::SessionOptions o;
     o.threads = 1;
     o.n_ctx = 32;
     o.max_step_tokens = 8;
-    vtc::cpu::Session s(path, o);
+    vtc::Session s(path, o);
     const std::vector<int32_t> prompt = {1, 2, 3};
-    vtc::cpu::HostTensor logits = s.prefill(0, prompt, 0, /*all_logits=*/false);
+    vtc::HostTensor logits = s.prefill(0, prompt, 0, /*all_logits=*/false);
     int32_t slot = 0, tok = 4, pos = 3;
     s.decode({&slot, 1}, {&tok, 1}, {&pos, 1});
     return logits.numel() > 0 ? 0 : 0;

@@ -76,6 +76,22 @@ TEST_CASE("every attribute kind and multi-result ops round-trip", "[ir][roundtri
   CHECK(text.find("{max = 2.0, min = -0.5}") != std::string::npos);
 }
 
+TEST_CASE("a decode step that samples its next ids round-trips", "[ir][roundtrip]") {
+  Module m;
+  m.add_state("last_ids", StateKind::Plain, tensor({S}, ElemType::I32));
+  Builder b(m, "decode");
+  Value logits = b.arg("logits", tensor({S, 64}, ElemType::F32));
+  Value params = b.arg("params", tensor({S, 4}, ElemType::F32));
+  Value seed = b.arg("seed", tensor({S, 2}, ElemType::I32));
+  Value pos = b.arg("pos", tensor({S}, ElemType::I32));
+  Value tok = Builder::named(b.sample(logits, params, seed, pos, 40), "tok");
+  b.state_write("last_ids", tok);
+  b.ret({tok});
+  check_round_trip(m);
+  CHECK(print(m).find("%tok = sample(%logits, %params, %seed, %pos) {max_k = 40} : tensor<S x i32, device>") !=
+        std::string::npos);
+}
+
 TEST_CASE("special floats and extreme integers round-trip", "[ir][roundtrip]") {
   const char* text = R"(func @decode(%x: tensor<T x 8 x f32, device>) {
   %a = scale(%x) {factor = inf} : tensor<T x 8 x f32, device>

@@ -1,10 +1,12 @@
 // The arena planner and the state store.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <random>
 
 #include "ir/module.h"
-#include "runtime/buffer_plan.h"
+#include "passes/buffer_plan.h"
+#include "runtime/state/host_states.h"
 #include "runtime/state/state_store.h"
 #include "support/error.h"
 
@@ -50,25 +52,34 @@ TEST_CASE("the state store follows the declarations", "[state]") {
   m.add_state("kv.0", ir::StateKind::Paged, {ir::ElemType::F16, {2, P, 16, 2, 8}, ir::Placement::Host});
   m.add_state("last_ids", ir::StateKind::Plain, {ir::ElemType::I32, {S}, ir::Placement::Host});
   StateStore store(m, {3, 32});
-  REQUIRE(store.buffers().size() == 2);
-  auto& kv = store.buffer("kv.0");
+  HostStates host(store);
+  REQUIRE(store.layouts().size() == 2);
+  auto& kv = host.buffer("kv.0");
   CHECK(kv.row_elems == 16);
   CHECK(kv.rows_per_slot == 32);
   CHECK(store.page_size() == 16);
   CHECK(store.n_pages() == 3 * 2);  // default pool: every slot's full context
   CHECK(store.total_bytes() == 2 * 6 * 16 * 16 * 2 + 3 * 4);
-  auto ids = store.slot_bytes(store.buffer("last_ids"), 1);
+  auto ids = host.slot_bytes(host.buffer("last_ids"), 1);
   ids[0] = 7;
   REQUIRE(store.reserve(1, 20));
   CHECK(store.page_table(1).size() == 2);
   CHECK(store.free_pages() == 4);
-  store.kv_row(kv, 1, 1, 17)[0] = 9;
+  host.kv_row(kv, 1, 1, 17)[0] = 9;
+  const int32_t page_of_17 = store.page_table(1)[1];
   store.reset_slot(1);
-  CHECK(ids[0] == 0);
+  CHECK(ids[0] == 0);  // the store told the storage: the slot's row is empty again
   CHECK(store.free_pages() == 6);
   CHECK(store.page_table(1).empty());
-  CHECK_THROWS_WITH(store.kv_row(kv, 1, 0, 0), Catch::Contains("no KV page for position 0"));
-  CHECK_THROWS_WITH(store.slot_bytes(kv, 0), Catch::Contains("is paged"));
-  CHECK_THROWS_WITH(store.slot_bytes(store.buffer("last_ids"), 3), Catch::Contains("slot 3 out of range [0, 3)"));
-  CHECK_THROWS_WITH(store.buffer("nope"), Catch::Contains("no state @nope"));
+  CHECK_THROWS_WITH(host.kv_row(kv, 1, 0, 0), Catch::Contains("no KV page for position 0"));
+  CHECK_THROWS_WITH(host.slot_bytes(kv, 0), Catch::Contains("is paged"));
+  CHECK_THROWS_WITH(host.slot_bytes(host.buffer("last_ids"), 3), Catch::Contains("slot 3 out of range [0, 3)"));
+  CHECK_THROWS_WITH(host.buffer("nope"), Catch::Contains("no state @nope"));
+  CHECK_THROWS_WITH(store.layout("nope"), Catch::Contains("no state @nope"));
+  // A page handed out again is zeroed in the storage, whoever held it.
+  REQUIRE(store.reserve(0, 32));
+  const auto& table = store.page_table(0);
+  REQUIRE(std::find(table.begin(), table.end(), page_of_17) != table.end());
+  for (int half = 0; half < 2; ++half)
+    for (int64_t p = 0; p < 32; ++p) CHECK(host.kv_row(kv, 0, half, p)[0] == 0);
 }

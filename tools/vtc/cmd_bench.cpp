@@ -18,8 +18,8 @@
 #include <optional>
 
 #include "runtime/bench.h"
-#include "runtime/cpu/session.h"
-#include "runtime/cuda/session.h"
+#include "runtime/cpu/cpu_backend.h"
+#include "runtime/session.h"
 #include "support/error.h"
 #include "tools/vtc/commands.h"
 
@@ -83,10 +83,11 @@ Bandwidth run_bandwidth(const BenchOptions& o) {
   return bw;
 }
 
-// The CPU session's options; --no-fuse and --no-weight-layout shape the
-// pipeline a GGUF is compiled with, --no-fused-kernels how fused ops run.
-cpu::SessionOptions cpu_options(const BenchOptions& o, int64_t ctx, int32_t slots) {
-  cpu::SessionOptions s{.threads = o.threads, .n_ctx = ctx, .n_slots = slots, .optimize = !o.no_fuse};
+// The session's options; --no-fuse and --no-weight-layout shape the
+// pipeline a GGUF is compiled with, --no-fused-kernels how fused ops run
+// on the CPU.
+SessionOptions session_options(const BenchOptions& o, int64_t ctx, int32_t slots) {
+  SessionOptions s{.target = o.target, .threads = o.threads, .n_ctx = ctx, .n_slots = slots, .optimize = !o.no_fuse};
   s.weight_layout_types = o.weight_layout_types;
   s.fused_kernels = !o.no_fused_kernels;
   if (o.no_weight_layout) {
@@ -97,29 +98,32 @@ cpu::SessionOptions cpu_options(const BenchOptions& o, int64_t ctx, int32_t slot
   return s;
 }
 
+// The CPU interpreter's op profile (--profile), null on other targets.
+cpu::Interpreter* profiled(Session& session, bool on) {
+  auto* cpu = dynamic_cast<cpu::CpuBackend*>(&session.backend());
+  if (!cpu) return nullptr;
+  cpu->interpreter().set_profiling(on);
+  return on ? &cpu->interpreter() : nullptr;
+}
+
 // vtc's figures; `weight_bytes` gets the bytes one token reads.
 BenchFigures run_vtc(const BenchOptions& o, uint64_t& weight_bytes) {
-  int64_t ctx = std::max(o.spec.prompt_tokens, o.spec.gen_tokens) + 16;
-  if (o.target == "cuda") {
-    if (o.spec.batch_rows > 0) throw Error("bench: --batch-rows is for the cpu target");
-    cuda::Session session(o.model, {.n_ctx = ctx, .n_slots = 1, .graphs = true});
-    log("vtc, cuda target");
-    return cuda::bench_cuda(session, o.spec, log);
-  }
-  if (o.target != "cpu") throw Error("bench: --target must be cpu or cuda, got " + o.target);
+  if (o.target != "cpu" && o.target != "cuda") throw Error("bench: --target must be cpu or cuda, got " + o.target);
+  if (o.target != "cpu" && o.profile) throw Error("bench: --profile times the CPU interpreter's ops; it needs --target cpu");
+  const int64_t ctx = std::max(o.spec.prompt_tokens, o.spec.gen_tokens) + 16;
   BenchFigures f;
   {
-    cpu::Session session(o.model, cpu_options(o, ctx, 1));
-    log(fmt::format("vtc, {} threads{}{}{}", o.threads, o.no_fuse ? ", no fusion" : "",
+    Session session(o.model, session_options(o, ctx, 1));
+    log(fmt::format("vtc, {}{}{}{}", session.backend().describe(), o.no_fuse ? ", no fusion" : "",
                     o.no_weight_layout ? ", weights in the rows layout" : "",
                     o.no_fused_kernels ? ", fused regions op by op" : ""));
     weight_bytes = weight_bytes_per_token(session.file());
-    session.interpreter().set_profiling(o.profile);
+    cpu::Interpreter* profile = profiled(session, o.profile);
     if (o.spec.prompt_tokens > 0 || o.spec.gen_tokens > 0) f = bench_session(session, o.spec, log);
-    if (o.profile) fmt::print(stderr, "time per op (all repetitions):\n{}", session.interpreter().profile().table());
+    if (profile) fmt::print(stderr, "time per op (all repetitions):\n{}", profile->profile().table());
   }
   if (o.spec.batch_rows > 0) {
-    cpu::Session session(o.model, cpu_options(o, batch_step_context(o.spec), o.spec.batch_rows));
+    Session session(o.model, session_options(o, batch_step_context(o.spec), o.spec.batch_rows));
     log(fmt::format("vtc, decode step of 1 and of {} rows after {} tokens each", o.spec.batch_rows,
                     o.spec.batch_context));
     bench_batch_step(session, o.spec, f, log);

@@ -16,7 +16,7 @@
 #include "frontends/gguf/tokenizer/tokenizer.h"
 #include "ir/printer.h"
 #include "runtime/compile/artifact.h"
-#include "runtime/cpu/session.h"
+#include "runtime/session.h"
 #include "runtime/diff/state_snapshot.h"
 #include "runtime/generate.h"
 #include "support/error.h"
@@ -29,7 +29,7 @@ struct RunOptions {
   std::string model, prompt, system, tokens, dump_ir, dump_logits;
   bool chat = false, quiet = false, fingerprint = false, no_fuse = false, no_weight_layout = false;
   bool no_fused_kernels = false;
-  std::string weight_layout_types = "reference";
+  std::string weight_layout_types = "reference", target = "cpu";
   std::vector<std::string> disabled_passes;
   int threads = 0;
   int64_t ctx = 0;
@@ -79,8 +79,9 @@ void dump_lowered_ir(const ir::Module& m, const std::string& dir) {
   fmt::print(stderr, "run: lowered IR written to {}/<step>/lowered.vtcir\n", dir);
 }
 
-cpu::SessionOptions session_options(const RunOptions& o) {
-  cpu::SessionOptions s;
+SessionOptions session_options(const RunOptions& o) {
+  SessionOptions s;
+  s.target = o.target;
   s.threads = o.threads;
   s.n_ctx = o.ctx;
   s.n_slots = 1;
@@ -106,14 +107,13 @@ void dump_logits(const std::string& path, const GenerateResult& r, int64_t n_voc
 
 // --fingerprint: generate() calls back after sampling each token and before
 // decoding it, so the states are those left by the step that produced it.
-void print_fingerprints(cpu::Session& session, int32_t slot, int step) {
-  diff::print_state_fingerprints(stderr, step, step == 0 ? "prefill" : "decode",
-                                 diff::snapshot_states(session.module(), session.states(), slot));
+void print_fingerprints(Session& session, int32_t slot, int step) {
+  diff::print_state_fingerprints(stderr, step, step == 0 ? "prefill" : "decode", session.snapshot(slot));
 }
 
 int run(const RunOptions& o) {
   if (o.prompt.empty() && o.tokens.empty()) throw Error("run: give a prompt with -p TEXT or --tokens 1,2,3");
-  cpu::Session session(o.model, session_options(o));
+  Session session(o.model, session_options(o));
   const bool compiled = is_artifact(o.model);
   if (!o.dump_ir.empty() && compiled) dump_lowered_ir(session.module(), o.dump_ir);
   if (!o.dump_ir.empty() && !compiled)
@@ -152,7 +152,7 @@ int run(const RunOptions& o) {
 }  // namespace
 
 Runner add_run(CLI::App& app) {
-  auto* cmd = app.add_subcommand("run", "Generate text from a GGUF model or a compiled .vtc on the CPU interpreter");
+  auto* cmd = app.add_subcommand("run", "Generate text from a GGUF model or a compiled .vtc, on the CPU or CUDA");
   auto o = std::make_shared<RunOptions>();
   o->gen.sampling.seed = 42;
   cmd->add_option("model", o->model, "GGUF model (compiled in memory) or .vtc artifact from `vtc compile`")
@@ -163,7 +163,12 @@ Runner add_run(CLI::App& app) {
   cmd->add_option("--system", o->system, "System message (with --chat)");
   cmd->add_option("--tokens", o->tokens, "Prompt as token ids: 1,2,3 (no tokenization, no BOS added)");
   cmd->add_option("-n,--n-predict", o->gen.n_predict, "Tokens to generate (-1: until end of generation)")->capture_default_str();
-  cmd->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str();
+  cmd->add_option("--target", o->target,
+                  "Backend: cpu (the interpreter) or cuda (generated kernels; needs an NVIDIA driver and NVRTC). A .vtc "
+                  "artifact must be compiled for the same target")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  cmd->add_option("-t,--threads", o->threads, "CPU threads (0: all cores)")->capture_default_str();
   cmd->add_option("-c,--ctx-size", o->ctx, "Context size (0: the model's, at most 4096)")->capture_default_str();
   cmd->add_option("--temp", o->gen.sampling.temperature, "Temperature (0: greedy)")->capture_default_str();
   cmd->add_option("--top-k", o->gen.sampling.top_k, "Top-k (0: off)")->capture_default_str();

@@ -106,8 +106,8 @@ int serve_main(ServeOptions o) {
     throw;
   }
   http.set_engine(engine.get(), pick_template(o, engine->file()));
-  fmt::print(stderr, "serve: ready: model '{}', context {}, {} slots, {} threads\n", o.http.model_name, engine->n_ctx(),
-             o.engine.parallel, o.engine.threads > 0 ? o.engine.threads : int(std::thread::hardware_concurrency()));
+  fmt::print(stderr, "serve: ready: model '{}', context {}, {} slots, {}\n", o.http.model_name, engine->n_ctx(),
+             o.engine.parallel, engine->backend_description());
   std::fflush(stderr);
 
   int sig = 0;
@@ -133,7 +133,12 @@ Runner add_serve(CLI::App& app) {
   cmd->add_option("--port", o->http.port, "Port (0: any free port, printed at start)")->capture_default_str()->check(CLI::Range(0, 65535));
   cmd->add_option("--parallel", o->engine.parallel, "Sequences decoded together (slots)")->capture_default_str()->check(CLI::Range(1, 512));
   cmd->add_option("-c,--ctx-size", o->engine.n_ctx, "Context per sequence (0: the model's, at most 4096)")->capture_default_str();
-  cmd->add_option("-t,--threads", o->engine.threads, "Compute threads (0: all cores)")->capture_default_str();
+  cmd->add_option("--target", o->engine.target,
+                  "Backend: cpu (the interpreter) or cuda (generated kernels; needs an NVIDIA driver and NVRTC). A .vtc "
+                  "artifact must be compiled for the same target")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  cmd->add_option("-t,--threads", o->engine.threads, "CPU compute threads (0: all cores)")->capture_default_str();
   cmd->add_option("--api-key", o->http.api_key,
                   "Require 'Authorization: Bearer KEY' (all but /health); visible in ps: prefer --api-key-file or $VTC_API_KEY");
   cmd->add_option("--api-key-file", o->api_key_file, "Read the API key from the first line of FILE")->check(CLI::ExistingFile);

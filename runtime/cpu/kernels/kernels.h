@@ -266,4 +266,12 @@ int64_t argmax(const float* x, int64_t n);
 // index. k is clamped to n. Returns the number written.
 int64_t top_k(const float* x, int64_t n, int64_t k, int32_t* indices);
 
+// The `sample` op for one row of logits x[0..n) (sample.cpp; docs/ir.md
+// "### sample"): params = {temperature, top_k, top_p, min_p}; temperature
+// <= 0 is argmax, else a draw among at most max_k (clamped to [1,
+// kSampleMaxK]) top_k-ordered candidates, keyed by (seed, pos) only.
+// Returns the token; 0 for an empty row.
+inline constexpr int64_t kSampleMaxK = 256;
+int32_t sample_row(const float* x, int64_t n, const float params[4], uint64_t seed, int32_t pos, int64_t max_k);
+
 }  // namespace vtc::cpu

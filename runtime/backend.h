@@ -1,0 +1,81 @@
+// A backend executes a lowered module's step functions against its states.
+//
+// Two implement it: the CPU interpreter (runtime/cpu/cpu_backend.h) and the
+// CUDA executor (runtime/cuda/cuda_backend.h). A backend owns the storage
+// of every declared state (the StateStore it is given keeps only the page
+// tables and slots, and tells the storage when a page is handed out or a
+// slot emptied), the weights it binds and the arena of each step, laid out
+// by the memory plan of the module's lowering.
+//
+// Above it, one Session (runtime/session.h) owns the step contract: which
+// arguments a step takes, chunking, slot and page reservation, sampling.
+// serve, run, bench and diff all go through that Session; `vtc diff`
+// compares two backends.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "frontends/gguf/gguf.h"
+#include "ir/module.h"
+#include "passes/memory_plan.h"
+#include "runtime/state/state_store.h"
+#include "runtime/tensor.h"
+
+namespace vtc {
+
+// Sampling on the backend, for the device-sampled decode.
+struct DeviceSampling {
+  float temperature = 0.0f;  // <= 0: greedy
+  int top_k = 40;            // 1..256 for the device sampler
+  float top_p = 0.95f;
+  float min_p = 0.05f;
+  uint64_t seed = 42;
+};
+
+// What a backend is built from: the lowered module, its weights' file, the
+// state bookkeeping, the memory plans of the lowering (one per step).
+struct BackendInputs {
+  const ir::Module& module;
+  const gguf::GgufFile& file;
+  StateStore& states;
+  const std::vector<passes::FunctionPlan>& plans;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string_view target() const = 0;  // "cpu" | "cuda"
+  // One line for reports: "CPU interpreter, 2 threads", "CUDA on ... (sm_90)".
+  virtual std::string describe() const = 0;
+
+  // Runs one step; returns the values of its `return`, copied to the host.
+  // Throws vtc::Error on bad inputs (unknown step, missing or mis-shaped
+  // arguments, positions beyond the context, ids out of range).
+  virtual std::vector<HostTensor> run(const StepRequest& request) = 0;
+
+  // A plain or ring state's row of `slot`, and writing it (seeding @last_ids
+  // with a given token, restoring a snapshot).
+  virtual std::vector<uint8_t> read_slot_row(const StateStore::Layout& state, int32_t slot) = 0;
+  virtual void write_slot_row(const StateStore::Layout& state, int32_t slot, std::span<const uint8_t> bytes) = 0;
+  // The rows of one page of a paged state's half (K: 0, V: 1).
+  virtual std::vector<uint8_t> read_page(const StateStore::Layout& state, int half, int32_t page) = 0;
+
+  // Diffs and taps: called after every computing op; null turns it off.
+  virtual void set_observer(OpObserver observer) = 0;
+
+  // One @decode step for `slots` at `positions` (their ids already in
+  // @last_ids), sampling the next ids into @last_ids on the backend. The
+  // sampled ids are copied out asynchronously: the call returns the ids of
+  // the previous call (empty on the first), and wait_sampled() the last.
+  virtual std::vector<int32_t> decode_sampled(std::span<const int32_t> slots, std::span<const int32_t> positions,
+                                              const DeviceSampling& sampling) = 0;
+  virtual std::vector<int32_t> wait_sampled() = 0;
+};
+
+}  // namespace vtc

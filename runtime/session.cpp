@@ -1,0 +1,272 @@
+// The one Session (session.h): the step contract, chunking, reservation,
+// checks; a backend chosen by target executes.
+#include "runtime/session.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <set>
+
+#include "runtime/compile/compile.h"
+#include "runtime/cpu/cpu_backend.h"
+#include "runtime/cuda/executor.h"
+#include "support/error.h"
+
+namespace vtc {
+
+namespace {
+CompileOptions compile_options(const SessionOptions& o) {
+  CompileOptions c;
+  c.target = o.target;
+  c.max_step_tokens = o.max_step_tokens;
+  c.max_sequences = std::max(o.n_slots, 1);
+  c.optimize = o.optimize;
+  c.weight_layout_types = o.weight_layout_types;
+  if (o.passes) c.manager = *o.passes;
+  return c;
+}
+
+// The bound a compiled model's plans give `symbol`, or `fallback`.
+int64_t plan_bound(const CompiledModel& m, const std::string& symbol, int64_t fallback) {
+  int64_t bound = fallback;
+  for (const auto& p : m.plans)
+    if (auto it = p.bindings.find(symbol); it != p.bindings.end()) bound = std::min(bound, it->second);
+  return bound;
+}
+
+void check_tokens(std::span<const int32_t> tokens, int64_t n_vocab, const char* what) {
+  for (int32_t t : tokens)
+    if (t < 0 || t >= n_vocab) throw Error(fmt::format("{}: token id {} is outside the vocabulary [0, {})", what, t, n_vocab));
+}
+
+std::unique_ptr<Backend> make_backend(const BackendInputs& in, const SessionOptions& o) {
+  if (o.target == "cpu") return std::make_unique<cpu::CpuBackend>(in, cpu::CpuBackendOptions{o.threads, o.fused_kernels});
+  return std::make_unique<cuda::Executor>(in, cuda::ExecutorOptions{.graphs = o.cuda_graphs});
+}
+
+void check_target(const std::string& path, const SessionOptions& o) {
+  if (o.target != "cpu" && o.target != "cuda")
+    throw Error(fmt::format("session: the target must be cpu or cuda, got '{}'", o.target));
+  if (o.max_step_tokens < 1) throw Error(fmt::format("session: max_step_tokens must be at least 1 (got {})", o.max_step_tokens));
+  if (o.target == "cuda")
+    if (std::string why = cuda::cuda_unavailable_reason(); !why.empty())
+      throw Error(fmt::format("{}: the cuda target is unavailable here: {}", path, why));
+}
+}  // namespace
+
+struct Session::Impl {
+  CompiledModel model;
+  StateStore states;
+  std::unique_ptr<Backend> backend;
+  int64_t n_vocab;
+  int32_t max_step_tokens;
+
+  Impl(CompiledModel m, const StateStoreConfig& cfg, const SessionOptions& o, int32_t max_step)
+      : model(std::move(m)), states(model.module, cfg),
+        backend(make_backend({model.module, model.file, states, model.plans}, o)),
+        n_vocab(int64_t(model.file.find_tensor("token_embd.weight")->dims[1])), max_step_tokens(max_step) {}
+
+  void reserve(int32_t slot, int64_t n_positions, const char* what) {
+    if (!states.reserve(slot, n_positions))
+      throw Error(fmt::format("{}: the KV pool is out of pages ({} of {} free) for slot {} at position {}", what,
+                              states.free_pages(), states.n_pages(), slot, n_positions - 1));
+  }
+
+  // The @decode request of the contract: one row per slot, its id in @last_ids.
+  StepRequest decode_request(std::span<const int32_t> slots, std::span<const int32_t> positions) {
+    std::vector<int32_t> seq(slots.size());
+    std::iota(seq.begin(), seq.end(), 0);
+    StepRequest req{"decode", std::vector<int32_t>(slots.begin(), slots.end()), {}};
+    req.args["pos"] = HostTensor::i32(std::vector<int32_t>(positions.begin(), positions.end()));
+    req.args["seq"] = HostTensor::i32(seq);
+    return req;
+  }
+
+  void check_decode_rows(std::span<const int32_t> slots, std::span<const int32_t> positions) {
+    if (slots.size() != positions.size() || slots.empty()) throw Error("decode: need one position per sequence");
+    std::set<int32_t> seen;
+    for (size_t i = 0; i < slots.size(); ++i) {
+      states.check_slot(slots[i]);
+      if (!seen.insert(slots[i]).second) throw Error(fmt::format("decode: slot {} appears twice", slots[i]));
+      if (positions[i] < 0 || positions[i] >= states.config().n_ctx)
+        throw Error(fmt::format("decode: position {} is outside the context of {}", positions[i], states.config().n_ctx));
+    }
+    for (size_t i = 0; i < slots.size(); ++i) reserve(slots[i], positions[i] + 1, "decode");
+  }
+
+  // One @prefill call. The logits rows are the last token of every chunk
+  // that asks for them or, with every_row, every token of every chunk.
+  HostTensor run_prefill(std::span<const SeqChunk> chunks, bool every_row);
+};
+
+HostTensor Session::Impl::run_prefill(std::span<const SeqChunk> chunks, bool every_row) {
+  std::vector<int32_t> ids, pos, seq, rows, slots;
+  for (const SeqChunk& c : chunks) {
+    const int32_t s = int32_t(slots.size());
+    slots.push_back(c.slot);
+    for (size_t i = 0; i < c.tokens.size(); ++i) {
+      if (every_row) rows.push_back(int32_t(ids.size()));
+      ids.push_back(c.tokens[i]);
+      pos.push_back(c.n_past + int32_t(i));
+      seq.push_back(s);
+    }
+    if (!every_row && c.logits) rows.push_back(int32_t(ids.size()) - 1);
+  }
+  // The step must return at least one row; an all-silent step asks for the
+  // last token's and drops it.
+  const bool silent = rows.empty();
+  if (silent) rows.push_back(int32_t(ids.size()) - 1);
+  // Pages for every position first, so a full pool fails before any state
+  // changes. A failed reservation keeps the pages it already holds: they
+  // belong to the slot and go back on reset().
+  for (const SeqChunk& c : chunks) reserve(c.slot, c.n_past + int64_t(c.tokens.size()), "step");
+  StepRequest req{"prefill", std::move(slots), {}};
+  req.args["ids"] = HostTensor::i32(ids);
+  req.args["pos"] = HostTensor::i32(pos);
+  req.args["seq"] = HostTensor::i32(seq);
+  req.args["rows"] = HostTensor::i32(rows);
+  HostTensor out = std::move(backend->run(req).at(0));
+  if (silent) out.shape[0] = 0, out.bytes.clear();
+  return out;
+}
+
+Session::Session(const std::string& path, const SessionOptions& o) {
+  check_target(path, o);
+  CompiledModel model = load_model(path, compile_options(o));
+  if (model.target != o.target)
+    throw Error(fmt::format("{}: compiled for target {}, but the session runs on {}; recompile with `vtc compile --target {}`",
+                            path, model.target, o.target, o.target));
+  const int32_t max_step = std::min<int32_t>(o.max_step_tokens, int32_t(plan_bound(model, "T", o.max_step_tokens)));
+  if (o.n_slots > plan_bound(model, "S", o.n_slots))
+    throw Error(fmt::format("{}: compiled for at most {} sequences per step but {} slots were asked for; recompile with "
+                            "--max-sequences {}", path, plan_bound(model, "S", o.n_slots), o.n_slots, o.n_slots));
+  const gguf::GgufFile& file = model.file;
+  const int64_t model_ctx = file.get_int(file.architecture() + ".context_length").value_or(4096);
+  StateStoreConfig cfg{o.n_slots, o.n_ctx > 0 ? o.n_ctx : std::min<int64_t>(model_ctx, 4096), o.n_pages};
+  try {
+    impl_ = std::make_unique<Impl>(std::move(model), cfg, o, max_step);
+  } catch (const std::bad_alloc&) {
+    throw Error(fmt::format("{}: cannot allocate the state store ({} slots, {} positions): out of memory", path, cfg.n_slots,
+                            cfg.n_ctx));
+  }
+}
+
+Session::~Session() = default;
+
+const gguf::GgufFile& Session::file() const { return impl_->model.file; }
+const ir::Module& Session::module() const { return impl_->model.module; }
+const std::string& Session::target() const { return impl_->model.target; }
+int64_t Session::n_ctx() const { return impl_->states.config().n_ctx; }
+int64_t Session::n_vocab() const { return impl_->n_vocab; }
+int32_t Session::max_step_tokens() const { return impl_->max_step_tokens; }
+Backend& Session::backend() { return *impl_->backend; }
+StateStore& Session::states() { return impl_->states; }
+void Session::reset(int32_t slot) { impl_->states.reset_slot(slot); }
+
+HostTensor Session::prefill(int32_t slot, std::span<const int32_t> tokens, int32_t n_past, bool all_logits) {
+  if (tokens.empty()) throw Error("prefill: no tokens");
+  impl_->states.check_slot(slot);
+  if (n_past < 0 || n_past + int64_t(tokens.size()) > n_ctx())
+    throw Error(fmt::format("prefill: {} tokens at position {} exceed the context of {}", tokens.size(), n_past, n_ctx()));
+  check_tokens(tokens, n_vocab(), "prefill");
+  // Chunks of max_step_tokens. With all_logits every chunk's rows are kept
+  // and concatenated; otherwise only the last chunk's last row is asked for.
+  HostTensor out;
+  const size_t step = size_t(max_step_tokens());
+  for (size_t begin = 0; begin < tokens.size(); begin += step) {
+    const size_t n = std::min(step, tokens.size() - begin);
+    const bool last = begin + n == tokens.size();
+    SeqChunk chunk{slot, tokens.subspan(begin, n), int32_t(n_past + int64_t(begin)), last};
+    HostTensor part = impl_->run_prefill({&chunk, 1}, all_logits);
+    if (out.bytes.empty()) {
+      out = std::move(part);
+    } else if (part.numel() > 0) {
+      out.shape[0] += part.shape[0];
+      out.bytes.insert(out.bytes.end(), part.bytes.begin(), part.bytes.end());
+    }
+  }
+  return out;
+}
+
+HostTensor Session::step(std::span<const SeqChunk> chunks) {
+  if (chunks.empty()) throw Error("step: no sequences");
+  int64_t total = 0;
+  std::set<int32_t> seen;
+  for (const SeqChunk& c : chunks) {
+    impl_->states.check_slot(c.slot);
+    if (!seen.insert(c.slot).second) throw Error(fmt::format("step: slot {} appears twice", c.slot));
+    if (c.tokens.empty()) throw Error(fmt::format("step: slot {} has no tokens", c.slot));
+    if (c.n_past < 0 || c.n_past + int64_t(c.tokens.size()) > n_ctx())
+      throw Error(fmt::format("step: {} tokens at position {} exceed the context of {}", c.tokens.size(), c.n_past, n_ctx()));
+    check_tokens(c.tokens, n_vocab(), "step");
+    total += int64_t(c.tokens.size());
+  }
+  if (total > max_step_tokens())
+    throw Error(fmt::format("step: {} tokens exceed the step bound of {}", total, max_step_tokens()));
+  return impl_->run_prefill(chunks, false);
+}
+
+void Session::set_last_id(int32_t slot, int32_t token) {
+  check_tokens({&token, 1}, n_vocab(), "decode");
+  impl_->backend->write_slot_row(impl_->states.layout("last_ids"), slot, {reinterpret_cast<const uint8_t*>(&token), 4});
+}
+
+HostTensor Session::decode(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+                           std::span<const int32_t> positions) {
+  if (slots.size() != tokens.size()) throw Error("decode: need one token and one position per sequence");
+  check_tokens(tokens, n_vocab(), "decode");
+  impl_->check_decode_rows(slots, positions);
+  for (size_t i = 0; i < slots.size(); ++i) set_last_id(slots[i], tokens[i]);
+  return std::move(impl_->backend->run(impl_->decode_request(slots, positions)).at(0));
+}
+
+std::vector<int32_t> Session::decode_sampled(std::span<const int32_t> slots, std::span<const int32_t> positions,
+                                             const DeviceSampling& sampling) {
+  impl_->check_decode_rows(slots, positions);
+  return impl_->backend->decode_sampled(slots, positions, sampling);
+}
+
+std::vector<int32_t> Session::finish_sampled() { return impl_->backend->wait_sampled(); }
+
+namespace {
+// Constant dims of `decl` from index `first` on.
+std::vector<int64_t> tail_dims(const ir::StateDecl& decl, size_t first) {
+  std::vector<int64_t> dims;
+  for (size_t i = first; i < decl.type.shape.size(); ++i) {
+    auto c = decl.type.shape[i].constant();
+    if (!c) throw Error(fmt::format("snapshot: state @{} has a symbolic dim {} past the slot/page dims", decl.name, i));
+    dims.push_back(*c);
+  }
+  return dims;
+}
+}  // namespace
+
+std::vector<StateSnapshot> Session::snapshot(int32_t slot) {
+  StateStore& store = impl_->states;
+  store.check_slot(slot);
+  std::vector<StateSnapshot> out;
+  for (const StateStore::Layout& l : store.layouts()) {
+    StateSnapshot s{"@" + l.decl->name, {l.elem, {}, {}}};
+    if (l.paged()) {
+      // The slot's pages in table order are its positions in order.
+      const auto& table = store.page_table(slot);
+      s.value.shape = {l.halves, int64_t(table.size()) * store.page_size()};
+      for (int half = 0; half < l.halves; ++half)
+        for (int32_t page : table) {
+          std::vector<uint8_t> rows = impl_->backend->read_page(l, half, page);
+          s.value.bytes.insert(s.value.bytes.end(), rows.begin(), rows.end());
+        }
+      for (int64_t d : tail_dims(*l.decl, 3)) s.value.shape.push_back(d);
+    } else {
+      s.value.shape = tail_dims(*l.decl, 1);
+      if (s.value.shape.empty()) s.value.shape = {1};
+      s.value.bytes = impl_->backend->read_slot_row(l, slot);
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace vtc

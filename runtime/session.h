@@ -1,0 +1,122 @@
+// A model loaded for execution on one backend, in the terms callers think
+// in: feed a prompt to a sequence slot, decode one token per sequence, run
+// one mixed batch (prefill chunks and decode rows of several sequences in
+// one @prefill call, for a continuous-batching scheduler), or decode with
+// the next ids sampled on the backend.
+//
+// There is one Session for every target. It owns what a backend must not
+// decide: the step contract (the arguments of @prefill and @decode, written
+// only here; frontends/gguf/arch/arch.h), chunking of long prompts into
+// steps of at most max_step_tokens tokens (the compiled step functions have
+// a bound on T), slot and KV page reservation in the state store (pages
+// are taken as positions are written; reset() gives them back), and the
+// checks on ids and positions. The backend (runtime/backend.h) executes.
+//
+// Loading: a GGUF is compiled in memory with the standard pipeline of the
+// target (runtime/compile/compile.h); a .vtc artifact comes compiled, and
+// its target must be the session's.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "frontends/gguf/gguf.h"
+#include "ir/module.h"
+#include "passes/pass_manager.h"
+#include "runtime/backend.h"
+
+namespace vtc {
+
+struct SessionOptions {
+  std::string target = "cpu";  // cpu | cuda
+  int threads = 0;        // cpu: 0 is all hardware threads
+  int64_t n_ctx = 0;      // 0: the model's context length, capped at 4096
+  int32_t n_slots = 1;    // concurrent sequences
+  int64_t n_pages = 0;    // KV pages in the pool; 0: enough for every slot's full context
+  int32_t max_step_tokens = 512;  // tokens per step call (long prefills are chunked)
+  bool optimize = true;            // false: no fusion passes
+  bool fused_kernels = true;       // cpu: false runs fused ops' bodies op by op (Interpreter::set_fused_kernels)
+  std::string weight_layout_types = "reference";  // CompileOptions::weight_layout_types
+  std::optional<passes::PassManagerOptions> passes = std::nullopt;  // dumps, disabled passes (default: none)
+  bool cuda_graphs = true;         // cuda: capture @decode in CUDA graphs
+};
+
+// One sequence's part of a batched step: `tokens` at positions n_past, ...
+// A decode row is a 1-token chunk.
+struct SeqChunk {
+  int32_t slot = 0;
+  std::span<const int32_t> tokens;
+  int32_t n_past = 0;
+  bool logits = true;  // return the logits row of the chunk's last token
+};
+
+// One declared state of one sequence, as `vtc run --fingerprint` prints it
+// and `vtc diff` compares it:
+//   plain / ring  the slot's row, shaped as the declaration without its
+//                 leading S dim ([1] for a declaration of shape [S]);
+//   paged KV      [halves, N, rest...]: K then V rows of every position the
+//                 slot's page table maps (N = pages x page size), in
+//                 position order. Rows past the last written position are
+//                 zero (pages are zeroed when taken), so backends agree.
+struct StateSnapshot {
+  std::string name;  // "@kv.0"
+  HostTensor value;
+};
+
+class Session {
+ public:
+  // Throws vtc::Error for a file that does not load, a target that is not
+  // available here (saying what is missing) or bounds the model cannot meet.
+  Session(const std::string& path, const SessionOptions& options);
+  ~Session();
+
+  const gguf::GgufFile& file() const;
+  const ir::Module& module() const;  // lowered for the target
+  const std::string& target() const;
+  int64_t n_ctx() const;
+  int64_t n_vocab() const;
+  int32_t max_step_tokens() const;
+
+  // Runs `tokens` of sequence `slot` at positions n_past, n_past+1, ...
+  // Returns logits [R x n_vocab] for the last token, or for every token
+  // when `all_logits`.
+  HostTensor prefill(int32_t slot, std::span<const int32_t> tokens, int32_t n_past, bool all_logits = false);
+  // One token per sequence: tokens[i] of slots[i] at positions[i]. The
+  // tokens go into state @last_ids (as sampled ids do); returns [S x n_vocab].
+  HostTensor decode(std::span<const int32_t> slots, std::span<const int32_t> tokens, std::span<const int32_t> positions);
+  // One @prefill call over several sequences (distinct slots); at most
+  // max_step_tokens tokens in all. Returns one logits row per chunk that
+  // asks for it, in chunk order ([R x n_vocab]). Throws vtc::Error when the
+  // KV pool has no page left for a chunk (nothing is run then).
+  HostTensor step(std::span<const SeqChunk> chunks);
+
+  // Seeds @last_ids of `slot` with `token` (the first generated token,
+  // before the sampled decodes of a sequence).
+  void set_last_id(int32_t slot, int32_t token);
+  // One @decode step of `slots` at `positions` that reads its ids from
+  // @last_ids and samples the next ones into it, on the backend. Returns
+  // the ids sampled by the previous call (the copy-out overlaps the next
+  // step); finish_sampled() returns the last call's.
+  std::vector<int32_t> decode_sampled(std::span<const int32_t> slots, std::span<const int32_t> positions,
+                                      const DeviceSampling& sampling);
+  std::vector<int32_t> finish_sampled();
+
+  // Forgets a sequence: gives its KV pages back and empties its states.
+  void reset(int32_t slot);
+  // Every declared state of `slot`, in declaration order (read from the
+  // backend's storage).
+  std::vector<StateSnapshot> snapshot(int32_t slot);
+
+  Backend& backend();
+  StateStore& states();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace vtc

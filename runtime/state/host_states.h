@@ -1,0 +1,60 @@
+// The states' bytes in host memory: the storage of the CPU interpreter.
+//
+// One byte vector per declared state, in the StateStore's layout (plain:
+// [slot][row]; paged: [halves][page][page_size][row]). It attaches itself to
+// the store at construction, so a page handed out is zeroed here and a
+// reset slot gets its empty bytes here, at the moment the bookkeeping
+// changes; nothing else writes a state but the ops of a step.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "runtime/state/state_store.h"
+
+namespace vtc {
+
+class HostStates final : public StateStorage {
+ public:
+  struct Buffer {
+    const StateStore::Layout* layout = nullptr;
+    std::vector<uint8_t> data;
+    // The layout's fields, read by the kernels.
+    const ir::StateDecl* decl = nullptr;
+    ir::ElemType elem;
+    int64_t elem_bytes = 0, row_elems = 0, rows_per_slot = 0;
+    int halves = 1;
+  };
+
+  // Allocates every state (throws std::bad_alloc when memory is short).
+  explicit HostStates(StateStore& store);
+  ~HostStates() override;
+  HostStates(const HostStates&) = delete;
+  HostStates& operator=(const HostStates&) = delete;
+
+  StateStore& store() { return store_; }
+  // Throws vtc::Error for an undeclared name.
+  Buffer& buffer(std::string_view name);
+  std::vector<Buffer>& buffers() { return buffers_; }
+
+  // Plain/ring only: the slot's row.
+  std::span<uint8_t> slot_bytes(Buffer& b, int32_t slot);
+  // Paged only: the bytes of KV row `pos` of `slot`, K (half 0) or V (half
+  // 1). Throws when the slot's table has no page for `pos`.
+  uint8_t* kv_row(Buffer& b, int32_t slot, int half, int64_t pos);
+  // Paged only: the start of the K or V (half 0 or 1) page pool ([P][page_size][row]).
+  uint8_t* pool_base(Buffer& b, int half);
+  const std::vector<int32_t>& page_table(int32_t slot) const { return store_.page_table(slot); }
+  int64_t page_size() const { return store_.page_size(); }
+
+  void zero_page(int32_t page) override;
+  void clear_slot(int32_t slot) override;
+
+ private:
+  StateStore& store_;
+  std::vector<Buffer> buffers_;
+};
+
+}  // namespace vtc
