@@ -351,6 +351,7 @@ void require_sample_operand(const InferContext& c, size_t i, std::string_view ro
   const std::string head = std::string(role) + " (operand " + std::to_string(i) + ") must be " + want + ", got ";
   c.require(t.rank() == cols.size() + 1 && t.elem.kind() == elem, head + t.str());
   c.require(t.shape[0] == rows, head + t.str() + " (rows " + t.shape[0].str() + " != " + rows.str() + ")");
+  for (size_t d = 0; d < cols.size(); ++d) c.require(t.shape[d + 1] == Dim(cols[d]), head + t.str());
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // A backend executes a lowered module's step functions against its states.
 //
 // Two implement it: the CPU interpreter (runtime/cpu/cpu_backend.h) and the
-// CUDA executor (runtime/cuda/cuda_backend.h). A backend owns the storage
+// CUDA executor (runtime/cuda/executor.h). A backend owns the storage
 // of every declared state (the StateStore it is given keeps only the page
 // tables and slots, and tells the storage when a page is handed out or a
 // slot emptied), the weights it binds and the arena of each step, laid out

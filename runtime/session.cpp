@@ -41,9 +41,12 @@ void check_tokens(std::span<const int32_t> tokens, int64_t n_vocab, const char* 
     if (t < 0 || t >= n_vocab) throw Error(fmt::format("{}: token id {} is outside the vocabulary [0, {})", what, t, n_vocab));
 }
 
-std::unique_ptr<Backend> make_backend(const BackendInputs& in, const SessionOptions& o) {
+// An artifact's stored CUDA kernels are what its executor must run.
+std::unique_ptr<Backend> make_backend(const BackendInputs& in, const CompiledModel& m, const SessionOptions& o) {
   if (o.target == "cpu") return std::make_unique<cpu::CpuBackend>(in, cpu::CpuBackendOptions{o.threads, o.fused_kernels});
-  return std::make_unique<cuda::Executor>(in, cuda::ExecutorOptions{.graphs = o.cuda_graphs});
+  cuda::ExecutorOptions cuda{.graphs = o.cuda_graphs};
+  if (!m.kernels.empty()) cuda.stored_kernels = &m.kernels;
+  return std::make_unique<cuda::Executor>(in, cuda);
 }
 
 void check_target(const std::string& path, const SessionOptions& o) {
@@ -65,7 +68,7 @@ struct Session::Impl {
 
   Impl(CompiledModel m, const StateStoreConfig& cfg, const SessionOptions& o, int32_t max_step)
       : model(std::move(m)), states(model.module, cfg),
-        backend(make_backend({model.module, model.file, states, model.plans}, o)),
+        backend(make_backend({model.module, model.file, states, model.plans}, model, o)),
         n_vocab(int64_t(model.file.find_tensor("token_embd.weight")->dims[1])), max_step_tokens(max_step) {}
 
   void reserve(int32_t slot, int64_t n_positions, const char* what) {

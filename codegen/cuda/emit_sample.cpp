@@ -159,7 +159,8 @@ Kernel sample_top_k_top_p_kernel(int64_t vocab, int top_k, const std::string& id
 
 Kernels emit_sample(const ir::Op& op, const std::string& what) {
   const ir::TensorType& lt = op.operands[0].type();
-  if (lt.rank() != 2 || lt.elem.kind() != ir::ElemType::F32) unsupported(op, "logits must be [S, V] f32, got " + lt.str());
+  if (lt.rank() != 2 || lt.elem.kind() != ir::ElemType::F32)
+    unsupported(op, "logits must be [S, V] f32, got " + lt.str());
   const auto vocab = lt.shape[1].constant();
   if (!vocab || *vocab <= 0) unsupported(op, "the vocabulary must be a positive constant, got " + lt.str());
   const int64_t max_k = attr_i(op, "max_k");

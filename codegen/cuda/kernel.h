@@ -82,6 +82,19 @@ struct StepKernels {
   std::vector<const Kernel*> unique() const;
 };
 
+// A generated kernel as a `vtc compile --target cuda` artifact stores it.
+struct KernelSource {
+  std::string entry;   // extern "C" name (unique per source)
+  std::string what;    // the op it implements, for messages
+  std::string source;  // CUDA C++ translation unit
+};
+
+// Checks that `stored` (an artifact's kernels of step `step.function`)
+// holds exactly the distinct kernels `step` generates, source for source,
+// so an artifact runs the kernels it was compiled with. Throws vtc::Error
+// naming the first kernel that is missing, extra or different.
+void check_stored_kernels(const StepKernels& step, const std::vector<KernelSource>& stored);
+
 // Generates the kernels of one op. Throws vtc::Error naming the op for an
 // op or element type the CUDA target does not support.
 std::vector<Kernel> generate_op(const ir::Module& module, const ir::Function& fn, const ir::Op& op);

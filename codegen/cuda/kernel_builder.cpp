@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 
 #include "support/error.h"
@@ -177,6 +178,38 @@ std::vector<const Kernel*> StepKernels::unique() const {
   for (const auto& k : kernels)
     if (seen.insert(k.entry).second) out.push_back(&k);
   return out;
+}
+
+namespace {
+// A source without its first line, the "// vtc kernel ENTRY: WHAT" comment:
+// WHAT names values as the module printed them, and a re-parsed module
+// numbers unnamed values, so only the code is compared (the entry's hash
+// covers the code too).
+std::string_view code_of(std::string_view source) {
+  if (source.rfind("// vtc kernel ", 0) != 0) return source;
+  const size_t eol = source.find('\n');
+  return eol == std::string_view::npos ? std::string_view{} : source.substr(eol + 1);
+}
+}  // namespace
+
+void check_stored_kernels(const StepKernels& step, const std::vector<KernelSource>& stored) {
+  std::map<std::string, const KernelSource*> by_entry;
+  for (const KernelSource& k : stored)
+    if (!by_entry.emplace(k.entry, &k).second)
+      throw Error(fmt::format("@{}: the artifact stores kernel {} twice", step.function, k.entry));
+  for (const Kernel* k : step.unique()) {
+    auto it = by_entry.find(k->entry);
+    if (it == by_entry.end())
+      throw Error(fmt::format("@{}: kernel {} ({}) is not in the artifact: it was compiled by another vtc; recompile it "
+                              "with `vtc compile --target cuda`", step.function, k->entry, k->what));
+    if (code_of(it->second->source) != code_of(k->source))
+      throw Error(fmt::format("@{}: the artifact's source of kernel {} ({}) differs from what it generates; recompile it",
+                              step.function, k->entry, k->what));
+    by_entry.erase(it);
+  }
+  if (!by_entry.empty())
+    throw Error(fmt::format("@{}: the artifact stores kernel {} ({}), which the step does not launch", step.function,
+                            by_entry.begin()->first, by_entry.begin()->second->what));
 }
 
 }  // namespace vtc::cuda

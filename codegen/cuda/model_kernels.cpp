@@ -5,8 +5,11 @@
 #include "frontends/gguf/arch/arch.h"
 #include "frontends/gguf/gguf.h"
 #include "passes/pass_manager.h"
+#include "passes/pipelines.h"
 
 namespace vtc::cuda {
+
+std::string cuda_rewrite_pipeline() { return passes::rewrite_pipeline({.target = "cuda"}); }
 
 ModelKernels generate_model(ir::Module module, const std::string& pipeline) {
   ModelKernels out;
@@ -15,7 +18,7 @@ ModelKernels generate_model(ir::Module module, const std::string& pipeline) {
   passes::PassManagerOptions options;
   options.log = &remarks;
   passes::PassManager pm(options);
-  pm.add_pipeline(pipeline);
+  pm.add_pipeline(pipeline.empty() ? cuda_rewrite_pipeline() : pipeline);
   pm.run(*out.module);
   for (const auto& fn : out.module->functions) out.steps.push_back(generate_step(*out.module, *fn));
   return out;

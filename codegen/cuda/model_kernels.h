@@ -13,10 +13,10 @@
 namespace vtc::cuda {
 
 // The pass pipeline that prepares a module for the CUDA target: the
-// standard pipeline's rewriting part (runtime/compile/compile.h), so fused
-// regions reach the codegen as they do in `vtc compile --target cuda`.
-inline constexpr const char* kCudaPipeline =
-    "canonicalize,fuse-qk-rope,fuse-swiglu,fuse-norm-matmul,fuse-elementwise,canonicalize,placement{target=cuda}";
+// rewriting part of the standard CUDA pipeline (passes/pipelines.h), so
+// fused regions reach the codegen as they do in `vtc compile --target cuda`
+// and in a CUDA session.
+std::string cuda_rewrite_pipeline();
 
 struct ModelKernels {
   std::unique_ptr<ir::Module> module;   // lowered; the kernels point into it
@@ -25,8 +25,9 @@ struct ModelKernels {
 
 // Lowers `module` with `pipeline` (remarks are discarded) and generates the
 // kernels of every function. Throws vtc::Error on any failure.
-ModelKernels generate_model(ir::Module module, const std::string& pipeline = kCudaPipeline);
+// An empty `pipeline` is cuda_rewrite_pipeline().
+ModelKernels generate_model(ir::Module module, const std::string& pipeline = "");
 // The same, starting from a GGUF file.
-ModelKernels generate_model_file(const std::string& gguf_path, const std::string& pipeline = kCudaPipeline);
+ModelKernels generate_model_file(const std::string& gguf_path, const std::string& pipeline = "");
 
 }  // namespace vtc::cuda

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "codegen/cuda/kernel.h"
+#include "passes/pipelines.h"
 #include "frontends/gguf/arch/arch.h"
 #include "ir/verifier.h"
 #include "passes/bind_state.h"
@@ -16,17 +17,7 @@
 namespace vtc {
 
 std::string standard_pipeline(const CompileOptions& o) {
-  if (o.target != "cpu" && o.target != "cuda") throw Error(fmt::format("compile: target must be cpu or cuda, got '{}'", o.target));
-  if (o.max_step_tokens < 1 || o.max_sequences < 1)
-    throw Error(fmt::format("compile: bounds must be positive (max step tokens {}, max sequences {})", o.max_step_tokens,
-                            o.max_sequences));
-  std::string fusion = o.optimize ? "fuse-qk-rope,fuse-swiglu,fuse-norm-matmul,fuse-elementwise,canonicalize," : "";
-  // After fusion: it follows the weights into the regions' bodies.
-  if (o.weight_layout_types != "reference" && o.weight_layout_types != "all")
-    throw Error(fmt::format("compile: weight layout types must be reference or all, got '{}'", o.weight_layout_types));
-  std::string layout = o.target == "cpu" ? fmt::format("weight-layout{{target=cpu,types={}}},", o.weight_layout_types) : "";
-  return fmt::format("canonicalize,{}{}placement{{target={}}},memory-plan{{T={},R={},S={}}},bind-state", fusion, layout,
-                     o.target, o.max_step_tokens, o.max_sequences, o.max_sequences);
+  return passes::standard_pipeline({o.target, o.max_step_tokens, o.max_sequences, o.optimize, o.weight_layout_types});
 }
 
 StepCounts count_ops(const ir::Function& f) {

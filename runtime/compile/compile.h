@@ -3,20 +3,8 @@
 // compile` saves the result as an artifact (artifact.h); `vtc run` and the
 // session compile in memory when handed a GGUF.
 //
-// The standard pipeline (standard_pipeline()):
-//   canonicalize, fuse-qk-rope, fuse-swiglu, fuse-norm-matmul,
-//   fuse-elementwise, canonicalize, [weight-layout{target=cpu},]
-//   placement{target=T}, memory-plan{T=N,R=M,S=M}, bind-state
-// with N the largest step in tokens (prefill chunks) and M the most
-// sequences (logits rows) per step; a step beyond the bounds (all-row
-// logits, for instance) is planned for its own sizes by the same planner.
-// Fusion runs before placement so regions are placed as one kernel;
-// weight-layout (cpu target only) runs after fusion, so it follows the
-// weights into the regions' bodies, and chooses the x8 layout for the
-// q4_0/q4_k matmul weights (q8_0/q6_k too with types=all:
-// CompileOptions::weight_layout_types; passes/weight_layout.h); `--disable-pass
-// weight-layout` (--no-weight-layout) keeps the rows layout. The memory
-// plan comes after every rewrite, as it must.
+// The standard pipeline of each target is declared once, in
+// passes/pipelines.h; standard_pipeline() takes it from there.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/cuda/kernel.h"
 #include "frontends/gguf/gguf.h"
 #include "ir/module.h"
 #include "passes/memory_plan.h"
@@ -57,11 +46,7 @@ struct StepCounts {
 StepCounts count_ops(const ir::Function& f);
 
 // A generated CUDA kernel as stored in an artifact.
-struct KernelSource {
-  std::string entry;   // extern "C" name (unique per source)
-  std::string what;    // the op it implements, for messages
-  std::string source;  // CUDA C++ translation unit
-};
+using KernelSource = cuda::KernelSource;
 
 struct CompiledModel {
   gguf::GgufFile file;

@@ -91,6 +91,10 @@ struct Executor::Impl final : StateStorage {
     stream = dev->create_stream();
     for (const auto& fn : m.functions) {
       Step st{generate_step(m, *fn), {}};
+      if (o.stored_kernels) {
+        auto stored = o.stored_kernels->find(fn->name);
+        check_stored_kernels(st.kernels, stored == o.stored_kernels->end() ? std::vector<KernelSource>{} : stored->second);
+      }
       for (const auto& k : st.kernels.kernels) st.fns.push_back(load(k));
       steps.emplace(fn->name, std::move(st));
     }

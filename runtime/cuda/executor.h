@@ -41,12 +41,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "codegen/cuda/kernel.h"
 #include "runtime/backend.h"
 
 namespace vtc::cuda {
@@ -59,6 +61,10 @@ struct ExecutorOptions {
   // Tests: 256 sentinel bytes after every activation buffer, checked after
   // each step; a kernel writing past its output throws, naming the value.
   bool sentinels = false;
+  // A `vtc compile --target cuda` artifact's kernels, by step: every step's
+  // generated kernels must equal them (check_stored_kernels), so the
+  // artifact runs as stored. Null: a GGUF compiled in memory.
+  const std::map<std::string, std::vector<KernelSource>>* stored_kernels = nullptr;
 };
 
 class Executor final : public Backend {

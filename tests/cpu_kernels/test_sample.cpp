@@ -160,7 +160,8 @@ std::vector<std::pair<int32_t, double>> kept_softmax(const std::vector<float>& r
   int64_t k = p.top_k >= 1.0f ? std::min<int64_t>(int64_t(p.top_k), max_k) : max_k;
   k = std::min<int64_t>(k, int64_t(row.size()));
   std::vector<double> e;
-  for (int64_t j = 0; j < k; ++j) e.push_back(std::exp((double(row[size_t(order[size_t(j)])]) - row[size_t(order[0])]) / p.temperature));
+  const double v0 = row[size_t(order[0])];
+  for (int64_t j = 0; j < k; ++j) e.push_back(std::exp((double(row[size_t(order[size_t(j)])]) - v0) / p.temperature));
   const double total = std::accumulate(e.begin(), e.end(), 0.0);
   std::vector<std::pair<int32_t, double>> kept;
   double mass = 0;
@@ -380,8 +381,8 @@ TEST_CASE("sample: the verifier names the bad operand", "[cpu][sample][ir]") {
     INFO(c.to);
     CHECK_THROWS_WITH(test::parse_verified(with(kSampleFn, c.from, c.to)), Contains(c.message));
   }
-  CHECK_THROWS_WITH(test::parse_verified(with(kSampleFn, "sample(%logits, %params, %seed, %pos)", "sample(%logits, %params, %seed)")),
-                    Contains("[arity] expects 4 operands, got 3"));
+  const std::string three = with(kSampleFn, "sample(%logits, %params, %seed, %pos)", "sample(%logits, %params, %seed)");
+  CHECK_THROWS_WITH(test::parse_verified(three), Contains("[arity] expects 4 operands, got 3"));
 }
 
 TEST_CASE("sample: Builder::sample infers [S] i32 and rejects a bad max_k", "[cpu][sample][ir]") {
@@ -389,8 +390,10 @@ TEST_CASE("sample: Builder::sample infers [S] i32 and rejects a bad max_k", "[cp
   ir::Builder b(m, "decode");
   const ir::Dim S = ir::Dim::symbol("S");
   auto t = [](ir::Shape s, ir::ElemType e) { return ir::TensorType{e, std::move(s), ir::Placement::Device}; };
-  ir::Value logits = b.arg("logits", t({S, 50}, ir::ElemType::F32)), params = b.arg("params", t({S, 4}, ir::ElemType::F32));
-  ir::Value seed = b.arg("seed", t({S, 2}, ir::ElemType::I32)), pos = b.arg("pos", t({S}, ir::ElemType::I32));
+  ir::Value logits = b.arg("logits", t({S, 50}, ir::ElemType::F32));
+  ir::Value params = b.arg("params", t({S, 4}, ir::ElemType::F32));
+  ir::Value seed = b.arg("seed", t({S, 2}, ir::ElemType::I32));
+  ir::Value pos = b.arg("pos", t({S}, ir::ElemType::I32));
   CHECK(b.sample(logits, params, seed, pos, 40).type().str() == "tensor<S x i32, device>");
   CHECK_THROWS_WITH(b.sample(logits, params, seed, pos, 300), Contains("max_k = 300 must be in [1, 256]"));
   CHECK_THROWS_WITH(b.sample(logits, seed, params, pos, 40), Contains("params (operand 1) must be [S, 4] f32"));

@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
     try {
       vtc::ir::Module m = vtc::ir::parse(c.text, {c.first_line});
       vtc::ir::verify(m);
-      auto mk = vtc::cuda::generate_model(std::move(m), pipeline.empty() ? vtc::cuda::kCudaPipeline : pipeline);
+      auto mk = vtc::cuda::generate_model(std::move(m), pipeline);
       for (const auto& s : mk.steps) {
         for (const auto& k : s.kernels) fmt::print("// launch @{}: {}  {}\n", s.function, k.entry, k.what);
         for (const auto* k : s.unique()) {

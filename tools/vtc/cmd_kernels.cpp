@@ -19,7 +19,7 @@ namespace vtc::cli {
 namespace {
 
 struct KernelsOptions {
-  std::string model, target = "cuda", out_dir, step, pipeline = cuda::kCudaPipeline;
+  std::string model, target = "cuda", out_dir, step, pipeline = cuda::cuda_rewrite_pipeline();
   bool print = false, compile = false;
   int arch = 90;
 };

@@ -1,7 +1,7 @@
 // `vtc run MODEL.gguf|MODEL.vtc`: tokenize a prompt (optionally through the
-// chat template), generate on the CPU interpreter, stream the text, print
-// timings. A GGUF is compiled in memory with the standard pipeline; a .vtc
-// artifact (`vtc compile`) comes lowered. A model without a vocabulary
+// chat template), generate on the session's backend (--target cpu or cuda),
+// stream the text, print timings. A GGUF is compiled in memory with the
+// target's standard pipeline; a .vtc artifact (`vtc compile`) comes lowered. A model without a vocabulary
 // ("no_vocab") takes --tokens only and prints the generated ids, which have
 // no text.
 #include <CLI/CLI.hpp>

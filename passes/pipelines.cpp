@@ -1,0 +1,28 @@
+#include "passes/pipelines.h"
+
+#include <fmt/format.h>
+
+#include "support/error.h"
+
+namespace vtc::passes {
+
+std::string rewrite_pipeline(const PipelineSpec& o) {
+  if (o.target != "cpu" && o.target != "cuda") throw Error(fmt::format("compile: target must be cpu or cuda, got '{}'", o.target));
+  if (o.weight_layout_types != "reference" && o.weight_layout_types != "all")
+    throw Error(fmt::format("compile: weight layout types must be reference or all, got '{}'", o.weight_layout_types));
+  const std::string fusion = o.optimize ? "fuse-qk-rope,fuse-swiglu,fuse-norm-matmul,fuse-elementwise,canonicalize," : "";
+  // After fusion: it follows the weights into the regions' bodies.
+  const std::string layout =
+      o.target == "cpu" ? fmt::format("weight-layout{{target=cpu,types={}}},", o.weight_layout_types) : "";
+  return fmt::format("canonicalize,{}{}placement{{target={}}}", fusion, layout, o.target);
+}
+
+std::string standard_pipeline(const PipelineSpec& o) {
+  if (o.max_step_tokens < 1 || o.max_sequences < 1)
+    throw Error(fmt::format("compile: bounds must be positive (max step tokens {}, max sequences {})", o.max_step_tokens,
+                            o.max_sequences));
+  return fmt::format("{},memory-plan{{T={},R={},S={}}},bind-state", rewrite_pipeline(o), o.max_step_tokens,
+                     o.max_sequences, o.max_sequences);
+}
+
+}  // namespace vtc::passes
