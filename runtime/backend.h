@@ -28,13 +28,13 @@
 
 namespace vtc {
 
-// Sampling on the backend, for the device-sampled decode.
+// Sampling on the backend (@decode's `sample` op), one row per sequence.
 struct DeviceSampling {
   float temperature = 0.0f;  // <= 0: greedy
-  int top_k = 40;            // 1..256 for the device sampler
+  int top_k = 40;            // <= 0 or above the step's bound (arch::kSampleMaxCandidates): the bound
   float top_p = 0.95f;
   float min_p = 0.05f;
-  uint64_t seed = 42;
+  uint64_t seed = 42;        // with the row's position, fixes the draw
 };
 
 // What a backend is built from: the lowered module, its weights' file, the
@@ -69,12 +69,12 @@ class Backend {
   // Diffs and taps: called after every computing op; null turns it off.
   virtual void set_observer(OpObserver observer) = 0;
 
-  // One @decode step for `slots` at `positions` (their ids already in
-  // @last_ids), sampling the next ids into @last_ids on the backend. The
-  // sampled ids are copied out asynchronously: the call returns the ids of
-  // the previous call (empty on the first), and wait_sampled() the last.
-  virtual std::vector<int32_t> decode_sampled(std::span<const int32_t> slots, std::span<const int32_t> positions,
-                                              const DeviceSampling& sampling) = 0;
+  // Runs a step whose last result is the ids it sampled (the @decode
+  // contract: its `sample` op draws them on the backend and writes them to
+  // @last_ids). Only the ids are copied out, asynchronously: the call
+  // returns the ids of the previous call (empty on the first), and
+  // wait_sampled() the last.
+  virtual std::vector<int32_t> run_sampled(const StepRequest& request) = 0;
   virtual std::vector<int32_t> wait_sampled() = 0;
 };
 

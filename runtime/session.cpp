@@ -77,13 +77,33 @@ struct Session::Impl {
                               states.free_pages(), states.n_pages(), slot, n_positions - 1));
   }
 
-  // The @decode request of the contract: one row per slot, its id in @last_ids.
-  StepRequest decode_request(std::span<const int32_t> slots, std::span<const int32_t> positions) {
+  // The @decode request of the contract: one row per slot, its id in
+  // @last_ids, and each row's sampling (one entry for every row, or one per
+  // row).
+  StepRequest decode_request(std::span<const int32_t> slots, std::span<const int32_t> positions,
+                             std::span<const DeviceSampling> sampling) {
+    if (sampling.size() != 1 && sampling.size() != slots.size())
+      throw Error(fmt::format("decode: {} sampling settings for {} sequences", sampling.size(), slots.size()));
     std::vector<int32_t> seq(slots.size());
     std::iota(seq.begin(), seq.end(), 0);
     StepRequest req{"decode", std::vector<int32_t>(slots.begin(), slots.end()), {}};
     req.args["pos"] = HostTensor::i32(std::vector<int32_t>(positions.begin(), positions.end()));
     req.args["seq"] = HostTensor::i32(seq);
+    std::vector<float> params;
+    std::vector<int32_t> seeds;
+    for (size_t i = 0; i < slots.size(); ++i) {
+      const DeviceSampling& d = sampling[sampling.size() == 1 ? 0 : i];
+      params.insert(params.end(), {d.temperature, float(d.top_k), d.top_p, d.min_p});
+      seeds.push_back(int32_t(uint32_t(d.seed)));
+      seeds.push_back(int32_t(uint32_t(d.seed >> 32)));
+    }
+    HostTensor p{ir::ElemType::F32, {int64_t(slots.size()), 4}, {}};
+    p.bytes.resize(params.size() * 4);
+    std::memcpy(p.bytes.data(), params.data(), p.bytes.size());
+    req.args["sampling"] = std::move(p);
+    HostTensor seed = HostTensor::i32(seeds);
+    seed.shape = {int64_t(slots.size()), 2};
+    req.args["seed"] = std::move(seed);
     return req;
   }
 
@@ -222,13 +242,14 @@ HostTensor Session::decode(std::span<const int32_t> slots, std::span<const int32
   check_tokens(tokens, n_vocab(), "decode");
   impl_->check_decode_rows(slots, positions);
   for (size_t i = 0; i < slots.size(); ++i) set_last_id(slots[i], tokens[i]);
-  return std::move(impl_->backend->run(impl_->decode_request(slots, positions)).at(0));
+  const DeviceSampling greedy{};  // the step samples too; the caller takes the logits
+  return std::move(impl_->backend->run(impl_->decode_request(slots, positions, {&greedy, 1})).at(0));
 }
 
 std::vector<int32_t> Session::decode_sampled(std::span<const int32_t> slots, std::span<const int32_t> positions,
-                                             const DeviceSampling& sampling) {
+                                             std::span<const DeviceSampling> sampling) {
   impl_->check_decode_rows(slots, positions);
-  return impl_->backend->decode_sampled(slots, positions, sampling);
+  return impl_->backend->run_sampled(impl_->decode_request(slots, positions, sampling));
 }
 
 std::vector<int32_t> Session::finish_sampled() { return impl_->backend->wait_sampled(); }

@@ -98,11 +98,13 @@ class Session {
   // before the sampled decodes of a sequence).
   void set_last_id(int32_t slot, int32_t token);
   // One @decode step of `slots` at `positions` that reads its ids from
-  // @last_ids and samples the next ones into it, on the backend. Returns
-  // the ids sampled by the previous call (the copy-out overlaps the next
-  // step); finish_sampled() returns the last call's.
+  // @last_ids and samples the next ones into it, on the backend (`sample`
+  // in the IR), with `sampling` for every row (one entry) or per row.
+  // Only the ids leave the backend. Returns the ids sampled by the previous
+  // call (the copy-out overlaps the next step); finish_sampled() returns
+  // the last call's.
   std::vector<int32_t> decode_sampled(std::span<const int32_t> slots, std::span<const int32_t> positions,
-                                      const DeviceSampling& sampling);
+                                      std::span<const DeviceSampling> sampling);
   std::vector<int32_t> finish_sampled();
 
   // Forgets a sequence: gives its KV pages back and empties its states.

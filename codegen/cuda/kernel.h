@@ -101,20 +101,6 @@ std::vector<Kernel> generate_op(const ir::Module& module, const ir::Function& fn
 // Generates every kernel of `fn`, in op order.
 StepKernels generate_step(const ir::Module& module, const ir::Function& fn);
 
-// Device-side sampling after a decode step (emit_sample.cpp), so sampled
-// ids never visit the host between steps. Both read logits [S][vocab]
-// (Extra "logits"), write each row's token to the state row slots[r] of
-// `ids_state` (the next step's input) and to Extra "tokens" (int [S]),
-// which the executor copies out asynchronously for the client.
-//  - greedy: the argmax (first maximum), as the CPU sampler at temperature 0;
-//  - top-k/top-p: the k best logits, softmax at Extra "params"
-//    (float[3]: temperature, top_p, min_p), nucleus and min-p cut, then a
-//    draw from a counter-based generator: splitmix64(seed + 0x9E37..*draw +
-//    row), draw = Extra "counter" (u64, bumped on the device so a replayed
-//    CUDA graph draws fresh numbers).
-Kernel sample_greedy_kernel(int64_t vocab, const std::string& ids_state);
-Kernel sample_top_k_top_p_kernel(int64_t vocab, int top_k, const std::string& ids_state);
-
 // True for ops the executor resolves without a kernel (aliases, weights).
 bool is_alias_op(ir::OpKind kind);
 

@@ -6,7 +6,6 @@
 #include <cstring>
 #include <thread>
 
-#include "runtime/sampler.h"
 #include "support/error.h"
 
 namespace vtc::cpu {
@@ -59,27 +58,13 @@ std::vector<uint8_t> CpuBackend::read_page(const StateStore::Layout& state, int 
   return {first, first + bytes};
 }
 
-// @decode's logits, then one draw per row on the host: greedy is the
-// argmax with the lowest id on ties, as on the device.
-std::vector<int32_t> CpuBackend::decode_sampled(std::span<const int32_t> slots, std::span<const int32_t> positions,
-                                                const DeviceSampling& s) {
-  StepRequest req{"decode", std::vector<int32_t>(slots.begin(), slots.end()), {}};
-  std::vector<int32_t> seq(slots.size());
-  for (size_t i = 0; i < seq.size(); ++i) seq[i] = int32_t(i);
-  req.args["pos"] = HostTensor::i32(std::vector<int32_t>(positions.begin(), positions.end()));
-  req.args["seq"] = HostTensor::i32(seq);
-  HostTensor logits = std::move(run(req).at(0));
-  SamplingParams p = SamplingParams::greedy();
-  if (s.temperature > 0) p = {.temperature = s.temperature, .top_k = s.top_k, .top_p = s.top_p, .min_p = s.min_p, .seed = s.seed, .seed_exact = true};
+std::vector<int32_t> CpuBackend::run_sampled(const StepRequest& request) {
+  std::vector<HostTensor> out = run(request);
+  const HostTensor& ids = out.back();
+  if (!(ids.elem == ir::ElemType::I32) || ids.shape.size() != 1)
+    throw Error(fmt::format("@{} does not return sampled ids last", request.step));
   std::vector<int32_t> previous = std::move(impl_->sampled);
-  impl_->sampled.clear();
-  const StateStore::Layout& last = impl_->states.store().layout("last_ids");
-  for (size_t i = 0; i < slots.size(); ++i) {
-    Sampler sampler(p);
-    const int32_t id = sampler.sample(logits.row(int64_t(i)));
-    write_slot_row(last, slots[i], {reinterpret_cast<const uint8_t*>(&id), 4});
-    impl_->sampled.push_back(id);
-  }
+  impl_->sampled.assign(ids.i32_data(), ids.i32_data() + ids.numel());
   return previous;
 }
 

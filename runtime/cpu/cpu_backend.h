@@ -1,6 +1,6 @@
 // The CPU backend: the interpreter (interpreter.h) on a thread pool, with
 // the states in host memory (HostStates). The sampled decode runs @decode
-// and draws the next ids on the host, into @last_ids.
+// (whose `sample` op draws the next ids into @last_ids) like any step.
 #pragma once
 
 #include <memory>
@@ -29,8 +29,7 @@ class CpuBackend final : public Backend {
   void write_slot_row(const StateStore::Layout& state, int32_t slot, std::span<const uint8_t> bytes) override;
   std::vector<uint8_t> read_page(const StateStore::Layout& state, int half, int32_t page) override;
   void set_observer(OpObserver observer) override;
-  std::vector<int32_t> decode_sampled(std::span<const int32_t> slots, std::span<const int32_t> positions,
-                                      const DeviceSampling& sampling) override;
+  std::vector<int32_t> run_sampled(const StepRequest& request) override;
   std::vector<int32_t> wait_sampled() override;
 
   Interpreter& interpreter();

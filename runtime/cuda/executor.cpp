@@ -72,9 +72,8 @@ struct Executor::Impl final : StateStorage {
   uint64_t arena_size = 0, scratch_size = 0, slots_cap = 0, pt_cap = 0;
   std::map<std::string, void*> graphs;
   // Device sampling.
-  Kernel greedy, top_p;
-  int top_p_k = 0;
-  DevPtr tokens_dev = 0, params_dev = 0, counter_dev = 0, seed_dev = 0;
+  // Sampled ids copied out asynchronously (run_sampled).
+  static constexpr size_t kMaxSampledRows = 4096;
   int32_t* tokens_host = nullptr;
   void* tokens_event = nullptr;
   size_t pending = 0;
@@ -105,11 +104,7 @@ struct Executor::Impl final : StateStorage {
         dev->memset(state_bufs[l.decl->name], StateStore::empty_byte(*l.decl), l.bytes, stream);
     }
     states.attach(this);
-    tokens_dev = dev->alloc(4096 * 4);
-    params_dev = dev->alloc(16);
-    counter_dev = dev->alloc(8);
-    seed_dev = dev->alloc(8);
-    tokens_host = static_cast<int32_t*>(dev->alloc_host(4096 * 4));
+    tokens_host = static_cast<int32_t*>(dev->alloc_host(kMaxSampledRows * 4));
     tokens_event = dev->create_event();
     dev->sync(stream);
   }
@@ -119,7 +114,7 @@ struct Executor::Impl final : StateStorage {
     if (!dev) return;
     dev->sync(stream);
     for (auto& [k, g] : graphs) dev->destroy_graph(g);
-    for (DevPtr p : {arena, scratch, slots_buf, pt_buf, tokens_dev, params_dev, counter_dev, seed_dev}) dev->free(p);
+    for (DevPtr p : {arena, scratch, slots_buf, pt_buf}) dev->free(p);
     for (auto& [n, p] : weights) dev->free(p);
     for (auto& [n, p] : state_bufs) dev->free(p);
     dev->free_host(tokens_host);
@@ -405,36 +400,19 @@ struct Executor::Impl final : StateStorage {
     return out;
   }
 
-  std::vector<int32_t> decode_sampled(std::span<const int32_t> slots, std::span<const int32_t> positions,
-                                     const DeviceSampling& s) {
-    if (slots.size() != positions.size() || slots.empty() || slots.size() > 4096)
-      throw Error("cuda: decode needs one position per sequence (1..4096 sequences)");
+  // The step's last result is the sampled ids (the @decode contract): only
+  // they are copied out, into pinned memory, without waiting for them.
+  std::vector<int32_t> run_sampled(const StepRequest& req) {
+    if (req.slots.empty() || req.slots.size() > kMaxSampledRows)
+      throw Error(fmt::format("cuda: a sampled step takes 1..{} sequences", kMaxSampledRows));
     std::vector<int32_t> previous = collect();
-    StepRequest req{"decode", std::vector<int32_t>(slots.begin(), slots.end()), {}};
-    std::vector<int32_t> seq(slots.size());
-    for (size_t i = 0; i < seq.size(); ++i) seq[i] = int32_t(i);
-    req.args["pos"] = HostTensor::i32(std::vector<int32_t>(positions.begin(), positions.end()));
-    req.args["seq"] = HostTensor::i32(seq);
     Bound b = execute(req);
-    const ir::ValueData* logits = steps.at("decode").kernels.returns.at(0);
-    const int64_t vocab = logits->type.shape.back().constant().value_or(0);
-    Kernel* k;
-    if (s.temperature <= 0) {
-      if (greedy.entry.empty()) greedy = sample_greedy_kernel(vocab, "last_ids");
-      k = &greedy;
-    } else {
-      const int top_k = std::clamp(s.top_k <= 0 ? 256 : s.top_k, 1, int(std::min<int64_t>(256, vocab)));
-      if (top_p.entry.empty() || top_p_k != top_k) top_p = sample_top_k_top_p_kernel(vocab, top_k, "last_ids"), top_p_k = top_k;
-      const float params[3] = {s.temperature, s.top_p, s.min_p};
-      dev->upload(params_dev, params, sizeof params, stream);
-      dev->upload(seed_dev, &s.seed, 8, stream);
-      k = &top_p;
-    }
-    launch(*k, load(*k), b, {{"logits", b.ptr.at(logits)}, {"tokens", tokens_dev}, {"params", params_dev},
-                             {"counter", counter_dev}, {"seed", seed_dev}});
-    dev->download(tokens_host, tokens_dev, slots.size() * 4, stream);
+    const ir::ValueData* ids = steps.at(req.step).kernels.returns.back();
+    if (!(ids->type.elem == ir::ElemType::I32) || ids->type.rank() != 1)
+      throw Error(fmt::format("cuda: @{} does not return sampled ids last (got {})", req.step, ids->type.str()));
+    dev->download(tokens_host, b.ptr.at(ids), req.slots.size() * 4, stream);
     dev->record(tokens_event, stream);
-    pending = slots.size();
+    pending = req.slots.size();
     return previous;
   }
 };
@@ -452,10 +430,7 @@ std::vector<HostTensor> Executor::run(const StepRequest& request) {
   impl_->notify(request, b);
   return impl_->copy_returns(request, b);
 }
-std::vector<int32_t> Executor::decode_sampled(std::span<const int32_t> slots, std::span<const int32_t> positions,
-                                              const DeviceSampling& sampling) {
-  return impl_->decode_sampled(slots, positions, sampling);
-}
+std::vector<int32_t> Executor::run_sampled(const StepRequest& request) { return impl_->run_sampled(request); }
 std::vector<int32_t> Executor::wait_sampled() { return impl_->collect(); }
 
 std::vector<uint8_t> Executor::read_slot_row(const StateStore::Layout& state, int32_t slot) {

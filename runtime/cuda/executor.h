@@ -24,9 +24,9 @@
 //     was seen: arguments and tables live at fixed device addresses, so the
 //     graph stays valid while their contents change;
 //  5. copy the returned values out.
-// decode_sampled() additionally samples on the device (greedy or top-k/top-p)
-// into state @last_ids, so the next decode reads its ids from device
-// memory; only the sampled tokens are copied out, asynchronously into
+// run_sampled() runs @decode, whose `sample` op draws the next ids on the
+// device and writes them to state @last_ids (the next decode reads them
+// from device memory): only those ids are copied out, asynchronously into
 // pinned memory, and collected by the next call or by wait_sampled().
 //
 // Diffs (`vtc diff`'s cuda arm): with an observer set, every step runs its
@@ -84,8 +84,7 @@ class Executor final : public Backend {
   // Diffs: see the header comment. Null turns observing (and the
   // graph/reuse exceptions) off again.
   void set_observer(OpObserver observer) override;
-  std::vector<int32_t> decode_sampled(std::span<const int32_t> slots, std::span<const int32_t> positions,
-                                      const DeviceSampling& sampling) override;
+  std::vector<int32_t> run_sampled(const StepRequest& request) override;
   std::vector<int32_t> wait_sampled() override;
 
   struct Impl;

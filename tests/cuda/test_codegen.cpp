@@ -260,15 +260,6 @@ func @decode(%x: tensor<S x 256 x f32, device>) {
                "weight type q4_0_x8 is a CPU weight layout");
 }
 
-TEST_CASE("the device sampling kernels compile to PTX", "[nvrtc]") {
-  ScopedCache cache("sample");
-  for (const auto& k : {vtc::cuda::sample_greedy_kernel(32000, "last_ids"),
-                        vtc::cuda::sample_top_k_top_p_kernel(151936, 40, "last_ids")}) {
-    INFO("kernel " << k.entry);
-    CHECK(nvrtc().compile(k, 90, CodeKind::Ptx).image.find(".entry " + k.entry) != std::string::npos);
-  }
-}
-
 namespace {
 
 // The kernels of the only function of a one-function module.
@@ -319,9 +310,9 @@ const char* kSample = R"(func @decode(%logits: tensor<S x 32000 x f32, device>, 
 
 }  // namespace
 
-// Unlike the executor's sample_top_k_top_p_kernel, the op's kernel reads no
-// draw counter (the row's pos is the counter), so it is one block per row
-// over the whole grid, with only the op's values and S as parameters.
+// The op's kernel reads no draw counter (the row's pos is the counter), so
+// it is one block per row over the whole grid, with only the op's values and
+// S as parameters.
 TEST_CASE("sample: one block per row, no counter or state, compiles to PTX", "[nvrtc]") {
   ScopedCache cache("sample-op");
   const auto ks = kernels_of(kSample);

@@ -325,7 +325,8 @@ TEST_CASE("tiny llama: prefill logits and greedy decode match the CPU", "[gpu][r
     auto logits = cpu.decode(std::vector<int32_t>{0}, std::vector<int32_t>{tok}, std::vector<int32_t>{pos});
     tok = int32_t(std::max_element(logits.f32(), logits.f32() + logits.numel()) - logits.f32());
     cpu_tokens.push_back(tok);
-    for (int32_t t : gpu.decode_sampled(std::vector<int32_t>{0}, std::vector<int32_t>{pos}, vtc::DeviceSampling{}))
+    const vtc::DeviceSampling greedy{};
+    for (int32_t t : gpu.decode_sampled(std::vector<int32_t>{0}, std::vector<int32_t>{pos}, {&greedy, 1}))
       gpu_tokens.push_back(t);
   }
   for (int32_t t : gpu.finish_sampled()) gpu_tokens.push_back(t);

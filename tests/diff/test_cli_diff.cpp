@@ -114,11 +114,13 @@ TEST_CASE("vtc run --fingerprint prints every declared state each step and @last
   for (const auto& s : arch::build_module(file).states) declared.insert("@" + s.name);
   for (const auto& [step, names] : states_at) CHECK(names == declared);
   // The prefill leaves @last_ids untouched (0); decode step k was fed
-  // generated[k-1], which is what @last_ids must hold after it.
+  // generated[k-1] and its own `sample` op (greedy at --temp 0) wrote the
+  // next id to @last_ids: the id the host sampler then picked from the
+  // step's logits, generated[k].
   CHECK(last_ids_at.at(0) == 0);
   for (int k = 1; k < int(generated.size()); ++k) {
     INFO("step " << k);
-    CHECK(last_ids_at.at(k) == generated[size_t(k - 1)]);
+    CHECK(last_ids_at.at(k) == generated[size_t(k)]);
   }
 }
 

@@ -243,8 +243,10 @@ TEST_CASE("qwen35 on cuda: the decode step keeps its recurrent states, ids and s
 TEST_CASE("qwen4exp on cuda: n-gram hash, indexer, id feedback and every state stay on the device in @decode", "[compile][reference][hybrid]") {
   // The seed's bug (a decode step hashing a stale host copy of the ids) by
   // construction: the ids come from @last_ids on the device, ngram_hash and
-  // ngram_roll run there, and nothing inside @decode moves to the host; the
-  // only device-to-host traffic is the sampled token the runtime streams.
+  // ngram_roll run there, the next ids are sampled there by the step's own
+  // `sample` op and written back to @last_ids there, and nothing inside
+  // @decode moves to the host; the only device-to-host traffic is the
+  // sampled token the runtime streams (the returned %next).
   CompileOptions c;
   c.target = "cuda";
   CompiledModel m = compile_model(gguf::GgufFile::open(test::model_path("qwen4exp", "f32")), c);
@@ -256,11 +258,22 @@ TEST_CASE("qwen4exp on cuda: n-gram hash, indexer, id feedback and every state s
     CHECK(op->kind != ir::OpKind::ToHost);
     for (const auto& r : op->results) CHECK(r.type().placement == ir::Placement::Device);
     if (op->kind == ir::OpKind::StateRead && op->attr("state")->s == "last_ids") ++on_device[op->kind];
+    // Sampling is an op of the step, and its ids go straight back to
+    // @last_ids on the device: no transfer between them.
+    if (op->kind == ir::OpKind::StateWrite && op->attr("state")->s == "last_ids") {
+      ++on_device[op->kind];
+      const ir::Op* producer = op->operands.at(0)->def;
+      REQUIRE(producer != nullptr);
+      CHECK(producer->kind == ir::OpKind::Sample);
+      CHECK(producer->operands.at(0).type().placement == ir::Placement::Device);  // the logits
+    }
     for (ir::OpKind k : {ir::OpKind::NgramHash, ir::OpKind::NgramRoll, ir::OpKind::IndexerSelect, ir::OpKind::Attention,
-                         ir::OpKind::CausalConv1d, ir::OpKind::DeltaRule})
+                         ir::OpKind::CausalConv1d, ir::OpKind::DeltaRule, ir::OpKind::Sample})
       if (op->kind == k) ++on_device[k];
   }
-  CHECK(on_device[ir::OpKind::StateRead] == 1);  // the id feedback
+  CHECK(on_device[ir::OpKind::StateRead] == 1);  // the id feedback: read,
+  CHECK(on_device[ir::OpKind::Sample] == 1);     // drawn,
+  CHECK(on_device[ir::OpKind::StateWrite] == 1);  // and written back, all on the device
   CHECK(on_device[ir::OpKind::NgramHash] == 1);
   CHECK(on_device[ir::OpKind::NgramRoll] == 1);
   CHECK(on_device[ir::OpKind::IndexerSelect] == 1);

@@ -48,7 +48,11 @@ TEST_CASE("the decode IR printed, parsed back and executed gives identical logit
     interp.run(prefill);
     int32_t next = 42;
     std::memcpy(host.slot_bytes(host.buffer("last_ids"), 0).data(), &next, 4);
-    StepRequest decode{"decode", {0}, {{"pos", HostTensor::i32({int32_t(prompt.size())})}, {"seq", HostTensor::i32({0})}}};
+    HostTensor greedy{ir::ElemType::F32, {1, 4}, std::vector<uint8_t>(16, 0)};  // temperature 0
+    HostTensor seed = HostTensor::i32({0, 0});
+    seed.shape = {1, 2};
+    StepRequest decode{"decode", {0}, {{"pos", HostTensor::i32({int32_t(prompt.size())})}, {"seq", HostTensor::i32({0})},
+                                       {"sampling", greedy}, {"seed", seed}}};
     logits.push_back(interp.run(decode).at(0).row(0));
   }
   CHECK(logits[0] == logits[1]);

@@ -9,9 +9,15 @@
 // Step function contract (every architecture):
 //   @prefill(%ids: [T] i32, %pos: [T] i32, %seq: [T] i32, %rows: [R] i32)
 //       -> logits [R x n_vocab] f32, for the token rows listed in %rows
-//   @decode(%pos: [S] i32, %seq: [S] i32) -> logits [S x n_vocab] f32
+//   @decode(%pos: [S] i32, %seq: [S] i32, %sampling: [S x 4] f32,
+//           %seed: [S x 2] i32) -> (logits [S x n_vocab] f32, next [S] i32)
 //       one token per sequence; the ids come from state @last_ids, which
 //       holds the token sampled for each sequence slot at the last step.
+//       The step samples the next ids itself (op `sample`, docs/ir.md:
+//       per row temperature, top_k, top_p, min_p and a 64-bit seed; the
+//       draw counter is the row's position) and writes them to @last_ids.
+//       The runtime copies out only what it needs: the logits for host
+//       sampling, or only `next` for sampling on the backend.
 // A step runs a list of S sequences, each bound to a state-store slot by
 // the runtime. %seq holds each token's index in that list (0..S-1); rows of
 // S-indexed states are the list's slots, in order.
@@ -24,6 +30,9 @@
 #include "ir/module.h"
 
 namespace vtc::arch {
+
+// The `sample` op's candidate bound in @decode: top_k above it is cut to it.
+inline constexpr int64_t kSampleMaxCandidates = 64;
 
 struct BuildOptions {
   int64_t kv_page_tokens = 16;

@@ -175,9 +175,17 @@ ir::Module build_architecture(const gguf::GgufFile& f, const Architecture& arch,
     const Dim S = Dim::symbol("S");
     Value pos = b.arg("pos", i32({S}));
     Value seq = b.arg("seq", i32({S}));
+    // Sampling is part of the step: the next ids are drawn on the target
+    // and fed back through @last_ids, so placement and the verifier cover
+    // the whole id feedback path (the seed's stale-ids bug).
+    Value sampling = b.arg("sampling", {ElemType::F32, {S, 4}, ir::Placement::Device});
+    Value seed = b.arg("seed", i32({S, 2}));
     Value ids = Builder::named(b.state_read("last_ids"), "ids");
     StepGraph g(m, f, h, b, S, ids, pos, seq);
-    b.ret({Builder::named(arch.head(g, arch.forward(g)), "logits")});
+    Value logits = Builder::named(arch.head(g, arch.forward(g)), "logits");
+    Value next = Builder::named(b.sample(logits, sampling, seed, pos, kSampleMaxCandidates), "next");
+    b.state_write("last_ids", next);
+    b.ret({logits, next});
   }
   if (!o.check_tensors) return m;
   require_full_accounting(f, account_tensors(f, m));
