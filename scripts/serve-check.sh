@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# serve-check.sh VTC MODEL TARGET [REFERENCE_TARGET]: `vtc serve --target
+# TARGET` with 8 slots answers 8 concurrent greedy completions exactly as it
+# answers each of them alone, and as `vtc serve --target REFERENCE_TARGET`
+# (default cpu) answers them alone. Prints one line per prompt and a verdict;
+# exit 0 when every text matches, 1 otherwise, 77 when the server cannot
+# start on TARGET (the reason is printed). Used by scripts/gpu-check with
+# TARGET=cuda; runs anywhere with TARGET=cpu (a check of the check).
+set -uo pipefail
+VTC=$1 MODEL=$2 TARGET=$3 REF=${4:-cpu}
+TMP=$(mktemp -d)
+PID=
+trap '[[ -n $PID ]] && kill "$PID" 2>/dev/null; rm -rf "$TMP"' EXIT
+PROMPTS=("Once upon a time" "The capital of France is" "1, 2, 3, 4," "In the beginning" \
+         "The quick brown fox" "def main():" "Hello, my name is" "Water boils at")
+
+# start TARGET: a server on a free port; sets PORT and PID, or returns 1.
+start() {
+  "$VTC" serve "$MODEL" --target "$1" --parallel 8 --port 0 -c 256 >"$TMP/serve-$1.log" 2>&1 &
+  PID=$!
+  for _ in $(seq 600); do
+    PORT=$(sed -n 's/^serve: listening on http:\/\/[^:]*:\([0-9]*\) .*/\1/p' "$TMP/serve-$1.log" | head -1)
+    if [[ -n $PORT ]] && curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then return 0; fi
+    kill -0 "$PID" 2>/dev/null || { PID=; return 1; }
+    sleep 0.2
+  done
+  return 1
+}
+stop() { kill "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; PID=; }
+
+# complete I OUT: prompt I's greedy completion text into OUT.
+complete() {
+  curl -s "http://127.0.0.1:$PORT/v1/completions" -H 'Content-Type: application/json' \
+    -d "{\"prompt\": \"${PROMPTS[$1]}\", \"max_tokens\": 24, \"temperature\": 0}" |
+    sed -n 's/.*"text":"\(\([^"\\]\|\\.\)*\)".*/\1/p' >"$2"
+}
+
+solo() {  # solo NAME: every prompt alone, in turn
+  for i in "${!PROMPTS[@]}"; do complete "$i" "$TMP/$1.$i"; done
+}
+
+start "$REF" || { echo "serve-check: the $REF server did not start: $(tail -1 "$TMP/serve-$REF.log")"; exit 1; }
+solo ref
+stop
+start "$TARGET" || { echo "SKIPPED: the $TARGET server did not start: $(tail -1 "$TMP/serve-$TARGET.log")"; exit 77; }
+solo solo
+clients=()
+for i in "${!PROMPTS[@]}"; do complete "$i" "$TMP/conc.$i" & clients+=($!); done
+wait "${clients[@]}"
+stop
+status=0
+for i in "${!PROMPTS[@]}"; do
+  verdict=same
+  if ! cmp -s "$TMP/ref.$i" "$TMP/solo.$i"; then verdict="differs from $REF"; status=1; fi
+  if ! cmp -s "$TMP/solo.$i" "$TMP/conc.$i"; then verdict="concurrent differs from solo"; status=1; fi
+  [[ -s $TMP/ref.$i ]] || { verdict="empty completion"; status=1; }
+  printf 'serve-check: %-26s %s: %s\n' "\"${PROMPTS[$i]}\"" "$verdict" "$(cut -c1-60 "$TMP/conc.$i")"
+done
+[[ $status == 0 ]] && echo "serve-check: 8 concurrent greedy requests on $TARGET equal their solo runs and $REF's: PASS" ||
+  echo "serve-check: FAIL"
+exit $status
