@@ -14,9 +14,12 @@ trap '[[ -n $PID ]] && kill "$PID" 2>/dev/null; rm -rf "$TMP"' EXIT
 PROMPTS=("Once upon a time" "The capital of France is" "1, 2, 3, 4," "In the beginning" \
          "The quick brown fox" "def main():" "Hello, my name is" "Water boils at")
 
-# start TARGET: a server on a free port; sets PORT and PID, or returns 1.
+# start TARGET [ARGS...]: a server on a free port; sets PORT and PID, or
+# returns 1. $TARGET_ARGS go to the TARGET's server only (e.g.
+# "--device-sampling on", to check the device-sampled path against the
+# host-sampled one on the same target).
 start() {
-  "$VTC" serve "$MODEL" --target "$1" --parallel 8 --port 0 -c 256 >"$TMP/serve-$1.log" 2>&1 &
+  "$VTC" serve "$MODEL" --target "$1" --parallel 8 --port 0 -c 256 "${@:2}" >"$TMP/serve-$1.log" 2>&1 &
   PID=$!
   for _ in $(seq 600); do
     PORT=$(sed -n 's/^serve: listening on http:\/\/[^:]*:\([0-9]*\) .*/\1/p' "$TMP/serve-$1.log" | head -1)
@@ -42,7 +45,7 @@ solo() {  # solo NAME: every prompt alone, in turn
 start "$REF" || { echo "serve-check: the $REF server did not start: $(tail -1 "$TMP/serve-$REF.log")"; exit 1; }
 solo ref
 stop
-start "$TARGET" || { echo "SKIPPED: the $TARGET server did not start: $(tail -1 "$TMP/serve-$TARGET.log")"; exit 77; }
+start "$TARGET" ${TARGET_ARGS:-} || { echo "SKIPPED: the $TARGET server did not start: $(tail -1 "$TMP/serve-$TARGET.log")"; exit 77; }
 solo solo
 clients=()
 for i in "${!PROMPTS[@]}"; do complete "$i" "$TMP/conc.$i" & clients+=($!); done

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <random>
 
 #include "serve/prefix_cache.h"
 #include "serve/text_stream.h"
@@ -63,6 +64,10 @@ struct Engine::Active {
   int32_t last = -1;  // the token to feed next (decode phase)
   int32_t n_past = 0;
   Sampler sampler;
+  // Decoded by the backend's sampler: its settings, the seed resolved once,
+  // and whether @last_ids already holds `last` (after a device step).
+  bool device = false, ids_on_device = false;
+  DeviceSampling device_params;
   TextStream text;
   Clock::time_point started, first_token;
   bool done = false;
@@ -88,6 +93,7 @@ Engine::Engine(const EngineOptions& o, Metrics& metrics) : options_(o), metrics_
     so.passes = pm;
   }
   session_ = std::make_unique<Session>(o.model, so);
+  device_sampling_ = o.device_sampling.value_or(o.target == "cuda");
   tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(session_->file()));
   cache_ = std::make_unique<CacheHolder>(session_->states());
   for (int32_t s = o.parallel - 1; s >= 0; --s) free_slots_.push_back(s);
@@ -152,6 +158,19 @@ void Engine::release(Active& a, const std::string& reason, const std::string& er
   a.req->finish(reason, error);
 }
 
+namespace {
+// The backend's sampler covers these settings (the `sample` op); penalties
+// and logprobs need the logits on the host.
+std::optional<DeviceSampling> device_settings(const GenerationParams& p) {
+  const SamplingParams& s = p.sampling;
+  if (p.top_logprobs >= 0 || s.repeat_penalty != 1.0f || s.frequency_penalty != 0.0f || s.presence_penalty != 0.0f)
+    return std::nullopt;
+  uint64_t seed = s.seed;
+  if (seed == SamplingParams::kRandomSeed && !s.seed_exact) seed = (uint64_t(std::random_device{}()) << 32) | std::random_device{}();
+  return DeviceSampling{.temperature = s.temperature, .top_k = s.top_k, .top_p = s.top_p, .min_p = s.min_p, .seed = seed};
+}
+}  // namespace
+
 void Engine::admit() {
   StateStore& st = session_->states();
   PrefixCache& cache = cache_->cache;
@@ -194,8 +213,11 @@ void Engine::admit() {
     r->cached_ = int32_t(cached);
     metrics_.prompt_tokens(int64_t(prompt.size()), int64_t(cached));
     active_.push_back(std::make_unique<Active>(r, slot, cached, *tokenizer_));
+    if (device_sampling_)
+      if (auto d = device_settings(r->params)) active_.back()->device = true, active_.back()->device_params = *d;
   }
 }
+
 
 void Engine::sample_row(Active& a, const float* logits) {
   const GenerationParams& p = a.req->params;
@@ -218,6 +240,13 @@ void Engine::sample_row(Active& a, const float* logits) {
                       [&](int32_t x, int32_t y) { return row[size_t(x)] > row[size_t(y)] || (row[size_t(x)] == row[size_t(y)] && x < y); });
     for (size_t i = 0; i < k; ++i) ev.top.emplace_back(idx[i], row[size_t(idx[i])] - lse);
   }
+  a.ids_on_device = false;
+  deliver(a, std::move(ev));
+}
+
+// Streams a sampled token and finishes the request when it ends it.
+void Engine::deliver(Active& a, TokenEvent ev) {
+  const GenerationParams& p = a.req->params;
   const int32_t n = ++a.req->generated_;
   if (n == 1) {
     a.first_token = Clock::now();
@@ -240,8 +269,12 @@ bool Engine::run_step() {
   std::vector<Active*> rows;  // the request behind each logits row
   std::vector<size_t> fed;    // tokens each chunk carries
   int64_t budget = session_->max_step_tokens(), generated = 0;
+  std::vector<Active*> device_rows;
   for (auto& a : active_)
-    if (a->decoding()) {
+    if (a->decoding() && a->device) device_rows.push_back(a.get());
+  if (!device_rows.empty()) run_device_decode(device_rows);
+  for (auto& a : active_)
+    if (a->decoding() && !a->device && !a->done) {
       chunks.push_back({a->slot, {&a->last, 1}, a->n_past, true});
       rows.push_back(a.get());
       --budget;
@@ -255,7 +288,7 @@ bool Engine::run_step() {
     if (ends) rows.push_back(a.get());
     budget -= int64_t(n);
   }
-  if (chunks.empty()) return false;
+  if (chunks.empty()) return !device_rows.empty();
   const auto t0 = Clock::now();
   HostTensor logits = session_->step(chunks);
   // Advance positions, then sample: a prefill that just ended samples its
@@ -281,6 +314,34 @@ bool Engine::run_step() {
   for (const auto& c : chunks) tokens += int64_t(c.tokens.size());
   metrics_.step(int64_t(chunks.size()), tokens, generated, std::chrono::duration<double>(Clock::now() - t0).count());
   return true;
+}
+
+// One @decode call for the rows sampled on the backend. A row whose last
+// token came from the host (its prompt's logits) seeds @last_ids first.
+void Engine::run_device_decode(std::vector<Active*>& rows) {
+  const auto t0 = Clock::now();
+  std::vector<int32_t> slots, positions;
+  std::vector<DeviceSampling> sampling;
+  for (Active* a : rows) {
+    if (!a->ids_on_device) session_->set_last_id(a->slot, a->last);
+    slots.push_back(a->slot);
+    positions.push_back(a->n_past);
+    sampling.push_back(a->device_params);
+  }
+  session_->decode_sampled(slots, positions, sampling);
+  const std::vector<int32_t> ids = session_->finish_sampled();
+  if (ids.size() != rows.size()) throw Error(fmt::format("serve: {} sampled ids for {} rows", ids.size(), rows.size()));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    Active& a = *rows[i];
+    a.n_past += 1;
+    a.sampler.accept(ids[i]);
+    a.ids_on_device = true;
+    TokenEvent ev;
+    ev.id = ids[i];
+    deliver(a, std::move(ev));
+  }
+  metrics_.step(int64_t(rows.size()), int64_t(rows.size()), int64_t(rows.size()),
+                std::chrono::duration<double>(Clock::now() - t0).count());
 }
 
 void Engine::loop() {

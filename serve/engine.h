@@ -15,6 +15,14 @@
 //      row that ends a prompt or is a decode row, samples a token, appends
 //      it to the request's event queue and finishes the request on an
 //      end-of-generation token, max_tokens, a stop string or the context.
+// With device sampling (EngineOptions::device_sampling; the default on the
+// cuda target), the decode rows of requests whose sampling the IR's
+// `sample` op covers (temperature, top-k, top-p, min-p, seed; no penalties,
+// no logprobs) run instead as one @decode call (Session::decode_sampled):
+// the ids are drawn on the backend and fed back through @last_ids there,
+// and only the drawn ids come back to the host. A request's first token
+// (from its prompt's logits) is sampled on the host and seeded into
+// @last_ids.
 // A request's tokens depend only on its own rows (the kernels compute each
 // row independently of the batch), so greedy output is the same alone or
 // batched. One exception, shared with llama.cpp: Q4_K weights in the x8
@@ -31,6 +39,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,6 +64,10 @@ struct EngineOptions {
   std::string weight_layout_types = "reference";
   bool weight_layout = true;   // false: no weight-layout pass (rows layout)
   bool fused_kernels = true;   // false: fused regions op by op
+  // Decode rows sampled on the backend (see the header comment); unset: on
+  // for the cuda target, off for the cpu (whose host sampler draws with
+  // std::mt19937, as `vtc run` does).
+  std::optional<bool> device_sampling;
 };
 
 struct GenerationParams {
@@ -134,10 +147,13 @@ class Engine {
   void loop();
   void admit();
   bool run_step();
+  void run_device_decode(std::vector<Active*>& rows);
   void sample_row(Active& a, const float* logits);
+  void deliver(Active& a, TokenEvent ev);
   void release(Active& a, const std::string& reason, const std::string& error = {});
 
   EngineOptions options_;
+  bool device_sampling_ = false;
   Metrics& metrics_;
   std::unique_ptr<Session> session_;
   std::unique_ptr<Tokenizer> tokenizer_;

@@ -209,3 +209,47 @@ TEST_CASE("sampling with a seed is reproducible", "[serve][reference]") {
   p.sampling.seed = 99;
   CHECK(collect(engine.submit(p)).ids != ox.ids);
 }
+
+// Device sampling (the @decode step's own `sample` op, ids fed back through
+// @last_ids on the backend) exercised on the CPU backend: greedy gives the
+// host sampler's tokens, alone or 8 at a time; seeded draws repeat, and a
+// request with penalties falls back to host sampling.
+TEST_CASE("decode rows sampled on the backend give the host sampler's greedy tokens, batched or alone",
+          "[serve][reference]") {
+  serve::Metrics metrics;
+  std::vector<std::vector<int32_t>> host;
+  {
+    serve::Engine engine(options(8), metrics);
+    for (int i = 0; i < 8; ++i) host.push_back(collect(engine.submit(greedy(prompt_of(20 + 13 * i, i), 12))).ids);
+  }
+  serve::EngineOptions o = options(8);
+  o.device_sampling = true;
+  serve::Engine engine(o, metrics);
+  CHECK(collect(engine.submit(greedy(prompt_of(20, 0), 12))).ids == host[0]);
+  std::vector<std::shared_ptr<serve::Request>> reqs;
+  for (int i = 0; i < 8; ++i) reqs.push_back(engine.submit(greedy(prompt_of(20 + 13 * i, i), 12)));
+  for (int i = 0; i < 8; ++i) {
+    INFO("request " << i);
+    Outcome out = collect(reqs[size_t(i)]);
+    CHECK(out.ids == host[size_t(i)]);
+    CHECK(out.reason == "length");
+  }
+  auto p = greedy(prompt_of(24, 9), 16);
+  p.sampling = SamplingParams{};
+  p.sampling.temperature = 1.0f;
+  p.sampling.top_k = 0, p.sampling.top_p = 1.0f, p.sampling.min_p = 0.0f;
+  p.sampling.seed = 1234, p.sampling.seed_exact = true;
+  auto x = engine.submit(p), y = engine.submit(p);
+  const auto ox = collect(x), oy = collect(y);
+  CHECK(ox.ids.size() == 16);
+  CHECK(ox.ids == oy.ids);
+  p.sampling.seed = 99;
+  CHECK(collect(engine.submit(p)).ids != ox.ids);
+  // Penalties need the logits on the host: the same request sampled there.
+  auto penalized = greedy(prompt_of(30, 5), 12);
+  penalized.sampling.repeat_penalty = 1.3f;
+  serve::Engine host_engine(options(2), metrics);
+  CHECK(collect(engine.submit(penalized)).ids == collect(host_engine.submit(penalized)).ids);
+  auto g = idle_gauges(engine);
+  CHECK(g.kv_pages_free + g.kv_pages_cached == g.kv_pages_total);
+}

@@ -28,6 +28,7 @@ struct ServeOptions {
   serve::EngineOptions engine;
   serve::HttpOptions http;
   std::string chat_template;
+  std::string device_sampling = "auto";
   double shutdown_timeout = 10;
   std::string api_key_file;
   std::string allowed_hosts;
@@ -97,6 +98,7 @@ int serve_main(ServeOptions o) {
   std::thread listener([&] { http.listen(); });
   fmt::print(stderr, "serve: listening on http://{}:{} (loading {})\n", o.http.host, port, o.engine.model);
 
+  if (o.device_sampling != "auto") o.engine.device_sampling = o.device_sampling == "on";
   std::unique_ptr<serve::Engine> engine;
   try {
     engine = std::make_unique<serve::Engine>(o.engine, metrics);
@@ -139,6 +141,11 @@ Runner add_serve(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   cmd->add_option("-t,--threads", o->engine.threads, "CPU compute threads (0: all cores)")->capture_default_str();
+  cmd->add_option("--device-sampling", o->device_sampling,
+                  "Decode rows sampled by the step's own sample op on the backend, ids fed back there: auto (on for "
+                  "cuda, off for cpu), on or off. Requests with penalties or logprobs are always sampled on the host")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
   cmd->add_option("--api-key", o->http.api_key,
                   "Require 'Authorization: Bearer KEY' (all but /health); visible in ps: prefer --api-key-file or $VTC_API_KEY");
   cmd->add_option("--api-key-file", o->api_key_file, "Read the API key from the first line of FILE")->check(CLI::ExistingFile);
