@@ -112,26 +112,13 @@ Kernels emit_argmax(const ir::Op& op, const std::string& what) {
   KernelBuilder kb(op.mnemonic(), what);
   const RowShape rs = row_shape(op, op.operands[0].type());
   const std::string x = kb.in(op.operands[0], "x"), y = kb.out(op.results[0], "y");
+  kb.need("block_argmax");
   kb.body(fmt::format(R"(  constexpr long long N = {0};
   __shared__ float sv[{4}];
   __shared__ long long si[{4}];
   for (long long r = blockIdx.x; r < {1}; r += gridDim.x) {{
-    const float* xr = {2} + r * N;
-    float bv = -__int_as_float(0x7f800000);
-    long long bi = 0x7fffffffffffffffLL;
-    for (long long c = threadIdx.x; c < N; c += blockDim.x)
-      if (xr[c] > bv) {{ bv = xr[c]; bi = c; }}
-    __syncthreads();
-    sv[threadIdx.x] = bv; si[threadIdx.x] = bi;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {{
-      if (threadIdx.x < s) {{
-        const float ov = sv[threadIdx.x + s]; const long long oi = si[threadIdx.x + s];
-        if (ov > sv[threadIdx.x] || (ov == sv[threadIdx.x] && oi < si[threadIdx.x])) {{ sv[threadIdx.x] = ov; si[threadIdx.x] = oi; }}
-      }}
-      __syncthreads();
-    }}
-    if (threadIdx.x == 0) {3}[r] = si[0] == 0x7fffffffffffffffLL ? 0 : (int)si[0];
+    const long long best = vtc_block_argmax({2} + r * N, N, sv, si);
+    if (threadIdx.x == 0) {3}[r] = best == 0x7fffffffffffffffLL ? 0 : (int)best;
   }}
 )",
                       rs.cols, kb.expr(rs.rows), x, y, kBlock));
@@ -147,7 +134,7 @@ Kernels emit_top_k(const ir::Op& op, const std::string& what) {
   if (k < 1 || k > rs.cols) unsupported(op, fmt::format("k = {} must be in [1, {}]", k, rs.cols));
   const std::string x = kb.in(op.operands[0], "x"), vals = kb.out(op.results[0], "values"),
                     idx = kb.out(op.results[1], "indices");
-  kb.need("order_before");
+  kb.need("block_best_after");
   kb.body(fmt::format(R"(  constexpr long long N = {0};
   constexpr int K = {5};
   __shared__ float sv[{6}];
@@ -156,23 +143,7 @@ Kernels emit_top_k(const ir::Op& op, const std::string& what) {
     const float* xr = {2} + r * N;
     float pv = 0.0f; long long pi = -1;
     for (int j = 0; j < K; ++j) {{
-      float bv = 0.0f; long long bi = -1;
-      for (long long c = threadIdx.x; c < N; c += blockDim.x) {{
-        const float v = xr[c];
-        if (pi >= 0 && !vtc_before(pv, pi, v, c)) continue;
-        if (bi < 0 || vtc_before(v, c, bv, bi)) {{ bv = v; bi = c; }}
-      }}
-      __syncthreads();
-      sv[threadIdx.x] = bv; si[threadIdx.x] = bi;
-      __syncthreads();
-      for (int s = blockDim.x / 2; s > 0; s >>= 1) {{
-        if (threadIdx.x < s) {{
-          const float ov = sv[threadIdx.x + s]; const long long oi = si[threadIdx.x + s];
-          if (oi >= 0 && (si[threadIdx.x] < 0 || vtc_before(ov, oi, sv[threadIdx.x], si[threadIdx.x]))) {{ sv[threadIdx.x] = ov; si[threadIdx.x] = oi; }}
-        }}
-        __syncthreads();
-      }}
-      pv = sv[0]; pi = si[0];
+      pi = vtc_block_best_after(xr, N, pv, pi, sv, si, &pv);
       if (threadIdx.x == 0) {{ {3}[r * K + j] = pv; {4}[r * K + j] = (int)pi; }}
     }}
   }}

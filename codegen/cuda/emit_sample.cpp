@@ -42,7 +42,8 @@ Kernels emit_sample(const ir::Op& op, const std::string& what) {
   const std::string x = kb.in(op.operands[0], "logits"), prm = kb.in(op.operands[1], "params"),
                     seed = kb.in(op.operands[2], "seed"), pos = kb.in(op.operands[3], "pos"),
                     y = kb.out(op.results[0], "tokens");
-  kb.need("order_before");
+  kb.need("block_argmax");
+  kb.need("block_best_after");
   const ir::Dim rows = lt.shape[0];
   // {0} V, {1} rows, {2} max_k, {3} K = min(max_k, V): the candidate arrays.
   kb.body(fmt::format(R"(  constexpr long long N = {0};
@@ -57,21 +58,8 @@ Kernels emit_sample(const ir::Op& op, const std::string& what) {
     const float* xr = {4} + r * N;
     const float temp = {5}[r * 4], top_k = {5}[r * 4 + 1];
     if (!(temp > 0.0f)) {{
-      float bv = -__int_as_float(0x7f800000);
-      long long bi = 0x7fffffffffffffffLL;
-      for (long long c = threadIdx.x; c < N; c += blockDim.x)
-        if (xr[c] > bv) {{ bv = xr[c]; bi = c; }}
-      __syncthreads();
-      sv[threadIdx.x] = bv; si[threadIdx.x] = bi;
-      __syncthreads();
-      for (int s = blockDim.x / 2; s > 0; s >>= 1) {{
-        if (threadIdx.x < s) {{
-          const float ov = sv[threadIdx.x + s]; const long long oi = si[threadIdx.x + s];
-          if (ov > sv[threadIdx.x] || (ov == sv[threadIdx.x] && oi < si[threadIdx.x])) {{ sv[threadIdx.x] = ov; si[threadIdx.x] = oi; }}
-        }}
-        __syncthreads();
-      }}
-      if (threadIdx.x == 0) {8}[r] = si[0] == 0x7fffffffffffffffLL ? 0 : (int)si[0];
+      const long long best = vtc_block_argmax(xr, N, sv, si);
+      if (threadIdx.x == 0) {8}[r] = best == 0x7fffffffffffffffLL ? 0 : (int)best;
       continue;
     }}
     int k = MAX_K;
@@ -79,23 +67,7 @@ Kernels emit_sample(const ir::Op& op, const std::string& what) {
     if (k > K) k = K;
     float pv = 0.0f; long long pi = -1;
     for (int j = 0; j < k; ++j) {{
-      float bv = 0.0f; long long bi = -1;
-      for (long long c = threadIdx.x; c < N; c += blockDim.x) {{
-        const float v = xr[c];
-        if (pi >= 0 && !vtc_before(pv, pi, v, c)) continue;
-        if (bi < 0 || vtc_before(v, c, bv, bi)) {{ bv = v; bi = c; }}
-      }}
-      __syncthreads();
-      sv[threadIdx.x] = bv; si[threadIdx.x] = bi;
-      __syncthreads();
-      for (int s = blockDim.x / 2; s > 0; s >>= 1) {{
-        if (threadIdx.x < s) {{
-          const float ov = sv[threadIdx.x + s]; const long long oi = si[threadIdx.x + s];
-          if (oi >= 0 && (si[threadIdx.x] < 0 || vtc_before(ov, oi, sv[threadIdx.x], si[threadIdx.x]))) {{ sv[threadIdx.x] = ov; si[threadIdx.x] = oi; }}
-        }}
-        __syncthreads();
-      }}
-      pv = sv[0]; pi = si[0];
+      pi = vtc_block_best_after(xr, N, pv, pi, sv, si, &pv);
       if (threadIdx.x == 0) {{ cand_v[j] = pv; cand_i[j] = (int)pi; }}
     }}
     if (threadIdx.x == 0) {{

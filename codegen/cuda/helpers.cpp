@@ -101,6 +101,52 @@ const std::map<std::string, Helper>& helpers() {
   return ia < ib;
 }
 )"}},
+      // A row's first maximum over the block (NaN never wins), as argmax
+      // and greedy sampling choose it; 0x7fffffffffffffff when nothing is
+      // above -inf. sv/si: blockDim.x shared slots; every thread gets it.
+      {"block_argmax", {{}, R"(__device__ long long vtc_block_argmax(const float* xr, long long N, float* sv, long long* si) {
+  float bv = -__int_as_float(0x7f800000);
+  long long bi = 0x7fffffffffffffffLL;
+  for (long long c = threadIdx.x; c < N; c += blockDim.x)
+    if (xr[c] > bv) { bv = xr[c]; bi = c; }
+  __syncthreads();
+  sv[threadIdx.x] = bv; si[threadIdx.x] = bi;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) {
+      const float ov = sv[threadIdx.x + s]; const long long oi = si[threadIdx.x + s];
+      if (ov > sv[threadIdx.x] || (ov == sv[threadIdx.x] && oi < si[threadIdx.x])) { sv[threadIdx.x] = ov; si[threadIdx.x] = oi; }
+    }
+    __syncthreads();
+  }
+  return si[0];
+}
+)"}},
+      // The best element of a row in the top_k order strictly after the
+      // previous pick (pi < 0: the best of all), over the block: top_k and
+      // sampling's candidates. Returns its index (-1: none left) and its
+      // value in *v, for every thread.
+      {"block_best_after", {{"order_before"}, R"(__device__ long long vtc_block_best_after(const float* xr, long long N, float pv, long long pi, float* sv, long long* si, float* v) {
+  float bv = 0.0f; long long bi = -1;
+  for (long long c = threadIdx.x; c < N; c += blockDim.x) {
+    const float x = xr[c];
+    if (pi >= 0 && !vtc_before(pv, pi, x, c)) continue;
+    if (bi < 0 || vtc_before(x, c, bv, bi)) { bv = x; bi = c; }
+  }
+  __syncthreads();
+  sv[threadIdx.x] = bv; si[threadIdx.x] = bi;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) {
+      const float ov = sv[threadIdx.x + s]; const long long oi = si[threadIdx.x + s];
+      if (oi >= 0 && (si[threadIdx.x] < 0 || vtc_before(ov, oi, sv[threadIdx.x], si[threadIdx.x]))) { sv[threadIdx.x] = ov; si[threadIdx.x] = oi; }
+    }
+    __syncthreads();
+  }
+  *v = sv[0];
+  return si[0];
+}
+)"}},
       {"iq4_values", {{}, R"(__device__ __constant__ signed char vtc_iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 )"}},
       {"scale_min_k4", {{}, R"(__device__ __forceinline__ void vtc_scale_min_k4(int j, const u8* q, int& sc, int& mn) {
