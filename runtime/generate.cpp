@@ -35,8 +35,14 @@ GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<
   start = std::chrono::steady_clock::now();
   int32_t position = int32_t(prompt.size());
   result.stop_reason = "length";
+  const SamplingParams& sp = o.sampling;
+  const bool on_device = o.device_sampling && !o.keep_logits && sp.repeat_penalty == 1.0f &&
+                         sp.frequency_penalty == 0.0f && sp.presence_penalty == 0.0f;
+  const DeviceSampling device{.temperature = sp.temperature, .top_k = sp.top_k, .top_p = sp.top_p, .min_p = sp.min_p,
+                              .seed = sampler.seed()};
+  int32_t next_id = -1;  // drawn on the backend by the last decode
   while (o.n_predict < 0 || int32_t(result.generated.size()) < o.n_predict) {
-    const int32_t token = sampler.sample(row);
+    const int32_t token = next_id >= 0 ? next_id : sampler.sample(row);
     sampler.accept(token);
     result.generated.push_back(token);
     if (on_piece) on_piece(token, stream.push(token));
@@ -50,6 +56,13 @@ GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<
     // With keep_logits the last token is decoded too, so every generated
     // token has the row computed from it (see GenerateResult::logits).
     if (stop && !o.keep_logits) break;
+    if (on_device) {
+      if (next_id < 0) session.set_last_id(o.slot, token);  // drawn on the host, from the prompt's logits
+      const std::vector<int32_t> slot{o.slot}, pos{position++};
+      session.decode_sampled(slot, pos, {&device, 1});
+      next_id = session.finish_sampled().at(0);
+      continue;
+    }
     HostTensor next = session.decode(std::vector<int32_t>{o.slot}, std::vector<int32_t>{token},
                                           std::vector<int32_t>{position++});
     row = next.row(0);

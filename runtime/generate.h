@@ -20,6 +20,11 @@ struct GenerateOptions {
   SamplingParams sampling;
   int32_t slot = 0;
   bool keep_logits = false;          // record every prompt and generated row
+  // Decode with the step's own `sample` op on the backend, the ids fed back
+  // there (Session::decode_sampled): only the ids leave the backend. Used
+  // when the sampling has no penalties and no logits are kept; the first
+  // token, from the prompt's logits, is sampled on the host.
+  bool device_sampling = false;
 };
 
 struct GenerateResult {

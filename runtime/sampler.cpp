@@ -21,6 +21,7 @@ SamplingParams SamplingParams::greedy() {
 struct Sampler::State {
   SamplingParams params;
   std::mt19937_64 rng;
+  uint64_t seed = 0;  // resolved by reset()
   std::deque<int32_t> history;
   // The last sample(): logits after penalties (indexed by id), and the
   // survivors of the chain (`all`: every id, `ids` unused).
@@ -143,9 +144,12 @@ void Sampler::reset() {
     std::random_device rd;
     seed = uint64_t(rd()) << 32 | rd();
   }
+  state_->seed = seed;
   state_->rng.seed(seed);
   state_->history.clear();
 }
+
+uint64_t Sampler::seed() const { return state_->seed; }
 
 void Sampler::accept(int32_t token) {
   auto& h = state_->history;

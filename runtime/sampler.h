@@ -61,6 +61,9 @@ class Sampler {
   // Records a token (prompt or generated) for the penalties.
   void accept(int32_t token);
   void reset();
+  // The seed in use: the given one, or the random one kRandomSeed asked for
+  // (drawn again by reset()).
+  uint64_t seed() const;
   // The candidates that survived the chain in the last sample(), most
   // probable first (for logprobs). Greedy reports the full softmax top 20.
   // Built (and sorted) on the first call after a sample(), not by sample().

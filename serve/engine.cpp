@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
-#include <random>
 
 #include "serve/prefix_cache.h"
 #include "serve/text_stream.h"
@@ -161,12 +160,12 @@ void Engine::release(Active& a, const std::string& reason, const std::string& er
 namespace {
 // The backend's sampler covers these settings (the `sample` op); penalties
 // and logprobs need the logits on the host.
-std::optional<DeviceSampling> device_settings(const GenerationParams& p) {
+// `seed`: the host sampler's resolved seed, so both samplers of a request
+// draw from the seed it asked for.
+std::optional<DeviceSampling> device_settings(const GenerationParams& p, uint64_t seed) {
   const SamplingParams& s = p.sampling;
   if (p.top_logprobs >= 0 || s.repeat_penalty != 1.0f || s.frequency_penalty != 0.0f || s.presence_penalty != 0.0f)
     return std::nullopt;
-  uint64_t seed = s.seed;
-  if (seed == SamplingParams::kRandomSeed && !s.seed_exact) seed = (uint64_t(std::random_device{}()) << 32) | std::random_device{}();
   return DeviceSampling{.temperature = s.temperature, .top_k = s.top_k, .top_p = s.top_p, .min_p = s.min_p, .seed = seed};
 }
 }  // namespace
@@ -213,8 +212,9 @@ void Engine::admit() {
     r->cached_ = int32_t(cached);
     metrics_.prompt_tokens(int64_t(prompt.size()), int64_t(cached));
     active_.push_back(std::make_unique<Active>(r, slot, cached, *tokenizer_));
+    Active& added = *active_.back();
     if (device_sampling_)
-      if (auto d = device_settings(r->params)) active_.back()->device = true, active_.back()->device_params = *d;
+      if (auto d = device_settings(r->params, added.sampler.seed())) added.device = true, added.device_params = *d;
   }
 }
 

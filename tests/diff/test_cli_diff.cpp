@@ -2,6 +2,8 @@
 // statuses, the report's first-divergence line, clear errors for bad flags,
 // and @last_ids holding each generated token step by step.
 #include <catch2/catch.hpp>
+
+#include <algorithm>
 #include <fmt/format.h>
 
 #include <map>
@@ -176,4 +178,29 @@ TEST_CASE("vtc diff --inject-bug stale-ids on qwen4exp names the ids the n-gram 
   const test::Outcome clean = vtc_diff(model, "--arms cpu,cpu-unfused --steps 3");
   INFO(clean.text);
   CHECK(clean.status == 0);
+}
+
+// `vtc run --device-sampling on`: the ids come from @decode's own `sample`
+// op, fed back through @last_ids, never through the host sampler. Greedy
+// must give the host's tokens; a seeded draw must repeat.
+TEST_CASE("vtc run samples in the decode step with --device-sampling on: greedy equals the host sampler", "[cli][reference]") {
+  for (const std::string arch : {"llama", "qwen3"}) {
+    INFO(arch);
+    const std::string model = test::tiny_model(arch);
+    auto run = [&](const std::string& extra) {
+      const test::Outcome o =
+          test::run_status(fmt::format("{} run {} {} -n 10 -t 2 -q {}", VTC_TOOL, model, prompt_arg(), extra));
+      INFO(o.text);
+      REQUIRE(o.status == 0);
+      const size_t end = o.text.find_last_not_of('\n');
+      const size_t start = o.text.find_last_of('\n', end);
+      return o.text.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
+    };
+    const std::string host = run("--temp 0 --device-sampling off");
+    CHECK(std::count(host.begin(), host.end(), ',') == 9);
+    CHECK(run("--temp 0 --device-sampling on") == host);
+    const std::string drawn = run("--temp 0.9 --seed 5 --device-sampling on");
+    CHECK(run("--temp 0.9 --seed 5 --device-sampling on") == drawn);
+    CHECK(run("--temp 0.9 --seed 6 --device-sampling on") != drawn);
+  }
 }

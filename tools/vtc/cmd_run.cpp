@@ -29,7 +29,7 @@ struct RunOptions {
   std::string model, prompt, system, tokens, dump_ir, dump_logits;
   bool chat = false, quiet = false, fingerprint = false, no_fuse = false, no_weight_layout = false;
   bool no_fused_kernels = false;
-  std::string weight_layout_types = "reference", target = "cpu";
+  std::string weight_layout_types = "reference", target = "cpu", device_sampling = "auto";
   std::vector<std::string> disabled_passes;
   int threads = 0;
   int64_t ctx = 0;
@@ -122,6 +122,7 @@ int run(const RunOptions& o) {
   std::vector<int32_t> prompt = prompt_ids(o, session.file(), tok);
   GenerateOptions gen = o.gen;
   gen.keep_logits = !o.dump_logits.empty();
+  gen.device_sampling = o.device_sampling == "auto" ? o.target == "cuda" : o.device_sampling == "on";
   if (!o.quiet && o.tokens.empty()) fmt::print("{}", o.chat ? "" : o.prompt);
   std::fflush(stdout);
   int step = 0;
@@ -169,6 +170,11 @@ Runner add_run(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "CPU threads (0: all cores)")->capture_default_str();
+  cmd->add_option("--device-sampling", o->device_sampling,
+                  "Decode with the step's own sample op on the backend, ids fed back there: auto (on for cuda, off for "
+                  "cpu), on or off. Penalties or --dump-logits keep sampling on the host")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
   cmd->add_option("-c,--ctx-size", o->ctx, "Context size (0: the model's, at most 4096)")->capture_default_str();
   cmd->add_option("--temp", o->gen.sampling.temperature, "Temperature (0: greedy)")->capture_default_str();
   cmd->add_option("--top-k", o->gen.sampling.top_k, "Top-k (0: off)")->capture_default_str();
