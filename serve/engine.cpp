@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
+#include "serve/grammar/matcher.h"
 #include "serve/prefix_cache.h"
 #include "serve/text_stream.h"
 #include "support/error.h"
@@ -68,12 +70,13 @@ struct Engine::Active {
   bool device = false, ids_on_device = false;
   DeviceSampling device_params;
   TextStream text;
-  Clock::time_point started, first_token;
+  Clock::time_point started, first_token, last_token;
+  std::vector<float> work;  // the logits row after bias, bans and the constraint
   bool done = false;
 
   Active(std::shared_ptr<Request> r, int32_t s, size_t cached, const Tokenizer& tok)
       : req(std::move(r)), slot(s), prefilled(cached), n_past(int32_t(cached)), sampler(req->params.sampling),
-        text(tok, req->params.stop), started(Clock::now()) {}
+        text(tok, req->params.stop, req->params.keep_special_text), started(Clock::now()) {}
   bool decoding() const { return prefilled == req->params.prompt.size(); }
 };
 
@@ -102,6 +105,11 @@ Engine::Engine(const EngineOptions& o, Metrics& metrics) : options_(o), metrics_
 }
 
 Engine::~Engine() { shutdown(std::chrono::milliseconds(0)); }
+
+std::shared_ptr<const grammar::TokenTable> Engine::token_table() const {
+  std::call_once(token_table_once_, [this] { token_table_ = grammar::make_token_table(*tokenizer_); });
+  return token_table_;
+}
 
 bool Engine::fits_pool(int64_t n_positions) const {
   return session_->states().pages_for(n_positions) <= session_->states().n_pages();
@@ -154,6 +162,7 @@ void Engine::release(Active& a, const std::string& reason, const std::string& er
   if (a.req->generated_ > 0)
     a.req->generate_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - a.first_token).count();
   metrics_.finished(reason);
+  metrics_.request_latency(std::chrono::duration<double>(Clock::now() - a.req->arrived()).count());
   a.req->finish(reason, error);
 }
 
@@ -166,6 +175,7 @@ std::optional<DeviceSampling> device_settings(const GenerationParams& p, uint64_
   const SamplingParams& s = p.sampling;
   if (p.top_logprobs >= 0 || s.repeat_penalty != 1.0f || s.frequency_penalty != 0.0f || s.presence_penalty != 0.0f)
     return std::nullopt;
+  if (!p.logit_bias.empty() || p.constraint || p.min_tokens > 0) return std::nullopt;
   return DeviceSampling{.temperature = s.temperature, .top_k = s.top_k, .top_p = s.top_p, .min_p = s.min_p, .seed = seed};
 }
 }  // namespace
@@ -219,13 +229,36 @@ void Engine::admit() {
 }
 
 
+// Draws from the model's row, through the request's logit bias, its bans
+// before min_tokens and its constraint when it has any (on a copy).
+int32_t Engine::draw(Active& a, std::span<const float> row) {
+  const GenerationParams& p = a.req->params;
+  const bool ban_ends = a.req->generated_ < p.min_tokens;
+  if (p.logit_bias.empty() && !p.constraint && !ban_ends) return a.sampler.sample(row);
+  a.work.assign(row.begin(), row.end());
+  const float minus_inf = -std::numeric_limits<float>::infinity();
+  for (const auto& [id, bias] : p.logit_bias) a.work[size_t(id)] += bias;
+  if (ban_ends) {
+    for (int32_t id : p.stop_token_ids) a.work[size_t(id)] = minus_inf;
+    if (!p.ignore_eos)
+      for (size_t id = 0; id < a.work.size(); ++id)
+        if (tokenizer_->is_eog(int32_t(id))) a.work[id] = minus_inf;
+  }
+  if (p.constraint) p.constraint->mask(a.work);
+  return a.sampler.sample(a.work);
+}
+
 void Engine::sample_row(Active& a, const float* logits) {
   const GenerationParams& p = a.req->params;
   const int64_t V = session_->n_vocab();
   TokenEvent ev;
   const std::span<const float> row(logits, size_t(V));
-  ev.id = a.sampler.sample(row);
+  ev.id = draw(a, row);
   a.sampler.accept(ev.id);
+  if (p.constraint && !p.constraint->accept(ev.id)) {
+    release(a, "error", fmt::format("token {} was sampled outside the request's grammar", ev.id));
+    return;
+  }
   if (p.top_logprobs >= 0) {
     // Log-softmax of the model's logits (before the sampling transforms).
     const float mx = *std::max_element(row.begin(), row.end());
@@ -248,18 +281,24 @@ void Engine::sample_row(Active& a, const float* logits) {
 void Engine::deliver(Active& a, TokenEvent ev) {
   const GenerationParams& p = a.req->params;
   const int32_t n = ++a.req->generated_;
+  const Clock::time_point now = Clock::now();
   if (n == 1) {
-    a.first_token = Clock::now();
+    a.first_token = now;
     a.req->prompt_ms_ = std::chrono::duration<double, std::milli>(a.first_token - a.started).count();
+    metrics_.first_token(std::chrono::duration<double>(now - a.req->arrived()).count());
+  } else {
+    metrics_.inter_token(std::chrono::duration<double>(now - a.last_token).count());
   }
-  const bool eog = tokenizer_->is_eog(ev.id);
-  ev.text = eog ? std::string() : a.text.push(ev.id);
+  a.last_token = now;
+  const bool armed = n > p.min_tokens;
+  const bool eog = tokenizer_->is_eog(ev.id) && !p.ignore_eos;
+  const bool stop_id = armed && std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), ev.id) != p.stop_token_ids.end();
+  ev.text = eog || stop_id ? std::string() : a.text.push(ev.id, armed);
   a.last = ev.id;
   std::string reason;
-  if (eog || a.text.stopped()) reason = "stop";
+  if (eog || stop_id || a.text.stopped() || (p.constraint && p.constraint->finished())) reason = "stop";
   else if (n >= p.max_tokens || a.n_past + 1 >= session_->n_ctx()) reason = "length";
-  if (!reason.empty() && reason != "stop") ev.text += a.text.finish();
-  if (eog) ev.text += a.text.finish();
+  if (!reason.empty()) ev.text += a.text.finish();  // releases held text (nothing after a stop string)
   a.req->push(std::move(ev));
   if (!reason.empty()) release(a, reason);
 }

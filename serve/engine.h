@@ -40,6 +40,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,6 +49,10 @@
 #include "runtime/session.h"
 #include "runtime/sampler.h"
 #include "serve/metrics.h"
+
+namespace vtc::grammar {
+class TokenTable;
+}
 
 namespace vtc::serve {
 
@@ -70,12 +75,39 @@ struct EngineOptions {
   std::optional<bool> device_sampling;
 };
 
+// Restricts which token may come next: a grammar (serve/grammar) behind
+// response_format or a tool call. One per request, used on the scheduler
+// thread only.
+class TokenConstraint {
+ public:
+  virtual ~TokenConstraint() = default;
+  // Sets the logit of every token not allowed next to -inf (end-of-
+  // generation tokens included, unless the constraint may end here).
+  virtual void mask(std::span<float> logits) = 0;
+  // Advances past a sampled token; false when it was not allowed.
+  virtual bool accept(int32_t token) = 0;
+  // Nothing may follow: generation ends with finish_reason "stop".
+  virtual bool finished() const = 0;
+};
+
 struct GenerationParams {
   std::vector<int32_t> prompt;
   int32_t max_tokens = 16;
   SamplingParams sampling;
   std::vector<std::string> stop;
   int32_t top_logprobs = -1;  // -1: no logprobs; else logprob of each token plus this many alternatives
+  // Added to the logits before sampling (OpenAI logit_bias; -100 bans).
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  // vLLM's fields: generation also stops on these ids (the id's text is not
+  // sent); end-of-generation tokens do not stop it; before min_tokens
+  // tokens, end-of-generation and stop ids cannot be sampled and stop
+  // strings are not looked for.
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  int32_t min_tokens = 0;
+  std::shared_ptr<TokenConstraint> constraint;
+  // Keep special tokens in the text (an output parser needs its markers).
+  bool keep_special_text = false;
 };
 
 struct TokenEvent {
@@ -98,6 +130,8 @@ class Request {
   int32_t completion_tokens() const { return generated_.load(); }
   double prompt_ms() const { return prompt_ms_.load(); }
   double generate_ms() const { return generate_ms_.load(); }
+  // Arrival (submit) time: latencies are measured from it.
+  std::chrono::steady_clock::time_point arrived() const { return arrived_; }
 
   GenerationParams params;
 
@@ -114,6 +148,7 @@ class Request {
   std::atomic<bool> cancelled_{false};
   std::atomic<int32_t> cached_{0}, generated_{0};
   std::atomic<double> prompt_ms_{0}, generate_ms_{0};
+  std::chrono::steady_clock::time_point arrived_ = std::chrono::steady_clock::now();
 };
 
 class Engine {
@@ -123,6 +158,8 @@ class Engine {
   ~Engine();
 
   const Tokenizer& tokenizer() const { return *tokenizer_; }
+  // The vocabulary as a byte trie for grammar masks, built on first use.
+  std::shared_ptr<const grammar::TokenTable> token_table() const;
   const gguf::GgufFile& file() const { return session_->file(); }
   int64_t n_ctx() const { return session_->n_ctx(); }
   int64_t n_vocab() const { return session_->n_vocab(); }
@@ -149,6 +186,7 @@ class Engine {
   bool run_step();
   void run_device_decode(std::vector<Active*>& rows);
   void sample_row(Active& a, const float* logits);
+  int32_t draw(Active& a, std::span<const float> row);
   void deliver(Active& a, TokenEvent ev);
   void release(Active& a, const std::string& reason, const std::string& error = {});
 
@@ -157,6 +195,8 @@ class Engine {
   Metrics& metrics_;
   std::unique_ptr<Session> session_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  mutable std::once_flag token_table_once_;
+  mutable std::shared_ptr<const grammar::TokenTable> token_table_;
   struct CacheHolder;
   std::unique_ptr<CacheHolder> cache_;
 

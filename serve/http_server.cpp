@@ -41,7 +41,7 @@ void send_error(httplib::Response& res, int status, const std::string& message, 
 
 const char* endpoint_label(const std::string& path) {
   static const char* known[] = {"/health", "/v1/models", "/v1/completions", "/v1/chat/completions",
-                                "/tokenize", "/detokenize", "/metrics"};
+                                "/tokenize", "/detokenize", "/apply-template", "/metrics"};
   for (const char* k : known)
     if (path == k) return k;
   return "other";
@@ -614,8 +614,8 @@ void HttpServer::stop(int grace_ms) {
   server_->stop();  // closes the listening socket: listen() returns
   impl_->stop(grace_ms);
 }
-void HttpServer::set_engine(Engine* engine, const std::string& chat_template) {
-  options_.chat_template = chat_template;
+void HttpServer::set_engine(Engine* engine, std::shared_ptr<const PromptTemplate> chat_template) {
+  chat_template_ = std::move(chat_template);
   engine_ = engine;
 }
 
@@ -694,30 +694,36 @@ void HttpServer::routes() {
                                       {"owned_by", "vtc"},
                                       {"meta", {{"n_ctx", e.n_ctx()}, {"n_vocab", e.n_vocab()}}}}})}});
   });
-  auto parse_body = [](const httplib::Request& req) {
-    json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  // Ordered: chat templates and schema grammars see the client's key order.
+  auto parse_ordered_body = [](const httplib::Request& req) {
+    auto body = nlohmann::ordered_json::parse(req.body, nullptr, /*allow_exceptions=*/false);
     if (body.is_discarded())
       throw ApiError(400, "We could not parse the JSON body of your request: it is not valid JSON.", {}, "invalid_json");
     if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
     return body;
   };
+  auto parse_body = [parse_ordered_body](const httplib::Request& req) { return json(parse_ordered_body(req)); };
   s.Post("/tokenize", [this, parse_body](const httplib::Request& req, httplib::Response& res) {
     send_json(res, 200, tokenize_response(parse_body(req), *engine_.load()));
   });
   s.Post("/detokenize", [this, parse_body](const httplib::Request& req, httplib::Response& res) {
     send_json(res, 200, detokenize_response(parse_body(req), *engine_.load()));
   });
+  // llama-server's /apply-template: the prompt a chat request renders to.
+  s.Post("/apply-template", [this, parse_ordered_body](const httplib::Request& req, httplib::Response& res) {
+    send_json(res, 200, {{"prompt", valid_utf8(chat_template_->render(chat_inputs_from_request(parse_ordered_body(req))))}});
+  });
   for (bool chat : {false, true}) {
     s.Post(chat ? "/v1/chat/completions" : "/v1/completions",
-           [this, chat, parse_body](const httplib::Request& req, httplib::Response& res) {
+           [this, chat, parse_ordered_body](const httplib::Request& req, httplib::Response& res) {
              Engine* engine = engine_.load();
-             auto cr = std::make_shared<CompletionRequest>(parse_completion(parse_body(req), chat, *engine, options_.chat_template));
+             auto cr = std::make_shared<CompletionRequest>(parse_completion(parse_ordered_body(req), chat, *engine, *chat_template_));
              ResponseInfo info{fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", next_id_++), options_.model_name,
                                int64_t(std::time(nullptr)), chat};
-             std::shared_ptr<Request> r = engine->submit(cr->gen);
+             auto r = std::make_shared<Choices>(*engine, *cr);
              // On a failed write (client gone) httplib calls this with false.
              auto on_close = [engine, r](bool success) {
-               if (!success) engine->cancel(r);
+               if (!success) r->cancel(*engine);
              };
              // HTTP/1.0 has no chunked encoding: its bodies are close-delimited.
              const bool http10 = req.version == "HTTP/1.0";
@@ -736,7 +742,7 @@ void HttpServer::routes() {
              if (cr->stream) {
                res.set_header("Cache-Control", "no-cache");
                provide("text/event-stream", [engine, r, cr, info, sink_of](size_t, httplib::DataSink& sink) {
-                 const bool ok = write_stream(*engine, r, *cr, info, sink_of(sink));
+                 const bool ok = write_stream(*engine, *r, *cr, info, sink_of(sink));
                  if (ok) sink.done();
                  return ok;
                }, on_close);
@@ -748,7 +754,7 @@ void HttpServer::routes() {
                // space before the JSON tells (a gone one answers with a
                // reset, and the next write fails).
                out.alive = [&sink] { return sink.is_writable() && (!peer_read_closed() || write_all(sink, " ")); };
-               const bool ok = write_completion(*engine, r, *cr, info, out);
+               const bool ok = write_completion(*engine, *r, *cr, info, out);
                if (ok) sink.done();
                return ok;
              }, on_close);

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "serve/chat_prompt.h"
 #include "serve/engine.h"
 #include "serve/metrics.h"
 
@@ -40,7 +41,6 @@ struct HttpOptions {
   int port = 8080;
   std::string api_key;       // empty: no authentication
   std::string model_name;    // the id /v1/models reports
-  std::string chat_template; // a template name or Jinja text for detect_chat_template
   // Host header names accepted (without the port; "*" or empty: any).
   std::vector<std::string> allowed_hosts;
   int max_connections = 4096;              // open connections (one thread each); more get 503
@@ -65,7 +65,7 @@ class HttpServer {
   int bind();
   // Serves until stop(); call on its own thread.
   void listen();
-  void set_engine(Engine* engine, const std::string& chat_template);
+  void set_engine(Engine* engine, std::shared_ptr<const PromptTemplate> chat_template);
   // New requests get 503 from now on (draining before shutdown); /health
   // answers 503 {"status": "draining"}. Connections are still accepted.
   void drain();
@@ -83,6 +83,7 @@ class HttpServer {
   std::shared_ptr<Impl> impl_;
   std::unique_ptr<httplib::Server> server_;
   std::atomic<Engine*> engine_{nullptr};
+  std::shared_ptr<const PromptTemplate> chat_template_;  // set with engine_, before it
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> next_id_{1};
 };

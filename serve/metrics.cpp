@@ -23,7 +23,29 @@ void Histogram::render(std::string& out, const std::string& name, const std::str
 }
 
 Metrics::Metrics()
-    : seqs_per_step_({1, 2, 4, 8, 16, 32, 64}), tokens_per_step_({1, 4, 16, 64, 128, 256, 512, 1024}) {}
+    : seqs_per_step_({1, 2, 4, 8, 16, 32, 64}),
+      tokens_per_step_({1, 4, 16, 64, 128, 256, 512, 1024}),
+      time_to_first_token_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+                            10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}),
+      inter_token_latency_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0,
+                            2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}),
+      e2e_latency_({0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+                    120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}) {}
+
+void Metrics::first_token(double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  time_to_first_token_.observe(seconds);
+}
+
+void Metrics::inter_token(double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  inter_token_latency_.observe(seconds);
+}
+
+void Metrics::request_latency(double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  e2e_latency_.observe(seconds);
+}
 
 void Metrics::request_done(const std::string& endpoint, int status) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -95,6 +117,9 @@ std::string Metrics::render(const EngineGauges& g) const {
   gauge("vtc_kv_pages_cached", "KV pages held by the prefix cache.", double(g.kv_pages_cached));
   seqs_per_step_.render(out, "vtc_batch_sequences", "Sequences per scheduler step.");
   tokens_per_step_.render(out, "vtc_batch_tokens", "Tokens per scheduler step.");
+  time_to_first_token_.render(out, "vtc_time_to_first_token_seconds", "Seconds from a request's arrival to its first token.");
+  inter_token_latency_.render(out, "vtc_inter_token_latency_seconds", "Seconds between consecutive tokens of a request.");
+  e2e_latency_.render(out, "vtc_e2e_request_latency_seconds", "Seconds from a request's arrival to its end.");
   return out;
 }
 

@@ -1,8 +1,9 @@
 // Server metrics, rendered as Prometheus text (GET /metrics).
 //
 // Counters only grow; gauges are sampled when rendered. Histograms use
-// fixed bucket bounds (le) chosen for batch sizes: sequences per step and
-// tokens per step. Tokens per second is a rate over a sliding window of the
+// fixed bucket bounds (le): batch sizes (sequences and tokens per step) and
+// request latencies (vLLM's bounds, with finer ones below 10 ms for small
+// models). Tokens per second is a rate over a sliding window of the
 // last kWindowSeconds of finished steps, so a scrape sees current load
 // rather than a lifetime average. Every method is thread-safe.
 #pragma once
@@ -49,6 +50,11 @@ class Metrics {
   // of them were generated tokens (one per decode or first-token row).
   void step(int64_t sequences, int64_t tokens, int64_t generated, double seconds);
   void finished(const std::string& reason);
+  // Request latencies, in seconds, as vLLM names them: arrival to first
+  // token, between consecutive tokens of one request, arrival to finish.
+  void first_token(double seconds);
+  void inter_token(double seconds);
+  void request_latency(double seconds);
 
   int64_t cached_prompt_tokens() const;
   std::string render(const EngineGauges& g) const;
@@ -63,6 +69,7 @@ class Metrics {
   uint64_t prompt_tokens_ = 0, cached_tokens_ = 0, generated_tokens_ = 0, steps_ = 0;
   double step_seconds_ = 0;
   Histogram seqs_per_step_, tokens_per_step_;
+  Histogram time_to_first_token_, inter_token_latency_, e2e_latency_;
   struct Sample {
     Clock::time_point at;
     int64_t tokens, generated;

@@ -7,7 +7,8 @@
 #include <random>
 #include <set>
 
-#include "frontends/gguf/chat_template.h"
+#include "serve/chat_output.h"
+#include "serve/structured_output.h"
 #include "support/error.h"
 
 namespace vtc::serve {
@@ -162,36 +163,97 @@ std::vector<std::string> get_stop(const json& body) {
   return out;
 }
 
+// Fields that cannot change the result: accepted, and each logged once per
+// process so an operator sees what clients send.
+void note_ignored_field(const std::string& key) {
+  static std::mutex mu;
+  static std::set<std::string> logged;
+  std::lock_guard<std::mutex> lock(mu);
+  if (logged.insert(key).second) fmt::print(stderr, "serve: ignoring request field '{}' (it does not change the result)\n", key);
+}
+
 void check_known_fields(const json& body, bool chat) {
   static const std::set<std::string> common = {
       "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "presence_penalty",
-      "frequency_penalty", "repeat_penalty", "n", "stream", "stream_options", "user", "logprobs", "logit_bias"};
+      "frequency_penalty", "repeat_penalty", "n", "stream", "stream_options", "logprobs", "logit_bias",
+      "stop_token_ids", "ignore_eos", "min_tokens", "grammar", "regex", "json_schema"};
   static const std::set<std::string> completions = {"prompt", "echo", "suffix", "best_of"};
-  static const std::set<std::string> chats = {"messages", "top_logprobs", "max_completion_tokens", "response_format"};
-  for (const auto& [key, value] : body.items())
-    if (!common.count(key) && !(chat ? chats : completions).count(key))
-      throw ApiError(400, fmt::format("Unrecognized request argument supplied: {}", key), key);
+  static const std::set<std::string> chats = {"messages", "top_logprobs", "max_completion_tokens", "response_format",
+                                              "tools", "tool_choice", "parallel_tool_calls", "chat_template_kwargs",
+                                              "add_generation_prompt", "reasoning_effort"};
+  // Bookkeeping and hints that leave the tokens as they are.
+  static const std::set<std::string> harmless = {"user", "store", "metadata", "service_tier", "prediction",
+                                                 "cache_prompt", "id_slot", "priority", "request_id",
+                                                 "timings_per_token", "return_tokens", "stream_options_extra"};
+  for (const auto& [key, value] : body.items()) {
+    if (common.count(key) || (chat ? chats : completions).count(key)) continue;
+    if (harmless.count(key)) {
+      note_ignored_field(key);
+      continue;
+    }
+    throw ApiError(400, fmt::format("Unrecognized request argument supplied: {}", key), key);
+  }
 }
 
 // Fields OpenAI defines that vtc accepts only in their default form.
 void check_defaults_only(const json& body, bool chat) {
-  if (const json* v = field(body, "logit_bias")) {
-    expect(*v, v->is_object(), "logit_bias", "an object");
-    if (!v->empty()) bad("logit_bias", "'logit_bias' is not supported (only {})");
-  }
   if (!chat) {
-    if (get_bool(body, "echo").value_or(false)) bad("echo", "'echo': true is not supported");
     get_int(body, "best_of", 1, 1);
     if (const json* v = field(body, "suffix")) {
       expect(*v, v->is_string(), "suffix", "a string");
       if (!v->get<std::string>().empty()) bad("suffix", "'suffix' is not supported");
     }
-  } else if (const json* v = field(body, "response_format")) {
-    expect(*v, v->is_object(), "response_format", "an object");
-    if (v->value("type", json("text")) != "text") bad("response_format", "only 'response_format': {\"type\": \"text\"} is supported");
   }
   if (const json* v = field(body, "user")) expect(*v, v->is_string(), "user", "a string");
   if (const json* v = field(body, "model")) expect(*v, v->is_string(), "model", "a string");
+}
+
+// logit_bias: {"token id": bias in [-100, 100]}, as OpenAI has it.
+std::vector<std::pair<int32_t, float>> logit_bias_of(const json& body, int64_t n_vocab) {
+  const json* v = field(body, "logit_bias");
+  if (!v) return {};
+  expect(*v, v->is_object(), "logit_bias", "an object of token id to bias");
+  std::vector<std::pair<int32_t, float>> out;
+  for (const auto& [key, bias] : v->items()) {
+    size_t used = 0;
+    long long id = -1;
+    try {
+      id = std::stoll(key, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != key.size()) bad("logit_bias", fmt::format("'logit_bias' key '{}' is not a token id", key));
+    if (id < 0 || id >= n_vocab)
+      bad("logit_bias", fmt::format("'logit_bias' token id {} is outside the vocabulary [0, {})", id, n_vocab));
+    if (!bias.is_number() || !(bias.get<double>() >= -100 && bias.get<double>() <= 100))
+      bad("logit_bias", fmt::format("'logit_bias' for token {} must be a number in [-100, 100]", id));
+    out.emplace_back(int32_t(id), float(bias.get<double>()));
+  }
+  return out;
+}
+
+std::vector<int32_t> stop_token_ids_of(const json& body, int64_t n_vocab) {
+  const json* v = field(body, "stop_token_ids");
+  if (!v) return {};
+  expect(*v, v->is_array(), "stop_token_ids", "an array of token ids");
+  std::vector<int32_t> out;
+  for (const json& t : *v) {
+    expect(t, t.is_number_integer(), "stop_token_ids", "an array of token ids");
+    const int64_t id = t.get<int64_t>();
+    if (id < 0 || id >= n_vocab)
+      bad("stop_token_ids", fmt::format("stop token id {} is outside the vocabulary [0, {})", id, n_vocab));
+    out.push_back(int32_t(id));
+  }
+  return out;
+}
+
+// What echo repeats: the prompt as the client sent it, or the text of its
+// token ids (special tokens left out).
+std::string echo_text_of(const json& body, const std::vector<int32_t>& ids, const Tokenizer& tok) {
+  const json& p = body["prompt"];
+  if (p.is_string()) return valid_utf8(p.get<std::string>());
+  if (p.is_array() && p.size() == 1 && p[0].is_string()) return valid_utf8(p[0].get<std::string>());
+  return tok.has_vocab() ? valid_utf8(tok.decode(ids, /*skip_special=*/true)) : std::string();
 }
 
 std::vector<int32_t> completion_prompt(const json& body, const Engine& engine) {
@@ -211,45 +273,45 @@ std::vector<int32_t> completion_prompt(const json& body, const Engine& engine) {
   return ids;
 }
 
-std::string message_content(const json& m, size_t i) {
-  const std::string name = fmt::format("messages[{}].content", i);
-  auto it = m.find("content");
-  // OpenAI allows a null content only beside tool calls, which vtc has not.
-  if (it == m.end() || it->is_null()) bad(name, fmt::format("'{}' is required", name));
-  if (it->is_string()) return it->get<std::string>();
-  expect(*it, it->is_array(), name, "a string or an array of text parts");
-  std::string text;
-  for (const json& part : *it) {
-    expect(part, part.is_object() && part.value("type", "") == "text" && part.contains("text") && part["text"].is_string(),
-           name, "a string or an array of {\"type\": \"text\", \"text\": ...} parts");
-    text += part["text"].get<std::string>();
+std::vector<int32_t> chat_prompt(const json& body, const nlohmann::ordered_json& ordered, const PromptTemplate& tmpl,
+                                 CompletionRequest& r) {
+  ChatInputs in = chat_inputs_from_request(ordered);
+  if (const json* effort = field(body, "reasoning_effort")) {
+    expect(*effort, effort->is_string(), "reasoning_effort", "a string");
+    if (!in.kwargs.contains("reasoning_effort")) in.kwargs["reasoning_effort"] = *effort;
   }
-  return text;
+  r.has_tools = in.tools.is_array() && !in.tools.empty();
+  if (r.has_tools) r.tools_json = in.tools.dump();
+  r.prompt_text = tmpl.render(in);
+  r.template_source = tmpl.source_for(in);
+  return tmpl.tokenize(r.prompt_text);
 }
 
-std::vector<int32_t> chat_prompt(const json& body, const Engine& engine, const std::string& tmpl) {
-  const json* v = field(body, "messages");
-  if (!v) bad("messages", "'messages' is required");
-  expect(*v, v->is_array() && !v->empty(), "messages", "a non-empty array");
-  std::vector<ChatMessage> msgs;
-  for (size_t i = 0; i < v->size(); ++i) {
-    const json& m = (*v)[i];
-    const std::string name = fmt::format("messages[{}]", i);
-    expect(m, m.is_object(), name, "an object");
-    for (const auto& [key, value] : m.items())
-      if (key != "role" && key != "content" && key != "name")
-        bad(name + "." + key, fmt::format("Unrecognized request argument supplied: {}.{}", name, key));
-    if (const json* n = field(m, "name")) expect(*n, n->is_string(), name + ".name", "a string");
-    auto role = m.find("role");
-    if (role == m.end() || !role->is_string()) bad(name + ".role", fmt::format("'{}.role' must be a string", name));
-    std::string r = role->get<std::string>();
-    if (r == "developer") r = "system";
-    if (r != "system" && r != "user" && r != "assistant")
-      bad(name + ".role", fmt::format("'{}.role' must be system, developer, user or assistant, got '{}'", name, r));
-    msgs.push_back({r, message_content(m, i)});
+// tool_choice: "none" | "auto" | "required" | {"type": "function",
+// "function": {"name": N}} naming one of the request's tools.
+void tool_choice_of(const json& body, CompletionRequest& r) {
+  r.parallel_tool_calls = get_bool(body, "parallel_tool_calls").value_or(true);
+  const json* v = field(body, "tool_choice");
+  if (!v) {
+    r.tool_choice = r.has_tools ? "auto" : "none";
+    return;
   }
-  const std::string text = apply_chat_template(detect_chat_template(tmpl), msgs, true);
-  return tokenize_request_text(engine.tokenizer(), text, true, true, "messages");
+  if (v->is_string()) {
+    const std::string c = v->get<std::string>();
+    if (c != "none" && c != "auto" && c != "required")
+      bad("tool_choice", fmt::format("'tool_choice' must be none, auto, required or a function, got '{}'", c));
+    r.tool_choice = c;
+  } else {
+    expect(*v, v->is_object() && v->contains("function") && (*v)["function"].is_object() &&
+                   (*v)["function"].contains("name") && (*v)["function"]["name"].is_string(),
+           "tool_choice", "a string or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    r.tool_choice = "function";
+    r.tool_function = (*v)["function"]["name"].get<std::string>();
+    bool known = false;
+    for (const json& t : body["tools"]) known = known || t["function"]["name"] == r.tool_function;
+    if (!known) bad("tool_choice", fmt::format("'tool_choice' names '{}', which is not in 'tools'", r.tool_function));
+  }
+  if (r.tool_choice != "none" && !r.has_tools) bad("tool_choice", "'tool_choice' needs 'tools'");
 }
 
 SamplingParams sampling_of(const json& body, int64_t n_ctx) {
@@ -279,7 +341,9 @@ SamplingParams sampling_of(const json& body, int64_t n_ctx) {
 
 }  // namespace
 
-CompletionRequest parse_completion(const json& body, bool chat, const Engine& engine, const std::string& chat_template) {
+CompletionRequest parse_completion(const nlohmann::ordered_json& ordered, bool chat, const Engine& engine,
+                                   const PromptTemplate& tmpl) {
+  const json body = ordered;  // validation reads the sorted form; templates and schemas keep the client's order
   if (!body.is_object()) throw ApiError(400, fmt::format("the request body must be a JSON object, got {}", type_name(body)));
   check_known_fields(body, chat);
   check_defaults_only(body, chat);
@@ -293,7 +357,7 @@ CompletionRequest parse_completion(const json& body, bool chat, const Engine& en
     r.include_usage = get_bool(*so, "include_usage").value_or(false);
     if (!r.stream) bad("stream_options", "'stream_options' is only allowed with 'stream': true");
   }
-  get_int(body, "n", 1, 1);
+  r.n = int32_t(get_int(body, "n", 1, kMaxChoices).value_or(1));
   if (chat) {
     r.logprobs = get_bool(body, "logprobs").value_or(false);
     auto top = get_int(body, "top_logprobs", 0, 20);
@@ -303,9 +367,23 @@ CompletionRequest parse_completion(const json& body, bool chat, const Engine& en
     r.logprobs = true;
     r.gen.top_logprobs = int32_t(*lp);
   }
+  const bool echo = !chat && get_bool(body, "echo").value_or(false);
+  if (echo && r.logprobs) bad("echo", "'echo' with 'logprobs' (the prompt's logprobs) is not supported");
+  r.gen.logit_bias = logit_bias_of(body, engine.n_vocab());
+  r.gen.stop_token_ids = stop_token_ids_of(body, engine.n_vocab());
+  r.gen.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
+  r.gen.min_tokens = int32_t(get_int(body, "min_tokens", 0, INT32_MAX).value_or(0));
   r.gen.sampling = sampling_of(body, engine.n_ctx());
   r.gen.stop = get_stop(body);
-  r.gen.prompt = chat ? chat_prompt(body, engine, chat_template) : completion_prompt(body, engine);
+  r.gen.prompt = chat ? chat_prompt(body, ordered, tmpl, r) : completion_prompt(body, engine);
+  if (chat) tool_choice_of(body, r);
+  // An output parser needs the family's markers, special tokens included.
+  r.gen.keep_special_text = output_format(r).has_value();
+  if (auto gbnf = requested_grammar(ordered, r)) {
+    r.grammar = *gbnf;
+    r.gen.constraint = grammar_constraint(r.grammar, engine);  // a bad grammar is a 400 here
+  }
+  if (echo) r.echo_text = echo_text_of(body, r.gen.prompt, engine.tokenizer());
   const int64_t n_prompt = int64_t(r.gen.prompt.size());
   if (n_prompt >= engine.n_ctx())
     throw ApiError(400,
@@ -325,112 +403,9 @@ CompletionRequest parse_completion(const json& body, bool chat, const Engine& en
     throw ApiError(400, fmt::format("the request needs {} KV positions, more than the KV pool holds", n_prompt + n),
                    "max_tokens");
   r.gen.max_tokens = int32_t(n);
+  if (r.gen.min_tokens > r.gen.max_tokens)
+    bad("min_tokens", fmt::format("'min_tokens' ({}) is more than the tokens to generate ({})", r.gen.min_tokens, r.gen.max_tokens));
   return r;
-}
-
-namespace {
-
-// How completions logprobs name a token (the legacy format has no `bytes`):
-// its text when that is valid UTF-8; otherwise, as OpenAI does, "bytes:"
-// and each byte as \xNN, so distinct tokens keep distinct names (they key
-// top_logprobs); for a model without a vocabulary, its id in decimal.
-std::string token_label(const Tokenizer& tok, int32_t id) {
-  if (!tok.has_vocab()) return std::to_string(id);
-  const std::string piece = tok.token_piece(id);
-  if (is_valid_utf8(piece)) return piece;
-  std::string label = "bytes:";
-  for (unsigned char c : piece) label += fmt::format("\\x{:02x}", c);
-  return label;
-}
-
-// Chat logprobs: `token` is the text with invalid UTF-8 replaced, `bytes`
-// the raw bytes (a character split across tokens is whole again in the
-// concatenated bytes).
-json logprob_entry_chat(const TokenEvent& e, const Tokenizer& tok) {
-  const std::string piece = tok.token_piece(e.id);
-  json top = json::array();
-  for (const auto& [id, lp] : e.top) {
-    const std::string p = tok.token_piece(id);
-    top.push_back({{"token", valid_utf8(p)}, {"logprob", lp}, {"bytes", bytes_json(p)}});
-  }
-  return {{"token", valid_utf8(piece)}, {"logprob", e.logprob}, {"bytes", bytes_json(piece)}, {"top_logprobs", top}};
-}
-
-json logprobs_of(const CompletionRequest& req, const std::vector<TokenEvent>& events, const Tokenizer& tok,
-                 size_t text_offset) {
-  if (!req.logprobs) return nullptr;
-  if (req.chat) {
-    json content = json::array();
-    for (const auto& e : events) content.push_back(logprob_entry_chat(e, tok));
-    return {{"content", content}};
-  }
-  json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
-  for (const auto& e : events) {
-    tokens.push_back(token_label(tok, e.id));
-    lps.push_back(e.logprob);
-    json top = json::object();
-    for (const auto& [id, lp] : e.top) top[token_label(tok, id)] = lp;
-    tops.push_back(top);
-    offsets.push_back(text_offset);
-    text_offset += e.text.size();
-  }
-  return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
-}
-
-json base(const ResponseInfo& info, bool chunk) {
-  return {{"id", info.id},
-          {"object", info.chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
-          {"created", info.created},
-          {"model", info.model}};
-}
-
-}  // namespace
-
-json usage_of(const Request& r) {
-  return {{"prompt_tokens", r.prompt_tokens()},
-          {"completion_tokens", r.completion_tokens()},
-          {"total_tokens", r.prompt_tokens() + r.completion_tokens()},
-          {"prompt_tokens_details", {{"cached_tokens", r.cached_tokens()}}}};
-}
-
-json completion_body(const ResponseInfo& info, const CompletionRequest& req, const Request& r, const std::string& text,
-                     const std::vector<TokenEvent>& events, const Tokenizer& tok) {
-  json body = base(info, false);
-  json choice = {{"index", 0}, {"logprobs", logprobs_of(req, events, tok, 0)}, {"finish_reason", r.finish_reason()}};
-  if (info.chat) choice["message"] = {{"role", "assistant"}, {"content", valid_utf8(text)}};
-  else choice["text"] = valid_utf8(text);
-  body["choices"] = json::array({choice});
-  body["usage"] = usage_of(r);
-  body["timings"] = {{"prompt_n", r.prompt_tokens()}, {"cached_n", r.cached_tokens()}, {"prompt_ms", r.prompt_ms()},
-                     {"predicted_n", r.completion_tokens()}, {"predicted_ms", r.generate_ms()}};
-  return body;
-}
-
-json stream_chunk(const ResponseInfo& info, const CompletionRequest& req, const std::vector<TokenEvent>& events,
-                  const std::string& finish, bool first, const Tokenizer& tok) {
-  std::string text;
-  for (const auto& e : events) text += e.text;
-  text = valid_utf8(text);  // the decoder's output already is; cheap to make sure
-  json choice = {{"index", 0}, {"logprobs", logprobs_of(req, events, tok, 0)},
-                 {"finish_reason", finish.empty() ? json(nullptr) : json(finish)}};
-  if (info.chat) {
-    json delta = json::object();
-    if (first) delta["role"] = "assistant";
-    if (!text.empty() || (first && finish.empty())) delta["content"] = text;
-    choice["delta"] = delta;
-  } else {
-    choice["text"] = text;
-  }
-  json body = base(info, true);
-  body["choices"] = json::array({choice});
-  return body;
-}
-
-json usage_chunk(const ResponseInfo& info, const Request& r) {
-  json body = base(info, true);
-  body["choices"] = json::array();
-  body["usage"] = usage_of(r);
-  return body;
 }
 
 // --- Whole endpoints ------------------------------------------------------------
@@ -473,84 +448,6 @@ json detokenize_response(const json& body, const Engine& engine) {
     ids.push_back(int32_t(id));
   }
   return {{"content", valid_utf8(engine.tokenizer().decode(ids))}};
-}
-
-namespace {
-
-bool write_event(const ResponseSink& sink, const json& j) { return sink.write("data: " + dump_json(j) + "\n\n"); }
-
-// Ends one response after an exception; never throws itself.
-void end_after_exception(Engine& engine, const std::shared_ptr<Request>& r, const ResponseSink& sink, bool stream,
-                         const char* what) noexcept {
-  try {
-    engine.cancel(r);
-    const json body = error_body(fmt::format("internal error while writing the response: {}", what), "server_error");
-    if (stream) {
-      if (write_event(sink, body)) sink.write("data: [DONE]\n\n");
-    } else {
-      sink.write(dump_json(body));
-    }
-  } catch (...) {
-  }
-}
-
-}  // namespace
-
-bool write_stream(Engine& engine, const std::shared_ptr<Request>& r, const CompletionRequest& req,
-                  const ResponseInfo& info, const ResponseSink& sink) {
-  try {
-    const Tokenizer& tok = engine.tokenizer();
-    bool first = true;
-    std::vector<TokenEvent> events;
-    for (;;) {
-      events.clear();
-      const bool done = r->poll(events, 200ms);
-      if (!sink.alive()) return engine.cancel(r), false;
-      for (const auto& e : events) {
-        if (e.text.empty() && !req.logprobs && !first) continue;
-        if (!write_event(sink, stream_chunk(info, req, {e}, "", first, tok))) return engine.cancel(r), false;
-        first = false;
-      }
-      if (!done) {
-        if (events.empty() && !sink.write(": keep-alive\n\n")) return engine.cancel(r), false;
-        continue;
-      }
-      const std::string reason = r->finish_reason();
-      if (reason == "error") {
-        write_event(sink, error_body(r->error(), "server_error"));
-      } else {
-        write_event(sink, stream_chunk(info, req, {}, reason, first, tok));
-        if (req.include_usage) write_event(sink, usage_chunk(info, *r));
-      }
-      sink.write("data: [DONE]\n\n");
-      return true;
-    }
-  } catch (const std::exception& e) {
-    end_after_exception(engine, r, sink, true, e.what());
-  } catch (...) {
-    end_after_exception(engine, r, sink, true, "unknown error");
-  }
-  return true;
-}
-
-bool write_completion(Engine& engine, const std::shared_ptr<Request>& r, const CompletionRequest& req,
-                      const ResponseInfo& info, const ResponseSink& sink) {
-  try {
-    std::vector<TokenEvent> events;
-    while (!r->poll(events, 100ms))
-      if (!sink.alive()) return engine.cancel(r), false;
-    std::string text;
-    for (const auto& e : events) text += e.text;
-    const json body = r->finish_reason() == "error" ? error_body(r->error(), "server_error")
-                                                    : completion_body(info, req, *r, text, events, engine.tokenizer());
-    sink.write(dump_json(body));
-    return true;
-  } catch (const std::exception& e) {
-    end_after_exception(engine, r, sink, false, e.what());
-  } catch (...) {
-    end_after_exception(engine, r, sink, false, "unknown error");
-  }
-  return true;
 }
 
 }  // namespace vtc::serve

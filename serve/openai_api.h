@@ -1,13 +1,15 @@
 // The OpenAI request and response shapes: validating a JSON body into
 // GenerationParams, and building completion / chat.completion bodies and
-// their streaming chunks.
+// their streaming chunks (the response half is openai_response.cpp).
 //
 // Validation is strict and names the offending field: a body that is not
-// an object, a field of the wrong type or out of range, a field the API
-// does not know ("Unrecognized request argument supplied: X", as OpenAI
-// answers), n != 1, max_tokens < 1, a prompt that does not leave room in
-// the context, and text (a string prompt, a chat) for a model without a
-// vocabulary are all ApiError 400 with an OpenAI error body.
+// an object, a field of the wrong type or out of range, a field that would
+// change the result and that vtc does not support ("Unrecognized request
+// argument supplied: X", as OpenAI answers), n outside [1, 16], max_tokens
+// < 1, a prompt that does not leave room in the context, and text (a string
+// prompt, a chat) for a model without a vocabulary are all ApiError 400
+// with an OpenAI error body. Fields that cannot change the result (user,
+// store, metadata, service_tier, ...) are accepted and logged once.
 #pragma once
 
 #include <functional>
@@ -18,18 +20,11 @@
 #include <string_view>
 #include <vector>
 
+#include "serve/api_error.h"
+#include "serve/chat_prompt.h"
 #include "serve/engine.h"
 
 namespace vtc::serve {
-
-struct ApiError : std::runtime_error {
-  int status;
-  std::string type, param, code;
-  ApiError(int status_, std::string message, std::string param_ = {}, std::string code_ = {},
-           std::string type_ = "invalid_request_error")
-      : std::runtime_error(std::move(message)), status(status_), type(std::move(type_)), param(std::move(param_)),
-        code(std::move(code_)) {}
-};
 
 // --- Text from token bytes ----------------------------------------------------
 // A token's piece need not be valid UTF-8 on its own (byte-fallback tokens,
@@ -52,10 +47,23 @@ std::string dump_json(const nlohmann::json& j);
 nlohmann::json error_body(const std::string& message, const std::string& type, const std::string& param = {},
                           const std::string& code = {});
 
+// The most choices one request may ask for (n).
+inline constexpr int64_t kMaxChoices = 16;
+
 struct CompletionRequest {
   bool chat = false;
   bool stream = false, include_usage = false;
   bool logprobs = false;  // report logprobs (completions: "logprobs": N; chat: "logprobs": true)
+  int32_t n = 1;          // choices, each its own generation over the same prompt
+  std::string echo_text;  // completions with echo: the prompt's text, before each choice's
+  // Chat: the rendered prompt and the template it came from (the output
+  // parser's format is read from it), and the request's tool settings.
+  std::string prompt_text, template_source;
+  bool has_tools = false, parallel_tool_calls = true;
+  std::string tools_json;  // the request's tools array, as JSON text
+  std::string tool_choice = "none";  // none | auto | required | function (tool_function)
+  std::string tool_function;
+  std::string grammar;  // GBNF the output is held to (serve/structured_output.h), "" for none
   GenerationParams gen;
 };
 
@@ -66,8 +74,10 @@ std::vector<int32_t> tokenize_request_text(const Tokenizer& tok, std::string_vie
                                            bool parse_special, const std::string& param);
 
 // Parses and validates; tokenizes the prompt or applies the chat template.
-CompletionRequest parse_completion(const nlohmann::json& body, bool chat, const Engine& engine,
-                                   const std::string& chat_template);
+// The body is an ordered_json so that tool and response schemas keep the
+// client's key order (it matters to tojson and to schema grammars).
+CompletionRequest parse_completion(const nlohmann::ordered_json& body, bool chat, const Engine& engine,
+                                   const PromptTemplate& chat_template);
 
 struct ResponseInfo {
   std::string id, model;
@@ -75,16 +85,33 @@ struct ResponseInfo {
   bool chat = false;
 };
 
-// The whole non-streaming response.
-nlohmann::json completion_body(const ResponseInfo& info, const CompletionRequest& req, const Request& r,
-                               const std::string& text, const std::vector<TokenEvent>& events, const Tokenizer& tok);
-// One streaming chunk carrying `events` (text and logprobs); finish_reason
-// null unless `finish` is set. The chat stream's first chunk has the role.
-nlohmann::json stream_chunk(const ResponseInfo& info, const CompletionRequest& req, const std::vector<TokenEvent>& events,
-                            const std::string& finish, bool first, const Tokenizer& tok);
+// The generations behind one response: choice 0 is submitted at once, the
+// other n - 1 once choice 0 has its first token (its prompt's full KV
+// pages are then in the prefix cache, and the others share them), each
+// seeded with the request's seed + its index.
+class Choices {
+ public:
+  Choices(Engine& engine, const CompletionRequest& req);
+  explicit Choices(std::shared_ptr<Request> submitted);  // n = 1, already submitted
+  // Submits choices 1..n-1 when choice 0 is past its prompt; call while waiting.
+  void submit_rest(Engine& engine);
+  void cancel(Engine& engine);
+  const std::vector<std::shared_ptr<Request>>& requests() const { return requests_; }
+
+ private:
+  GenerationParams params_;
+  std::string grammar_;  // each choice gets its own constraint over it
+  int32_t n_;
+  std::vector<std::shared_ptr<Request>> requests_;
+};
+
+// The whole non-streaming response (events: each choice's tokens).
+nlohmann::json completion_body(const ResponseInfo& info, const CompletionRequest& req, const Choices& choices,
+                               const std::vector<std::vector<TokenEvent>>& events, const Tokenizer& tok);
 // The last chunk of stream_options.include_usage: no choices, usage set.
-nlohmann::json usage_chunk(const ResponseInfo& info, const Request& r);
+nlohmann::json usage_chunk(const ResponseInfo& info, const Choices& choices);
 nlohmann::json usage_of(const Request& r);
+nlohmann::json usage_of(const Choices& choices);  // the prompt once, every choice's completion
 
 // --- Whole endpoints, independent of the HTTP library -------------------------
 // POST /tokenize and /detokenize: validate the parsed body (ApiError 400)
@@ -110,6 +137,11 @@ struct ResponseSink {
 // process down. finish_reason is the Request's, passed through unchanged
 // in both (docs/serving.md: a generation cut by shutdown or cancellation
 // ends with "cancelled").
+bool write_stream(Engine& engine, Choices& choices, const CompletionRequest& req, const ResponseInfo& info,
+                  const ResponseSink& sink);
+bool write_completion(Engine& engine, Choices& choices, const CompletionRequest& req, const ResponseInfo& info,
+                      const ResponseSink& sink);
+// One request already submitted (n = 1).
 bool write_stream(Engine& engine, const std::shared_ptr<Request>& r, const CompletionRequest& req,
                   const ResponseInfo& info, const ResponseSink& sink);
 bool write_completion(Engine& engine, const std::shared_ptr<Request>& r, const CompletionRequest& req,

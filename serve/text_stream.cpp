@@ -1,6 +1,7 @@
 #include "serve/text_stream.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace vtc::serve {
 
@@ -28,10 +29,11 @@ std::string TextStream::release_safe() {
   return out;
 }
 
-std::string TextStream::push(int32_t id) {
+std::string TextStream::push(int32_t id, bool stops_armed) {
   if (stopped_) return {};
   pending_ += decoder_.push(id);
-  return release_safe();
+  if (stops_armed) return release_safe();
+  return std::exchange(pending_, std::string());
 }
 
 std::string TextStream::finish() {

@@ -17,11 +17,13 @@ namespace vtc::serve {
 
 class TextStream {
  public:
-  TextStream(const Tokenizer& tok, std::vector<std::string> stop) : decoder_(tok, /*skip_special=*/true), stop_(std::move(stop)) {}
+  TextStream(const Tokenizer& tok, std::vector<std::string> stop, bool keep_special = false)
+      : decoder_(tok, /*skip_special=*/!keep_special), stop_(std::move(stop)) {}
 
   // Adds a token; returns the text released by it. `stopped` becomes true
-  // when a stop string completed.
-  std::string push(int32_t id);
+  // when a stop string completed. Unarmed (before min_tokens), stop
+  // strings are not looked for and everything decoded is released.
+  std::string push(int32_t id, bool stops_armed = true);
   // End of generation: releases what is held (not after a stop).
   std::string finish();
   bool stopped() const { return stopped_; }

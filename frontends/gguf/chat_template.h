@@ -1,8 +1,10 @@
-// Built-in chat templates, selected from `tokenizer.chat_template`.
+// Built-in chat formats, for `--chat-template NAME`.
 //
-// vtc does not run Jinja. Like llama.cpp's llama_chat_apply_template, it
-// recognises a template (or a template name) by markers it must contain and
-// formats with a built-in implementation. Supported: chatml (Qwen), llama3,
+// Chat requests normally render the model's own Jinja template on vtc's
+// Jinja engine (serve/chat_prompt.h). These built-ins are what a name picks,
+// and what a model without a template gets (chatml). Like llama.cpp's
+// llama_chat_apply_template, a template (or a name) is recognised by
+// markers it must contain and formatted with a built-in implementation. Supported: chatml (Qwen), llama3,
 // mistral-v1, mistral-v3, mistral-v3-tekken, mistral-v7. Anything else is a
 // clear error naming what was found and what is supported.
 #pragma once

@@ -761,6 +761,71 @@ void usage() {
 
 }  // namespace
 
+// ---------------------------------------------------------------------------
+// grammar: a grammar-constrained greedy run through the reference's own
+// grammar sampler (llama_sampler_init_grammar, then greedy), for vtc's
+// serve/grammar matcher to be compared with.
+//
+//   vtc-ref grammar MODEL.gguf GRAMMAR.gbnf --tokens 1,2,3 --n-predict N
+//
+// Prints {"tokens": [...]}: the generated ids, the end-of-generation token
+// included when it was picked (the run stops there).
+
+int cmd_grammar(const Args& a) {
+  a.allow({"--tokens", "--n-predict", "--threads", "--verbose"});
+  if (a.positional.size() != 2) throw UsageError("grammar MODEL.gguf GRAMMAR.gbnf --tokens 1,2,3 --n-predict N");
+  std::ifstream gin(a.positional[1], std::ios::binary);
+  if (!gin) fail("cannot read " + a.positional[1]);
+  const std::string grammar((std::istreambuf_iterator<char>(gin)), std::istreambuf_iterator<char>());
+  std::vector<llama_token> tokens;
+  {
+    std::stringstream ss(a.get("--tokens").value_or(""));
+    std::string item;
+    while (std::getline(ss, item, ',')) tokens.push_back(static_cast<llama_token>(parse_int(item, "token")));
+  }
+  if (tokens.empty()) throw UsageError("grammar needs --tokens");
+  const int n_predict = static_cast<int>(parse_int(a.get("--n-predict").value_or("32"), "--n-predict"));
+  const int threads = static_cast<int>(parse_int(a.get("--threads").value_or("4"), "--threads"));
+
+  load_backends();
+  llama_model_params mp = llama_model_default_params();
+  mp.n_gpu_layers = 0;
+  llama_model* model = llama_model_load_from_file(a.positional[0].c_str(), mp);
+  if (!model) fail("could not load model " + a.positional[0]);
+  const llama_vocab* vocab = llama_model_get_vocab(model);
+  llama_context_params cp = llama_context_default_params();
+  cp.n_ctx = static_cast<uint32_t>(tokens.size() + static_cast<size_t>(n_predict) + 16);
+  cp.n_batch = static_cast<uint32_t>(tokens.size());
+  cp.n_ubatch = cp.n_batch;
+  cp.n_seq_max = 1;
+  cp.n_threads = threads;
+  cp.n_threads_batch = threads;
+  cp.no_perf = true;
+  llama_context* ctx = llama_init_from_model(model, cp);
+  if (!ctx) fail("could not create a context");
+  llama_sampler* chain = llama_sampler_chain_init(llama_sampler_chain_default_params());
+  llama_sampler* g = llama_sampler_init_grammar(vocab, grammar.c_str(), "root");
+  if (!g) fail("the reference refused the grammar");
+  llama_sampler_chain_add(chain, g);
+  llama_sampler_chain_add(chain, llama_sampler_init_greedy());
+
+  llama_batch batch = llama_batch_get_one(tokens.data(), static_cast<int32_t>(tokens.size()));
+  if (llama_decode(ctx, batch) != 0) fail("llama_decode failed on the prompt");
+  std::vector<llama_token> out;
+  for (int k = 0; k < n_predict; ++k) {
+    llama_token next = llama_sampler_sample(chain, ctx, -1);
+    out.push_back(next);
+    if (llama_vocab_is_eog(vocab, next)) break;
+    llama_batch one = llama_batch_get_one(&next, 1);
+    if (llama_decode(ctx, one) != 0) fail("llama_decode failed at step " + std::to_string(k));
+  }
+  std::cout << nlohmann::json{{"tokens", out}}.dump() << "\n";
+  llama_sampler_free(chain);
+  llama_free(ctx);
+  llama_model_free(model);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     usage();
@@ -781,6 +846,7 @@ int main(int argc, char** argv) {
     if (cmd == "gguf-dump") return cmd_gguf_dump(a);
     if (cmd == "chat-template") return cmd_chat_template(a);
     if (cmd == "bench") return cmd_bench(a);
+    if (cmd == "grammar") return cmd_grammar(a);
     if (cmd == "-h" || cmd == "--help") {
       usage();
       return 0;

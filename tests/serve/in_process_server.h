@@ -1,6 +1,6 @@
 // The engine and the HTTP routes in this process, on a free loopback port,
-// with the template `vtc serve` picks for a model that has none (chatml):
-// for API tests that need no child process.
+// with the template `vtc serve` picks for a model that has none (chatml) or
+// a Jinja template file: for API tests that need no child process.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -12,6 +12,7 @@
 #include <thread>
 #include <utility>
 
+#include "serve/chat_prompt.h"
 #include "serve/engine.h"
 #include "serve/http_server.h"
 #include "serve/metrics.h"
@@ -25,11 +26,13 @@ struct InProcessServer {
   int port = 0;
   std::thread listener;
 
-  InProcessServer(const std::string& model, const std::string& model_name)
+  // template_file: a Jinja chat template (default: the built-in chatml).
+  InProcessServer(const std::string& model, const std::string& model_name, const std::string& template_file = "")
       : engine(engine_options(model), metrics), http(http_options(model_name), metrics) {
     port = http.bind();
     listener = std::thread([this] { http.listen(); });
-    http.set_engine(&engine, "chatml");
+    http.set_engine(&engine, serve::PromptTemplate::load(engine.file(), engine.tokenizer(),
+                                                         template_file.empty() ? "chatml" : "", template_file));
     // stop() before the listener runs would leave it listening: wait for it.
     httplib::Client c("127.0.0.1", port);
     for (int i = 0; i < 400 && !c.Get("/health"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));

@@ -45,3 +45,45 @@ try {
 } catch (e) {
   check(e.status === 400 && /max_tokens/.test(e.message), `max_tokens 0 -> ${e.status}`);
 }
+
+// Issue 17: n, structured output, and a tool-call round trip (the server
+// runs a Qwen3 template: openai_client_test.sh).
+const two = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'Hello' }], max_tokens: 6,
+                                                   temperature: 1, seed: 5, n: 2 });
+check(two.choices.length === 2 && two.choices[1].index === 1, 'n: 2 gives two choices');
+
+const schema = { type: 'object', properties: { name: { type: 'string', maxLength: 8 }, age: { type: 'integer' } },
+                 required: ['name', 'age'], additionalProperties: false };
+const parsed = await client.beta.chat.completions.parse({
+  model, messages: [{ role: 'user', content: 'A person, as JSON' }], max_tokens: 80, temperature: 1, seed: 2,
+  response_format: { type: 'json_schema', json_schema: { name: 'person', strict: true, schema } } });
+const person = parsed.choices[0].message.parsed;
+check(person && typeof person.name === 'string' && Number.isInteger(person.age) && Object.keys(person).length === 2,
+      `json_schema response parsed by the client: ${JSON.stringify(person)}`);
+
+const tools = [{ type: 'function', function: { name: 'get_weather', strict: true,
+  parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 10 } }, required: ['city'],
+                additionalProperties: false } } }];
+const messages = [{ role: 'user', content: 'Weather in Paris?' }];
+const toolChoice = { type: 'function', function: { name: 'get_weather' } };
+const called = await client.beta.chat.completions.parse({ model, messages, tools, tool_choice: toolChoice, max_tokens: 200,
+                                                          parallel_tool_calls: false,
+                                                          temperature: 0, chat_template_kwargs: { enable_thinking: false } });
+const msg = called.choices[0].message;
+check(called.choices[0].finish_reason === 'tool_calls' && msg.tool_calls.length === 1, 'tool call: finish_reason tool_calls');
+const call = msg.tool_calls[0];
+check(call.function.name === 'get_weather' && typeof call.function.parsed_arguments.city === 'string',
+      `tool call parsed by the client: ${call.function.arguments}`);
+
+// Streamed: the client's own stream helper accumulates the deltas.
+const stream = client.beta.chat.completions.stream({ model, messages, tools, tool_choice: toolChoice, max_tokens: 200,
+                                                     parallel_tool_calls: false,
+                                                     temperature: 0, chat_template_kwargs: { enable_thinking: false } });
+const final = await stream.finalChatCompletion();
+const streamedCall = final.choices[0].message.tool_calls[0];
+check(streamedCall.function.name === 'get_weather' && streamedCall.function.arguments === call.function.arguments,
+      'streamed tool call equals the plain one');
+
+const answer = await client.chat.completions.create({ model, max_tokens: 6, temperature: 0, tools,
+  messages: [...messages, msg, { role: 'tool', tool_call_id: call.id, content: '18 C, clear' }] });
+check(answer.choices[0].message.role === 'assistant', 'the tool result goes back in: round trip done');

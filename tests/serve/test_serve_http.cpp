@@ -186,7 +186,7 @@ TEST_CASE("vtc serve answers every endpoint in the OpenAI shapes", "[serve][http
     check_error(post(s, "/v1/completions", {{"prompt", "x"}, {"temperature", 9}}, 400), "'temperature' must be in");
     check_error(post(s, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 0}}, 400), "'max_tokens' must be in [1,");
     check_error(post(s, "/v1/completions", {{"prompt", "x"}, {"bogus", {1, 2}}}, 400), "Unrecognized request argument supplied: bogus");
-    check_error(post(s, "/v1/completions", {{"prompt", "x"}, {"n", 2}}, 400), "'n' must be in [1, 1]");
+    check_error(post(s, "/v1/completions", {{"prompt", "x"}, {"n", 17}}, 400), "'n' must be in [1, 16]");
     check_error(post(s, "/v1/completions", {{"prompt", token_prompt(600, 1)}}, 400), "maximum context length");
     check_error(post(s, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 100000}}, 400), "maximum context length");
     check_error(post(s, "/v1/chat/completions", {{"messages", "hi"}}, 400), "'messages' must be");

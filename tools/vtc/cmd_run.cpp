@@ -12,7 +12,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "frontends/gguf/chat_template.h"
+#include "serve/api_error.h"
+#include "serve/chat_prompt.h"
 #include "frontends/gguf/tokenizer/tokenizer.h"
 #include "ir/printer.h"
 #include "runtime/compile/artifact.h"
@@ -26,7 +27,7 @@ namespace vtc::cli {
 namespace {
 
 struct RunOptions {
-  std::string model, prompt, system, tokens, dump_ir, dump_logits;
+  std::string model, prompt, system, tokens, dump_ir, dump_logits, chat_template, chat_template_file;
   bool chat = false, quiet = false, fingerprint = false, no_fuse = false, no_weight_layout = false;
   bool no_fused_kernels = false;
   std::string weight_layout_types = "reference", target = "cpu", device_sampling = "auto";
@@ -61,13 +62,16 @@ std::vector<int32_t> prompt_ids(const RunOptions& o, const gguf::GgufFile& file,
   // Without a vocabulary encode() throws the error that says to pass ids;
   // let it, before --chat looks for a template such a model cannot use.
   if (!o.chat || !tok.has_vocab()) return tok.encode(o.prompt, /*add_special=*/true, /*parse_special=*/false);
-  auto tmpl = file.get_string("tokenizer.chat_template");
-  if (!tmpl) throw Error(fmt::format("{}: --chat needs tokenizer.chat_template, which the model lacks", o.model));
-  std::vector<ChatMessage> msgs;
-  if (!o.system.empty()) msgs.push_back({"system", o.system});
-  msgs.push_back({"user", o.prompt});
-  std::string text = apply_chat_template(detect_chat_template(*tmpl), msgs, true);
-  return tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
+  // The server's path: the same template choice and rendering (serve/chat_prompt.h).
+  auto tmpl = serve::PromptTemplate::load(file, tok, o.chat_template, o.chat_template_file);
+  serve::ChatInputs in;
+  if (!o.system.empty()) in.messages.push_back({{"role", "system"}, {"content", o.system}});
+  in.messages.push_back({{"role", "user"}, {"content", o.prompt}});
+  try {
+    return tmpl->tokenize(tmpl->render(in));
+  } catch (const serve::ApiError& e) {
+    throw Error(fmt::format("--chat: {}", e.what()));
+  }
 }
 
 // A compiled artifact has no pass history: its lowered module is the dump.
@@ -162,6 +166,10 @@ Runner add_run(CLI::App& app) {
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text");
   cmd->add_flag("--chat", o->chat, "Wrap the prompt as a user message in the model's chat template");
   cmd->add_option("--system", o->system, "System message (with --chat)");
+  cmd->add_option("--chat-template", o->chat_template,
+                  "With --chat: a built-in template name or Jinja text (default: the model's tokenizer.chat_template)");
+  cmd->add_option("--chat-template-file", o->chat_template_file, "With --chat: a Jinja chat template file")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--tokens", o->tokens, "Prompt as token ids: 1,2,3 (no tokenization, no BOS added)");
   cmd->add_option("-n,--n-predict", o->gen.n_predict, "Tokens to generate (-1: until end of generation)")->capture_default_str();
   cmd->add_option("--target", o->target,

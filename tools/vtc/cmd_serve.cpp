@@ -5,6 +5,7 @@
 // exit 0.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <csignal>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include <thread>
 
 #include "frontends/gguf/chat_template.h"
+#include "serve/chat_prompt.h"
 #include "serve/engine.h"
 #include "serve/http_server.h"
 #include "support/error.h"
@@ -27,7 +29,7 @@ namespace {
 struct ServeOptions {
   serve::EngineOptions engine;
   serve::HttpOptions http;
-  std::string chat_template;
+  std::string chat_template, chat_template_file;
   std::string device_sampling = "auto";
   double shutdown_timeout = 10;
   std::string api_key_file;
@@ -60,24 +62,6 @@ std::vector<std::string> split_hosts(const std::string& list) {
   return out;
 }
 
-// The model's chat template if vtc knows it, else the one named by
-// --chat-template, else chatml.
-std::string pick_template(const ServeOptions& o, const gguf::GgufFile& file) {
-  if (!o.chat_template.empty()) {
-    detect_chat_template(o.chat_template);  // throws with the supported names
-    return o.chat_template;
-  }
-  if (auto t = file.get_string("tokenizer.chat_template")) {
-    try {
-      detect_chat_template(*t);
-      return *t;
-    } catch (const Error& e) {
-      fmt::print(stderr, "serve: {}; using chatml (pick one with --chat-template)\n", e.what());
-    }
-  }
-  return "chatml";
-}
-
 int serve_main(ServeOptions o) {
   // Signals are taken by sigwait on this thread only: block them before any
   // other thread starts, so every thread inherits the mask.
@@ -92,6 +76,8 @@ int serve_main(ServeOptions o) {
   o.http.allowed_hosts = split_hosts(o.allowed_hosts);
   o.http.max_body_bytes = size_t(o.max_body_mib * 1024 * 1024);
   if (o.http.model_name.empty()) o.http.model_name = std::filesystem::path(o.engine.model).stem().string();
+  if (!o.chat_template_file.empty() && !o.chat_template.empty())
+    throw Error("serve: --chat-template and --chat-template-file exclude each other");
   serve::Metrics metrics;
   serve::HttpServer http(o.http, metrics);
   const int port = http.bind();
@@ -99,15 +85,21 @@ int serve_main(ServeOptions o) {
   fmt::print(stderr, "serve: listening on http://{}:{} (loading {})\n", o.http.host, port, o.engine.model);
 
   if (o.device_sampling != "auto") o.engine.device_sampling = o.device_sampling == "on";
+  // Whatever fails while loading (the model, its chat template) stops the
+  // listener first: a joinable thread must not be destroyed.
   std::unique_ptr<serve::Engine> engine;
+  std::shared_ptr<const serve::PromptTemplate> chat_template;
   try {
     engine = std::make_unique<serve::Engine>(o.engine, metrics);
+    chat_template = serve::PromptTemplate::load(engine->file(), engine->tokenizer(), o.chat_template, o.chat_template_file);
   } catch (...) {
+    engine.reset();
     http.stop();
     listener.join();
     throw;
   }
-  http.set_engine(engine.get(), pick_template(o, engine->file()));
+  fmt::print(stderr, "serve: chat template: {}\n", chat_template->description());
+  http.set_engine(engine.get(), chat_template);
   fmt::print(stderr, "serve: ready: model '{}', context {}, {} slots, {}\n", o.http.model_name, engine->n_ctx(),
              o.engine.parallel, engine->backend_description());
   std::fflush(stderr);
@@ -130,7 +122,7 @@ int serve_main(ServeOptions o) {
 Runner add_serve(CLI::App& app) {
   auto* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API (docs/serving.md)");
   auto o = std::make_shared<ServeOptions>();
-  cmd->add_option("model", o->engine.model, "Model: GGUF file or .vtc artifact (vtc compile)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("model,-m,--model", o->engine.model, "Model: GGUF file or .vtc artifact (vtc compile)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--host", o->http.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", o->http.port, "Port (0: any free port, printed at start)")->capture_default_str()->check(CLI::Range(0, 65535));
   cmd->add_option("--parallel", o->engine.parallel, "Sequences decoded together (slots)")->capture_default_str()->check(CLI::Range(1, 512));
@@ -163,7 +155,11 @@ Runner add_serve(CLI::App& app) {
   cmd->add_flag("--no-fused-kernels", [o](int64_t) { o->engine.fused_kernels = false; },
                 "Run each fused region's body op by op instead of as one kernel (same bits)");
   cmd->add_option("--alias", o->http.model_name, "Model id reported by /v1/models (default: the file name)");
-  cmd->add_option("--chat-template", o->chat_template, "Chat template name or text (default: the model's, else chatml)");
+  cmd->add_option("--chat-template", o->chat_template,
+                  fmt::format("Chat template: a built-in name ({}) or Jinja text (default: the model's tokenizer.chat_template, "
+                              "else chatml)", fmt::join(chat_template_names(), ", ")));
+  cmd->add_option("--chat-template-file", o->chat_template_file, "Chat template: a Jinja file (overrides the model's)")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout, "Seconds in-flight requests get after SIGINT/SIGTERM")->capture_default_str();
   auto& h = o->http;
   cmd->add_option("--max-connections", h.max_connections, "Open connections served at once (one thread each); more get 503")

@@ -21,5 +21,6 @@ Runner add_opt(CLI::App& app);
 Runner add_kernels(CLI::App& app);
 Runner add_diff(CLI::App& app);
 Runner add_serve(CLI::App& app);
+Runner add_apply_template(CLI::App& app);
 
 }  // namespace vtc::cli

@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   add(vtc::cli::add_kernels);
   add(vtc::cli::add_diff);
   add(vtc::cli::add_serve);
+  add(vtc::cli::add_apply_template);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

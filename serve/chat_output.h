@@ -1,0 +1,53 @@
+// What one choice of a response says: the generated text, split for chat
+// requests into content, reasoning and tool calls.
+//
+// A chat request whose template belongs to a family with an output format
+// (serve/chat/output_parser.h: Hermes/Qwen tool calls, Llama 3 JSON calls,
+// Mistral [TOOL_CALLS], DeepSeek R1 think blocks, ...) has its text parsed
+// as it streams: feed() returns OpenAI deltas ({"content"},
+// {"reasoning_content"}, {"tool_calls": [{index, id, type, function}]}),
+// holding back text that may still turn into a marker. finish_reason is
+// "tool_calls" when the model called a tool and stopped. Everything else
+// (completions, plain chat) passes text through unchanged.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "serve/chat/output_parser.h"
+#include "serve/openai_api.h"
+
+namespace vtc::serve {
+
+// The output parser's settings for a request; nullopt when its text passes
+// through (completions, plain chat). Also decides keep_special_text.
+std::optional<chat::ParseOptions> output_format(const CompletionRequest& req);
+
+class ChoiceOutput {
+ public:
+  explicit ChoiceOutput(const CompletionRequest& req);
+  ~ChoiceOutput();
+  ChoiceOutput(ChoiceOutput&&) noexcept;
+  ChoiceOutput& operator=(ChoiceOutput&&) noexcept;
+
+  // Adds generated text. Chat: the delta objects it releases (none for
+  // held-back or empty text); completions: the text itself, as one string.
+  std::vector<nlohmann::json> feed(const std::string& text);
+  // End of generation: what was held back.
+  std::vector<nlohmann::json> finish();
+  // The whole message: {"role": "assistant", "content", ...} for chat,
+  // {"content"} for completions.
+  nlohmann::json message() const;
+  std::string finish_reason(const std::string& engine_reason) const;
+
+ private:
+  struct Parser;
+  bool chat_;
+  std::string text_;
+  std::unique_ptr<Parser> parser_;
+};
+
+}  // namespace vtc::serve

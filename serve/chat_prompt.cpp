@@ -1,0 +1,301 @@
+#include "serve/chat_prompt.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "serve/api_error.h"
+#include "serve/jinja/template.h"
+#include "support/error.h"
+
+namespace vtc::serve {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+namespace {
+
+[[noreturn]] void bad(const std::string& field, const std::string& message) { throw ApiError(400, message, field); }
+
+const ordered_json* field(const ordered_json& o, const char* name) {
+  auto it = o.find(name);
+  return it == o.end() || it->is_null() ? nullptr : &*it;
+}
+
+void expect_string(const ordered_json* v, const std::string& name) {
+  if (v && !v->is_string()) bad(name, fmt::format("'{}' must be a string", name));
+}
+
+// A message's content: a string, or text parts joined; null is allowed
+// only where `null_ok` (an assistant turn with tool calls).
+ordered_json message_content(const ordered_json& m, const std::string& name, bool null_ok) {
+  const ordered_json* c = field(m, "content");
+  if (!c) {
+    if (null_ok) return "";
+    bad(name + ".content", fmt::format("'{}.content' is required", name));
+  }
+  if (c->is_string()) return *c;
+  if (!c->is_array())
+    bad(name + ".content", fmt::format("'{}.content' must be a string or an array of text parts", name));
+  std::string text;
+  for (const auto& part : *c) {
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+      bad(name + ".content", fmt::format("'{}.content' parts must be {{\"type\": \"text\", \"text\": ...}} (this server "
+                                         "takes text only)", name));
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+ordered_json tool_calls_of(const ordered_json& calls, const std::string& name) {
+  if (!calls.is_array()) bad(name, fmt::format("'{}' must be an array", name));
+  ordered_json out = ordered_json::array();
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const std::string at = fmt::format("{}[{}]", name, k);
+    const ordered_json& call = calls[k];
+    if (!call.is_object()) bad(at, fmt::format("'{}' must be an object", at));
+    const ordered_json* fn = field(call, "function");
+    if (!fn || !fn->is_object()) bad(at + ".function", fmt::format("'{}.function' must be an object", at));
+    const ordered_json* fname = field(*fn, "name");
+    if (!fname || !fname->is_string()) bad(at + ".function.name", fmt::format("'{}.function.name' must be a string", at));
+    const ordered_json* args = field(*fn, "arguments");
+    if (args && !args->is_string() && !args->is_object())
+      bad(at + ".function.arguments", fmt::format("'{}.function.arguments' must be a JSON string", at));
+    expect_string(field(call, "id"), at + ".id");
+    ordered_json c = ordered_json::object();
+    if (const ordered_json* id = field(call, "id")) c["id"] = *id;
+    c["type"] = "function";
+    c["function"] = {{"name", *fname}, {"arguments", args ? *args : ordered_json("{}")}};
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+ordered_json message_of(const ordered_json& m, size_t i) {
+  const std::string name = fmt::format("messages[{}]", i);
+  if (!m.is_object()) bad(name, fmt::format("'{}' must be an object", name));
+  // "parsed" and "annotations" are what SDKs' response objects carry when a
+  // client sends an assistant message back as it got it: they say nothing
+  // the template renders.
+  static const char* known[] = {"role",      "content", "name",  "tool_calls", "tool_call_id", "reasoning_content",
+                                "refusal",   "parsed",  "annotations"};
+  for (const auto& [key, value] : m.items())
+    if (std::find_if(std::begin(known), std::end(known), [&](const char* k) { return key == k; }) == std::end(known))
+      bad(name + "." + key, fmt::format("Unrecognized request argument supplied: {}.{}", name, key));
+  const ordered_json* role = field(m, "role");
+  if (!role || !role->is_string()) bad(name + ".role", fmt::format("'{}.role' must be a string", name));
+  const std::string r = role->get<std::string>();
+  if (r != "system" && r != "developer" && r != "user" && r != "assistant" && r != "tool")
+    bad(name + ".role", fmt::format("'{}.role' must be system, developer, user, assistant or tool, got '{}'", name, r));
+  ordered_json out = {{"role", r}};
+  const ordered_json* calls = field(m, "tool_calls");
+  if (calls && r != "assistant") bad(name + ".tool_calls", fmt::format("'{}.tool_calls' is only allowed on assistant messages", name));
+  const ordered_json* reasoning = field(m, "reasoning_content");
+  expect_string(reasoning, name + ".reasoning_content");
+  out["content"] = message_content(m, name, r == "assistant" && (calls || reasoning));
+  if (const ordered_json* n = field(m, "name")) {
+    expect_string(n, name + ".name");
+    out["name"] = *n;
+  }
+  if (calls) out["tool_calls"] = tool_calls_of(*calls, name + ".tool_calls");
+  if (reasoning) out["reasoning_content"] = *reasoning;
+  const ordered_json* call_id = field(m, "tool_call_id");
+  expect_string(call_id, name + ".tool_call_id");
+  if (r == "tool" && !call_id) bad(name + ".tool_call_id", fmt::format("'{}.tool_call_id' is required for role tool", name));
+  if (call_id) out["tool_call_id"] = *call_id;
+  if (const ordered_json* refusal = field(m, "refusal")) expect_string(refusal, name + ".refusal");
+  return out;
+}
+
+ordered_json tools_of(const ordered_json& tools) {
+  if (!tools.is_array()) bad("tools", "'tools' must be an array");
+  for (size_t k = 0; k < tools.size(); ++k) {
+    const std::string at = fmt::format("tools[{}]", k);
+    const ordered_json& t = tools[k];
+    if (!t.is_object() || t.value("type", "function") != "function")
+      bad(at, fmt::format("'{}' must be {{\"type\": \"function\", \"function\": {{...}}}}", at));
+    const ordered_json* fn = field(t, "function");
+    if (!fn || !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string())
+      bad(at + ".function.name", fmt::format("'{}.function.name' must be a string", at));
+    if (const ordered_json* p = field(*fn, "parameters"); p && !p->is_object())
+      bad(at + ".function.parameters", fmt::format("'{}.function.parameters' must be a JSON schema object", at));
+  }
+  return tools;
+}
+
+// Whether a template reads tool-call arguments as an object: the property
+// is followed by an object operation (see the header comment).
+bool reads_arguments_as_object(std::string_view src) {
+  static const char* ops[] = {"|tojson", "| tojson", ".items()", "|items", "| items", " is mapping", " is string",
+                              "|dictsort", "| dictsort", " is not string"};
+  for (size_t at = src.find("arguments"); at != std::string_view::npos; at = src.find("arguments", at + 1)) {
+    std::string_view after = src.substr(at + 9, 24);
+    if (!after.empty() && (after[0] == '"' || after[0] == '\'')) after.remove_prefix(1);  // ['arguments']
+    if (!after.empty() && after[0] == ']') after.remove_prefix(1);
+    for (const char* op : ops)
+      if (after.substr(0, std::string_view(op).size()) == op) return true;
+  }
+  return false;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(fmt::format("--chat-template-file {}: cannot read it", path));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool looks_like_jinja(std::string_view s) {
+  return s.find("{%") != std::string_view::npos || s.find("{{") != std::string_view::npos;
+}
+
+}  // namespace
+
+ChatInputs chat_inputs_from_request(const ordered_json& body) {
+  ChatInputs in;
+  const ordered_json* msgs = field(body, "messages");
+  if (!msgs) bad("messages", "'messages' is required");
+  if (!msgs->is_array() || msgs->empty()) bad("messages", "'messages' must be a non-empty array");
+  for (size_t i = 0; i < msgs->size(); ++i) in.messages.push_back(message_of((*msgs)[i], i));
+  if (const ordered_json* t = field(body, "tools"); t && !t->empty()) in.tools = tools_of(*t);
+  if (const ordered_json* g = field(body, "add_generation_prompt")) {
+    if (!g->is_boolean()) bad("add_generation_prompt", "'add_generation_prompt' must be a boolean");
+    in.add_generation_prompt = g->get<bool>();
+  }
+  if (const ordered_json* k = field(body, "chat_template_kwargs")) {
+    if (!k->is_object()) bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    in.kwargs = *k;
+  }
+  return in;
+}
+
+struct PromptTemplate::Jinja {
+  jinja::Template tmpl;
+  std::string source;
+  bool object_arguments = false, harmony = false;
+};
+
+PromptTemplate::~PromptTemplate() = default;
+
+std::shared_ptr<const PromptTemplate> PromptTemplate::load(const gguf::GgufFile& model, const Tokenizer& tok,
+                                                           const std::string& name_or_text, const std::string& file,
+                                                           int64_t now_epoch_s) {
+  auto t = std::shared_ptr<PromptTemplate>(new PromptTemplate());
+  t->tok_ = &tok;
+  t->now_epoch_s_ = now_epoch_s;
+  if (tok.has_vocab()) {
+    if (tok.bos() >= 0) t->bos_text_ = tok.token_text(tok.bos());
+    if (tok.eos() >= 0) t->eos_text_ = tok.token_text(tok.eos());
+  }
+  auto jinja_of = [](const std::string& text, const std::string& where) {
+    try {
+      auto j = std::make_unique<Jinja>(Jinja{jinja::Template::parse(text), text});
+      j->object_arguments = reads_arguments_as_object(text);
+      j->harmony = text.find("<|channel|>") != std::string::npos;
+      return j;
+    } catch (const jinja::TemplateError& e) {
+      throw Error(fmt::format("chat template ({}): {}. Pick another with --chat-template NAME or --chat-template-file F",
+                              where, e.what()));
+    }
+  };
+  if (!file.empty()) {
+    t->main_ = jinja_of(read_file(file), "--chat-template-file " + file);
+    t->description_ = "Jinja template from " + file;
+  } else if (!name_or_text.empty()) {
+    try {
+      t->builtin_ = detect_chat_template(name_or_text);
+      t->description_ = fmt::format("built-in {}", chat_template_name(*t->builtin_));
+    } catch (const Error& e) {
+      if (!looks_like_jinja(name_or_text))
+        throw Error(fmt::format("--chat-template: '{}' is neither a built-in template name ({}) nor Jinja text; "
+                                "for a template file use --chat-template-file",
+                                name_or_text, fmt::join(chat_template_names(), ", ")));
+      t->main_ = jinja_of(name_or_text, "--chat-template");
+      t->description_ = "Jinja template from --chat-template";
+    }
+  } else if (auto text = model.get_string("tokenizer.chat_template")) {
+    t->main_ = jinja_of(*text, "the model's tokenizer.chat_template");
+    t->description_ = "the model's tokenizer.chat_template (Jinja)";
+    if (auto tools = model.get_string("tokenizer.chat_template.tool_use")) {
+      t->tool_use_ = jinja_of(*tools, "the model's tokenizer.chat_template.tool_use");
+      t->description_ += ", tool_use variant for requests with tools";
+    }
+  } else {
+    t->builtin_ = vtc::ChatTemplate::ChatML;
+    t->description_ = "built-in chatml (the model has no tokenizer.chat_template)";
+  }
+  return t;
+}
+
+const PromptTemplate::Jinja* PromptTemplate::pick(const ChatInputs& inputs) const {
+  if (tool_use_ && inputs.tools.is_array() && !inputs.tools.empty()) return tool_use_.get();
+  return main_.get();
+}
+
+const std::string& PromptTemplate::source_for(const ChatInputs& inputs) const {
+  static const std::string none;
+  const Jinja* j = pick(inputs);
+  return j ? j->source : none;
+}
+
+std::string PromptTemplate::render(const ChatInputs& inputs) const {
+  const Jinja* j = pick(inputs);
+  if (!j) {
+    std::vector<ChatMessage> msgs;
+    const std::string name(chat_template_name(*builtin_));
+    if (inputs.tools.is_array() && !inputs.tools.empty())
+      bad("tools", fmt::format("the built-in '{}' chat format has no tools; serve with a Jinja template "
+                               "(--chat-template-file)", name));
+    for (const auto& m : inputs.messages) {
+      std::string role = m["role"].get<std::string>();
+      if (role == "developer") role = "system";
+      if (role == "tool" || m.contains("tool_calls"))
+        bad("messages", fmt::format("the built-in '{}' chat format has no tool turns; serve with a Jinja template "
+                                    "(--chat-template-file)", name));
+      msgs.push_back({role, m["content"].get<std::string>()});
+    }
+    return apply_chat_template(*builtin_, msgs, inputs.add_generation_prompt);
+  }
+  ordered_json messages = inputs.messages;
+  for (auto& m : messages) {
+    if (m["role"] == "developer" && !j->harmony) m["role"] = "system";
+    if (!j->object_arguments || !m.contains("tool_calls")) continue;
+    for (auto& call : m["tool_calls"]) {
+      ordered_json& args = call["function"]["arguments"];
+      if (!args.is_string()) continue;
+      try {
+        args = ordered_json::parse(args.get<std::string>());
+      } catch (const std::exception&) {
+        bad("messages", fmt::format("tool call '{}': 'arguments' is not valid JSON", call["function"]["name"].get<std::string>()));
+      }
+    }
+  }
+  ordered_json ctx = {{"messages", std::move(messages)}};
+  if (inputs.tools.is_array() && !inputs.tools.empty()) ctx["tools"] = inputs.tools;
+  ctx["add_generation_prompt"] = inputs.add_generation_prompt;
+  ctx["bos_token"] = bos_text_;
+  ctx["eos_token"] = eos_text_;
+  for (const auto& [k, v] : inputs.kwargs.items()) ctx[k] = v;
+  jinja::RenderOptions opts;
+  opts.now_epoch_s = now_epoch_s_;
+  try {
+    return j->tmpl.render(ctx, opts);
+  } catch (const jinja::TemplateError& e) {
+    throw ApiError(400, fmt::format("chat template: {}", e.what()), "messages");
+  }
+}
+
+std::vector<int32_t> PromptTemplate::tokenize(const std::string& prompt) const {
+  const bool has_bos = !bos_text_.empty() && prompt.compare(0, bos_text_.size(), bos_text_) == 0;
+  try {
+    return tok_->encode(prompt, /*add_special=*/!has_bos, /*parse_special=*/true);
+  } catch (const Error& e) {
+    throw ApiError(400, e.what(), "messages");
+  }
+}
+
+}  // namespace vtc::serve

@@ -1,0 +1,96 @@
+// vtc's own Jinja template engine, for model chat templates.
+//
+// It implements the Jinja2 language as HF transformers' apply_chat_template
+// configures it: trim_blocks and lstrip_blocks on, the loopcontrols
+// extension ({% break %}, {% continue %}), the {% generation %} block, and
+// transformers' globals and filters (raise_exception, strftime_now,
+// tojson with json.dumps' separators and key order). Python semantics
+// otherwise: str() of True is "True", / is true division, % is Python's
+// modulo.
+//
+//   auto t = vtc::jinja::Template::parse(text);       // throws TemplateError
+//   std::string out = t.render(context_json, opts);   // throws TemplateError
+//
+// Checked byte for byte against the llama.cpp reference's own engine
+// (common/jinja, through `vtc-chat-ref render`) on the reference's chat
+// templates × a set of conversations (tests/serve/jinja, the template gate).
+// Where that engine and Python part on what chat templates do, ours follows
+// llama.cpp, so that a model's prompt is the one llama.cpp gives it:
+//   - {{ }} prints None, undefined and dicts as nothing, a list as its items
+//     one after another (Value::output); str()/|string/~ stay Python's;
+//   - floats print as "%f" less trailing zeros ("2.0", "0.333333"), and as
+//     "%g" in tojson and |string ("2", "3.14159");
+//   - `+` with a string on one side concatenates, and None beside a string
+//     in + or ~ is "";
+//   - none|default(x) is x;
+//   - d.items/keys/values/get are the methods even where d has such a key,
+//     and an attribute of a function is an error;
+//   - no Markup: |safe is str(), |escape a plain string, so "..."|safe + x
+//     does not HTML-escape x.
+// One extension llama.cpp lacks: |from_json (DeepSeek V3.2/V4 templates
+// parse string tool-call arguments with it; llama.cpp's chat layer hands
+// them objects instead).
+//
+// Not supported (no chat template uses them): {% include %}, {% import %},
+// {% extends %}/blocks, recursive for loops, autoescaping, *args/**kwargs
+// in macros, Unicode case mapping in upper/lower/title (ASCII only).
+// Unlike HF's ImmutableSandboxedEnvironment, list.append/pop (which
+// llama.cpp's engine has, and the Kimi-K2 templates need) and dict.update
+// are allowed.
+//
+// Every failure — bad syntax, a runtime type error, the template's own
+// raise_exception(...) — is a TemplateError naming the template line. Renders
+// are bounded: recursion depth, output size and evaluation steps are capped
+// (RenderOptions), so a hostile template fails instead of hanging or
+// exhausting memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "support/error.h"
+
+namespace vtc::jinja {
+
+class TemplateError : public vtc::Error {
+ public:
+  // line is 1-based, 0 when unknown. raised is true for raise_exception().
+  TemplateError(const std::string& message, int line, bool raised = false);
+  int line() const { return line_; }
+  bool raised() const { return raised_; }
+  const std::string& bare_message() const { return bare_; }
+
+ private:
+  int line_;
+  bool raised_;
+  std::string bare_;
+};
+
+struct RenderOptions {
+  // What strftime_now() formats (seconds since the epoch, UTC); < 0 uses
+  // the clock. Tests fix it for reproducible output.
+  int64_t now_epoch_s = -1;
+  size_t max_output_bytes = size_t{64} << 20;
+  int max_depth = 512;              // nested macro calls / expression depth
+  uint64_t max_steps = 50'000'000;  // loop iterations + node evaluations
+};
+
+struct Node;
+
+class Template {
+ public:
+  static Template parse(std::string_view text);
+  // The context's top-level keys are the template's variables. Pass an
+  // ordered_json to keep object key order (tool schemas in tojson output).
+  std::string render(const nlohmann::json& context, const RenderOptions& options = {}) const;
+  std::string render(const nlohmann::ordered_json& context, const RenderOptions& options = {}) const;
+
+ private:
+  std::shared_ptr<const Node> root_;
+};
+
+}  // namespace vtc::jinja

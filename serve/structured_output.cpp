@@ -1,0 +1,191 @@
+#include "serve/structured_output.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+
+#include "serve/chat/output_parser.h"
+#include "serve/grammar/grammar.h"
+#include "serve/grammar/json_schema.h"
+#include "serve/grammar/matcher.h"
+#include "serve/grammar/regex.h"
+
+namespace vtc::serve {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+namespace {
+
+[[noreturn]] void bad(const std::string& field, const std::string& message) { throw ApiError(400, message, field); }
+
+// A GBNF string literal for `text`.
+std::string literal(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\', out += c;
+    else if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if (c == '\t') out += "\\t";
+    else out += c;
+  }
+  return out + "\"";
+}
+
+// The family's syntax for calls: GBNF expressions around the name and the
+// arguments, between calls, and around the list.
+struct CallSyntax {
+  std::string open, mid, close, separator, list_open, list_close;
+};
+
+std::optional<CallSyntax> call_syntax(chat::ChatFormat f) {
+  using F = chat::ChatFormat;
+  switch (f) {
+    case F::Hermes:
+    case F::Qwen3:
+    case F::QwQ:
+      return CallSyntax{literal("<tool_call>\n{\"name\": \""), literal("\", \"arguments\": "), literal("}\n</tool_call>"),
+                        literal("\n"), "", ""};
+    case F::Llama3:
+      return CallSyntax{literal("{\"name\": \""), literal("\", \"parameters\": "), literal("}"), literal("; "), "", ""};
+    case F::MistralNemo:
+      return CallSyntax{literal("{\"name\": \""), literal("\", \"arguments\": "),
+                        literal(", \"id\": \"") + " [a-zA-Z0-9]{9} " + literal("\"}"), literal(", "),
+                        literal("[TOOL_CALLS]["), literal("]")};
+    default:
+      return std::nullopt;
+  }
+}
+
+bool has_think_block(chat::ChatFormat f) { return f == chat::ChatFormat::Qwen3 || f == chat::ChatFormat::QwQ; }
+
+bool prompt_closed_thinking(std::string_view prompt) {
+  while (!prompt.empty() && (prompt.back() == '\n' || prompt.back() == ' ')) prompt.remove_suffix(1);
+  return prompt.size() >= 8 && prompt.substr(prompt.size() - 8) == "</think>";
+}
+
+// tool_choice "required" / a named function: the output is one call (or,
+// with parallel_tool_calls, several) of the allowed tools.
+std::string tool_call_grammar(const CompletionRequest& req) {
+  const chat::ChatFormat format = chat::detect_chat_format(req.template_source);
+  const auto syntax = call_syntax(format);
+  if (!syntax)
+    bad("tool_choice", fmt::format("'tool_choice': \"{}\" needs a tool-call grammar, which vtc has for the Hermes/Qwen, "
+                                   "Llama 3 and Mistral Nemo template families, not for '{}'",
+                                   req.tool_choice == "function" ? req.tool_function : req.tool_choice,
+                                   chat::chat_format_name(format)));
+  grammar::SchemaGrammarBuilder b;
+  std::vector<std::string> calls;
+  const ordered_json tools = ordered_json::parse(req.tools_json);
+  for (size_t k = 0; k < tools.size(); ++k) {
+    const ordered_json& fn = tools[k]["function"];
+    const std::string name = fn["name"].get<std::string>();
+    if (req.tool_choice == "function" && name != req.tool_function) continue;
+    const ordered_json params = fn.contains("parameters") ? fn["parameters"] : ordered_json{{"type", "object"}};
+    std::string args;
+    try {
+      args = b.add_schema(fmt::format("tool-{}-args", k), params);
+    } catch (const grammar::GrammarError& e) {
+      bad(fmt::format("tools[{}].function.parameters", k), e.what());
+    }
+    const std::string rule = fmt::format("tool-{}-call", k);
+    b.add_rule(rule, fmt::format("{} {} {} {} {}", syntax->open, literal(name), syntax->mid, args, syntax->close));
+    calls.push_back(rule);
+  }
+  std::string one = calls.size() == 1 ? calls[0] : "(" + fmt::format("{}", fmt::join(calls, " | ")) + ")";
+  b.add_rule("tool-call", one);
+  std::string body_rule = "tool-call";
+  if (req.parallel_tool_calls) body_rule += fmt::format(" ({} tool-call)*", syntax->separator);
+  std::string root = syntax->list_open + " " + body_rule + " " + syntax->list_close;
+  if (has_think_block(format) && !prompt_closed_thinking(req.prompt_text)) {
+    // Reasoning may come first, or is already open after the prompt; a
+    // prompt that closed an empty think block (enable_thinking false) has
+    // none to come.
+    b.add_rule("think-body", "([^<] | \"<\" [^/])*");
+    const bool open = chat::generation_prompt_opens_thinking(req.prompt_text, format);
+    root = (open ? "think-body \"</think>\" [ \\n]* " : "(\"<think>\" think-body \"</think>\" [ \\n]*)? ") + root;
+  }
+  b.add_rule("root", root);
+  return b.gbnf();
+}
+
+std::string schema_grammar(const ordered_json& schema, const std::string& field) {
+  if (!schema.is_object() && !schema.is_boolean()) bad(field, fmt::format("'{}' must be a JSON schema object", field));
+  try {
+    return grammar::json_schema_to_gbnf(schema);
+  } catch (const grammar::GrammarError& e) {
+    bad(field, fmt::format("'{}': {}", field, e.what()));
+  }
+}
+
+std::optional<std::string> response_format_grammar(const ordered_json& body) {
+  auto it = body.find("response_format");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  const ordered_json& rf = *it;
+  if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
+    bad("response_format", "'response_format' must be {\"type\": \"text\" | \"json_object\" | \"json_schema\", ...}");
+  const std::string type = rf["type"].get<std::string>();
+  if (type == "text") return std::nullopt;
+  if (type == "json_object") return grammar::json_object_gbnf();
+  if (type != "json_schema")
+    bad("response_format", fmt::format("'response_format.type' must be text, json_object or json_schema, got '{}'", type));
+  if (!rf.contains("json_schema") || !rf["json_schema"].is_object())
+    bad("response_format", "'response_format.json_schema' must be {\"name\": ..., \"schema\": {...}}");
+  const ordered_json& js = rf["json_schema"];
+  return schema_grammar(js.contains("schema") ? js["schema"] : ordered_json::object(), "response_format.json_schema.schema");
+}
+
+}  // namespace
+
+std::optional<std::string> requested_grammar(const ordered_json& body, const CompletionRequest& req) {
+  std::vector<std::pair<std::string, std::string>> found;  // field, grammar
+  if (auto g = response_format_grammar(body)) found.emplace_back("response_format", *g);
+  if (auto it = body.find("json_schema"); it != body.end() && !it->is_null())
+    found.emplace_back("json_schema", schema_grammar(*it, "json_schema"));
+  if (auto it = body.find("grammar"); it != body.end() && !it->is_null()) {
+    if (!it->is_string()) bad("grammar", "'grammar' must be GBNF text");
+    found.emplace_back("grammar", it->get<std::string>());
+  }
+  if (auto it = body.find("regex"); it != body.end() && !it->is_null()) {
+    if (!it->is_string()) bad("regex", "'regex' must be a string");
+    try {
+      found.emplace_back("regex", grammar::regex_to_gbnf(it->get<std::string>()));
+    } catch (const grammar::GrammarError& e) {
+      bad("regex", fmt::format("'regex': {}", e.what()));
+    }
+  }
+  if (req.chat && (req.tool_choice == "required" || req.tool_choice == "function"))
+    found.emplace_back("tool_choice", tool_call_grammar(req));
+  if (found.empty()) return std::nullopt;
+  if (found.size() > 1)
+    bad(found[1].first, fmt::format("'{}' and '{}' both constrain the output; give one", found[0].first, found[1].first));
+  return found[0].second;
+}
+
+namespace {
+
+class GrammarConstraint final : public TokenConstraint {
+ public:
+  GrammarConstraint(std::shared_ptr<const grammar::Grammar> g, std::shared_ptr<const grammar::TokenTable> t)
+      : matcher_(std::move(g), std::move(t)) {}
+  void mask(std::span<float> logits) override { matcher_.mask_logits(logits.data(), logits.size()); }
+  bool accept(int32_t token) override { return matcher_.accept(token); }
+  bool finished() const override { return matcher_.finished(); }
+
+ private:
+  grammar::GrammarMatcher matcher_;
+};
+
+}  // namespace
+
+std::shared_ptr<TokenConstraint> grammar_constraint(const std::string& gbnf, const Engine& engine) {
+  std::shared_ptr<const grammar::Grammar> g;
+  try {
+    g = grammar::parse_gbnf(gbnf);
+  } catch (const grammar::GrammarError& e) {
+    throw ApiError(400, fmt::format("grammar: {}", e.what()), "grammar");
+  }
+  return std::make_shared<GrammarConstraint>(std::move(g), engine.token_table());
+}
+
+}  // namespace vtc::serve

@@ -1,0 +1,41 @@
+// Structured output: the grammar a request's sampling is held to, and the
+// token constraint that enforces it (serve/grammar).
+//
+// Where the grammar comes from, at most one per request (ApiError 400 when
+// a request names two, or when the grammar, schema or regex is bad):
+//   response_format {"type": "json_object"}            any JSON object
+//   response_format {"type": "json_schema",
+//                    "json_schema": {"schema": S, ...}} S (strict or not: the
+//                                                      grammar always holds it)
+//   "json_schema": S        (llama-server's field)     S
+//   "grammar": GBNF text    (llama-server's field)     the grammar, root rule "root"
+//   "regex": R                                          the whole output matches R
+//   tool_choice "required" or a named function          a tool call in the
+//                    template family's syntax, arguments held to the tool's
+//                    parameters schema (Hermes/Qwen, Llama 3 and Mistral Nemo
+//                    families; others: 400)
+// The constraint masks every token the grammar does not allow before each
+// draw (the host sampler: such requests never use device sampling) and
+// advances over the drawn one; generation stops when nothing can follow.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "serve/engine.h"
+#include "serve/openai_api.h"
+
+namespace vtc::serve {
+
+// The GBNF text the request asks for, or nullopt. `req` carries the chat
+// request's template source and tool choice (for tool-call grammars).
+std::optional<std::string> requested_grammar(const nlohmann::ordered_json& body, const CompletionRequest& req);
+
+// A TokenConstraint over `gbnf` for the engine's vocabulary (its token
+// table is built once per engine and shared). ApiError 400 when the
+// grammar does not parse.
+std::shared_ptr<TokenConstraint> grammar_constraint(const std::string& gbnf, const Engine& engine);
+
+}  // namespace vtc::serve
