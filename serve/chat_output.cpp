@@ -22,6 +22,7 @@ std::optional<chat::ParseOptions> output_format(const CompletionRequest& req) {
   chat::ParseOptions o;
   o.format = format;
   o.thinking_forced_open = chat::generation_prompt_opens_thinking(req.prompt_text, format);
+  o.generation_prompt = req.generation_prompt;
   o.parse_tool_calls = req.has_tools && req.tool_choice != "none";
   o.tools_json = o.parse_tool_calls ? req.tools_json : std::string();
   o.parallel_tool_calls = req.parallel_tool_calls;

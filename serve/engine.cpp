@@ -253,10 +253,16 @@ void Engine::sample_row(Active& a, const float* logits) {
   const int64_t V = session_->n_vocab();
   TokenEvent ev;
   const std::span<const float> row(logits, size_t(V));
-  ev.id = draw(a, row);
-  a.sampler.accept(ev.id);
-  if (p.constraint && !p.constraint->accept(ev.id)) {
-    release(a, "error", fmt::format("token {} was sampled outside the request's grammar", ev.id));
+  // A grammar that blows up (too many parser stacks) fails its own request.
+  try {
+    ev.id = draw(a, row);
+    a.sampler.accept(ev.id);
+    if (p.constraint && !p.constraint->accept(ev.id)) {
+      release(a, "error", fmt::format("token {} was sampled outside the request's grammar", ev.id));
+      return;
+    }
+  } catch (const Error& e) {
+    release(a, "error", e.what());
     return;
   }
   if (p.top_logprobs >= 0) {

@@ -283,6 +283,13 @@ std::vector<int32_t> chat_prompt(const json& body, const nlohmann::ordered_json&
   r.has_tools = in.tools.is_array() && !in.tools.empty();
   if (r.has_tools) r.tools_json = in.tools.dump();
   r.prompt_text = tmpl.render(in);
+  if (in.add_generation_prompt) {
+    // What the generation prompt appends decides how the output parser
+    // reads the output's start (a closed or open think block).
+    ChatInputs without = in;
+    without.add_generation_prompt = false;
+    r.generation_prompt = chat::generation_prompt_suffix(r.prompt_text, tmpl.render(without));
+  }
   r.template_source = tmpl.source_for(in);
   return tmpl.tokenize(r.prompt_text);
 }
@@ -379,9 +386,10 @@ CompletionRequest parse_completion(const nlohmann::ordered_json& ordered, bool c
   if (chat) tool_choice_of(body, r);
   // An output parser needs the family's markers, special tokens included.
   r.gen.keep_special_text = output_format(r).has_value();
-  if (auto gbnf = requested_grammar(ordered, r)) {
-    r.grammar = *gbnf;
-    r.gen.constraint = grammar_constraint(r.grammar, engine);  // a bad grammar is a 400 here
+  if (auto g = requested_grammar(ordered, r)) {
+    r.grammar = g->gbnf;
+    r.grammar_trigger = g->trigger;
+    r.gen.constraint = grammar_constraint(*g, engine);  // a bad grammar is a 400 here
   }
   if (echo) r.echo_text = echo_text_of(body, r.gen.prompt, engine.tokenizer());
   const int64_t n_prompt = int64_t(r.gen.prompt.size());

@@ -58,12 +58,13 @@ struct CompletionRequest {
   std::string echo_text;  // completions with echo: the prompt's text, before each choice's
   // Chat: the rendered prompt and the template it came from (the output
   // parser's format is read from it), and the request's tool settings.
-  std::string prompt_text, template_source;
+  std::string prompt_text, template_source, generation_prompt;
   bool has_tools = false, parallel_tool_calls = true;
   std::string tools_json;  // the request's tools array, as JSON text
   std::string tool_choice = "none";  // none | auto | required | function (tool_function)
   std::string tool_function;
   std::string grammar;  // GBNF the output is held to (serve/structured_output.h), "" for none
+  std::string grammar_trigger;  // the grammar applies from this text on ("" : from the start)
   GenerationParams gen;
 };
 
@@ -100,7 +101,7 @@ class Choices {
 
  private:
   GenerationParams params_;
-  std::string grammar_;  // each choice gets its own constraint over it
+  std::string grammar_, grammar_trigger_;  // each choice gets its own constraint over it
   int32_t n_;
   std::vector<std::shared_ptr<Request>> requests_;
 };

@@ -111,7 +111,8 @@ const Request* failed_choice(const Choices& choices) {
 }  // namespace
 
 // --- Choices ----------------------------------------------------------------------
-Choices::Choices(Engine& engine, const CompletionRequest& req) : params_(req.gen), grammar_(req.grammar), n_(req.n) {
+Choices::Choices(Engine& engine, const CompletionRequest& req)
+    : params_(req.gen), grammar_(req.grammar), grammar_trigger_(req.grammar_trigger), n_(req.n) {
   requests_.push_back(engine.submit(params_));
 }
 
@@ -124,7 +125,7 @@ void Choices::submit_rest(Engine& engine) {
   for (int32_t i = 1; i < n_; ++i) {
     GenerationParams p = params_;
     p.sampling.seed += uint64_t(i);
-    if (!grammar_.empty()) p.constraint = grammar_constraint(grammar_, engine);
+    if (!grammar_.empty()) p.constraint = grammar_constraint({grammar_, grammar_trigger_}, engine);
     requests_.push_back(engine.submit(std::move(p)));
   }
 }

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <optional>
+
 
 #include "serve/chat/output_parser.h"
 #include "serve/grammar/grammar.h"
@@ -32,10 +34,12 @@ std::string literal(std::string_view text) {
   return out + "\"";
 }
 
-// The family's syntax for calls: GBNF expressions around the name and the
-// arguments, between calls, and around the list.
+// The family's syntax for calls: raw text around the name and the
+// arguments, between calls and around the list (the closing text may hold
+// a rule: Mistral's call ids), and the text that starts a call (`trigger`:
+// with tool_choice auto the grammar applies from there on).
 struct CallSyntax {
-  std::string open, mid, close, separator, list_open, list_close;
+  std::string list_open, call_open, mid, close_expr, separator, list_close, trigger;
 };
 
 std::optional<CallSyntax> call_syntax(chat::ChatFormat f) {
@@ -44,14 +48,13 @@ std::optional<CallSyntax> call_syntax(chat::ChatFormat f) {
     case F::Hermes:
     case F::Qwen3:
     case F::QwQ:
-      return CallSyntax{literal("<tool_call>\n{\"name\": \""), literal("\", \"arguments\": "), literal("}\n</tool_call>"),
-                        literal("\n"), "", ""};
+      return CallSyntax{"", "<tool_call>\n{\"name\": \"", "\", \"arguments\": ", literal("}\n</tool_call>"), "\n", "",
+                        "<tool_call>"};
     case F::Llama3:
-      return CallSyntax{literal("{\"name\": \""), literal("\", \"parameters\": "), literal("}"), literal("; "), "", ""};
+      return CallSyntax{"", "{\"name\": \"", "\", \"parameters\": ", literal("}"), "; ", "", "{\"name\": \""};
     case F::MistralNemo:
-      return CallSyntax{literal("{\"name\": \""), literal("\", \"arguments\": "),
-                        literal(", \"id\": \"") + " [a-zA-Z0-9]{9} " + literal("\"}"), literal(", "),
-                        literal("[TOOL_CALLS]["), literal("]")};
+      return CallSyntax{"[TOOL_CALLS][", "{\"name\": \"", "\", \"arguments\": ",
+                        literal(", \"id\": \"") + " [a-zA-Z0-9]{9} " + literal("\"}"), ", ", "]", "[TOOL_CALLS]"};
     default:
       return std::nullopt;
   }
@@ -65,17 +68,20 @@ bool prompt_closed_thinking(std::string_view prompt) {
 }
 
 // tool_choice "required" / a named function: the output is one call (or,
-// with parallel_tool_calls, several) of the allowed tools.
-std::string tool_call_grammar(const CompletionRequest& req) {
+// with parallel_tool_calls, several) of the allowed tools. With "auto"
+// (lazy), the grammar covers what follows the family's trigger text.
+GrammarRequest tool_call_grammar(const CompletionRequest& req, bool lazy) {
   const chat::ChatFormat format = chat::detect_chat_format(req.template_source);
   const auto syntax = call_syntax(format);
-  if (!syntax)
+  if (!syntax) {
+    if (lazy) return {};
     bad("tool_choice", fmt::format("'tool_choice': \"{}\" needs a tool-call grammar, which vtc has for the Hermes/Qwen, "
                                    "Llama 3 and Mistral Nemo template families, not for '{}'",
                                    req.tool_choice == "function" ? req.tool_function : req.tool_choice,
                                    chat::chat_format_name(format)));
+  }
   grammar::SchemaGrammarBuilder b;
-  std::vector<std::string> calls;
+  std::vector<std::string> calls, bodies;
   const ordered_json tools = ordered_json::parse(req.tools_json);
   for (size_t k = 0; k < tools.size(); ++k) {
     const ordered_json& fn = tools[k]["function"];
@@ -86,17 +92,28 @@ std::string tool_call_grammar(const CompletionRequest& req) {
     try {
       args = b.add_schema(fmt::format("tool-{}-args", k), params);
     } catch (const grammar::GrammarError& e) {
+      if (lazy) return {};  // auto: the call stays unconstrained; the parser still reads it
       bad(fmt::format("tools[{}].function.parameters", k), e.what());
     }
-    const std::string rule = fmt::format("tool-{}-call", k);
-    b.add_rule(rule, fmt::format("{} {} {} {} {}", syntax->open, literal(name), syntax->mid, args, syntax->close));
-    calls.push_back(rule);
+    b.add_rule(fmt::format("tool-{}-body", k), fmt::format("{} {} {} {}", literal(name), literal(syntax->mid), args, syntax->close_expr));
+    b.add_rule(fmt::format("tool-{}-call", k), fmt::format("{} tool-{}-body", literal(syntax->call_open), k));
+    calls.push_back(fmt::format("tool-{}-call", k));
+    bodies.push_back(fmt::format("tool-{}-body", k));
   }
-  std::string one = calls.size() == 1 ? calls[0] : "(" + fmt::format("{}", fmt::join(calls, " | ")) + ")";
-  b.add_rule("tool-call", one);
-  std::string body_rule = "tool-call";
-  if (req.parallel_tool_calls) body_rule += fmt::format(" ({} tool-call)*", syntax->separator);
-  std::string root = syntax->list_open + " " + body_rule + " " + syntax->list_close;
+  b.add_rule("tool-call", fmt::format("({})", fmt::join(calls, " | ")));
+  const std::string more = req.parallel_tool_calls ? fmt::format(" ({} tool-call)*", literal(syntax->separator)) : "";
+  GrammarRequest out;
+  if (lazy) {
+    // From the trigger on: the rest of the first call's opening, the call,
+    // any further calls, the list's end.
+    const std::string opening = syntax->list_open + syntax->call_open;
+    b.add_rule("root", fmt::format("{} ({}){} {}", literal(opening.substr(syntax->trigger.size())), fmt::join(bodies, " | "),
+                                   more, literal(syntax->list_close)));
+    out.trigger = syntax->trigger;
+    out.gbnf = b.gbnf();
+    return out;
+  }
+  std::string root = fmt::format("{} tool-call{} {}", literal(syntax->list_open), more, literal(syntax->list_close));
   if (has_think_block(format) && !prompt_closed_thinking(req.prompt_text)) {
     // Reasoning may come first, or is already open after the prompt; a
     // prompt that closed an empty think block (enable_thinking false) has
@@ -106,7 +123,8 @@ std::string tool_call_grammar(const CompletionRequest& req) {
     root = (open ? "think-body \"</think>\" [ \\n]* " : "(\"<think>\" think-body \"</think>\" [ \\n]*)? ") + root;
   }
   b.add_rule("root", root);
-  return b.gbnf();
+  out.gbnf = b.gbnf();
+  return out;
 }
 
 std::string schema_grammar(const ordered_json& schema, const std::string& field) {
@@ -137,7 +155,7 @@ std::optional<std::string> response_format_grammar(const ordered_json& body) {
 
 }  // namespace
 
-std::optional<std::string> requested_grammar(const ordered_json& body, const CompletionRequest& req) {
+std::optional<GrammarRequest> requested_grammar(const ordered_json& body, const CompletionRequest& req) {
   std::vector<std::pair<std::string, std::string>> found;  // field, grammar
   if (auto g = response_format_grammar(body)) found.emplace_back("response_format", *g);
   if (auto it = body.find("json_schema"); it != body.end() && !it->is_null())
@@ -155,11 +173,14 @@ std::optional<std::string> requested_grammar(const ordered_json& body, const Com
     }
   }
   if (req.chat && (req.tool_choice == "required" || req.tool_choice == "function"))
-    found.emplace_back("tool_choice", tool_call_grammar(req));
-  if (found.empty()) return std::nullopt;
+    found.emplace_back("tool_choice", tool_call_grammar(req, false).gbnf);
   if (found.size() > 1)
     bad(found[1].first, fmt::format("'{}' and '{}' both constrain the output; give one", found[0].first, found[1].first));
-  return found[0].second;
+  if (!found.empty()) return GrammarRequest{found[0].second, ""};
+  // tool_choice auto: a call, once started, is held to its tool's schema.
+  if (req.chat && req.tool_choice == "auto" && req.has_tools)
+    if (GrammarRequest lazy = tool_call_grammar(req, true); !lazy.gbnf.empty()) return lazy;
+  return std::nullopt;
 }
 
 namespace {
@@ -176,15 +197,52 @@ class GrammarConstraint final : public TokenConstraint {
   grammar::GrammarMatcher matcher_;
 };
 
+// Unconstrained until the generated text contains the trigger; from there
+// on, the grammar holds what follows it. Text after the trigger that the
+// grammar rejects (the model wrote the marker in prose) drops the match,
+// and the constraint waits for the next trigger.
+class LazyGrammarConstraint final : public TokenConstraint {
+ public:
+  LazyGrammarConstraint(std::shared_ptr<const grammar::Grammar> g, std::shared_ptr<const grammar::TokenTable> t,
+                        std::string trigger)
+      : grammar_(std::move(g)), tokens_(std::move(t)), trigger_(std::move(trigger)) {}
+  void mask(std::span<float> logits) override {
+    if (matcher_) matcher_->mask_logits(logits.data(), logits.size());
+  }
+  bool accept(int32_t token) override {
+    if (matcher_) return matcher_->accept(token);
+    if (token < 0 || size_t(token) >= tokens_->size()) return true;
+    seen_ += tokens_->piece(token);
+    const size_t at = seen_.find(trigger_);
+    if (at == std::string::npos) {
+      if (seen_.size() > trigger_.size()) seen_.erase(0, seen_.size() - trigger_.size());
+      return true;
+    }
+    matcher_.emplace(grammar_, tokens_);
+    if (!matcher_->accept_bytes(seen_.substr(at + trigger_.size()))) matcher_.reset();
+    seen_.clear();
+    return true;
+  }
+  bool finished() const override { return matcher_ && matcher_->finished(); }
+
+ private:
+  std::shared_ptr<const grammar::Grammar> grammar_;
+  std::shared_ptr<const grammar::TokenTable> tokens_;
+  std::string trigger_, seen_;
+  std::optional<grammar::GrammarMatcher> matcher_;
+};
+
 }  // namespace
 
-std::shared_ptr<TokenConstraint> grammar_constraint(const std::string& gbnf, const Engine& engine) {
+std::shared_ptr<TokenConstraint> grammar_constraint(const GrammarRequest& request, const Engine& engine) {
   std::shared_ptr<const grammar::Grammar> g;
   try {
-    g = grammar::parse_gbnf(gbnf);
+    g = grammar::parse_gbnf(request.gbnf);
   } catch (const grammar::GrammarError& e) {
     throw ApiError(400, fmt::format("grammar: {}", e.what()), "grammar");
   }
+  if (!request.trigger.empty())
+    return std::make_shared<LazyGrammarConstraint>(std::move(g), engine.token_table(), request.trigger);
   return std::make_shared<GrammarConstraint>(std::move(g), engine.token_table());
 }
 

@@ -14,6 +14,8 @@
 //                    template family's syntax, arguments held to the tool's
 //                    parameters schema (Hermes/Qwen, Llama 3 and Mistral Nemo
 //                    families; others: 400)
+//   tool_choice "auto" with tools (those families)      free text until the
+//                    family's call marker, then the call grammar (lazy)
 // The constraint masks every token the grammar does not allow before each
 // draw (the host sampler: such requests never use device sampling) and
 // advances over the drawn one; generation stops when nothing can follow.
@@ -29,13 +31,20 @@
 
 namespace vtc::serve {
 
-// The GBNF text the request asks for, or nullopt. `req` carries the chat
-// request's template source and tool choice (for tool-call grammars).
-std::optional<std::string> requested_grammar(const nlohmann::ordered_json& body, const CompletionRequest& req);
+// A grammar for a request's output. With a trigger, it applies only from
+// the first occurrence of the trigger text on (tool_choice auto: a tool
+// call, once started, is held to its schema; the text before is free).
+struct GrammarRequest {
+  std::string gbnf, trigger;
+};
 
-// A TokenConstraint over `gbnf` for the engine's vocabulary (its token
+// The grammar the request asks for, or nullopt. `req` carries the chat
+// request's template source and tool choice (for tool-call grammars).
+std::optional<GrammarRequest> requested_grammar(const nlohmann::ordered_json& body, const CompletionRequest& req);
+
+// A TokenConstraint over the grammar for the engine's vocabulary (its token
 // table is built once per engine and shared). ApiError 400 when the
 // grammar does not parse.
-std::shared_ptr<TokenConstraint> grammar_constraint(const std::string& gbnf, const Engine& engine);
+std::shared_ptr<TokenConstraint> grammar_constraint(const GrammarRequest& request, const Engine& engine);
 
 }  // namespace vtc::serve

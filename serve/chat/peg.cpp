@@ -342,13 +342,23 @@ Match delimiter_at(std::string_view in, size_t pos, const std::vector<std::strin
 
 Result parse_until(Context& ctx, const Node& p, size_t start) {
   const auto in = ctx.input();
+  // Only a delimiter's first byte can start a match: skip the rest fast.
+  bool first_byte[256] = {};
+  for (const auto& d : p.delims) {
+    if (!d.empty()) first_byte[static_cast<unsigned char>(d[0])] = true;
+  }
   size_t pos = start;
   while (pos < in.size()) {
+    const auto c = static_cast<unsigned char>(in[pos]);
+    if (c < 0x80 && !first_byte[c]) {
+      ++pos;
+      continue;
+    }
     size_t len = 0;
     const Utf8 u = utf8_at(in, pos, len);
     if (u == Utf8::Incomplete) return make_result(Outcome::NeedMore, start, pos);
     if (u == Utf8::Invalid) return make_result(Outcome::Fail, start, start);
-    if (delimiter_at(in, pos, p.delims) != Match::None) return make_result(Outcome::Success, start, pos);
+    if (first_byte[c] && delimiter_at(in, pos, p.delims) != Match::None) return make_result(Outcome::Success, start, pos);
     pos += len;
   }
   return make_result(Outcome::NeedMore, start, pos);

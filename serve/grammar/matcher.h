@@ -76,6 +76,9 @@ class TokenTable {
 
 std::shared_ptr<const TokenTable> make_token_table(const Tokenizer& tok);
 
+// One per request; not thread-safe (its caches change under const calls).
+// mask_logits, allows and accept throw GrammarError only for a grammar so
+// ambiguous that one step would track more than 65536 parser stacks.
 class GrammarMatcher {
  public:
   GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTable> tokens);

@@ -239,29 +239,6 @@ int64_t int_of(const Value& v) { return v.is_bool() ? (v.as_bool() ? 1 : 0) : v.
 double float_of(const Value& v) { return v.is_bool() ? (v.as_bool() ? 1.0 : 0.0) : v.as_float(); }
 bool numeric(const Value& v) { return v.is_number() || v.is_bool(); }
 
-std::string py_type(const Value& v) {
-  switch (v.kind()) {
-    case Value::Kind::Undefined:
-      return "Undefined";
-    case Value::Kind::None:
-      return "NoneType";
-    case Value::Kind::Bool:
-      return "bool";
-    case Value::Kind::Int:
-      return "int";
-    case Value::Kind::Float:
-      return "float";
-    case Value::Kind::String:
-      return "str";
-    case Value::Kind::List:
-      return "list";
-    case Value::Kind::Dict:
-      return "dict";
-    case Value::Kind::Callable:
-      return "function";
-  }
-  return "?";
-}
 
 const char* const kDictMethods[] = {"items", "keys", "values", "get", "pop", "update", "setdefault", "copy"};
 // d.items etc. are the methods even where d has such a key (d['items'] is
@@ -364,7 +341,7 @@ Value Renderer::get_item(const Value& obj, const Value& key) {
 Value Renderer::slice(const Value& obj, const Value& start, const Value& stop, const Value& step) {
   auto bound = [&](const Value& v, const char* what) -> std::optional<int64_t> {
     if (v.is_undefined() || v.is_none()) return std::nullopt;
-    if (!is_intlike(v)) fail(fmt::format("slice {} must be an integer, not {}", what, py_type(v)));
+    if (!is_intlike(v)) fail(fmt::format("slice {} must be an integer, not {}", what, v.type_name()));
     return int_of(v);
   };
   std::vector<Value> items;
@@ -375,7 +352,7 @@ Value Renderer::slice(const Value& obj, const Value& start, const Value& stop, c
   else if (obj.is_list())
     items = obj.as_list();
   else
-    fail(fmt::format("cannot slice a {}", py_type(obj)));
+    fail(fmt::format("cannot slice a {}", obj.type_name()));
   int64_t n = static_cast<int64_t>(is_str ? cps.size() : items.size());
   int64_t st = bound(step, "step").value_or(1);
   if (st == 0) fail("slice step cannot be zero");
@@ -416,14 +393,14 @@ std::vector<Value> Renderer::iterate(const Value& v) {
       return out;
     }
     default:
-      fail(fmt::format("'{}' object is not iterable", py_type(v)));
+      fail(fmt::format("'{}' object is not iterable", v.type_name()));
   }
 }
 
 // ---- operators -------------------------------------------------------------
 
 Value Renderer::unary(const std::string& op, const Value& v) {
-  if (!numeric(v)) fail(fmt::format("bad operand type for unary {}: '{}'", op, py_type(v)));
+  if (!numeric(v)) fail(fmt::format("bad operand type for unary {}: '{}'", op, v.type_name()));
   if (op == "+") return v.is_float() ? v : Value(int_of(v));
   if (v.is_float()) return Value(-v.as_float());
   if (int_of(v) == INT64_MIN) fail("integer overflow");
@@ -444,7 +421,7 @@ bool Renderer::less(const Value& a, const Value& b) {
     }
     return x.size() < y.size();
   }
-  fail(fmt::format("'<' not supported between '{}' and '{}'", py_type(a), py_type(b)));
+  fail(fmt::format("'<' not supported between '{}' and '{}'", a.type_name(), b.type_name()));
 }
 
 static std::string printf_format(Renderer& r, const std::string& fmtstr, const Value& arg) {
@@ -485,7 +462,7 @@ static std::string printf_format(Renderer& r, const std::string& fmtstr, const V
         break;
       case 'd':
       case 'i':
-        if (!numeric(a)) r.fail(fmt::format("%d format: a number is required, not {}", py_type(a)));
+        if (!numeric(a)) r.fail(fmt::format("%d format: a number is required, not {}", a.type_name()));
         std::snprintf(buf, sizeof buf, (spec + "lld").c_str(),
                       static_cast<long long>(a.is_float() ? static_cast<int64_t>(a.as_float()) : int_of(a)));
         out += buf;
@@ -493,7 +470,7 @@ static std::string printf_format(Renderer& r, const std::string& fmtstr, const V
       case 'f':
       case 'e':
       case 'g':
-        if (!numeric(a)) r.fail(fmt::format("%{} format: a number is required, not {}", conv, py_type(a)));
+        if (!numeric(a)) r.fail(fmt::format("%{} format: a number is required, not {}", conv, a.type_name()));
         std::snprintf(buf, sizeof buf, (spec + conv).c_str(), float_of(a));
         out += buf;
         break;
@@ -523,14 +500,14 @@ Value Renderer::binary(const std::string& op, const Value& l, const Value& r) {
   if (op == "in" || op == "not in") {
     bool found = false;
     if (r.is_string()) {
-      if (!l.is_string()) fail(fmt::format("'in <string>' requires string as left operand, not {}", py_type(l)));
+      if (!l.is_string()) fail(fmt::format("'in <string>' requires string as left operand, not {}", l.type_name()));
       found = r.as_string().find(l.as_string()) != std::string::npos;
     } else if (r.is_list()) {
       for (auto& e : r.as_list()) found = found || e == l;
     } else if (r.is_dict()) {
       found = r.find(l) != nullptr;
     } else if (!r.is_undefined()) {
-      fail(fmt::format("argument of type '{}' is not iterable", py_type(r)));
+      fail(fmt::format("argument of type '{}' is not iterable", r.type_name()));
     }
     return Value(op == "in" ? found : !found);
   }
@@ -614,7 +591,7 @@ Value Renderer::binary(const std::string& op, const Value& l, const Value& r) {
     return Value::list(std::move(out));
   }
   if (op == "%" && l.is_string()) return Value(printf_format(*this, l.as_string(), r));
-  fail(fmt::format("unsupported operand types for {}: '{}' and '{}'", op, py_type(l), py_type(r)));
+  fail(fmt::format("unsupported operand types for {}: '{}' and '{}'", op, l.type_name(), r.type_name()));
 }
 
 // ---- methods ---------------------------------------------------------------
@@ -733,7 +710,7 @@ Value Renderer::call_method(const Value& obj, const std::string& name, Args& arg
       std::string out;
       bool first = true;
       for (auto& v : iterate(a.get(0, "iterable"))) {
-        if (!v.is_string()) fail(fmt::format("join(): expected str, got {}", py_type(v)));
+        if (!v.is_string()) fail(fmt::format("join(): expected str, got {}", v.type_name()));
         if (!first) out += s;
         first = false;
         out += v.as_string();
@@ -888,7 +865,7 @@ Value Renderer::call_method(const Value& obj, const std::string& name, Args& arg
       return Value::none();
     }
   }
-  fail(fmt::format("'{}' object has no method '{}'", py_type(obj), name));
+  fail(fmt::format("'{}' object has no method '{}'", obj.type_name(), name));
 }
 
 // ---- filters ---------------------------------------------------------------
@@ -954,7 +931,7 @@ Value Renderer::apply_filter(const std::string& name, const Value& v, Args& args
     if (v.is_list()) return Value(static_cast<int64_t>(v.as_list().size()));
     if (v.is_dict()) return Value(static_cast<int64_t>(v.as_dict().size()));
     if (v.is_undefined()) return Value(0);
-    fail(fmt::format("object of type '{}' has no len()", py_type(v)));
+    fail(fmt::format("object of type '{}' has no len()", v.type_name()));
   }
   if (name == "default" || name == "d") {
     bool boolean = a.get(1, "boolean", Value(false)).truthy();
@@ -981,13 +958,13 @@ Value Renderer::apply_filter(const std::string& name, const Value& v, Args& args
   }
   if (name == "items") {
     if (v.is_undefined()) return Value::list();
-    if (!v.is_dict()) fail(fmt::format("items: expected a mapping, got {}", py_type(v)));
+    if (!v.is_dict()) fail(fmt::format("items: expected a mapping, got {}", v.type_name()));
     Value::List out;
     for (auto& [k, x] : v.as_dict()) out.push_back(Value::list({k, x}));
     return Value::list(std::move(out));
   }
   if (name == "dictsort") {
-    if (!v.is_dict()) fail(fmt::format("dictsort: expected a mapping, got {}", py_type(v)));
+    if (!v.is_dict()) fail(fmt::format("dictsort: expected a mapping, got {}", v.type_name()));
     bool cs = a.get(0, "case_sensitive", Value(false)).truthy();
     std::string by = a.get(1, "by", Value("key")).str();
     bool rev = a.get(2, "reverse", Value(false)).truthy();
@@ -1162,13 +1139,13 @@ Value Renderer::apply_filter(const std::string& name, const Value& v, Args& args
     return def;
   }
   if (name == "abs") {
-    if (!numeric(v)) fail(fmt::format("bad operand type for abs(): '{}'", py_type(v)));
+    if (!numeric(v)) fail(fmt::format("bad operand type for abs(): '{}'", v.type_name()));
     if (v.is_float()) return Value(std::fabs(v.as_float()));
     if (int_of(v) == INT64_MIN) fail("integer overflow");
     return Value(static_cast<int64_t>(std::llabs(int_of(v))));
   }
   if (name == "round") {
-    if (!numeric(v)) fail(fmt::format("round: expected a number, got {}", py_type(v)));
+    if (!numeric(v)) fail(fmt::format("round: expected a number, got {}", v.type_name()));
     int64_t precision = int_of(a.get(0, "precision", Value(0)));
     std::string method = a.get(1, "method", Value("common")).str();
     double scale = std::pow(10.0, static_cast<double>(std::clamp<int64_t>(precision, -300, 300)));
@@ -1294,7 +1271,7 @@ bool Renderer::apply_test(const std::string& name, const Value& v, Args& args) {
   if (name == "ge" || name == ">=") return !less(v, other);
   if (name == "in") return binary("in", v, other).as_bool();
   if (name == "odd" || name == "even" || name == "divisibleby") {
-    if (!is_intlike(v)) fail(fmt::format("test '{}' needs an integer, got {}", name, py_type(v)));
+    if (!is_intlike(v)) fail(fmt::format("test '{}' needs an integer, got {}", name, v.type_name()));
     int64_t x = int_of(v);
     if (name == "odd") return x % 2 != 0;
     if (name == "even") return x % 2 == 0;
@@ -1335,7 +1312,7 @@ Value Renderer::global(const std::string& name) {
         [this](Args& args) {
           std::vector<int64_t> p;
           for (auto& v : args.positional) {
-            if (!is_intlike(v)) fail(fmt::format("range() arguments must be integers, not {}", py_type(v)));
+            if (!is_intlike(v)) fail(fmt::format("range() arguments must be integers, not {}", v.type_name()));
             p.push_back(int_of(v));
           }
           if (p.empty() || p.size() > 3 || !args.keyword.empty()) fail("range() takes 1 to 3 integer arguments");

@@ -1,12 +1,11 @@
-// Value: construction, Python truthiness/equality/str/repr, JSON in and out.
+// Value: construction, Python truthiness/equality/str/repr, what {{ }}
+// prints, JSON in and out.
 #include "serve/jinja/value.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 
 #include "frontends/gguf/tokenizer/unicode_util.h"
 #include "serve/jinja/template.h"
@@ -307,23 +306,23 @@ std::string Value::repr() const {
 std::string Value::type_name() const {
   switch (kind_) {
     case Kind::Undefined:
-      return "undefined";
+      return "Undefined";
     case Kind::None:
-      return "none";
+      return "NoneType";
     case Kind::Bool:
-      return "boolean";
+      return "bool";
     case Kind::Int:
-      return "integer";
+      return "int";
     case Kind::Float:
       return "float";
     case Kind::String:
-      return "string";
+      return "str";
     case Kind::List:
       return "list";
     case Kind::Dict:
       return "dict";
     case Kind::Callable:
-      return "callable";
+      return "function";
   }
   return "?";
 }

@@ -97,7 +97,7 @@ class Value {
   // format_float(), the rest as str(). Python would print "None" and
   // "[1, 'a']". Longer than max_bytes is a TemplateError.
   std::string output(size_t max_bytes) const;
-  // Kind name for error messages: "string", "list", ...
+  // Python's type name, for error messages: "str", "list", "NoneType", ...
   std::string type_name() const;
 
   // Python ==: 1 == 1.0, True == 1; containers compare element-wise.

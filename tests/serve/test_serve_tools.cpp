@@ -12,7 +12,10 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdlib>
+#include <iterator>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
@@ -21,6 +24,7 @@
 #include <sstream>
 #include <string>
 
+#include "serve/structured_output.h"
 #include "tests/serve/in_process_server.h"
 #include "tests/serve/serve_fixtures.h"
 #include "tests/test_process.h"
@@ -222,4 +226,47 @@ TEST_CASE("vtc apply-template prints exactly what /apply-template returns", "[se
   std::filesystem::remove(path);
   CHECK(cli == s.post("/apply-template", request, 200)["prompt"].get<std::string>());
   CHECK(cli.find("<|im_start|>assistant\n<think>\n\n</think>\n\n") != std::string::npos);  // enable_thinking false
+}
+
+TEST_CASE("tool_choice auto: text is free until the call marker, then the call is held to the tool's schema", "[serve][tools][reference]") {
+  test::InProcessServer s(test::tiny_model(), "tiny");
+  std::ifstream in(reference_template("Qwen-Qwen3-0.6B.jinja"));
+  serve::CompletionRequest req;
+  req.chat = true;
+  req.template_source.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  req.has_tools = true;
+  req.tools_json = json::array({kWeatherTool}).dump();
+  req.tool_choice = "auto";
+  req.parallel_tool_calls = false;
+  const auto g = serve::requested_grammar(nlohmann::ordered_json::object(), req);
+  REQUIRE(g.has_value());
+  CHECK(g->trigger == "<tool_call>");
+  auto constraint = serve::grammar_constraint(*g, s.engine);
+  const auto& tok = s.engine.tokenizer();
+  // Text goes in one character per token (single-byte pieces): the
+  // tokenizer's own encoding may add a space prefix (SentencePiece).
+  std::map<char, int32_t> byte_token;
+  for (int32_t id = 0; id < int32_t(s.engine.n_vocab()); ++id) {
+    const std::string p = tok.token_piece(id);
+    if (p.size() == 1 && !byte_token.count(p[0]) && !tok.is_control(id)) byte_token[p[0]] = id;
+  }
+  const size_t V = size_t(s.engine.n_vocab());
+  auto allowed = [&](char c) {  // may `c` come next?
+    std::vector<float> logits(V, 0.0f);
+    constraint->mask(logits);
+    return std::isfinite(logits[size_t(byte_token.at(c))]);
+  };
+  auto feed = [&](const std::string& text) {
+    for (char c : text) REQUIRE(constraint->accept(byte_token.at(c)));
+  };
+  CHECK(allowed('A'));  // before the marker: no constraint
+  feed("Let me look that up. <tool_call>");
+  CHECK(allowed('\n'));
+  CHECK_FALSE(allowed('A'));
+  feed("\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"");
+  CHECK_FALSE(allowed('k'));  // the schema's enum holds: celsius or fahrenheit
+  CHECK(allowed('c'));
+  CHECK_FALSE(constraint->finished());
+  feed("celsius\"}}\n</tool_call>");
+  CHECK(constraint->finished());  // one call (parallel_tool_calls false): generation ends
 }

@@ -29,9 +29,13 @@ constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's 
 constexpr char kMergeSep = '\xFF';                    // never in valid UTF-8
 
 // Texts that end a generation turn in common chat models.
+// The reference's list (llama-vocab.cpp): any token with one of these texts
+// ends generation and is a control token.
 constexpr std::string_view kEogTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
-    "<EOT>", "<|eom_id|>", "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>",
+    "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
+    "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+    "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>", "[e~[",
 };
 
 const std::vector<std::string>& model_names() {
@@ -479,6 +483,19 @@ Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& f) {
     t.eog.insert(id);
     if (t.type[id] == TokenType::kNormal || t.type[id] == TokenType::kUndefined) t.type[id] = TokenType::kControl;
   }
+  // The reference's two exceptions: harmony-style vocabularies (<|return|>
+  // and <|call|>, or <|calls|> and <|flush|>) continue after <|end|>, and
+  // gemma4's (<|tool_response>) after </s>; those tokens turn user-defined
+  // and normal again.
+  auto has = [&](std::string_view s) { return t.lookup(s) >= 0 && t.eog.count(t.lookup(s)); };
+  auto keep_generating_on = [&](std::string_view s, TokenType type) {
+    const int32_t id = t.lookup(s);
+    if (id < 0 || !t.eog.erase(id)) return;
+    t.type[id] = type;
+  };
+  if (has("<|end|>") && ((has("<|return|>") && has("<|call|>")) || (has("<|calls|>") && has("<|flush|>"))))
+    keep_generating_on("<|end|>", TokenType::kUserDefined);
+  if (has("<|tool_response>")) keep_generating_on("</s>", TokenType::kNormal);
 
   // Special-token partition order: longest text first, then lowest id.
   for (size_t i = 0; i < n; ++i) {

@@ -1,7 +1,8 @@
 // Constrained generation through vtc's runtime on a generated tiny qwen2
 // model with the real qwen2 vocabulary (151k BPE tokens): sampled runs
 // under a nested schema must all give valid instances, and a greedy run
-// must pick the same tokens as llama.cpp's grammar sampler ([reference]).
+// must pick the same tokens as llama.cpp's grammar sampler. Both are
+// [reference]: the model takes its vocabulary from the reference's models/.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -156,7 +157,7 @@ struct Fixture {
 
 }  // namespace
 
-TEST_CASE("generate: 100 sampled runs under a nested schema are all valid", "[grammar]") {
+TEST_CASE("generate: 100 sampled runs under a nested schema are all valid", "[grammar][reference]") {
   Fixture f;
   const Json schema = Json::parse(kNestedSchema);
   auto grammar = parse_gbnf(json_schema_to_gbnf(schema));
@@ -223,5 +224,25 @@ TEST_CASE("generate: greedy runs pick the tokens of llama.cpp's grammar sampler"
     }
     CHECK(ours.tokens == ref);
     CHECK(ours.tokens.size() > 5);
+  }
+}
+
+TEST_CASE("generate: the test's validator refuses what the schema forbids", "[grammar]") {
+  const Json schema = Json::parse(kNestedSchema);
+  const auto good = nlohmann::json::parse(
+      R"({"name":"ab","kind":"beta","count":3,"owner":{"id":1},"items":[{"sku":"x","qty":2}]})");
+  CHECK(validate(good, schema).empty());
+  for (const char* bad : {
+           R"({"name":"abcdefghi","kind":"beta","count":3,"owner":{"id":1},"items":[]})",        // maxLength
+           R"({"name":"ab","kind":"delta","count":3,"owner":{"id":1},"items":[]})",             // enum
+           R"({"name":"ab","kind":"beta","count":501,"owner":{"id":1},"items":[]})",            // maximum
+           R"({"name":"ab","kind":"beta","count":1.5,"owner":{"id":1},"items":[]})",            // integer
+           R"({"name":"ab","kind":"beta","count":3,"owner":{},"items":[]})",                    // required
+           R"({"name":"ab","kind":"beta","count":3,"owner":{"id":1,"x":0},"items":[]})",        // additional
+           R"({"name":"ab","kind":"beta","count":3,"owner":{"id":1},"items":[{},{},{},{}]})",   // maxItems
+           R"({"name":"ab","kind":"beta","count":3,"owner":{"id":1},"items":[{"sku":"x"}]})",   // nested required
+       }) {
+    INFO(bad);
+    CHECK_FALSE(validate(nlohmann::json::parse(bad), schema).empty());
   }
 }
