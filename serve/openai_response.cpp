@@ -101,6 +101,26 @@ void end_after_exception(Engine& engine, Choices& choices, const ResponseSink& s
   }
 }
 
+// Runs a content provider's body: an exception (a JSON dump, a failed
+// write, ...) cancels the choices and ends only this response.
+template <class Body>
+bool guarded(Engine& engine, Choices& choices, const ResponseSink& sink, bool stream, Body&& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    end_after_exception(engine, choices, sink, stream, e.what());
+  } catch (...) {
+    end_after_exception(engine, choices, sink, stream, "unknown error");
+  }
+  return true;
+}
+
+CompletionRequest single_choice(const CompletionRequest& req) {
+  CompletionRequest one = req;
+  one.n = 1;
+  return one;
+}
+
 // The first choice that failed, if any: the whole response is its error.
 const Request* failed_choice(const Choices& choices) {
   for (const auto& r : choices.requests())
@@ -218,7 +238,7 @@ bool end_choice(const ResponseInfo& info, const CompletionRequest& req, int32_t 
 
 bool write_stream(Engine& engine, Choices& choices, const CompletionRequest& req, const ResponseInfo& info,
                   const ResponseSink& sink) {
-  try {
+  return guarded(engine, choices, sink, true, [&] {
     const Tokenizer& tok = engine.tokenizer();
     std::vector<StreamedChoice> state;
     for (int32_t i = 0; i < req.n; ++i) state.push_back({ChoiceOutput(req), true, false});
@@ -257,12 +277,7 @@ bool write_stream(Engine& engine, Choices& choices, const CompletionRequest& req
       sink.write("data: [DONE]\n\n");
       return true;
     }
-  } catch (const std::exception& e) {
-    end_after_exception(engine, choices, sink, true, e.what());
-  } catch (...) {
-    end_after_exception(engine, choices, sink, true, "unknown error");
-  }
-  return true;
+  });
 }
 
 // --- Whole responses ---------------------------------------------------------------
@@ -294,7 +309,7 @@ json completion_body(const ResponseInfo& info, const CompletionRequest& req, con
 
 bool write_completion(Engine& engine, Choices& choices, const CompletionRequest& req, const ResponseInfo& info,
                       const ResponseSink& sink) {
-  try {
+  return guarded(engine, choices, sink, false, [&] {
     std::vector<std::vector<TokenEvent>> events(size_t(req.n));
     for (;;) {
       choices.submit_rest(engine);
@@ -309,28 +324,19 @@ bool write_completion(Engine& engine, Choices& choices, const CompletionRequest&
                              : completion_body(info, req, choices, events, engine.tokenizer());
     sink.write(dump_json(body));
     return true;
-  } catch (const std::exception& e) {
-    end_after_exception(engine, choices, sink, false, e.what());
-  } catch (...) {
-    end_after_exception(engine, choices, sink, false, "unknown error");
-  }
-  return true;
+  });
 }
 
 bool write_stream(Engine& engine, const std::shared_ptr<Request>& r, const CompletionRequest& req,
                   const ResponseInfo& info, const ResponseSink& sink) {
   Choices one(r);
-  CompletionRequest single = req;
-  single.n = 1;
-  return write_stream(engine, one, single, info, sink);
+  return write_stream(engine, one, single_choice(req), info, sink);
 }
 
 bool write_completion(Engine& engine, const std::shared_ptr<Request>& r, const CompletionRequest& req,
                       const ResponseInfo& info, const ResponseSink& sink) {
   Choices one(r);
-  CompletionRequest single = req;
-  single.n = 1;
-  return write_completion(engine, one, single, info, sink);
+  return write_completion(engine, one, single_choice(req), info, sink);
 }
 
 }  // namespace vtc::serve

@@ -16,10 +16,13 @@
 
 #include <fmt/format.h>
 
+#include "frontends/gguf/tokenizer/unicode_util.h"
 #include "serve/grammar/grammar.h"
 
 namespace vtc::grammar {
 namespace {
+
+using tok::detail::append_utf8;
 
 constexpr int kMaxDepth = 100;
 constexpr int kMaxCount = 1000;
@@ -93,24 +96,6 @@ std::string gbnf_literal(std::string_view bytes) {
       s += gbnf_char(u);
   }
   return s + "\"";
-}
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
 }
 
 // How a character appears in JSON text ("\"" -> \", newline -> \n).

@@ -39,17 +39,11 @@
 
 #include "chat.h"
 #include "json.h"
+#include "common.h"
 
 namespace {
 
-bool read_file(const char* path, std::string& out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  out = ss.str();
-  return true;
-}
+using chat_ref::read_file;
 
 int usage() {
   std::fprintf(stderr,

@@ -32,17 +32,11 @@
 #include "jinja/runtime.h"
 #include "jinja/value.h"
 #include "json.h"
+#include "common.h"
 
 namespace {
 
-bool read_file(const char* path, std::string& out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  out = ss.str();
-  return true;
-}
+using chat_ref::read_file;
 
 int usage() {
   std::fprintf(stderr, "usage: vtc-chat-ref render [--now EPOCH] TEMPLATE.jinja CONTEXT.json\n");
