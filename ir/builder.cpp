@@ -1,5 +1,7 @@
 #include "ir/builder.h"
 
+#include <fmt/format.h>
+
 #include "ir/shape_infer.h"
 #include "support/error.h"
 
@@ -86,9 +88,27 @@ Value Builder::attention(Value q, Value k, Value v, Value pos, Value seq, const 
                                   {"causal", Attr::of_bool(o.causal)}};
   if (o.window) attrs.push_back({"window", Attr::of_int(*o.window)});
   if (o.softcap) attrs.push_back({"softcap", Attr::of_float(*o.softcap)});
+  if (o.chunk) attrs.push_back({"chunk", Attr::of_int(*o.chunk)});
   std::vector<Value> operands = {q, k, v, pos, seq};
   if (selected) operands.push_back(selected);
+  if (o.sinks) {
+    attrs.push_back({"sinks", Attr::of_bool(true)});
+    operands.push_back(o.sinks);
+  }
   return one(OpKind::Attention, std::move(operands), std::move(attrs));
+}
+
+Value Builder::attn_temp(Value pos, int64_t floor_scale, double scale, double offset) {
+  return one(OpKind::AttnTemp, {pos},
+             {{"floor_scale", Attr::of_int(floor_scale)}, {"scale", Attr::of_float(scale)}, {"offset", Attr::of_float(offset)}});
+}
+
+Value Builder::layer_norm(Value x, Value gain, Value bias, double eps) {
+  if (bias && !gain) throw Error("builder: layer_norm takes a bias only after a gain");
+  std::vector<Value> operands = {x};
+  if (gain) operands.push_back(gain);
+  if (bias) operands.push_back(bias);
+  return one(OpKind::LayerNorm, std::move(operands), {{"eps", Attr::of_float(eps)}});
 }
 
 Value Builder::indexer_select(Value q, Value k, Value k_norm, Value pos, Value seq, const IndexerOptions& o) {
@@ -123,36 +143,51 @@ std::vector<MoeExperts::Slot> MoeExperts::slots() const {
     if (up_scale) s.push_back({up_scale, "up scale [E]", true});
   }
   if (down_scale) s.push_back({down_scale, "down scale [E]", true});
+  if (merged()) {
+    if (gate_up_bias) s.push_back({gate_up_bias, "gate_up bias [E, 2F]", false, true});
+  } else {
+    if (gate_bias) s.push_back({gate_bias, "gate bias [E, F]", false, true});
+    if (up_bias) s.push_back({up_bias, "up bias [E, F]", false, true});
+  }
+  if (down_bias) s.push_back({down_bias, "down bias [E, D]", false, true});
   return s;
 }
 
+// The operand count fixes the form once `scaled` and `biased` are known:
+// split stacks take 3 + 3 scales + 3 biases, a merged one 2 + 1 + 2.
 MoeExperts MoeExperts::of(const Op& op) {
-  const Attr* a = op.attr("scaled");
-  const bool scaled = a && a->i != 0;
+  auto flag = [&](const char* name) {
+    const Attr* a = op.attr(name);
+    return a && a->i != 0;
+  };
+  const bool scaled = flag("scaled"), biased = flag("biased");
   const auto& v = op.operands;
+  const size_t split = 6 + (scaled ? 3 : 0) + (biased ? 3 : 0), merged = 5 + (scaled ? 1 : 0) + (biased ? 2 : 0);
   MoeExperts e;
-  if (!scaled && v.size() == 5) {
-    e.gate_up = v[3], e.down = v[4];
-  } else if (!scaled && v.size() == 6) {
-    e.gate = v[3], e.up = v[4], e.down = v[5];
-  } else if (scaled && v.size() == 6) {
-    e.gate_up = v[3], e.down = v[4], e.down_scale = v[5];
-  } else if (scaled && v.size() == 9) {
-    e.gate = v[3], e.up = v[4], e.down = v[5], e.gate_scale = v[6], e.up_scale = v[7], e.down_scale = v[8];
+  size_t i = 3;
+  if (v.size() == merged) {
+    e.gate_up = v[i++], e.down = v[i++];
+    if (scaled) e.down_scale = v[i++];
+    if (biased) e.gate_up_bias = v[i++], e.down_bias = v[i++];
+  } else if (v.size() == split) {
+    e.gate = v[i++], e.up = v[i++], e.down = v[i++];
+    if (scaled) e.gate_scale = v[i++], e.up_scale = v[i++], e.down_scale = v[i++];
+    if (biased) e.gate_bias = v[i++], e.up_bias = v[i++], e.down_bias = v[i++];
   } else {
-    const std::string got = ", got " + std::to_string(v.size());
-    if (scaled)
-      throw Error("with scaled = true, moe_ffn takes 6 operands (x, weights, ids, gate_up, down, down_scale) or 9 "
-                  "(x, weights, ids, gate, up, down, gate_scale, up_scale, down_scale)" + got);
-    throw Error("moe_ffn takes 5 operands (x, weights, ids, gate_up, down) or 6 (x, weights, ids, gate, up, down)" +
-                got + (v.size() > 6 ? " (per-expert scales need scaled = true)" : ""));
+    throw Error(fmt::format("moe_ffn{}{} takes {} operands (x, weights, ids, gate_up, down{}{}) or {} (x, weights, ids, "
+                            "gate, up, down{}{}), got {}{}",
+                            scaled ? " with scaled = true" : "", biased ? (scaled ? " and biased = true" : " with biased = true") : "",
+                            merged, scaled ? ", down_scale" : "", biased ? ", gate_up_bias, down_bias" : "", split,
+                            scaled ? ", gate_scale, up_scale, down_scale" : "",
+                            biased ? ", gate_bias, up_bias, down_bias" : "", v.size(),
+                            !scaled && !biased && v.size() > 6 ? " (per-expert scales need scaled = true, biases biased = true)" : ""));
   }
   return e;
 }
 
 // All-or-none split scales keep the op to four forms; the checks here are
 // about which operands were given, the shapes are the shape function's.
-Value Builder::moe_ffn(Value x, Value weights, Value ids, const MoeExperts& e) {
+Value Builder::moe_ffn(Value x, Value weights, Value ids, const MoeExperts& e, const MoeActivation& act) {
   if (e.merged() && (e.gate || e.up)) throw Error("builder: moe_ffn takes gate_up or gate and up, not both");
   if (e.merged() && (e.gate_scale || e.up_scale))
     throw Error("builder: moe_ffn with a merged gate_up stack takes only a down scale (the reference scales no gate_up result)");
@@ -161,11 +196,36 @@ Value Builder::moe_ffn(Value x, Value weights, Value ids, const MoeExperts& e) {
   if (!e.merged() && split_scales != 0 && split_scales != 3)
     throw Error("builder: moe_ffn with split gate and up takes all three scales or none, got " +
                 std::to_string(split_scales));
+  const int biases = e.merged() ? int(bool(e.gate_up_bias)) + int(bool(e.down_bias))
+                                : int(bool(e.gate_bias)) + int(bool(e.up_bias)) + int(bool(e.down_bias));
+  if (biases != 0 && biases != (e.merged() ? 2 : 3))
+    throw Error("builder: moe_ffn takes a bias for every expert stack or none, got " + std::to_string(biases));
   std::vector<Value> operands = {x, weights, ids};
   for (const auto& s : e.slots()) operands.push_back(s.value);
   std::vector<NamedAttr> attrs;
   if (e.scaled()) attrs.push_back({"scaled", Attr::of_bool(true)});
+  if (e.biased()) attrs.push_back({"biased", Attr::of_bool(true)});
+  if (act.kind != "silu") {
+    attrs.push_back({"activation", Attr::of_enum(act.kind)});
+    attrs.push_back({"alpha", Attr::of_float(act.alpha)});
+    attrs.push_back({"limit", Attr::of_float(act.limit)});
+  }
+  if (act.weight_input) attrs.push_back({"weight_input", Attr::of_bool(true)});
   return one(OpKind::MoeFfn, std::move(operands), std::move(attrs));
+}
+
+std::pair<Value, Value> Builder::moe_route(Value logits, const MoeRouteOptions& o) {
+  std::vector<NamedAttr> attrs = {
+      {"k", Attr::of_int(o.k)}, {"gating", Attr::of_enum(o.gating)}, {"norm", Attr::of_bool(o.norm)}};
+  if (o.scale != 0.0 && o.scale != 1.0) attrs.push_back({"scale", Attr::of_float(o.scale)});
+  if (o.groups > 1) {
+    attrs.push_back({"groups", Attr::of_int(o.groups)});
+    attrs.push_back({"groups_used", Attr::of_int(o.groups_used)});
+  }
+  std::vector<Value> operands = {logits};
+  if (o.selection_bias) operands.push_back(o.selection_bias);
+  Op& op = create(OpKind::MoeRoute, std::move(operands), std::move(attrs));
+  return {op.results[0], op.results[1]};
 }
 
 std::pair<Value, Value> Builder::top_k(Value x, int64_t k) {

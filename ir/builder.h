@@ -42,6 +42,10 @@ struct AttentionOptions {
   bool causal = true;
   std::optional<int64_t> window = std::nullopt;  // sliding window, in tokens
   std::optional<double> softcap = std::nullopt;  // logit soft cap
+  // Chunked attention (llama4): key positions outside the query's chunk
+  // [floor(pos / chunk) * chunk, pos] are masked too.
+  std::optional<int64_t> chunk = std::nullopt;
+  ir::Value sinks{};  // per-head sink logits [H] f32 (gpt-oss), joining each softmax's denominator
 };
 
 // The QSA lightning indexer (docs/ir.md: indexer_select).
@@ -72,22 +76,50 @@ struct NgramHashOptions {
 struct MoeExperts {
   Value gate{}, up{}, gate_up{}, down{};
   Value gate_scale{}, up_scale{}, down_scale{};
+  // Per-expert biases (ggml_add_id after each matmul): [E, F] for gate and
+  // up, [E, 2F] for gate_up, [E, D] for down. All of a form's or none.
+  Value gate_bias{}, up_bias{}, gate_up_bias{}, down_bias{};
 
   bool merged() const { return bool(gate_up); }
   bool scaled() const { return bool(down_scale); }
+  bool biased() const { return bool(down_bias); }
 
   struct Slot {
     Value value;
     const char* role;  // e.g. "gate_up experts [E, 2F, D]", for messages
     bool scale = false;  // an f32 [E] scale, not an expert stack
+    bool bias = false;   // an f32 [E, rows] bias, not an expert stack
   };
   // The given expert operands in op order (they follow x, weights, ids):
-  // gate, up, down[, gate_scale, up_scale, down_scale] or gate_up, down[, down_scale].
+  // gate, up, down[, gate_scale, up_scale, down_scale][, gate_bias, up_bias, down_bias]
+  // or gate_up, down[, down_scale][, gate_up_bias, down_bias].
   std::vector<Slot> slots() const;
   // The inverse: the experts of a moe_ffn op, from its operand count and
-  // its `scaled` attribute. Throws vtc::Error naming the accepted forms
+  // its `scaled` and `biased` attributes. Throws vtc::Error naming the accepted forms
   // when the count fits none of them.
   static MoeExperts of(const Op& op);
+};
+
+// The gated activation of moe_ffn's experts: silu(gate) * up, or gpt-oss's
+// clamped variant: g = min(gate, limit), u = clamp(up, -limit, limit),
+// g * sigmoid(alpha g) * (u + 1).
+struct MoeActivation {
+  std::string kind = "silu";  // silu | swiglu_oai
+  double alpha = 1.702, limit = 7.0;
+  // llama4 (the reference's weight_before_ffn): each slot's input row is
+  // multiplied by its routing weight, and the slot outputs are summed
+  // unweighted.
+  bool weight_input = false;
+};
+
+// moe_route's attributes and its optional selection bias.
+struct MoeRouteOptions {
+  int64_t k = 1;
+  std::string gating = "softmax";  // softmax | sigmoid | softmax_weight
+  bool norm = true;
+  double scale = 0.0;               // 0 or 1: none
+  Value selection_bias{};           // [E] f32, added for the pick only
+  int64_t groups = 0, groups_used = 0;  // grouped routing when groups > 1
 };
 
 class Builder {
@@ -114,6 +146,7 @@ class Builder {
   Value mul(Value a, Value b) { return one(OpKind::Mul, {a, b}); }
   Value silu(Value x) { return one(OpKind::Silu, {x}); }
   Value gelu(Value x) { return one(OpKind::Gelu, {x}); }
+  Value tanh(Value x) { return one(OpKind::Tanh, {x}); }
   Value sigmoid(Value x) { return one(OpKind::Sigmoid, {x}); }
   Value softplus(Value x) { return one(OpKind::Softplus, {x}); }
   Value exp(Value x) { return one(OpKind::Exp, {x}); }
@@ -133,12 +166,19 @@ class Builder {
                   Value selected = {});
   // Pools the side cache into blocks and returns the [T, top_k + ratio - 1] positions each query keeps.
   Value indexer_select(Value q, Value k, Value k_norm, Value pos, Value seq, const IndexerOptions& options);
+  // Per-token attention temperature factors [T] f32 of positions [T] i32
+  // (docs/ir.md: attn_temp).
+  Value attn_temp(Value pos, int64_t floor_scale, double scale, double offset);
+  // (x - mean) / sqrt(var + eps) over the last dim, * gain + bias when given.
+  Value layer_norm(Value x, Value gain, Value bias, double eps);
   Value l2_norm(Value x, double eps) { return one(OpKind::L2Norm, {x}, {{"eps", Attr::of_float(eps)}}); }
   // Linear attention: `state` names the per-sequence recurrent state.
   Value causal_conv1d(Value x, Value kernel, Value seq, std::string_view state, int64_t dilation = 1);
   Value delta_rule(Value q, Value k, Value v, Value g, Value beta, Value seq, std::string_view state, double scale);
   // Mixture of experts: the SwiGLU experts selected by moe_route's weights and ids.
-  Value moe_ffn(Value x, Value weights, Value ids, const MoeExperts& experts);
+  Value moe_ffn(Value x, Value weights, Value ids, const MoeExperts& experts, const MoeActivation& act = {});
+  // Expert routing (docs/ir.md: moe_route): weights and ids [T, k] of router logits [T, E].
+  std::pair<Value, Value> moe_route(Value logits, const MoeRouteOptions& options);
   Value softmax(Value x) { return one(OpKind::Softmax, {x}); }
   Value sum(Value x) { return one(OpKind::Sum, {x}); }  // [..., N] -> [..., 1]
   Value argmax(Value x) { return one(OpKind::Argmax, {x}); }

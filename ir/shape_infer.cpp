@@ -195,6 +195,22 @@ void infer_rms_norm(InferContext& c) {
   c.results.push_back(c.operand(0));
 }
 
+// layer_norm(x[, gain[, bias]]): gain and bias are the normalized dim [D].
+void infer_layer_norm(InferContext& c) {
+  require_rank_at_least(c, 0, 1, "input");
+  require_float(c, 0, "input");
+  const Shape& x = c.operand(0).shape;
+  for (size_t i = 1; i < c.op.operands.size(); ++i) {
+    const char* role = i == 1 ? "gain" : "bias";
+    require_float(c, i, role);
+    const Shape& w = c.operand(i).shape;
+    c.require(w.size() == 1 && w[0] == x.back(),
+              std::string(role) + " " + dims_str(w) + " must be the input's last dim [" + x.back().str() + "]");
+  }
+  c.require(c.float_attr("eps") > 0, "eps must be positive");
+  c.results.push_back(c.operand(0));
+}
+
 // Normalizes the last dim to unit L2 length; eps bounds the divisor.
 void infer_l2_norm(InferContext& c) {
   require_rank_at_least(c, 0, 1, "input");
@@ -262,13 +278,32 @@ void infer_attention(InferContext& c) {
   c.require(s->type.elem.is_float(), "KV state @" + name + " must hold floats");
   c.require(c.float_attr("scale") > 0, "scale must be positive");
   c.require(!c.has("window") || c.int_attr("window") > 0, "window must be positive");
+  c.require(!c.has("chunk") || c.int_attr("chunk") > 0, "chunk must be positive");
   c.require(!c.has("softcap") || c.float_attr("softcap") > 0, "softcap must be positive");
-  if (c.op.operands.size() == 6) {
+  const bool sinks = c.has("sinks") && c.attr("sinks", AttrKind::Bool).i != 0;
+  const size_t n_operands = c.op.operands.size() - (sinks ? 1 : 0);
+  c.require(n_operands >= 5 && n_operands <= 6,
+            sinks ? "with sinks = true, attention takes q, k, v, pos, seq[, selected], sinks"
+                  : "attention takes q, k, v, pos, seq[, selected] (a 7th operand needs sinks = true)");
+  if (sinks) {
+    const TensorType& t = c.operand(n_operands);
+    c.require(t.elem.kind() == ElemType::F32 && t.rank() == 1 && t.shape[0] == q[1],
+              "sinks (operand " + std::to_string(n_operands) + ") must be [" + q[1].str() + "] f32 (one logit per q head), got " + t.str());
+  }
+  if (n_operands == 6) {
     const TensorType& sel = c.operand(5);
     c.require(sel.elem.kind() == ElemType::I32 && sel.rank() == 2 && sel.shape[0] == q[0],
               "selected positions (operand 5) must be [" + q[0].str() + ", W] i32, got " + sel.str());
   }
   c.results.push_back(like_first(c, ElemType::F32, {q[0], q[1], v[2]}));
+}
+
+// attn_temp(pos: [T] i32) -> [T] f32, the factors of llama4's temperature tuning.
+void infer_attn_temp(InferContext& c) {
+  const TensorType& pos = c.operand(0);
+  c.require(pos.elem.kind() == ElemType::I32 && pos.rank() == 1, "positions must be [T] i32, got " + pos.str());
+  c.require(c.int_attr("floor_scale") > 0, "floor_scale must be positive");
+  c.results.push_back(like_first(c, ElemType::F32, pos.shape));
 }
 
 // q [T, H, D] (normed and roped), k [T, D] raw keys, k_norm [D], pos [T],
@@ -442,6 +477,18 @@ void infer_moe_route(InferContext& c) {
   c.attr("norm", AttrKind::Bool);
   c.str_attr("gating", AttrKind::Enum);
   c.require(!c.has("scale") || c.float_attr("scale") > 0, "scale must be positive");
+  if (c.op.operands.size() == 2) {
+    const TensorType& b = c.operand(1);
+    c.require(b.elem.kind() == ElemType::F32 && b.rank() == 1 && b.shape[0] == Dim(*n),
+              "selection bias (operand 1) must be [" + std::to_string(*n) + "] f32, got " + b.str());
+  }
+  c.require(c.has("groups") == c.has("groups_used"), "groups and groups_used go together");
+  if (c.has("groups")) {
+    const int64_t g = c.int_attr("groups"), used = c.int_attr("groups_used");
+    c.require(g > 1 && *n % g == 0, "groups = " + std::to_string(g) + " must be > 1 and divide the expert count " + std::to_string(*n));
+    c.require(used >= 1 && used <= g, "groups_used = " + std::to_string(used) + " must be in [1, " + std::to_string(g) + "]");
+    c.require(k <= used * (*n / g), "k = " + std::to_string(k) + " exceeds the experts of the used groups");
+  }
   const Shape s = {c.operand(0).shape[0], Dim(k)};
   c.results.push_back(like_first(c, ElemType::F32, s));
   c.results.push_back(like_first(c, ElemType::I32, s));
@@ -460,6 +507,10 @@ void infer_moe_ffn(InferContext& c) {
   c.require(c.operand(2).elem.kind() == ElemType::I32 && c.operand(2).shape == want,
             "ids (operand 2) must be " + dims_str(want) + " i32 like the weights, got " + c.operand(2).str());
   if (c.has("scaled")) c.attr("scaled", AttrKind::Bool);
+  if (c.has("biased")) c.attr("biased", AttrKind::Bool);
+  if (c.has("activation") && c.str_attr("activation", AttrKind::Enum) == "swiglu_oai")
+    c.require(c.has("alpha") && c.has("limit") && c.float_attr("limit") > 0,
+              "activation swiglu_oai needs alpha and a positive limit");
   MoeExperts experts;
   try {
     experts = MoeExperts::of(c.op);
@@ -469,7 +520,7 @@ void infer_moe_ffn(InferContext& c) {
   const auto slots = experts.slots();
   for (size_t s = 0; s < slots.size(); ++s) {
     const size_t i = 3 + s;
-    if (slots[s].scale) continue;  // checked below, once E is known
+    if (slots[s].scale || slots[s].bias) continue;  // checked below, once E is known
     const std::string role = slots[s].role;
     require_rank(c, i, 3, role);
     c.require(!c.operand(i).elem.is_integer(), role + " (operand " + std::to_string(i) + ") must be float or quantized");
@@ -491,6 +542,15 @@ void infer_moe_ffn(InferContext& c) {
   }
   c.require(d[0] == n_expert && d[1] == x[1] && d[2] == ffn,
             "down experts must be " + dims_str({n_expert, x[1], ffn}) + ", got " + dims_str(d));
+  for (size_t s = 0; s < slots.size(); ++s) {
+    if (!slots[s].bias) continue;
+    const TensorType& t = slots[s].value.type();
+    const Value stack = slots[s].value == experts.down_bias ? experts.down : experts.merged() ? experts.gate_up : experts.gate;
+    const Shape want = {n_expert, stack.type().shape[1]};
+    c.require(t.elem.kind() == ElemType::F32 && t.shape == want,
+              std::string(slots[s].role) + " (operand " + std::to_string(3 + s) + ") must be " + dims_str(want) +
+                  " f32 (one row per expert), got " + t.str());
+  }
   for (size_t s = 0; s < slots.size(); ++s) {
     if (!slots[s].scale) continue;
     const std::string role = slots[s].role;

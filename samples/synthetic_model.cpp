@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -87,16 +88,70 @@ uint32_t moe_ff(const ModelShape& s) { return s.n_ff / 2; }
 uint32_t shared_ff(const ModelShape& s) { return s.n_ff; }
 
 bool is_qwen4exp(const std::string& a) { return a == "qwen4exp"; }
+bool is_gemma(const std::string& a) { return a == "gemma2" || a == "gemma3"; }
+bool is_gpt_oss(const std::string& a) { return a == "gpt-oss"; }
 bool is_moe_arch(const std::string& a) {
-  return a == "qwen3moe" || a == "qwen35moe" || a == "qwen3next" || is_qwen4exp(a);
+  return a == "qwen3moe" || a == "qwen35moe" || a == "qwen3next" || is_qwen4exp(a) || is_gpt_oss(a);
 }
 bool has_shared_expert(const std::string& a) {
   return a == "qwen35moe" || a == "qwen3next" || is_qwen4exp(a);
 }
 
-// Rotary dims: all of the head, except the hybrids' partial rotary (half).
+// The llama-like families, each after its builder in
+// frontends/gguf/arch/<arch>.cpp and the reference's loader: their layers
+// are planned by plan_family_layer and their keys by set_family_hparams.
+bool is_family_arch(const std::string& a) {
+  return a == "phi3" || a == "deepseek2" || a == "glm4moe" || a == "granite" || a == "smollm3" ||
+         a == "command-r" || a == "olmoe" || a == "qwen2moe" || a == "mistral3" || a == "llama4";
+}
+
+// Family constants, small stand-ins for the trained models' values:
+// - deepseek2 and glm4moe: one leading dense block (first_k_dense_replace),
+//   one shared expert, sigmoid gating with a selection bias, renormalized
+//   weights scaled by DeepSeek-V3's 2.5; deepseek2 groups its 8 experts in
+//   4 groups of which 2 are searched (V3: 8 of 256 in 4 of 8 groups), so
+//   grouped routing runs; glm4moe has GLM-4.5's single group;
+// - granite: Granite 3.0 2B's multipliers (embedding 12, residual 0.22,
+//   logits / 8) and attention scale 1 / head_dim (its 1/64 at head_dim 64);
+// - command-r: Command-R's logit scale 0.0625;
+// - llama4: one expert of 8 per token and every second layer MoE
+//   (Maverick's interleave step; Scout's is 1), chunked attention of 8192;
+// - phi3: LongRoPE at Phi-3-128k's ratio, context 32x the original.
+constexpr uint32_t kLeadingDense = 1, kSharedExperts = 1;
+constexpr uint32_t kDeepseekGroups = 4, kDeepseekGroupsUsed = 2;
+constexpr float kExpertWeightsScale = 2.5f;
+constexpr float kGraniteEmbeddingScale = 12.0f, kGraniteResidualScale = 0.22f, kGraniteLogitScale = 8.0f;
+constexpr float kCommandRLogitScale = 0.0625f;
+constexpr uint32_t kLlama4MoeStep = 2, kLlama4Chunk = 8192, kLlama4Used = 1;
+constexpr uint32_t kPhi3ContextRatio = 32;
+
+// Whether layer l of a family has routed experts.
+bool family_moe_layer(const Options& o, uint32_t l) {
+  const std::string& a = o.arch;
+  if (a == "olmoe" || a == "qwen2moe") return true;
+  if (a == "granite") return o.moe;
+  if (a == "deepseek2" || a == "glm4moe") return l >= kLeadingDense;
+  if (a == "llama4") return (l + 1) % kLlama4MoeStep == 0;
+  return false;
+}
+// The shared expert's width: qwen2moe's and Granite MoE Shared's as wide as
+// the dense FFN; deepseek2's and glm4moe's n_shared routed-expert widths
+// (the loaders derive it so); llama4's one routed-expert width.
+uint64_t family_shared_ff(const Options& o, const ModelShape& s) {
+  if (o.arch == "qwen2moe" || o.arch == "granite") return shared_ff(s);
+  return uint64_t{moe_ff(s)} * (o.arch == "llama4" ? 1 : kSharedExperts);
+}
+bool family_has_experts(const Options& o) {
+  return o.arch == "olmoe" || o.arch == "qwen2moe" || o.arch == "deepseek2" || o.arch == "glm4moe" ||
+         o.arch == "llama4" || (o.arch == "granite" && o.moe);
+}
+
+// Rotary dims: all of the head, except the hybrids' and glm4moe's partial
+// rotary (half, GLM-4.5's partial_rotary_factor) and deepseek2's separate
+// rotary part of each key.
 uint32_t rope_dims(const Options& o, const ModelShape& s) {
-  return is_hybrid_arch(o.arch) ? s.head_dim / 2 : s.head_dim;
+  if (o.arch == "deepseek2") return mla_shape(s).rope_dim;
+  return is_hybrid_arch(o.arch) || o.arch == "glm4moe" ? s.head_dim / 2 : s.head_dim;
 }
 
 // qwen35's interleaved M-RoPE sections (temporal, height, width, extra) in
@@ -120,7 +175,17 @@ struct Planner {
   std::vector<TensorPlan> plan;
 
   void add(std::string name, std::vector<uint64_t> dims, GgmlType type, Init init) {
+    // test-llama-archs draws every tensor alike; the test's rescaler gives
+    // each its role's scale.
+    if (o.llama_archs_layout) type = GgmlType::F32, init = {0.0f, 0.01f};
     plan.push_back({std::move(name), std::move(dims), type, init});
+  }
+  // The per-tensor .scale and .input_scale of projection `w` ("blk.0.attn_q")
+  // that the reference's generic pass loads, in the llama_archs layout.
+  void projection_scales(const std::string& w) {
+    if (!o.llama_archs_layout) return;
+    add(w + ".scale", {1}, GgmlType::F32, {});
+    add(w + ".input_scale", {1}, GgmlType::F32, {});
   }
   // Weight matrices (and expert stacks) at std 1/sqrt(fan_in), in the
   // requested weight type.
@@ -280,8 +345,172 @@ void plan_qwen4exp_layer(Planner& p, uint32_t l) {
   plan_experts(p, blk);
 }
 
+// A gemma2/gemma3 layer: sandwich norms around attention and the GELU FFN,
+// gemma3's QK-norm; the llama_archs layout adds the optional q/k/v biases
+// and every projection's scales.
+void plan_gemma_layer(Planner& p, uint32_t l) {
+  const ModelShape& s = p.s;
+  const std::string blk = fmt::format("blk.{}.", l);
+  const uint64_t d = s.n_embd, q_dim = uint64_t{s.n_head} * s.head_dim, kv_dim = uint64_t{s.n_head_kv} * s.head_dim;
+  p.gain(blk + "attn_norm.weight", d);
+  const std::pair<const char*, uint64_t> qkv[] = {{"attn_q", q_dim}, {"attn_k", kv_dim}, {"attn_v", kv_dim}};
+  for (const auto& [name, width] : qkv) {
+    p.matrix(blk + name + ".weight", {d, width});
+    if (p.o.llama_archs_layout) p.bias(blk + name + ".bias", width);
+    p.projection_scales(blk + name);
+  }
+  if (p.o.arch == "gemma3") {
+    p.gain(blk + "attn_q_norm.weight", s.head_dim);
+    p.gain(blk + "attn_k_norm.weight", s.head_dim);
+  }
+  p.matrix(blk + "attn_output.weight", {q_dim, d});
+  if (int(l) == p.o.zero_attn_output_layer) p.zero_last();
+  p.projection_scales(blk + "attn_output");
+  p.gain(blk + "post_attention_norm.weight", d);
+  p.gain(blk + "ffn_norm.weight", d);
+  for (const char* name : {"ffn_gate", "ffn_up"}) {
+    p.matrix(blk + name + ".weight", {d, s.n_ff});
+    p.projection_scales(blk + name);
+  }
+  p.matrix(blk + "ffn_down.weight", {s.n_ff, d});
+  p.projection_scales(blk + "ffn_down");
+  p.gain(blk + "post_ffw_norm.weight", d);
+}
+
+// A gpt-oss layer (the reference's openai-moe load_arch_tensors): biased
+// q/k/v and output projections, one sink logit per head, and biased
+// experts behind a biased router. Sinks are O(1) logits, as trained ones.
+void plan_gpt_oss_layer(Planner& p, uint32_t l) {
+  const ModelShape& s = p.s;
+  const std::string blk = fmt::format("blk.{}.", l);
+  const uint64_t d = s.n_embd, q_dim = uint64_t{s.n_head} * s.head_dim, kv_dim = uint64_t{s.n_head_kv} * s.head_dim;
+  const uint64_t f = moe_ff(s), e = kMoeExperts;
+  p.gain(blk + "attn_norm.weight", d);
+  const std::pair<const char*, uint64_t> qkv[] = {{"attn_q", q_dim}, {"attn_k", kv_dim}, {"attn_v", kv_dim}};
+  for (const auto& [name, width] : qkv) {
+    p.matrix(blk + name + ".weight", {d, width});
+    p.bias(blk + name + ".bias", width);
+  }
+  p.matrix(blk + "attn_output.weight", {q_dim, d});
+  if (int(l) == p.o.zero_attn_output_layer) p.zero_last();
+  p.bias(blk + "attn_output.bias", d);
+  p.add(blk + "attn_sinks.weight", {s.n_head}, GgmlType::F32, {0.0f, 1.0f});
+  p.gain(blk + "post_attention_norm.weight", d);
+  p.matrix(blk + "ffn_gate_inp.weight", {d, e});
+  p.bias(blk + "ffn_gate_inp.bias", e);
+  p.matrix(blk + "ffn_gate_exps.weight", {d, f, e});
+  p.matrix(blk + "ffn_up_exps.weight", {d, f, e});
+  p.matrix(blk + "ffn_down_exps.weight", {f, d, e});
+  p.add(blk + "ffn_gate_exps.bias", {f, e}, GgmlType::F32, {0.0f, 0.1f});
+  p.add(blk + "ffn_up_exps.bias", {f, e}, GgmlType::F32, {0.0f, 0.1f});
+  p.add(blk + "ffn_down_exps.bias", {d, e}, GgmlType::F32, {0.0f, 0.1f});
+}
+
+// The families' attention block: attn_norm, q/k/v (phi3: fused attn_qkv)
+// with optional biases and QK-norm gains (per head, or olmoe's over the
+// whole projection) and attn_output.
+enum class QkNorm { none, per_head, full };
+struct AttnLayout {
+  bool fused_qkv = false;
+  bool biases = false;
+  QkNorm qk_norm = QkNorm::none;
+};
+
+void plan_family_attention(Planner& p, const std::string& blk, uint32_t l, AttnLayout a) {
+  const ModelShape& s = p.s;
+  const uint64_t d = s.n_embd, q_dim = uint64_t{s.n_head} * s.head_dim, kv_dim = uint64_t{s.n_head_kv} * s.head_dim;
+  p.gain(blk + "attn_norm.weight", d);
+  if (a.fused_qkv) {
+    p.matrix(blk + "attn_qkv.weight", {d, q_dim + 2 * kv_dim});
+  } else {
+    const std::pair<const char*, uint64_t> qkv[] = {{"attn_q", q_dim}, {"attn_k", kv_dim}, {"attn_v", kv_dim}};
+    for (const auto& [name, width] : qkv) {
+      p.matrix(blk + name + ".weight", {d, width});
+      if (a.biases) p.bias(blk + name + ".bias", width);
+    }
+  }
+  if (a.qk_norm != QkNorm::none) {
+    const bool full = a.qk_norm == QkNorm::full;
+    p.gain(blk + "attn_q_norm.weight", full ? q_dim : s.head_dim);
+    p.gain(blk + "attn_k_norm.weight", full ? kv_dim : s.head_dim);
+  }
+  p.matrix(blk + "attn_output.weight", {q_dim, d});
+  if (int(l) == p.o.zero_attn_output_layer) p.zero_last();
+}
+
+void plan_swiglu(Planner& p, const std::string& blk, const std::string& suffix, uint64_t width) {
+  p.matrix(blk + "ffn_gate" + suffix + ".weight", {p.s.n_embd, width});
+  p.matrix(blk + "ffn_up" + suffix + ".weight", {p.s.n_embd, width});
+  p.matrix(blk + "ffn_down" + suffix + ".weight", {width, p.s.n_embd});
+}
+
+// A family's FFN: phi3's fused gate|up, a dense SwiGLU, or routed experts
+// (with deepseek2's and glm4moe's selection bias exp_probs_b, O(0.1) against
+// sigmoid scores in (0, 1), so it changes picks) plus the shared expert
+// (qwen2moe's gated by sigmoid(ffn_gate_inp_shexp . x)).
+void plan_family_ffn(Planner& p, const std::string& blk, uint32_t l) {
+  const std::string& a = p.o.arch;
+  const ModelShape& s = p.s;
+  const uint64_t d = s.n_embd, e = kMoeExperts;
+  if (a == "phi3") {
+    p.matrix(blk + "ffn_up.weight", {d, 2 * uint64_t{s.n_ff}});
+    p.matrix(blk + "ffn_down.weight", {s.n_ff, d});
+    return;
+  }
+  if (!family_moe_layer(p.o, l)) return plan_swiglu(p, blk, "", s.n_ff);
+  p.matrix(blk + "ffn_gate_inp.weight", {d, e});
+  if (a == "deepseek2" || a == "glm4moe") p.bias(blk + "exp_probs_b.bias", e);
+  p.matrix(blk + "ffn_gate_exps.weight", {d, moe_ff(s), e});
+  p.matrix(blk + "ffn_up_exps.weight", {d, moe_ff(s), e});
+  p.matrix(blk + "ffn_down_exps.weight", {moe_ff(s), d, e});
+  if (a == "olmoe") return;
+  if (a == "qwen2moe") p.add(blk + "ffn_gate_inp_shexp.weight", {d}, GgmlType::F32, {0.0f, 1.0f / std::sqrt(float(d))});
+  plan_swiglu(p, blk, "_shexp", family_shared_ff(p.o, s));
+}
+
+// deepseek2's multi-head latent attention in the MLA layout the current
+// converter writes (attn_k_b / attn_v_b split per head), then its FFN.
+void plan_deepseek2_layer(Planner& p, const std::string& blk, uint32_t l) {
+  const MlaShape m = mla_shape(p.s);
+  const uint64_t d = p.s.n_embd, h = p.s.n_head;
+  p.gain(blk + "attn_norm.weight", d);
+  p.gain(blk + "attn_q_a_norm.weight", m.q_lora_rank);
+  p.gain(blk + "attn_kv_a_norm.weight", m.kv_lora_rank);
+  p.matrix(blk + "attn_q_a.weight", {d, m.q_lora_rank});
+  p.matrix(blk + "attn_q_b.weight", {m.q_lora_rank, h * m.k_dim()});
+  p.matrix(blk + "attn_kv_a_mqa.weight", {d, uint64_t{m.kv_lora_rank} + m.rope_dim});
+  p.matrix(blk + "attn_k_b.weight", {m.nope_dim, m.kv_lora_rank, h});
+  p.matrix(blk + "attn_v_b.weight", {m.kv_lora_rank, m.v_dim, h});
+  p.matrix(blk + "attn_output.weight", {h * m.v_dim, d});
+  if (int(l) == p.o.zero_attn_output_layer) p.zero_last();
+  p.gain(blk + "ffn_norm.weight", d);
+  plan_family_ffn(p, blk, l);
+}
+
+// A family layer. command-r's block is parallel (attention and FFN read the
+// same attn_norm output: no ffn_norm); glm4moe calls the FFN's norm
+// post_attention_norm.
+void plan_family_layer(Planner& p, uint32_t l) {
+  const std::string& a = p.o.arch;
+  const std::string blk = fmt::format("blk.{}.", l);
+  if (a == "deepseek2") return plan_deepseek2_layer(p, blk, l);
+  AttnLayout attn;
+  attn.fused_qkv = a == "phi3";
+  attn.biases = a == "qwen2moe" || a == "glm4moe";
+  attn.qk_norm = a == "glm4moe" ? QkNorm::per_head : a == "olmoe" ? QkNorm::full : QkNorm::none;
+  plan_family_attention(p, blk, l, attn);
+  if (a == "glm4moe")
+    p.gain(blk + "post_attention_norm.weight", p.s.n_embd);
+  else if (a != "command-r")
+    p.gain(blk + "ffn_norm.weight", p.s.n_embd);
+  plan_family_ffn(p, blk, l);
+}
+
 void plan_layer(Planner& p, uint32_t l) {
+  if (is_family_arch(p.o.arch)) return plan_family_layer(p, l);
   if (is_qwen4exp(p.o.arch)) return plan_qwen4exp_layer(p, l);
+  if (is_gemma(p.o.arch)) return plan_gemma_layer(p, l);
+  if (is_gpt_oss(p.o.arch)) return plan_gpt_oss_layer(p, l);
   const std::string blk = fmt::format("blk.{}.", l);
   p.gain(blk + "attn_norm.weight", p.s.n_embd);
   if (!is_hybrid_arch(p.o.arch)) {
@@ -297,11 +526,29 @@ void plan_layer(Planner& p, uint32_t l) {
   plan_ffn(p, blk);
 }
 
+// gemma2's loader takes no output.weight and gemma3's converter writes none
+// (the llama_archs layout has it: the loader takes it when present);
+// gpt-oss's loader requires one.
+// command-r's loader takes no output.weight (and granite and smollm3 ship
+// tied, as Granite 3 and SmolLM3 do); olmoe's and qwen2moe's require one.
+bool has_output_matrix(const Options& o) {
+  const std::string& a = o.arch;
+  if (a == "gemma2" || a == "command-r" || a == "granite" || a == "smollm3") return false;
+  if (a == "gemma3") return o.llama_archs_layout;
+  return is_gpt_oss(a) || a == "olmoe" || a == "qwen2moe" || !o.tied_embeddings;
+}
+
 std::vector<TensorPlan> plan_tensors(const Options& o, const ModelShape& s, uint32_t n_vocab) {
   Planner p{o, s, {}};
   // Embeddings at unit scale, so the residual stream and the layers'
   // contributions are of the same order.
-  p.add("token_embd.weight", {s.n_embd, n_vocab}, o.weight_type, {0.0f, 1.0f});
+  // The gemmas multiply the embedding by sqrt(n_embd) (as trained ones'
+  // small rows expect), so theirs are drawn at 1/sqrt(n_embd).
+  // Granite multiplies it by its embedding scale: drawn at the inverse.
+  const float embd_std = is_gemma(o.arch)        ? 1.0f / std::sqrt(float(s.n_embd))
+                         : o.arch == "granite" ? 1.0f / kGraniteEmbeddingScale
+                                               : 1.0f;
+  p.add("token_embd.weight", {s.n_embd, n_vocab}, o.weight_type, {0.0f, embd_std});
   const bool hc = is_qwen4exp(o.arch);
   if (hc) {
     // The n-gram table: rows are embeddings too, so unit scale as well.
@@ -315,10 +562,16 @@ std::vector<TensorPlan> plan_tensors(const Options& o, const ModelShape& s, uint
     plan_hyper_connection(p, "output_hc_", false);
   else
     p.gain("output_norm.weight", s.n_embd);
-  if (!o.tied_embeddings) p.matrix("output.weight", {s.n_embd, n_vocab});
+  if (has_output_matrix(o)) p.matrix("output.weight", {s.n_embd, n_vocab});
   // Divisors of each rotary pair's angle, as llama3 ships them: ~1 for the
   // fast pairs up to ~8 for the slow ones (random, but centered there).
   if (o.rope_freqs) p.add("rope_freqs.weight", {s.head_dim / 2}, GgmlType::F32, {4.5f, 2.0f});
+  // phi3's LongRoPE divisors per rotary pair: long ones of 1..15 as the
+  // 128k models' (which grow with the pair), short ones near 1.
+  if (o.arch == "phi3") {
+    p.add("rope_factors_long.weight", {rope_dims(o, s) / 2}, GgmlType::F32, {8.0f, 4.0f});
+    p.add("rope_factors_short.weight", {rope_dims(o, s) / 2}, GgmlType::F32, {1.5f, 0.25f});
+  }
   return std::move(p.plan);
 }
 
@@ -352,6 +605,23 @@ void set_hybrid_hparams(GgufWriter& w, const Options& o, const ModelShape& s) {
     w.set(a + ".rope.dimension_sections", Value::array(gguf::ValueType::I32, std::move(sections)));
   }
   if (has_shared_expert(a)) w.set(a + ".expert_shared_feed_forward_length", Value(shared_ff(s)));
+}
+
+// gemma2 and gemma3: soft caps (gemma2's, as its converter writes them;
+// gemma3 has none), the sliding window, and for gemma3 with fewer than 6
+// layers a pattern key of n_layer so the last layer is global (the
+// converter writes no pattern: the reference's default is 6).
+void set_gemma_hparams(GgufWriter& w, const Options& o, const ModelShape& s) {
+  const std::string& a = o.arch;
+  w.set(a + ".attention.sliding_window", Value(sliding_window(o, s)));
+  if (a == "gemma2") {
+    // The llama_archs layout's attention scores are O(1..10), where a cap
+    // of 50 is the identity to 1e-4: a cap of 5 makes the test see it.
+    w.set(a + ".attn_logit_softcapping", Value(o.llama_archs_layout ? 5.0f : 50.0f));
+    w.set(a + ".final_logit_softcapping", Value(30.0f));
+  } else if (s.n_layer < 6) {
+    w.set(a + ".attention.sliding_window_pattern", Value(s.n_layer));
+  }
 }
 
 template <typename T>
@@ -405,10 +675,97 @@ void set_ple_hparams(GgufWriter& w, const Options& o, const ModelShape& s, uint3
   w.set(a + ".ple.head_vocab_sizes", array_of(u64, q.ple_head_vocab_sizes));
 }
 
+// The trained bases: llama's and gemma2's 10000, gpt-oss's 150000, gemma3's
+// global layers' 1e6 (its local layers use the reference's default 10000),
+// the qwen archs' 1e6; phi3, deepseek2, granite and olmoe 10000, SmolLM3's
+// 5e6, Command-R's 8e6, Llama 4's 5e5, glm4moe's and Ministral 3's 1e6.
+float rope_base(const std::string& a) {
+  if (a == "llama" || a == "gemma2" || a == "phi3" || a == "deepseek2" || a == "granite" || a == "olmoe")
+    return 10000.0f;
+  if (a == "smollm3") return 5e6f;
+  if (a == "command-r") return 8e6f;
+  if (a == "llama4") return 5e5f;
+  return is_gpt_oss(a) ? 150000.0f : 1000000.0f;
+}
+
+float rms_eps(const std::string& a) {
+  const bool e5 = is_gpt_oss(a) || a == "phi3" || a == "glm4moe" || a == "granite" || a == "olmoe" ||
+                  a == "mistral3" || a == "llama4";
+  return e5 ? 1e-5f : 1e-6f;
+}
+
+// The expert keys, as each family's converter writes them: olmoe and
+// Granite MoE give the expert width as feed_forward_length (their loaders
+// read it there), the others as expert_feed_forward_length.
+void set_family_experts(GgufWriter& w, const Options& o, const ModelShape& s) {
+  const std::string& a = o.arch;
+  w.set(a + ".expert_count", Value(kMoeExperts));
+  w.set(a + ".expert_used_count", Value(a == "llama4" ? kLlama4Used : kMoeUsed));
+  if (a == "olmoe" || a == "granite")
+    w.set(a + ".feed_forward_length", Value(moe_ff(s)));
+  else
+    w.set(a + ".expert_feed_forward_length", Value(moe_ff(s)));
+  if (a == "qwen2moe" || a == "granite")
+    w.set(a + ".expert_shared_feed_forward_length", Value(uint32_t(family_shared_ff(o, s))));
+  if (a == "deepseek2" || a == "glm4moe") {
+    w.set(a + ".leading_dense_block_count", Value(kLeadingDense));
+    w.set(a + ".expert_shared_count", Value(kSharedExperts));
+    w.set(a + ".expert_gating_func", Value(uint32_t{2}));  // sigmoid
+    w.set(a + ".expert_weights_norm", Value(true));
+    w.set(a + ".expert_weights_scale", Value(kExpertWeightsScale));
+    const bool ds = a == "deepseek2";
+    w.set(a + ".expert_group_count", Value(ds ? kDeepseekGroups : 1u));
+    w.set(a + ".expert_group_used_count", Value(ds ? kDeepseekGroupsUsed : 1u));
+  }
+  if (a == "llama4") w.set(a + ".interleave_moe_layer_step", Value(kLlama4MoeStep));
+}
+
+// deepseek2's MLA keys as its converter writes them: the cache's key is
+// the latent plus the rotary part (key_length), its value the latent, and
+// the per-head sizes after decompression are the _mla lengths.
+void set_mla_hparams(GgufWriter& w, const ModelShape& s) {
+  const std::string a = "deepseek2";
+  const MlaShape m = mla_shape(s);
+  w.set(a + ".attention.q_lora_rank", Value(m.q_lora_rank));
+  w.set(a + ".attention.kv_lora_rank", Value(m.kv_lora_rank));
+  w.set(a + ".attention.key_length", Value(m.kv_lora_rank + m.rope_dim));
+  w.set(a + ".attention.value_length", Value(m.kv_lora_rank));
+  w.set(a + ".attention.key_length_mla", Value(m.k_dim()));
+  w.set(a + ".attention.value_length_mla", Value(m.v_dim));
+}
+
+// Each family's own keys.
+void set_family_hparams(GgufWriter& w, const Options& o, const ModelShape& s) {
+  const std::string& a = o.arch;
+  if (family_has_experts(o)) set_family_experts(w, o, s);
+  if (a == "deepseek2") set_mla_hparams(w, s);
+  if (a == "phi3") {
+    // Phi-3's converter: the original context and LongRoPE's attention
+    // factor sqrt(1 + ln(scale) / ln(original)); the sliding window (the
+    // context, as the 128k files say) the reference turns off.
+    const uint32_t orig = s.n_ctx / kPhi3ContextRatio;
+    const double attn = std::sqrt(1.0 + std::log(double(kPhi3ContextRatio)) / std::log(double(orig)));
+    w.set(a + ".rope.scaling.original_context_length", Value(orig));
+    w.set(a + ".rope.scaling.attn_factor", Value(float(attn)));
+    w.set(a + ".attention.sliding_window", Value(s.n_ctx));
+  }
+  if (a == "granite") {
+    w.set(a + ".embedding_scale", Value(kGraniteEmbeddingScale));
+    w.set(a + ".residual_scale", Value(kGraniteResidualScale));
+    w.set(a + ".logit_scale", Value(kGraniteLogitScale));
+    w.set(a + ".attention.scale", Value(1.0f / float(s.head_dim)));
+  }
+  if (a == "command-r") {
+    w.set(a + ".logit_scale", Value(kCommandRLogitScale));
+    w.set(a + ".attention.layer_norm_epsilon", Value(1e-5f));
+  }
+  if (a == "llama4") w.set(a + ".attention.sliding_window", Value(kLlama4Chunk));
+}
+
 void set_hparams(GgufWriter& w, const Options& o, const ModelShape& s, uint32_t n_vocab) {
   const std::string& a = o.arch;
   w.set("general.architecture", Value(a));
-  w.set("general.name", Value(fmt::format("vtc-synthetic-{}-{}", a, o.size)));
+  w.set("general.name", Value(fmt::format("vtc-synthetic-{}-{}", a, o.llama_archs_layout ? "llama-archs" : o.size)));
   w.set("general.file_type", Value(file_type_for(o.weight_type)));
   w.set("general.vtc.seed", Value(o.seed));
   w.set(a + ".vocab_size", Value(n_vocab));
@@ -420,8 +777,8 @@ void set_hparams(GgufWriter& w, const Options& o, const ModelShape& s, uint32_t 
   w.set(a + ".attention.head_count_kv", Value(s.n_head_kv));
   w.set(a + ".attention.key_length", Value(s.head_dim));
   w.set(a + ".attention.value_length", Value(s.head_dim));
-  w.set(a + ".attention.layer_norm_rms_epsilon", Value(1e-6f));
-  w.set(a + ".rope.freq_base", Value(a == "llama" ? 10000.0f : 1000000.0f));
+  if (a != "command-r") w.set(a + ".attention.layer_norm_rms_epsilon", Value(rms_eps(a)));
+  w.set(a + ".rope.freq_base", Value(rope_base(a)));
   w.set(a + ".rope.dimension_count", Value(rope_dims(o, s)));
   if (is_moe_arch(a)) {
     w.set(a + ".expert_count", Value(kMoeExperts));
@@ -429,7 +786,10 @@ void set_hparams(GgufWriter& w, const Options& o, const ModelShape& s, uint32_t 
     w.set(a + ".expert_feed_forward_length", Value(moe_ff(s)));
   }
   if (is_hybrid_arch(a)) set_hybrid_hparams(w, o, s);
+  if (is_gemma(a)) set_gemma_hparams(w, o, s);
+  if (is_gpt_oss(a)) w.set(a + ".attention.sliding_window", Value(sliding_window(o, s)));
   if (is_qwen4exp(a)) set_qwen4exp_hparams(w, s);
+  if (is_family_arch(a)) set_family_hparams(w, o, s);
   if (!o.rope_scaling.empty()) {
     w.set(a + ".rope.scaling.type", Value(o.rope_scaling));
     w.set(a + ".rope.scaling.factor", Value(o.rope_factor));
@@ -442,8 +802,21 @@ struct VocabInfo {
   std::optional<int64_t> eos;  // tokenizer.ggml.eos_token_id
 };
 
-VocabInfo copy_tokenizer(GgufWriter& w, const std::string& vocab_path) {
+// test-llama-archs's vocabulary: none, kLlamaArchsVocab dummy ids.
+VocabInfo write_no_vocab(GgufWriter& w, const std::string& arch) {
+  w.set("tokenizer.ggml.model", Value("no_vocab"));
+  w.set("tokenizer.ggml.bos_token_id", Value(uint32_t{UINT32_MAX}));
+  w.set("tokenizer.ggml.eos_token_id", Value(uint32_t{UINT32_MAX}));
+  w.set(arch + ".vocab_size", Value(kLlamaArchsVocab));
+  return {kLlamaArchsVocab, std::nullopt};
+}
+
+VocabInfo copy_tokenizer(GgufWriter& w, const std::string& vocab_path, const std::string& arch) {
   GgufFile vocab = GgufFile::open(vocab_path);
+  // The gpt-neox vocab has no pre-tokenizer key (the reference's "default");
+  // OLMoE's converter writes "olmo", GPT-2's split, which GPT-NeoX-20B's
+  // tokenizer (OLMoE's) uses too.
+  if (arch == "olmoe" && !vocab.find("tokenizer.ggml.pre")) w.set("tokenizer.ggml.pre", Value("olmo"));
   VocabInfo info;
   for (const auto& kv : vocab.metadata()) {
     if (kv.key.rfind("tokenizer.", 0) != 0) continue;
@@ -482,8 +855,10 @@ const std::vector<std::string>& known_sizes() {
 }
 
 const std::vector<std::string>& known_archs() {
-  static const std::vector<std::string> archs = {"llama",  "qwen2",     "qwen3",     "qwen3moe",
-                                                 "qwen35", "qwen35moe", "qwen3next", "qwen4exp"};
+  static const std::vector<std::string> archs = {
+      "llama",  "qwen2",   "qwen3",     "qwen3moe", "qwen35",   "qwen35moe", "qwen3next", "qwen4exp",
+      "gemma2", "gemma3",  "gpt-oss",   "phi3",     "deepseek2", "glm4moe",  "granite",   "smollm3",
+      "command-r", "olmoe", "qwen2moe", "mistral3", "llama4"};
   return archs;
 }
 
@@ -558,23 +933,98 @@ ModelShape shape_for(const std::string& size) {
   return it->second;
 }
 
-std::string default_vocab_name(const std::string& arch) {
-  return arch == "llama" ? "ggml-vocab-llama-spm.gguf" : "ggml-vocab-qwen2.gguf";
+ModelShape llama_archs_shape() { return {256, 512, 6, 4, 2, 64, 256}; }
+
+// smollm3 and llama4 need a fourth layer for their no-rope layer; OLMoE is
+// multi-head (its k norm is n_embd wide); deepseek2's MLA files say one KV
+// head (the shared latent).
+ModelShape model_shape(const Options& o) {
+  ModelShape s = o.llama_archs_layout ? llama_archs_shape() : shape_for(o.size);
+  if (o.arch == "smollm3" || o.arch == "llama4") s.n_layer = std::max(s.n_layer, 4u);
+  if (o.arch == "olmoe") s.n_head_kv = s.n_head;
+  if (o.arch == "deepseek2") s.n_head_kv = 1;
+  return s;
 }
 
-Summary write_model(const Options& o, const std::string& out_path, const ProgressFn& progress) {
+// DeepSeek-V3's proportions (q_lora 1536 of 7168, kv_lora 512, nope 128,
+// rope 64, v 128) on the size's head dim: nope = v = head_dim, rope half of
+// it, the latent 4 heads wide and q's rank n_embd.
+MlaShape mla_shape(const ModelShape& s) {
+  MlaShape m;
+  m.q_lora_rank = s.n_embd;
+  m.kv_lora_rank = 4 * s.head_dim;
+  m.nope_dim = s.head_dim;
+  m.rope_dim = s.head_dim / 2;
+  m.v_dim = s.head_dim;
+  return m;
+}
+
+uint32_t sliding_window(const Options& o, const ModelShape& s) {
+  if (!is_gemma(o.arch) && !is_gpt_oss(o.arch)) return 0;
+  return o.llama_archs_layout ? 32 : s.n_ctx / 4;
+}
+
+// Gemma's tokenizer is SentencePiece like llama's; the reference's models/
+// has only Gemma 4's (tokenizer model "gemma4", which vtc does not read), so
+// the gemmas take llama-spm. gpt-oss's o200k is not there either: the BPE
+// qwen2 vocab stands in.
+//
+// The families: phi3, command-r and qwen2moe take their own vocab;
+// deepseek2 takes deepseek-llm (V2/V3's own deepseek-v3 pre-tokenizer is
+// not there), olmoe gpt-neox (OLMoE's is GPT-NeoX-20B's), granite refact
+// (Granite's StarCoder-style BPE), smollm3 llama-bpe (SmolLM3's is Llama
+// 3's); for mistral3's tekken and llama4's own BPE llama-bpe stands in, for
+// GLM-4.5's qwen2.
+std::string default_vocab_name(const std::string& arch) {
+  if (arch == "llama" || is_gemma(arch)) return "ggml-vocab-llama-spm.gguf";
+  if (arch == "phi3") return "ggml-vocab-phi-3.gguf";
+  if (arch == "command-r") return "ggml-vocab-command-r.gguf";
+  if (arch == "deepseek2") return "ggml-vocab-deepseek-llm.gguf";
+  if (arch == "olmoe") return "ggml-vocab-gpt-neox.gguf";
+  if (arch == "granite") return "ggml-vocab-refact.gguf";
+  if (arch == "smollm3" || arch == "mistral3" || arch == "llama4") return "ggml-vocab-llama-bpe.gguf";
+  return "ggml-vocab-qwen2.gguf";
+}
+
+namespace {
+
+// The rope scaling an architecture's files carry when none is asked for:
+// gpt-oss's converter always writes yarn; the llama_archs layout gives
+// gemma3 the linear factor 8 of Gemma 3 4B and up (global layers only).
+Options with_default_rope_scaling(Options o) {
+  if (!o.rope_scaling.empty()) return o;
+  if (is_gpt_oss(o.arch) || o.arch == "mistral3") o.rope_scaling = "yarn";  // Ministral 3's is yarn too
+  if (o.llama_archs_layout && o.arch == "gemma3") o.rope_scaling = "linear", o.rope_factor = 8.0f;
+  return o;
+}
+
+}  // namespace
+
+Summary write_model(const Options& options, const std::string& out_path, const ProgressFn& progress) {
+  const Options o = with_default_rope_scaling(options);
   const auto& archs = known_archs();
   if (std::find(archs.begin(), archs.end(), o.arch) == archs.end())
     throw Error(fmt::format("unknown architecture '{}' (known: {})", o.arch, fmt::join(archs, ", ")));
-  // The reference loads no rope_freqs for the hybrids and rejects the extra tensor.
-  if (o.rope_freqs && is_hybrid_arch(o.arch))
+  // The reference loads no rope_freqs for these and rejects the extra tensor.
+  const bool family_freqs = o.arch == "granite" || o.arch == "mistral3" || o.arch == "llama4";
+  if (o.rope_freqs && (is_hybrid_arch(o.arch) || is_gemma(o.arch) || is_gpt_oss(o.arch) ||
+                       (is_family_arch(o.arch) && !family_freqs)))
     throw Error(fmt::format("gen-model: --rope-freqs is not supported for {}", o.arch));
+  // phi3 has its LongRoPE keys; vtc refuses deepseek2's yarn_log_multiplier,
+  // without which its yarn would not be DeepSeek's.
+  if (!o.rope_scaling.empty() && (o.arch == "phi3" || o.arch == "deepseek2"))
+    throw Error(fmt::format("gen-model: --rope-scaling is not supported for {}", o.arch));
+  if (o.moe && o.arch != "granite")
+    throw Error(fmt::format("gen-model: --moe is for granite only, not {}", o.arch));
+  if (o.llama_archs_layout && !is_gemma(o.arch))
+    throw Error(fmt::format("gen-model: the test-llama-archs layout is written for gemma2 and gemma3 only, not {}",
+                            o.arch));
   Summary summary;
-  summary.shape = shape_for(o.size);
+  summary.shape = model_shape(o);
   GgufWriter w;
   const uint32_t n_vocab_placeholder = 0;
   set_hparams(w, o, summary.shape, n_vocab_placeholder);
-  const VocabInfo vocab = copy_tokenizer(w, o.vocab_path);
+  const VocabInfo vocab = o.llama_archs_layout ? write_no_vocab(w, o.arch) : copy_tokenizer(w, o.vocab_path, o.arch);
   summary.vocab_size = vocab.n_vocab;
   w.set(o.arch + ".vocab_size", Value(summary.vocab_size));
   if (is_qwen4exp(o.arch)) set_ple_hparams(w, o, summary.shape, ple_eos(vocab, o.vocab_path));

@@ -40,6 +40,7 @@ Kernels emit_Mul(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
 Kernels emit_Silu(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
 Kernels emit_Gelu(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
 Kernels emit_Sigmoid(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
+Kernels emit_Tanh(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
 Kernels emit_Softplus(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
 Kernels emit_Exp(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
 Kernels emit_Neg(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
@@ -52,9 +53,11 @@ Kernels emit_Cast(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
 Kernels emit_RmsNorm(const Ctx& c, const ir::Op& op) { return emit_rms_norm(op, c.what); }
 Kernels emit_Rope(const Ctx& c, const ir::Op& op) { return emit_rope(op, c.what); }
 Kernels emit_L2Norm(const Ctx& c, const ir::Op& op) { return emit_l2_norm(op, c.what); }
+Kernels emit_LayerNorm(const Ctx& c, const ir::Op& op) { return emit_layer_norm(op, c.what); }
 Kernels emit_CausalConv1d(const Ctx& c, const ir::Op& op) { return emit_causal_conv1d(c.module, op, c.what); }
 Kernels emit_DeltaRule(const Ctx& c, const ir::Op& op) { return emit_delta_rule(c.module, op, c.what); }
 Kernels emit_Attention(const Ctx& c, const ir::Op& op) { return emit_attention(c.module, op, c.what); }
+Kernels emit_AttnTemp(const Ctx& c, const ir::Op& op) { return emit_attn_temp(op, c.what); }
 Kernels emit_Softmax(const Ctx& c, const ir::Op& op) { return emit_softmax(op, c.what); }
 Kernels emit_Sum(const Ctx& c, const ir::Op& op) { return emit_sum(op, c.what); }
 Kernels emit_Argmax(const Ctx& c, const ir::Op& op) { return emit_argmax(op, c.what); }

@@ -93,6 +93,7 @@ std::string rope_rotation(bool neox);
 using Kernels = std::vector<Kernel>;
 Kernels emit_elementwise(const ir::Function& fn, const ir::Op& op, const std::string& what);
 Kernels emit_fused(const ir::Module& m, const ir::Function& fn, const ir::Op& op, const std::string& what);
+Kernels emit_layer_norm(const ir::Op& op, const std::string& what);
 Kernels emit_rms_norm(const ir::Op& op, const std::string& what);
 Kernels emit_softmax(const ir::Op& op, const std::string& what);
 Kernels emit_sum(const ir::Op& op, const std::string& what);
@@ -111,6 +112,7 @@ Kernels emit_l2_norm(const ir::Op& op, const std::string& what);
 Kernels emit_causal_conv1d(const ir::Module& m, const ir::Op& op, const std::string& what);
 Kernels emit_delta_rule(const ir::Module& m, const ir::Op& op, const std::string& what);
 Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string& what);
+Kernels emit_attn_temp(const ir::Op& op, const std::string& what);  // emit_attention.cpp
 // The QSA indexer (emit_indexer.cpp).
 Kernels emit_indexer_select(const ir::Module& m, const ir::Op& op, const std::string& what);
 Kernels emit_data_movement(const ir::Op& op, const std::string& what);

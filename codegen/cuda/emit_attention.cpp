@@ -7,7 +7,8 @@
 // Query token t of sequence seq[t] at position pos[t] sees that sequence's
 // keys at positions 0..pos[t] (causal; the executor appends before it
 // attends, so tokens of one step see each other), minus those at or before
-// pos[t] - window with a sliding window.
+// pos[t] - window with a sliding window, and those before
+// floor(pos[t] / chunk) * chunk with chunked attention (llama4).
 //
 // Kernels:
 //  1. kv_append: one thread per (token, K/V element) stores the rows.
@@ -27,6 +28,11 @@
 // every other key contributes nothing. A row that is a strictly increasing
 // run followed only by negatives (indexer_select's form) cannot repeat a
 // position, so the warp checks that once and skips the repeat scan.
+// Sinks (attribute `sinks`, the last operand [Hq] f32, gpt-oss): one logit
+// per query head that joins the softmax denominator with no value. Prefill
+// folds it into the warp's (m, l, acc) after the loop; decode folds it into
+// the combine (the maximum over the slices and the sink, then l +=
+// exp(sink - max)), so it counts once per (token, head).
 // Scores: s = (q . k) * scale, or softcap * tanh(s * scale / softcap). The
 // accumulator is f32 (the CPU accumulates V in f16 for an f16 cache, as
 // ggml's CPU flash attention does; see docs/cuda.md). A query with no
@@ -68,7 +74,9 @@ AttnShape attn_shape(const ir::Module& m, const ir::Op& op) {
       unsupported(op, "q, k and v must be [T, H, D] f32");
   auto hq = qt.shape[1].constant(), hkv = kt.shape[1].constant(), d = qt.shape[2].constant();
   if (!hq || !hkv || !d || *hkv <= 0 || *hq % *hkv != 0) unsupported(op, "head counts must be constant, Hq a multiple of Hkv");
-  if (*d <= 0 || *d > 512) unsupported(op, fmt::format("head_dim {} must be in [1, 512]", *d));
+  // Each lane keeps ceil(D / 32) values of q and of the accumulator in
+  // registers; 1024 (32 each) covers MLA's 576-wide latent heads.
+  if (*d <= 0 || *d > 1024) unsupported(op, fmt::format("head_dim {} must be in [1, 1024]", *d));
   const std::string state = op.attr("state")->s;
   const ir::StateDecl* decl = m.find_state(state);
   if (!decl || decl->kind != ir::StateKind::Paged || decl->type.rank() != 5)
@@ -107,11 +115,14 @@ Kernel kv_append(const ir::Op& op, const AttnShape& a, const std::string& what) 
 
 // The shared flash loop over keys [j_begin, j_end) of one (token, head).
 // With a selection it walks the row's entries [j_begin, j_end) instead.
-std::string flash_loop(const AttnShape& a, double scale, double softcap, int64_t window, bool selected) {
+std::string flash_loop(const AttnShape& a, double scale, double softcap, int64_t window, int64_t chunk,
+                       bool selected) {
   const std::string load = a.kv_load;
   std::string score = softcap != 0.0 ? fmt::format("{} * tanhf(s * {})", flit(softcap), flit(scale / softcap))
                                      : fmt::format("s * {}", flit(scale));
   std::string mask = window > 0 ? fmt::format("      if (qp - j >= {}) continue;\n", window) : "";
+  // Chunked attention: only keys from the start of the query's chunk on.
+  if (chunk > 0) mask += fmt::format("      if (j < (qp / {0}) * {0}) continue;\n", chunk);
   return fmt::format(R"({4}{0}      const long long row = (long long)page_table[sq * s_PT_STRIDE + j / PAGE] * PAGE + j % PAGE;
       const {1}* kr = k_pool + row * ROW + kvh * D;
       const {1}* vr = v_pool + row * ROW + kvh * D;
@@ -160,9 +171,32 @@ std::string selection_prologue(int64_t width) {
                      width);
 }
 
-// The width W of operand 5, or 0 without one.
+bool has_sinks(const ir::Op& op) {
+  const ir::Attr* a = op.attr("sinks");
+  return a != nullptr && a->i != 0;
+}
+
+// The sinks operand (the last one), checked: [Hq] f32.
+ir::Value sinks_operand(const ir::Op& op, const AttnShape& a) {
+  const ir::Value v = op.operands.back();
+  const ir::TensorType& t = v.type();
+  if (t.elem.kind() != ir::ElemType::F32 || t.rank() != 1 || t.shape[0].constant() != a.hq)
+    unsupported(op, fmt::format("sinks must be [{}] f32, got {}", a.hq, t.str()));
+  return v;
+}
+
+// The sink fold of one (token, head) warp state after the flash loop.
+constexpr const char* kSinkFold = R"(  {
+    const float sk = sinks[h], m_new = fmaxf(m, sk), corr = expf(m - m_new);
+    l = l * corr + expf(sk - m_new);
+    for (int i = 0; i < DL; ++i) acc[i] *= corr;
+    m = m_new;
+  }
+)";
+
+// The width W of operand 5, or 0 without one (sinks, when set, come last).
 int64_t selection_width(const ir::Op& op) {
-  if (op.operands.size() < 6) return 0;
+  if (op.operands.size() < (has_sinks(op) ? 7u : 6u)) return 0;
   const ir::TensorType& st = op.operands[5].type();
   auto w = st.rank() == 2 ? st.shape[1].constant() : std::nullopt;
   if (st.elem.kind() != ir::ElemType::I32 || !w || *w <= 0)
@@ -174,6 +208,8 @@ int64_t selection_width(const ir::Op& op) {
 Kernel combine(const ir::Op& op, const AttnShape& a, const ir::Dim& part_floats, const std::string& what) {
   KernelBuilder cb("attn_combine", what + " [split-K combine]");
   cb.scratch(part_floats * 4);
+  const bool sinks = has_sinks(op);
+  if (sinks) cb.in(sinks_operand(op, a), "sinks");
   const std::string o = cb.out(op.results[0], "out");
   cb.body(fmt::format(R"(  constexpr long long HQ = {0}, D = {1}, SPLITS = {2};
   constexpr int DL = ({1} + 31) / 32;
@@ -183,7 +219,7 @@ Kernel combine(const ir::Op& op, const AttnShape& a, const ir::Dim& part_floats,
   const float* part = scratch + w * SPLITS * (D + 2);
   float mx = -__int_as_float(0x7f800000);
   for (int s = 0; s < SPLITS; ++s) if (part[s * (D + 2) + 1] > 0.0f) mx = fmaxf(mx, part[s * (D + 2)]);
-  float l = 0.0f, acc[DL];
+{5}  float l = {6}, acc[DL];
   for (int i = 0; i < DL; ++i) acc[i] = 0.0f;
   for (int s = 0; s < SPLITS; ++s) {{
     const float* ps = part + s * (D + 2);
@@ -195,7 +231,8 @@ Kernel combine(const ir::Op& op, const AttnShape& a, const ir::Dim& part_floats,
   for (int i = 0; i < DL; ++i)
     if (lane + 32 * i < D) {4}[w * D + lane + 32 * i] = l > 0.0f ? acc[i] / l : 0.0f;
 )",
-                      a.hq, a.d, kSplits, cb.expr(a.tokens), o));
+                      a.hq, a.d, kSplits, cb.expr(a.tokens), o, sinks ? "  const float sk = sinks[w % HQ];\n  mx = fmaxf(mx, sk);\n" : "",
+                      sinks ? "expf(sk - mx)" : "0.0f"));
   cb.launch(a.tokens * (a.hq * 32), 128);
   return cb.finish();
 }
@@ -205,7 +242,7 @@ Kernel combine(const ir::Op& op, const AttnShape& a, const ir::Dim& part_floats,
 Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string& what) {
   const AttnShape a = attn_shape(m, op);
   const double scale = attr_f(op, "scale", 1.0), softcap = attr_f(op, "softcap", 0.0);
-  const int64_t window = attr_i(op, "window", 0), width = selection_width(op);
+  const int64_t window = attr_i(op, "window", 0), chunk = attr_i(op, "chunk", 0), width = selection_width(op);
   Kernels out{kv_append(op, a, what)};
   const bool prefill = a.tokens.str().find('T') != std::string::npos;
   KernelBuilder kb(prefill ? "attn_prefill" : "attn_decode", what);
@@ -216,6 +253,8 @@ Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string&
   kb.state_pool(a.state, 1, "v_pool", "const " + a.kv_ctype + "*");
   kb.page_table();
   if (width) kb.in(op.operands[5], "sel");
+  const bool sinks = has_sinks(op);
+  if (sinks) kb.in(sinks_operand(op, a), "sinks");
   const std::string tokens = kb.expr(a.tokens);
   std::string body = fmt::format("  const long long TOKENS = {};\n", tokens) + flash_prologue(a);
   if (width) body += selection_prologue(width);
@@ -224,7 +263,8 @@ Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string&
   if (prefill) {
     kb.out(op.results[0], "out");
     body += fmt::format("  const long long j_begin = 0, j_end = {};\n", n_keys);
-    body += flash_loop(a, scale, softcap, window, width != 0);
+    body += flash_loop(a, scale, softcap, window, chunk, width != 0);
+    if (sinks) body += kSinkFold;
     body += "  for (int i = 0; i < DL; ++i)\n    if (lane + 32 * i < D) out[(t * HQ + h) * D + lane + 32 * i] = l > 0.0f ? acc[i] / l : 0.0f;\n";
     kb.body(body);
     kb.launch(a.tokens * (a.hq * 32), 128);
@@ -238,7 +278,7 @@ Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string&
   const long long j_begin = blockIdx.y * per, j_end = min(n_kv, j_begin + per);
 )",
                       kSplits, n_keys);
-  body += flash_loop(a, scale, softcap, window, width != 0);
+  body += flash_loop(a, scale, softcap, window, chunk, width != 0);
   body += R"(  float* part = scratch + ((t * HQ + h) * SPLITS + blockIdx.y) * (D + 2);
   if (lane == 0) { part[0] = m; part[1] = l; }
   for (int i = 0; i < DL; ++i) if (lane + 32 * i < D) part[2 + lane + 32 * i] = acc[i];
@@ -249,6 +289,25 @@ Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string&
 
   out.push_back(combine(op, a, part_floats, what));
   return out;
+}
+
+// attn_temp: one thread per token, the CPU's formula and roundings (the sum
+// and division in f32, the log and affine map in double, with explicit
+// roundings so no fma contracts them).
+Kernels emit_attn_temp(const ir::Op& op, const std::string& what) {
+  KernelBuilder kb(op.mnemonic(), what);
+  const std::string pos = kb.in(op.operands[0], "pos"), y = kb.out(op.results[0], "y");
+  const ir::Dim n = numel(op.results[0].type());
+  const float floor_scale = float(attr_i(op, "floor_scale")), offset = float(attr_f(op, "offset"));
+  const double scale = double(float(attr_f(op, "scale")));
+  kb.body(fmt::format(R"(  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < {0}; i += (long long)gridDim.x * blockDim.x) {{
+    const float q = floorf(__fdiv_rn(__fadd_rn((float){1}[i], {3}), {4}));
+    {2}[i] = (float)__dadd_rn(__dmul_rn(log(__dadd_rn((double)q, 1.0)), {5}), 1.0);
+  }}
+)",
+                      kb.expr(n), pos, y, flit(offset), flit(floor_scale), fmt::format("{:a}", scale)));
+  kb.launch(n, 256);
+  return {kb.finish()};
 }
 
 }  // namespace vtc::cuda

@@ -30,6 +30,7 @@ std::string scalar_expr(const ir::Op& op, const std::vector<std::string>& a, boo
     case ir::OpKind::Sigmoid: return fmt::format("(1.0f / (1.0f + expf(-{})))", a[0]);
     case ir::OpKind::Softplus: return fmt::format("({0} > 20.0f ? {0} : logf(1.0f + expf({0})))", a[0]);
     case ir::OpKind::Exp: return fmt::format("expf({})", a[0]);
+    case ir::OpKind::Tanh: return fmt::format("tanhf({})", a[0]);
     case ir::OpKind::Neg: return fmt::format("(-{})", a[0]);
     case ir::OpKind::Scale: return fmt::format("({} * {})", a[0], flit(attr_f(op, "factor")));
     case ir::OpKind::Abs: return fmt::format("fabsf({})", a[0]);

@@ -7,8 +7,11 @@
 //   Top-k picks k times "the best expert strictly after the previous pick"
 //   in the top_k order (value descending, NaN last, lower index first), so
 //   ids come out largest first with ties to the lower index. The weights are
-//   the picked probabilities, summed in double; with `norm` divided by
-//   max(sum, 6.103515625e-5); times `scale` unless it is absent, 0 or 1.
+//   the picked probabilities (picked on the selection scores: p plus the
+//   selection bias, with grouped routing's excluded groups at -inf), for
+//   softmax_weight softmaxed over the k, summed in double; with `norm`
+//   divided by max(sum, 6.103515625e-5); times `scale` unless it is
+//   absent, 0 or 1.
 //
 // moe_ffn: two launches, one row per (token t, slot j), r = t * k + j.
 //   moe_up: one warp per (r, f): lanes walk the 32-value chunks of expert
@@ -22,6 +25,13 @@
 //   multiply the warp sums (g *= gs[e], u *= us[e]; the down dot times
 //   ds[e] before the routing weight), as the CPU scales each matmul
 //   result; an unscaled op emits no multiply, so its text is unchanged.
+//   Per-expert biases (biased = true) are added after the scales (g +=
+//   gb[e][f], u += ub[e][f]; the down dot + db[e][d] before the routing
+//   weight), and `activation = swiglu_oai` replaces silu(g) * u by
+//   min(g, limit) / (1 + exp(alpha * -min(g, limit))) * (clamp(u, +-limit) + 1).
+//   With `weight_input` (llama4) moe_up reads x[t] * weights[r] (an f32
+//   product, as the CPU scales the gathered rows) and moe_down adds the
+//   slot results unweighted.
 //   Weights decode to the CPU's floats; activations stay f32 for quantized
 //   stacks and are rounded to f16 / bf16 for f16 / bf16 stacks, as matmul
 //   does (docs/cuda.md "Numerics"). An id outside [0, E) contributes zeros
@@ -47,8 +57,9 @@ void require_f32(const ir::Op& op, size_t i, const char* what) {
 }
 
 // The probabilities p[E] of token row `lr`.
-std::string route_probs(bool sigmoid) {
-  if (sigmoid) return "    for (long long e = 0; e < E; ++e) p[e] = 1.0f / (1.0f + expf(-lr[e]));\n";
+std::string route_probs(const std::string& gating) {
+  if (gating == "sigmoid") return "    for (long long e = 0; e < E; ++e) p[e] = 1.0f / (1.0f + expf(-lr[e]));\n";
+  if (gating == "softmax_weight") return "    for (long long e = 0; e < E; ++e) p[e] = lr[e];\n";
   return R"(    float mx = -__int_as_float(0x7f800000);
     for (long long e = 0; e < E; ++e) mx = fmaxf(mx, lr[e]);
     double sum = 0.0;
@@ -58,8 +69,40 @@ std::string route_probs(bool sigmoid) {
 )";
 }
 
-// Top-k of p into ir / wr, then normalization and scale.
-std::string route_select(bool norm, double scale) {
+// The selection scores q[E]: p plus the selection bias `sb`, with the
+// experts of all but the GU best groups (of GS experts, scored by their
+// two best q summed in double) set to -inf, as the CPU's mask_groups.
+std::string route_scores(const std::string& sb, int64_t groups, int64_t groups_used) {
+  std::string s = fmt::format("    float q[E];\n    for (long long e = 0; e < E; ++e) q[e] = {};\n",
+                              sb.empty() ? "p[e]" : "p[e] + " + sb + "[e]");
+  if (groups <= 1) return s;
+  s += fmt::format(R"(    {{
+      constexpr long long G = {0}, GU = {1}, GS = E / G;
+      float gs[G];
+      for (long long g = 0; g < G; ++g) {{
+        long long b0 = -1, b1 = -1;
+        for (long long e = g * GS; e < (g + 1) * GS; ++e) if (b0 < 0 || vtc_before(q[e], e, q[b0], b0)) b0 = e;
+        for (long long e = g * GS; e < (g + 1) * GS; ++e) if (e != b0 && (b1 < 0 || vtc_before(q[e], e, q[b1], b1))) b1 = e;
+        double sum = (double)q[b0];
+        if (b1 >= 0) sum += (double)q[b1];
+        gs[g] = (float)sum;
+      }}
+      bool keep[G] = {{}};
+      for (long long j = 0; j < GU; ++j) {{
+        long long best = -1;
+        for (long long g = 0; g < G; ++g) if (!keep[g] && (best < 0 || vtc_before(gs[g], g, gs[best], best))) best = g;
+        keep[best] = true;
+      }}
+      for (long long e = 0; e < E; ++e) if (!keep[e / GS]) q[e] = -__int_as_float(0x7f800000);
+    }}
+)",
+                   groups, groups_used);
+  return s;
+}
+
+// Top-k of the scores q into ir, their probabilities p into wr, then the
+// softmax over the k (softmax_weight), normalization and scale.
+std::string route_select(bool softmax_weight, bool norm, double scale) {
   std::string s = R"(    long long prev = -1;
     float pv = 0.0f;
     double wsum = 0.0;
@@ -67,16 +110,26 @@ std::string route_select(bool norm, double scale) {
       long long best = -1;
       float bv = 0.0f;
       for (long long e = 0; e < E; ++e) {
-        if (prev >= 0 && !vtc_before(pv, prev, p[e], e)) continue;
-        if (best < 0 || vtc_before(p[e], e, bv, best)) { best = e; bv = p[e]; }
+        if (prev >= 0 && !vtc_before(pv, prev, q[e], e)) continue;
+        if (best < 0 || vtc_before(q[e], e, bv, best)) { best = e; bv = q[e]; }
       }
       ir[j] = (int)best;
-      wr[j] = bv;
-      wsum += (double)bv;
+      wr[j] = p[best];
       prev = best;
       pv = bv;
     }
 )";
+  if (softmax_weight)
+    s += R"(    {
+      float mx = -__int_as_float(0x7f800000);
+      for (long long j = 0; j < KS; ++j) mx = fmaxf(mx, wr[j]);
+      double sum = 0.0;
+      for (long long j = 0; j < KS; ++j) { wr[j] = expf(wr[j] - mx); sum += (double)wr[j]; }
+      const float inv = (float)(1.0 / sum);
+      for (long long j = 0; j < KS; ++j) wr[j] *= inv;
+    }
+)";
+  s += "    for (long long j = 0; j < KS; ++j) wsum += (double)wr[j];\n";
   if (norm)
     s += "    const float denom = fmaxf((float)wsum, 6.103515625e-5f);\n"
          "    for (long long j = 0; j < KS; ++j) wr[j] /= denom;\n";
@@ -123,14 +176,18 @@ uint64_t row_bytes(GgmlType t, int64_t cols) { return *ggml_bytes_for(t, uint64_
 // A warp's dot product of a decoded weight row with activations `act`
 // (chunks c = lane, lane + 32, ...), accumulated into `acc` (no warp sum);
 // each line starts with `indent`.
+// With `factor`, each activation is the f32 product act[i] * factor.
 std::string chunk_dot(const std::string& deq, const std::string& row, const std::string& act, GgmlType t,
-                      const std::string& acc, const std::string& chunks, const std::string& indent) {
+                      const std::string& acc, const std::string& chunks, const std::string& indent,
+                      const std::string& factor = "") {
+  const std::string a = act + "[32 * c + l]";
+  const std::string value = factor.empty() ? a : fmt::format("__fmul_rn({}, {})", a, factor);
   const std::string lines[] = {
       fmt::format("for (long long c = lane; c < {}; c += 32) {{", chunks),
       "  float wv[32];",
       fmt::format("  {}({}, c, wv);", deq, row),
       "  float s = 0.0f;",
-      fmt::format("  for (int l = 0; l < 32; ++l) s += wv[l] * {};", round_activation(t, act + "[32 * c + l]")),
+      fmt::format("  for (int l = 0; l < 32; ++l) s += wv[l] * {};", round_activation(t, value)),
       fmt::format("  {} += s;", acc),
       "}",
   };
@@ -139,10 +196,28 @@ std::string chunk_dot(const std::string& deq, const std::string& row, const std:
   return out;
 }
 
+bool weight_input(const ir::Op& op) {
+  const ir::Attr* a = op.attr("weight_input");
+  return a != nullptr && a->i != 0;
+}
+
+// The gated activation of g and u (docs/ir.md "### moe_ffn"): silu(g) * u,
+// or gpt-oss's swiglu_oai, clamped as ggml_swiglu_oai.
+std::string activation(const ir::Op& op) {
+  const ir::Attr* kind = op.attr("activation");
+  if (kind == nullptr || kind->s == "silu") return "(g / (1.0f + expf(-g))) * u";
+  if (kind->s != "swiglu_oai") unsupported(op, "unknown activation '" + kind->s + "'");
+  const std::string alpha = flit(attr_f(op, "alpha", 1.702)), limit = flit(attr_f(op, "limit", 7.0));
+  return fmt::format("fminf(g, {1}) / (1.0f + expf({0} * -fminf(g, {1}))) * (fminf(fmaxf(u, -{1}), {1}) + 1.0f)", alpha,
+                     limit);
+}
+
 Kernel moe_up_kernel(const ir::Op& op, const std::string& what, const MoeShape& s) {
   KernelBuilder kb("moe_up", what);
   const ir::MoeExperts& st = s.stacks;
   const std::string x = kb.in(op.operands[0], "x"), ids = kb.in(op.operands[2], "ids");
+  // weight_input (llama4): the slot's routing weight scales its input row.
+  const std::string wi = weight_input(op) ? kb.in(op.operands[1], "weights") + "[r]" : "";
   std::string gate, up, gate_row = "(e * F + f)", up_row = "(e * F + f)";
   if (st.merged()) {
     gate = up = kb.in(st.gate_up, "gate_up");
@@ -153,6 +228,15 @@ Kernel moe_up_kernel(const ir::Op& op, const std::string& what, const MoeShape& 
   // The split form's scales (the merged form scales only down).
   const std::string gs = st.gate_scale ? kb.in(st.gate_scale, "gate_scale") : "",
                     us = st.up_scale ? kb.in(st.up_scale, "up_scale") : "";
+  // Per-expert biases (ggml_add_id), added after the scale: [E, F] each, or
+  // the merged [E, 2F] gate_up bias whose gate and up rows match the stack's.
+  std::string gb, ub, gb_row = "e * F + f", ub_row = "e * F + f";
+  if (st.merged() && st.gate_up_bias) {
+    gb = ub = kb.in(st.gate_up_bias, "gate_up_bias");
+    gb_row = "e * 2 * F + f", ub_row = "e * 2 * F + F + f";
+  } else if (st.gate_bias) {
+    gb = kb.in(st.gate_bias, "gate_bias"), ub = kb.in(st.up_bias, "up_bias");
+  }
   const ir::Dim rows = s.tokens * s.k;
   const std::string h = kb.scratch(rows * (s.ffn * 4));
   kb.need(deq32_helper(s.gate));
@@ -171,8 +255,8 @@ Kernel moe_up_kernel(const ir::Op& op, const std::string& what, const MoeShape& 
 )",
                                  s.experts, s.ffn, s.model, s.k, row_bytes(s.gate, s.model),
                                  row_bytes(s.up, s.model), kb.expr(rows), ids, x, gate, up, gate_row, up_row);
-  body += chunk_dot(deq32_helper(s.gate), "gr", "xr", s.gate, "g", "CH", "    ");
-  body += chunk_dot(deq32_helper(s.up), "ur", "xr", s.up, "u", "CH", "    ");
+  body += chunk_dot(deq32_helper(s.gate), "gr", "xr", s.gate, "g", "CH", "    ", wi);
+  body += chunk_dot(deq32_helper(s.up), "ur", "xr", s.up, "u", "CH", "    ", wi);
   body += R"(  }
   g = vtc_warp_sum(g);
   u = vtc_warp_sum(u);
@@ -184,7 +268,14 @@ Kernel moe_up_kernel(const ir::Op& op, const std::string& what, const MoeShape& 
   }}
 )",
                         gs, us);
-  body += fmt::format("  if (lane == 0) {0}[r * F + f] = (g / (1.0f + expf(-g))) * u;\n", h);
+  if (!gb.empty())
+    body += fmt::format(R"(  if (e >= 0 && e < E) {{
+    g += {0}[{1}];
+    u += {2}[{3}];
+  }}
+)",
+                        gb, gb_row, ub, ub_row);
+  body += fmt::format("  if (lane == 0) {0}[r * F + f] = {1};\n", h, activation(op));
   kb.body(body);
   kb.launch(rows * (s.ffn * 32), 128);
   return kb.finish();
@@ -195,6 +286,7 @@ Kernel moe_down_kernel(const ir::Op& op, const std::string& what, const MoeShape
   const std::string w = kb.in(op.operands[1], "weights"), ids = kb.in(op.operands[2], "ids"),
                     down = kb.in(s.stacks.down, "down");
   const std::string ds = s.stacks.down_scale ? kb.in(s.stacks.down_scale, "down_scale") : "";
+  const std::string db = s.stacks.down_bias ? kb.in(s.stacks.down_bias, "down_bias") : "";
   const std::string h = kb.scratch(s.tokens * (s.k * s.ffn * 4));
   const std::string y = kb.out(op.results[0], "y");
   kb.need(deq32_helper(s.down));
@@ -215,15 +307,18 @@ Kernel moe_down_kernel(const ir::Op& op, const std::string& what, const MoeShape
                                  s.experts, s.ffn, s.model, s.k, row_bytes(s.down, s.ffn), kb.expr(s.tokens), ids,
                                  down, h);
   body += chunk_dot(deq32_helper(s.down), "dr", "hr", s.down, "acc", "CH", "      ");
-  // The down result times the expert's scale, then the routing weight.
+  // The down result times the expert's scale, plus its bias, then the routing weight.
   const std::string scaled = ds.empty() ? "" : fmt::format(" * (e >= 0 && e < E ? {}[e] : 0.0f)", ds);
+  // (An unbiased op keeps the unbiased text.)
+  std::string sum = "vtc_warp_sum(acc)" + scaled;
+  if (!db.empty()) sum = fmt::format("({} + (e >= 0 && e < E ? {}[e * D + d] : 0.0f))", sum, db);
   body += fmt::format(R"(    }}
-    const float yj = vtc_warp_sum(acc){2} * {0}[r];
+    const float yj = {2}{3};
     o = j == 0 ? yj : o + yj;
   }}
   if (lane == 0) {1}[t * D + d] = o;
 )",
-                      w, y, scaled);
+                      w, y, sum, weight_input(op) ? "" : fmt::format(" * {}[r]", w));
   kb.body(body);
   kb.launch(s.tokens * (s.model * 32), 128);
   return kb.finish();
@@ -237,11 +332,14 @@ Kernels emit_moe_route(const ir::Op& op, const std::string& what) {
   const int64_t experts = constant_dim(op, lt.shape.back(), "the expert count");
   const int64_t k = attr_i(op, "k");
   if (k < 1 || k > experts) unsupported(op, fmt::format("k = {} must be in [1, {}]", k, experts));
-  const ir::Attr* gating = op.attr("gating");
-  const bool sigmoid = gating && gating->s == "sigmoid";
+  const ir::Attr* gating_attr = op.attr("gating");
+  const std::string gating = gating_attr ? gating_attr->s : "softmax";
+  const bool bias = op.operands.size() > 1;
+  if (bias) require_f32(op, 1, "the selection bias");
   KernelBuilder kb(op.mnemonic(), what);
-  const std::string logits = kb.in(op.operands[0], "logits"), w = kb.out(op.results[0], "weights"),
-                    ids = kb.out(op.results[1], "ids");
+  const std::string logits = kb.in(op.operands[0], "logits");
+  const std::string sb = bias ? kb.in(op.operands[1], "sb") : "";
+  const std::string w = kb.out(op.results[0], "weights"), ids = kb.out(op.results[1], "ids");
   kb.need("order_before");
   const ir::Dim tokens = dims_product(lt.shape, 0, lt.shape.size() - 1);
   kb.body(fmt::format(R"(  constexpr long long E = {0}, KS = {1};
@@ -252,7 +350,8 @@ Kernels emit_moe_route(const ir::Op& op, const std::string& what) {
     float p[E];
 )",
                       experts, k, kb.expr(tokens), logits, w, ids) +
-          route_probs(sigmoid) + route_select(attr_i(op, "norm") != 0, attr_f(op, "scale", 0.0)) + "  }\n");
+          route_probs(gating) + route_scores(sb, attr_i(op, "groups", 0), attr_i(op, "groups_used", 0)) +
+          route_select(gating == "softmax_weight", attr_i(op, "norm") != 0, attr_f(op, "scale", 0.0)) + "  }\n");
   kb.launch(tokens, 64);
   return {kb.finish()};
 }

@@ -60,6 +60,35 @@ Kernels emit_rms_norm(const ir::Op& op, const std::string& what) {
   return {kb.finish()};
 }
 
+// ggml_norm per row (mean, then the variance of x - mean, both in double),
+// times the optional gain, plus the optional bias.
+Kernels emit_layer_norm(const ir::Op& op, const std::string& what) {
+  for (size_t i = 0; i < op.operands.size(); ++i) require_f32(op, op.operands[i], i == 0 ? "input" : i == 1 ? "gain" : "bias");
+  KernelBuilder kb(op.mnemonic(), what);
+  const RowShape rs = row_shape(op, op.operands[0].type());
+  const std::string x = kb.in(op.operands[0], "x"), y = kb.out(op.results[0], "y");
+  std::string affine;
+  if (op.operands.size() > 1) affine += " * " + kb.in(op.operands[1], "g") + "[c]";
+  if (op.operands.size() > 2) affine += " + " + kb.in(op.operands[2], "b") + "[c]";
+  kb.body(fmt::format(R"(  constexpr long long N = {0};
+  for (long long r = blockIdx.x; r < {1}; r += gridDim.x) {{
+    const float* xr = {2} + r * N;
+    double acc = 0.0;
+    for (long long c = threadIdx.x; c < N; c += blockDim.x) acc += (double)xr[c];
+    acc = vtc_block_sum_d(acc);
+    const float mean = (float)(acc / (double)N);
+    double acc2 = 0.0;
+    for (long long c = threadIdx.x; c < N; c += blockDim.x) {{ const float v = xr[c] - mean; acc2 += (double)(v * v); }}
+    acc2 = vtc_block_sum_d(acc2);
+    const float s = 1.0f / sqrtf((float)(acc2 / (double)N) + {3});
+    for (long long c = threadIdx.x; c < N; c += blockDim.x) {4}[r * N + c] = ((xr[c] - mean) * s){5};
+  }}
+)",
+                      rs.cols, kb.expr(rs.rows), x, flit(attr_f(op, "eps")), y, affine));
+  kb.launch(rs.rows * kBlock, kBlock);
+  return {kb.finish()};
+}
+
 Kernels emit_softmax(const ir::Op& op, const std::string& what) {
   require_f32(op, op.operands[0], "input");
   KernelBuilder kb(op.mnemonic(), what);

@@ -205,6 +205,16 @@ const std::map<std::string, Helper>& helpers() {
   for (int j = 0; j < 16; ++j) { y[j] = d * (float)vtc_iq4_values[qs[j] & 0xf]; y[j + 16] = d * (float)vtc_iq4_values[qs[j] >> 4]; }
 }
 )"}},
+      // MXFP4: E2M1 codes (doubled, as kvalues_fp4) times 2^(e-128), the
+      // bits of ggml_e8m0_to_fp32_half (subnormal for e < 2).
+      {"fp4_values", {{}, R"(__device__ __constant__ signed char vtc_fp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+)"}},
+      {"deq32_mxfp4", {{"fp4_values"}, R"(__device__ __forceinline__ void deq32_mxfp4(const u8* row, long long c, float* y) {
+  const u8* b = row + 17 * c; const u32 e = b[0]; const u8* qs = b + 1;
+  const float d = __uint_as_float(e < 2 ? (0x00200000u << e) : ((e - 1) << 23));
+  for (int j = 0; j < 16; ++j) { y[j] = (float)vtc_fp4_values[qs[j] & 0xf] * d; y[j + 16] = (float)vtc_fp4_values[qs[j] >> 4] * d; }
+}
+)"}},
       // K-quants: chunk j = c % 8 of super-block c / 8. In the CPU loops a
       // chunk is half h = j / 4 at bit shift 2 * (j % 4) (Q2_K/Q3_K), or
       // byte group j / 2 at nibble j % 2 (Q4_K/Q5_K).
@@ -292,7 +302,7 @@ bool quant_supported(GgmlType t) {
     case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16:
     case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0:
     case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
-    case GgmlType::IQ4_NL: case GgmlType::IQ4_XS:
+    case GgmlType::IQ4_NL: case GgmlType::IQ4_XS: case GgmlType::MXFP4:
       return true;
     default:
       return false;

@@ -16,6 +16,13 @@
 //   Q8_0   half d; i8 qs[32]                 x = qs[i] * d
 //   IQ4_NL half d; u8 qs[16]                 x = d * kvalues[q], q as Q4_0,
 //          kvalues a fixed non-uniform 16-entry codebook.
+//   MXFP4  u8 e; u8 qs[16]                   x = kvalues_fp4[q] * e8m0_half(e),
+//          q as Q4_0 (OCP microscaling FP4: an E2M1 value per nibble, a
+//          shared power-of-two E8M0 scale). kvalues_fp4 holds the E2M1
+//          values doubled (0, 1, 2, 3, 4, 6, 8, 12 and their negatives), so
+//          the scale is taken as half of 2^(e-127): 2^(e-128), which for
+//          e < 2 is the subnormal 2^-128 or 2^-127 (ggml_e8m0_to_fp32_half).
+//          Every product is exact (a small integer times a power of two).
 //
 // K-quants, 256-value super-blocks split into sub-blocks:
 //   Q2_K   u8 scales[16]; u8 qs[64]; half d, dmin
@@ -334,6 +341,25 @@ void deq_iq4_nl(const uint8_t* b, float* y) {
   }
 }
 
+// E8M0 exponent byte -> 2^(e - 128), built from its bits as the reference
+// does (e = 0xff would be 2^127 here, not NaN: the reference ignores NaN too).
+float e8m0_half(uint8_t e) {
+  const uint32_t bits = e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23);
+  return std::bit_cast<float>(bits);
+}
+
+// The E2M1 values, doubled (ggml's kvalues_fp4).
+constexpr int8_t kFp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+void deq_mxfp4(const uint8_t* b, float* y) {
+  const float d = e8m0_half(b[0]);
+  const uint8_t* qs = b + 1;
+  for (int j = 0; j < kQK / 2; ++j) {
+    y[j] = static_cast<float>(kFp4Values[qs[j] & 0xf]) * d;
+    y[j + kQK / 2] = static_cast<float>(kFp4Values[qs[j] >> 4]) * d;
+  }
+}
+
 // ----- K-quants ------------------------------------------------------------
 
 void deq_q2_k(const uint8_t* b, float* y) {
@@ -522,6 +548,7 @@ BlockFn block_fn(GgmlType type) {
     case GgmlType::Q5_K: return deq_q5_k;
     case GgmlType::Q6_K: return deq_q6_k;
     case GgmlType::IQ4_NL: return deq_iq4_nl;
+    case GgmlType::MXFP4: return deq_mxfp4;
     case GgmlType::IQ4_XS: return deq_iq4_xs;
     case GgmlType::IQ3_XXS: return deq_iq3_xxs;
     case GgmlType::IQ3_S: return deq_iq3_s;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "frontends/gguf/dequant.h"
@@ -148,6 +149,7 @@ void exec_unary(ExecContext& c, const ir::Op& op) {
 void exec_Silu(ExecContext& c, const ir::Op& op) { exec_unary<silu>(c, op); }
 void exec_Gelu(ExecContext& c, const ir::Op& op) { exec_unary<gelu>(c, op); }
 void exec_Sigmoid(ExecContext& c, const ir::Op& op) { exec_unary<sigmoid>(c, op); }
+void exec_Tanh(ExecContext& c, const ir::Op& op) { exec_unary<tanh_values>(c, op); }
 void exec_Softplus(ExecContext& c, const ir::Op& op) { exec_unary<softplus>(c, op); }
 void exec_Exp(ExecContext& c, const ir::Op& op) { exec_unary<exp>(c, op); }
 void exec_Neg(ExecContext& c, const ir::Op& op) { exec_unary<neg>(c, op); }
@@ -204,6 +206,30 @@ void exec_RmsNorm(ExecContext& c, const ir::Op& op) {
   // A grouped weight [G, D]: row r takes gain row r % G.
   for (int64_t r = 0; r < x.rows(); ++r)
     rms_norm(x.as<float>() + r * cols, w.as<float>() + (r % groups) * cols, eps, 1, cols, c.out(op).as<float>() + r * cols);
+}
+
+void exec_LayerNorm(ExecContext& c, const ir::Op& op) {
+  const Buf& x = c.in(op, 0);
+  require_f32(op, x, "input");
+  const float* gain = nullptr;
+  const float* bias = nullptr;
+  if (op.operands.size() > 1) require_f32(op, c.in(op, 1), "gain"), gain = c.in(op, 1).as<float>();
+  if (op.operands.size() > 2) require_f32(op, c.in(op, 2), "bias"), bias = c.in(op, 2).as<float>();
+  layer_norm(x.as<float>(), gain, bias, float(float_attr(op, "eps")), x.rows(), x.last_dim(), c.out(op).as<float>());
+}
+
+// llm_graph_input_attn_temp::set_input's formula with its roundings: the
+// sum and division in f32, the log and the affine map in double.
+void exec_AttnTemp(ExecContext& c, const ir::Op& op) {
+  const Buf& pos = c.in(op, 0);
+  float* y = c.out(op).as<float>();
+  const float floor_scale = float(int_attr(op, "floor_scale"));
+  const float offset = float(float_attr(op, "offset"));
+  const double scale = double(float(float_attr(op, "scale")));
+  for (int64_t t = 0; t < pos.numel; ++t) {
+    const float p = float(pos.as<int32_t>()[t]);
+    y[t] = float(std::log(double(std::floor((p + offset) / floor_scale)) + 1.0) * scale + 1.0);
+  }
 }
 
 }  // namespace
@@ -292,10 +318,21 @@ void exec_Attention(ExecContext& c, const ir::Op& op) {
   p.scale = float(float_attr(op, "scale", 1.0));
   p.softcap = float(float_attr(op, "softcap", 0.0));
   p.n_swa = int32_t(int_attr(op, "window", 0));
+  p.n_chunk = int32_t(int_attr(op, "chunk", 0));
   p.page_size = c.states.page_size();
   const int64_t q_row = n_head * head_dim;
-  // Operand 5: the positions each query may read (from indexer_select).
-  const Buf* selected = op.operands.size() == 6 ? &c.in(op, 5) : nullptr;
+  // Operand 5, when present: the positions each query may read (from
+  // indexer_select). With `sinks` the last operand holds the [Hq] sink logits.
+  const ir::Attr* sinks_attr = op.attr("sinks");
+  const bool has_sinks = sinks_attr != nullptr && sinks_attr->i != 0;
+  const size_t n_base = has_sinks ? 6 : 5;
+  const Buf* selected = op.operands.size() == n_base + 1 ? &c.in(op, 5) : nullptr;
+  if (has_sinks) {
+    const Buf& sinks = c.in(op, op.operands.size() - 1);
+    require_f32(op, sinks, "sinks");
+    if (sinks.numel != n_head) fail(op, fmt::format("sinks hold {} values for {} query heads", sinks.numel, n_head));
+    p.sinks = sinks.as<float>();
+  }
   p.selected_width = selected != nullptr ? selected->shape[1] : 0;
   // Tokens of one sequence are gathered in order, so any batch layout works.
   std::vector<bool> done(size_t(n_tokens), false);
@@ -454,35 +491,66 @@ void exec_Sample(ExecContext& c, const ir::Op& op) {
 void exec_MoeRoute(ExecContext& c, const ir::Op& op) {
   const Buf& logits = c.in(op, 0);
   require_f32(op, logits, "router logits");
-  const MoeGating gating = op.attr("gating")->s == "sigmoid" ? MoeGating::Sigmoid : MoeGating::Softmax;
-  moe_route(logits.as<float>(), logits.rows(), logits.last_dim(), int_attr(op, "k"), gating, int_attr(op, "norm") != 0,
-            float(float_attr(op, "scale", 0.0)), c.out(op, 0).as<float>(), c.out(op, 1).as<int32_t>());
+  const std::string& gating = op.attr("gating")->s;
+  MoeRouteParams p;
+  p.k = int_attr(op, "k");
+  p.gating = gating == "sigmoid" ? MoeGating::Sigmoid : gating == "softmax_weight" ? MoeGating::SoftmaxWeight : MoeGating::Softmax;
+  p.norm = int_attr(op, "norm") != 0;
+  p.scale = float(float_attr(op, "scale", 0.0));
+  if (op.operands.size() > 1) {
+    require_f32(op, c.in(op, 1), "selection bias");
+    p.selection_bias = c.in(op, 1).as<float>();
+  }
+  p.groups = int_attr(op, "groups", 0);
+  p.groups_used = int_attr(op, "groups_used", 0);
+  moe_route(logits.as<float>(), logits.rows(), logits.last_dim(), p, c.out(op, 0).as<float>(), c.out(op, 1).as<int32_t>());
+}
+
+// The activation attributes of a moe_ffn op (silu when absent).
+MoeActivationParams moe_activation_of(const ir::Op& op) {
+  MoeActivationParams a;
+  const ir::Attr* kind = op.attr("activation");
+  if (kind == nullptr || kind->s == "silu") return a;
+  if (kind->s != "swiglu_oai") fail(op, fmt::format("unknown moe_ffn activation '{}'", kind->s));
+  a.kind = MoeActivationParams::Kind::SwigluOai;
+  a.alpha = float(float_attr(op, "alpha"));
+  a.limit = float(float_attr(op, "limit"));
+  return a;
 }
 
 void exec_MoeFfn(ExecContext& c, const ir::Op& op) {
   const Buf &x = c.in(op, 0), &w = c.in(op, 1), &ids = c.in(op, 2);
   require_f32(op, x, "input");
   const ir::MoeExperts experts = ir::MoeExperts::of(op);
-  auto stack = [&](ir::Value v, ir::Value scale) {
+  auto f32_of = [&](ir::Value v, const char* what) -> const float* {
+    if (!v) return nullptr;
+    const Buf& b = c.bufs.at(v.data());
+    require_f32(op, b, what);
+    return b.as<float>();
+  };
+  auto stack = [&](ir::Value v, ir::Value scale, ir::Value bias) {
     const Buf& b = c.bufs.at(v.data());
     ExpertStack s{ggml_type_of(b.elem), b.data, b.shape[0], b.shape[1], b.shape[2]};
-    if (scale) s.scale = c.bufs.at(scale.data()).as<float>();
+    s.scale = f32_of(scale, "expert scale");
+    s.bias = f32_of(bias, "expert bias");
     return s;
   };
   ExpertStack gate, up;
   if (experts.merged()) {
-    // Gate rows then up rows of each expert: two views of the one stack.
-    gate = stack(experts.gate_up, {});
+    // Gate rows then up rows of each expert: two views of the one stack
+    // (and of its [E, 2F] bias).
+    gate = stack(experts.gate_up, {}, experts.gate_up_bias);
     gate.stride_rows = gate.rows;
     gate.rows /= 2;
     up = gate;
     up.first_row = gate.rows;
   } else {
-    gate = stack(experts.gate, experts.gate_scale);
-    up = stack(experts.up, experts.up_scale);
+    gate = stack(experts.gate, experts.gate_scale, experts.gate_bias);
+    up = stack(experts.up, experts.up_scale, experts.up_bias);
   }
-  moe_ffn(gate, up, stack(experts.down, experts.down_scale), x.as<float>(), x.rows(), w.as<float>(),
-          ids.as<int32_t>(), w.last_dim(), c.out(op).as<float>(), c.pool);
+  moe_ffn(gate, up, stack(experts.down, experts.down_scale, experts.down_bias), x.as<float>(), x.rows(),
+          w.as<float>(), ids.as<int32_t>(), w.last_dim(), c.out(op).as<float>(), c.pool, moe_activation_of(op),
+          int_attr(op, "weight_input") != 0);
 }
 
 // --- data movement ---------------------------------------------------------

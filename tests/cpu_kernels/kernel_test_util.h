@@ -79,6 +79,8 @@ inline std::vector<uint8_t> random_weights(GgmlType t, int64_t rows, int64_t col
       const uint16_t h = fp32_to_fp16(v);
       std::memcpy(out.data() + b * tr.block_bytes + f.offset, &h, 2);
     }
+    // MXFP4's E8M0 exponent byte: scales 2^(e-128) of 2^-10 .. 2^-5.
+    if (t == GgmlType::MXFP4) out[static_cast<size_t>(b * tr.block_bytes)] = static_cast<uint8_t>(118 + byte(rng) % 6);
   }
   return out;
 }

@@ -19,6 +19,7 @@
 
 #include "frontends/gguf/dequant.h"
 #include "kernel_test_util.h"
+#include "tests/cpu_kernels/interp_test_util.h"
 #include "runtime/cpu/kernels/attention_internal.h"
 #include "runtime/cpu/kernels/internal.h"
 #include "runtime/cpu/kernels/kernels.h"
@@ -545,6 +546,105 @@ TEST_CASE("attention, split-KV decode: the reference's chunks and merge, 1-4 thr
   check_shapes(kSplitShapes, std::size(kSplitShapes), false, true);
 }
 
+namespace {
+
+// Softmax attention with sinks, in double, straight from the formula of
+// docs/ir.md: p_j = exp(s_j - m) / (sum_i exp(s_i - m) + exp(sink_h - m)),
+// m the maximum over the visible scores and the sink; the sink has no value.
+std::vector<double> reference_with_sinks(const std::vector<float>& q, const Cache& c, const std::vector<int32_t>& qpos,
+                                         const AttentionParams& p) {
+  const int64_t dk = p.head_dim, dv = p.head_dim;
+  std::vector<double> out(size_t(p.n_tokens * p.n_head * dv), 0.0);
+  for (int64_t t = 0; t < p.n_tokens; ++t)
+    for (int64_t h = 0; h < p.n_head; ++h) {
+      const int64_t hk = h / (p.n_head / p.n_head_kv);
+      std::vector<double> s(size_t(p.n_kv));
+      std::vector<bool> vis(size_t(p.n_kv));
+      double m = p.sinks[h];
+      for (int64_t j = 0; j < p.n_kv; ++j) {
+        vis[j] = j <= qpos[t] && (p.n_swa == 0 || qpos[t] - j < p.n_swa);
+        if (!vis[j]) continue;
+        double d = 0;
+        for (int64_t i = 0; i < dk; ++i) d += double(q[(t * p.n_head + h) * dk + i]) * c.kf[(j * p.n_head_kv + hk) * dk + i];
+        s[j] = d * p.scale;
+        m = std::max(m, s[j]);
+      }
+      double sum = std::exp(double(p.sinks[h]) - m);
+      for (int64_t j = 0; j < p.n_kv; ++j)
+        if (vis[j]) sum += std::exp(s[j] - m);
+      for (int64_t j = 0; j < p.n_kv; ++j) {
+        if (!vis[j]) continue;
+        const double w = std::exp(s[j] - m) / sum;
+        for (int64_t i = 0; i < dv; ++i) out[(t * p.n_head + h) * dv + i] += w * c.vf[(j * p.n_head_kv + hk) * dv + i];
+      }
+    }
+  return out;
+}
+
+struct SinkCase {
+  const char* name;
+  int64_t n_tokens, n_head, n_head_kv, n_kv;
+  int32_t n_swa;
+};
+
+}  // namespace
+
+// Each path (one-row, tiled, split-KV) with sinks far below, near and far
+// above the scores, so the sink both adds to the denominator and takes the
+// maximum; the sink must also change the result (a kernel that ignores it
+// is off by more than 1e-2).
+TEST_CASE("attention with sinks vs the softmax-with-sink formula, every path, 1 and 3 threads", "[attention][sinks]") {
+  const SinkCase cases[] = {
+      {"one-row prefill, GQA 2:1", 5, 4, 2, 40, 0},
+      {"one-row, sliding window", 12, 2, 1, 12, 4},
+      {"tiled, 70 rows", 70, 4, 2, 70, 0},
+      {"tiled, sliding window", 66, 2, 2, 66, 16},
+      {"split-KV decode", 1, 4, 2, 600, 0},
+      {"split-KV decode, window", 1, 2, 2, 530, 64},
+  };
+  const float sink_values[] = {6.0f, -20.0f, 30.0f, 0.5f};
+  for (Isa isa : available_isas()) {
+    IsaScope scope(isa);
+    for (int threads : {1, 3}) {
+      ThreadPool pool(threads);
+      for (const SinkCase& cs : cases)
+        for (GgmlType kvt : {GgmlType::F32, GgmlType::F16}) {
+          AttentionParams p;
+          p.n_tokens = cs.n_tokens;
+          p.n_head = cs.n_head;
+          p.n_head_kv = cs.n_head_kv;
+          p.head_dim = 64;
+          p.n_kv = cs.n_kv;
+          p.kv_type = kvt;
+          p.scale = 1.0f / 8.0f;
+          p.n_swa = cs.n_swa;
+          std::vector<float> sinks(size_t(p.n_head));
+          for (int64_t h = 0; h < p.n_head; ++h) sinks[size_t(h)] = sink_values[h % 4];
+          p.sinks = sinks.data();
+          const auto c = make_cache(kvt, p.n_kv, p.n_head_kv, p.head_dim, p.head_dim, 41);
+          const auto q = random_floats(p.n_tokens * p.n_head * p.head_dim, 42, -2.0f, 2.0f);
+          std::vector<int32_t> qpos(size_t(p.n_tokens));
+          for (int64_t t = 0; t < p.n_tokens; ++t) qpos[size_t(t)] = int32_t(p.n_kv - p.n_tokens + t);
+          Guarded out(p.n_tokens * p.n_head * p.head_dim);
+          attention(q.data(), c.k.data(), c.v.data(), qpos.data(), nullptr, p, out.data(), pool);
+          REQUIRE(out.intact());
+          const double e = nmse(out.values(), reference_with_sinks(q, c, qpos, p));
+          AttentionParams plain = p;
+          plain.sinks = nullptr;
+          Guarded without(p.n_tokens * p.n_head * p.head_dim);
+          attention(q.data(), c.k.data(), c.v.data(), qpos.data(), nullptr, plain, without.data(), pool);
+          const double moved = nmse(without.values(), reference_with_sinks(q, c, qpos, p));
+          // The path tests' bounds: the f16 accumulator's roundings add up over long caches.
+          const double tol = tolerance(kvt, true, cs.n_tokens >= detail::kAttentionTileQ, cs.n_kv);
+          INFO(fmt::format("{} threads {} {} kv={} nmse {:.3g} (without sinks {:.3g})", isa_name(isa), threads, cs.name,
+                           ggml_type_name(kvt), e, moved));
+          CHECK(e < tol);
+          CHECK(moved > 1e-2);
+        }
+    }
+  }
+}
+
 // Timing, not a test: ./test_cpu_kernels "[.attention-bench]"
 TEST_CASE("attention timing: pp512 and decode at growing cache", "[.attention-bench]") {
   const int n_threads = std::getenv("VTC_BENCH_THREADS") ? std::atoi(std::getenv("VTC_BENCH_THREADS")) : 2;
@@ -574,4 +674,126 @@ TEST_CASE("attention timing: pp512 and decode at growing cache", "[.attention-be
       fmt::print("decode {}/{} heads, {} cached: {:.4f} ms per layer\n", heads, kv_heads, n_kv, d);
     }
   }
+}
+
+namespace {
+
+// Plain softmax attention in double over the keys `visible(q_pos, k_pos)`
+// allows (cache row j at position j).
+template <class Visible>
+std::vector<double> reference_masked(const std::vector<float>& q, const Cache& c, const std::vector<int32_t>& qpos,
+                                     const AttentionParams& p, Visible visible) {
+  const int64_t dk = p.head_dim, dv = p.head_dim;
+  std::vector<double> out(size_t(p.n_tokens * p.n_head * dv), 0.0);
+  for (int64_t t = 0; t < p.n_tokens; ++t)
+    for (int64_t h = 0; h < p.n_head; ++h) {
+      const int64_t hk = h / (p.n_head / p.n_head_kv);
+      std::vector<double> s(size_t(p.n_kv));
+      double m = -1e300;
+      for (int64_t j = 0; j < p.n_kv; ++j) {
+        if (!visible(qpos[t], int32_t(j))) continue;
+        double d = 0;
+        for (int64_t i = 0; i < dk; ++i) d += double(q[(t * p.n_head + h) * dk + i]) * c.kf[(j * p.n_head_kv + hk) * dk + i];
+        s[j] = d * p.scale;
+        m = std::max(m, s[j]);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < p.n_kv; ++j)
+        if (visible(qpos[t], int32_t(j))) sum += std::exp(s[j] - m);
+      for (int64_t j = 0; j < p.n_kv; ++j) {
+        if (!visible(qpos[t], int32_t(j))) continue;
+        const double w = std::exp(s[j] - m) / sum;
+        for (int64_t i = 0; i < dv; ++i) out[(t * p.n_head + h) * dv + i] += w * c.vf[(j * p.n_head_kv + hk) * dv + i];
+      }
+    }
+  return out;
+}
+
+struct ChunkCase {
+  const char* name;
+  int64_t n_tokens, n_head, n_head_kv, n_kv;
+  int32_t n_chunk, n_swa;
+};
+
+}  // namespace
+
+// Chunked attention (llama4, docs/ir.md "### attention" `chunk`): key k is
+// visible to query q iff k <= q and floor(k / chunk) == floor(q / chunk),
+// on each path, with queries on both sides of chunk boundaries; the chunk
+// must change the result (a kernel that ignores it is off by > 1e-2).
+TEST_CASE("attention with chunks vs the chunked-mask formula, every path, 1 and 3 threads", "[attention][chunk]") {
+  const ChunkCase cases[] = {
+      {"one-row prefill, chunk 5", 12, 2, 1, 12, 5, 0},
+      {"one-row, prefill after cache across a boundary", 5, 4, 2, 40, 8, 0},
+      {"one-row, chunk and window", 12, 2, 2, 12, 6, 4},
+      {"tiled, 70 rows, chunk 16", 70, 4, 2, 70, 16, 0},
+      {"split-KV decode, chunk 256", 1, 4, 2, 600, 256, 0},
+  };
+  for (Isa isa : available_isas()) {
+    IsaScope scope(isa);
+    for (int threads : {1, 3}) {
+      ThreadPool pool(threads);
+      for (const ChunkCase& cs : cases)
+        for (GgmlType kvt : {GgmlType::F32, GgmlType::F16}) {
+          AttentionParams p;
+          p.n_tokens = cs.n_tokens;
+          p.n_head = cs.n_head;
+          p.n_head_kv = cs.n_head_kv;
+          p.head_dim = 64;
+          p.n_kv = cs.n_kv;
+          p.kv_type = kvt;
+          p.scale = 1.0f / 8.0f;
+          p.n_chunk = cs.n_chunk;
+          p.n_swa = cs.n_swa;
+          const auto c = make_cache(kvt, p.n_kv, p.n_head_kv, p.head_dim, p.head_dim, 51);
+          const auto q = random_floats(p.n_tokens * p.n_head * p.head_dim, 52, -2.0f, 2.0f);
+          std::vector<int32_t> qpos(size_t(p.n_tokens));
+          for (int64_t t = 0; t < p.n_tokens; ++t) qpos[size_t(t)] = int32_t(p.n_kv - p.n_tokens + t);
+          auto chunked = [&](int32_t qp, int32_t kp) {
+            return kp <= qp && kp / cs.n_chunk == qp / cs.n_chunk && (cs.n_swa == 0 || qp - kp < cs.n_swa);
+          };
+          const auto want = reference_masked(q, c, qpos, p, chunked);
+          Guarded out(p.n_tokens * p.n_head * p.head_dim);
+          attention(q.data(), c.k.data(), c.v.data(), qpos.data(), nullptr, p, out.data(), pool);
+          REQUIRE(out.intact());
+          const double e = nmse(out.values(), want);
+          AttentionParams plain = p;
+          plain.n_chunk = 0;
+          Guarded without(p.n_tokens * p.n_head * p.head_dim);
+          attention(q.data(), c.k.data(), c.v.data(), qpos.data(), nullptr, plain, without.data(), pool);
+          const double moved = nmse(without.values(), want);
+          const double tol = tolerance(kvt, true, cs.n_tokens >= detail::kAttentionTileQ, cs.n_kv);
+          INFO(fmt::format("{} threads {} {} kv={} nmse {:.3g} (without the chunk {:.3g})", isa_name(isa), threads,
+                           cs.name, ggml_type_name(kvt), e, moved));
+          CHECK(e < tol);
+          CHECK(moved > 1e-2);
+        }
+    }
+  }
+}
+
+// attn_temp through the interpreter against the reference's formula
+// (llm_graph_input_attn_temp::set_input, llama4's constants), at positions
+// around the floor steps, where the factor leaves 1.
+TEST_CASE("attn_temp: log(floor((pos + offset) / floor_scale) + 1) * scale + 1, as the reference rounds it",
+          "[attention][attn_temp]") {
+  const std::string text = R"(func @prefill(%pos: tensor<T x i32, device>) {
+  %s = attn_temp(%pos) {floor_scale = 8192, scale = 0.1, offset = 1.0} : tensor<T x f32, device>
+  %t = attn_temp(%pos) {floor_scale = 3, scale = 0.5, offset = 0.0} : tensor<T x f32, device>
+  return(%s, %t)
+})";
+  const std::vector<int32_t> pos = {0, 1, 2, 3, 8190, 8191, 8192, 16383, 24575, 100000, 10000000};
+  test::IrRun r(text);
+  const auto out = r.run({0}, {{"pos", test::i32_tensor({int64_t(pos.size())}, pos)}});
+  REQUIRE(out.size() == 2);
+  for (size_t i = 0; i < pos.size(); ++i) {
+    const float p = float(pos[i]);
+    const float want8192 = float(std::log(std::floor((p + 1.0f) / 8192.0f) + 1.0) * double(0.1f) + 1.0);
+    const float want3 = float(std::log(std::floor((p + 0.0f) / 3.0f) + 1.0) * double(0.5f) + 1.0);
+    INFO("pos " << pos[i]);
+    CHECK(out[0].f32()[i] == want8192);
+    CHECK(out[1].f32()[i] == want3);
+  }
+  CHECK(out[0].f32()[4] == 1.0f);   // pos 8190: still the first floor step
+  CHECK(out[0].f32()[5] > 1.06f);   // pos 8191: log(2) * 0.1 + 1
 }

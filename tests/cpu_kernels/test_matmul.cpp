@@ -37,7 +37,8 @@ struct Shape {
 
 const GgmlType kNativeTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
                                  GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
-                                 GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
+                                 GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS,
+                                 GgmlType::MXFP4};
 const GgmlType kFallbackTypes[] = {GgmlType::IQ3_XXS, GgmlType::IQ3_S};
 
 bool is_k_type(GgmlType t) { return ggml_traits(t).block_size == 256; }
@@ -267,7 +268,7 @@ TEST_CASE("matmul: a batch of 1 to 17 tokens gives each token the bits of a one-
   // Batches go through the tiles; single tokens through dot. Rows not
   // a multiple of any tile, K tails of odd block counts, 1 to 4 threads.
   const GgmlType types[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::IQ4_NL, GgmlType::Q4_K,
-                            GgmlType::Q6_K, GgmlType::F16,  GgmlType::BF16, GgmlType::Q5_K};
+                            GgmlType::Q6_K, GgmlType::F16,  GgmlType::BF16, GgmlType::Q5_K, GgmlType::MXFP4};
   for (Isa isa : available_isas()) {
     IsaScope scope(isa);
     for (int threads = 1; threads <= 4; ++threads) {

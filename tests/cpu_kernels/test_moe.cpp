@@ -5,6 +5,7 @@
 // per-expert scales against plain float math in the reference's order.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -16,20 +17,30 @@
 using namespace vtc;
 using namespace vtc::cpu;
 
+namespace {
+
+MoeRouteParams route(int64_t k, MoeGating gating, bool norm, float scale) {
+  MoeRouteParams p;
+  p.k = k, p.gating = gating, p.norm = norm, p.scale = scale;
+  return p;
+}
+
+}  // namespace
+
 TEST_CASE("moe_route: softmax top-k, ties to the lowest expert, renormalized", "[cpu][moe]") {
   const std::vector<float> logits = {1, 3, 3, 0,   // tie between experts 1 and 2
                                      2, 2, 2, 2};  // all tied
   std::vector<float> w(4);
   std::vector<int32_t> ids(4);
-  moe_route(logits.data(), 2, 4, 2, MoeGating::Softmax, true, 0.0f, w.data(), ids.data());
+  moe_route(logits.data(), 2, 4, route(2, MoeGating::Softmax, true, 0.0f), w.data(), ids.data());
   CHECK(ids == std::vector<int32_t>{1, 2, 0, 1});
   for (float x : w) CHECK(x == Approx(0.5f));
   // Without norm the weights are the softmax probabilities themselves.
-  moe_route(logits.data(), 1, 4, 2, MoeGating::Softmax, false, 0.0f, w.data(), ids.data());
+  moe_route(logits.data(), 1, 4, route(2, MoeGating::Softmax, false, 0.0f), w.data(), ids.data());
   const double z = std::exp(1.0) + 2 * std::exp(3.0) + 1.0;
   CHECK(w[0] == Approx(std::exp(3.0) / z));
   // scale multiplies after the renormalization; 0 and 1 mean none.
-  moe_route(logits.data(), 1, 4, 2, MoeGating::Softmax, true, 2.5f, w.data(), ids.data());
+  moe_route(logits.data(), 1, 4, route(2, MoeGating::Softmax, true, 2.5f), w.data(), ids.data());
   CHECK(w[0] == Approx(1.25f));
 }
 
@@ -37,12 +48,51 @@ TEST_CASE("moe_route: sigmoid gating and the clamped renormalization", "[cpu][mo
   const std::vector<float> logits = {-30, -20, -40, -25};
   std::vector<float> w(2);
   std::vector<int32_t> ids(2);
-  moe_route(logits.data(), 1, 4, 2, MoeGating::Sigmoid, true, 0.0f, w.data(), ids.data());
+  moe_route(logits.data(), 1, 4, route(2, MoeGating::Sigmoid, true, 0.0f), w.data(), ids.data());
   CHECK(ids == std::vector<int32_t>{1, 3});
   // The sum (~2e-9) is below the clamp, so the weights stay tiny.
   const float s1 = 1.0f / (1.0f + std::exp(20.0f));
   CHECK(w[0] == Approx(s1 / 6.103515625e-5f));
   CHECK(w[0] < 1e-4f);
+}
+
+TEST_CASE("moe_route: softmax_weight picks on the logits, then softmaxes the k picked", "[cpu][moe]") {
+  const std::vector<float> logits = {0.5f, 2.0f, -1.0f, 1.0f};
+  std::vector<float> w(2);
+  std::vector<int32_t> ids(2);
+  moe_route(logits.data(), 1, 4, route(2, MoeGating::SoftmaxWeight, false, 0.0f), w.data(), ids.data());
+  CHECK(ids == std::vector<int32_t>{1, 3});
+  const double z = std::exp(0.0) + std::exp(-1.0);  // shifted by the max logit 2
+  CHECK(w[0] == Approx(1.0 / z));
+  CHECK(w[1] == Approx(std::exp(-1.0) / z));
+}
+
+TEST_CASE("moe_route: a selection bias steers the pick, the weights stay unbiased", "[cpu][moe]") {
+  const std::vector<float> logits = {2.0f, 1.0f, 0.0f, -1.0f};
+  const std::vector<float> bias = {0.0f, 0.0f, 0.0f, 0.9f};  // sigmoid(-1) + 0.9 beats sigmoid(1)
+  std::vector<float> w(2);
+  std::vector<int32_t> ids(2);
+  MoeRouteParams p = route(2, MoeGating::Sigmoid, false, 0.0f);
+  p.selection_bias = bias.data();
+  moe_route(logits.data(), 1, 4, p, w.data(), ids.data());
+  CHECK(ids == std::vector<int32_t>{3, 0});
+  CHECK(w[0] == Approx(1.0 / (1.0 + std::exp(1.0))));
+  CHECK(w[1] == Approx(1.0 / (1.0 + std::exp(-2.0))));
+}
+
+TEST_CASE("moe_route: grouped routing keeps the experts of the best groups only", "[cpu][moe]") {
+  // Groups of 2: {0,1} sums 0.9+0.0, {2,3} sums 0.5+0.5, {4,5} 0.8+0.05.
+  // With 1 group used, expert 0 (the best single score) is out of reach.
+  const std::vector<float> logits = {0.9f, 0.0f, 0.5f, 0.5f, 0.8f, 0.05f};
+  std::vector<float> w(2);
+  std::vector<int32_t> ids(2);
+  MoeRouteParams p = route(2, MoeGating::SoftmaxWeight, false, 0.0f);
+  p.groups = 3, p.groups_used = 1;
+  moe_route(logits.data(), 1, 6, p, w.data(), ids.data());
+  CHECK(ids == std::vector<int32_t>{2, 3});
+  p.groups_used = 2;  // groups {2,3} and {0,1}: 0.9 first, then the tie 0.5/0.5 to expert 2
+  moe_route(logits.data(), 1, 6, p, w.data(), ids.data());
+  CHECK(ids == std::vector<int32_t>{0, 2});
 }
 
 namespace {
@@ -81,7 +131,7 @@ TEST_CASE("moe_ffn equals the selected experts run token by token", "[cpu][moe]"
     const auto x = test::random_floats(size_t(n * dm), 4);
     std::vector<float> logits = test::random_floats(size_t(n * n_expert), 5), w(size_t(n * k));
     std::vector<int32_t> ids(size_t(n * k));
-    moe_route(logits.data(), n, n_expert, k, MoeGating::Softmax, true, 0.0f, w.data(), ids.data());
+    moe_route(logits.data(), n, n_expert, route(k, MoeGating::Softmax, true, 0.0f), w.data(), ids.data());
     std::vector<float> out(size_t(n * dm));
     moe_ffn(g, u, d, x.data(), n, w.data(), ids.data(), k, out.data(), pool);
     const auto want = moe_by_token(g, u, d, x.data(), n, w.data(), ids.data(), k, pool);
@@ -152,7 +202,7 @@ struct MoeInputs {
     const auto logits = test::random_floats(size_t(n * n_expert), 15, -3.0f, 3.0f);
     w.resize(size_t(n * k));
     ids.resize(size_t(n * k));
-    moe_route(logits.data(), n, n_expert, k, MoeGating::Softmax, true, 0.0f, w.data(), ids.data());
+    moe_route(logits.data(), n, n_expert, route(k, MoeGating::Softmax, true, 0.0f), w.data(), ids.data());
   }
   std::vector<float> run(const ExpertStack& g, const ExpertStack& u, const ExpertStack& d, ThreadPool& pool) const {
     std::vector<float> out(size_t(n * dm));
@@ -336,4 +386,263 @@ TEST_CASE("moe_ffn's four operand forms through the interpreter", "[cpu][moe][ir
   const auto merged_s = in.run(g, u, dsc, pool_of_two());
   CHECK(same_bits(values(out[3]), merged_s));
   CHECK(test::nmse(merged_s, split_s) > 1e-2);
+}
+
+namespace {
+
+// ggml_swiglu_oai for one value, as its CPU loop spells it.
+float swiglu_oai_ref(float g, float u, float alpha, float limit) {
+  const float x = std::min(g, limit), y = std::clamp(u, -limit, limit);
+  return x / (1.0f + std::exp(alpha * (-x))) * (y + 1.0f);
+}
+
+// gpt-oss's experts in plain float math, the reference's order: g = (gate_e
+// x) + gb[e], u = (up_e x) + ub[e], y = (down_e swiglu_oai(g, u)) + db[e],
+// out += w * y in slot order. Dots in double.
+std::vector<float> moe_biased_naive(const float* gate, const float* up, const float* down, const float* gb,
+                                    const float* ub, const float* db, int64_t f, int64_t dm, const std::vector<float>& x,
+                                    int64_t n, const std::vector<float>& w, const std::vector<int32_t>& ids, int64_t k) {
+  std::vector<float> out(size_t(n * dm), 0.0f), h(static_cast<size_t>(f));
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t e = ids[size_t(t * k + j)];
+      for (int64_t r = 0; r < f; ++r) {
+        double g = 0, u = 0;
+        for (int64_t i = 0; i < dm; ++i) {
+          g += double(gate[(e * f + r) * dm + i]) * x[size_t(t * dm + i)];
+          u += double(up[(e * f + r) * dm + i]) * x[size_t(t * dm + i)];
+        }
+        h[size_t(r)] = swiglu_oai_ref(float(g) + gb[e * f + r], float(u) + ub[e * f + r], 1.702f, 7.0f);
+      }
+      for (int64_t i = 0; i < dm; ++i) {
+        double y = 0;
+        for (int64_t r = 0; r < f; ++r) y += double(down[(e * dm + i) * f + r]) * h[size_t(r)];
+        const float v = (float(y) + db[e * dm + i]) * w[size_t(t * k + j)];
+        out[size_t(t * dm + i)] = j == 0 ? v : out[size_t(t * dm + i)] + v;
+      }
+    }
+  return out;
+}
+
+// Biases wide enough that many gate and up values pass the limit of 7.
+struct BiasedExperts {
+  const MoeInputs& in;
+  std::vector<uint8_t> gw, uw, dw;
+  std::vector<float> gb, ub, db;
+  explicit BiasedExperts(const MoeInputs& inputs) : in(inputs) {
+    gw = test::random_weights(GgmlType::F32, in.n_expert * in.f, in.dm, 61);
+    uw = test::random_weights(GgmlType::F32, in.n_expert * in.f, in.dm, 62);
+    dw = test::random_weights(GgmlType::F32, in.n_expert * in.dm, in.f, 63);
+    gb = test::random_floats(size_t(in.n_expert * in.f), 64, -10.0f, 10.0f);
+    ub = test::random_floats(size_t(in.n_expert * in.f), 65, -10.0f, 10.0f);
+    db = test::random_floats(size_t(in.n_expert * in.dm), 66, -5.0f, 5.0f);
+  }
+  const float* f32(const std::vector<uint8_t>& b) const { return reinterpret_cast<const float*>(b.data()); }
+  std::vector<float> naive() const {
+    return moe_biased_naive(f32(gw), f32(uw), f32(dw), gb.data(), ub.data(), db.data(), in.f, in.dm, in.x, in.n, in.w,
+                            in.ids, in.k);
+  }
+};
+
+const MoeActivationParams kOai{MoeActivationParams::Kind::SwigluOai, 1.702f, 7.0f};
+
+}  // namespace
+
+TEST_CASE("moe_activation: swiglu_oai clamps as ggml_swiglu_oai", "[cpu][moe]") {
+  const std::vector<float> g = {-9.0f, -1.0f, 0.0f, 0.5f, 6.9f, 7.0f, 12.0f, 3.0f},
+                           u = {-20.0f, -7.5f, 0.3f, 8.0f, 7.0f, -1.0f, 2.0f, 6.99f};
+  std::vector<float> y(g.size());
+  moe_activation(kOai, g.data(), u.data(), y.data(), int64_t(g.size()));
+  for (size_t i = 0; i < g.size(); ++i) {
+    INFO("g " << g[i] << " u " << u[i]);
+    CHECK(y[i] == swiglu_oai_ref(g[i], u[i], 1.702f, 7.0f));
+  }
+  // g = 12 is cut to 7 and u = -20 to -7: the clamps are there.
+  CHECK(y[6] == swiglu_oai_ref(7.0f, 2.0f, 1.702f, 7.0f));
+  CHECK(y[0] == swiglu_oai_ref(-9.0f, -7.0f, 1.702f, 7.0f));
+  // The silu kind is the dense swiglu.
+  std::vector<float> s(g.size()), want(g.size());
+  moe_activation({}, g.data(), u.data(), s.data(), int64_t(g.size()));
+  swiglu(g.data(), u.data(), want.data(), int64_t(g.size()));
+  CHECK(same_bits(s, want));
+}
+
+TEST_CASE("moe_ffn: per-expert biases and swiglu_oai follow the reference's order", "[cpu][moe]") {
+  ThreadPool pool(2);
+  const MoeInputs in;
+  const BiasedExperts b(in);
+  const GgmlType f32 = GgmlType::F32;
+  ExpertStack g{f32, b.gw.data(), in.n_expert, in.f, in.dm}, u{f32, b.uw.data(), in.n_expert, in.f, in.dm},
+      d{f32, b.dw.data(), in.n_expert, in.dm, in.f};
+  auto run = [&](const ExpertStack& gs, const ExpertStack& us, const ExpertStack& ds) {
+    std::vector<float> out(size_t(in.n * in.dm));
+    moe_ffn(gs, us, ds, in.x.data(), in.n, in.w.data(), in.ids.data(), in.k, out.data(), pool, kOai);
+    return out;
+  };
+  g.bias = b.gb.data(), u.bias = b.ub.data(), d.bias = b.db.data();
+  const auto want = b.naive();
+  const auto got = run(g, u, d);
+  CHECK(test::nmse(got, want) < 1e-11);
+  SECTION("each bias lands on its own matmul") {
+    for (int which = 0; which < 3; ++which) {
+      INFO("bias dropped from " << (which == 0 ? "gate" : which == 1 ? "up" : "down"));
+      ExpertStack gi = g, ui = u, di = d;
+      (which == 0 ? gi : which == 1 ? ui : di).bias = nullptr;
+      CHECK(test::nmse(run(gi, ui, di), want) > 1e-4);
+    }
+  }
+  SECTION("a merged gate_up stack with its [E, 2F] bias equals the split form") {
+    const auto merged = stack_gate_up(g, u);
+    std::vector<float> gub;
+    for (int64_t e = 0; e < in.n_expert; ++e) {
+      gub.insert(gub.end(), b.gb.begin() + e * in.f, b.gb.begin() + (e + 1) * in.f);
+      gub.insert(gub.end(), b.ub.begin() + e * in.f, b.ub.begin() + (e + 1) * in.f);
+    }
+    ExpertStack gm = merged_half(f32, merged, in.n_expert, in.f, in.dm, 0),
+                um = merged_half(f32, merged, in.n_expert, in.f, in.dm, 1);
+    gm.bias = um.bias = gub.data();
+    CHECK(same_bits(run(gm, um, d), got));
+  }
+  SECTION("silu instead of swiglu_oai differs") {
+    std::vector<float> out(size_t(in.n * in.dm));
+    moe_ffn(g, u, d, in.x.data(), in.n, in.w.data(), in.ids.data(), in.k, out.data(), pool);
+    CHECK(test::nmse(out, want) > 1e-3);
+  }
+}
+
+// exec_MoeFfn decodes the biased operand forms and the activation
+// attributes: each result equals the kernel called directly.
+TEST_CASE("moe_ffn's biased forms and swiglu_oai through the interpreter", "[cpu][moe][ir]") {
+  const std::string text = R"(func @prefill(%x: tensor<T x 64 x f32, device>, %w: tensor<T x 3 x f32, device>, %ids: tensor<T x 3 x i32, device>, %g: tensor<4 x 96 x 64 x f32, device>, %u: tensor<4 x 96 x 64 x f32, device>, %gu: tensor<4 x 192 x 64 x f32, device>, %d: tensor<4 x 64 x 96 x f32, device>, %gb: tensor<4 x 96 x f32, device>, %ub: tensor<4 x 96 x f32, device>, %gub: tensor<4 x 192 x f32, device>, %db: tensor<4 x 64 x f32, device>) {
+  %split = moe_ffn(%x, %w, %ids, %g, %u, %d, %gb, %ub, %db) {biased = true, activation = swiglu_oai, alpha = 1.702, limit = 7.0} : tensor<T x 64 x f32, device>
+  %merged = moe_ffn(%x, %w, %ids, %gu, %d, %gub, %db) {biased = true, activation = swiglu_oai, alpha = 1.702, limit = 7.0} : tensor<T x 64 x f32, device>
+  %silu = moe_ffn(%x, %w, %ids, %g, %u, %d, %gb, %ub, %db) {biased = true} : tensor<T x 64 x f32, device>
+  return(%split, %merged, %silu)
+})";
+  const MoeInputs in;
+  const BiasedExperts b(in);
+  const GgmlType f32 = GgmlType::F32;
+  ExpertStack g{f32, b.gw.data(), in.n_expert, in.f, in.dm}, u{f32, b.uw.data(), in.n_expert, in.f, in.dm},
+      d{f32, b.dw.data(), in.n_expert, in.dm, in.f};
+  const auto gu = stack_gate_up(g, u);
+  std::vector<float> gub;
+  for (int64_t e = 0; e < in.n_expert; ++e) {
+    gub.insert(gub.end(), b.gb.begin() + e * in.f, b.gb.begin() + (e + 1) * in.f);
+    gub.insert(gub.end(), b.ub.begin() + e * in.f, b.ub.begin() + (e + 1) * in.f);
+  }
+  auto stack_arg = [&](std::vector<int64_t> shape, const std::vector<uint8_t>& bytes) {
+    HostTensor t;
+    t.elem = ir::ElemType::F32;
+    t.shape = std::move(shape);
+    t.bytes = bytes;
+    return t;
+  };
+  test::IrRun r(text);
+  const auto out = r.run({0}, {{"x", test::f32_tensor({in.n, in.dm}, in.x)},
+                               {"w", test::f32_tensor({in.n, in.k}, in.w)},
+                               {"ids", test::i32_tensor({in.n, in.k}, in.ids)},
+                               {"g", stack_arg({in.n_expert, in.f, in.dm}, b.gw)},
+                               {"u", stack_arg({in.n_expert, in.f, in.dm}, b.uw)},
+                               {"gu", stack_arg({in.n_expert, 2 * in.f, in.dm}, gu)},
+                               {"d", stack_arg({in.n_expert, in.dm, in.f}, b.dw)},
+                               {"gb", test::f32_tensor({in.n_expert, in.f}, b.gb)},
+                               {"ub", test::f32_tensor({in.n_expert, in.f}, b.ub)},
+                               {"gub", test::f32_tensor({in.n_expert, 2 * in.f}, gub)},
+                               {"db", test::f32_tensor({in.n_expert, in.dm}, b.db)}});
+  REQUIRE(out.size() == 3);
+  auto values = [](const HostTensor& t) { return std::vector<float>(t.f32(), t.f32() + t.numel()); };
+  g.bias = b.gb.data(), u.bias = b.ub.data(), d.bias = b.db.data();
+  std::vector<float> want(size_t(in.n * in.dm)), silu(size_t(in.n * in.dm));
+  moe_ffn(g, u, d, in.x.data(), in.n, in.w.data(), in.ids.data(), in.k, want.data(), pool_of_two(), kOai);
+  moe_ffn(g, u, d, in.x.data(), in.n, in.w.data(), in.ids.data(), in.k, silu.data(), pool_of_two());
+  CHECK(same_bits(values(out[0]), want));
+  CHECK(same_bits(values(out[1]), want));
+  CHECK(same_bits(values(out[2]), silu));
+  CHECK(test::nmse(want, b.naive()) < 1e-11);
+}
+
+// MXFP4 expert stacks (gpt-oss's expert type, E8M0 scales) go through the
+// matmul kernel per expert: on every ISA, moe_ffn equals the selected
+// experts run token by token, bit for bit, and the two ISAs agree bit for
+// bit (dot_mxfp4 has one float order everywhere).
+TEST_CASE("moe_ffn on MXFP4 stacks equals the experts run token by token, on every ISA", "[cpu][moe][mxfp4]") {
+  ThreadPool pool(2);
+  const GgmlType type = GgmlType::MXFP4;
+  const int64_t n_expert = 4, dm = 64, f = 96, n = 7, k = 2;
+  auto gw = test::random_weights(type, n_expert * f, dm, 21), uw = test::random_weights(type, n_expert * f, dm, 22),
+       dw = test::random_weights(type, n_expert * dm, f, 23);
+  const ExpertStack g{type, gw.data(), n_expert, f, dm}, u{type, uw.data(), n_expert, f, dm},
+      d{type, dw.data(), n_expert, dm, f};
+  const auto x = test::random_floats(size_t(n * dm), 24);
+  std::vector<float> logits = test::random_floats(size_t(n * n_expert), 25), w(size_t(n * k));
+  std::vector<int32_t> ids(size_t(n * k));
+  moe_route(logits.data(), n, n_expert, route(k, MoeGating::Softmax, true, 0.0f), w.data(), ids.data());
+  std::vector<std::vector<float>> per_isa;
+  for (Isa isa : test::available_isas()) {
+    test::IsaScope scope(isa);
+    std::vector<float> out(size_t(n * dm));
+    moe_ffn(g, u, d, x.data(), n, w.data(), ids.data(), k, out.data(), pool);
+    const auto want = moe_by_token(g, u, d, x.data(), n, w.data(), ids.data(), k, pool);
+    INFO(isa_name(isa));
+    CHECK(test::bitwise_equal(out, want));
+    CHECK(test::nmse(out, std::vector<float>(out.size(), 0.0f)) > 0);  // not vacuous
+    per_isa.push_back(out);
+  }
+  for (const auto& o : per_isa) CHECK(test::bitwise_equal(o, per_isa.front()));
+}
+
+// llama4's weight_before_ffn (moe_ffn `weight_input`): slot j runs its
+// expert on the f32 product x[t] * w[t][j] and the slot outputs add
+// unweighted, in slot order; against the experts run token by token on
+// the weighted rows, and through the interpreter bit for bit. Weights far
+// from 1 make the two placements of the weight differ (silu is not linear).
+TEST_CASE("moe_ffn with weight_input scales each slot's input by its routing weight", "[cpu][moe][weight_input]") {
+  ThreadPool pool(2);
+  const int64_t n_expert = 4, dm = 64, f = 96, n = 5, k = 2;
+  for (GgmlType type : {GgmlType::F32, GgmlType::Q8_0}) {
+    auto gw = test::random_weights(type, n_expert * f, dm, 11), uw = test::random_weights(type, n_expert * f, dm, 12),
+         dw = test::random_weights(type, n_expert * dm, f, 13);
+    const ExpertStack g{type, gw.data(), n_expert, f, dm}, u{type, uw.data(), n_expert, f, dm},
+        d{type, dw.data(), n_expert, dm, f};
+    const auto x = test::random_floats(size_t(n * dm), 14, -3.0f, 3.0f);
+    std::vector<float> logits = test::random_floats(size_t(n * n_expert), 15, -4.0f, 4.0f), w(size_t(n * k));
+    std::vector<int32_t> ids(size_t(n * k));
+    moe_route(logits.data(), n, n_expert, route(k, MoeGating::Sigmoid, false, 0.0f), w.data(), ids.data());
+    std::vector<float> out(size_t(n * dm)), weighted_out(size_t(n * dm));
+    moe_ffn(g, u, d, x.data(), n, w.data(), ids.data(), k, out.data(), pool, {}, true);
+    moe_ffn(g, u, d, x.data(), n, w.data(), ids.data(), k, weighted_out.data(), pool);
+    // Token by token: each slot's input row times its weight, weight 1 after.
+    std::vector<float> want(size_t(n * dm), 0.0f), xs(static_cast<size_t>(dm)), one(1, 1.0f);
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t j = 0; j < k; ++j) {
+        for (int64_t i = 0; i < dm; ++i) xs[size_t(i)] = x[size_t(t * dm + i)] * w[size_t(t * k + j)];
+        const auto y = moe_by_token(g, u, d, xs.data(), 1, one.data(), &ids[size_t(t * k + j)], 1, pool);
+        for (int64_t i = 0; i < dm; ++i) want[size_t(t * dm + i)] += y[size_t(i)];
+      }
+    INFO(ggml_type_name(type));
+    CHECK(test::nmse(out, want) < 1e-12);
+    CHECK(test::nmse(weighted_out, want) > 1e-4);  // the placement matters
+
+    if (type != GgmlType::F32) continue;
+    const std::string text = R"(func @prefill(%x: tensor<T x 64 x f32, device>, %w: tensor<T x 2 x f32, device>, %ids: tensor<T x 2 x i32, device>, %g: tensor<4 x 96 x 64 x f32, device>, %u: tensor<4 x 96 x 64 x f32, device>, %d: tensor<4 x 64 x 96 x f32, device>) {
+  %y = moe_ffn(%x, %w, %ids, %g, %u, %d) {weight_input = true} : tensor<T x 64 x f32, device>
+  return(%y)
+})";
+    auto stack_arg = [](std::vector<int64_t> shape, const std::vector<uint8_t>& bytes) {
+      HostTensor t;
+      t.elem = ir::ElemType::F32;
+      t.shape = std::move(shape);
+      t.bytes = bytes;
+      return t;
+    };
+    test::IrRun r(text);
+    const auto res = r.run({0}, {{"x", test::f32_tensor({n, dm}, x)},
+                                 {"w", test::f32_tensor({n, k}, w)},
+                                 {"ids", test::i32_tensor({n, k}, ids)},
+                                 {"g", stack_arg({n_expert, f, dm}, gw)},
+                                 {"u", stack_arg({n_expert, f, dm}, uw)},
+                                 {"d", stack_arg({n_expert, dm, f}, dw)}});
+    REQUIRE(res.size() == 1);
+    CHECK(same_bits(std::vector<float>(res[0].f32(), res[0].f32() + res[0].numel()), out));
+  }
 }

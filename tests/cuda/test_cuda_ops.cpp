@@ -356,7 +356,9 @@ int main(int argc, char** argv) {
 // same logits (weights by NMSE, expert ids exactly), then the expert FFN
 // over every expert type (the quantized tolerance: the CPU rounds
 // activations to q8 blocks, CUDA keeps them f32), and over the merged
-// gate_up and per-expert-scale forms.
+// gate_up, per-expert-scale, bias + swiglu_oai (gpt-oss), MXFP4 and
+// weight_input (llama4) forms: 11 cases of 3 results, 1 of 2 (the router),
+// each as @decode and @prefill.
 TEST_CASE("moe cases: CPU vs CUDA routing and expert FFN", "[gpu]") {
-  CHECK(run_case_file(VTC_CUDA_MOE_CASES, {{"prefill", 1, 7, {}, {}}, {"decode", 3, 7, {}, {}}}) == 8 * 2 * 3 + 2 * 2);
+  CHECK(run_case_file(VTC_CUDA_MOE_CASES, {{"prefill", 1, 7, {}, {}}, {"decode", 3, 7, {}, {}}}) == 11 * 2 * 3 + 2 * 2);
 }

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "frontends/gguf/gguf.h"
+#include "samples/synthetic_model.h"
 #include "support/error.h"
 #include "tests/test_process.h"
 
@@ -106,6 +107,19 @@ const std::vector<ArchModel>& arch_models() {
       {"qwen3moe", "qwen3moe", "qwen3moe-moe"}, {"qwen35", "qwen35", "qwen35-dense"},
       {"qwen35moe", "qwen35moe", "qwen35moe-moe"}, {"qwen3next", "qwen3next", "qwen3next-moe"},
       {"qwen4exp", "qwen4exp", "qwen4exp-moe"},
+      {"gpt-oss", "gpt-oss", "gpt-oss-moe"},
+      {"gemma2", "gemma2", "gemma2-dense"},
+      {"phi3", "phi3", "phi3-dense"},           {"qwen2moe", "qwen2moe", "qwen2moe-moe"},
+      {"olmoe", "olmoe", "olmoe-moe"},          {"granite", "granite", "granite-dense"},
+      {"granite-moe", "granite", "granite-moe"}, {"smollm3", "smollm3", "smollm3-dense"},
+      {"command-r", "command-r", "command-r-dense"}, {"mistral3", "mistral3", "mistral3-dense"},
+      {"mistral3-moe", "mistral3", "mistral3-moe"},
+      {"deepseek2", "deepseek2", "deepseek2-moe"},
+      {"glm4moe", "glm4moe", "glm4moe-moe"},
+      {"gemma3", "vtc:gemma3", "gemma3-vtc1"},  // our generator (raw_path)
+      {"gemma2-softcap", "vtc:gemma2", "gemma2-vtc1"},  // 6 layers, attention soft cap 5
+      {"llama4", "llama4", "llama4-moe"},
+      // ARCH-MODELS (one line per generated model below)
   };
   return models;
 }
@@ -118,10 +132,28 @@ const ArchModel& arch_model(const std::string& name) {
 
 std::string generator() { return VTC_LLAMA_ARCHS; }
 
+// A gen_arch of "vtc:<arch>" is written by our own generator instead, in
+// test-llama-archs's layout (synth::Options::llama_archs_layout), for the
+// architectures test-llama-archs writes no file for; such a model's stem
+// carries a version, bumped when that layout changes, so cached files are
+// rebuilt.
+constexpr const char* kOwnGenerator = "vtc:";
+
 std::string raw_path(const ArchModel& model, uint64_t seed) {
   std::lock_guard<std::recursive_mutex> lock(cache_mutex());
   const auto path = cache_dir() / fmt::format("{}-s{}-raw.gguf", model.stem, seed);
   if (std::filesystem::exists(path)) return path.string();
+  if (model.gen_arch.rfind(kOwnGenerator, 0) == 0) {
+    // Our generator, in test-llama-archs's layout (synth::Options::llama_archs_layout).
+    synth::Options o;
+    o.arch = model.gen_arch.substr(std::strlen(kOwnGenerator));
+    o.seed = seed;
+    o.llama_archs_layout = true;
+    const std::string partial = partial_name(path);
+    synth::write_model(o, partial);
+    std::filesystem::rename(partial, path);
+    return path.string();
+  }
   if (generator().empty()) throw Error("no test-llama-archs binary was configured (VTC_LLAMA_ARCHS_BIN)");
   // The generator writes every variant of the arch into its folder: give
   // each process its own, then move the one file into place.

@@ -4,8 +4,9 @@
 // Our own generator writes only the tensors vtc's builders take; these files
 // are the ones our users hold.
 //
-// Per architecture (llama dense and Mixtral-layout MoE, qwen2, qwen3,
-// qwen3moe, qwen35, qwen35moe, qwen3next, qwen4exp), three cases:
+// Per architecture (the ARCH-CASES lines at the end: llama dense and
+// Mixtral-layout MoE, the qwen family, and the architectures of issue 18),
+// four cases, plus a fifth for the sliding-window ones:
 // - match: seeds 1, 2, 3; f32 and q8_0 (the rescaled f32 file through the
 //   reference's quantizer); a 12-token prompt in one prefill, logits at
 //   every position, then 16 greedy steps. f32: identical greedy tokens and
@@ -18,6 +19,11 @@
 //   so a broken layer cannot pass; the reference's logits are finite and O(1).
 // - refusal: one tensor renamed to a name no engine knows is refused by vtc
 //   (vtc::Error naming it) and by the reference (vtc-ref exits non-zero).
+// - chunked: prefill in chunks of 5, 4 and 3 tokens equals one 12-token
+//   prefill (rel-L2 <= 1e-5, identical greedy tokens).
+// - window (LLAMA_ARCHS_WINDOW_CASE): a 48-token prompt, longer than the
+//   generator's 32-token sliding window, matches the reference at the f32
+//   tolerance with identical greedy tokens.
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
@@ -67,7 +73,10 @@ std::vector<double> rel_l2_per_position(const Run& a, const Run& ref) {
 double max_of(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
 double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
 
-// The reference's logits must be finite and O(1..10): not washed out, not blown up.
+// The reference's logits must be finite and O(1..10): not washed out, not
+// blown up. A head tied to token_embd (command-r) reads the embedding the
+// rescaler made N(0, 1), so its logits have rms ~ sqrt(n_embd) / 1 ~ 16-20:
+// above an rms of 3 the bound is on the peak-to-rms ratio (33) instead.
 void check_magnitude(const std::string& what, const Run& ref) {
   for (size_t p = 0; p < ref.logits.size(); ++p) {
     double ss = 0, peak = 0;
@@ -75,9 +84,14 @@ void check_magnitude(const std::string& what, const Run& ref) {
     const double rms = std::sqrt(ss / double(ref.logits[p].size()));
     INFO(what << " position " << p << ": logits rms " << rms << ", max |logit| " << peak);
     CHECK(rms > 0.3);
-    CHECK(peak < 100.0);
+    CHECK(peak < 100.0 * std::max(1.0, rms / 3.0));
   }
 }
+
+// The reference's repacked q8_0 run aborts on deepseek2's MLA (a repacked
+// attn_k_b/attn_v_b has no backend: ggml-backend.cpp's GGML_ASSERT
+// (*cur_backend_id != -1)); those files compare with its --no-repack run only.
+bool reference_repack_aborts(const std::string& arch) { return arch == "deepseek2"; }
 
 void match(const std::string& arch) {
   const la::ArchModel& model = la::arch_model(arch);
@@ -87,7 +101,11 @@ void match(const std::string& arch) {
       const bool quantized = type != "f32";
       const std::string path = la::model_path(model, seed, type);
       std::vector<Run> refs = {reference(path, prompt, false)};
-      if (quantized) refs.push_back(reference(path, prompt, true));
+      if (quantized && reference_repack_aborts(arch))
+        fmt::print("llama-archs {} seed {} {}: the reference's repacked run aborts on this file; comparing with its "
+                   "--no-repack run only\n", arch, seed, type);
+      else if (quantized)
+        refs.push_back(reference(path, prompt, true));
       check_magnitude(path, refs[0]);
       const double tolerance = quantized ? test::kQuantLogitsRelL2Tolerance : test::kLogitsRelL2Tolerance;
       Run ours;
@@ -217,6 +235,45 @@ void refusal(const std::string& arch) {
   CHECK(input_scales > 0);
 }
 
+// Prefill in chunks of 5, 4 and 3 tokens (each chunk attends to the KV the
+// earlier ones wrote) gives the logits and greedy tokens of one 12-token
+// prefill: rel-L2 <= 1e-5 at every position, identical greedy tokens.
+void chunked(const std::string& arch) {
+  const la::ArchModel& model = la::arch_model(arch);
+  const uint64_t seed = kSeeds[1];
+  const auto prompt = la::prompt(seed, kPromptTokens);
+  const std::string path = la::model_path(model, seed, "f32");
+  const Run whole = run_vtc(path, prompt);
+  const Run pieces = test::vtc_run(path, prompt, {5, 4, 3});
+  const auto per_position = rel_l2_per_position(pieces, whole);
+  fmt::print("llama-archs {} seed {}: prefill in chunks 5+4+3 vs one shot: rel-L2 max {:.2e}\n", arch, seed,
+             max_of(per_position));
+  INFO(path << ": per position " << fmt::format("{:.1e}", fmt::join(per_position, " ")));
+  CHECK(max_of(per_position) <= 1e-5);
+  CHECK(pieces.greedy == whole.greedy);
+}
+
+// Sliding-window architectures: a prompt longer than the file's window (the
+// generator writes sliding_window = 32) in one prefill, then 16 greedy
+// steps, against the reference at the f32 tolerance; keys that leave the
+// window must stop being attended to on both sides.
+void beyond_window(const std::string& arch, size_t prompt_tokens) {
+  const la::ArchModel& model = la::arch_model(arch);
+  const uint64_t seed = kSeeds[2];
+  const auto prompt = la::prompt(seed, prompt_tokens);
+  const std::string path = la::model_path(model, seed, "f32");
+  const Run ref = reference(path, prompt, false);
+  const Run ours = run_vtc(path, prompt);
+  const auto per_position = rel_l2_per_position(ours, ref);
+  const size_t same = size_t(std::mismatch(ours.greedy.begin(), ours.greedy.end(), ref.greedy.begin()).first -
+                             ours.greedy.begin());
+  fmt::print("llama-archs {} seed {}: {}-token prompt (window 32): rel-L2 max {:.2e}, greedy {}/{} identical\n", arch,
+             seed, prompt_tokens, max_of(per_position), same, kDecode);
+  INFO(path << ": per position " << fmt::format("{:.1e}", fmt::join(per_position, " ")));
+  CHECK(max_of(per_position) <= test::kLogitsRelL2Tolerance);
+  CHECK(ours.greedy == ref.greedy);
+}
+
 }  // namespace
 
 // The rescaler's table, on a hand-built file: no reference needed.
@@ -305,6 +362,16 @@ TEST_CASE("llama-archs rescaler: each tensor role gets its scale; zero and renam
   }                                                                                                                  \
   TEST_CASE("llama-archs " ARCH ": a renamed tensor is refused, by name", "[e2e][reference][llama-archs]") {        \
     refusal(ARCH);                                                                                                   \
+  }                                                                                                                  \
+  TEST_CASE("llama-archs " ARCH ": prefill in chunks equals prefill in one shot", "[e2e][reference][llama-archs]") { \
+    chunked(ARCH);                                                                                                   \
+  }
+
+// For the sliding-window architectures: a 48-token prompt, past the window.
+#define LLAMA_ARCHS_WINDOW_CASE(ARCH)                                                                                \
+  TEST_CASE("llama-archs " ARCH ": a prompt longer than the sliding window matches llama.cpp",                       \
+            "[e2e][reference][llama-archs]") {                                                                       \
+    beyond_window(ARCH, 48);                                                                                         \
   }
 
 LLAMA_ARCHS_CASES("llama")
@@ -316,3 +383,23 @@ LLAMA_ARCHS_CASES("qwen35")
 LLAMA_ARCHS_CASES("qwen35moe")
 LLAMA_ARCHS_CASES("qwen3next")
 LLAMA_ARCHS_CASES("qwen4exp")
+LLAMA_ARCHS_CASES("gpt-oss")
+LLAMA_ARCHS_WINDOW_CASE("gpt-oss")
+LLAMA_ARCHS_CASES("gemma2")
+LLAMA_ARCHS_WINDOW_CASE("gemma2")
+LLAMA_ARCHS_CASES("phi3")
+LLAMA_ARCHS_CASES("qwen2moe")
+LLAMA_ARCHS_CASES("olmoe")
+LLAMA_ARCHS_CASES("granite")
+LLAMA_ARCHS_CASES("granite-moe")
+LLAMA_ARCHS_CASES("smollm3")
+LLAMA_ARCHS_CASES("mistral3")
+LLAMA_ARCHS_CASES("mistral3-moe")
+LLAMA_ARCHS_CASES("deepseek2")
+LLAMA_ARCHS_CASES("glm4moe")
+LLAMA_ARCHS_CASES("gemma3")
+LLAMA_ARCHS_WINDOW_CASE("gemma3")
+LLAMA_ARCHS_CASES("gemma2-softcap")
+LLAMA_ARCHS_CASES("command-r")
+LLAMA_ARCHS_CASES("llama4")
+// ARCH-CASES (one line per architecture below)

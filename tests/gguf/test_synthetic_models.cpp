@@ -46,8 +46,50 @@ size_t qwen4exp_tensor_count(const synth::ModelShape& shape) {
   return n;
 }
 
+// The llama-like families, by their loaders: the globals (token_embd,
+// output_norm, output unless tied, phi3's two rope factor vectors) and per
+// layer the attention block with its norms, then the dense FFN (3; phi3's
+// fused up and down: 2) or the MoE (router and 3 expert stacks, plus
+// deepseek2's and glm4moe's selection bias, plus 3 shared-expert matrices
+// and qwen2moe's shared gate). deepseek2 and glm4moe have one leading
+// dense layer, llama4 MoE on every second layer.
+size_t family_tensor_count(const std::string& arch, const synth::ModelShape& shape, bool moe) {
+  const bool tied = arch == "granite" || arch == "smollm3" || arch == "command-r";
+  size_t n = (tied ? 2 : 3) + (arch == "phi3" ? 2 : 0);
+  for (uint32_t l = 0; l < shape.n_layer; ++l) {
+    // attn_norm, q, k, v, attn_output, ffn_norm; phi3 fuses qkv, command-r
+    // has no ffn_norm, the others add biases (3) or QK-norm (2).
+    size_t attn = arch == "phi3" ? 4 : arch == "command-r" ? 5 : 6;
+    if (arch == "qwen2moe") attn += 3;
+    if (arch == "glm4moe") attn += 3 + 2;
+    if (arch == "olmoe") attn += 2;
+    if (arch == "deepseek2") attn = 10;  // norms 4, q_a, q_b, kv_a_mqa, k_b, v_b, output
+    bool moe_layer = arch == "olmoe" || arch == "qwen2moe" || (arch == "granite" && moe);
+    if (arch == "deepseek2" || arch == "glm4moe") moe_layer = l >= 1;
+    if (arch == "llama4") moe_layer = l % 2 == 1;
+    size_t ffn = arch == "phi3" ? 2 : 3;
+    if (moe_layer) {
+      ffn = 4 + (arch == "deepseek2" || arch == "glm4moe" ? 1 : 0) + (arch == "olmoe" ? 0 : 3) +
+            (arch == "qwen2moe" ? 1 : 0);
+    }
+    n += attn + ffn;
+  }
+  return n;
+}
+
+const std::vector<std::string> kFamilies = {"phi3",      "deepseek2", "glm4moe",  "granite",  "smollm3",
+                                            "command-r", "olmoe",     "qwen2moe", "mistral3", "llama4"};
+bool is_family(const std::string& arch) {
+  return std::find(kFamilies.begin(), kFamilies.end(), arch) != kFamilies.end();
+}
+
 // token_embd, output_norm, output, and each layer's tensors.
 size_t expected_tensor_count(const std::string& arch, const synth::ModelShape& shape) {
+  if (is_family(arch)) return family_tensor_count(arch, shape, false);
+  // The gemmas are tied (no output): 11 tensors a layer, gemma3 adds QK-norm.
+  if (arch == "gemma2" || arch == "gemma3") return 2 + shape.n_layer * (arch == "gemma3" ? 13 : 11);
+  // gpt-oss: q/k/v/output with biases, sinks, 2 norms, biased router and experts.
+  if (arch == "gpt-oss") return 3 + shape.n_layer * 19;
   if (!synth::is_hybrid_arch(arch)) {
     size_t per_layer = arch == "qwen2" || arch == "qwen3moe" ? 12 : arch == "qwen3" ? 11 : 9;
     return 3 + shape.n_layer * per_layer;
@@ -70,7 +112,10 @@ TEST_CASE("generated models have complete metadata and tensors", "[gguf][synth][
     auto summary = generate(arch, path);
     auto f = gguf::GgufFile::open(path);
     CHECK(f.architecture() == arch);
-    const auto shape = synth::shape_for("tiny");
+    synth::Options o;
+    o.arch = arch;
+    const auto shape = synth::model_shape(o);
+    CHECK(summary.shape.n_layer == shape.n_layer);
     CHECK(f.get_int(arch + ".block_count") == shape.n_layer);
     CHECK(f.get_int(arch + ".embedding_length") == shape.n_embd);
     CHECK(f.get_int(arch + ".attention.head_count_kv") == shape.n_head_kv);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -29,10 +30,10 @@ std::vector<float> deq(GgmlType t, const std::vector<uint8_t>& bytes, int64_t n)
   return out;
 }
 
-const std::array<GgmlType, 17> kSupported = {
+const std::array<GgmlType, 18> kSupported = {
     GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,   GgmlType::Q4_0,    GgmlType::Q4_1,  GgmlType::Q5_0,
     GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K,   GgmlType::Q3_K,    GgmlType::Q4_K,  GgmlType::Q5_K,
-    GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::IQ3_S, GgmlType::IQ3_XXS};
+    GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::IQ3_S, GgmlType::IQ3_XXS, GgmlType::MXFP4};
 
 }  // namespace
 
@@ -140,4 +141,27 @@ TEST_CASE("K-quant scale packing", "[dequant]") {
       REQUIRE(y[i] == 0.5f * static_cast<float>(i / 16 - 8) * -32.0f);
     }
   }
+}
+
+TEST_CASE("MXFP4 block layout and E8M0 scales", "[dequant]") {
+  // Block: u8 e, then 16 bytes of nibbles (value j low, j + 16 high).
+  // Codes 0..15 are the doubled E2M1 values 0 1 2 3 4 6 8 12 and their
+  // negatives (code 8 is -0 = 0); the scale is 2^(e - 128).
+  std::vector<uint8_t> b(17 * 3, 0);
+  b[0] = 128;  // scale 1
+  for (int j = 0; j < 16; ++j) b[1 + j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+  b[17] = 0;    // 2^-128, subnormal
+  b[18] = 0x07;  // value 0: code 7 = 12
+  b[34] = 254;  // 2^126
+  b[35] = 0xd0;  // value 0: code 0 = 0, value 16: code 13 = -6
+  const auto y = deq(GgmlType::MXFP4, b, 96);
+  const float kv[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  for (int j = 0; j < 16; ++j) {
+    CHECK(y[static_cast<size_t>(j)] == kv[j]);
+    CHECK(y[static_cast<size_t>(j + 16)] == kv[15 - j]);
+  }
+  CHECK(y[32] == std::ldexp(12.0f, -128));
+  CHECK(y[33] == 0.0f);
+  CHECK(y[64] == 0.0f);
+  CHECK(y[80] == std::ldexp(-6.0f, 126));
 }

@@ -99,12 +99,13 @@ constexpr QuantSpec kQuantSpecs[] = {
     {"iq4_xs", "iq4_xs", ""},
     {"iq3_s", "iq3_s", ""},
     {"iq3_xxs_embd", "q8_0", "--token-embedding-type iq3_xxs --output-tensor-type iq3_xxs"},
+    {"mxfp4", "mxfp4_moe", "--pure"},  // without --pure only 3-d expert stacks get MXFP4
 };
 
 constexpr GgmlType kMustCover[] = {
     GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,   GgmlType::Q4_0,    GgmlType::Q4_1,  GgmlType::Q5_0,
     GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K,   GgmlType::Q3_K,    GgmlType::Q4_K,  GgmlType::Q5_K,
-    GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::IQ3_S, GgmlType::IQ3_XXS};
+    GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::IQ3_S, GgmlType::IQ3_XXS, GgmlType::MXFP4};
 
 std::string spec_fingerprint() {
   std::string s = "v1 small seed=7 vocab=" + kVocab + "\n";

@@ -15,6 +15,7 @@
 //   vtc-ref dequant FILE.gguf TENSOR_NAME OUT.f32
 //   vtc-ref dequant FILE.gguf --all OUT_DIR
 //   vtc-ref type-traits
+//   vtc-ref mxfp4 IN.f32 OUT_DIR --cols C [--x X.f32]
 //   vtc-ref gguf-dump FILE.gguf
 //   vtc-ref bench MODEL.gguf [--pp N] [--tg N] [--reps N] [--threads N]
 //           [--batch-rows B] [--batch-context C] [--batch-steps K]
@@ -43,6 +44,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml.h"
 #include "gguf.h"
@@ -320,6 +322,7 @@ constexpr FtypeName kFtypes[] = {
     {"iq1_s", LLAMA_FTYPE_MOSTLY_IQ1_S},  {"iq1_m", LLAMA_FTYPE_MOSTLY_IQ1_M},
     {"iq4_nl", LLAMA_FTYPE_MOSTLY_IQ4_NL}, {"iq4_xs", LLAMA_FTYPE_MOSTLY_IQ4_XS},
     {"tq1_0", LLAMA_FTYPE_MOSTLY_TQ1_0},  {"tq2_0", LLAMA_FTYPE_MOSTLY_TQ2_0},
+    {"mxfp4_moe", LLAMA_FTYPE_MOSTLY_MXFP4_MOE}, {"mxfp4", LLAMA_FTYPE_MOSTLY_MXFP4_MOE},
 };
 
 llama_ftype ftype_from_name(const std::string& name) {
@@ -743,6 +746,85 @@ int cmd_type_traits(const Args& a) {
   return 0;
 }
 
+// ---------------------------------------------------------------------------
+// mxfp4
+
+std::vector<float> read_floats(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("could not read " + path);
+  std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (raw.size() % sizeof(float) != 0) fail(path + " is not a whole number of f32 values");
+  std::vector<float> v(raw.size() / sizeof(float));
+  std::memcpy(v.data(), raw.data(), raw.size());
+  return v;
+}
+
+void write_bytes(const std::string& path, const void* data, size_t n) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
+  if (!out) fail("could not write " + path);
+}
+
+// y = W x on the reference's CPU backend (ggml_mul_mat: x converted to the
+// weight type's vec_dot_type, then its vec_dot per output), W [rows][cols]
+// stored as `type`, x [tokens][cols] f32; y [tokens][rows].
+std::vector<float> ref_mul_mat(ggml_type type, const std::vector<uint8_t>& w, int64_t rows, int64_t cols,
+                               const std::vector<float>& x) {
+  load_backends();
+  const int64_t tokens = static_cast<int64_t>(x.size()) / cols;
+  ggml_backend_t cpu = ggml_backend_init_by_type(GGML_BACKEND_DEVICE_TYPE_CPU, nullptr);
+  if (!cpu) fail("no CPU backend");
+  ggml_init_params ip{ggml_tensor_overhead() * 8 + ggml_graph_overhead(), nullptr, /*no_alloc=*/true};
+  ggml_context* ctx = ggml_init(ip);
+  ggml_tensor* tw = ggml_new_tensor_2d(ctx, type, cols, rows);
+  ggml_tensor* tx = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, cols, tokens);
+  ggml_tensor* ty = ggml_mul_mat(ctx, tw, tx);
+  ggml_cgraph* gf = ggml_new_graph(ctx);
+  ggml_build_forward_expand(gf, ty);
+  ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(ctx, cpu);
+  if (!buf) fail("could not allocate the mul_mat tensors");
+  if (w.size() != ggml_nbytes(tw)) fail("weight size does not match its shape");
+  ggml_backend_tensor_set(tw, w.data(), 0, w.size());
+  ggml_backend_tensor_set(tx, x.data(), 0, x.size() * sizeof(float));
+  if (ggml_backend_graph_compute(cpu, gf) != GGML_STATUS_SUCCESS) fail("mul_mat failed");
+  std::vector<float> y(static_cast<size_t>(rows * tokens));
+  ggml_backend_tensor_get(ty, y.data(), 0, y.size() * sizeof(float));
+  ggml_backend_buffer_free(buf);
+  ggml_free(ctx);
+  ggml_backend_free(cpu);
+  return y;
+}
+
+// mxfp4 IN.f32 OUT_DIR --cols C [--x X.f32]: IN's values as rows of C,
+// quantized by the reference (ggml_quantize_chunk, i.e.
+// quantize_row_mxfp4_ref) to OUT_DIR/blocks.bin; those blocks through
+// ggml's to_float to OUT_DIR/dequant.f32; with --x (tokens of C values),
+// the reference's mul_mat of the blocks and x to OUT_DIR/matmul.f32.
+int cmd_mxfp4(const Args& a) {
+  a.allow({"--cols", "--x", "--verbose"});
+  if (a.positional.size() != 2 || !a.has("--cols")) throw UsageError("mxfp4 IN.f32 OUT_DIR --cols C [--x X.f32]");
+  llama_log_set(log_callback, nullptr);
+  const int64_t cols = parse_int(*a.get("--cols"), "--cols");
+  const std::vector<float> in = read_floats(a.positional[0]);
+  if (cols <= 0 || cols % ggml_blck_size(GGML_TYPE_MXFP4) != 0 || static_cast<int64_t>(in.size()) % cols != 0)
+    fail("--cols must be a positive multiple of 32 dividing the value count");
+  const int64_t rows = static_cast<int64_t>(in.size()) / cols;
+  std::vector<uint8_t> blocks(ggml_row_size(GGML_TYPE_MXFP4, cols) * static_cast<size_t>(rows));
+  const size_t written = ggml_quantize_chunk(GGML_TYPE_MXFP4, in.data(), blocks.data(), 0, rows, cols, nullptr);
+  if (written != blocks.size()) fail("ggml_quantize_chunk wrote an unexpected size");
+  const std::string dir = a.positional[1];
+  write_bytes(dir + "/blocks.bin", blocks.data(), blocks.size());
+  std::vector<float> deq(in.size());
+  ggml_get_type_traits(GGML_TYPE_MXFP4)->to_float(blocks.data(), deq.data(), static_cast<int64_t>(deq.size()));
+  write_floats(dir + "/dequant.f32", deq);
+  if (const auto xpath = a.get("--x")) {
+    const std::vector<float> x = read_floats(*xpath);
+    if (x.empty() || static_cast<int64_t>(x.size()) % cols != 0) fail("--x must hold whole tokens of --cols values");
+    write_floats(dir + "/matmul.f32", ref_mul_mat(GGML_TYPE_MXFP4, blocks, rows, cols, x));
+  }
+  return 0;
+}
+
 void usage() {
   std::cerr << "usage:\n"
                "  vtc-ref logits MODEL.gguf --tokens 1,2,3 [--n-predict N] [--threads N] [--no-repack] [--ubatch N] [--dump DIR]\n"
@@ -752,6 +834,7 @@ void usage() {
                "  vtc-ref dequant FILE.gguf TENSOR_NAME OUT.f32\n"
                "  vtc-ref dequant FILE.gguf --all OUT_DIR\n"
                "  vtc-ref type-traits\n"
+               "  vtc-ref mxfp4 IN.f32 OUT_DIR --cols C [--x X.f32]\n"
                "  vtc-ref gguf-dump FILE.gguf\n"
                "  vtc-ref bench MODEL.gguf [--pp N] [--tg N] [--reps N] [--threads N]\n"
                "          [--batch-rows B] [--batch-context C] [--batch-steps K]\n"
@@ -836,13 +919,14 @@ int main(int argc, char** argv) {
     const Args a = Args::parse(argc, argv, 2,
                                {"--tokens", "--n-predict", "--threads", "--token-embedding-type", "--dump",
                                 "--output-tensor-type", "--all", "--pp", "--tg", "--reps", "--ubatch",
-                                "--batch-rows", "--batch-context", "--batch-steps"});
+                                "--batch-rows", "--batch-context", "--batch-steps", "--cols", "--x"});
     g_verbose = a.has("--verbose");
     if (cmd == "logits") return cmd_logits(a);
     if (cmd == "quantize") return cmd_quantize(a);
     if (cmd == "tokenize") return cmd_tokenize(a);
     if (cmd == "dequant") return cmd_dequant(a);
     if (cmd == "type-traits") return cmd_type_traits(a);
+    if (cmd == "mxfp4") return cmd_mxfp4(a);
     if (cmd == "gguf-dump") return cmd_gguf_dump(a);
     if (cmd == "chat-template") return cmd_chat_template(a);
     if (cmd == "bench") return cmd_bench(a);

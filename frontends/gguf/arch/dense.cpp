@@ -97,8 +97,38 @@ ir::ElemType elem_type_of(GgmlType type) {
   }
 }
 
+namespace {
+
+// general.architecture -> builder; each builder is one file of arch/.
+using BuildFn = ir::Module (*)(const gguf::GgufFile&, const BuildOptions&);
+const std::vector<std::pair<std::string, BuildFn>>& builders() {
+  static const std::vector<std::pair<std::string, BuildFn>> table = {
+      {"llama", build_llama},         {"qwen2", build_qwen2},         {"qwen3", build_qwen3},
+      {"qwen3moe", build_qwen3},      {"qwen35", build_qwen35},       {"qwen35moe", build_qwen35},
+      {"qwen3next", build_qwen35},    {"qwen4exp", build_qwen4exp},
+      {"gpt-oss", build_gpt_oss},
+      {"gemma2", build_gemma},         {"gemma3", build_gemma},
+      {"phi3", build_phi3},
+      {"qwen2moe", build_qwen2moe},
+      {"olmoe", build_olmoe},
+      {"granite", build_granite},
+      {"smollm3", build_smollm3},
+      {"command-r", build_command_r},
+      {"mistral3", build_mistral3},
+      {"deepseek2", build_deepseek2},
+      {"glm4moe", build_glm4moe},
+      {"llama4", build_llama4},
+      // ARCH-TABLE (one line per architecture below)
+  };
+  return table;
+}
+
+}  // namespace
+
 std::vector<std::string> known_architectures() {
-  return {"llama", "qwen2", "qwen3", "qwen3moe", "qwen35", "qwen35moe", "qwen3next", "qwen4exp"};
+  std::vector<std::string> names;
+  for (const auto& [name, fn] : builders()) names.push_back(name);
+  return names;
 }
 
 int64_t read_expert_hparams(const gguf::GgufFile& f, const std::string& a) {
@@ -111,11 +141,8 @@ int64_t read_expert_hparams(const gguf::GgufFile& f, const std::string& a) {
 
 ir::Module build_module(const gguf::GgufFile& f, const BuildOptions& o) {
   const std::string arch = f.architecture();
-  if (arch == "llama") return build_llama(f, o);
-  if (arch == "qwen2") return build_qwen2(f, o);
-  if (arch == "qwen3" || arch == "qwen3moe") return build_qwen3(f, o);
-  if (arch == "qwen35" || arch == "qwen35moe" || arch == "qwen3next") return build_qwen35(f, o);
-  if (arch == "qwen4exp") return build_qwen4exp(f, o);
+  for (const auto& [name, fn] : builders())
+    if (name == arch) return fn(f, o);
   throw Error(fmt::format("{}: architecture '{}' is not supported (supported: {})", f.path(),
                           arch.empty() ? "(none)" : arch, fmt::join(known_architectures(), ", ")));
 }

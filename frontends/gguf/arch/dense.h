@@ -41,5 +41,18 @@ ir::Module build_qwen3(const gguf::GgufFile& f, const BuildOptions& o);   // arc
 ir::Module build_qwen35(const gguf::GgufFile& f, const BuildOptions& o);
 // qwen4exp: hyper-connections, PLE and the QSA indexer around the hybrid layers (arch/qwen4exp.cpp).
 ir::Module build_qwen4exp(const gguf::GgufFile& f, const BuildOptions& o);
+ir::Module build_gpt_oss(const gguf::GgufFile& f, const BuildOptions& o);  // arch/gpt_oss.cpp
+ir::Module build_gemma(const gguf::GgufFile& f, const BuildOptions& o);   // arch/gemma.cpp: gemma2, gemma3
+ir::Module build_phi3(const gguf::GgufFile& f, const BuildOptions& o);  // arch/phi3.cpp
+ir::Module build_qwen2moe(const gguf::GgufFile& f, const BuildOptions& o);  // arch/qwen2moe.cpp
+ir::Module build_olmoe(const gguf::GgufFile& f, const BuildOptions& o);  // arch/olmoe.cpp
+ir::Module build_granite(const gguf::GgufFile& f, const BuildOptions& o);  // arch/granite.cpp
+ir::Module build_smollm3(const gguf::GgufFile& f, const BuildOptions& o);  // arch/smollm3.cpp
+ir::Module build_command_r(const gguf::GgufFile& f, const BuildOptions& o);  // arch/command_r.cpp
+ir::Module build_mistral3(const gguf::GgufFile& f, const BuildOptions& o);  // arch/mistral3.cpp
+ir::Module build_deepseek2(const gguf::GgufFile& f, const BuildOptions& o);  // arch/deepseek2.cpp: MLA, shared experts
+ir::Module build_glm4moe(const gguf::GgufFile& f, const BuildOptions& o);    // arch/glm4moe.cpp
+ir::Module build_llama4(const gguf::GgufFile& f, const BuildOptions& o);  // arch/llama4.cpp: chunked attention, interleaved MoE
+// ARCH-DECLS (one line per architecture below)
 
 }  // namespace vtc::arch

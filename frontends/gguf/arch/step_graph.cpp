@@ -124,6 +124,42 @@ Value StepGraph::moe_ffn(Value x, int64_t l, int64_t n_used, double scale, bool 
   return b.moe_ffn(x, route.results[0], route.results[1], e);
 }
 
+Value StepGraph::moe_ffn(Value x, int64_t l, const MoeFfnOptions& o) {
+  Value logits = linear_plain(x, blk(l, "ffn_gate_inp"));
+  auto [weights, ids] = b.moe_route(logits, {.k = o.n_used, .gating = o.gating, .norm = o.norm, .scale = o.scale});
+  ir::MoeExperts e;
+  e.gate = weight(blk(l, "ffn_gate_exps"));
+  e.up = weight(blk(l, "ffn_up_exps"));
+  e.down = weight(blk(l, "ffn_down_exps"));
+  if (o.expert_scales) {
+    e.gate_scale = optional(blk(l, "ffn_gate_exps.scale"));
+    e.up_scale = optional(blk(l, "ffn_up_exps.scale"));
+    e.down_scale = optional(blk(l, "ffn_down_exps.scale"));
+    const int scales = bool(e.gate_scale) + bool(e.up_scale) + bool(e.down_scale);
+    if (scales != 0 && scales != 3) {
+      deferred_errors.push_back(fmt::format("layer {} has per-expert scales for only some of ffn_gate_exps, "
+                                            "ffn_up_exps and ffn_down_exps; vtc supports all three or none",
+                                            l));
+      e.gate_scale = e.up_scale = e.down_scale = Value();
+    }
+  }
+  return b.moe_ffn(x, weights, ids, e);
+}
+
+Value StepGraph::routed_moe_ffn(Value x, int64_t l, const ir::MoeRouteOptions& route, bool merged_allowed) {
+  Value logits = linear_plain(x, blk(l, "ffn_gate_inp"));
+  auto [weights, ids] = b.moe_route(logits, route);
+  ir::MoeExperts e;
+  if (merged_allowed && has(blk(l, "ffn_gate_up_exps"))) {
+    e.gate_up = weight(blk(l, "ffn_gate_up_exps"));
+  } else {
+    e.gate = weight(blk(l, "ffn_gate_exps"));
+    e.up = weight(blk(l, "ffn_up_exps"));
+  }
+  e.down = weight(blk(l, "ffn_down_exps"));
+  return b.moe_ffn(x, weights, ids, e);
+}
+
 Value StepGraph::attention(Value q, Value k, Value v, int64_t l, Value selected) {
   ir::AttentionOptions attn{.state = fmt::format("kv.{}", l), .scale = 1.0 / std::sqrt(double(h.head_dim))};
   return b.attention(q, k, v, pos, seq, attn, selected);

@@ -40,6 +40,18 @@ struct FfnTensors {
   bool scales = true;
 };
 
+// build_moe_ffn's variations that StepGraph::moe_ffn(x, l, MoeFfnOptions)
+// follows: gating, renormalization of the top-k weights, the weight scale
+// (expert_weights_scale; 0 or 1: none), and whether the graph passes the
+// per-expert ffn_{gate,up,down}_exps.scale tensors (many pass none).
+struct MoeFfnOptions {
+  int64_t n_used = 1;
+  std::string gating = "softmax";
+  bool norm = true;
+  double scale = 0.0;
+  bool expert_scales = true;
+};
+
 // One step function under construction (@prefill or @decode), with the
 // step's token count n, ids, positions and sequence indices ([n] i32).
 class StepGraph {
@@ -83,6 +95,16 @@ class StepGraph {
   // (or, where the loader takes it, the merged ffn_gate_up_exps) and
   // ffn_down_exps, with per-expert scales.
   ir::Value moe_ffn(ir::Value x, int64_t l, int64_t n_used, double scale = 0.0, bool merged_allowed = false);
+  // The same over split ffn_gate_exps + ffn_up_exps and ffn_down_exps, with
+  // the router blk.l.ffn_gate_inp (no bias, no scale) and `o`'s variations.
+  ir::Value moe_ffn(ir::Value x, int64_t l, const MoeFfnOptions& o);
+  // build_moe_ffn with the router options as given (gating, selection bias
+  // such as blk.l.exp_probs_b, expert groups, renormalization, scale), the
+  // router blk.l.ffn_gate_inp (no bias, no scale), over split
+  // ffn_gate_exps + ffn_up_exps or, when merged_allowed and the file has it,
+  // ffn_gate_up_exps, then ffn_down_exps; no per-expert scales (deepseek2
+  // and glm4moe pass none).
+  ir::Value routed_moe_ffn(ir::Value x, int64_t l, const ir::MoeRouteOptions& route, bool merged_allowed);
   // Causal attention of layer l over its KV state @kv.l, scale 1/sqrt(head_dim).
   ir::Value attention(ir::Value q, ir::Value k, ir::Value v, int64_t l, ir::Value selected = {});
   // The output matrix (token_embd when tied) with its optional scale and,

@@ -35,6 +35,14 @@
 // copy. With params.selected (sparse attention), a key whose position is not
 // in the query's selected row is skipped like a causally masked one: the
 // reference's mask holds -inf there, and ggml skips -inf mask entries.
+//
+// Sinks (params.sinks, one logit per query head) join each softmax's
+// denominator with no value, as ggml folds them in after its loop over the
+// cache rows: sink > M rescales acc and S by exp(M - sink) and M becomes
+// the sink, else S += exp(sink - M); then out = acc / S. The one-row path
+// folds them into the range that starts at row 0 (in split-KV, chunk 0's
+// partial, before the merge), the tiled path into each row after its last
+// tile. A query that sees no key still gets zeros (acc is 0).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -114,6 +122,7 @@ Visibility build_visibility(const AttentionParams& p, const int32_t* q_pos, cons
       const int32_t kp = kv_pos != nullptr ? kv_pos[j] : static_cast<int32_t>(j);
       if (kp > qp) continue;
       if (p.n_swa > 0 && static_cast<int64_t>(qp) - kp >= p.n_swa) continue;
+      if (p.n_chunk > 0 && kp < (qp / p.n_chunk) * p.n_chunk) continue;
       if (!selected.allows(kp)) continue;
       row[j] = 1;
       vis.first[size_t(t)] = std::min(vis.first[size_t(t)], j);
@@ -176,14 +185,19 @@ void one_row_generic(const AttentionJob& job, const detail::FloatKernels& fk, in
 
 // A block of query rows (tokens [t0, t1) x the heads of kv head hk) over
 // cache rows [j0, j1): the AVX2 kernel where it applies, else row by row.
+// With sinks, the range that starts at row 0 folds them in after its loop
+// (ggml applies them on the first KV chunk only).
 void one_row_block(const AttentionJob& job, const detail::FloatKernels& fk, int64_t hk, int64_t t0, int64_t t1,
                    int64_t j0, int64_t j1, float* M, float* S, float* acc) {
-  if (active_isa() == Isa::Avx2 && detail::one_row_block_avx2(job, hk, t0, t1, j0, j1, M, S, acc)) return;
-  for (int64_t t = t0; t < t1; ++t)
-    for (int64_t g = 0; g < job.group; ++g) {
-      const int64_t r = (t - t0) * job.group + g;
-      one_row_generic(job, fk, t, hk * job.group + g, j0, j1, M[r], S[r], acc + r * job.dv);
-    }
+  if (!(active_isa() == Isa::Avx2 && detail::one_row_block_avx2(job, hk, t0, t1, j0, j1, M, S, acc)))
+    for (int64_t t = t0; t < t1; ++t)
+      for (int64_t g = 0; g < job.group; ++g) {
+        const int64_t r = (t - t0) * job.group + g;
+        one_row_generic(job, fk, t, hk * job.group + g, j0, j1, M[r], S[r], acc + r * job.dv);
+      }
+  if (job.sinks == nullptr || j0 != 0) return;
+  for (int64_t r = 0; r < (t1 - t0) * job.group; ++r)
+    detail::attention_apply_sink(job.sinks[hk * job.group + r % job.group], M[r], S[r], acc + r * job.dv, job.dv);
 }
 
 // Tokens per one-row work item: about 16 query rows per item.
@@ -313,6 +327,7 @@ void tiled_row_scalar(const AttentionJob& job, int64_t t, int64_t h, float* acc)
       acc[d] = a;
     }
   }
+  if (job.sinks != nullptr) detail::attention_apply_sink(job.sinks[h], M, S, acc, dv);
   const float inv = S == 0.0f ? 0.0f : 1.0f / S;
   for (int64_t d = 0; d < dv; ++d) acc[d] *= inv;
 }
@@ -393,6 +408,7 @@ void attention_with_lanes(const float* q, const void* k, const void* v, const in
   job.first_visible = vis.first.data();
   job.last_visible = vis.last.data();
   job.ref_lanes = ref_lanes;
+  job.sinks = p.sinks;
   if (use_tiled(job)) run_tiled(job, pool);
   else if (use_split_kv(job)) run_split_kv(job, pool);
   else run_one_row(job, pool);

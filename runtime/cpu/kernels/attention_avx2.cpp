@@ -24,9 +24,11 @@
 //       (AVX-512 build) lanes in ggml's horizontal order, each group sum
 //       added in double, then S = float(S + that double);
 //   acc[i][d] = fma chain over the tile's rows in order of P[i][c]*v[c][d].
-// The output is acc * (1/S) (0 when S == 0). Every step is elementwise or a
-// fixed-order chain per output, so register blocking, the grouping of heads
-// and tokens and the thread split do not change any bit.
+// With sinks, each row folds its head's sink in after the last tile
+// (attention_apply_sink). The output is acc * (1/S) (0 when S == 0).
+// Every step is elementwise or a fixed-order chain per output, so register
+// blocking, the grouping of heads and tokens and the thread split do not
+// change any bit.
 #include <immintrin.h>
 
 #include <cmath>
@@ -552,6 +554,9 @@ bool tiled_block_avx2(const AttentionJob& job, int64_t hk, int64_t t0, int64_t t
   }
   for (int64_t g = 0; g < G; ++g)
     for (int64_t i = 0; i < n_q; ++i) {
+      if (job.sinks != nullptr)
+        attention_apply_sink(job.sinks[hk * G + g], ws.M[size_t(g * kTq + i)], ws.S[size_t(g * kTq + i)],
+                             ws.acc.data() + (g * kTq + i) * dv, dv);
       const float S = ws.S[size_t(g * kTq + i)];
       const float inv = S == 0.0f ? 0.0f : 1.0f / S;
       const float* acc = ws.acc.data() + (g * kTq + i) * dv;

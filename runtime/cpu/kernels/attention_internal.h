@@ -4,6 +4,7 @@
 // internal.h; the one helper defined here has internal linkage.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "runtime/cpu/kernels/kernels.h"
@@ -30,10 +31,28 @@ struct AttentionJob {
   const int64_t* first_visible = nullptr;
   const int64_t* last_visible = nullptr;
   int ref_lanes = 8;  // the reference build's SIMD width (8 or 16)
+  const float* sinks = nullptr;  // [n_head] sink logits, or null
 };
 
 static inline int64_t attention_physical_row(const AttentionJob& job, int64_t j) {
   return job.page_table == nullptr ? j : int64_t(job.page_table[j / job.page_size]) * job.page_size + j % job.page_size;
+}
+
+// Folds head h's sink logit into one row's running (M, S, acc) before the
+// normalisation, as ggml's flash attention does after its loop over the
+// cache rows: the sink joins the denominator with no value. A sink above
+// the running maximum rescales acc and S (M becomes the sink); otherwise it
+// adds exp(sink - M) to S.
+static inline void attention_apply_sink(float sink, float& M, float& S, float* acc, int64_t dv) {
+  float ms = 1.0f, vs = 1.0f;
+  if (sink > M) {
+    ms = std::exp(M - sink);
+    M = sink;
+    for (int64_t d = 0; d < dv; ++d) acc[d] *= ms;
+  } else {
+    vs = std::exp(sink - M);
+  }
+  S = S * ms + vs;
 }
 
 // The one-row (online softmax, row by row) kernel over cache rows [j0, j1)

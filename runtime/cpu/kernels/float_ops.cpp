@@ -50,6 +50,31 @@ void silu(const float* x, float* y, int64_t n) { active_float_kernels().silu(x, 
 void sigmoid(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
 }
+void tanh_values(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
+}
+void layer_norm(const float* x, const float* gain, const float* bias, float eps, int64_t n_rows, int64_t n_cols,
+                float* y) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float* xr = x + r * n_cols;
+    float* yr = y + r * n_cols;
+    double sum = 0.0;
+    for (int64_t c = 0; c < n_cols; ++c) sum += double(xr[c]);
+    const float mean = float(sum / double(n_cols));
+    double sum2 = 0.0;
+    for (int64_t c = 0; c < n_cols; ++c) {
+      const float v = xr[c] - mean;
+      yr[c] = v;
+      sum2 += double(v * v);
+    }
+    const float s = 1.0f / std::sqrt(float(sum2 / double(n_cols)) + eps);
+    for (int64_t c = 0; c < n_cols; ++c) yr[c] *= s;
+    if (gain != nullptr)
+      for (int64_t c = 0; c < n_cols; ++c) yr[c] *= gain[c];
+    if (bias != nullptr)
+      for (int64_t c = 0; c < n_cols; ++c) yr[c] += bias[c];
+  }
+}
 void softplus(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 20.0f ? x[i] : std::log(1.0f + std::exp(x[i]));
 }
@@ -199,13 +224,14 @@ namespace {
 // the sum and rounds x1's product first: fma(x0, cos, -(x1*sin)),
 // fma(x0, sin, x1*cos). In normal (llama) mode every FMA build does; the
 // neox loop (also the multi modes') is contracted the same way by the
-// AVX2 (haswell) build, measured equal on every value, and vectorized
-// without contraction by the AVX-512 build. See docs/numerics-parity.md.
+// AVX2 (haswell) and the AVX-512 (sapphirerapids) builds: q8_0 logits of
+// the qwen family are bit-identical with it on both. See
+// docs/numerics-parity.md.
 void rotate_token(const float* x, int64_t n_heads, int64_t head_dim, const float* cache, const RopeParams& p,
                   float* y) {
   const int64_t n_pairs = p.n_dims / 2;
   const bool fma_isa = active_isa() != Isa::Scalar;
-  const bool fused = fma_isa && (p.mode == RopeMode::Normal || detail::reference_lanes() == 8);
+  const bool fused = fma_isa;
   const bool pairs_apart = p.mode != RopeMode::Normal;  // neox-style (i, i + n_dims/2)
   const int64_t stride = pairs_apart ? n_pairs : 1;
   for (int64_t h = 0; h < n_heads; ++h) {

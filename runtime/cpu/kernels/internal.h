@@ -41,13 +41,18 @@ struct BlockQ4_K { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; };
 struct BlockQ5_K { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; };
 struct BlockQ6_K { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint16_t d; };
 struct BlockIQ4_XS { uint16_t d; uint16_t scales_h; uint8_t scales_l[4]; uint8_t qs[128]; };
+struct BlockMXFP4 { uint8_t e; uint8_t qs[16]; };  // e: E8M0 exponent; qs as IQ4_NL
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
               sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0W) == 34 && sizeof(BlockIQ4_NL) == 18);
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
-              sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockIQ4_XS) == 136);
+              sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockIQ4_XS) == 136 &&
+              sizeof(BlockMXFP4) == 17);
 
 // The IQ4_NL / IQ4_XS codebook.
 extern const int8_t kIq4nlValues[16];
+// The MXFP4 (E2M1) values, doubled: ggml's kvalues_fp4. The block scale is
+// then half the E8M0 power of two, 2^(e-128) (see frontends/gguf/dequant.cpp).
+extern const int8_t kMxfp4Values[16];
 
 // Q4_K / Q5_K: the 12 packed scale bytes -> sc[0..7] (bytes 0..7 of out)
 // and mins m[0..7] (bytes 8..15).
@@ -75,7 +80,7 @@ constexpr int kTypeSlots = 48;  // > every GgmlType value
 enum TypeSlot : int {
   kSlotF32 = 0, kSlotF16 = 1, kSlotQ4_0 = 2, kSlotQ4_1 = 3, kSlotQ5_0 = 6, kSlotQ5_1 = 7, kSlotQ8_0 = 8,
   kSlotQ2_K = 10, kSlotQ3_K = 11, kSlotQ4_K = 12, kSlotQ5_K = 13, kSlotQ6_K = 14, kSlotIQ4_NL = 20,
-  kSlotIQ4_XS = 23, kSlotBF16 = 30,
+  kSlotIQ4_XS = 23, kSlotBF16 = 30, kSlotMXFP4 = 39,
 };
 
 // A register-blocked tile of dot products (gemm_avx2.cpp): for r < rows

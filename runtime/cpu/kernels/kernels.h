@@ -40,7 +40,7 @@ void set_active_isa(Isa isa);
 // Matmul on quantized weights.
 
 // True if matmul has a native quantized-dot path for `wtype` (F32, F16, BF16,
-// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, IQ4_NL, IQ4_XS).
+// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, IQ4_NL, IQ4_XS, MXFP4).
 bool matmul_native(GgmlType wtype);
 // True if matmul accepts `wtype` at all (native, or dequantizing one weight
 // row at a time for the other dequantizable types).
@@ -141,6 +141,12 @@ void embed_rows(GgmlType type, const void* table, int64_t n_rows, int64_t cols, 
 // gain); x and y may alias.
 void rms_norm(const float* x, const float* weight, float eps, int64_t n_rows, int64_t n_cols, float* y);
 
+// ggml_norm, then the optional gain and bias: per row, mean and variance
+// accumulate in double (ggml_float) over x - mean; y = (x - mean) / sqrt(var
+// + eps) * gain + bias. gain and bias may be null; x and y may alias.
+void layer_norm(const float* x, const float* gain, const float* bias, float eps, int64_t n_rows, int64_t n_cols,
+                float* y);
+
 // Elementwise, n values; y may alias an input.
 void add(const float* a, const float* b, float* y, int64_t n);
 void mul(const float* a, const float* b, float* y, int64_t n);
@@ -150,6 +156,7 @@ void exp(const float* x, float* y, int64_t n);
 void silu(const float* x, float* y, int64_t n);
 void sigmoid(const float* x, float* y, int64_t n);
 void softplus(const float* x, float* y, int64_t n);  // x > 20 ? x : log(1 + e^x)
+void tanh_values(const float* x, float* y, int64_t n);  // tanhf, as ggml_vec_tanh_f32
 // GELU (tanh approximation), evaluated like ggml: through an f16 table, with
 // x <= -10 -> 0 and x >= 10 -> x.
 void gelu(const float* x, float* y, int64_t n);
@@ -234,6 +241,9 @@ struct AttentionParams {
   float scale = 1.0f;     // usually 1/sqrt(head_dim)
   float softcap = 0.0f;   // 0: none; else s = softcap * tanh(s / softcap)
   int32_t n_swa = 0;      // 0: none; else key visible iff q_pos - k_pos < n_swa
+  // 0: none; else key visible iff k_pos / n_chunk == q_pos / n_chunk
+  // (llama4's chunked attention, the reference's LLAMA_SWA_TYPE_CHUNKED).
+  int32_t n_chunk = 0;
   // Accumulate V in f16 when kv_type is F16, as ggml's CPU flash attention
   // does (default; matches the reference). false: accumulate in f32.
   bool f16_accumulator = true;
@@ -247,6 +257,10 @@ struct AttentionParams {
   // selected_width) (-1 entries select nothing). null: no such mask.
   const int32_t* selected = nullptr;
   int64_t selected_width = 0;
+  // Attention sinks (gpt-oss): one logit per query head [n_head] that joins
+  // every softmax's denominator with no value (ggml's flash-attention
+  // sinks). null: none.
+  const float* sinks = nullptr;
 };
 
 // Causal attention for one sequence.

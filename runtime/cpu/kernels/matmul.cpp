@@ -51,6 +51,7 @@ static_assert(detail::kSlotF32 == static_cast<int>(GgmlType::F32) && detail::kSl
               detail::kSlotQ3_K == static_cast<int>(GgmlType::Q3_K) && detail::kSlotQ4_K == static_cast<int>(GgmlType::Q4_K) &&
               detail::kSlotQ5_K == static_cast<int>(GgmlType::Q5_K) && detail::kSlotQ6_K == static_cast<int>(GgmlType::Q6_K) &&
               detail::kSlotIQ4_NL == static_cast<int>(GgmlType::IQ4_NL) &&
+              detail::kSlotMXFP4 == static_cast<int>(GgmlType::MXFP4) &&
               detail::kSlotIQ4_XS == static_cast<int>(GgmlType::IQ4_XS) && detail::kSlotBF16 == static_cast<int>(GgmlType::BF16),
               "TypeSlot values must match GgmlType");
 
@@ -74,7 +75,8 @@ bool native_act(GgmlType w, ActInfo& out) {
     case GgmlType::Q4_0:
     case GgmlType::Q5_0:
     case GgmlType::Q8_0:
-    case GgmlType::IQ4_NL: out = {ActType::Q8_0, GgmlType::Q8_0}; return true;
+    case GgmlType::IQ4_NL:
+    case GgmlType::MXFP4: out = {ActType::Q8_0, GgmlType::Q8_0}; return true;
     case GgmlType::Q4_1:
     case GgmlType::Q5_1: out = {ActType::Q8_1, GgmlType::Q8_1}; return true;
     case GgmlType::Q2_K:

@@ -240,6 +240,40 @@ float dot_iq4_nl(int64_t n, const void* vw, const void* vx) {
   return hsum_ps(acc);
 }
 
+// MXFP4 x q8_0: ggml's x86 AVX2 kernel's float order (quant_scalar.cpp's
+// dot_mxfp4 describes it): blocks in pairs on two accumulators, an odd
+// last block added in scalar with one fma.
+inline float e8m0_half(uint8_t e) {
+  const uint32_t bits = e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23);
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+inline __m256i mxfp4_lanes(const BlockMXFP4& w, const BlockQ8_0& x, __m256i table) {
+  return dot_i8(_mm256_shuffle_epi8(table, nibbles32(w.qs)), loadu(x.qs));
+}
+
+float dot_mxfp4(int64_t n, const void* vw, const void* vx) {
+  const auto* w = static_cast<const BlockMXFP4*>(vw);
+  const auto* x = static_cast<const BlockQ8_0*>(vx);
+  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values)));
+  const int64_t nb = n / 32;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    acc0 = fmadd_lanes(h2f(x[b].d) * e8m0_half(w[b].e), mxfp4_lanes(w[b], x[b], table), acc0);
+    acc1 = fmadd_lanes(h2f(x[b + 1].d) * e8m0_half(w[b + 1].e), mxfp4_lanes(w[b + 1], x[b + 1], table), acc1);
+  }
+  float sum = hsum_ps(_mm256_add_ps(acc0, acc1));
+  if (b < nb) {
+    const float d = h2f(x[b].d) * e8m0_half(w[b].e);
+    sum = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(d), _mm_set_ss(static_cast<float>(hsum_epi32(mxfp4_lanes(w[b], x[b], table)))),
+                                     _mm_set_ss(sum)));
+  }
+  return sum;
+}
+
 // ----- dot products: 256-value super-blocks with q8_K -----------------------
 //
 // Super-block float order. ggml's x86 K-quant and IQ4_XS vec_dot kernels
@@ -436,6 +470,7 @@ const QuantKernels* avx2_quant_kernels_novnni() {
     t.dot[kSlotQ5_1] = dot_q5_1;
     t.dot[kSlotQ8_0] = dot_q8_0;
     t.dot[kSlotIQ4_NL] = dot_iq4_nl;
+    t.dot[kSlotMXFP4] = dot_mxfp4;
     t.dot[kSlotQ2_K] = dot_q2_k;
     t.dot[kSlotQ3_K] = dot_q3_k;
     t.dot[kSlotQ4_K] = dot_q45_k<false>;

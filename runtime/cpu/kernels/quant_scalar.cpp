@@ -25,6 +25,7 @@
 namespace vtc::cpu::detail {
 
 const int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+const int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 const float* fp16_table() {
   static const float* table = [] {
@@ -264,6 +265,55 @@ float dot_iq4_nl(int64_t n, const void* vw, const void* vx) {
   return sum;
 }
 
+// 2^(e - 128): half the E8M0 scale (ggml_e8m0_to_fp32_half).
+float e8m0_half(uint8_t e) {
+  const uint32_t bits = e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23);
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// MXFP4 x q8_0 in the float order of ggml's x86 AVX2 kernel (which its
+// AVX2 and AVX-512 CPU builds run), so that this and quant_avx2.cpp's
+// dot_mxfp4 give the same bits as each other and as the reference:
+//   lane l of a block = the exact integer sum of values 4l..4l+3 (l < 4)
+//   or 16+4(l-4)..+3 (l >= 4); pairs of blocks (2p, 2p+1) go to two 8-lane
+//   accumulators, acc_k[l] = fma(d_k, float(lane l), acc_k[l]), with
+//   d = f16(x.d) * e8m0_half(w.e); then hsum8(acc_0 + acc_1) =
+//   ((s0+s4)+(s2+s6)) + ((s1+s5)+(s3+s7)); an odd last block is added as
+//   fma(d, float(its integer sum), sum).
+float dot_mxfp4(int64_t n, const void* vw, const void* vx) {
+  const auto* w = static_cast<const BlockMXFP4*>(vw);
+  const auto* x = static_cast<const BlockQ8_0*>(vx);
+  const int64_t nb = n / 32;
+  float acc[2][8] = {};
+  auto lane_sum = [&](int64_t b, int l) {
+    const int base = (l & 3) * 4;
+    int s = 0;
+    for (int i = 0; i < 4; ++i) {
+      const uint8_t q = w[b].qs[base + i];
+      s += l < 4 ? kMxfp4Values[lo4(q)] * x[b].qs[base + i] : kMxfp4Values[hi4(q)] * x[b].qs[16 + base + i];
+    }
+    return s;
+  };
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    for (int k = 0; k < 2; ++k) {
+      const float d = h2f(x[b + k].d) * e8m0_half(w[b + k].e);
+      for (int l = 0; l < 8; ++l) acc[k][l] = std::fma(d, static_cast<float>(lane_sum(b + k, l)), acc[k][l]);
+    }
+  }
+  float s[8];
+  for (int l = 0; l < 8; ++l) s[l] = acc[0][l] + acc[1][l];
+  float sum = ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+  if (b < nb) {
+    int isum = 0;
+    for (int l = 0; l < 8; ++l) isum += lane_sum(b, l);
+    sum = std::fma(h2f(x[b].d) * e8m0_half(w[b].e), static_cast<float>(isum), sum);
+  }
+  return sum;
+}
+
 float dot_q2_k(int64_t n, const void* vw, const void* vx) {
   const auto* w = static_cast<const BlockQ2_K*>(vw);
   const auto* x = static_cast<const BlockQ8_K*>(vx);
@@ -430,6 +480,7 @@ const QuantKernels& scalar_quant_kernels() {
     t.dot[kSlotQ5_1] = dot_q5_1;
     t.dot[kSlotQ8_0] = dot_q8_0;
     t.dot[kSlotIQ4_NL] = dot_iq4_nl;
+    t.dot[kSlotMXFP4] = dot_mxfp4;
     t.dot[kSlotQ2_K] = dot_q2_k;
     t.dot[kSlotQ3_K] = dot_q3_k;
     t.dot[kSlotQ4_K] = dot_q45_k<false>;

@@ -1,0 +1,82 @@
+// phi3 (Phi-3, Phi-3.5, Phi-4-mini), as the reference's src/models/phi3.cpp:
+//
+//   x = token_embd[ids]
+//   per layer:
+//     h = rms_norm(x) * attn_norm
+//     q, k, v = build_qkv(h)                  merged attn_qkv or split, each * scale + bias
+//     q, k = rope(q, k, pos, freq factors)    neox rope; LongRoPE factors (below)
+//     x += attention(q / sqrt(d), k, v) Wo * scale       (the reference scales q, then kq_scale 1)
+//     h = rms_norm(x) * ffn_norm
+//     g, u = halves of h Wup                  ffn_up holds the gate rows, then the up rows
+//     x += (silu(g) * u) Wdown                build_ffn(LLM_FFN_SWIGLU) with no gate tensor and no scales
+//   logits = (rms_norm(x) * output_norm) Woutput * output.scale   (token_embd when tied)
+//
+// LongRoPE: the reference picks rope_factors_long when the context's
+// per-sequence length exceeds rope.scaling.original_context_length, else
+// rope_factors_short (llama_model::get_rope_factors). A vtc module has no
+// context length of its own, so it takes the file's: long when
+// context_length > original_context_length (a 128k Phi-3 run at its full
+// context, as the reference does by default), short otherwise (the test
+// files: 256 and 256). A reference context shorter than the original one on
+// a 128k file would pick the short factors instead. The attention factor
+// comes from rope.scaling.attn_factor (rope_options).
+//
+// Sliding window: the reference disables Phi-3's SWA (load_arch_hparams sets
+// swa_type NONE whatever sliding_window says), so every layer is full
+// attention here too. The MoE branch of the graph is phimoe's (an
+// ffn_gate_inp that phi3's loader never creates), so phi3 is dense.
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "frontends/gguf/arch/step_graph.h"
+
+namespace vtc::arch {
+namespace {
+
+using ir::Value;
+
+class Phi3 final : public DenseArchitecture {
+ public:
+  Phi3(const gguf::GgufFile& f, const BuildOptions& o) : DenseArchitecture(f, o) {
+    const int64_t n_ctx_orig = f.get_int("phi3.rope.scaling.original_context_length").value_or(h.n_ctx);
+    factors_ = h.n_ctx > n_ctx_orig ? "rope_factors_long" : "rope_factors_short";
+  }
+
+  Value forward(StepGraph& g) const override {
+    ir::Builder& b = g.b;
+    const ir::RopeOptions rope = rope_options(h);  // neox
+    Value x = ir::Builder::named(b.embed(g.weight("token_embd"), g.ids), "x");
+    for (int64_t l = 0; l < h.n_layer; ++l) {
+      Value cur = g.norm(x, blk(l, "attn_norm"));
+      auto [q, k, v] = g.qkv(cur, l);
+      Value freqs = g.optional(factors_);
+      q = b.rope(q, g.pos, rope, freqs);
+      k = b.rope(k, g.pos, rope, freqs);
+      // Scaled before attention, as the reference does: the rounding is its.
+      q = b.scale(q, 1.0 / std::sqrt(double(h.head_dim)));
+      ir::AttentionOptions attn{.state = fmt::format("kv.{}", l), .scale = 1.0};
+      Value a = b.reshape(b.attention(q, k, v, g.pos, g.seq, attn), {g.n, h.n_head * h.head_dim});
+      x = b.add(x, g.linear(a, blk(l, "attn_output")));
+      x = ir::Builder::named(b.add(x, fused_swiglu(g, g.norm(x, blk(l, "ffn_norm")), l)), fmt::format("x{}", l));
+    }
+    return x;
+  }
+
+ private:
+  // ffn_up [2F, D]: silu of the first F outputs times the last F, then ffn_down.
+  Value fused_swiglu(StepGraph& g, Value x, int64_t l) const {
+    Value up = g.linear_plain(x, blk(l, "ffn_up"));
+    const int64_t f = h.n_ff;
+    Value act = g.b.mul(g.b.silu(g.b.slice(up, 1, 0, f)), g.b.slice(up, 1, f, f));
+    return g.linear_plain(act, blk(l, "ffn_down"));
+  }
+
+  std::string factors_;
+};
+
+}  // namespace
+
+ir::Module build_phi3(const gguf::GgufFile& f, const BuildOptions& o) { return build<Phi3>(f, o); }
+
+}  // namespace vtc::arch
