@@ -581,6 +581,23 @@ std::vector<double> reference_with_sinks(const std::vector<float>& q, const Cach
   return out;
 }
 
+namespace {
+
+// The geometry shared by the sinks and chunk cases: head_dim 64, scale 1/8.
+AttentionParams masked_case_params(int64_t n_tokens, int64_t n_head, int64_t n_head_kv, int64_t n_kv, GgmlType kvt) {
+  AttentionParams p;
+  p.n_tokens = n_tokens;
+  p.n_head = n_head;
+  p.n_head_kv = n_head_kv;
+  p.head_dim = 64;
+  p.n_kv = n_kv;
+  p.kv_type = kvt;
+  p.scale = 1.0f / 8.0f;
+  return p;
+}
+
+}  // namespace
+
 struct SinkCase {
   const char* name;
   int64_t n_tokens, n_head, n_head_kv, n_kv;
@@ -609,14 +626,7 @@ TEST_CASE("attention with sinks vs the softmax-with-sink formula, every path, 1 
       ThreadPool pool(threads);
       for (const SinkCase& cs : cases)
         for (GgmlType kvt : {GgmlType::F32, GgmlType::F16}) {
-          AttentionParams p;
-          p.n_tokens = cs.n_tokens;
-          p.n_head = cs.n_head;
-          p.n_head_kv = cs.n_head_kv;
-          p.head_dim = 64;
-          p.n_kv = cs.n_kv;
-          p.kv_type = kvt;
-          p.scale = 1.0f / 8.0f;
+          AttentionParams p = masked_case_params(cs.n_tokens, cs.n_head, cs.n_head_kv, cs.n_kv, kvt);
           p.n_swa = cs.n_swa;
           std::vector<float> sinks(size_t(p.n_head));
           for (int64_t h = 0; h < p.n_head; ++h) sinks[size_t(h)] = sink_values[h % 4];
@@ -735,14 +745,7 @@ TEST_CASE("attention with chunks vs the chunked-mask formula, every path, 1 and 
       ThreadPool pool(threads);
       for (const ChunkCase& cs : cases)
         for (GgmlType kvt : {GgmlType::F32, GgmlType::F16}) {
-          AttentionParams p;
-          p.n_tokens = cs.n_tokens;
-          p.n_head = cs.n_head;
-          p.n_head_kv = cs.n_head_kv;
-          p.head_dim = 64;
-          p.n_kv = cs.n_kv;
-          p.kv_type = kvt;
-          p.scale = 1.0f / 8.0f;
+          AttentionParams p = masked_case_params(cs.n_tokens, cs.n_head, cs.n_head_kv, cs.n_kv, kvt);
           p.n_chunk = cs.n_chunk;
           p.n_swa = cs.n_swa;
           const auto c = make_cache(kvt, p.n_kv, p.n_head_kv, p.head_dim, p.head_dim, 51);

@@ -337,6 +337,19 @@ TEST_CASE("moe_ffn: an unscaled call is bit-identical to the expert-batched dens
 // exec_MoeFfn decodes the four operand forms (docs/ir.md: moe_ffn) into the
 // kernel's stacks: each result equals the kernel called directly. f32
 // stacks, as the interpreter takes no quantized function argument.
+namespace {
+
+// An f32 expert stack (raw bytes) as an interpreter argument.
+HostTensor stack_arg(std::vector<int64_t> shape, const std::vector<uint8_t>& bytes) {
+  HostTensor t;
+  t.elem = ir::ElemType::F32;
+  t.shape = std::move(shape);
+  t.bytes = bytes;
+  return t;
+}
+
+}  // namespace
+
 TEST_CASE("moe_ffn's four operand forms through the interpreter", "[cpu][moe][ir]") {
   const std::string text = R"(func @prefill(%x: tensor<T x 64 x f32, device>, %w: tensor<T x 3 x f32, device>, %ids: tensor<T x 3 x i32, device>, %g: tensor<4 x 96 x 64 x f32, device>, %u: tensor<4 x 96 x 64 x f32, device>, %gu: tensor<4 x 192 x 64 x f32, device>, %d: tensor<4 x 64 x 96 x f32, device>, %gs: tensor<4 x f32, device>, %us: tensor<4 x f32, device>, %ds: tensor<4 x f32, device>) {
   %split = moe_ffn(%x, %w, %ids, %g, %u, %d) : tensor<T x 64 x f32, device>
@@ -354,13 +367,6 @@ TEST_CASE("moe_ffn's four operand forms through the interpreter", "[cpu][moe][ir
   const auto gu = stack_gate_up(g, u);
   const std::vector<float> gs = {1.5f, 0.25f, -2.0f, 3.0f}, us = {0.5f, 2.0f, 1.25f, -0.75f},
                            ds = {2.5f, -0.5f, 0.125f, 4.0f};
-  auto stack_arg = [&](std::vector<int64_t> shape, const std::vector<uint8_t>& bytes) {
-    HostTensor t;
-    t.elem = ir::ElemType::F32;
-    t.shape = std::move(shape);
-    t.bytes = bytes;
-    return t;
-  };
   test::IrRun r(text);
   const auto out = r.run({0}, {{"x", test::f32_tensor({in.n, in.dm}, in.x)},
                                {"w", test::f32_tensor({in.n, in.k}, in.w)},
@@ -530,13 +536,6 @@ TEST_CASE("moe_ffn's biased forms and swiglu_oai through the interpreter", "[cpu
     gub.insert(gub.end(), b.gb.begin() + e * in.f, b.gb.begin() + (e + 1) * in.f);
     gub.insert(gub.end(), b.ub.begin() + e * in.f, b.ub.begin() + (e + 1) * in.f);
   }
-  auto stack_arg = [&](std::vector<int64_t> shape, const std::vector<uint8_t>& bytes) {
-    HostTensor t;
-    t.elem = ir::ElemType::F32;
-    t.shape = std::move(shape);
-    t.bytes = bytes;
-    return t;
-  };
   test::IrRun r(text);
   const auto out = r.run({0}, {{"x", test::f32_tensor({in.n, in.dm}, in.x)},
                                {"w", test::f32_tensor({in.n, in.k}, in.w)},
@@ -628,13 +627,6 @@ TEST_CASE("moe_ffn with weight_input scales each slot's input by its routing wei
   %y = moe_ffn(%x, %w, %ids, %g, %u, %d) {weight_input = true} : tensor<T x 64 x f32, device>
   return(%y)
 })";
-    auto stack_arg = [](std::vector<int64_t> shape, const std::vector<uint8_t>& bytes) {
-      HostTensor t;
-      t.elem = ir::ElemType::F32;
-      t.shape = std::move(shape);
-      t.bytes = bytes;
-      return t;
-    };
     test::IrRun r(text);
     const auto res = r.run({0}, {{"x", test::f32_tensor({n, dm}, x)},
                                  {"w", test::f32_tensor({n, k}, w)},

@@ -2,6 +2,7 @@
 // llama.cpp reference ([reference] tests need tests/reference/fetch.sh).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -212,6 +213,105 @@ TEST_CASE("hybrid models have the DeltaNet keys and the reference's tensor shape
     CHECK(f.find_tensor("blk.1.ssm_out.weight") == nullptr);
     if (arch != "qwen35") CHECK(dims("blk.1.ffn_gate_inp_shexp.weight") == std::vector<uint64_t>{256});
     fs::remove(path);
+  }
+}
+
+// Each family's distinguishing keys and tensors against its reference
+// loader (src/models/<arch>.cpp) and converter, on the "small" shape
+// (n_embd 256, 4 heads of 64, 2 KV heads, n_ff 512).
+TEST_CASE("the llama-like families have their reference keys and tensor shapes", "[gguf][synth][reference]") {
+  using D = std::vector<uint64_t>;
+  auto open = [](const std::string& arch, bool moe = false) {
+    synth::Options o;
+    o.arch = arch;
+    o.size = "small";
+    o.moe = moe;
+    o.vocab_path = synth::find_default_vocab(arch);
+    auto path = temp_path(arch + "_family.gguf");
+    synth::write_model(o, path);
+    auto f = gguf::GgufFile::open(path);
+    fs::remove(path);  // the mapping stays valid
+    CHECK(f.tensors().size() == family_tensor_count(arch, synth::model_shape(o), moe));
+    return f;
+  };
+  auto dims = [](const gguf::GgufFile& f, const std::string& name) {
+    auto* t = f.find_tensor(name);
+    REQUIRE(t);
+    return t->dims;
+  };
+  SECTION("deepseek2: MLA, a dense lead block, grouped sigmoid routing") {
+    auto f = open("deepseek2");
+    CHECK(f.get_int("deepseek2.attention.head_count_kv") == 1);
+    CHECK(f.get_int("deepseek2.attention.q_lora_rank") == 256);
+    CHECK(f.get_int("deepseek2.attention.kv_lora_rank") == 256);
+    CHECK(f.get_int("deepseek2.attention.key_length_mla") == 96);  // nope 64 + rope 32
+    CHECK(f.get_int("deepseek2.attention.value_length_mla") == 64);
+    CHECK(f.get_int("deepseek2.attention.key_length") == 256 + 32);
+    CHECK(f.get_int("deepseek2.rope.dimension_count") == 32);
+    CHECK(f.get_int("deepseek2.expert_group_count") == 4);
+    CHECK(f.get_int("deepseek2.expert_group_used_count") == 2);
+    CHECK(f.get_int("deepseek2.expert_gating_func") == 2);
+    CHECK(f.get_int("deepseek2.leading_dense_block_count") == 1);
+    CHECK(dims(f, "blk.0.attn_q_b.weight") == D{256, 4 * 96});
+    CHECK(dims(f, "blk.0.attn_kv_a_mqa.weight") == D{256, 256 + 32});
+    CHECK(dims(f, "blk.0.attn_k_b.weight") == D{64, 256, 4});
+    CHECK(dims(f, "blk.0.attn_v_b.weight") == D{256, 64, 4});
+    CHECK(dims(f, "blk.0.ffn_gate.weight") == D{256, 512});
+    CHECK(f.find_tensor("blk.0.ffn_gate_inp.weight") == nullptr);
+    CHECK(dims(f, "blk.1.exp_probs_b.bias") == D{8});
+    CHECK(dims(f, "blk.1.ffn_up_shexp.weight") == D{256, 256});
+  }
+  SECTION("glm4moe: partial rotary, biases, QK-norm, sigmoid experts") {
+    auto f = open("glm4moe");
+    CHECK(f.get_int("glm4moe.rope.dimension_count") == 32);  // of head_dim 64
+    CHECK(f.get_int("glm4moe.expert_shared_count") == 1);
+    CHECK(dims(f, "blk.0.attn_q.bias") == D{256});
+    CHECK(dims(f, "blk.0.attn_k_norm.weight") == D{64});
+    CHECK(dims(f, "blk.1.post_attention_norm.weight") == D{256});
+    CHECK(dims(f, "blk.1.exp_probs_b.bias") == D{8});
+  }
+  SECTION("phi3: fused qkv and gate|up, LongRoPE") {
+    auto f = open("phi3");
+    CHECK(dims(f, "blk.0.attn_qkv.weight") == D{256, 256 + 2 * 128});
+    CHECK(dims(f, "blk.0.ffn_up.weight") == D{256, 1024});
+    CHECK(dims(f, "rope_factors_long.weight") == D{32});
+    CHECK(dims(f, "rope_factors_short.weight") == D{32});
+    CHECK(f.get_int("phi3.rope.scaling.original_context_length") == 1024 / 32);
+    CHECK(f.get_float("phi3.rope.scaling.attn_factor").value_or(0) > 1.0);
+  }
+  SECTION("granite: multipliers, tied; Granite MoE with a shared expert") {
+    auto f = open("granite");
+    CHECK(f.get_float("granite.logit_scale") == Approx(8.0));
+    CHECK(f.get_float("granite.embedding_scale") == Approx(12.0));
+    CHECK(f.get_float("granite.residual_scale") == Approx(0.22));
+    CHECK(f.get_float("granite.attention.scale") == Approx(1.0 / 64));
+    CHECK(f.find_tensor("output.weight") == nullptr);
+    auto m = open("granite", true);
+    CHECK(m.get_int("granite.expert_count") == 8);
+    CHECK(m.get_int("granite.feed_forward_length") == 256);  // the expert width
+    CHECK(dims(m, "blk.0.ffn_down_exps.weight") == D{256, 256, 8});
+    CHECK(dims(m, "blk.0.ffn_gate_shexp.weight") == D{256, 512});
+  }
+  SECTION("smollm3, command-r, olmoe, qwen2moe, mistral3, llama4") {
+    CHECK(open("smollm3").get_int("smollm3.block_count") == 4);
+    auto c = open("command-r");
+    CHECK(c.get_float("command-r.logit_scale") == Approx(0.0625));
+    CHECK(c.find("command-r.attention.layer_norm_rms_epsilon") == nullptr);
+    CHECK(c.find_tensor("blk.0.ffn_norm.weight") == nullptr);
+    auto o = open("olmoe");
+    CHECK(o.get_int("olmoe.attention.head_count_kv") == 4);
+    CHECK(dims(o, "blk.0.attn_k_norm.weight") == D{256});
+    CHECK(o.get_string("tokenizer.ggml.pre") == "olmo");
+    auto q = open("qwen2moe");
+    CHECK(dims(q, "blk.0.ffn_gate_inp_shexp.weight") == D{256});
+    CHECK(q.get_int("qwen2moe.expert_shared_feed_forward_length") == 512);
+    CHECK(open("mistral3").get_string("mistral3.rope.scaling.type") == "yarn");
+    auto l = open("llama4");
+    CHECK(l.get_int("llama4.block_count") == 4);
+    CHECK(l.get_int("llama4.interleave_moe_layer_step") == 2);
+    CHECK(l.get_int("llama4.expert_used_count") == 1);
+    CHECK(l.find_tensor("blk.0.ffn_gate_inp.weight") == nullptr);
+    CHECK(dims(l, "blk.1.ffn_gate_inp.weight") == D{256, 8});
   }
 }
 

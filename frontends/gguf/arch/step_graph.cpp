@@ -93,71 +93,45 @@ Value StepGraph::swiglu_ffn(Value x, int64_t l, std::string_view suffix, FfnTens
   return project(b.mul(gate, up), "ffn_down");
 }
 
-Value StepGraph::moe_ffn(Value x, int64_t l, int64_t n_used, double scale, bool merged_allowed) {
-  // The router takes no scale or bias in build_moe_ffn.
-  Value logits = linear_plain(x, blk(l, "ffn_gate_inp"));
-  std::vector<ir::NamedAttr> attrs = {{"k", ir::Attr::of_int(n_used)},
-                                      {"gating", ir::Attr::of_enum("softmax")},
-                                      {"norm", ir::Attr::of_bool(true)}};
-  if (scale != 0.0 && scale != 1.0) attrs.push_back({"scale", ir::Attr::of_float(scale)});
-  ir::Op& route = b.create(ir::OpKind::MoeRoute, {logits}, std::move(attrs));
+ir::MoeExperts StepGraph::experts(int64_t l, bool merged_allowed, bool expert_scales) {
   ir::MoeExperts e;
   e.down = weight(blk(l, "ffn_down_exps"));
-  e.down_scale = optional(blk(l, "ffn_down_exps.scale"));
+  if (expert_scales) e.down_scale = optional(blk(l, "ffn_down_exps.scale"));
   if (merged_allowed && has(blk(l, "ffn_gate_up_exps"))) {
     // The reference scales no gate_up result; a gate_up scale is unknown to it.
     e.gate_up = weight(blk(l, "ffn_gate_up_exps"));
-  } else {
-    e.gate = weight(blk(l, "ffn_gate_exps"));
-    e.up = weight(blk(l, "ffn_up_exps"));
-    e.gate_scale = optional(blk(l, "ffn_gate_exps.scale"));
-    e.up_scale = optional(blk(l, "ffn_up_exps.scale"));
-    const int scales = bool(e.gate_scale) + bool(e.up_scale) + bool(e.down_scale);
-    if (scales != 0 && scales != 3) {
-      // Reported after the accounting: a misspelt scale is the likelier cause.
-      deferred_errors.push_back(fmt::format("layer {} has per-expert scales for only some of ffn_gate_exps, "
-                                            "ffn_up_exps and ffn_down_exps; vtc supports all three or none",
-                                            l));
-      e.gate_scale = e.up_scale = e.down_scale = Value();
-    }
+    return e;
   }
-  return b.moe_ffn(x, route.results[0], route.results[1], e);
+  e.gate = weight(blk(l, "ffn_gate_exps"));
+  e.up = weight(blk(l, "ffn_up_exps"));
+  if (!expert_scales) return e;
+  e.gate_scale = optional(blk(l, "ffn_gate_exps.scale"));
+  e.up_scale = optional(blk(l, "ffn_up_exps.scale"));
+  const int scales = bool(e.gate_scale) + bool(e.up_scale) + bool(e.down_scale);
+  if (scales != 0 && scales != 3) {
+    // Reported after the accounting: a misspelt scale is the likelier cause.
+    deferred_errors.push_back(fmt::format("layer {} has per-expert scales for only some of ffn_gate_exps, "
+                                          "ffn_up_exps and ffn_down_exps; vtc supports all three or none",
+                                          l));
+    e.gate_scale = e.up_scale = e.down_scale = Value();
+  }
+  return e;
+}
+
+Value StepGraph::routed_moe_ffn(Value x, int64_t l, const ir::MoeRouteOptions& route, bool merged_allowed,
+                                bool expert_scales) {
+  // The router takes no scale or bias in build_moe_ffn.
+  auto [weights, ids] = b.moe_route(linear_plain(x, blk(l, "ffn_gate_inp")), route);
+  return b.moe_ffn(x, weights, ids, experts(l, merged_allowed, expert_scales));
+}
+
+Value StepGraph::moe_ffn(Value x, int64_t l, int64_t n_used, double scale, bool merged_allowed) {
+  return routed_moe_ffn(x, l, {.k = n_used, .gating = "softmax", .norm = true, .scale = scale}, merged_allowed, true);
 }
 
 Value StepGraph::moe_ffn(Value x, int64_t l, const MoeFfnOptions& o) {
-  Value logits = linear_plain(x, blk(l, "ffn_gate_inp"));
-  auto [weights, ids] = b.moe_route(logits, {.k = o.n_used, .gating = o.gating, .norm = o.norm, .scale = o.scale});
-  ir::MoeExperts e;
-  e.gate = weight(blk(l, "ffn_gate_exps"));
-  e.up = weight(blk(l, "ffn_up_exps"));
-  e.down = weight(blk(l, "ffn_down_exps"));
-  if (o.expert_scales) {
-    e.gate_scale = optional(blk(l, "ffn_gate_exps.scale"));
-    e.up_scale = optional(blk(l, "ffn_up_exps.scale"));
-    e.down_scale = optional(blk(l, "ffn_down_exps.scale"));
-    const int scales = bool(e.gate_scale) + bool(e.up_scale) + bool(e.down_scale);
-    if (scales != 0 && scales != 3) {
-      deferred_errors.push_back(fmt::format("layer {} has per-expert scales for only some of ffn_gate_exps, "
-                                            "ffn_up_exps and ffn_down_exps; vtc supports all three or none",
-                                            l));
-      e.gate_scale = e.up_scale = e.down_scale = Value();
-    }
-  }
-  return b.moe_ffn(x, weights, ids, e);
-}
-
-Value StepGraph::routed_moe_ffn(Value x, int64_t l, const ir::MoeRouteOptions& route, bool merged_allowed) {
-  Value logits = linear_plain(x, blk(l, "ffn_gate_inp"));
-  auto [weights, ids] = b.moe_route(logits, route);
-  ir::MoeExperts e;
-  if (merged_allowed && has(blk(l, "ffn_gate_up_exps"))) {
-    e.gate_up = weight(blk(l, "ffn_gate_up_exps"));
-  } else {
-    e.gate = weight(blk(l, "ffn_gate_exps"));
-    e.up = weight(blk(l, "ffn_up_exps"));
-  }
-  e.down = weight(blk(l, "ffn_down_exps"));
-  return b.moe_ffn(x, weights, ids, e);
+  return routed_moe_ffn(x, l, {.k = o.n_used, .gating = o.gating, .norm = o.norm, .scale = o.scale}, false,
+                        o.expert_scales);
 }
 
 Value StepGraph::attention(Value q, Value k, Value v, int64_t l, Value selected) {

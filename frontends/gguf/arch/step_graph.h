@@ -102,9 +102,10 @@ class StepGraph {
   // such as blk.l.exp_probs_b, expert groups, renormalization, scale), the
   // router blk.l.ffn_gate_inp (no bias, no scale), over split
   // ffn_gate_exps + ffn_up_exps or, when merged_allowed and the file has it,
-  // ffn_gate_up_exps, then ffn_down_exps; no per-expert scales (deepseek2
-  // and glm4moe pass none).
-  ir::Value routed_moe_ffn(ir::Value x, int64_t l, const ir::MoeRouteOptions& route, bool merged_allowed);
+  // ffn_gate_up_exps, then ffn_down_exps; per-expert scales only when
+  // `expert_scales` (deepseek2 and glm4moe pass none).
+  ir::Value routed_moe_ffn(ir::Value x, int64_t l, const ir::MoeRouteOptions& route, bool merged_allowed,
+                           bool expert_scales = false);
   // Causal attention of layer l over its KV state @kv.l, scale 1/sqrt(head_dim).
   ir::Value attention(ir::Value q, ir::Value k, ir::Value v, int64_t l, ir::Value selected = {});
   // The output matrix (token_embd when tied) with its optional scale and,
@@ -112,6 +113,10 @@ class StepGraph {
   ir::Value output(ir::Value x, bool bias = false);
 
  private:
+  // Layer l's expert stacks (ffn_{gate,up,down}_exps, or the merged
+  // gate_up when allowed and present) with their per-expert scales when
+  // `expert_scales` (all three or none, else a deferred error).
+  ir::MoeExperts experts(int64_t l, bool merged_allowed, bool expert_scales);
   ir::Value scaled(ir::Value y, std::string_view w);
   ir::Value biased(ir::Value y, std::string_view w);
 

@@ -130,10 +130,6 @@ void moe_activation(const MoeActivationParams& a, const float* gate, const float
   }
 }
 
-namespace {
-
-}  // namespace
-
 void moe_ffn(const ExpertStack& gate, const ExpertStack& up, const ExpertStack& down, const float* x,
              int64_t n_tokens, const float* weights, const int32_t* ids, int64_t k, float* out, ThreadPool& pool,
              const MoeActivationParams& act, bool weight_input) {
