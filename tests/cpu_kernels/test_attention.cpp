@@ -596,6 +596,20 @@ AttentionParams masked_case_params(int64_t n_tokens, int64_t n_head, int64_t n_h
   return p;
 }
 
+// Runs fn(pool, isa, threads, case, kv type) for every ISA the machine has,
+// 1 and 3 threads, each case, and f32 and f16 caches.
+template <class Cases, class Fn>
+void for_each_config(const Cases& cases, Fn fn) {
+  for (Isa isa : available_isas()) {
+    IsaScope scope(isa);
+    for (int threads : {1, 3}) {
+      ThreadPool pool(threads);
+      for (const auto& cs : cases)
+        for (GgmlType kvt : {GgmlType::F32, GgmlType::F16}) fn(pool, isa, threads, cs, kvt);
+    }
+  }
+}
+
 }  // namespace
 
 struct SinkCase {
@@ -620,39 +634,32 @@ TEST_CASE("attention with sinks vs the softmax-with-sink formula, every path, 1 
       {"split-KV decode, window", 1, 2, 2, 530, 64},
   };
   const float sink_values[] = {6.0f, -20.0f, 30.0f, 0.5f};
-  for (Isa isa : available_isas()) {
-    IsaScope scope(isa);
-    for (int threads : {1, 3}) {
-      ThreadPool pool(threads);
-      for (const SinkCase& cs : cases)
-        for (GgmlType kvt : {GgmlType::F32, GgmlType::F16}) {
-          AttentionParams p = masked_case_params(cs.n_tokens, cs.n_head, cs.n_head_kv, cs.n_kv, kvt);
-          p.n_swa = cs.n_swa;
-          std::vector<float> sinks(size_t(p.n_head));
-          for (int64_t h = 0; h < p.n_head; ++h) sinks[size_t(h)] = sink_values[h % 4];
-          p.sinks = sinks.data();
-          const auto c = make_cache(kvt, p.n_kv, p.n_head_kv, p.head_dim, p.head_dim, 41);
-          const auto q = random_floats(p.n_tokens * p.n_head * p.head_dim, 42, -2.0f, 2.0f);
-          std::vector<int32_t> qpos(size_t(p.n_tokens));
-          for (int64_t t = 0; t < p.n_tokens; ++t) qpos[size_t(t)] = int32_t(p.n_kv - p.n_tokens + t);
-          Guarded out(p.n_tokens * p.n_head * p.head_dim);
-          attention(q.data(), c.k.data(), c.v.data(), qpos.data(), nullptr, p, out.data(), pool);
-          REQUIRE(out.intact());
-          const double e = nmse(out.values(), reference_with_sinks(q, c, qpos, p));
-          AttentionParams plain = p;
-          plain.sinks = nullptr;
-          Guarded without(p.n_tokens * p.n_head * p.head_dim);
-          attention(q.data(), c.k.data(), c.v.data(), qpos.data(), nullptr, plain, without.data(), pool);
-          const double moved = nmse(without.values(), reference_with_sinks(q, c, qpos, p));
-          // The path tests' bounds: the f16 accumulator's roundings add up over long caches.
-          const double tol = tolerance(kvt, true, cs.n_tokens >= detail::kAttentionTileQ, cs.n_kv);
-          INFO(fmt::format("{} threads {} {} kv={} nmse {:.3g} (without sinks {:.3g})", isa_name(isa), threads, cs.name,
-                           ggml_type_name(kvt), e, moved));
-          CHECK(e < tol);
-          CHECK(moved > 1e-2);
-        }
-    }
-  }
+  for_each_config(cases, [&](ThreadPool& pool, Isa isa, int threads, const SinkCase& cs, GgmlType kvt) {
+    AttentionParams p = masked_case_params(cs.n_tokens, cs.n_head, cs.n_head_kv, cs.n_kv, kvt);
+    p.n_swa = cs.n_swa;
+    std::vector<float> sinks(size_t(p.n_head));
+    for (int64_t h = 0; h < p.n_head; ++h) sinks[size_t(h)] = sink_values[h % 4];
+    p.sinks = sinks.data();
+    const auto c = make_cache(kvt, p.n_kv, p.n_head_kv, p.head_dim, p.head_dim, 41);
+    const auto q = random_floats(p.n_tokens * p.n_head * p.head_dim, 42, -2.0f, 2.0f);
+    std::vector<int32_t> qpos(size_t(p.n_tokens));
+    for (int64_t t = 0; t < p.n_tokens; ++t) qpos[size_t(t)] = int32_t(p.n_kv - p.n_tokens + t);
+    Guarded out(p.n_tokens * p.n_head * p.head_dim);
+    attention(q.data(), c.k.data(), c.v.data(), qpos.data(), nullptr, p, out.data(), pool);
+    REQUIRE(out.intact());
+    const double e = nmse(out.values(), reference_with_sinks(q, c, qpos, p));
+    AttentionParams plain = p;
+    plain.sinks = nullptr;
+    Guarded without(p.n_tokens * p.n_head * p.head_dim);
+    attention(q.data(), c.k.data(), c.v.data(), qpos.data(), nullptr, plain, without.data(), pool);
+    const double moved = nmse(without.values(), reference_with_sinks(q, c, qpos, p));
+    // The path tests' bounds: the f16 accumulator's roundings add up over long caches.
+    const double tol = tolerance(kvt, true, cs.n_tokens >= detail::kAttentionTileQ, cs.n_kv);
+    INFO(fmt::format("{} threads {} {} kv={} nmse {:.3g} (without sinks {:.3g})", isa_name(isa), threads, cs.name,
+                     ggml_type_name(kvt), e, moved));
+    CHECK(e < tol);
+    CHECK(moved > 1e-2);
+  });
 }
 
 // Timing, not a test: ./test_cpu_kernels "[.attention-bench]"
@@ -739,40 +746,33 @@ TEST_CASE("attention with chunks vs the chunked-mask formula, every path, 1 and 
       {"tiled, 70 rows, chunk 16", 70, 4, 2, 70, 16, 0},
       {"split-KV decode, chunk 256", 1, 4, 2, 600, 256, 0},
   };
-  for (Isa isa : available_isas()) {
-    IsaScope scope(isa);
-    for (int threads : {1, 3}) {
-      ThreadPool pool(threads);
-      for (const ChunkCase& cs : cases)
-        for (GgmlType kvt : {GgmlType::F32, GgmlType::F16}) {
-          AttentionParams p = masked_case_params(cs.n_tokens, cs.n_head, cs.n_head_kv, cs.n_kv, kvt);
-          p.n_chunk = cs.n_chunk;
-          p.n_swa = cs.n_swa;
-          const auto c = make_cache(kvt, p.n_kv, p.n_head_kv, p.head_dim, p.head_dim, 51);
-          const auto q = random_floats(p.n_tokens * p.n_head * p.head_dim, 52, -2.0f, 2.0f);
-          std::vector<int32_t> qpos(size_t(p.n_tokens));
-          for (int64_t t = 0; t < p.n_tokens; ++t) qpos[size_t(t)] = int32_t(p.n_kv - p.n_tokens + t);
-          auto chunked = [&](int32_t qp, int32_t kp) {
-            return kp <= qp && kp / cs.n_chunk == qp / cs.n_chunk && (cs.n_swa == 0 || qp - kp < cs.n_swa);
-          };
-          const auto want = reference_masked(q, c, qpos, p, chunked);
-          Guarded out(p.n_tokens * p.n_head * p.head_dim);
-          attention(q.data(), c.k.data(), c.v.data(), qpos.data(), nullptr, p, out.data(), pool);
-          REQUIRE(out.intact());
-          const double e = nmse(out.values(), want);
-          AttentionParams plain = p;
-          plain.n_chunk = 0;
-          Guarded without(p.n_tokens * p.n_head * p.head_dim);
-          attention(q.data(), c.k.data(), c.v.data(), qpos.data(), nullptr, plain, without.data(), pool);
-          const double moved = nmse(without.values(), want);
-          const double tol = tolerance(kvt, true, cs.n_tokens >= detail::kAttentionTileQ, cs.n_kv);
-          INFO(fmt::format("{} threads {} {} kv={} nmse {:.3g} (without the chunk {:.3g})", isa_name(isa), threads,
-                           cs.name, ggml_type_name(kvt), e, moved));
-          CHECK(e < tol);
-          CHECK(moved > 1e-2);
-        }
-    }
-  }
+  for_each_config(cases, [&](ThreadPool& pool, Isa isa, int threads, const ChunkCase& cs, GgmlType kvt) {
+    AttentionParams p = masked_case_params(cs.n_tokens, cs.n_head, cs.n_head_kv, cs.n_kv, kvt);
+    p.n_chunk = cs.n_chunk;
+    p.n_swa = cs.n_swa;
+    const auto c = make_cache(kvt, p.n_kv, p.n_head_kv, p.head_dim, p.head_dim, 51);
+    const auto q = random_floats(p.n_tokens * p.n_head * p.head_dim, 52, -2.0f, 2.0f);
+    std::vector<int32_t> qpos(size_t(p.n_tokens));
+    for (int64_t t = 0; t < p.n_tokens; ++t) qpos[size_t(t)] = int32_t(p.n_kv - p.n_tokens + t);
+    auto chunked = [&](int32_t qp, int32_t kp) {
+      return kp <= qp && kp / cs.n_chunk == qp / cs.n_chunk && (cs.n_swa == 0 || qp - kp < cs.n_swa);
+    };
+    const auto want = reference_masked(q, c, qpos, p, chunked);
+    Guarded out(p.n_tokens * p.n_head * p.head_dim);
+    attention(q.data(), c.k.data(), c.v.data(), qpos.data(), nullptr, p, out.data(), pool);
+    REQUIRE(out.intact());
+    const double e = nmse(out.values(), want);
+    AttentionParams plain = p;
+    plain.n_chunk = 0;
+    Guarded without(p.n_tokens * p.n_head * p.head_dim);
+    attention(q.data(), c.k.data(), c.v.data(), qpos.data(), nullptr, plain, without.data(), pool);
+    const double moved = nmse(without.values(), want);
+    const double tol = tolerance(kvt, true, cs.n_tokens >= detail::kAttentionTileQ, cs.n_kv);
+    INFO(fmt::format("{} threads {} {} kv={} nmse {:.3g} (without the chunk {:.3g})", isa_name(isa), threads,
+                     cs.name, ggml_type_name(kvt), e, moved));
+    CHECK(e < tol);
+    CHECK(moved > 1e-2);
+  });
 }
 
 // attn_temp through the interpreter against the reference's formula

@@ -165,12 +165,34 @@ ExpertStack merged_half(GgmlType type, const std::vector<uint8_t>& merged, int64
   return ExpertStack{type, merged.data(), n_expert, f, dm, half * f, 2 * f};
 }
 
+// ggml_swiglu_oai for one value, as its CPU loop spells it.
+float swiglu_oai_ref(float g, float u, float alpha, float limit) {
+  const float x = std::min(g, limit), y = std::clamp(u, -limit, limit);
+  return x / (1.0f + std::exp(alpha * (-x))) * (y + 1.0f);
+}
+
+// What moe_naive applies besides the matmuls; null means none.
+struct NaiveExtras {
+  const float *gs = nullptr, *us = nullptr, *ds = nullptr;  // per-expert scales [E]
+  const float *gb = nullptr, *ub = nullptr, *db = nullptr;  // per-expert biases [E][rows]
+  bool swiglu_oai = false;                                  // gpt-oss's activation (1.702, 7)
+};
+
+NaiveExtras scales(const float* gs, const float* us, const float* ds) {
+  NaiveExtras ex;
+  ex.gs = gs, ex.us = us, ex.ds = ds;
+  return ex;
+}
+
 // Plain float math for f32 stacks, the reference's order: g = (gate_e x) *
-// gs[e], u = (up_e x) * us[e], y = (down_e (silu(g) * u)) * ds[e], out +=
-// w * y. A null scale is none. Dots in double.
-std::vector<float> moe_naive(const float* gate, const float* up, const float* down, const float* gs, const float* us,
-                             const float* ds, int64_t f, int64_t dm, const std::vector<float>& x, int64_t n,
-                             const std::vector<float>& w, const std::vector<int32_t>& ids, int64_t k) {
+// gs[e] + gb[e], u = (up_e x) * us[e] + ub[e], y = (down_e act(g, u)) *
+// ds[e] + db[e], out += w * y in slot order, act = silu(g) * u or
+// swiglu_oai. Dots in double.
+std::vector<float> moe_naive(const float* gate, const float* up, const float* down, const NaiveExtras& ex, int64_t f,
+                             int64_t dm, const std::vector<float>& x, int64_t n, const std::vector<float>& w,
+                             const std::vector<int32_t>& ids, int64_t k) {
+  auto scale = [](const float* s, int64_t e) { return s ? s[e] : 1.0f; };
+  auto bias = [](const float* b, int64_t i) { return b ? b[i] : 0.0f; };
   std::vector<float> out(size_t(n * dm), 0.0f), h(static_cast<size_t>(f));
   for (int64_t t = 0; t < n; ++t)
     for (int64_t j = 0; j < k; ++j) {
@@ -181,13 +203,14 @@ std::vector<float> moe_naive(const float* gate, const float* up, const float* do
           g += double(gate[(e * f + r) * dm + i]) * x[size_t(t * dm + i)];
           u += double(up[(e * f + r) * dm + i]) * x[size_t(t * dm + i)];
         }
-        const float gv = float(g) * (gs ? gs[e] : 1.0f), uv = float(u) * (us ? us[e] : 1.0f);
-        h[size_t(r)] = gv / (1.0f + std::exp(-gv)) * uv;
+        const float gv = float(g) * scale(ex.gs, e) + bias(ex.gb, e * f + r);
+        const float uv = float(u) * scale(ex.us, e) + bias(ex.ub, e * f + r);
+        h[size_t(r)] = ex.swiglu_oai ? swiglu_oai_ref(gv, uv, 1.702f, 7.0f) : gv / (1.0f + std::exp(-gv)) * uv;
       }
       for (int64_t i = 0; i < dm; ++i) {
         double y = 0;
         for (int64_t r = 0; r < f; ++r) y += double(down[(e * dm + i) * f + r]) * h[size_t(r)];
-        out[size_t(t * dm + i)] += float(y) * (ds ? ds[e] : 1.0f) * w[size_t(t * k + j)];
+        out[size_t(t * dm + i)] += (float(y) * scale(ex.ds, e) + bias(ex.db, e * dm + i)) * w[size_t(t * k + j)];
       }
     }
   return out;
@@ -260,12 +283,12 @@ TEST_CASE("moe_ffn: per-expert scales follow the reference's order", "[cpu][moe]
   ExpertStack g{GgmlType::F32, gw.data(), in.n_expert, in.f, in.dm}, u{GgmlType::F32, uw.data(), in.n_expert, in.f, in.dm},
       d{GgmlType::F32, dw.data(), in.n_expert, in.dm, in.f};
   const auto unscaled = in.run(g, u, d, pool);
-  CHECK(test::nmse(unscaled, moe_naive(gf, uf, df, nullptr, nullptr, nullptr, in.f, in.dm, in.x, in.n, in.w, in.ids,
+  CHECK(test::nmse(unscaled, moe_naive(gf, uf, df, scales(nullptr, nullptr, nullptr), in.f, in.dm, in.x, in.n, in.w, in.ids,
                                        in.k)) < 1e-11);
   SECTION("split stacks, all three scales") {
     g.scale = gs.data(), u.scale = us.data(), d.scale = ds.data();
     const auto got = in.run(g, u, d, pool);
-    const auto want = moe_naive(gf, uf, df, gs.data(), us.data(), ds.data(), in.f, in.dm, in.x, in.n, in.w, in.ids, in.k);
+    const auto want = moe_naive(gf, uf, df, scales(gs.data(), us.data(), ds.data()), in.f, in.dm, in.x, in.n, in.w, in.ids, in.k);
     CHECK(test::nmse(got, want) < 1e-11);
     CHECK(test::nmse(got, unscaled) > 1e-2);  // the scales matter
   }
@@ -274,8 +297,10 @@ TEST_CASE("moe_ffn: per-expert scales follow the reference's order", "[cpu][moe]
       INFO("scale on " << (which == 0 ? "gate" : which == 1 ? "up" : "down"));
       ExpertStack gi = g, ui = u, di = d;
       (which == 0 ? gi : which == 1 ? ui : di).scale = (which == 0 ? gs : which == 1 ? us : ds).data();
-      const auto want = moe_naive(gf, uf, df, which == 0 ? gs.data() : nullptr, which == 1 ? us.data() : nullptr,
-                                  which == 2 ? ds.data() : nullptr, in.f, in.dm, in.x, in.n, in.w, in.ids, in.k);
+      const auto want = moe_naive(gf, uf, df,
+                                  scales(which == 0 ? gs.data() : nullptr, which == 1 ? us.data() : nullptr,
+                                         which == 2 ? ds.data() : nullptr),
+                                  in.f, in.dm, in.x, in.n, in.w, in.ids, in.k);
       CHECK(test::nmse(in.run(gi, ui, di, pool), want) < 1e-11);
     }
   }
@@ -284,7 +309,7 @@ TEST_CASE("moe_ffn: per-expert scales follow the reference's order", "[cpu][moe]
     d.scale = ds.data();
     const auto got = in.run(merged_half(GgmlType::F32, merged, in.n_expert, in.f, in.dm, 0),
                             merged_half(GgmlType::F32, merged, in.n_expert, in.f, in.dm, 1), d, pool);
-    const auto want = moe_naive(gf, uf, df, nullptr, nullptr, ds.data(), in.f, in.dm, in.x, in.n, in.w, in.ids, in.k);
+    const auto want = moe_naive(gf, uf, df, scales(nullptr, nullptr, ds.data()), in.f, in.dm, in.x, in.n, in.w, in.ids, in.k);
     CHECK(test::nmse(got, want) < 1e-11);
   }
 }
@@ -396,40 +421,6 @@ TEST_CASE("moe_ffn's four operand forms through the interpreter", "[cpu][moe][ir
 
 namespace {
 
-// ggml_swiglu_oai for one value, as its CPU loop spells it.
-float swiglu_oai_ref(float g, float u, float alpha, float limit) {
-  const float x = std::min(g, limit), y = std::clamp(u, -limit, limit);
-  return x / (1.0f + std::exp(alpha * (-x))) * (y + 1.0f);
-}
-
-// gpt-oss's experts in plain float math, the reference's order: g = (gate_e
-// x) + gb[e], u = (up_e x) + ub[e], y = (down_e swiglu_oai(g, u)) + db[e],
-// out += w * y in slot order. Dots in double.
-std::vector<float> moe_biased_naive(const float* gate, const float* up, const float* down, const float* gb,
-                                    const float* ub, const float* db, int64_t f, int64_t dm, const std::vector<float>& x,
-                                    int64_t n, const std::vector<float>& w, const std::vector<int32_t>& ids, int64_t k) {
-  std::vector<float> out(size_t(n * dm), 0.0f), h(static_cast<size_t>(f));
-  for (int64_t t = 0; t < n; ++t)
-    for (int64_t j = 0; j < k; ++j) {
-      const int64_t e = ids[size_t(t * k + j)];
-      for (int64_t r = 0; r < f; ++r) {
-        double g = 0, u = 0;
-        for (int64_t i = 0; i < dm; ++i) {
-          g += double(gate[(e * f + r) * dm + i]) * x[size_t(t * dm + i)];
-          u += double(up[(e * f + r) * dm + i]) * x[size_t(t * dm + i)];
-        }
-        h[size_t(r)] = swiglu_oai_ref(float(g) + gb[e * f + r], float(u) + ub[e * f + r], 1.702f, 7.0f);
-      }
-      for (int64_t i = 0; i < dm; ++i) {
-        double y = 0;
-        for (int64_t r = 0; r < f; ++r) y += double(down[(e * dm + i) * f + r]) * h[size_t(r)];
-        const float v = (float(y) + db[e * dm + i]) * w[size_t(t * k + j)];
-        out[size_t(t * dm + i)] = j == 0 ? v : out[size_t(t * dm + i)] + v;
-      }
-    }
-  return out;
-}
-
 // Biases wide enough that many gate and up values pass the limit of 7.
 struct BiasedExperts {
   const MoeInputs& in;
@@ -445,8 +436,9 @@ struct BiasedExperts {
   }
   const float* f32(const std::vector<uint8_t>& b) const { return reinterpret_cast<const float*>(b.data()); }
   std::vector<float> naive() const {
-    return moe_biased_naive(f32(gw), f32(uw), f32(dw), gb.data(), ub.data(), db.data(), in.f, in.dm, in.x, in.n, in.w,
-                            in.ids, in.k);
+    NaiveExtras ex;
+    ex.gb = gb.data(), ex.ub = ub.data(), ex.db = db.data(), ex.swiglu_oai = true;
+    return moe_naive(f32(gw), f32(uw), f32(dw), ex, in.f, in.dm, in.x, in.n, in.w, in.ids, in.k);
   }
 };
 
