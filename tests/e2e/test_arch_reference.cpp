@@ -21,7 +21,7 @@
 //
 // The llama-like families (phi3, glm4moe, granite dense and MoE, smollm3,
 // command-r, olmoe, qwen2moe, mistral3, llama4; deepseek2 hidden, see its
-// case) run the same comparison on their generated "tiny" models.
+// case) run the same comparison on their generated "tiny" models, in f32.
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
@@ -182,11 +182,14 @@ TEST_CASE("qwen4exp q8_0 with an EOS mid-prompt matches llama.cpp in one-shot an
 }
 
 // The llama-like families on their generated "tiny" models (2 layers; 4
-// for smollm3 and llama4, so a no-rope layer runs), f32 and q8_0, in one
-// shot and in chunks: each architecture's own keys and tensors (MLA and
-// grouped routing, LongRoPE, Granite's multipliers, layer norms, gated
-// shared experts, ...) as the generator writes them, against llama.cpp.
-void compare_family(const std::string& name, const std::vector<std::string>& types = {"f32", "q8_0"}) {
+// for smollm3 and llama4, so a no-rope layer runs), f32, in one shot and in
+// chunks: each architecture's own keys and tensors (MLA and grouped
+// routing, LongRoPE, Granite's multipliers, layer norms, gated shared
+// experts, ...) as the generator writes them, against llama.cpp. Each
+// architecture's q8_0 is checked in test_llama_archs on the reference's
+// own files (bit-identical there); here it would double the reference runs
+// of real-vocabulary logits for no new code path.
+void compare_family(const std::string& name, const std::vector<std::string>& types = {"f32"}) {
   for (const std::string& type : types) {
     INFO(name << " " << type);
     compare_model(family_model(name, type), name, type != "f32");
