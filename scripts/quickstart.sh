@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash tests/reference/fetch.sh >/dev/null   # real vocabularies come from the llama.cpp reference
-bash scripts/build.sh
+bash scripts/build.sh --target vtc   # only what the quick start runs; scripts/test.sh builds the rest
 VTC=./build/tools/vtc/vtc
 PORT="${VTC_PORT:-8080}"
 mkdir -p models

@@ -608,9 +608,33 @@ int HttpServer::bind() {
   return port;
 }
 
-void HttpServer::listen() { server_->listen_after_bind(); }
+// httplib's stop() closes the listening socket only once its accept loop
+// runs (is_running()); a stop() that came earlier would leave a listen()
+// that starts later blocked in accept for ever. So stop() records itself
+// first: a listen() that has not begun returns at once, and one that has
+// begun is waited for until its loop runs, then stopped.
+void HttpServer::listen() {
+  {
+    std::lock_guard<std::mutex> lock(listen_mutex_);
+    if (stop_requested_) return;
+    listen_entered_ = true;
+  }
+  server_->listen_after_bind();
+  listen_returned_ = true;
+}
 void HttpServer::drain() { draining_ = true; }
 void HttpServer::stop(int grace_ms) {
+  bool entered = false;
+  {
+    std::lock_guard<std::mutex> lock(listen_mutex_);
+    stop_requested_ = true;
+    entered = listen_entered_;
+  }
+  // Between listen_entered_ and is_running() lie a few instructions of
+  // httplib's; this wait is that long (bounded, in case the loop failed).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (entered && !server_->is_running() && !listen_returned_ && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   server_->stop();  // closes the listening socket: listen() returns
   impl_->stop(grace_ms);
 }

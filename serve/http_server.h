@@ -23,6 +23,7 @@
 #include <atomic>
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -63,7 +64,8 @@ class HttpServer {
   // Binds; throws vtc::Error naming the address when it is taken. Returns
   // the port (useful with port 0).
   int bind();
-  // Serves until stop(); call on its own thread.
+  // Serves until stop(); call on its own thread. Returns at once when
+  // stop() came first, so a start-up failure never strands a listener.
   void listen();
   void set_engine(Engine* engine, std::shared_ptr<const PromptTemplate> chat_template);
   // New requests get 503 from now on (draining before shutdown); /health
@@ -86,6 +88,10 @@ class HttpServer {
   std::shared_ptr<const PromptTemplate> chat_template_;  // set with engine_, before it
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> next_id_{1};
+  // The listen()/stop() handshake (http_server.cpp, above listen()).
+  std::mutex listen_mutex_;
+  bool listen_entered_ = false, stop_requested_ = false;
+  std::atomic<bool> listen_returned_{false};
 };
 
 }  // namespace vtc::serve

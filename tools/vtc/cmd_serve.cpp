@@ -2,12 +2,17 @@
 // Binds first (so /health says 503 while the model loads), loads the model
 // into the engine, then serves until SIGINT/SIGTERM: stop accepting, let
 // in-flight requests finish for --shutdown-timeout seconds, cancel the rest,
-// exit 0.
+// exit 0. Every failure before ready (the port, the model, its chat
+// template, the backend), and a signal during the load, ends the process
+// at once with exit code 1 and one line naming the cause.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <atomic>
 #include <csignal>
+#include <ctime>
+#include <exception>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -62,6 +67,45 @@ std::vector<std::string> split_hosts(const std::string& list) {
   return out;
 }
 
+// The model and its chat template, loaded on a thread of their own while
+// the calling thread takes SIGINT/SIGTERM: a signal during a long load ends
+// the process promptly, and a load that fails ends it with its reason.
+struct LoadedModel {
+  std::unique_ptr<serve::Engine> engine;                     // null: not loaded
+  std::shared_ptr<const serve::PromptTemplate> chat_template;
+  std::exception_ptr error;  // why the load failed
+  int signal = 0;            // the signal that came first (the loader is left running)
+};
+
+LoadedModel load_while_watching_signals(const ServeOptions& o, serve::Metrics& metrics, const sigset_t& signals) {
+  auto result = std::make_shared<LoadedModel>();
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::thread loader([result, done, &o, &metrics] {
+    try {
+      result->engine = std::make_unique<serve::Engine>(o.engine, metrics);
+      result->chat_template = serve::PromptTemplate::load(result->engine->file(), result->engine->tokenizer(),
+                                                          o.chat_template, o.chat_template_file);
+    } catch (...) {
+      result->engine.reset();
+      result->error = std::current_exception();
+    }
+    *done = true;
+  });
+  // sigtimedwait's tick bounds how late a finished load is noticed.
+  while (!*done) {
+    const timespec tick{0, 20'000'000};
+    const int sig = sigtimedwait(&signals, nullptr, &tick);
+    if (sig == SIGINT || sig == SIGTERM) {
+      loader.detach();  // still loading; the caller exits without waiting
+      LoadedModel interrupted;
+      interrupted.signal = sig;
+      return interrupted;
+    }
+  }
+  loader.join();
+  return std::move(*result);
+}
+
 int serve_main(ServeOptions o) {
   // Signals are taken by sigwait on this thread only: block them before any
   // other thread starts, so every thread inherits the mask.
@@ -85,19 +129,21 @@ int serve_main(ServeOptions o) {
   fmt::print(stderr, "serve: listening on http://{}:{} (loading {})\n", o.http.host, port, o.engine.model);
 
   if (o.device_sampling != "auto") o.engine.device_sampling = o.device_sampling == "on";
-  // Whatever fails while loading (the model, its chat template) stops the
-  // listener first: a joinable thread must not be destroyed.
-  std::unique_ptr<serve::Engine> engine;
-  std::shared_ptr<const serve::PromptTemplate> chat_template;
-  try {
-    engine = std::make_unique<serve::Engine>(o.engine, metrics);
-    chat_template = serve::PromptTemplate::load(engine->file(), engine->tokenizer(), o.chat_template, o.chat_template_file);
-  } catch (...) {
-    engine.reset();
-    http.stop();
+  LoadedModel loaded = load_while_watching_signals(o, metrics, set);
+  if (!loaded.engine) {
+    // Stop the listener (it may not have started yet: http.stop() copes),
+    // then leave: on a signal the loader thread may still be busy, so the
+    // process ends without unwinding it.
+    http.stop(0);
     listener.join();
-    throw;
+    if (loaded.error) std::rethrow_exception(loaded.error);
+    fmt::print(stderr, "vtc: error: serve: {} received while loading {}: stopped before ready\n",
+               loaded.signal == SIGINT ? "SIGINT" : "SIGTERM", o.engine.model);
+    std::fflush(stderr);
+    std::_Exit(1);
   }
+  auto& engine = loaded.engine;
+  auto& chat_template = loaded.chat_template;
   fmt::print(stderr, "serve: chat template: {}\n", chat_template->description());
   http.set_engine(engine.get(), chat_template);
   fmt::print(stderr, "serve: ready: model '{}', context {}, {} slots, {}\n", o.http.model_name, engine->n_ctx(),

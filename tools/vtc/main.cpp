@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <exception>
 #include <map>
 
 #include "support/error.h"
@@ -38,6 +39,11 @@ int main(int argc, char** argv) {
     for (auto& [sub, run] : runners)
       if (sub->parsed()) return run();
   } catch (const vtc::Error& e) {
+    fmt::print(stderr, "vtc: error: {}\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    // Not one of ours (the standard library, a dependency): still one line
+    // and exit code 1, never an abort.
     fmt::print(stderr, "vtc: error: {}\n", e.what());
     return 1;
   }

@@ -228,7 +228,7 @@ TEST_CASE("chat parse: ids are the format's own or call_ + 24 alphanumerics, uni
   CHECK(k.tool_calls[0].id == "functions.get_time:0");
 }
 
-TEST_CASE("chat parse: vtc equals the reference's parser on the corpus", "[chat][reference]") {
+TEST_CASE("chat parse: vtc equals the reference's parser on the corpus", "[chat][reference][chat-ref]") {
   const fs::path oracle = VTC_CHAT_REF;
   REQUIRE_FALSE(oracle.empty());  // the vtc-chat-ref target is missing: the reference's source build is absent
   REQUIRE(fs::exists(oracle));
@@ -306,7 +306,7 @@ TEST_CASE("chat parse: vtc equals the reference's parser on the corpus", "[chat]
 // prefix (about every third byte, at code point boundaries: the oracle
 // takes them as JSON strings) must parse as the
 // reference's partial parse does, where the reference's grammar accepts it.
-TEST_CASE("chat parse: prefixes parse as the reference's partial parse", "[chat][reference]") {
+TEST_CASE("chat parse: prefixes parse as the reference's partial parse", "[chat][reference][chat-ref]") {
   const fs::path oracle = VTC_CHAT_REF;
   REQUIRE_FALSE(oracle.empty());
   REQUIRE(fs::exists(oracle));

@@ -241,7 +241,7 @@ TEST_CASE("regex: the supported subset", "[grammar]") {
   }
 }
 
-TEST_CASE("schema: agrees with llama.cpp's converter on a corpus", "[grammar][reference]") {
+TEST_CASE("schema: agrees with llama.cpp's converter on a corpus", "[grammar][reference][chat-ref]") {
   const std::string chat_ref = VTC_CHAT_REF;
   REQUIRE_FALSE(chat_ref.empty());
   size_t checked = 0, disagreements = 0, reference_invalid_json = 0;

@@ -298,7 +298,7 @@ std::string compare(const Rendering& reference, const Rendering& ours) {
 
 }  // namespace
 
-TEST_CASE("every reference chat template renders as the reference's engine does", "[jinja][reference]") {
+TEST_CASE("every reference chat template renders as the reference's engine does", "[jinja][reference][chat-ref]") {
   const fs::path dir = templates_dir();
   if (!fs::is_directory(dir))
     FAIL("no reference templates at " << dir.string() << ": run tests/reference/fetch.sh and reconfigure");
