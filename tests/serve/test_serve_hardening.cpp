@@ -27,6 +27,7 @@ namespace {
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
+
 // `vtc serve` on the tiny model, like test::ServerProcess, with its pid (for
 // RSS) and its exit timed.
 class Server {
@@ -232,6 +233,18 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// The latency bound of a probe sent while abusers hold the server. A probe
+// starved by them waits for one of their events: the shortest period among
+// them (a slowloris drip, a SYN retry of 1 s when the backlog overflows, a
+// header timeout). So the bound is the same probe's median latency with no
+// abusers, measured in the same run, plus 0.8 of that period: a loaded or
+// slow machine moves the baseline and the bound with it, and only waiting
+// on an abuser can cross it. The absolute figures are reported (WARN), not
+// asserted: they belong in a benchmark.
+double starvation_bound_ms(std::vector<double> baseline_ms, double shortest_abuser_period_ms) {
+  return median(std::move(baseline_ms)) + 0.8 * shortest_abuser_period_ms;
+}
+
 }  // namespace
 
 TEST_CASE("keep-alive requests after the first are not delayed by Nagle (defect 6)", "[serve][http][hardening][reference]") {
@@ -275,6 +288,16 @@ TEST_CASE("a second vtc serve on a busy port fails naming the port (defect 5)", 
 TEST_CASE("slow and idle connections do not starve requests or SIGTERM (defect 2)", "[serve][http][hardening][reference]") {
   Server s({"--header-timeout", "2", "--shutdown-timeout", "1"});
   wait_ready(s);
+  // The same probes with no abusers: the baseline of the bounds below.
+  std::vector<double> health_alone, completion_alone;
+  for (int i = 0; i < 6; ++i) {
+    auto t = Clock::now();
+    REQUIRE(once(s.port(), request("GET", "/health"), 5000ms).status == 200);
+    health_alone.push_back(ms_since(t));
+    t = Clock::now();
+    REQUIRE(once(s.port(), request("POST", "/v1/completions", completion(4)), 5000ms).status == 200);
+    completion_alone.push_back(ms_since(t));
+  }
   // 600 connections at once: a listen backlog of 5 would make late ones
   // wait for SYN retries (1 s and more).
   const auto t0 = Clock::now();
@@ -312,9 +335,14 @@ TEST_CASE("slow and idle connections do not starve requests or SIGTERM (defect 2
     worst_completion = std::max(worst_completion, ms_since(t));
     std::this_thread::sleep_for(200ms);
   }
-  INFO("worst /health " << worst_health << " ms, worst completion " << worst_completion << " ms");
-  CHECK(worst_health < 100);
-  CHECK(worst_completion < 1000);
+  // The shortest abuser period here is the drip, 300 ms.
+  const double health_bound = starvation_bound_ms(health_alone, 300);
+  const double completion_bound = starvation_bound_ms(completion_alone, 300);
+  WARN(fmt::format("with 600 idle and 100 slowloris connections: worst /health {:.1f} ms (bound {:.1f}), worst completion "
+                   "{:.1f} ms (bound {:.1f})",
+                   worst_health, health_bound, worst_completion, completion_bound));
+  CHECK(worst_health < health_bound);
+  CHECK(worst_completion < completion_bound);
   // The head did not arrive within --header-timeout 2: answered 408 and closed.
   std::this_thread::sleep_for(1s);
   std::string buf;
@@ -491,6 +519,12 @@ TEST_CASE("abuse: idle and slowloris connections and streams and header floods a
   Server s({"--parallel", "72", "--shutdown-timeout", "2", "--keep-alive-timeout", "60"});
   wait_ready(s);
   for (int i = 0; i < 5; ++i) once(s.port(), request("POST", "/v1/completions", completion(4)));
+  std::vector<double> health_alone;  // the baseline of the /health bound below
+  for (int i = 0; i < 6; ++i) {
+    const auto t = Clock::now();
+    REQUIRE(once(s.port(), request("GET", "/health"), 5000ms).status == 200);
+    health_alone.push_back(ms_since(t));
+  }
   const double idle_rss = s.rss_mb();
   std::atomic<bool> running{true};
   std::atomic<int> n431{0}, n413{0}, n408{0}, streams_done{0};
@@ -598,7 +632,10 @@ TEST_CASE("abuse: idle and slowloris connections and streams and header floods a
       health_ms.size(), median(health_ms), health_ms.back(), median(completion_ms), completion_ms.back(), idle_rss, peak_rss,
       n431.load(), n413.load(), n408.load(), streams_done.load());
   WARN(report);
-  CHECK(health_ms.back() < 100);
+  // The slowloris connections send a byte a second: the shortest abuser
+  // period. A completion shares the decode batch with 64 streams, so its
+  // bound is the batch's cost, not a starvation bound.
+  CHECK(health_ms.back() < starvation_bound_ms(health_alone, 1000));
   CHECK(completion_ms.back() < 1000);
   CHECK(peak_rss < idle_rss + 200);
   CHECK(n431 > 0);
