@@ -15,6 +15,7 @@
 
 #include "runtime/cpu/kernels/kernels.h"
 #include "runtime/session.h"
+#include "tests/reference_logits.h"
 #include "tests/test_process.h"
 
 namespace vtc::test {
@@ -34,12 +35,12 @@ inline int32_t argmax_of(const std::vector<float>& row) {
 // --threads). repack=false runs its plain kernels (--no-repack).
 inline LogitsRun reference_run(const std::string& model, const std::vector<int32_t>& prompt, bool repack,
                                const std::string& extra = "") {
-  auto out = run_capture(fmt::format("{} logits {} {} --tokens {} --n-predict {}{}", VTC_REF_TOOL, model, extra,
-                                     fmt::join(prompt, ","), kDecode, repack ? "" : " --no-repack"));
-  auto j = nlohmann::json::parse(out);
+  ReferenceLogits ref = reference_logits(VTC_REF_TOOL, fmt::format("{} {} --tokens {} --n-predict {}{}", model, extra,
+                                                                    fmt::join(prompt, ","), kDecode,
+                                                                    repack ? "" : " --no-repack"));
   INFO(model);
-  REQUIRE(j.at("all_finite").get<bool>());
-  LogitsRun r{j.at("logits").get<std::vector<std::vector<float>>>(), j.at("greedy").get<std::vector<int32_t>>()};
+  REQUIRE(ref.all_finite);
+  LogitsRun r{std::move(ref.logits), std::move(ref.greedy)};
   REQUIRE(r.logits.size() == prompt.size());
   return r;
 }

@@ -11,6 +11,7 @@
 
 #include "tests/e2e/e2e_fixtures.h"
 #include "tests/gguf/no_vocab_copy.h"
+#include "tests/reference_logits.h"
 #include "tests/reference_tolerances.h"
 #include "tests/test_process.h"
 
@@ -33,9 +34,9 @@ TEST_CASE("vtc run greedy ids match the reference and --dump-logits has the docu
   const std::string out = test::run_capture(fmt::format("{} run {} --tokens {} -n 8 --temp 0 -t 2 -q --dump-logits {} 2>/dev/null",
                                                         VTC_TOOL, model, fmt::join(prompt, ","), dump));
   const std::vector<int32_t> generated = parse_ids(out.substr(0, out.find('\n')));
-  auto ref = nlohmann::json::parse(test::run_capture(
-      fmt::format("{} logits {} --tokens {} --n-predict 8", VTC_REF_TOOL, model, fmt::join(prompt, ","))));
-  CHECK(generated == ref.at("greedy").get<std::vector<int32_t>>());
+  const test::ReferenceLogits ref =
+      test::reference_logits(VTC_REF_TOOL, fmt::format("{} --tokens {} --n-predict 8", model, fmt::join(prompt, ",")));
+  CHECK(generated == ref.greedy);
 
   auto meta = nlohmann::json::parse(std::ifstream(dump + ".json"));
   const int64_t n_vocab = meta.at("n_vocab");
@@ -47,10 +48,9 @@ TEST_CASE("vtc run greedy ids match the reference and --dump-logits has the docu
   // Prompt rows are the reference's logits; row P-1 predicts generated[0].
   std::ifstream in(dump, std::ios::binary);
   std::vector<float> row(static_cast<size_t>(n_vocab));
-  const auto ref_logits = ref.at("logits").get<std::vector<std::vector<float>>>();
   for (size_t p = 0; p < prompt.size(); ++p) {
     in.read(reinterpret_cast<char*>(row.data()), std::streamsize(row.size() * sizeof(float)));
-    CHECK(test::relative_l2(row, ref_logits[p]) < test::kLogitsRelL2Tolerance);
+    CHECK(test::relative_l2(row, ref.logits[p]) < test::kLogitsRelL2Tolerance);
   }
   CHECK(std::max_element(row.begin(), row.end()) - row.begin() == generated[0]);
   std::filesystem::remove(dump);

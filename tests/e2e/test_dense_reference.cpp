@@ -12,6 +12,7 @@
 #include "runtime/session.h"
 #include "samples/synthetic_model.h"
 #include "tests/e2e/e2e_fixtures.h"
+#include "tests/reference_logits.h"
 #include "tests/reference_tolerances.h"
 #include "tests/test_process.h"
 
@@ -31,10 +32,10 @@ struct ReferenceRun {
 // other by ~1e-2 relative L2 on their own (docs/numerics-parity.md); vtc is
 // compared with both and must be within tolerance of at least one.
 ReferenceRun reference(const std::string& model, const std::vector<int32_t>& prompt, int n_predict, bool repack) {
-  auto out = test::run_capture(fmt::format("{} logits {} --tokens {} --n-predict {}{}", VTC_REF_TOOL, model,
-                                           fmt::join(prompt, ","), n_predict, repack ? "" : " --no-repack"));
-  auto j = nlohmann::json::parse(out);
-  return {j.at("logits").get<std::vector<std::vector<float>>>(), j.at("greedy").get<std::vector<int32_t>>()};
+  test::ReferenceLogits ref = test::reference_logits(
+      VTC_REF_TOOL, fmt::format("{} --tokens {} --n-predict {}{}", model, fmt::join(prompt, ","), n_predict,
+                                repack ? "" : " --no-repack"));
+  return {std::move(ref.logits), std::move(ref.greedy)};
 }
 
 int32_t argmax_row(const HostTensor& logits, int64_t row) {

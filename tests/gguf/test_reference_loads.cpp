@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "samples/synthetic_model.h"
+#include "tests/reference_logits.h"
 #include "tests/reference_tolerances.h"
 #include "tests/test_process.h"
 
@@ -27,13 +28,12 @@ constexpr const char* kPrompt = "1,450,4996,310,278,3186,29889";
 
 ReferenceRun reference_logits(const std::string& model, const std::string& extra = "",
                               const std::string& tokens = kPrompt) {
-  auto out = test::run_capture(fmt::format("{} logits {} --tokens {} --n-predict 4{}",
-                                     VTC_REF_TOOL, model, tokens, extra));
-  auto j = nlohmann::json::parse(out);
+  test::ReferenceLogits ref =
+      test::reference_logits(VTC_REF_TOOL, fmt::format("{} --tokens {} --n-predict 4{}", model, tokens, extra));
   ReferenceRun r;
-  r.logits = j.at("logits").get<std::vector<std::vector<float>>>();
-  r.greedy = j.at("greedy").get<std::vector<int>>();
-  r.all_finite = j.at("all_finite").get<bool>();
+  r.logits = std::move(ref.logits);
+  r.greedy.assign(ref.greedy.begin(), ref.greedy.end());
+  r.all_finite = ref.all_finite;
   return r;
 }
 

@@ -183,8 +183,15 @@ bool dump_callback(ggml_tensor* t, bool ask, void* user) {
   return true;
 }
 
+// The thread count of logits, quantize and grammar without --threads. The
+// tests run two at a time on 2-core machines (ctest --parallel), and ggml's
+// workers spin at every graph barrier: 4 threads there made a tiny model's
+// run 4x slower than 1 (3.9 s against 0.95 s). Its kernels split work by
+// output rows, so the results do not depend on the count.
+constexpr const char* kOracleThreads = "1";
+
 int cmd_logits(const Args& a) {
-  a.allow({"--tokens", "--n-predict", "--threads", "--no-repack", "--verbose", "--dump", "--ubatch"});
+  a.allow({"--tokens", "--n-predict", "--threads", "--no-repack", "--verbose", "--dump", "--ubatch", "--logits-file"});
   if (a.positional.size() != 1) throw UsageError("logits MODEL.gguf --tokens 1,2,3");
   const auto tokens_arg = a.get("--tokens");
   if (!tokens_arg) throw UsageError("logits needs --tokens");
@@ -196,7 +203,7 @@ int cmd_logits(const Args& a) {
   }
   if (tokens.empty()) throw UsageError("--tokens is empty");
   const int n_predict = static_cast<int>(parse_int(a.get("--n-predict").value_or("0"), "--n-predict"));
-  const int threads = static_cast<int>(parse_int(a.get("--threads").value_or("4"), "--threads"));
+  const int threads = static_cast<int>(parse_int(a.get("--threads").value_or(kOracleThreads), "--threads"));
   if (n_predict < 0 || threads < 1) throw UsageError("bad --n-predict or --threads");
   // --ubatch N: the prompt still goes in one llama_decode call, but as
   // graphs of at most N rows (under 64, every row uses the one-row
@@ -238,6 +245,16 @@ int cmd_logits(const Args& a) {
   if (!ctx) fail("could not create a context");
 
   bool all_finite = true;
+  // --logits-file F: the prompt rows go to F as raw float32 (n_tokens rows
+  // of n_vocab), not into the JSON. A 75-token prompt over a 151k vocab is
+  // 11M numbers: as JSON text that was about 130 MB to print and parse
+  // again, seconds of every e2e comparison.
+  const auto logits_file = a.get("--logits-file");
+  std::ofstream logits_out;
+  if (logits_file) {
+    logits_out.open(*logits_file, std::ios::binary | std::ios::trunc);
+    if (!logits_out) fail("cannot write --logits-file " + *logits_file);
+  }
   nlohmann::json logits = nlohmann::json::array();
   std::vector<llama_token> greedy;
 
@@ -260,7 +277,8 @@ int cmd_logits(const Args& a) {
     const float* row = llama_get_logits_ith(ctx, i);
     if (!row) fail("no logits for position " + std::to_string(i));
     for (int v = 0; v < n_vocab; ++v) all_finite = all_finite && std::isfinite(row[v]);
-    logits.push_back(std::vector<float>(row, row + n_vocab));
+    if (logits_file) logits_out.write(reinterpret_cast<const char*>(row), std::streamsize(sizeof(float) * size_t(n_vocab)));
+    else logits.push_back(std::vector<float>(row, row + n_vocab));
     if (i == n_tokens - 1) last.assign(row, row + n_vocab);
   }
   llama_batch_free(batch);
@@ -287,7 +305,13 @@ int cmd_logits(const Args& a) {
   nlohmann::json out;
   out["n_vocab"] = n_vocab;
   out["n_tokens"] = n_tokens;
-  out["logits"] = std::move(logits);
+  if (logits_file) {
+    logits_out.close();
+    if (!logits_out) fail("could not write --logits-file " + *logits_file);
+    out["logits_file"] = *logits_file;
+  } else {
+    out["logits"] = std::move(logits);
+  }
   out["greedy"] = greedy;
   out["all_finite"] = all_finite;
   std::cout << out.dump() << "\n";
@@ -348,7 +372,7 @@ int cmd_quantize(const Args& a) {
   if (a.positional.size() != 3) throw UsageError("quantize IN.gguf OUT.gguf TYPE");
   llama_model_quantize_params qp = llama_model_quantize_default_params();
   qp.ftype = ftype_from_name(a.positional[2]);
-  qp.nthread = static_cast<int32_t>(parse_int(a.get("--threads").value_or("4"), "--threads"));
+  qp.nthread = static_cast<int32_t>(parse_int(a.get("--threads").value_or(kOracleThreads), "--threads"));
   qp.pure = a.has("--pure");
   if (auto t = a.get("--token-embedding-type")) qp.token_embedding_type = ggml_type_from_name(*t);
   if (auto t = a.get("--output-tensor-type")) qp.output_tensor_type = ggml_type_from_name(*t);
@@ -828,6 +852,7 @@ int cmd_mxfp4(const Args& a) {
 void usage() {
   std::cerr << "usage:\n"
                "  vtc-ref logits MODEL.gguf --tokens 1,2,3 [--n-predict N] [--threads N] [--no-repack] [--ubatch N] [--dump DIR]\n"
+               "                 [--logits-file F]\n"
                "  vtc-ref quantize IN.gguf OUT.gguf TYPE [--pure] [--threads N]\n"
                "          [--token-embedding-type T] [--output-tensor-type T]\n"
                "  vtc-ref tokenize VOCAB.gguf [--no-special] [--no-add-special] < text\n"
@@ -868,7 +893,7 @@ int cmd_grammar(const Args& a) {
   }
   if (tokens.empty()) throw UsageError("grammar needs --tokens");
   const int n_predict = static_cast<int>(parse_int(a.get("--n-predict").value_or("32"), "--n-predict"));
-  const int threads = static_cast<int>(parse_int(a.get("--threads").value_or("4"), "--threads"));
+  const int threads = static_cast<int>(parse_int(a.get("--threads").value_or(kOracleThreads), "--threads"));
 
   load_backends();
   llama_model_params mp = llama_model_default_params();
