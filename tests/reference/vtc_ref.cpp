@@ -944,7 +944,7 @@ int main(int argc, char** argv) {
     const Args a = Args::parse(argc, argv, 2,
                                {"--tokens", "--n-predict", "--threads", "--token-embedding-type", "--dump",
                                 "--output-tensor-type", "--all", "--pp", "--tg", "--reps", "--ubatch",
-                                "--batch-rows", "--batch-context", "--batch-steps", "--cols", "--x"});
+                                "--batch-rows", "--batch-context", "--batch-steps", "--cols", "--x", "--logits-file"});
     g_verbose = a.has("--verbose");
     if (cmd == "logits") return cmd_logits(a);
     if (cmd == "quantize") return cmd_quantize(a);
