@@ -33,7 +33,9 @@ fi
 PID=$!
 trap 'kill $PID 2>/dev/null || true' EXIT
 for _ in $(seq 300); do
-  curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break
+  curl -sf --max-time 2 "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break
+  # A start-up failure ends vtc serve at once, with its reason on stderr.
+  kill -0 $PID 2>/dev/null || { wait $PID || true; echo "quickstart: vtc serve exited before it was ready" >&2; exit 1; }
   sleep 0.1
 done
 CURL="curl -s http://127.0.0.1:$PORT/v1/completions -H 'Content-Type: application/json' -d '{\"prompt\": \"Once upon a time\", \"max_tokens\": 16, \"temperature\": 0}'"
