@@ -18,23 +18,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct ReferenceRun {
-  std::vector<std::vector<float>> logits;
-  std::vector<int> greedy;
-  bool all_finite = false;
-};
+using ReferenceRun = test::ReferenceLogits;
 
 constexpr const char* kPrompt = "1,450,4996,310,278,3186,29889";
 
 ReferenceRun reference_logits(const std::string& model, const std::string& extra = "",
                               const std::string& tokens = kPrompt) {
-  test::ReferenceLogits ref =
-      test::reference_logits(VTC_REF_TOOL, fmt::format("{} --tokens {} --n-predict 4{}", model, tokens, extra));
-  ReferenceRun r;
-  r.logits = std::move(ref.logits);
-  r.greedy.assign(ref.greedy.begin(), ref.greedy.end());
-  r.all_finite = ref.all_finite;
-  return r;
+  return test::reference_logits(VTC_REF_TOOL, fmt::format("{} --tokens {} --n-predict 4{}", model, tokens, extra));
 }
 
 std::string generate(const std::string& arch, int zero_layer) {

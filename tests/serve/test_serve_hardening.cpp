@@ -27,7 +27,6 @@ namespace {
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-
 // `vtc serve` on the tiny model, like test::ServerProcess, with its pid (for
 // RSS) and its exit timed.
 class Server {

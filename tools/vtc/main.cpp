@@ -7,7 +7,6 @@
 #include <exception>
 #include <map>
 
-#include "support/error.h"
 #include "tools/vtc/commands.h"
 
 int main(int argc, char** argv) {
@@ -38,12 +37,9 @@ int main(int argc, char** argv) {
   try {
     for (auto& [sub, run] : runners)
       if (sub->parsed()) return run();
-  } catch (const vtc::Error& e) {
-    fmt::print(stderr, "vtc: error: {}\n", e.what());
-    return 1;
   } catch (const std::exception& e) {
-    // Not one of ours (the standard library, a dependency): still one line
-    // and exit code 1, never an abort.
+    // vtc::Error, and anything else thrown (the standard library, a
+    // dependency): one line and exit code 1, never an abort.
     fmt::print(stderr, "vtc: error: {}\n", e.what());
     return 1;
   }
