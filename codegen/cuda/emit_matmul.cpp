@@ -139,9 +139,9 @@ Kernels emit_matmul(const ir::Op& op, const std::string& what) {
         acc[r] += s;
       }}
     }}
-    for (int r = 0; r < 8; ++r) {{
+    for (int r = 0; r < 8 && m0 + r < M; ++r) {{  // M is warp-uniform: every lane stops together
       const float s = vtc_warp_sum(acc[r]);
-      if (lane == 0 && m0 + r < M) {9}[(m0 + r) * N + n] = s;
+      if (lane == 0) {9}[(m0 + r) * N + n] = s;
     }}
   }}
 )",

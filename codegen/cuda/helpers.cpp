@@ -6,7 +6,9 @@
 // without any include path (faster compiles, no toolkit headers needed at
 // run time): f16 <-> f32 through the PTX cvt instructions (round to nearest
 // even, like the CPU's fp32_to_fp16), bf16 by bit manipulation with the same
-// rounding as the CPU's fp32_to_bf16.
+// rounding as the CPU's fp32_to_bf16. The simulated device compiles kernels
+// without __CUDA_ARCH__ and gets the same conversions from its host header
+// (runtime/cuda/sim/kernel_host.h).
 //
 // Quantized weights are decoded 32 values at a time: deq32_<type>(row, c, y)
 // writes values 32c .. 32c+31 of a weight row into y. Every block size (32
@@ -27,8 +29,13 @@ namespace vtc::cuda {
 std::string prelude_source() {
   return R"(typedef unsigned char u8;
 typedef unsigned int u32;
+#ifdef __CUDA_ARCH__
 __device__ __forceinline__ float vtc_h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 __device__ __forceinline__ unsigned short vtc_f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+#else
+__device__ __forceinline__ float vtc_h2f(unsigned short h) { return vtc_sim_h2f(h); }
+__device__ __forceinline__ unsigned short vtc_f2h(float f) { return vtc_sim_f2h(f); }
+#endif
 __device__ __forceinline__ float vtc_bf2f(unsigned short h) { return __uint_as_float(((u32)h) << 16); }
 __device__ __forceinline__ unsigned short vtc_f2bf(float f) {
   const u32 x = __float_as_uint(f);

@@ -13,6 +13,7 @@
 #include <regex>
 #include <sstream>
 
+#include "codegen/cuda/sim_device.h"
 #include "support/error.h"
 #include "support/dynlib.h"
 #include "support/hash.h"
@@ -47,10 +48,20 @@ using vtc::bind_symbol;
 
 std::unique_ptr<Nvrtc> Nvrtc::load(std::string* why) {
   std::vector<std::string> names;
-  if (const char* env = std::getenv("VTC_NVRTC_LIBRARY"); env && *env) names.push_back(env);
-  for (const char* n : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so.13",
-                        "/usr/local/cuda/lib64/libnvrtc.so.12", "/usr/local/cuda/lib64/libnvrtc.so"})
-    names.push_back(n);
+  std::string choice_error;
+  switch (device_choice(&choice_error)) {
+    case DeviceChoice::Invalid:
+      if (why) *why = choice_error;
+      return nullptr;
+    case DeviceChoice::Simulated:
+      names.push_back(simulated_device_library());  // its NVRTC compiles for the simulated device only
+      break;
+    case DeviceChoice::Hardware:
+      if (const char* env = std::getenv("VTC_NVRTC_LIBRARY"); env && *env) names.push_back(env);
+      for (const char* n : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so.13",
+                            "/usr/local/cuda/lib64/libnvrtc.so.12", "/usr/local/cuda/lib64/libnvrtc.so"})
+        names.push_back(n);
+  }
   auto api = std::make_unique<Api>();
   std::string tried;
   for (const auto& n : names) {

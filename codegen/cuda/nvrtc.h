@@ -2,7 +2,9 @@
 // a disk cache.
 //
 // libnvrtc is dlopen'ed (VTC_NVRTC_LIBRARY, then libnvrtc.so.13/.12/.so on
-// the loader path, then /usr/local/cuda/lib64), so a vtc binary built on a
+// the loader path, then /usr/local/cuda/lib64; with VTC_CUDA_DEVICE=sim the
+// simulated device's NVRTC, which compiles for it with the host compiler),
+// so a vtc binary built on a
 // machine without CUDA still runs and reports the cuda target unavailable.
 // No header of the toolkit is needed: kernels include nothing (their
 // prelude defines what they use) and the few NVRTC entry points are declared

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "codegen/cuda/sim_device.h"
 #include "support/error.h"
 #include "support/dynlib.h"
 
@@ -99,9 +100,18 @@ std::unique_ptr<Device> Device::open(int ordinal, std::string* why) {
     return nullptr;
   };
   auto api = std::make_unique<DriverApi>();
-  const char* env = std::getenv("VTC_CUDA_LIBRARY");
-  api->handle = dlopen(env && *env ? env : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!api->handle) return fail("the CUDA driver (libcuda.so.1) is not installed");
+  std::string choice_error;
+  const DeviceChoice choice = device_choice(&choice_error);
+  if (choice == DeviceChoice::Invalid) return fail(choice_error);
+  if (choice == DeviceChoice::Simulated) {
+    const std::string lib = simulated_device_library();
+    api->handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!api->handle) return fail(fmt::format("VTC_CUDA_DEVICE=sim: cannot load the simulated device {}: {}", lib, dlerror()));
+  } else {
+    const char* env = std::getenv("VTC_CUDA_LIBRARY");
+    api->handle = dlopen(env && *env ? env : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!api->handle) return fail("the CUDA driver (libcuda.so.1) is not installed");
+  }
   if (!bind_all(*api)) return fail("the CUDA driver is too old (CUDA 12 or newer is needed)");
   if (int rc = api->init(0); rc != 0) return fail(fmt::format("cuInit failed ({}): no usable GPU", rc));
   int count = 0;
@@ -110,6 +120,7 @@ std::unique_ptr<Device> Device::open(int ordinal, std::string* why) {
   std::unique_ptr<Device> d(new Device());
   d->api_ = std::move(api);
   d->ordinal_ = ordinal;
+  d->simulated_ = choice == DeviceChoice::Simulated;
   DriverApi& a = *d->api_;
   d->check(a.device_get(&d->device_, ordinal), "cuDeviceGet");
   char name[256] = {};

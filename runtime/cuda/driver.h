@@ -1,6 +1,7 @@
 // The CUDA driver API, loaded at run time.
 //
-// libcuda.so.1 is dlopen'ed (VTC_CUDA_LIBRARY overrides), so vtc runs on
+// libcuda.so.1 is dlopen'ed (VTC_CUDA_LIBRARY overrides; VTC_CUDA_DEVICE=sim
+// loads the simulated device instead), so vtc runs on
 // machines without a GPU or driver and says why the cuda target is
 // unavailable instead of failing to start. Only the entry points the
 // executor uses are bound, by their C ABI (cuda.h, CUDA 12/13 `_v2` names
@@ -28,6 +29,8 @@ class Device {
   ~Device();
 
   const std::string& name() const { return name_; }
+  // The simulated device (VTC_CUDA_DEVICE=sim; codegen/cuda/sim_device.h).
+  bool simulated() const { return simulated_; }
   int arch() const { return arch_; }  // 80, 90, ...
   uint64_t total_memory() const { return total_memory_; }
 
@@ -66,6 +69,7 @@ class Device {
   void check(int rc, const char* call) const;
   std::unique_ptr<DriverApi> api_;
   int ordinal_ = 0;
+  bool simulated_ = false;
   int device_ = 0;
   void* context_ = nullptr;
   std::string name_;

@@ -421,6 +421,10 @@ Executor::Executor(const BackendInputs& inputs, const ExecutorOptions& o) : impl
 Executor::~Executor() = default;
 const Device& Executor::device() const { return *impl_->dev; }
 std::string Executor::describe() const {
+  if (impl_->dev->simulated())
+    return fmt::format("CUDA executor on CUDA (simulated device): kernels compiled by the host C++ compiler and run on "
+                       "the CPU with sm_{} semantics (VTC_CUDA_DEVICE=sim), graphs {}",
+                       impl_->dev->arch(), impl_->options.graphs ? "on" : "off");
   return fmt::format("CUDA executor on {} (sm_{}), graphs {}", impl_->dev->name(), impl_->dev->arch(),
                      impl_->options.graphs ? "on" : "off");
 }

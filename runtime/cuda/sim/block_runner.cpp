@@ -1,0 +1,456 @@
+// Grid execution on host fibers (see block_runner.h for the algorithm).
+#include "runtime/cuda/sim/block_runner.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <setjmp.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "runtime/cuda/sim/fiber.h"
+#include "runtime/cuda/sim/memory.h"
+
+namespace vtc::cuda::sim {
+namespace {
+
+constexpr size_t kFiberStackBytes = 128 << 10;
+constexpr int kWarp = 32;
+
+enum class Collective : int8_t { None = -1, Barrier = 0, Exchange = 1, Ballot = 2 };
+const char* collective_name(Collective c) {
+  switch (c) {
+    case Collective::Barrier: return "__syncwarp";
+    case Collective::Exchange: return "a __shfl_*_sync";
+    case Collective::Ballot: return "a vote (__ballot/__any/__all_sync)";
+    default: return "none";
+  }
+}
+
+struct Barrier {
+  int arrived = 0;
+  uint64_t generation = 0;
+  Collective kind = Collective::None;
+};
+
+enum class Status : uint8_t { Fresh, Ready, Waiting, Done };
+
+struct BlockRun;
+
+struct Fiber {
+  VtcSimThread thread{};
+  Context context;
+  Status status = Status::Fresh;
+  Barrier* waiting = nullptr;
+  uint64_t wait_generation = 0;
+  int warp = 0, lane = 0;
+  BlockRun* run = nullptr;
+};
+
+struct BlockRun {
+  const Launch* launch = nullptr;
+  std::vector<Stack*> stacks;  // the worker's, one per fiber
+  std::vector<Fiber> fibers;
+  int live = 0, done = 0;
+  std::vector<int> warp_live;
+  std::vector<uint32_t> warp_exited;  // lanes that returned, per warp
+  Barrier block;
+  std::vector<Barrier> warps;
+  std::vector<uint64_t> slots;  // [warp][generation parity][lane]
+  Context scheduler;
+  size_t next = 0;        // where the scheduler looks first
+  std::string error;
+};
+
+// Per host thread that runs blocks.
+struct Worker {
+  std::vector<std::unique_ptr<Stack>> stacks;
+  BlockRun run;
+  sigjmp_buf fault_jump;
+  volatile sig_atomic_t in_kernel = 0;
+  Fiber* current = nullptr;
+  std::string fault;
+  std::unique_ptr<char[]> signal_stack;
+};
+
+thread_local Worker* tls_worker = nullptr;
+
+std::string where(const Fiber& f) {
+  const auto& t = f.thread;
+  return fmt::format("kernel {}: block ({},{},{}) thread {}", f.run->launch->entry, t.block_idx.x, t.block_idx.y,
+                     t.block_idx.z, t.thread_idx.x + t.block_dim.x * (t.thread_idx.y + t.block_dim.y * t.thread_idx.z));
+}
+
+// Ends the calling fiber's block with an error; never returns.
+[[noreturn]] void fail(Fiber* f, std::string message) {
+  BlockRun& r = *f->run;
+  if (r.error.empty()) r.error = std::move(message);
+  f->status = Status::Done;
+  switch_to(f->context, r.scheduler);
+  std::abort();  // the scheduler never resumes a failed block
+}
+
+bool runnable(const Fiber& f) {
+  switch (f.status) {
+    case Status::Fresh:
+    case Status::Ready: return true;
+    case Status::Waiting: return f.waiting->generation != f.wait_generation;
+    default: return false;
+  }
+}
+
+void fiber_main(void* arg);
+
+// Saves the running context in `from` and switches straight to the next
+// runnable fiber after the last one started (fiber to fiber: half the
+// switches of going through the scheduler), or to the scheduler when no
+// fiber can run: the block is done, failed or deadlocked.
+void resume_next(BlockRun& r, Context& from) {
+  const size_t n = r.fibers.size();
+  if (r.error.empty())
+    for (size_t k = 0; k < n; ++k) {
+      const size_t i = (r.next + k) % n;
+      Fiber& g = r.fibers[i];
+      if (!runnable(g)) continue;
+      if (g.status == Status::Fresh) prepare(g.context, *r.stacks[i], fiber_main, &g);
+      g.status = Status::Ready;
+      r.next = (i + 1) % n;
+      tls_worker->current = &g;
+      switch_to(from, g.context);
+      return;
+    }
+  switch_to(from, r.scheduler);
+}
+
+// The calling fiber arrives at `b`, a barrier of `expected` live threads
+// starting at fiber `first`; it returns once all have arrived.
+void arrive(Fiber* f, Barrier& b, int expected, int first, Collective kind) {
+  BlockRun& r = *f->run;
+  if (b.arrived == 0) b.kind = kind;
+  else if (b.kind != kind)
+    fail(f, fmt::format("{}: lanes of warp {} are at different warp collectives ({} and {}): divergent code "
+                        "reaches collectives a GPU leaves undefined",
+                        where(*f), f->warp, collective_name(b.kind), collective_name(kind)));
+  if (++b.arrived >= expected) {
+    b.arrived = 0;
+    ++b.generation;
+    r.next = size_t(first);
+    return;
+  }
+  f->waiting = &b;
+  f->wait_generation = b.generation;
+  f->status = Status::Waiting;
+  resume_next(r, f->context);
+}
+
+void release_if_complete(BlockRun& r, Barrier& b, int live, int first) {
+  if (b.arrived > 0 && b.arrived >= live) {
+    b.arrived = 0;
+    ++b.generation;
+    r.next = size_t(first);
+  }
+}
+
+void check_mask(Fiber* f, unsigned mask) {
+  const uint32_t exited = f->run->warp_exited[size_t(f->warp)] & mask;
+  if (exited)
+    fail(f, fmt::format("{}: a warp collective with mask {:#010x} names lane {} of warp {}, which has already "
+                        "returned (undefined on a GPU)",
+                        where(*f), mask, __builtin_ctz(exited), f->warp));
+}
+
+Fiber* self_fiber(const VtcSimThread* self) { return static_cast<Fiber*>(self->fiber); }
+
+void sync_block(const VtcSimThread* self) {
+  Fiber* f = self_fiber(self);
+  arrive(f, f->run->block, f->run->live, 0, Collective::Barrier);
+}
+
+void sync_warp(const VtcSimThread* self, unsigned mask) {
+  Fiber* f = self_fiber(self);
+  check_mask(f, mask);
+  BlockRun& r = *f->run;
+  arrive(f, r.warps[size_t(f->warp)], r.warp_live[size_t(f->warp)], f->warp * kWarp, Collective::Barrier);
+}
+
+int lanes_in_warp(const BlockRun& r, int warp) {
+  return std::min<int>(kWarp, int(r.fibers.size()) - warp * kWarp);
+}
+
+int source_lane(int lane, int mode, int arg, int width, int lanes) {
+  if (width <= 0 || width > kWarp || (width & (width - 1))) width = kWarp;
+  const int segment = lane & ~(width - 1);
+  int src = lane;
+  switch (mode) {
+    case VTC_SIM_SHFL_IDX: src = segment + (arg & (width - 1)); break;
+    case VTC_SIM_SHFL_UP: src = lane - arg < segment ? lane : lane - arg; break;
+    case VTC_SIM_SHFL_DOWN: src = lane + arg >= segment + width ? lane : lane + arg; break;
+    case VTC_SIM_SHFL_XOR: src = (lane ^ arg) >= segment + width ? lane : (lane ^ arg); break;
+    default: break;
+  }
+  return src < lanes ? src : lane;
+}
+
+// Posts `value`, waits for the warp, returns the slots of this generation.
+const uint64_t* post_and_wait(Fiber* f, unsigned mask, uint64_t value, Collective kind) {
+  check_mask(f, mask);
+  BlockRun& r = *f->run;
+  Barrier& b = r.warps[size_t(f->warp)];
+  const uint64_t* slots = &r.slots[(size_t(f->warp) * 2 + (b.generation & 1)) * kWarp];
+  r.slots[size_t(slots - r.slots.data()) + size_t(f->lane)] = value;
+  arrive(f, b, r.warp_live[size_t(f->warp)], f->warp * kWarp, kind);
+  return slots;
+}
+
+void exchange(const VtcSimThread* self, unsigned mask, const void* in, void* out, unsigned bytes, int mode, int arg,
+              int width) {
+  Fiber* f = self_fiber(self);
+  uint64_t v = 0;
+  std::memcpy(&v, in, bytes);
+  const uint64_t* slots = post_and_wait(f, mask, v, Collective::Exchange);
+  v = slots[source_lane(f->lane, mode, arg, width, lanes_in_warp(*f->run, f->warp))];
+  std::memcpy(out, &v, bytes);
+}
+
+unsigned ballot(const VtcSimThread* self, unsigned mask, int predicate) {
+  Fiber* f = self_fiber(self);
+  const uint64_t* slots = post_and_wait(f, mask, predicate != 0, Collective::Ballot);
+  const uint32_t alive = ~f->run->warp_exited[size_t(f->warp)];
+  unsigned bits = 0;
+  for (int l = 0; l < lanes_in_warp(*f->run, f->warp); ++l)
+    if ((alive >> l & 1) && slots[l]) bits |= 1u << l;
+  return bits & mask;
+}
+
+const VtcSimRuntime kRuntime = {sync_block, sync_warp, exchange, ballot};
+
+void fiber_main(void* arg) {
+  Fiber* f = static_cast<Fiber*>(arg);
+  BlockRun& r = *f->run;
+  r.launch->fn(r.launch->params, &f->thread);
+  f->status = Status::Done;
+  ++r.done;
+  --r.live;
+  --r.warp_live[size_t(f->warp)];
+  r.warp_exited[size_t(f->warp)] |= 1u << f->lane;
+  release_if_complete(r, r.block, r.live, 0);
+  release_if_complete(r, r.warps[size_t(f->warp)], r.warp_live[size_t(f->warp)], f->warp * kWarp);
+  resume_next(r, f->context);
+  std::abort();  // a finished fiber is never resumed
+}
+
+std::string deadlock_message(const BlockRun& r) {
+  int at_block = 0, at_warp = 0;
+  for (const auto& f : r.fibers)
+    if (f.status == Status::Waiting) (f.waiting == &r.block ? at_block : at_warp) += 1;
+  const Fiber& any = r.fibers.front();
+  return fmt::format("{}: deadlock: {} thread(s) wait at __syncthreads and {} at a warp collective that the other {} "
+                     "live thread(s) never reach (a barrier in divergent code; a GPU would hang or misbehave)",
+                     where(any).substr(0, where(any).rfind(" thread")), at_block, at_warp,
+                     r.live - at_block - at_warp);
+}
+
+void reset(Worker& w, const Launch& l, unsigned bx, unsigned by, unsigned bz) {
+  BlockRun& r = w.run;
+  const unsigned n = l.block.x * l.block.y * l.block.z;
+  const size_t warps = (n + kWarp - 1) / kWarp;
+  while (w.stacks.size() < n) w.stacks.push_back(std::make_unique<Stack>(kFiberStackBytes, unsigned(w.stacks.size())));
+  r.launch = &l;
+  r.stacks.resize(n);
+  for (unsigned i = 0; i < n; ++i) r.stacks[i] = w.stacks[i].get();
+  r.fibers.assign(n, Fiber{});
+  r.live = int(n);
+  r.done = 0;
+  r.warp_live.assign(warps, 0);
+  r.warp_exited.assign(warps, 0);
+  r.block = Barrier{};
+  r.warps.assign(warps, Barrier{});
+  r.slots.assign(warps * 2 * kWarp, 0);
+  r.next = 0;
+  r.error.clear();
+  for (unsigned i = 0; i < n; ++i) {
+    Fiber& f = r.fibers[i];
+    f.thread.thread_idx = {i % l.block.x, i / l.block.x % l.block.y, i / (l.block.x * l.block.y)};
+    f.thread.block_idx = {bx, by, bz};
+    f.thread.block_dim = l.block;
+    f.thread.grid_dim = l.grid;
+    f.thread.fiber = &f;
+    f.warp = int(i / kWarp);
+    f.lane = int(i % kWarp);
+    f.run = &r;
+    ++r.warp_live[i / kWarp];
+  }
+}
+
+std::string run_block(Worker& w, const Launch& l, unsigned bx, unsigned by, unsigned bz) {
+  reset(w, l, bx, by, bz);
+  BlockRun& r = w.run;
+  const size_t n = r.fibers.size();
+  if (sigsetjmp(w.fault_jump, 1)) {
+    w.in_kernel = 0;
+    return w.fault;
+  }
+  w.in_kernel = 1;
+  resume_next(r, r.scheduler);  // returns when no fiber can run
+  if (r.error.empty() && r.done < int(n)) r.error = deadlock_message(r);
+  w.in_kernel = 0;
+  w.current = nullptr;
+  return r.error;
+}
+
+// --- faults -------------------------------------------------------------------
+
+struct sigaction g_previous_segv, g_previous_bus;
+
+std::string name_parameter(const Launch& l, uintptr_t address) {
+  if (!l.param_info) return "";
+  const VtcSimParams& p = *l.param_info;
+  const char* best = nullptr;
+  uintptr_t best_value = 0;
+  for (unsigned i = 0; i < p.count; ++i) {
+    if (!p.is_pointer[i]) continue;
+    uintptr_t v = 0;
+    std::memcpy(&v, l.params[i], sizeof v);
+    if (v && v <= address && v >= best_value) best = p.names[i], best_value = v;
+  }
+  if (!best) return "";
+  return fmt::format("; the nearest pointer parameter below it is `{}`, {} bytes before the address", best,
+                     address - best_value);
+}
+
+void on_fault(int sig, siginfo_t* info, void*) {
+  Worker* w = tls_worker;
+  if (!w || !w->in_kernel || !w->current) {
+    // Not a kernel's fault: let the previous disposition handle it (the
+    // faulting instruction runs again once this handler returns).
+    sigaction(sig, sig == SIGSEGV ? &g_previous_segv : &g_previous_bus, nullptr);
+    return;
+  }
+  const auto address = reinterpret_cast<uintptr_t>(info->si_addr);
+  std::string what;
+  for (const auto& s : w->stacks)
+    if (s->contains(info->si_addr) || (address + 8192 > reinterpret_cast<uintptr_t>(s->top()) - kFiberStackBytes &&
+                                       address < reinterpret_cast<uintptr_t>(s->top()) - kFiberStackBytes))
+      what = fmt::format("the thread overflowed its {} KiB stack", kFiberStackBytes >> 10);
+  if (what.empty())
+    what = fmt::format("invalid memory access at {:#x}: {}{}", address, describe_address(address),
+                       name_parameter(*w->run.launch, address));
+  w->fault = fmt::format("{}: {}", where(*w->current), what);
+  w->in_kernel = 0;
+  siglongjmp(w->fault_jump, 1);
+}
+
+void install_fault_handler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction sa {};
+    sa.sa_sigaction = on_fault;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &g_previous_segv);
+    sigaction(SIGBUS, &sa, &g_previous_bus);
+  });
+}
+
+Worker& this_worker() {
+  if (!tls_worker) {
+    thread_local Worker worker;
+    constexpr size_t kSignalStack = 256 << 10;
+    worker.signal_stack.reset(new char[kSignalStack]);
+    stack_t ss{};
+    ss.ss_sp = worker.signal_stack.get();
+    ss.ss_size = kSignalStack;
+    sigaltstack(&ss, nullptr);
+    tls_worker = &worker;
+  }
+  return *tls_worker;
+}
+
+// --- the pool -----------------------------------------------------------------
+
+class Pool {
+ public:
+  Pool() {
+    int n = int(std::thread::hardware_concurrency());
+    if (const char* e = std::getenv("VTC_CUDA_SIM_THREADS"); e && std::atoi(e) > 0) n = std::atoi(e);
+    for (int i = 1; i < std::max(n, 1); ++i) threads_.emplace_back([this] { serve(); });
+  }
+
+  std::string run(const Launch& l) {
+    std::lock_guard<std::mutex> one_launch(launch_mu_);
+    install_fault_handler();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      job_ = &l;
+      next_ = 0;
+      total_ = uint64_t(l.grid.x) * l.grid.y * l.grid.z;
+      busy_ = int(threads_.size());
+      error_.clear();
+      ++round_;
+    }
+    cv_.notify_all();
+    work(l);
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, [&] { return busy_ == 0; });
+    job_ = nullptr;
+    return error_;
+  }
+
+ private:
+  void serve() {
+    uint64_t seen = 0;
+    for (;;) {
+      const Launch* l;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return round_ != seen; });
+        seen = round_;
+        l = job_;
+      }
+      work(*l);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--busy_ == 0) done_cv_.notify_all();
+    }
+  }
+
+  void work(const Launch& l) {
+    Worker& w = this_worker();
+    for (;;) {
+      const uint64_t b = next_.fetch_add(1);
+      if (b >= total_) return;
+      std::string e = run_block(w, l, unsigned(b % l.grid.x), unsigned(b / l.grid.x % l.grid.y),
+                                unsigned(b / (uint64_t(l.grid.x) * l.grid.y)));
+      if (!e.empty()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (error_.empty()) error_ = std::move(e);
+        next_ = total_;  // a failed launch stops handing out blocks
+      }
+    }
+  }
+
+  std::vector<std::thread> threads_;
+  std::mutex launch_mu_, mu_;
+  std::condition_variable cv_, done_cv_;
+  const Launch* job_ = nullptr;
+  std::atomic<uint64_t> next_{0};
+  uint64_t total_ = 0, round_ = 0;
+  int busy_ = 0;
+  std::string error_;
+};
+
+}  // namespace
+
+std::string run_grid(const Launch& launch) {
+  static Pool* pool = new Pool();  // workers live until exit
+  if (uint64_t(launch.grid.x) * launch.grid.y * launch.grid.z == 0) return "";
+  return pool->run(launch);
+}
+
+const VtcSimRuntime* runtime_table() { return &kRuntime; }
+
+}  // namespace vtc::cuda::sim

@@ -1,0 +1,172 @@
+// What a generated CUDA kernel sees when the simulated device compiles it
+// with the host C++ compiler instead of NVRTC (passed with -include): the
+// CUDA built-ins the code generator uses, mapped to host C++.
+//
+// Scope: exactly the dialect codegen/cuda emits (no headers, no templates
+// of the CUDA runtime). A kernel using a built-in missing here fails to
+// compile on the simulated device with the compiler's message naming it;
+// add it here with its CUDA semantics.
+//
+// Execution model (see block_runner.h): a block's threads are fibers on one
+// host thread, so `__shared__` is `static thread_local` (one copy per host
+// worker, which runs one block at a time) and the thread coordinates are a
+// per-fiber pointer that every yielding built-in restores after the switch.
+#pragma once
+
+#include "kernel_abi.h"
+
+#define __global__
+#define __device__
+#define __host__
+#define __constant__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __restrict__ __restrict
+#define __launch_bounds__(...)
+#define __shared__ static thread_local
+#define VTC_SIM_EXPORT extern "C" __attribute__((visibility("default")))
+
+typedef VtcSimDim3 uint3;
+typedef VtcSimDim3 dim3;
+
+static const VtcSimRuntime* vtc_sim_rt;
+static thread_local const VtcSimThread* vtc_sim_self;
+VTC_SIM_EXPORT void vtc_sim_bind(const VtcSimRuntime* rt) { vtc_sim_rt = rt; }
+
+#define threadIdx (vtc_sim_self->thread_idx)
+#define blockIdx (vtc_sim_self->block_idx)
+#define blockDim (vtc_sim_self->block_dim)
+#define gridDim (vtc_sim_self->grid_dim)
+#define warpSize 32
+
+// --- barriers and warp collectives (they switch fibers) ---------------------
+static inline void __syncthreads() {
+  const VtcSimThread* self = vtc_sim_self;
+  vtc_sim_rt->sync_block(self);
+  vtc_sim_self = self;
+}
+static inline void __syncwarp(unsigned mask = 0xffffffffu) {
+  const VtcSimThread* self = vtc_sim_self;
+  vtc_sim_rt->sync_warp(self, mask);
+  vtc_sim_self = self;
+}
+template <typename T>
+static inline T vtc_sim_shfl(unsigned mask, T v, int mode, int arg, int width) {
+  static_assert(sizeof(T) <= 8, "a warp shuffle moves at most 8 bytes");
+  const VtcSimThread* self = vtc_sim_self;
+  T out;
+  vtc_sim_rt->exchange(self, mask, &v, &out, sizeof(T), mode, arg, width);
+  vtc_sim_self = self;
+  return out;
+}
+template <typename T> static inline T __shfl_sync(unsigned m, T v, int lane, int w = 32) { return vtc_sim_shfl(m, v, VTC_SIM_SHFL_IDX, lane, w); }
+template <typename T> static inline T __shfl_up_sync(unsigned m, T v, unsigned d, int w = 32) { return vtc_sim_shfl(m, v, VTC_SIM_SHFL_UP, int(d), w); }
+template <typename T> static inline T __shfl_down_sync(unsigned m, T v, unsigned d, int w = 32) { return vtc_sim_shfl(m, v, VTC_SIM_SHFL_DOWN, int(d), w); }
+template <typename T> static inline T __shfl_xor_sync(unsigned m, T v, int x, int w = 32) { return vtc_sim_shfl(m, v, VTC_SIM_SHFL_XOR, x, w); }
+static inline unsigned __ballot_sync(unsigned mask, int pred) {
+  const VtcSimThread* self = vtc_sim_self;
+  const unsigned bits = vtc_sim_rt->ballot(self, mask, pred);
+  vtc_sim_self = self;
+  return bits;
+}
+static inline int __any_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred) != 0; }
+static inline int __all_sync(unsigned mask, int pred) { return __ballot_sync(mask, !pred) == 0; }
+
+// --- bit casts ----------------------------------------------------------------
+static inline float __int_as_float(int x) { return __builtin_bit_cast(float, x); }
+static inline int __float_as_int(float x) { return __builtin_bit_cast(int, x); }
+static inline float __uint_as_float(unsigned x) { return __builtin_bit_cast(float, x); }
+static inline unsigned __float_as_uint(float x) { return __builtin_bit_cast(unsigned, x); }
+static inline double __longlong_as_double(long long x) { return __builtin_bit_cast(double, x); }
+static inline long long __double_as_longlong(double x) { return __builtin_bit_cast(long long, x); }
+
+// f16 <-> f32 with round-to-nearest-even: the host form of the prelude's
+// cvt.f32.f16 / cvt.rn.f16.f32 (x86-64 _Float16 conversions are IEEE).
+static inline float vtc_sim_h2f(unsigned short h) { return (float)__builtin_bit_cast(_Float16, h); }
+static inline unsigned short vtc_sim_f2h(float f) { return __builtin_bit_cast(unsigned short, (_Float16)f); }
+
+// --- IEEE-rounded intrinsics (the host evaluates in the stated precision;
+// kernels are compiled with -ffp-contract=off, so nothing fuses unasked) ---
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __frcp_rn(float a) { return 1.0f / a; }
+static inline float __fsqrt_rn(float a) { return __builtin_sqrtf(a); }
+static inline float __fmaf_rn(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+static inline double __dadd_rn(double a, double b) { return a + b; }
+static inline double __dsub_rn(double a, double b) { return a - b; }
+static inline double __dmul_rn(double a, double b) { return a * b; }
+static inline double __fma_rn(double a, double b, double c) { return __builtin_fma(a, b, c); }
+
+// --- math (libm; CUDA's are within a few ulp of these) -----------------------
+extern "C" {
+float expf(float); float logf(float); float tanhf(float); float sinf(float); float cosf(float);
+float powf(float, float); float erff(float); float floorf(float); float ceilf(float); float roundf(float);
+float truncf(float); float fabsf(float); float sqrtf(float); float fmaxf(float, float); float fminf(float, float);
+float fmaf(float, float, float); float log1pf(float); float expm1f(float); float exp2f(float); float log2f(float);
+double exp(double); double log(double); double sqrt(double); double fabs(double); double floor(double);
+double pow(double, double); double fmax(double, double); double fmin(double, double); double tanh(double);
+}
+static inline float rsqrtf(float x) { return 1.0f / __builtin_sqrtf(x); }
+static inline float __expf(float x) { return expf(x); }
+static inline float __logf(float x) { return logf(x); }
+static inline float __sinf(float x) { return sinf(x); }
+static inline float __cosf(float x) { return cosf(x); }
+static inline float __tanhf(float x) { return tanhf(x); }
+static inline float __powf(float a, float b) { return powf(a, b); }
+static inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
+static inline bool isnan(float x) { return __builtin_isnan(x); }
+static inline bool isnan(double x) { return __builtin_isnan(x); }
+static inline bool isinf(float x) { return __builtin_isinf(x); }
+static inline bool isinf(double x) { return __builtin_isinf(x); }
+static inline bool isfinite(float x) { return __builtin_isfinite(x); }
+static inline bool isfinite(double x) { return __builtin_isfinite(x); }
+static inline bool signbit(float x) { return __builtin_signbit(x); }
+static inline int min(int a, int b) { return a < b ? a : b; }
+static inline int max(int a, int b) { return a > b ? a : b; }
+static inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+static inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+static inline long long min(long long a, long long b) { return a < b ? a : b; }
+static inline long long max(long long a, long long b) { return a > b ? a : b; }
+static inline float min(float a, float b) { return fminf(a, b); }
+static inline float max(float a, float b) { return fmaxf(a, b); }
+static inline int __popc(unsigned x) { return __builtin_popcount(x); }
+static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+static inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
+static inline int __ffs(int x) { return __builtin_ffs(x); }
+template <typename T> static inline T __ldg(const T* p) { return *p; }
+
+// --- atomics: blocks run on several host threads, so these are real ----------
+static inline int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+static inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+static inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+static inline float atomicAdd(float* p, float v) {
+  unsigned old = __atomic_load_n((unsigned*)p, __ATOMIC_RELAXED);
+  while (!__atomic_compare_exchange_n((unsigned*)p, &old, __float_as_uint(__uint_as_float(old) + v), true, __ATOMIC_RELAXED,
+                                      __ATOMIC_RELAXED)) {
+  }
+  return __uint_as_float(old);
+}
+static inline int atomicMax(int* p, int v) {
+  int old = __atomic_load_n(p, __ATOMIC_RELAXED);
+  while (old < v && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+  return old;
+}
+static inline int atomicMin(int* p, int v) {
+  int old = __atomic_load_n(p, __ATOMIC_RELAXED);
+  while (old > v && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+  return old;
+}
+static inline int atomicExch(int* p, int v) { return __atomic_exchange_n(p, v, __ATOMIC_RELAXED); }
+static inline int atomicCAS(int* p, int cmp, int v) {
+  __atomic_compare_exchange_n(p, &cmp, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+  return cmp;
+}
+static inline unsigned long long atomicCAS(unsigned long long* p, unsigned long long cmp, unsigned long long v) {
+  __atomic_compare_exchange_n(p, &cmp, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+  return cmp;
+}
+static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static inline void __threadfence_block() { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
