@@ -8,6 +8,7 @@
 #include "passes/rewrite.h"
 #include "passes/buffer_plan.h"
 #include "support/error.h"
+#include "support/ggml_type.h"
 
 namespace vtc::passes {
 namespace {
@@ -103,14 +104,18 @@ class Planner {
       throw Error(fmt::format("memory-plan: @{} {}: cannot size {} with bindings {}; bind every symbol "
                               "as a pass option, e.g. memory-plan{{T=512,S=1}}",
                               f_.name, where, t.str(), bindings_str(bindings_)));
-    if (t.elem.scalar_bytes() == 0)
-      throw Error(fmt::format("memory-plan: @{} {}: quantized activation {}", f_.name, where, t.str()));
+    // A quantized value (an argument in the per-op tests, never a computed
+    // activation) takes whole blocks.
+    const std::optional<uint64_t> bytes = t.elem.is_quant() ? ggml_bytes_for(t.elem.quant_type(), uint64_t(*elems))
+                                                            : std::optional<uint64_t>(uint64_t(*elems) * t.elem.scalar_bytes());
+    if (!bytes)
+      throw Error(fmt::format("memory-plan: @{} {}: {} is not a whole number of quant blocks", f_.name, where, t.str()));
     PlannedBuffer b;
     b.key = std::move(key);
     b.value = describe(*v->owner, v);
     b.op = where;
     b.placement = t.placement;
-    b.bytes = static_cast<uint64_t>(*elems) * static_cast<uint64_t>(t.elem.scalar_bytes());
+    b.bytes = *bytes;
     b.first = b.last = first;
     root_[v.data()] = plan_.buffers.size();
     plan_.buffers.push_back(std::move(b));
