@@ -45,6 +45,8 @@ void print_step_table(std::FILE* out, const StepComparison& step, const std::str
   fmt::print(out, "step {}: {} compared, {} diverged, {} only in {}, {} only in {}, max rel-L2 {:.3g}\n", step.step,
              step.count(Verdict::Ok) + step.count(Verdict::Diverged), step.count(Verdict::Diverged),
              step.count(Verdict::OnlyA), arm_a, step.count(Verdict::OnlyB), arm_b, step.max_rel_l2());
+  for (const Row& r : step.rows)
+    if (r.verdict == Verdict::Ok && !r.why.empty()) fmt::print(out, "  {} ok: {}\n", r.name, r.why);
 }
 
 std::string describe_divergence(int step, const Row& row) {
