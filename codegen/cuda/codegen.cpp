@@ -4,8 +4,9 @@
 // op added to the table without a CUDA emitter fails to compile here.
 // generate_step walks a function in order: weights and alias ops become
 // bindings (no launch), every other op its emitter's kernels. A fused region
-// of kind `elementwise` becomes one kernel (emit_fused); other region kinds
-// run their body op by op, with the body's arguments aliased to the region's
+// of kind `elementwise` becomes one kernel (emit_fused) when it composes;
+// other region kinds, and elementwise ones that do not compose, run their
+// body op by op, with the body's arguments aliased to the region's
 // operands and the region's results to the body's returned values.
 #include <fmt/format.h>
 
@@ -134,7 +135,7 @@ void walk(const ir::Module& m, const ir::Function& fn, StepKernels& out) {
       default:
         break;
     }
-    if (op.body && op.attr("kind") && op.attr("kind")->s != "elementwise") {
+    if (op.body && op.attr("kind") && (op.attr("kind")->s != "elementwise" || !fused_elementwise_composable(op))) {
       lower_region_as_sequence(m, op, out);
       continue;
     }

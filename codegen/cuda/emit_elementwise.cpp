@@ -123,10 +123,7 @@ Kernels emit_elementwise(const ir::Function&, const ir::Op& op, const std::strin
   return {kb.finish()};
 }
 
-// One kernel for a fused elementwise region; falls back to a kernel per body
-// op (through the normal dispatch) when the body holds anything that is not
-// float elementwise arithmetic or a result is smaller than the region.
-Kernels emit_fused(const ir::Module& m, const ir::Function& fn, const ir::Op& op, const std::string& what) {
+bool fused_elementwise_composable(const ir::Op& op) {
   const ir::Function& body = *op.body;
   const ir::Dim n = numel(op.results[0].type());
   bool composable = true;
@@ -144,6 +141,18 @@ Kernels emit_fused(const ir::Module& m, const ir::Function& fn, const ir::Op& op
     if (bop->info().fusion != ir::Fusion::Elementwise) composable = false;
     for (const auto& r : bop->results) composable = composable && float_elem(r.type().elem);
   }
+  return composable;
+}
+
+// One kernel for a fused elementwise region; falls back to a kernel per body
+// op (through the normal dispatch) when the region is not composable. Those
+// kernels read and write the body's values: generate_step wires such a
+// region as a sequence instead (codegen.cpp), aliasing the body's
+// arguments to the region's operands and its results to the body's returns.
+Kernels emit_fused(const ir::Module& m, const ir::Function& fn, const ir::Op& op, const std::string& what) {
+  const ir::Function& body = *op.body;
+  const ir::Dim n = numel(op.results[0].type());
+  const bool composable = fused_elementwise_composable(op);
   if (!composable) {
     Kernels out;
     for (const auto& bop : body.ops) {

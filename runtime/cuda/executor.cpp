@@ -356,7 +356,8 @@ struct Executor::Impl final : StateStorage {
     if (!observer) return;
     const ir::Function& fn = *module.find_function(req.step);
     for (const auto& op : fn.ops) {
-      if (passes::is_storage_alias(op->kind)) continue;  // as the CPU interpreter: weights, aliases, return
+      // As the CPU interpreter: no weights, aliases or return.
+      if (passes::is_storage_alias(op->kind) || op->kind == ir::OpKind::Weight) continue;
       std::vector<std::optional<HostTensor>> results;
       for (const auto& r : op->results) {
         auto it = b.ptr.find(r.data());

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -140,6 +142,13 @@ void run_launch(Op& op) {
     }
   }
   Launch l{op.fn->fn, op.fn->entry, info, params.data(), op.grid, op.block};
+  static const bool trace = [] {
+    const char* e = std::getenv("VTC_CUDA_SIM_TRACE");
+    return e && *e && std::strcmp(e, "0") != 0;
+  }();
+  if (trace)
+    std::fprintf(stderr, "vtc-sim: launch %s grid (%u,%u,%u) block (%u,%u,%u)\n", op.fn->entry.c_str(), op.grid.x,
+                 op.grid.y, op.grid.z, op.block.x, op.block.y, op.block.z);
   std::string error = run_grid(l);
   if (!error.empty())
     set_sticky(error.find("invalid memory access") != std::string::npos ? kIllegalAddress : kLaunchFailed,

@@ -1,0 +1,119 @@
+// Every architecture on the simulated CUDA device (VTC_CUDA_DEVICE=sim,
+// runtime/cuda/sim): `vtc diff --arms cpu,cuda` on each llama-archs model
+// (llama.cpp's own generator, rescaled; ours where it writes none), f32 and
+// q8_0, plus a K-quant (q4_k_m) on llama and qwen3moe. Prefill, then 4
+// decode steps: every declared state and every tapped op result within
+// tolerance, the greedy ids equal (a near-tie the diff names is counted
+// separately). Prints the table the issue asks for: architecture, type,
+// kernel launches executed, worst rel-L2, tokens.
+//
+// Tolerances: f32 rel-L2 1e-2 as test_diff_cuda (the CPU keeps an f16 KV
+// cache's V sums in f16, CUDA in f32); q8_0 and q4_k_m 3e-2, because the
+// CPU also rounds activations to q8 blocks (llama.cpp's vec_dot) where the
+// CUDA kernels keep them f32. An indexing bug measures near 1.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "codegen/cuda/model_kernels.h"
+#include "runtime/diff/runner.h"
+#include "tests/e2e/llama_archs.h"
+#include "tests/test_process.h"
+
+namespace la = vtc::test::llama_archs;
+
+namespace {
+
+struct TableRow {
+  std::string arch, type;
+  size_t launches = 0, distinct = 0;
+  double worst = 0;
+  std::string tokens;  // "equal", "equal, 1 near-tie", or what diverged
+  bool ok = false;
+};
+
+double worst_rel_l2(const std::string& report) {
+  double worst = 0;
+  static const std::regex re("max rel-L2 ([0-9.eE+-]+|inf|nan)");
+  for (std::sregex_iterator it(report.begin(), report.end(), re), end; it != end; ++it)
+    worst = std::max(worst, std::stod((*it)[1].str()));
+  return worst;
+}
+
+// Kernel launches of prefill + `decodes` decode steps, and distinct kernels.
+std::pair<size_t, size_t> launch_counts(const std::string& model, int decodes) {
+  const vtc::cuda::ModelKernels mk = vtc::cuda::generate_model_file(model);
+  size_t launches = 0, distinct = 0;
+  for (const auto& step : mk.steps) {
+    launches += step.kernels.size() * (step.function == "decode" ? size_t(decodes) : 1);
+    distinct += step.unique().size();
+  }
+  return {launches, distinct};
+}
+
+TableRow run_arch(const la::ArchModel& model, const std::string& type) {
+  TableRow row;
+  row.arch = model.name;
+  row.type = type;
+  vtc::diff::DiffOptions o;
+  o.model = la::model_path(model, 1, type);
+  o.prompt = la::prompt(1, 8);
+  o.steps = 4;
+  o.arms = {"cpu", "cuda"};
+  o.threads = 1;  // the simulated device's workers take the other core
+  o.tolerances.f32 = type == "f32" ? 1e-2 : 3e-2;
+  std::tie(row.launches, row.distinct) = launch_counts(o.model, o.steps);
+  const std::string path = vtc::test::unique_temp_path("archs_sim_diff.txt");
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  REQUIRE(f);
+  vtc::diff::DiffResult result;
+  std::string failure;
+  try {
+    result = vtc::diff::run_diff(o, f);
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  std::fclose(f);
+  std::stringstream text;
+  text << std::ifstream(path).rdbuf();
+  std::remove(path.c_str());
+  const std::string report = text.str();
+  row.worst = worst_rel_l2(report);
+  size_t ties = 0;
+  for (size_t at = report.find("near-tie"); at != std::string::npos; at = report.find("near-tie", at + 1)) ++ties;
+  ties /= 2;  // the %next row and @last_ids name each tie
+  INFO(model.name << " " << type << ":\n" << (failure.empty() ? report.substr(report.size() > 5000 ? report.size() - 5000 : 0) : failure));
+  CHECK(failure.empty());
+  CHECK_FALSE(result.diverged);
+  CHECK(result.steps_run == 5);
+  row.ok = failure.empty() && !result.diverged && result.steps_run == 5;
+  row.tokens = !failure.empty() ? "error" : result.diverged ? "DIVERGED: " + result.first_name
+                                         : ties ? fmt::format("equal, {} near-tie(s)", ties) : "equal";
+  return row;
+}
+
+}  // namespace
+
+TEST_CASE("llama-archs on the simulated CUDA device: vtc diff cpu,cuda over prefill + 4 decode steps",
+          "[llama-archs][sim]") {
+  ::setenv("VTC_CUDA_DEVICE", "sim", 1);
+  std::vector<TableRow> table;
+  for (const la::ArchModel& model : la::arch_models()) {
+    std::vector<std::string> types = {"f32", "q8_0"};
+    if (model.name == "llama" || model.name == "qwen3moe") types.push_back("q4_k_m");
+    for (const auto& type : types) table.push_back(run_arch(model, type));
+  }
+  fmt::print("\n| architecture | type | kernel launches | distinct kernels | worst rel-L2 | tokens |\n|---|---|---|---|---|---|\n");
+  size_t failed = 0;
+  for (const auto& r : table) {
+    fmt::print("| {} | {} | {} | {} | {:.3g} | {} |\n", r.arch, r.type, r.launches, r.distinct, r.worst, r.tokens);
+    failed += !r.ok;
+  }
+  fmt::print("{} of {} runs agree\n", table.size() - failed, table.size());
+  CHECK(table.size() >= 2 * la::arch_models().size());
+}
