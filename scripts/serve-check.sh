@@ -4,8 +4,10 @@
 # answers each of them alone, and as `vtc serve --target REFERENCE_TARGET`
 # (default cpu) answers them alone. Prints one line per prompt and a verdict;
 # exit 0 when every text matches, 1 otherwise, 77 when the server cannot
-# start on TARGET (the reason is printed). Used by scripts/gpu-check with
-# TARGET=cuda; runs anywhere with TARGET=cpu (a check of the check).
+# start on TARGET (the reason is printed), or 1 with SERVE_CHECK_REQUIRE=1
+# (where it must start: the simulated device, ctest serve-check.sim). Used
+# by scripts/gpu-check with TARGET=cuda; runs anywhere with TARGET=cpu (a
+# check of the check).
 set -uo pipefail
 VTC=$1 MODEL=$2 TARGET=$3 REF=${4:-cpu}
 TMP=$(mktemp -d)
@@ -45,7 +47,13 @@ solo() {  # solo NAME: every prompt alone, in turn
 start "$REF" || { echo "serve-check: the $REF server did not start: $(tail -1 "$TMP/serve-$REF.log")"; exit 1; }
 solo ref
 stop
-start "$TARGET" ${TARGET_ARGS:-} || { echo "SKIPPED: the $TARGET server did not start: $(tail -1 "$TMP/serve-$TARGET.log")"; exit 77; }
+if ! start "$TARGET" ${TARGET_ARGS:-}; then
+  why=$(tail -1 "$TMP/serve-$TARGET.log")
+  [[ -n $PID ]] && why="not ready after 2 minutes (last line: $why)"
+  [[ ${SERVE_CHECK_REQUIRE:-0} == 1 ]] && { echo "serve-check: FAIL: the $TARGET server did not start: $why"; exit 1; }
+  echo "SKIPPED: the $TARGET server did not start: $why"
+  exit 77
+fi
 solo solo
 clients=()
 for i in "${!PROMPTS[@]}"; do complete "$i" "$TMP/conc.$i" & clients+=($!); done
