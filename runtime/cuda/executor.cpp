@@ -4,9 +4,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
-#include <map>
+#include <atomic>
 #include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
 #include <unordered_map>
 
 #include "codegen/cuda/kernel.h"
@@ -88,14 +93,19 @@ struct Executor::Impl final : StateStorage {
     nvrtc = Nvrtc::load(&why);
     if (!nvrtc) throw Error("cuda target unavailable: " + why);
     stream = dev->create_stream();
+    std::map<std::string, Step> generated;
     for (const auto& fn : m.functions) {
       Step st{generate_step(m, *fn), {}};
       if (o.stored_kernels) {
         auto stored = o.stored_kernels->find(fn->name);
         check_stored_kernels(st.kernels, stored == o.stored_kernels->end() ? std::vector<KernelSource>{} : stored->second);
       }
+      generated.emplace(fn->name, std::move(st));
+    }
+    compile_all(generated);
+    for (auto& [name, st] : generated) {
       for (const auto& k : st.kernels.kernels) st.fns.push_back(load(k));
-      steps.emplace(fn->name, std::move(st));
+      steps.emplace(name, std::move(st));
     }
     upload_weights();
     for (const auto& l : states.layouts()) {
@@ -123,10 +133,46 @@ struct Executor::Impl final : StateStorage {
     dev->destroy_stream(stream);
   }
 
+  // Compiles every distinct kernel of every step, a few at a time: NVRTC
+  // (and the simulated device's host compiler) takes 0.1-0.5 s a kernel and
+  // a hybrid model has a few hundred. Compiled images wait in `compiled`.
+  std::map<std::string, std::string> compiled;
+  void compile_all(const std::map<std::string, Step>& generated) {
+    std::vector<const Kernel*> todo;
+    std::set<std::string> seen;
+    for (const auto& [name, st] : generated)
+      for (const Kernel* k : st.kernels.unique())
+        if (seen.insert(k->entry).second) todo.push_back(k);
+    std::atomic<size_t> next{0};
+    std::mutex mu;
+    std::exception_ptr failure;
+    auto work = [&] {
+      for (size_t i; (i = next.fetch_add(1)) < todo.size();) {
+        try {
+          CompiledKernel c = nvrtc->compile(*todo[i], dev->arch(), CodeKind::Cubin);
+          std::lock_guard<std::mutex> lock(mu);
+          compiled[c.entry] = std::move(c.image);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(mu);
+          if (!failure) failure = std::current_exception();
+          next = todo.size();
+        }
+      }
+    };
+    const size_t n = std::min<size_t>(todo.size(), std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8));
+    std::vector<std::thread> threads;
+    for (size_t t = 1; t < n; ++t) threads.emplace_back(work);
+    work();
+    for (auto& t : threads) t.join();
+    if (failure) std::rethrow_exception(failure);
+  }
+
   void* load(const Kernel& k) {
     if (auto it = fn_by_entry.find(k.entry); it != fn_by_entry.end()) return it->second;
-    CompiledKernel c = nvrtc->compile(k, dev->arch(), CodeKind::Cubin);
-    void* m = dev->load_module(c.image);
+    auto image = compiled.find(k.entry);
+    if (image == compiled.end()) image = compiled.emplace(k.entry, nvrtc->compile(k, dev->arch(), CodeKind::Cubin).image).first;
+    void* m = dev->load_module(image->second);
+    compiled.erase(image);
     modules.push_back(m);
     return fn_by_entry[k.entry] = dev->function(m, k.entry);
   }
@@ -401,12 +447,31 @@ struct Executor::Impl final : StateStorage {
     return out;
   }
 
+#ifdef VTC_TEST_HOOKS
+  // The seed's failure (seed-pr-2550), for tests/cuda/test_cuda_ops.cpp:
+  // VTC_TEST_CUDA_POISON_HOST_IDS=1 overwrites the host copy of the last
+  // sampled ids (the pinned buffer) with id 0 once collected, as that runner
+  // left its host copy stale; VTC_TEST_CUDA_FEED_HOST_IDS=1 is the broken
+  // executor: it uploads that host copy into @last_ids before the decode.
+  void seed_bug_hooks(const StepRequest& req) {
+    const bool poison = std::getenv("VTC_TEST_CUDA_POISON_HOST_IDS") != nullptr;
+    const bool feed = std::getenv("VTC_TEST_CUDA_FEED_HOST_IDS") != nullptr;
+    if (poison) std::fill(tokens_host, tokens_host + kMaxSampledRows, 0);
+    if (!feed) return;
+    const StateStore::Layout& ids = states.layout("last_ids");
+    for (size_t i = 0; i < req.slots.size(); ++i) dev->upload(slot_row(ids, req.slots[i]), tokens_host + i, 4, stream);
+  }
+#endif
+
   // The step's last result is the sampled ids (the @decode contract): only
   // they are copied out, into pinned memory, without waiting for them.
   std::vector<int32_t> run_sampled(const StepRequest& req) {
     if (req.slots.empty() || req.slots.size() > kMaxSampledRows)
       throw Error(fmt::format("cuda: a sampled step takes 1..{} sequences", kMaxSampledRows));
     std::vector<int32_t> previous = collect();
+#ifdef VTC_TEST_HOOKS
+    seed_bug_hooks(req);
+#endif
     Bound b = execute(req);
     const ir::ValueData* ids = steps.at(req.step).kernels.returns.back();
     if (!(ids->type.elem == ir::ElemType::I32) || ids->type.rank() != 1)

@@ -3,7 +3,7 @@
 // The CUDA backend (runtime/backend.h).
 //
 // At construction: every step's kernels are generated (codegen/cuda),
-// compiled by NVRTC to cubin for the device's arch (disk-cached) and loaded;
+// compiled by NVRTC (distinct kernels on up to 8 threads) to cubin for the device's arch (disk-cached) and loaded;
 // every weight is uploaded once; every declared state gets a device buffer
 // with the StateStore's layout (plain rows per slot; paged pools of
 // [halves][P][page][row], halves 2 for K/V or 1 for a side cache such as

@@ -119,6 +119,7 @@ void accept_near_ties(const StepOutput& a, const StepOutput& b, const Tolerances
   for (Row& r : rows)
     if (r.verdict == Verdict::Diverged && (r.op == "sample" || r.name == "@last_ids")) {
       r.verdict = Verdict::Ok;
+      r.rel_l2 = 0;  // the ids' own rel-L2 says nothing about the logits
       r.why = fmt::format("near-tie: ids {} and {} are {:.3g} apart, within f32 tolerance x max|logit| {:.3g}", *ia, *ib,
                           gap, tol.f32 * scale);
     }

@@ -346,6 +346,69 @@ TEST_CASE("tiny llama: prefill logits and greedy decode match the CPU", "[gpu][r
   CHECK(gpu_tokens == cpu_tokens);
 }
 
+namespace {
+
+// The seed's scenario (../shared/context/seed-pr-2550.txt) on the CUDA
+// executor: a qwen4exp decode (PLE n-gram hash over the ids) with device
+// sampling and CUDA graphs, the host copy of the sampled ids poisoned
+// (VTC_TEST_CUDA_POISON_HOST_IDS), against the CPU decoding from host ids.
+// Returns "" when the tokens and every n-gram state equal the CPU's, else
+// the first difference, n-gram states first (they are what the seed's bug
+// corrupted).
+std::string seed_scenario_difference(bool broken_executor) {
+  const auto path = (std::filesystem::path(VTC_TEST_DATA_DIR) / "seed-qwen4exp-tiny.gguf").string();
+  if (!std::filesystem::exists(path)) {
+    vtc::synth::Options o;
+    o.arch = "qwen4exp";
+    o.vocab_path = vtc::synth::find_default_vocab("qwen4exp");
+    vtc::synth::write_model(o, path);
+  }
+  ::setenv("VTC_TEST_CUDA_POISON_HOST_IDS", "1", 1);
+  if (broken_executor) ::setenv("VTC_TEST_CUDA_FEED_HOST_IDS", "1", 1);
+  vtc::Session cpu(path, {.target = "cpu", .threads = 2, .n_ctx = 64, .n_slots = 1});
+  vtc::Session gpu(path, {.target = "cuda", .n_ctx = 64, .n_slots = 1, .cuda_graphs = true});
+  const std::vector<int32_t> prompt = {1, 450, 4996, 17354, 1701, 432};
+  auto a = cpu.prefill(0, prompt, 0);
+  gpu.prefill(0, prompt, 0);
+  int32_t tok = int32_t(std::max_element(a.f32(), a.f32() + a.numel()) - a.f32());
+  gpu.set_last_id(0, tok);
+  std::vector<int32_t> cpu_tokens, gpu_tokens;
+  for (int32_t i = 0; i < 6; ++i) {
+    const int32_t pos = int32_t(prompt.size()) + i;
+    auto logits = cpu.decode(std::vector<int32_t>{0}, std::vector<int32_t>{tok}, std::vector<int32_t>{pos});
+    tok = int32_t(std::max_element(logits.f32(), logits.f32() + logits.numel()) - logits.f32());
+    cpu_tokens.push_back(tok);
+    const vtc::DeviceSampling greedy{};
+    for (int32_t t : gpu.decode_sampled(std::vector<int32_t>{0}, std::vector<int32_t>{pos}, {&greedy, 1}))
+      gpu_tokens.push_back(t);
+  }
+  for (int32_t t : gpu.finish_sampled()) gpu_tokens.push_back(t);
+  ::unsetenv("VTC_TEST_CUDA_FEED_HOST_IDS");
+  ::unsetenv("VTC_TEST_CUDA_POISON_HOST_IDS");
+  const auto want = cpu.snapshot(0), got = gpu.snapshot(0);
+  size_t ngram_states = 0;
+  for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
+    if (want[i].name.find("ngram") == std::string::npos) continue;
+    ++ngram_states;
+    if (want[i].value.bytes != got[i].value.bytes) return "the n-gram history " + want[i].name + " differs from the CPU's";
+  }
+  if (ngram_states == 0) return "the model declares no n-gram state";
+  if (gpu_tokens != cpu_tokens) return "the greedy tokens differ from the CPU's";
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("the seed's scenario: qwen4exp reads its ids from the device, not the poisoned host copy", "[gpu][reference]") {
+  CHECK(seed_scenario_difference(false) == "");
+}
+
+#ifdef VTC_TEST_HOOKS
+TEST_CASE("the seed's scenario fails, naming the n-gram state, on an executor that feeds the host ids", "[gpu][reference]") {
+  CHECK_THAT(seed_scenario_difference(true), Catch::StartsWith("the n-gram history @"));
+}
+#endif
+
 int main(int argc, char** argv) {
   if (std::string why = vtc::cuda::cuda_unavailable_reason(); !why.empty()) {
     fmt::print("SKIPPED: no usable GPU: {}\n", why);

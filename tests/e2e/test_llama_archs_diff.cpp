@@ -1,5 +1,7 @@
-// Every architecture on the simulated CUDA device (VTC_CUDA_DEVICE=sim,
-// runtime/cuda/sim): `vtc diff --arms cpu,cuda` on each llama-archs model
+// Every architecture on the CUDA executor against the CPU interpreter: in
+// ctest on the simulated device (test_llama_archs_diff.sim sets
+// VTC_CUDA_DEVICE=sim; runtime/cuda/sim), on a GPU from scripts/gpu-check
+// (the variable unset). `vtc diff --arms cpu,cuda` on each llama-archs model
 // (llama.cpp's own generator, rescaled; ours where it writes none), f32 and
 // q8_0, plus a K-quant (q4_k_m) on llama and qwen3moe. Prefill, then 4
 // decode steps: every declared state and every tapped op result within
@@ -8,9 +10,11 @@
 // kernel launches executed, worst rel-L2, tokens.
 //
 // Tolerances: f32 rel-L2 1e-2 as test_diff_cuda (the CPU keeps an f16 KV
-// cache's V sums in f16, CUDA in f32); q8_0 and q4_k_m 3e-2, because the
-// CPU also rounds activations to q8 blocks (llama.cpp's vec_dot) where the
-// CUDA kernels keep them f32. An indexing bug measures near 1.
+// cache's V sums in f16, CUDA in f32). Quantized models: 1e-1 for f32
+// tensors and 3e-2 for the f16 KV cache, because the CPU also rounds
+// activations to q8 blocks (llama.cpp's vec_dot) where the CUDA kernels keep
+// them f32; measured up to 6.5e-2 (olmoe's router logits after a layer)
+// and 1.6e-2 (KV). An indexing bug measures near 1.
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
@@ -66,7 +70,8 @@ TableRow run_arch(const la::ArchModel& model, const std::string& type) {
   o.steps = 4;
   o.arms = {"cpu", "cuda"};
   o.threads = 1;  // the simulated device's workers take the other core
-  o.tolerances.f32 = type == "f32" ? 1e-2 : 3e-2;
+  o.tolerances.f32 = type == "f32" ? 1e-2 : 1e-1;
+  if (type != "f32") o.tolerances.f16 = 3e-2;  // the f16 KV cache holds K/V computed from those activations
   std::tie(row.launches, row.distinct) = launch_counts(o.model, o.steps);
   const std::string path = vtc::test::unique_temp_path("archs_sim_diff.txt");
   std::FILE* f = std::fopen(path.c_str(), "w");
@@ -99,9 +104,7 @@ TableRow run_arch(const la::ArchModel& model, const std::string& type) {
 
 }  // namespace
 
-TEST_CASE("llama-archs on the simulated CUDA device: vtc diff cpu,cuda over prefill + 4 decode steps",
-          "[llama-archs][sim]") {
-  ::setenv("VTC_CUDA_DEVICE", "sim", 1);
+TEST_CASE("llama-archs: vtc diff cpu,cuda over prefill + 4 decode steps", "[llama-archs][cuda]") {
   std::vector<TableRow> table;
   for (const la::ArchModel& model : la::arch_models()) {
     std::vector<std::string> types = {"f32", "q8_0"};
