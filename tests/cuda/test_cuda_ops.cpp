@@ -312,6 +312,32 @@ TEST_CASE("indexer cases: CPU vs CUDA over prefill chunks and decodes", "[gpu]")
   CHECK(run_case_file(VTC_CUDA_INDEXER_CASES, plans) == 4 * 4 * 2);
 }
 
+namespace {
+
+// `steps` greedy decodes of slot 0 after a prefill whose logits are
+// `prefill_logits`: the CPU from host ids, CUDA sampling on the device and
+// feeding its ids back through @last_ids. Returns both token lists.
+std::pair<std::vector<int32_t>, std::vector<int32_t>> greedy_decodes(vtc::Session& cpu, vtc::Session& gpu,
+                                                                     const HostTensor& prefill_logits, int32_t n_past,
+                                                                     int32_t steps) {
+  auto argmax = [](const HostTensor& l) { return int32_t(std::max_element(l.f32(), l.f32() + l.numel()) - l.f32()); };
+  std::vector<int32_t> cpu_tokens, gpu_tokens;
+  int32_t tok = argmax(prefill_logits);
+  gpu.set_last_id(0, tok);
+  const vtc::DeviceSampling greedy{};
+  for (int32_t i = 0; i < steps; ++i) {
+    const int32_t pos = n_past + i;
+    tok = argmax(cpu.decode(std::vector<int32_t>{0}, std::vector<int32_t>{tok}, std::vector<int32_t>{pos}));
+    cpu_tokens.push_back(tok);
+    for (int32_t t : gpu.decode_sampled(std::vector<int32_t>{0}, std::vector<int32_t>{pos}, {&greedy, 1}))
+      gpu_tokens.push_back(t);
+  }
+  for (int32_t t : gpu.finish_sampled()) gpu_tokens.push_back(t);
+  return {cpu_tokens, gpu_tokens};
+}
+
+}  // namespace
+
 // [reference]: the generator copies a real vocabulary from the reference.
 TEST_CASE("tiny llama: prefill logits and greedy decode match the CPU", "[gpu][reference]") {
   const auto path = (std::filesystem::path(VTC_TEST_DATA_DIR) / "cuda-llama-tiny.gguf").string();
@@ -330,19 +356,7 @@ TEST_CASE("tiny llama: prefill logits and greedy decode match the CPU", "[gpu][r
   auto b = gpu.prefill(0, prompt, 0);
   CHECK(nmse(as_doubles(a), as_doubles(b)) < 1e-5);
   // Greedy: the CPU decodes from host ids; CUDA feeds its own argmax back on the device.
-  std::vector<int32_t> cpu_tokens, gpu_tokens;
-  int32_t tok = int32_t(std::max_element(a.f32(), a.f32() + a.numel()) - a.f32());
-  gpu.set_last_id(0, tok);
-  for (int32_t i = 0; i < 16; ++i) {
-    const int32_t pos = int32_t(prompt.size()) + i;
-    auto logits = cpu.decode(std::vector<int32_t>{0}, std::vector<int32_t>{tok}, std::vector<int32_t>{pos});
-    tok = int32_t(std::max_element(logits.f32(), logits.f32() + logits.numel()) - logits.f32());
-    cpu_tokens.push_back(tok);
-    const vtc::DeviceSampling greedy{};
-    for (int32_t t : gpu.decode_sampled(std::vector<int32_t>{0}, std::vector<int32_t>{pos}, {&greedy, 1}))
-      gpu_tokens.push_back(t);
-  }
-  for (int32_t t : gpu.finish_sampled()) gpu_tokens.push_back(t);
+  const auto [cpu_tokens, gpu_tokens] = greedy_decodes(cpu, gpu, a, int32_t(prompt.size()), 16);
   CHECK(gpu_tokens == cpu_tokens);
 }
 
@@ -370,19 +384,7 @@ std::string seed_scenario_difference(bool broken_executor) {
   const std::vector<int32_t> prompt = {1, 450, 4996, 17354, 1701, 432};
   auto a = cpu.prefill(0, prompt, 0);
   gpu.prefill(0, prompt, 0);
-  int32_t tok = int32_t(std::max_element(a.f32(), a.f32() + a.numel()) - a.f32());
-  gpu.set_last_id(0, tok);
-  std::vector<int32_t> cpu_tokens, gpu_tokens;
-  for (int32_t i = 0; i < 6; ++i) {
-    const int32_t pos = int32_t(prompt.size()) + i;
-    auto logits = cpu.decode(std::vector<int32_t>{0}, std::vector<int32_t>{tok}, std::vector<int32_t>{pos});
-    tok = int32_t(std::max_element(logits.f32(), logits.f32() + logits.numel()) - logits.f32());
-    cpu_tokens.push_back(tok);
-    const vtc::DeviceSampling greedy{};
-    for (int32_t t : gpu.decode_sampled(std::vector<int32_t>{0}, std::vector<int32_t>{pos}, {&greedy, 1}))
-      gpu_tokens.push_back(t);
-  }
-  for (int32_t t : gpu.finish_sampled()) gpu_tokens.push_back(t);
+  const auto [cpu_tokens, gpu_tokens] = greedy_decodes(cpu, gpu, a, int32_t(prompt.size()), 6);
   ::unsetenv("VTC_TEST_CUDA_FEED_HOST_IDS");
   ::unsetenv("VTC_TEST_CUDA_POISON_HOST_IDS");
   const auto want = cpu.snapshot(0), got = gpu.snapshot(0);

@@ -91,31 +91,32 @@ VTC_SIM_API int cuMemFreeHost(void* p) {
   return pinned_free(p) ? kSuccess : fail_with(kInvalidValue, "cuMemFreeHost: not a pinned allocation");
 }
 
-VTC_SIM_API int cuMemcpyHtoDAsync_v2(DevPtr dst, const void* src, size_t bytes, void* stream) {
-  if (int e = check_range(dst, bytes, "cuMemcpyHtoDAsync")) return e;
+namespace {
+// A copy or memset of `bytes` at dst/src, issued on `stream`.
+Op memory_op(Op::Kind kind, void* dst, const void* src, size_t bytes) {
   Op op;
-  op.kind = Op::Kind::CopyIn;
-  op.dst = reinterpret_cast<void*>(uintptr_t(dst));
+  op.kind = kind;
+  op.dst = dst;
   op.src = src;
   op.bytes = bytes;
+  return op;
+}
+void* host_pointer(DevPtr p) { return reinterpret_cast<void*>(uintptr_t(p)); }
+}  // namespace
+
+VTC_SIM_API int cuMemcpyHtoDAsync_v2(DevPtr dst, const void* src, size_t bytes, void* stream) {
+  if (int e = check_range(dst, bytes, "cuMemcpyHtoDAsync")) return e;
+  Op op = memory_op(Op::Kind::CopyIn, host_pointer(dst), src, bytes);
   if (!is_pinned(src, bytes)) op.staged.assign(static_cast<const uint8_t*>(src), static_cast<const uint8_t*>(src) + bytes);
   return submit(as_stream(stream), std::move(op));
 }
 VTC_SIM_API int cuMemcpyDtoHAsync_v2(void* dst, DevPtr src, size_t bytes, void* stream) {
   if (int e = check_range(src, bytes, "cuMemcpyDtoHAsync")) return e;
-  Op op;
-  op.kind = Op::Kind::CopyOut;
-  op.dst = dst;
-  op.src = reinterpret_cast<const void*>(uintptr_t(src));
-  op.bytes = bytes;
-  return submit(as_stream(stream), std::move(op));
+  return submit(as_stream(stream), memory_op(Op::Kind::CopyOut, dst, host_pointer(src), bytes));
 }
 VTC_SIM_API int cuMemsetD8Async(DevPtr dst, unsigned char value, size_t bytes, void* stream) {
   if (int e = check_range(dst, bytes, "cuMemsetD8Async")) return e;
-  Op op;
-  op.kind = Op::Kind::Memset;
-  op.dst = reinterpret_cast<void*>(uintptr_t(dst));
-  op.bytes = bytes;
+  Op op = memory_op(Op::Kind::Memset, host_pointer(dst), nullptr, bytes);
   op.value = value;
   return submit(as_stream(stream), std::move(op));
 }
