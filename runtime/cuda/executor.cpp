@@ -122,7 +122,12 @@ struct Executor::Impl final : StateStorage {
   ~Impl() override {
     states.attach(nullptr);
     if (!dev) return;
-    dev->sync(stream);
+    try {
+      dev->sync(stream);
+    } catch (const Error&) {
+      // A failed kernel left the context's error sticky: it was reported by
+      // the call that saw it; release what can be released.
+    }
     for (auto& [k, g] : graphs) dev->destroy_graph(g);
     for (DevPtr p : {arena, scratch, slots_buf, pt_buf}) dev->free(p);
     for (auto& [n, p] : weights) dev->free(p);

@@ -2,9 +2,11 @@
 #include "runtime/cuda/sim/block_runner.h"
 
 #include <fmt/format.h>
+#include <dlfcn.h>
 #include <signal.h>
 #include <setjmp.h>
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -12,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "runtime/cuda/sim/fiber.h"
 #include "runtime/cuda/sim/memory.h"
@@ -52,8 +55,21 @@ struct Fiber {
   BlockRun* run = nullptr;
 };
 
+// Checked mode: the last write to a 4-byte word of `__shared__` memory.
+struct SharedWrite {
+  int writer = -1;  // fiber index
+  uint64_t block_generation = 0, warp_generation = 0;
+};
+
 struct BlockRun {
   const Launch* launch = nullptr;
+  // Checked mode: this worker's copy of the kernel's `__shared__` memory
+  // (found on first use) and its writes since the block started.
+  uintptr_t shared_begin = 0, shared_end = 0;
+  std::unordered_map<uintptr_t, SharedWrite> shared_writes;
+  // Checked mode: allocations this block touched lately (the registry takes a lock).
+  std::array<std::pair<uintptr_t, uintptr_t>, 4> recent{};
+  size_t recent_next = 0;
   std::vector<Stack*> stacks;  // the worker's, one per fiber
   std::vector<Fiber> fibers;
   int live = 0, done = 0;
@@ -166,6 +182,8 @@ void check_mask(Fiber* f, unsigned mask) {
 
 Fiber* self_fiber(const VtcSimThread* self) { return static_cast<Fiber*>(self->fiber); }
 
+std::string name_parameter(const Launch& l, uintptr_t address);
+
 void sync_block(const VtcSimThread* self) {
   Fiber* f = self_fiber(self);
   arrive(f, f->run->block, f->run->live, 0, Collective::Barrier);
@@ -227,7 +245,64 @@ unsigned ballot(const VtcSimThread* self, unsigned mask, int predicate) {
   return bits & mask;
 }
 
-const VtcSimRuntime kRuntime = {sync_block, sync_warp, exchange, ballot};
+// --- checked mode: every access of the kernel ---------------------------------
+
+bool inside(uintptr_t a, size_t bytes, uintptr_t begin, uintptr_t end) { return a >= begin && a + bytes <= end; }
+
+// This worker's thread-local block of the kernel object: its __shared__ arrays.
+void find_shared(BlockRun& r) {
+  const ModuleMemory* m = r.launch->module;
+  if (r.shared_begin || !m || !m->tls_bytes) return;
+  void* block = nullptr;
+  if (dlinfo(m->handle, RTLD_DI_TLS_DATA, &block) == 0 && block) {
+    r.shared_begin = reinterpret_cast<uintptr_t>(block);
+    r.shared_end = r.shared_begin + m->tls_bytes;
+  }
+}
+
+// A read or write of another thread's write to the same word since the
+// last __syncthreads is a race, unless a collective of their warp came
+// between (warp-synchronous code after __syncwarp or a shuffle).
+void check_shared(Fiber* f, uintptr_t address, size_t bytes, bool is_write) {
+  BlockRun& r = *f->run;
+  const int me = int(f - r.fibers.data());
+  const uint64_t warp_generation = r.warps[size_t(f->warp)].generation;
+  for (uintptr_t word = address & ~uintptr_t(3); word < address + bytes; word += 4) {
+    SharedWrite& w = r.shared_writes[word];
+    if (w.writer >= 0 && w.writer != me && w.block_generation == r.block.generation) {
+      const Fiber& other = r.fibers[size_t(w.writer)];
+      if (!(other.warp == f->warp && w.warp_generation != warp_generation))
+        fail(f, fmt::format("{}: shared-memory race: it {} the __shared__ word at byte {} of the kernel's shared memory, "
+                            "which thread {} wrote since the last __syncthreads (a barrier is missing between them)",
+                            where(*f), is_write ? "writes" : "reads", word - r.shared_begin, w.writer));
+    }
+    if (is_write) w = {me, r.block.generation, warp_generation};
+  }
+}
+
+void access(const VtcSimThread* self, const void* address, unsigned long bytes, int is_write) {
+  Fiber* f = self_fiber(self);
+  BlockRun& r = *f->run;
+  const auto a = reinterpret_cast<uintptr_t>(address);
+  // threadIdx and its kin read the thread's own coordinates.
+  if (inside(a, bytes, reinterpret_cast<uintptr_t>(self), reinterpret_cast<uintptr_t>(self + 1))) return;
+  find_shared(r);
+  if (inside(a, bytes, r.shared_begin, r.shared_end)) return check_shared(f, a, bytes, is_write != 0);
+  if (r.stacks[size_t(f - r.fibers.data())]->contains(address)) return;
+  if (const ModuleMemory* m = r.launch->module)
+    for (const auto& [begin, end] : m->segments)
+      if (inside(a, bytes, begin, end)) return;
+  for (const auto& [begin, end] : r.recent)
+    if (inside(a, bytes, begin, end)) return;
+  if (auto alloc = find_allocation(a, bytes)) {
+    r.recent[r.recent_next++ % r.recent.size()] = {alloc->base, alloc->base + alloc->size};
+    return;
+  }
+  fail(f, fmt::format("{}: {} {} bytes at {:#x}, outside every buffer: {}{}", where(*f), is_write ? "writes" : "reads",
+                      bytes, a, describe_address(a), name_parameter(*r.launch, a)));
+}
+
+const VtcSimRuntime kRuntime = {sync_block, sync_warp, exchange, ballot, access};
 
 void fiber_main(void* arg) {
   Fiber* f = static_cast<Fiber*>(arg);
@@ -273,6 +348,9 @@ void reset(Worker& w, const Launch& l, unsigned bx, unsigned by, unsigned bz) {
   r.slots.assign(warps * 2 * kWarp, 0);
   r.next = 0;
   r.error.clear();
+  r.shared_begin = r.shared_end = 0;
+  r.shared_writes.clear();
+  r.recent = {};
   for (unsigned i = 0; i < n; ++i) {
     Fiber& f = r.fibers[i];
     f.thread.thread_idx = {i % l.block.x, i / l.block.x % l.block.y, i / (l.block.x * l.block.y)};

@@ -21,6 +21,12 @@
 //    and the block: a barrier some threads never reach (deadlock), lanes at
 //    different warp collectives, a collective whose mask names a lane that
 //    has exited.
+//  - Checked mode (VTC_CUDA_SIM_CHECK=1) instruments every load and store
+//    of the kernel: an access must fall in a device allocation, the
+//    thread's own stack or the kernel object; an access to `__shared__`
+//    memory is checked against the last writer of each 4-byte word since
+//    the last __syncthreads (another thread's write: a race, unless a warp
+//    collective of the same warp came between).
 //  - Faults (SIGSEGV/SIGBUS) inside a kernel are caught on an alternate
 //    signal stack: the block is abandoned and the launch fails with the
 //    kernel, the block and thread, and the allocation and parameter the
@@ -28,7 +34,9 @@
 //    around every allocation so an overflow faults).
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/cuda/sim/kernel_abi.h"
@@ -37,12 +45,22 @@ namespace vtc::cuda::sim {
 
 using KernelFn = void (*)(void** params, const VtcSimThread* self);
 
+// Where a kernel object lives, for checked mode's access checks: its loaded
+// segments (constants, the runtime table) and its thread-local block (the
+// `__shared__` arrays, one copy per host worker).
+struct ModuleMemory {
+  void* handle = nullptr;
+  std::vector<std::pair<uintptr_t, uintptr_t>> segments;  // [begin, end)
+  size_t tls_bytes = 0;
+};
+
 struct Launch {
   KernelFn fn = nullptr;
   std::string entry;
   const VtcSimParams* param_info = nullptr;
   void** params = nullptr;  // one pointer per parameter, to its bytes
   VtcSimDim3 grid{1, 1, 1}, block{1, 1, 1};
+  const ModuleMemory* module = nullptr;
 };
 
 // Runs every block of `launch`. Returns "" or what went wrong.

@@ -3,6 +3,7 @@
 // exported from libvtc_cuda_sim.so. One device (ordinal 0) with sm_90's
 // compute capability, named "CUDA (simulated device)".
 #include <dlfcn.h>
+#include <link.h>
 #include <fmt/format.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -24,6 +25,7 @@ constexpr const char* kDeviceName = "CUDA (simulated device)";
 constexpr char kImageMagic[] = "//VTCSIM1 ";  // the sim NVRTC's image: magic, length, newline, ELF
 
 struct Module {
+  ModuleMemory memory;
   void* handle = nullptr;
   int fd = -1;  // open while loaded: the loader knows a library by its path, /proc/self/fd/<fd>
   std::map<std::string, Function> functions;
@@ -36,6 +38,32 @@ int check_range(DevPtr p, size_t bytes, const char* call) {
 }
 
 Stream* as_stream(void* s) { return static_cast<Stream*>(s); }
+
+// The loaded segments and the thread-local block size of a kernel object.
+ModuleMemory module_memory(void* handle) {
+  ModuleMemory mem;
+  mem.handle = handle;
+  struct link_map* map = nullptr;
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0 || !map) return mem;
+  struct Search {
+    uintptr_t base;
+    ModuleMemory* mem;
+  } search{uintptr_t(map->l_addr), &mem};
+  dl_iterate_phdr(
+      [](struct dl_phdr_info* info, size_t, void* arg) {
+        auto* s = static_cast<Search*>(arg);
+        if (uintptr_t(info->dlpi_addr) != s->base) return 0;
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const auto& ph = info->dlpi_phdr[i];
+          if (ph.p_type == PT_LOAD)
+            s->mem->segments.emplace_back(s->base + ph.p_vaddr, s->base + ph.p_vaddr + ph.p_memsz);
+          if (ph.p_type == PT_TLS) s->mem->tls_bytes = ph.p_memsz;
+        }
+        return 1;
+      },
+      &search);
+  return mem;
+}
 
 }  // namespace
 
@@ -161,6 +189,7 @@ VTC_SIM_API int cuModuleLoadData(void** module, const void* image) {
   bind(runtime_table());
   auto* m = new Module();
   m->handle = handle;
+  m->memory = module_memory(handle);
   m->fd = fd;
   *module = m;
   return kSuccess;
@@ -182,6 +211,7 @@ VTC_SIM_API int cuModuleGetFunction(void** fn, void* module, const char* name) {
     f.fn = reinterpret_cast<KernelFn>(dlsym(m->handle, fmt::format("vtc_sim_run_{}", name).c_str()));
     f.params = static_cast<const VtcSimParams*>(dlsym(m->handle, fmt::format("vtc_sim_params_{}", name).c_str()));
     if (!f.fn || !f.params) return fail_with(kNotFound, fmt::format("the module has no kernel {}", name));
+    f.module = &m->memory;
     it = m->functions.emplace(name, f).first;
   }
   *fn = &it->second;

@@ -35,6 +35,11 @@ struct VtcSimRuntime {
                    int arg, int width);
   // __ballot_sync: bit i set when lane i's predicate is non-zero.
   unsigned (*ballot)(const VtcSimThread* self, unsigned mask, int predicate);
+  // Checked mode: every load and store of the kernel (GCC's kernel-address
+  // instrumentation calls __asan_{load,store}N_noabort, which kernel_host.h
+  // forwards here). Reports an access outside the launch's memory or a
+  // shared-memory race, naming the kernel.
+  void (*access)(const VtcSimThread* self, const void* address, unsigned long bytes, int is_write);
 };
 
 struct VtcSimParams {

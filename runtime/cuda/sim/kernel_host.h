@@ -30,7 +30,7 @@ typedef VtcSimDim3 dim3;
 
 static const VtcSimRuntime* vtc_sim_rt;
 static thread_local const VtcSimThread* vtc_sim_self;
-VTC_SIM_EXPORT void vtc_sim_bind(const VtcSimRuntime* rt) { vtc_sim_rt = rt; }
+VTC_SIM_EXPORT __attribute__((no_sanitize("kernel-address"))) void vtc_sim_bind(const VtcSimRuntime* rt) { vtc_sim_rt = rt; }
 
 #define threadIdx (vtc_sim_self->thread_idx)
 #define blockIdx (vtc_sim_self->block_idx)
@@ -38,19 +38,41 @@ VTC_SIM_EXPORT void vtc_sim_bind(const VtcSimRuntime* rt) { vtc_sim_rt = rt; }
 #define gridDim (vtc_sim_self->grid_dim)
 #define warpSize 32
 
+// --- checked mode (VTC_CUDA_SIM_CHECK=1 compiles with
+// -fsanitize=kernel-address and an instrumentation call per access) --------
+#ifdef VTC_SIM_CHECKED
+#define VTC_SIM_UNCHECKED __attribute__((no_sanitize("kernel-address")))
+VTC_SIM_UNCHECKED static inline void vtc_sim_access(const void* p, unsigned long n, int is_write) {
+  // The thread's own coordinates pointer is per-fiber bookkeeping, not data.
+  if (p == (const void*)&vtc_sim_self) return;
+  vtc_sim_rt->access(vtc_sim_self, p, n, is_write);
+}
+#define VTC_SIM_ACCESS_FN(kind, n, w) \
+  extern "C" VTC_SIM_UNCHECKED void __asan_##kind##n##_noabort(unsigned long p) { vtc_sim_access((const void*)p, n, w); }
+VTC_SIM_ACCESS_FN(load, 1, 0) VTC_SIM_ACCESS_FN(load, 2, 0) VTC_SIM_ACCESS_FN(load, 4, 0)
+VTC_SIM_ACCESS_FN(load, 8, 0) VTC_SIM_ACCESS_FN(load, 16, 0)
+VTC_SIM_ACCESS_FN(store, 1, 1) VTC_SIM_ACCESS_FN(store, 2, 1) VTC_SIM_ACCESS_FN(store, 4, 1)
+VTC_SIM_ACCESS_FN(store, 8, 1) VTC_SIM_ACCESS_FN(store, 16, 1)
+extern "C" VTC_SIM_UNCHECKED void __asan_loadN_noabort(unsigned long p, unsigned long n) { vtc_sim_access((const void*)p, n, 0); }
+extern "C" VTC_SIM_UNCHECKED void __asan_storeN_noabort(unsigned long p, unsigned long n) { vtc_sim_access((const void*)p, n, 1); }
+extern "C" VTC_SIM_UNCHECKED void __asan_handle_no_return() {}
+#else
+#define VTC_SIM_UNCHECKED
+#endif
+
 // --- barriers and warp collectives (they switch fibers) ---------------------
-static inline void __syncthreads() {
+VTC_SIM_UNCHECKED static inline void __syncthreads() {
   const VtcSimThread* self = vtc_sim_self;
   vtc_sim_rt->sync_block(self);
   vtc_sim_self = self;
 }
-static inline void __syncwarp(unsigned mask = 0xffffffffu) {
+VTC_SIM_UNCHECKED static inline void __syncwarp(unsigned mask = 0xffffffffu) {
   const VtcSimThread* self = vtc_sim_self;
   vtc_sim_rt->sync_warp(self, mask);
   vtc_sim_self = self;
 }
 template <typename T>
-static inline T vtc_sim_shfl(unsigned mask, T v, int mode, int arg, int width) {
+VTC_SIM_UNCHECKED static inline T vtc_sim_shfl(unsigned mask, T v, int mode, int arg, int width) {
   static_assert(sizeof(T) <= 8, "a warp shuffle moves at most 8 bytes");
   const VtcSimThread* self = vtc_sim_self;
   T out;
@@ -62,7 +84,7 @@ template <typename T> static inline T __shfl_sync(unsigned m, T v, int lane, int
 template <typename T> static inline T __shfl_up_sync(unsigned m, T v, unsigned d, int w = 32) { return vtc_sim_shfl(m, v, VTC_SIM_SHFL_UP, int(d), w); }
 template <typename T> static inline T __shfl_down_sync(unsigned m, T v, unsigned d, int w = 32) { return vtc_sim_shfl(m, v, VTC_SIM_SHFL_DOWN, int(d), w); }
 template <typename T> static inline T __shfl_xor_sync(unsigned m, T v, int x, int w = 32) { return vtc_sim_shfl(m, v, VTC_SIM_SHFL_XOR, x, w); }
-static inline unsigned __ballot_sync(unsigned mask, int pred) {
+VTC_SIM_UNCHECKED static inline unsigned __ballot_sync(unsigned mask, int pred) {
   const VtcSimThread* self = vtc_sim_self;
   const unsigned bits = vtc_sim_rt->ballot(self, mask, pred);
   vtc_sim_self = self;

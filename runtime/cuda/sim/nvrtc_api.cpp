@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/cuda/sim/memory.h"
+
 extern char** environ;
 
 namespace vtc::cuda::sim {
@@ -41,9 +43,20 @@ namespace {
 
 enum : int { kOk = 0, kOutOfMemory = 1, kInvalidInput = 3, kInvalidProgram = 4, kCompilation = 6 };
 
+// Checked mode adds GCC's kernel-address instrumentation with a call per
+// access (kernel_host.h defines the called functions; nothing of ASan's
+// runtime is needed).
 const std::vector<std::string>& compile_flags() {
-  static const std::vector<std::string> flags = {"-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
-                                                 "-ffp-contract=off", "-fno-math-errno", "-w"};
+  static const std::vector<std::string> flags = [] {
+    std::vector<std::string> f = {"-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
+                                  "-ffp-contract=off", "-fno-math-errno", "-w"};
+    if (checked_mode())
+      for (const char* c : {"-DVTC_SIM_CHECKED", "-fsanitize=kernel-address", "-fsanitize-recover=kernel-address",
+                            "--param=asan-instrumentation-with-call-threshold=0", "--param=asan-stack=0",
+                            "--param=asan-globals=0"})
+        f.push_back(c);
+    return f;
+  }();
   return flags;
 }
 
@@ -107,7 +120,7 @@ std::string trampolines(const std::vector<Entry>& entries) {
     out += fmt::format("VTC_SIM_EXPORT const VtcSimParams vtc_sim_params_{0} = {{{1}, vtc_sim_sizes_{0}, vtc_sim_pointers_{0}, "
                        "vtc_sim_names_{0}}};\n",
                        e.name, n);
-    out += fmt::format("VTC_SIM_EXPORT void vtc_sim_run_{0}(void** p, const VtcSimThread* t) {{ (void)p; vtc_sim_self = t; "
+    out += fmt::format("VTC_SIM_EXPORT VTC_SIM_UNCHECKED void vtc_sim_run_{0}(void** p, const VtcSimThread* t) {{ (void)p; vtc_sim_self = t; "
                        "{0}({1}); }}\n",
                        e.name, args);
   }

@@ -141,7 +141,7 @@ void run_launch(Op& op) {
       return;
     }
   }
-  Launch l{op.fn->fn, op.fn->entry, info, params.data(), op.grid, op.block};
+  Launch l{op.fn->fn, op.fn->entry, info, params.data(), op.grid, op.block, op.fn->module};
   static const bool trace = [] {
     const char* e = std::getenv("VTC_CUDA_SIM_TRACE");
     return e && *e && std::strcmp(e, "0") != 0;

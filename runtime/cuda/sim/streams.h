@@ -48,6 +48,7 @@ struct Function {
   KernelFn fn = nullptr;
   const VtcSimParams* params = nullptr;
   std::string entry;
+  const ModuleMemory* module = nullptr;
 };
 
 struct Event;
