@@ -78,6 +78,7 @@ struct BlockRun {
   Barrier block;
   std::vector<Barrier> warps;
   std::vector<uint64_t> slots;  // [warp][generation parity][lane]
+  std::vector<uint64_t> slot_generation;  // the barrier generation each slot was posted in
   Context scheduler;
   size_t next = 0;        // where the scheduler looks first
   std::string error;
@@ -219,10 +220,11 @@ const uint64_t* post_and_wait(Fiber* f, unsigned mask, uint64_t value, Collectiv
   check_mask(f, mask);
   BlockRun& r = *f->run;
   Barrier& b = r.warps[size_t(f->warp)];
-  const uint64_t* slots = &r.slots[(size_t(f->warp) * 2 + (b.generation & 1)) * kWarp];
-  r.slots[size_t(slots - r.slots.data()) + size_t(f->lane)] = value;
+  const size_t base = (size_t(f->warp) * 2 + (b.generation & 1)) * kWarp;
+  r.slots[base + size_t(f->lane)] = value;
+  r.slot_generation[base + size_t(f->lane)] = b.generation;
   arrive(f, b, r.warp_live[size_t(f->warp)], f->warp * kWarp, kind);
-  return slots;
+  return &r.slots[base];
 }
 
 void exchange(const VtcSimThread* self, unsigned mask, const void* in, void* out, unsigned bytes, int mode, int arg,
@@ -237,11 +239,14 @@ void exchange(const VtcSimThread* self, unsigned mask, const void* in, void* out
 
 unsigned ballot(const VtcSimThread* self, unsigned mask, int predicate) {
   Fiber* f = self_fiber(self);
+  BlockRun& r = *f->run;
+  const uint64_t generation = r.warps[size_t(f->warp)].generation;
   const uint64_t* slots = post_and_wait(f, mask, predicate != 0, Collective::Ballot);
-  const uint32_t alive = ~f->run->warp_exited[size_t(f->warp)];
+  // The lanes that voted in this generation (a lane may have returned since).
+  const uint64_t* posted = &r.slot_generation[size_t(slots - r.slots.data())];
   unsigned bits = 0;
-  for (int l = 0; l < lanes_in_warp(*f->run, f->warp); ++l)
-    if ((alive >> l & 1) && slots[l]) bits |= 1u << l;
+  for (int l = 0; l < lanes_in_warp(r, f->warp); ++l)
+    if (posted[l] == generation && slots[l]) bits |= 1u << l;
   return bits & mask;
 }
 
@@ -346,6 +351,7 @@ void reset(Worker& w, const Launch& l, unsigned bx, unsigned by, unsigned bz) {
   r.block = Barrier{};
   r.warps.assign(warps, Barrier{});
   r.slots.assign(warps * 2 * kWarp, 0);
+  r.slot_generation.assign(warps * 2 * kWarp, ~uint64_t(0));
   r.next = 0;
   r.error.clear();
   r.shared_begin = r.shared_end = 0;

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -91,12 +92,21 @@ VTC_SIM_API int cuDeviceTotalMem_v2(size_t* bytes, int) {
   *bytes = size_t(sysconf(_SC_PHYS_PAGES)) * size_t(sysconf(_SC_PAGESIZE));
   return kSuccess;
 }
+namespace {
+// The primary context: retained by each Device; released by the last, it
+// is reset and a sticky error goes with it, as the driver's does.
+std::atomic<int> g_context_refs{0};
+}  // namespace
 VTC_SIM_API int cuDevicePrimaryCtxRetain(void** ctx, int) {
   static int context;
   *ctx = &context;
+  ++g_context_refs;
   return kSuccess;
 }
-VTC_SIM_API int cuDevicePrimaryCtxRelease_v2(int) { return kSuccess; }
+VTC_SIM_API int cuDevicePrimaryCtxRelease_v2(int) {
+  if (--g_context_refs == 0) reset_sticky();
+  return kSuccess;
+}
 VTC_SIM_API int cuCtxSetCurrent(void*) { return kSuccess; }
 
 VTC_SIM_API int cuMemAlloc_v2(DevPtr* p, size_t bytes) {

@@ -90,6 +90,11 @@ void set_sticky(int code, const std::string& message) {
   g_sticky_message = message;
 }
 
+void reset_sticky() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_sticky = 0;
+}
+
 int sticky() {
   std::lock_guard<std::mutex> lock(g_mu);
   return g_sticky;

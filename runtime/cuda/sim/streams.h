@@ -80,6 +80,8 @@ class Stream;
 void set_sticky(int code, const std::string& message);
 // The sticky error code (0 when none).
 int sticky();
+// The primary context was released for good: its sticky error goes with it.
+void reset_sticky();
 // The message for `code`: the sticky one, this thread's last, or CUDA's name.
 const char* error_text(int code);
 // Remembers a message for `code` on this thread and returns `code`.
