@@ -310,6 +310,7 @@ void access(const VtcSimThread* self, const void* address, unsigned long bytes, 
 const VtcSimRuntime kRuntime = {sync_block, sync_warp, exchange, ballot, access};
 
 void fiber_main(void* arg) {
+  fiber_started();
   Fiber* f = static_cast<Fiber*>(arg);
   BlockRun& r = *f->run;
   r.launch->fn(r.launch->params, &f->thread);
@@ -375,6 +376,7 @@ std::string run_block(Worker& w, const Launch& l, unsigned bx, unsigned by, unsi
   reset(w, l, bx, by, bz);
   BlockRun& r = w.run;
   const size_t n = r.fibers.size();
+  set_native_stack(r.scheduler);
   if (sigsetjmp(w.fault_jump, 1)) {
     w.in_kernel = 0;
     return w.fault;

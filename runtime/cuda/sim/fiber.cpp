@@ -1,12 +1,17 @@
 // Fiber stacks and the context switch (see fiber.h).
 #include "runtime/cuda/sim/fiber.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
 #include <new>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#endif
 
 #if !defined(__x86_64__)
 #error "the simulated CUDA device's fiber switch is written for x86-64"
@@ -104,8 +109,33 @@ void prepare(Context& ctx, const Stack& stack, void (*entry)(void*), void* arg) 
   frame[6] = 0;                                          // rbp
   frame[7] = reinterpret_cast<uint64_t>(&vtc_sim_fiber_start);  // return address
   ctx.sp = frame;
+  ctx.stack_bottom = stack.bottom();
+  ctx.stack_size = size_t(static_cast<char*>(stack.top()) - static_cast<char*>(stack.bottom()));
 }
 
+void* Stack::bottom() const { return static_cast<char*>(base_) + page_size(); }
+
+#if defined(__SANITIZE_ADDRESS__)
+void switch_to(Context& from, const Context& to) {
+  __sanitizer_start_switch_fiber(&from.asan_fake_stack, to.stack_bottom, to.stack_size);
+  vtc_sim_switch(&from.sp, to.sp);
+  __sanitizer_finish_switch_fiber(from.asan_fake_stack, nullptr, nullptr);
+}
+void fiber_started() { __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr); }
+#else
 void switch_to(Context& from, const Context& to) { vtc_sim_switch(&from.sp, to.sp); }
+void fiber_started() {}
+#endif
+
+void set_native_stack(Context& ctx) {
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0) return;
+  void* addr = nullptr;
+  size_t size = 0;
+  pthread_attr_getstack(&attr, &addr, &size);
+  pthread_attr_destroy(&attr);
+  ctx.stack_bottom = addr;
+  ctx.stack_size = size;
+}
 
 }  // namespace vtc::cuda::sim

@@ -24,6 +24,7 @@ class Stack {
   Stack(const Stack&) = delete;
   Stack& operator=(const Stack&) = delete;
   void* top() const { return top_; }
+  void* bottom() const;  // the lowest usable address, above the guard page
   bool contains(const void* p) const;
 
  private:
@@ -32,10 +33,20 @@ class Stack {
   void* top_ = nullptr;
 };
 
-// A saved execution context: the stack pointer of a suspended fiber.
+// A saved execution context: the stack pointer of a suspended fiber, and
+// (for AddressSanitizer builds, which must be told of every stack switch)
+// the bounds of its stack.
 struct Context {
   void* sp = nullptr;
+  const void* stack_bottom = nullptr;
+  size_t stack_size = 0;
+  void* asan_fake_stack = nullptr;
 };
+
+// The calling thread's own stack as a Context's bounds (for the scheduler).
+void set_native_stack(Context& ctx);
+// Called first by a fiber's entry function (AddressSanitizer bookkeeping).
+void fiber_started();
 
 // Prepares `ctx` to start `entry(arg)` on `stack` at the first switch into
 // it. `entry` must never return: it ends by switching away for good.
