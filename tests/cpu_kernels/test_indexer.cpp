@@ -437,7 +437,7 @@ TEST_CASE("attention: selected rows listing every visible key give the dense bit
   }
 }
 
-TEST_CASE("attention: a subset of keys vs a naive softmax; -1 entries select nothing", "[indexer][attention]") {
+TEST_CASE("attention: a subset of keys vs a naive softmax, and -1 entries select nothing", "[indexer][attention]") {
   ThreadPool pool(2);
   for (GgmlType kvt : {GgmlType::F32, GgmlType::F16}) {
     AttentionParams p = sparse_params(kvt);

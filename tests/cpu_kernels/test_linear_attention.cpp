@@ -215,7 +215,7 @@ NaiveDelta naive_from(const DeltaCase& dc) {
 
 // ---- l2_norm -----------------------------------------------------------------
 
-TEST_CASE("l2_norm: rows against a double reference; eps bounds tiny and zero rows", "[cpu][linear_attention]") {
+TEST_CASE("l2_norm: rows against a double reference, and eps bounds tiny and zero rows", "[cpu][linear_attention]") {
   const int64_t cols = 37;
   auto x = test::random_floats(size_t(4 * cols), 11, -3.0f, 3.0f);
   for (int64_t i = 0; i < cols; ++i) x[size_t(2 * cols + i)] = 0.0f;      // all zero: 0 * 1/eps, not NaN

@@ -124,7 +124,7 @@ void check_groups(std::vector<GroupCase>& cases, int64_t cols, int64_t n_tokens,
 
 }  // namespace
 
-TEST_CASE("matmul_groups: each box once to its epilogue, with matmul's bits; the prologue first",
+TEST_CASE("matmul_groups: each box once to its epilogue, with matmul's bits, and the prologue first",
           "[matmul][fused]") {
   const int64_t cols = 512;
   for (Isa isa : available_isas()) {

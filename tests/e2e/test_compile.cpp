@@ -640,7 +640,7 @@ TEST_CASE("random byte mutations of an artifact load or fail with an error, neve
   fs::remove_all(packed.dir);
 }
 
-TEST_CASE("a relative GGUF path is resolved against the artifact's directory; an absolute one stays absolute",
+TEST_CASE("a relative GGUF path is resolved against the artifact's directory, and an absolute one stays absolute",
           "[compile][artifact][cli]") {
   const Tiny t = tiny_artifact("relative");
   fs::create_directories(t.dir + "/models");
@@ -673,7 +673,7 @@ TEST_CASE("a relative GGUF path is resolved against the artifact's directory; an
   fs::remove_all(moved);
 }
 
-TEST_CASE("a weights checksum refuses a different GGUF with the same header; packed artifacts check theirs by default",
+TEST_CASE("a weights checksum refuses a different GGUF with the same header, and packed artifacts check theirs by default",
           "[compile][artifact][cli]") {
   CHECK(xxh64({}) == 0xEF46DB3751D8E999ull);  // the reference's test vectors
   const std::string abc = "abc", nobody = "Nobody inspects the spammish repetition";

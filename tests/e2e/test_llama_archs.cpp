@@ -277,7 +277,7 @@ void beyond_window(const std::string& arch, size_t prompt_tokens) {
 }  // namespace
 
 // The rescaler's table, on a hand-built file: no reference needed.
-TEST_CASE("llama-archs rescaler: each tensor role gets its scale; zero and rename options", "[e2e][llama-archs-rescale]") {
+TEST_CASE("llama-archs rescaler: each tensor role gets its scale, and zero and rename options", "[e2e][llama-archs-rescale]") {
   using la::Role;
   CHECK(la::role_of("blk.0.attn_q.input_scale") == Role::kKeep);
   CHECK(la::role_of("blk.0.ffn_up_exps.scale") == Role::kScale);

@@ -12,7 +12,7 @@
 
 using namespace vtc;
 
-TEST_CASE("buffers with disjoint lifetimes share memory; overlapping ones do not", "[buffer_plan]") {
+TEST_CASE("buffers with disjoint lifetimes share memory, and overlapping ones do not", "[buffer_plan]") {
   std::vector<BufferRequest> reqs = {{1000, 0, 1}, {1000, 2, 3}, {500, 1, 2}};
   BufferPlan plan = plan_buffers(reqs, 64);
   CHECK(plan.offsets[0] == plan.offsets[1]);      // [0,1] and [2,3] never meet

@@ -37,7 +37,7 @@ TEST_CASE("greedy picks the argmax, lowest id on ties", "[sampler]") {
   CHECK(c[0].prob + c[1].prob + c[2].prob == Approx(1.0));
 }
 
-TEST_CASE("the same seed gives the same draws; another seed differs", "[sampler]") {
+TEST_CASE("the same seed gives the same draws, and another seed differs", "[sampler]") {
   std::vector<float> logits(1000);
   for (size_t i = 0; i < logits.size(); ++i) logits[i] = float(std::sin(double(i)));
   auto a = draws(only_temperature(1.0f, 7), logits, 50);
@@ -234,7 +234,7 @@ TEST_CASE("sampled draws follow the truncated, tempered softmax", "[sampler]") {
   }
 }
 
-TEST_CASE("seeds use all 64 bits; an explicit 4294967295 is reproducible", "[sampler]") {
+TEST_CASE("seeds use all 64 bits, and an explicit 4294967295 is reproducible", "[sampler]") {
   std::vector<float> logits(1000);
   for (size_t i = 0; i < logits.size(); ++i) logits[i] = float(std::sin(double(i)));
   const auto a = draws(only_temperature(1.0f, 1), logits, 50);

@@ -287,7 +287,7 @@ TEST_CASE("malformed chat messages are a 400 naming the field", "[serve][hardeni
                200)["choices"].size() == 1);
 }
 
-TEST_CASE("seeds use all 64 bits over the API; every explicit seed repeats", "[serve][hardening][reference]") {
+TEST_CASE("seeds use all 64 bits over the API, and every explicit seed repeats", "[serve][hardening][reference]") {
   InProcessServer s;
   auto text = [&](const json& seed) {
     json body = {{"prompt", "Once upon a time"}, {"max_tokens", 16}, {"temperature", 1.0}, {"seed", seed}};

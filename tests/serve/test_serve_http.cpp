@@ -259,7 +259,7 @@ TEST_CASE("curl drives vtc serve, streaming included", "[serve][http][curl][refe
   CHECK(s.stop(SIGTERM, 20s) == 0);
 }
 
-TEST_CASE("8 concurrent streams each match their solo run; prefix reuse; disconnects free pages", "[serve][http][reference]") {
+TEST_CASE("8 concurrent streams each match their solo run, and prefix reuse, and disconnects free pages", "[serve][http][reference]") {
   test::ServerProcess s({"--parallel", "8"});
   auto c = client(s);
   for (int i = 0; i < 200 && !(c.Get("/health") && c.Get("/health")->status == 200); ++i) std::this_thread::sleep_for(50ms);

@@ -178,7 +178,7 @@ TEST_CASE("echo, max_completion_tokens, and fields that cannot change the result
   CHECK(s.post("/v1/chat/completions", unknown, 400)["error"]["param"] == "frobnicate");
 }
 
-TEST_CASE("/apply-template renders the request; /metrics has latency histograms", "[serve][openai][reference]") {
+TEST_CASE("/apply-template renders the request, and /metrics has latency histograms", "[serve][openai][reference]") {
   Server s;
   const json body = {{"messages", {{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Hi"}}}}};
   CHECK(s.post("/apply-template", body, 200)["prompt"] ==
