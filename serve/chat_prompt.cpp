@@ -8,6 +8,8 @@
 #include <sstream>
 
 #include "serve/api_error.h"
+#include "serve/chat/generic_tools.h"
+#include "serve/chat_layer.h"
 #include "serve/jinja/template.h"
 #include "support/error.h"
 
@@ -29,8 +31,9 @@ void expect_string(const ordered_json* v, const std::string& name) {
   if (v && !v->is_string()) bad(name, fmt::format("'{}' must be a string", name));
 }
 
-// A message's content: a string, or text parts joined; null is allowed
-// only where `null_ok` (an assistant turn with tool calls).
+// A message's content: a string, or text parts (kept as parts: the
+// template decides how they join); null is allowed only where `null_ok`
+// (an assistant turn with tool calls), and becomes "".
 ordered_json message_content(const ordered_json& m, const std::string& name, bool null_ok) {
   const ordered_json* c = field(m, "content");
   if (!c) {
@@ -40,14 +43,14 @@ ordered_json message_content(const ordered_json& m, const std::string& name, boo
   if (c->is_string()) return *c;
   if (!c->is_array())
     bad(name + ".content", fmt::format("'{}.content' must be a string or an array of text parts", name));
-  std::string text;
+  ordered_json parts = ordered_json::array();
   for (const auto& part : *c) {
     if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
       bad(name + ".content", fmt::format("'{}.content' parts must be {{\"type\": \"text\", \"text\": ...}} (this server "
                                          "takes text only)", name));
-    text += part["text"].get<std::string>();
+    parts.push_back({{"type", "text"}, {"text", part["text"]}});
   }
-  return text;
+  return parts;
 }
 
 ordered_json tool_calls_of(const ordered_json& calls, const std::string& name) {
@@ -126,21 +129,6 @@ ordered_json tools_of(const ordered_json& tools) {
   return tools;
 }
 
-// Whether a template reads tool-call arguments as an object: the property
-// is followed by an object operation (see the header comment).
-bool reads_arguments_as_object(std::string_view src) {
-  static const char* ops[] = {"|tojson", "| tojson", ".items()", "|items", "| items", " is mapping", " is string",
-                              "|dictsort", "| dictsort", " is not string"};
-  for (size_t at = src.find("arguments"); at != std::string_view::npos; at = src.find("arguments", at + 1)) {
-    std::string_view after = src.substr(at + 9, 24);
-    if (!after.empty() && (after[0] == '"' || after[0] == '\'')) after.remove_prefix(1);  // ['arguments']
-    if (!after.empty() && after[0] == ']') after.remove_prefix(1);
-    for (const char* op : ops)
-      if (after.substr(0, std::string_view(op).size()) == op) return true;
-  }
-  return false;
-}
-
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(fmt::format("--chat-template-file {}: cannot read it", path));
@@ -169,6 +157,20 @@ ChatInputs chat_inputs_from_request(const ordered_json& body) {
   if (const ordered_json* k = field(body, "chat_template_kwargs")) {
     if (!k->is_object()) bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
     in.kwargs = *k;
+    if (const ordered_json* t = field(*k, "enable_thinking")) {
+      if (!t->is_boolean())
+        bad("chat_template_kwargs.enable_thinking", "'chat_template_kwargs.enable_thinking' must be a boolean");
+      in.enable_thinking = t->get<bool>();
+    }
+  }
+  if (const ordered_json* effort = field(body, "reasoning_effort")) {
+    if (!effort->is_string()) bad("reasoning_effort", "'reasoning_effort' must be a string");
+    if (*effort == "none") {
+      in.enable_thinking = false;
+      in.kwargs.erase("reasoning_effort");
+    } else if (!effort->get<std::string>().empty()) {
+      in.kwargs["reasoning_effort"] = *effort;
+    }
   }
   return in;
 }
@@ -176,8 +178,21 @@ ChatInputs chat_inputs_from_request(const ordered_json& body) {
 struct PromptTemplate::Jinja {
   jinja::Template tmpl;
   std::string source;
-  bool object_arguments = false, harmony = false;
+  chat_layer::TemplateCaps caps;
+  chat_layer::Dedicated dedicated = chat_layer::Dedicated::None;
 };
+
+std::unique_ptr<PromptTemplate::Jinja> PromptTemplate::parse_jinja(const std::string& text, const std::string& where) {
+  try {
+    auto j = std::make_unique<PromptTemplate::Jinja>(PromptTemplate::Jinja{jinja::Template::parse(text), text, {}, {}});
+    j->caps = chat_layer::caps_of(j->tmpl);
+    j->dedicated = chat_layer::dedicated_of(text);
+    return j;
+  } catch (const jinja::TemplateError& e) {
+    throw Error(fmt::format("chat template ({}): {}. Pick another with --chat-template NAME or --chat-template-file F",
+                            where, e.what()));
+  }
+}
 
 PromptTemplate::~PromptTemplate() = default;
 
@@ -190,20 +205,11 @@ std::shared_ptr<const PromptTemplate> PromptTemplate::load(const gguf::GgufFile&
   if (tok.has_vocab()) {
     if (tok.bos() >= 0) t->bos_text_ = tok.token_text(tok.bos());
     if (tok.eos() >= 0) t->eos_text_ = tok.token_text(tok.eos());
+    t->add_bos_ = tok.bos() >= 0 && tok.add_bos();
+    t->add_eos_ = tok.eos() >= 0 && tok.add_eos();
   }
-  auto jinja_of = [](const std::string& text, const std::string& where) {
-    try {
-      auto j = std::make_unique<Jinja>(Jinja{jinja::Template::parse(text), text});
-      j->object_arguments = reads_arguments_as_object(text);
-      j->harmony = text.find("<|channel|>") != std::string::npos;
-      return j;
-    } catch (const jinja::TemplateError& e) {
-      throw Error(fmt::format("chat template ({}): {}. Pick another with --chat-template NAME or --chat-template-file F",
-                              where, e.what()));
-    }
-  };
   if (!file.empty()) {
-    t->main_ = jinja_of(read_file(file), "--chat-template-file " + file);
+    t->main_ = parse_jinja(read_file(file), "--chat-template-file " + file);
     t->description_ = "Jinja template from " + file;
   } else if (!name_or_text.empty()) {
     try {
@@ -214,14 +220,14 @@ std::shared_ptr<const PromptTemplate> PromptTemplate::load(const gguf::GgufFile&
         throw Error(fmt::format("--chat-template: '{}' is neither a built-in template name ({}) nor Jinja text; "
                                 "for a template file use --chat-template-file",
                                 name_or_text, fmt::join(chat_template_names(), ", ")));
-      t->main_ = jinja_of(name_or_text, "--chat-template");
+      t->main_ = parse_jinja(name_or_text, "--chat-template");
       t->description_ = "Jinja template from --chat-template";
     }
   } else if (auto text = model.get_string("tokenizer.chat_template")) {
-    t->main_ = jinja_of(*text, "the model's tokenizer.chat_template");
+    t->main_ = parse_jinja(*text, "the model's tokenizer.chat_template");
     t->description_ = "the model's tokenizer.chat_template (Jinja)";
     if (auto tools = model.get_string("tokenizer.chat_template.tool_use")) {
-      t->tool_use_ = jinja_of(*tools, "the model's tokenizer.chat_template.tool_use");
+      t->tool_use_ = parse_jinja(*tools, "the model's tokenizer.chat_template.tool_use");
       t->description_ += ", tool_use variant for requests with tools";
     }
   } else {
@@ -231,62 +237,106 @@ std::shared_ptr<const PromptTemplate> PromptTemplate::load(const gguf::GgufFile&
   return t;
 }
 
+std::shared_ptr<const PromptTemplate> PromptTemplate::from_jinja(const std::string& text, const std::string& bos_text,
+                                                                 const std::string& eos_text, int64_t now_epoch_s,
+                                                                 bool add_bos, bool add_eos) {
+  auto t = std::shared_ptr<PromptTemplate>(new PromptTemplate());
+  t->main_ = parse_jinja(text, "from text");
+  t->description_ = "Jinja template from text";
+  t->bos_text_ = bos_text;
+  t->eos_text_ = eos_text;
+  t->add_bos_ = add_bos;
+  t->add_eos_ = add_eos;
+  t->now_epoch_s_ = now_epoch_s;
+  return t;
+}
+
 const PromptTemplate::Jinja* PromptTemplate::pick(const ChatInputs& inputs) const {
   if (tool_use_ && inputs.tools.is_array() && !inputs.tools.empty()) return tool_use_.get();
   return main_.get();
 }
 
 const std::string& PromptTemplate::source_for(const ChatInputs& inputs) const {
-  static const std::string none;
+  static const std::string none, generic(chat::kGenericToolsSource);
   const Jinja* j = pick(inputs);
-  return j ? j->source : none;
+  if (j) return j->source;
+  return inputs.tools.is_array() && !inputs.tools.empty() ? generic : none;
 }
 
+namespace {
+
+// A built-in format's messages: roles and text (parts joined with "\n", as
+// the reference's legacy path joins them).
+std::vector<ChatMessage> builtin_messages(const ordered_json& messages, const std::string& format_name) {
+  std::vector<ChatMessage> out;
+  for (const auto& m : messages) {
+    std::string role = m["role"].get<std::string>();
+    if (role == "developer") role = "system";
+    if (role == "tool" || m.contains("tool_calls"))
+      bad("messages", fmt::format("the built-in '{}' chat format has no tool turns unless the request has tools; "
+                                  "send the tools, or serve with a Jinja template (--chat-template-file)",
+                                  format_name));
+    const ordered_json& c = m["content"];
+    std::string text;
+    if (c.is_string()) {
+      text = c.get<std::string>();
+    } else {
+      for (const auto& part : c) text += (text.empty() ? "" : "\n") + part["text"].get<std::string>();
+    }
+    out.push_back({role, text});
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string PromptTemplate::render(const ChatInputs& inputs) const {
+  const bool has_tools = inputs.tools.is_array() && !inputs.tools.empty();
   const Jinja* j = pick(inputs);
   if (!j) {
-    std::vector<ChatMessage> msgs;
     const std::string name(chat_template_name(*builtin_));
-    if (inputs.tools.is_array() && !inputs.tools.empty())
-      bad("tools", fmt::format("the built-in '{}' chat format has no tools; serve with a Jinja template "
-                               "(--chat-template-file)", name));
-    for (const auto& m : inputs.messages) {
-      std::string role = m["role"].get<std::string>();
-      if (role == "developer") role = "system";
-      if (role == "tool" || m.contains("tool_calls"))
-        bad("messages", fmt::format("the built-in '{}' chat format has no tool turns; serve with a Jinja template "
-                                    "(--chat-template-file)", name));
-      msgs.push_back({role, m["content"].get<std::string>()});
-    }
-    return apply_chat_template(*builtin_, msgs, inputs.add_generation_prompt);
+    const ordered_json messages =
+        has_tools ? chat::generic_prompt_messages(inputs.messages, chat_layer::template_tools(inputs.tools))
+                  : inputs.messages;
+    return apply_chat_template(*builtin_, builtin_messages(messages, name), inputs.add_generation_prompt);
   }
-  ordered_json messages = inputs.messages;
-  for (auto& m : messages) {
-    if (m["role"] == "developer" && !j->harmony) m["role"] = "system";
-    if (!j->object_arguments || !m.contains("tool_calls")) continue;
-    for (auto& call : m["tool_calls"]) {
-      ordered_json& args = call["function"]["arguments"];
-      if (!args.is_string()) continue;
-      try {
-        args = ordered_json::parse(args.get<std::string>());
-      } catch (const std::exception&) {
-        bad("messages", fmt::format("tool call '{}': 'arguments' is not valid JSON", call["function"]["name"].get<std::string>()));
-      }
-    }
-  }
-  ordered_json ctx = {{"messages", std::move(messages)}};
-  if (inputs.tools.is_array() && !inputs.tools.empty()) ctx["tools"] = inputs.tools;
-  ctx["add_generation_prompt"] = inputs.add_generation_prompt;
-  ctx["bos_token"] = bos_text_;
-  ctx["eos_token"] = eos_text_;
+  // common_chat_template_direct_apply's context, in its order: later
+  // entries override earlier ones.
+  ordered_json ctx = {{"messages", chat_layer::template_messages(inputs.messages, j->caps, j->source)},
+                      {"bos_token", bos_text_},
+                      {"eos_token", eos_text_},
+                      {"enable_thinking", inputs.enable_thinking}};
+  if (has_tools) ctx["tools"] = chat_layer::template_tools(inputs.tools);
+  const ordered_json dates = chat_layer::date_variables(now_epoch_s_);
+  for (const auto& [k, v] : dates.items()) ctx[k] = v;
   for (const auto& [k, v] : inputs.kwargs.items()) ctx[k] = v;
+  if (inputs.add_generation_prompt) ctx["add_generation_prompt"] = true;
+  // Variables derived from two kwargs; the kwargs themselves win.
+  ordered_json derived = ordered_json::object();
+  if (auto p = ctx.find("preserve_reasoning"); p != ctx.end() && p->is_boolean()) {
+    const bool keep = p->get<bool>();
+    derived = {{"preserve_thinking", keep}, {"clear_thinking", !keep}, {"truncate_history_thinking", !keep},
+               {"drop_thinking", !keep}};
+  }
+  if (auto e = ctx.find("reasoning_effort"); e != ctx.end() && e->is_string() && !e->get<std::string>().empty())
+    derived["reasoning_strength"] = *e;
+  for (auto& [k, v] : derived.items())
+    if (!ctx.contains(k)) ctx[k] = v;
   jinja::RenderOptions opts;
   opts.now_epoch_s = now_epoch_s_;
+  std::string prompt;
   try {
-    return j->tmpl.render(ctx, opts);
+    prompt = j->tmpl.render(ctx, opts);
   } catch (const jinja::TemplateError& e) {
     throw ApiError(400, fmt::format("chat template: {}", e.what()), "messages");
   }
+  // The vocabulary adds BOS / EOS when the prompt is tokenized.
+  if (add_bos_ && !bos_text_.empty() && prompt.compare(0, bos_text_.size(), bos_text_) == 0)
+    prompt.erase(0, bos_text_.size());
+  if (add_eos_ && !eos_text_.empty() && prompt.size() >= eos_text_.size() &&
+      prompt.compare(prompt.size() - eos_text_.size(), eos_text_.size(), eos_text_) == 0)
+    prompt.resize(prompt.size() - eos_text_.size());
+  return chat_layer::finish_prompt(std::move(prompt), j->dedicated, inputs.add_generation_prompt);
 }
 
 std::vector<int32_t> PromptTemplate::tokenize(const std::string& prompt) const {

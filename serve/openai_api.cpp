@@ -273,13 +273,9 @@ std::vector<int32_t> completion_prompt(const json& body, const Engine& engine) {
   return ids;
 }
 
-std::vector<int32_t> chat_prompt(const json& body, const nlohmann::ordered_json& ordered, const PromptTemplate& tmpl,
+std::vector<int32_t> chat_prompt(const json& /*body*/, const nlohmann::ordered_json& ordered, const PromptTemplate& tmpl,
                                  CompletionRequest& r) {
-  ChatInputs in = chat_inputs_from_request(ordered);
-  if (const json* effort = field(body, "reasoning_effort")) {
-    expect(*effort, effort->is_string(), "reasoning_effort", "a string");
-    if (!in.kwargs.contains("reasoning_effort")) in.kwargs["reasoning_effort"] = *effort;
-  }
+  ChatInputs in = chat_inputs_from_request(ordered);  // reasoning_effort included
   r.has_tools = in.tools.is_array() && !in.tools.empty();
   if (r.has_tools) r.tools_json = in.tools.dump();
   r.prompt_text = tmpl.render(in);

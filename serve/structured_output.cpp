@@ -6,6 +6,7 @@
 #include <optional>
 
 
+#include "serve/chat/generic_tools.h"
 #include "serve/chat/output_parser.h"
 #include "serve/grammar/grammar.h"
 #include "serve/grammar/json_schema.h"
@@ -72,6 +73,18 @@ bool prompt_closed_thinking(std::string_view prompt) {
 // (lazy), the grammar covers what follows the family's trigger text.
 GrammarRequest tool_call_grammar(const CompletionRequest& req, bool lazy) {
   const chat::ChatFormat format = chat::detect_chat_format(req.template_source);
+  if (format == chat::ChatFormat::Generic) {
+    // The whole output is the generic format's JSON object, from its first
+    // byte (no trigger): a call, or with "auto" a call or a response.
+    const ordered_json schema = chat::generic_output_schema(ordered_json::parse(req.tools_json),
+                                                            lazy ? "auto" : req.tool_choice, req.tool_function,
+                                                            req.parallel_tool_calls);
+    try {
+      return {grammar::json_schema_to_gbnf(schema), ""};
+    } catch (const grammar::GrammarError& e) {
+      bad("tools", fmt::format("'tools': a tool's parameters cannot be held to a grammar: {}", e.what()));
+    }
+  }
   const auto syntax = call_syntax(format);
   if (!syntax) {
     if (lazy) return {};

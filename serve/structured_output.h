@@ -16,6 +16,9 @@
 //                    families; others: 400)
 //   tool_choice "auto" with tools (those families)      free text until the
 //                    family's call marker, then the call grammar (lazy)
+//   tools on a built-in template (the generic JSON format,  the whole output is
+//                    chat/generic_tools.h)                 {"tool_call(s)": ..} or, with
+//                                                          "auto", {"response": TEXT}
 // The constraint masks every token the grammar does not allow before each
 // draw (the host sampler: such requests never use device sampling) and
 // advances over the drawn one; generation stops when nothing can follow.

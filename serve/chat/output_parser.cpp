@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "serve/chat/generic_tools.h"
 #include "serve/chat/grammar.h"
 #include "serve/chat/peg_mapper.h"
 
@@ -83,6 +84,7 @@ bool unsupported_dedicated(std::string_view t) {
 }
 
 ChatFormat detect_chat_format(std::string_view t) {
+  if (t == kGenericToolsSource) return ChatFormat::Generic;
   // Dedicated formats first, in the order the reference checks them.
   if (has(t, "[SYSTEM_PROMPT]") && has(t, "[TOOL_CALLS]") && has(t, "[ARGS]") && !has(t, "[CALL_ID]")) {
     return ChatFormat::Magistral;
@@ -147,6 +149,7 @@ std::string_view chat_format_name(ChatFormat f) {
     case ChatFormat::Firefunction: return "firefunction-v2";
     case ChatFormat::Magistral: return "magistral";
     case ChatFormat::FunctionaryV3_2: return "functionary-v3.2";
+    case ChatFormat::Generic: return "generic";
   }
   return "unknown";
 }
@@ -271,10 +274,13 @@ Compiled compile(const ParseOptions& options, bool streaming_prefix = false) {
   Compiled c;
   c.format = options.format;
   c.input_prefix = family_input_prefix(options.format, options.thinking_forced_open, options.generation_prompt);
-  c.strict = family_grammar(options.format, in, peg::end());
+  // The generic format is one JSON object, read by parse_generic; its PEG
+  // grammars are never used.
+  const ChatFormat grammar_format = options.format == ChatFormat::Generic ? ChatFormat::ContentOnly : options.format;
+  c.strict = family_grammar(grammar_format, in, peg::end());
   GrammarInputs lenient = in;
   lenient.lenient_sections = true;
-  c.lenient = family_grammar(options.format, lenient, peg::tag("content", peg::rest()));
+  c.lenient = family_grammar(grammar_format, lenient, peg::tag("content", peg::rest()));
   c.fallback = peg::seq({peg::space(), grammar::reasoning_block(in, family_reasoning(options.format)),
                          peg::tag("content", peg::rest())});
   return c;
@@ -289,7 +295,16 @@ bool try_parse(const peg::Parser& grammar, std::string_view input, MappedMessage
 }
 
 // Strict, then trailing text as content, then reasoning + plain content.
-MappedMessage parse_compiled(const Compiled& c, std::string_view text) {
+// The generic format: its JSON object, whole; a prefix still being
+// generated shows nothing yet (it is JSON until it ends).
+MappedMessage parse_compiled(const Compiled& c, std::string_view text, bool prefix = false) {
+  if (c.format == ChatFormat::Generic) {
+    MappedMessage m;
+    if (prefix) return m;
+    m.message = parse_generic(text);
+    m.call_closed.assign(m.message.tool_calls.size(), true);
+    return m;
+  }
   const std::string input = c.input_prefix + std::string(text);
   MappedMessage m;
   if (try_parse(c.strict, input, m) || try_parse(c.lenient, input, m)) return m;
@@ -388,7 +403,7 @@ StreamingParser& StreamingParser::operator=(StreamingParser&&) noexcept = defaul
 std::vector<MessageDelta> StreamingParser::feed(std::string_view new_text) {
   if (state_->finished) return {};
   state_->text.append(new_text);
-  return state_->advance(parse_compiled(state_->prefix_compiled, state_->text), false);
+  return state_->advance(parse_compiled(state_->prefix_compiled, state_->text, /*prefix=*/true), false);
 }
 
 std::vector<MessageDelta> StreamingParser::finish() {

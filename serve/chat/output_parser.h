@@ -51,6 +51,7 @@ enum class ChatFormat {
   Firefunction,   // functools[{..}]
   Magistral,      // [THINK]..[/THINK], [TOOL_CALLS]NAME[ARGS]{..}: Ministral 3 / Magistral, Devstral
   FunctionaryV3_2,  // >>>all\n content, or >>>NAME\n{..}
+  Generic,        // one JSON object: {"tool_call"|"tool_calls"|"response": ..} (chat/generic_tools.h)
 };
 
 ChatFormat detect_chat_format(std::string_view template_text);

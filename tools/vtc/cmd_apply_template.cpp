@@ -51,8 +51,6 @@ int apply_template_main(const ApplyTemplateOptions& o) {
   const nlohmann::ordered_json body = read_request(o.request);
   try {
     serve::ChatInputs in = serve::chat_inputs_from_request(body);
-    if (body.contains("reasoning_effort") && !in.kwargs.contains("reasoning_effort"))
-      in.kwargs["reasoning_effort"] = body["reasoning_effort"];
     const std::string prompt = tmpl->render(in);
     if (!o.tokens) {
       std::fwrite(prompt.data(), 1, prompt.size(), stdout);
