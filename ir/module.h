@@ -122,7 +122,8 @@ class Module {
 // mismatch, `why` (if given) says where.
 bool structurally_equal(const Module& a, const Module& b, std::string* why = nullptr);
 
-// Step kinds a module may define a function for.
-inline constexpr std::string_view kStepKinds[] = {"prefill", "decode"};
+// Step kinds a module may define a function for (@embed: only when built
+// for embeddings, frontends/gguf/arch/arch.h).
+inline constexpr std::string_view kStepKinds[] = {"prefill", "decode", "embed"};
 
 }  // namespace vtc::ir

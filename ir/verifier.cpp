@@ -91,7 +91,7 @@ class Verifier {
       std::string where = check_name("func", f->name, f->loc);
       bool step = false;
       for (auto k : kStepKinds) step |= f->name == k;
-      if (!step) report(where, "symbol", "functions are named after a step kind (@prefill or @decode)");
+      if (!step) report(where, "symbol", "functions are named after a step kind (@prefill, @decode or @embed)");
     }
   }
 

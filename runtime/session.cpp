@@ -24,6 +24,7 @@ CompileOptions compile_options(const SessionOptions& o) {
   c.max_sequences = std::max(o.n_slots, 1);
   c.optimize = o.optimize;
   c.weight_layout_types = o.weight_layout_types;
+  c.embeddings = o.embeddings;
   if (o.passes) c.manager = *o.passes;
   return c;
 }
@@ -122,7 +123,47 @@ struct Session::Impl {
   // One @prefill call. The logits rows are the last token of every chunk
   // that asks for them or, with every_row, every token of every chunk.
   HostTensor run_prefill(std::span<const SeqChunk> chunks, bool every_row);
+  // One @embed call: every token of every chunk.
+  HostTensor run_embed(std::span<const SeqChunk> chunks);
+
+  // The checks of step() and embed() (`what` names the caller).
+  void check_chunks(std::span<const SeqChunk> chunks, const char* what) {
+    if (chunks.empty()) throw Error(fmt::format("{}: no sequences", what));
+    const int64_t n_ctx = states.config().n_ctx;
+    int64_t total = 0;
+    std::set<int32_t> seen;
+    for (const SeqChunk& c : chunks) {
+      states.check_slot(c.slot);
+      if (!seen.insert(c.slot).second) throw Error(fmt::format("{}: slot {} appears twice", what, c.slot));
+      if (c.tokens.empty()) throw Error(fmt::format("{}: slot {} has no tokens", what, c.slot));
+      if (c.n_past < 0 || c.n_past + int64_t(c.tokens.size()) > n_ctx)
+        throw Error(fmt::format("{}: {} tokens at position {} exceed the context of {}", what, c.tokens.size(), c.n_past, n_ctx));
+      check_tokens(c.tokens, n_vocab, what);
+      total += int64_t(c.tokens.size());
+    }
+    if (total > max_step_tokens)
+      throw Error(fmt::format("{}: {} tokens exceed the step bound of {}", what, total, max_step_tokens));
+  }
 };
+
+HostTensor Session::Impl::run_embed(std::span<const SeqChunk> chunks) {
+  std::vector<int32_t> ids, pos, seq, slots;
+  for (const SeqChunk& c : chunks) {
+    const int32_t s = int32_t(slots.size());
+    slots.push_back(c.slot);
+    for (size_t i = 0; i < c.tokens.size(); ++i) {
+      ids.push_back(c.tokens[i]);
+      pos.push_back(c.n_past + int32_t(i));
+      seq.push_back(s);
+    }
+  }
+  for (const SeqChunk& c : chunks) reserve(c.slot, c.n_past + int64_t(c.tokens.size()), "embed");
+  StepRequest req{"embed", std::move(slots), {}};
+  req.args["ids"] = HostTensor::i32(ids);
+  req.args["pos"] = HostTensor::i32(pos);
+  req.args["seq"] = HostTensor::i32(seq);
+  return std::move(backend->run(req).at(0));
+}
 
 HostTensor Session::Impl::run_prefill(std::span<const SeqChunk> chunks, bool every_row) {
   std::vector<int32_t> ids, pos, seq, rows, slots;
@@ -161,6 +202,8 @@ Session::Session(const std::string& path, const SessionOptions& o) {
   if (model.target != o.target)
     throw Error(fmt::format("{}: compiled for target {}, but the session runs on {}; recompile with `vtc compile --target {}`",
                             path, model.target, o.target, o.target));
+  if (o.embeddings && !model.module.find_function("embed"))
+    throw Error(fmt::format("{}: the artifact was compiled without the @embed step; serve the GGUF itself with embeddings", path));
   const int32_t max_step = std::min<int32_t>(o.max_step_tokens, int32_t(plan_bound(model, "T", o.max_step_tokens)));
   if (o.n_slots > plan_bound(model, "S", o.n_slots))
     throw Error(fmt::format("{}: compiled for at most {} sequences per step but {} slots were asked for; recompile with "
@@ -214,21 +257,14 @@ HostTensor Session::prefill(int32_t slot, std::span<const int32_t> tokens, int32
 }
 
 HostTensor Session::step(std::span<const SeqChunk> chunks) {
-  if (chunks.empty()) throw Error("step: no sequences");
-  int64_t total = 0;
-  std::set<int32_t> seen;
-  for (const SeqChunk& c : chunks) {
-    impl_->states.check_slot(c.slot);
-    if (!seen.insert(c.slot).second) throw Error(fmt::format("step: slot {} appears twice", c.slot));
-    if (c.tokens.empty()) throw Error(fmt::format("step: slot {} has no tokens", c.slot));
-    if (c.n_past < 0 || c.n_past + int64_t(c.tokens.size()) > n_ctx())
-      throw Error(fmt::format("step: {} tokens at position {} exceed the context of {}", c.tokens.size(), c.n_past, n_ctx()));
-    check_tokens(c.tokens, n_vocab(), "step");
-    total += int64_t(c.tokens.size());
-  }
-  if (total > max_step_tokens())
-    throw Error(fmt::format("step: {} tokens exceed the step bound of {}", total, max_step_tokens()));
+  impl_->check_chunks(chunks, "step");
   return impl_->run_prefill(chunks, false);
+}
+
+HostTensor Session::embed(std::span<const SeqChunk> chunks) {
+  if (!impl_->model.module.find_function("embed")) throw Error("embed: the session was built without embeddings");
+  impl_->check_chunks(chunks, "embed");
+  return impl_->run_embed(chunks);
 }
 
 void Session::set_last_id(int32_t slot, int32_t token) {

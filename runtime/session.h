@@ -43,6 +43,7 @@ struct SessionOptions {
   std::string weight_layout_types = "reference";  // CompileOptions::weight_layout_types
   std::optional<passes::PassManagerOptions> passes = std::nullopt;  // dumps, disabled passes (default: none)
   bool cuda_graphs = true;         // cuda: capture @decode in CUDA graphs
+  bool embeddings = false;         // also build @embed, for embed() (a GGUF only)
 };
 
 // One sequence's part of a batched step: `tokens` at positions n_past, ...
@@ -93,6 +94,10 @@ class Session {
   // asks for it, in chunk order ([R x n_vocab]). Throws vtc::Error when the
   // KV pool has no page left for a chunk (nothing is run then).
   HostTensor step(std::span<const SeqChunk> chunks);
+  // One @embed call over several sequences, checked as step() (the chunks'
+  // `logits` flags are ignored): every token's hidden state, [T x n_embd]
+  // in chunk order (SessionOptions::embeddings; frontends/gguf/arch/arch.h).
+  HostTensor embed(std::span<const SeqChunk> chunks);
 
   // Seeds @last_ids of `slot` with `token` (the first generated token,
   // before the sampled decodes of a sequence).

@@ -32,6 +32,11 @@ std::string Request::finish_reason() const {
   return reason_;
 }
 
+std::vector<float> Request::hidden() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return hidden_;
+}
+
 std::string Request::error() const {
   std::lock_guard<std::mutex> lock(mu_);
   return error_;
@@ -87,6 +92,7 @@ Engine::Engine(const EngineOptions& o, Metrics& metrics) : options_(o), metrics_
     throw Error(fmt::format("serve: --parallel {} exceeds the step bound of {} tokens", o.parallel, o.max_step_tokens));
   SessionOptions so{.target = o.target, .threads = o.threads, .n_ctx = o.n_ctx, .n_slots = o.parallel, .n_pages = o.kv_pages,
                         .max_step_tokens = o.max_step_tokens};
+  so.embeddings = o.embeddings;
   so.weight_layout_types = o.weight_layout_types;
   so.fused_kernels = o.fused_kernels;
   if (!o.weight_layout) {
@@ -197,10 +203,11 @@ void Engine::admit() {
       }
     }
     const auto& prompt = r->params.prompt;
+    const bool embed = r->params.embeddings;
     const int32_t slot = free_slots_.back();
-    const int64_t total = std::min<int64_t>(int64_t(prompt.size()) + r->params.max_tokens, session_->n_ctx());
+    const int64_t total = std::min<int64_t>(int64_t(prompt.size()) + (embed ? 0 : r->params.max_tokens), session_->n_ctx());
     std::vector<int32_t> shared;
-    if (!st.carries_recurrent_state()) shared = cache.lookup(prompt);
+    if (!st.carries_recurrent_state() && !embed) shared = cache.lookup(prompt);
     st.share_pages(slot, shared);
     const int64_t need = st.pages_for(total) - int64_t(shared.size());
     if (need > st.free_pages()) cache.evict(need - st.free_pages());
@@ -223,7 +230,7 @@ void Engine::admit() {
     metrics_.prompt_tokens(int64_t(prompt.size()), int64_t(cached));
     active_.push_back(std::make_unique<Active>(r, slot, cached, *tokenizer_));
     Active& added = *active_.back();
-    if (device_sampling_)
+    if (device_sampling_ && !embed)
       if (auto d = device_settings(r->params, added.sampler.seed())) added.device = true, added.device_params = *d;
   }
 }
@@ -319,13 +326,13 @@ bool Engine::run_step() {
     if (a->decoding() && a->device) device_rows.push_back(a.get());
   if (!device_rows.empty()) run_device_decode(device_rows);
   for (auto& a : active_)
-    if (a->decoding() && !a->device && !a->done) {
+    if (a->decoding() && !a->device && !a->done && !a->req->params.embeddings) {
       chunks.push_back({a->slot, {&a->last, 1}, a->n_past, true});
       rows.push_back(a.get());
       --budget;
     }
   for (auto& a : active_) {
-    if (a->decoding() || budget <= 0) continue;
+    if (a->decoding() || budget <= 0 || a->req->params.embeddings) continue;
     const auto& prompt = a->req->params.prompt;
     const size_t n = std::min<size_t>(size_t(budget), prompt.size() - a->prefilled);
     const bool ends = a->prefilled + n == prompt.size();
@@ -358,6 +365,49 @@ bool Engine::run_step() {
   int64_t tokens = 0;
   for (const auto& c : chunks) tokens += int64_t(c.tokens.size());
   metrics_.step(int64_t(chunks.size()), tokens, generated, std::chrono::duration<double>(Clock::now() - t0).count());
+  return true;
+}
+
+// One @embed call over the embeddings requests still reading their prompt,
+// oldest first, under the token bound; each keeps its tokens' hidden states
+// and finishes when its prompt is read.
+bool Engine::run_embed_step() {
+  std::vector<SeqChunk> chunks;
+  std::vector<Active*> owners;
+  int64_t budget = session_->max_step_tokens();
+  for (auto& a : active_)
+    if (a->req->params.embeddings && !a->done && a->decoding()) release(*a, "stop");  // an empty prompt
+  for (auto& a : active_) {
+    if (!a->req->params.embeddings || a->done || budget <= 0) continue;
+    const auto& prompt = a->req->params.prompt;
+    const size_t n = std::min<size_t>(size_t(budget), prompt.size() - a->prefilled);
+    chunks.push_back({a->slot, std::span<const int32_t>(prompt).subspan(a->prefilled, n), int32_t(a->prefilled), false});
+    owners.push_back(a.get());
+    budget -= int64_t(n);
+  }
+  if (chunks.empty()) return false;
+  const auto t0 = Clock::now();
+  const HostTensor embd = session_->embed(chunks);
+  const int64_t width = embd.shape.at(1);
+  const float* row = embd.f32();
+  int64_t tokens = 0;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    Active& a = *owners[i];
+    const size_t n = chunks[i].tokens.size();
+    {
+      std::lock_guard<std::mutex> lock(a.req->mu_);
+      a.req->hidden_.insert(a.req->hidden_.end(), row, row + int64_t(n) * width);
+    }
+    row += int64_t(n) * width;
+    tokens += int64_t(n);
+    a.prefilled += n;
+    a.n_past = int32_t(a.prefilled);
+    if (a.decoding()) {
+      a.req->prompt_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - a.started).count();
+      release(a, "stop");
+    }
+  }
+  metrics_.step(int64_t(chunks.size()), tokens, 0, std::chrono::duration<double>(Clock::now() - t0).count());
   return true;
 }
 
@@ -406,6 +456,7 @@ void Engine::loop() {
     if (!cancel_all) admit();
     try {
       run_step();
+      run_embed_step();
     } catch (const std::exception& e) {
       // A failed step must not take the server down: fail the requests in
       // it (their slots are reset, so no state leaks into later requests).

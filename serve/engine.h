@@ -30,6 +30,14 @@
 // rest in its gemv order (runtime/cpu/kernels/internal.h), so a row's last
 // bits can depend on how many rows share its step. When a prompt has been prefilled, its full pages enter the
 // prefix cache.
+//
+// Embeddings (EngineOptions::embeddings, GenerationParams::embeddings): a
+// request that only reads its prompt. Its chunks run in their own @embed
+// call each iteration (Session::embed), beside the generation step, so the
+// inputs of one HTTP request, submitted together, share steps; every
+// token's hidden state is kept (Request::hidden) and the request finishes
+// with "stop" when its prompt is read. It neither reads nor fills the
+// prefix cache: a cached prefix would have no hidden states.
 #pragma once
 
 #include <atomic>
@@ -73,6 +81,12 @@ struct EngineOptions {
   // for the cuda target, off for the cpu (whose host sampler draws with
   // std::mt19937, as `vtc run` does).
   std::optional<bool> device_sampling;
+  // Also build the @embed step, for embeddings requests (serve/embeddings.h),
+  // with their pooling ("" : the model's) and normalisation (-1 none, 0
+  // max-abs int16, 1 taxicab, 2 euclidean, p > 2 p-norm).
+  bool embeddings = false;
+  std::string pooling;
+  int embd_normalize = 2;
 };
 
 // Restricts which token may come next: a grammar (serve/grammar) behind
@@ -108,6 +122,9 @@ struct GenerationParams {
   std::shared_ptr<TokenConstraint> constraint;
   // Keep special tokens in the text (an output parser needs its markers).
   bool keep_special_text = false;
+  // Read the prompt for its hidden states (Request::hidden) and generate
+  // nothing (max_tokens and sampling are ignored).
+  bool embeddings = false;
 };
 
 struct TokenEvent {
@@ -132,6 +149,9 @@ class Request {
   double generate_ms() const { return generate_ms_.load(); }
   // Arrival (submit) time: latencies are measured from it.
   std::chrono::steady_clock::time_point arrived() const { return arrived_; }
+  // An embeddings request's hidden states, [prompt tokens x n_embd] row-major,
+  // complete once it finished with "stop".
+  std::vector<float> hidden() const;
 
   GenerationParams params;
 
@@ -143,6 +163,7 @@ class Request {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<TokenEvent> events_;
+  std::vector<float> hidden_;
   bool finished_ = false;
   std::string reason_, error_;
   std::atomic<bool> cancelled_{false};
@@ -158,6 +179,7 @@ class Engine {
   ~Engine();
 
   const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const EngineOptions& options() const { return options_; }
   // The vocabulary as a byte trie for grammar masks, built on first use.
   std::shared_ptr<const grammar::TokenTable> token_table() const;
   const gguf::GgufFile& file() const { return session_->file(); }
@@ -184,6 +206,7 @@ class Engine {
   void loop();
   void admit();
   bool run_step();
+  bool run_embed_step();
   void run_device_decode(std::vector<Active*>& rows);
   void sample_row(Active& a, const float* logits);
   int32_t draw(Active& a, std::span<const float> row);

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "serve/embeddings.h"
 #include "serve/openai_api.h"
 #include "support/error.h"
 namespace vtc::serve {
@@ -41,7 +42,8 @@ void send_error(httplib::Response& res, int status, const std::string& message, 
 
 const char* endpoint_label(const std::string& path) {
   static const char* known[] = {"/health", "/v1/models", "/v1/completions", "/v1/chat/completions",
-                                "/tokenize", "/detokenize", "/apply-template", "/metrics"};
+                                "/tokenize", "/detokenize", "/apply-template", "/metrics",
+                                "/v1/embeddings", "/embeddings"};
   for (const char* k : known)
     if (path == k) return k;
   return "other";
@@ -727,6 +729,7 @@ void HttpServer::routes() {
     return body;
   };
   auto parse_body = [parse_ordered_body](const httplib::Request& req) { return json(parse_ordered_body(req)); };
+  add_embeddings_routes(s, [this] { return engine_.load(); }, options_.model_name);  // serve/embeddings.h
   s.Post("/tokenize", [this, parse_body](const httplib::Request& req, httplib::Response& res) {
     send_json(res, 200, tokenize_response(parse_body(req), *engine_.load()));
   });

@@ -49,7 +49,7 @@ CompiledModel compile_model(gguf::GgufFile file, const CompileOptions& options) 
   const auto t0 = std::chrono::steady_clock::now();
   CompiledModel out{std::move(file), {}, {}, options.target, standard_pipeline(options), {}, {}, {}, 0};
   say(fmt::format("building IR for {} ({} tensors)", out.file.architecture(), out.file.tensors().size()));
-  out.module = arch::build_module(out.file);
+  out.module = arch::build_module(out.file, {.embeddings = options.embeddings});
   ir::verify(out.module);
   out.before = counts_of(out.module);
   say("running passes: " + out.pipeline);

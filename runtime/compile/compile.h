@@ -29,6 +29,7 @@ struct CompileOptions {
   // cpu: the weight-layout pass's `types` (passes/weight_layout.h):
   // "reference" (x8 only where it keeps llama.cpp's arithmetic) or "all".
   std::string weight_layout_types = "reference";
+  bool embeddings = false;        // also build @embed (frontends/gguf/arch/arch.h)
   passes::PassManagerOptions manager;  // dumps, disabled passes, timing
   // Called at the start of each phase with a one-line description.
   std::function<void(const std::string&)> progress;

@@ -20,6 +20,7 @@
 //   vtc-ref bench MODEL.gguf [--pp N] [--tg N] [--reps N] [--threads N]
 //           [--batch-rows B] [--batch-context C] [--batch-steps K]
 //   vtc-ref chat-template TEMPLATE [--no-add-assistant] < messages.json
+//   vtc-ref embeddings MODEL.gguf --pooling none|mean|cls|last [--threads N] < inputs.json
 //
 // Results go to stdout (JSON or plain text) or to the named files; the
 // library's log goes to stderr only with --verbose (anywhere on the command
@@ -864,6 +865,7 @@ void usage() {
                "  vtc-ref bench MODEL.gguf [--pp N] [--tg N] [--reps N] [--threads N]\n"
                "          [--batch-rows B] [--batch-context C] [--batch-steps K]\n"
                "  vtc-ref chat-template TEMPLATE [--no-add-assistant] < messages.json\n"
+               "  vtc-ref embeddings MODEL.gguf --pooling none|mean|cls|last [--threads N] < inputs.json\n"
                "add --verbose to see the library's log\n";
 }
 
@@ -934,6 +936,106 @@ int cmd_grammar(const Args& a) {
   return 0;
 }
 
+// ---------------------------------------------------------------------------
+// embeddings: the reference's embeddings, as llama-server computes them
+// before normalisation (llama_context_params.embeddings, the pooling given).
+//
+//   vtc-ref embeddings MODEL.gguf --pooling none|mean|cls|last < inputs.json
+//
+// inputs.json: a JSON array whose items are strings (tokenized as
+// llama-server tokenizes an embeddings input: special tokens added and
+// parsed) or arrays of token ids. Each input is decoded alone, in one batch
+// and one ubatch, as sequence 0 of a cleared context. Prints
+// {"n_embd": D, "tokens": [[ids]...], "embeddings": [...]}: per input the
+// pooled vector (llama_get_embeddings_seq), or with pooling none one vector
+// per token (llama_get_embeddings_ith).
+
+int cmd_embeddings(const Args& a) {
+  a.allow({"--pooling", "--threads", "--verbose"});
+  if (a.positional.size() != 1) throw UsageError("embeddings MODEL.gguf --pooling none|mean|cls|last < inputs.json");
+  const std::string pooling = a.get("--pooling").value_or("");
+  enum llama_pooling_type type;
+  if (pooling == "none") type = LLAMA_POOLING_TYPE_NONE;
+  else if (pooling == "mean") type = LLAMA_POOLING_TYPE_MEAN;
+  else if (pooling == "cls") type = LLAMA_POOLING_TYPE_CLS;
+  else if (pooling == "last") type = LLAMA_POOLING_TYPE_LAST;
+  else throw UsageError("--pooling must be none, mean, cls or last");
+  const int threads = static_cast<int>(parse_int(a.get("--threads").value_or(kOracleThreads), "--threads"));
+  const nlohmann::json inputs = nlohmann::json::parse(std::cin);
+  if (!inputs.is_array() || inputs.empty()) fail("inputs.json must be a non-empty array");
+
+  load_backends();
+  llama_model_params mp = llama_model_default_params();
+  mp.n_gpu_layers = 0;
+  llama_model* model = llama_model_load_from_file(a.positional[0].c_str(), mp);
+  if (!model) fail("could not load model " + a.positional[0]);
+  const llama_vocab* vocab = llama_model_get_vocab(model);
+  std::vector<std::vector<llama_token>> token_lists;
+  size_t longest = 1;
+  for (const auto& in : inputs) {
+    std::vector<llama_token> ids;
+    if (in.is_string()) {
+      const std::string text = in.get<std::string>();
+      ids.resize(text.size() + 16);
+      const int32_t n = llama_tokenize(vocab, text.data(), static_cast<int32_t>(text.size()), ids.data(),
+                                       static_cast<int32_t>(ids.size()), true, true);
+      if (n < 0) fail("llama_tokenize failed");
+      ids.resize(static_cast<size_t>(n));
+    } else {
+      ids = in.get<std::vector<llama_token>>();
+    }
+    if (ids.empty()) fail("an input has no tokens");
+    longest = std::max(longest, ids.size());
+    token_lists.push_back(std::move(ids));
+  }
+  const int n_embd = llama_model_n_embd(model);
+  llama_context_params cp = llama_context_default_params();
+  cp.embeddings = true;
+  cp.pooling_type = type;
+  cp.n_ctx = static_cast<uint32_t>(std::max<size_t>(longest, 16));
+  cp.n_batch = static_cast<uint32_t>(longest);
+  cp.n_ubatch = cp.n_batch;  // one ubatch: a non-causal encoder sees the whole input
+  cp.n_seq_max = 1;
+  cp.n_threads = threads;
+  cp.n_threads_batch = threads;
+  cp.no_perf = true;
+  llama_context* ctx = llama_init_from_model(model, cp);
+  if (!ctx) fail("could not create a context");
+  nlohmann::json embeddings = nlohmann::json::array();
+  for (const auto& ids : token_lists) {
+    llama_memory_clear(llama_get_memory(ctx), true);
+    const int n = static_cast<int>(ids.size());
+    llama_batch batch = llama_batch_init(n, 0, 1);
+    for (int i = 0; i < n; ++i) {
+      batch.token[i] = ids[static_cast<size_t>(i)];
+      batch.pos[i] = i;
+      batch.n_seq_id[i] = 1;
+      batch.seq_id[i][0] = 0;
+      batch.logits[i] = 1;  // an output row for every token, as llama-server asks for embeddings
+    }
+    batch.n_tokens = n;
+    if (llama_decode(ctx, batch) != 0) fail("llama_decode failed");
+    if (type == LLAMA_POOLING_TYPE_NONE) {
+      nlohmann::json rows = nlohmann::json::array();
+      for (int i = 0; i < n; ++i) {
+        const float* e = llama_get_embeddings_ith(ctx, i);
+        if (!e) fail("no embedding for token " + std::to_string(i));
+        rows.push_back(std::vector<float>(e, e + n_embd));
+      }
+      embeddings.push_back(std::move(rows));
+    } else {
+      const float* e = llama_get_embeddings_seq(ctx, 0);
+      if (!e) fail("no pooled embedding");
+      embeddings.push_back(std::vector<float>(e, e + n_embd));
+    }
+    llama_batch_free(batch);
+  }
+  std::cout << nlohmann::json{{"n_embd", n_embd}, {"tokens", token_lists}, {"embeddings", embeddings}}.dump() << "\n";
+  llama_free(ctx);
+  llama_model_free(model);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     usage();
@@ -944,7 +1046,8 @@ int main(int argc, char** argv) {
     const Args a = Args::parse(argc, argv, 2,
                                {"--tokens", "--n-predict", "--threads", "--token-embedding-type", "--dump",
                                 "--output-tensor-type", "--all", "--pp", "--tg", "--reps", "--ubatch",
-                                "--batch-rows", "--batch-context", "--batch-steps", "--cols", "--x", "--logits-file"});
+                                "--batch-rows", "--batch-context", "--batch-steps", "--cols", "--x", "--logits-file",
+                                "--pooling"});
     g_verbose = a.has("--verbose");
     if (cmd == "logits") return cmd_logits(a);
     if (cmd == "quantize") return cmd_quantize(a);
@@ -956,6 +1059,7 @@ int main(int argc, char** argv) {
     if (cmd == "chat-template") return cmd_chat_template(a);
     if (cmd == "bench") return cmd_bench(a);
     if (cmd == "grammar") return cmd_grammar(a);
+    if (cmd == "embeddings") return cmd_embeddings(a);
     if (cmd == "-h" || cmd == "--help") {
       usage();
       return 0;

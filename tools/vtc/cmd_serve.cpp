@@ -23,6 +23,7 @@
 
 #include "frontends/gguf/chat_template.h"
 #include "serve/chat_prompt.h"
+#include "serve/embeddings.h"
 #include "serve/engine.h"
 #include "serve/http_server.h"
 #include "support/error.h"
@@ -145,6 +146,9 @@ int serve_main(ServeOptions o) {
   auto& engine = loaded.engine;
   auto& chat_template = loaded.chat_template;
   fmt::print(stderr, "serve: chat template: {}\n", chat_template->description());
+  if (o.engine.embeddings)
+    fmt::print(stderr, "serve: embeddings: pooling {}, normalisation {}\n",
+               serve::pooling_name(serve::serving_pooling(*engine)), o.engine.embd_normalize);
   http.set_engine(engine.get(), chat_template);
   fmt::print(stderr, "serve: ready: model '{}', context {}, {} slots, {}\n", o.http.model_name, engine->n_ctx(),
              o.engine.parallel, engine->backend_description());
@@ -200,6 +204,16 @@ Runner add_serve(CLI::App& app) {
                 "GGUF: compile without the weight-layout pass (every weight in ggml's rows layout)");
   cmd->add_flag("--no-fused-kernels", [o](int64_t) { o->engine.fused_kernels = false; },
                 "Run each fused region's body op by op instead of as one kernel (same bits)");
+  cmd->add_flag("--embeddings", o->engine.embeddings,
+                "Serve POST /v1/embeddings and /embeddings (a GGUF: also builds the @embed step; completions still work)");
+  cmd->add_option("--pooling", o->engine.pooling,
+                  "Embeddings pooling: none, mean, cls or last (default: the model's <arch>.pooling_type, else none)")
+      ->check(CLI::IsMember({"none", "mean", "cls", "last"}));
+  cmd->add_option("--embd-normalize", o->engine.embd_normalize,
+                  "Pooled embeddings' normalisation: -1 none, 0 max-abs to the int16 range, 1 taxicab, 2 euclidean, "
+                  "p > 2 the p-norm")
+      ->capture_default_str()
+      ->check(CLI::Range(-1, 64));
   cmd->add_option("--alias", o->http.model_name, "Model id reported by /v1/models (default: the file name)");
   cmd->add_option("--chat-template", o->chat_template,
                   fmt::format("Chat template: a built-in name ({}) or Jinja text (default: the model's tokenizer.chat_template, "

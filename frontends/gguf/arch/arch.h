@@ -18,6 +18,11 @@
 //       draw counter is the row's position) and writes them to @last_ids.
 //       The runtime copies out only what it needs: the logits for host
 //       sampling, or only `next` for sampling on the backend.
+//   @embed(%ids: [T] i32, %pos: [T] i32, %seq: [T] i32)
+//       -> embd [T x n_embd] f32, only with BuildOptions::embeddings: every
+//       token's hidden state where the reference takes its embeddings
+//       (t_embd: for a decoder, the final norm's output, before the head).
+//       Pooling and normalisation are the caller's (serve/embeddings.h).
 // A step runs a list of S sequences, each bound to a state-store slot by
 // the runtime. %seq holds each token's index in that list (0..S-1); rows of
 // S-indexed states are the list's slots, in order.
@@ -40,6 +45,8 @@ struct BuildOptions {
   // Refuse a file with a tensor the architecture does not take (off only
   // for `vtc inspect`, which reports the accounting instead).
   bool check_tensors = true;
+  // Also build @embed (above), for `vtc serve --embeddings`.
+  bool embeddings = false;
 };
 
 // Builds the module for the file's general.architecture. Throws vtc::Error

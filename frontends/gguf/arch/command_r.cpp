@@ -57,6 +57,7 @@ class CommandR final : public DenseArchitecture {
     Value logits = g.b.matmul(norm(g, rows, "output_norm"), g.weight("token_embd"));
     return logit_scale_ != 0.0 ? g.b.scale(logits, logit_scale_) : logits;
   }
+  Value embedding(StepGraph& g, Value x) const override { return norm(g, x, "output_norm"); }
 
  private:
   Value norm(StepGraph& g, Value x, std::string_view gain) const {

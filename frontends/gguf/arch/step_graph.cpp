@@ -161,6 +161,11 @@ void DenseArchitecture::declare_states(ir::Module& m) const {
 }
 
 Value DenseArchitecture::head(StepGraph& g, Value rows) const { return g.output(g.norm(rows, "output_norm")); }
+Value DenseArchitecture::embedding(StepGraph& g, Value x) const { return g.norm(x, "output_norm"); }
+
+Value Architecture::embedding(StepGraph&, Value) const {
+  throw Error(fmt::format("embeddings are not supported for architecture '{}' yet", h.arch));
+}
 
 ir::Module build_architecture(const gguf::GgufFile& f, const Architecture& arch, const BuildOptions& o) {
   const DenseHparams& h = arch.h;
@@ -196,6 +201,15 @@ ir::Module build_architecture(const gguf::GgufFile& f, const Architecture& arch,
     Value next = Builder::named(b.sample(logits, sampling, seed, pos, kSampleMaxCandidates), "next");
     b.state_write("last_ids", next);
     b.ret({logits, next});
+  }
+  if (o.embeddings) {
+    Builder b(m, "embed");
+    const Dim T = Dim::symbol("T");
+    Value ids = b.arg("ids", i32({T}));
+    Value pos = b.arg("pos", i32({T}));
+    Value seq = b.arg("seq", i32({T}));
+    StepGraph g(m, f, h, b, T, ids, pos, seq);
+    b.ret({Builder::named(arch.embedding(g, arch.forward(g)), "embd")});
   }
   if (!o.check_tensors) return m;
   require_full_accounting(f, account_tensors(f, m));

@@ -140,12 +140,17 @@ class Architecture {
   virtual void declare_states(ir::Module& m) const = 0;
   virtual ir::Value forward(StepGraph& g) const = 0;
   virtual ir::Value head(StepGraph& g, ir::Value rows) const = 0;
+  // The hidden state the reference returns as a token's embedding (its
+  // t_embd) from the residual stream [n, ...]: for a decoder, the final
+  // norm the head starts with. Throws for an architecture not wired yet.
+  virtual ir::Value embedding(StepGraph& g, ir::Value x) const;
 
   const DenseHparams h;
 };
 
-// Builds @prefill (the logits of the rows %rows lists) and @decode (ids
-// from @last_ids, one row per sequence) of `arch`, declares @last_ids,
+// Builds @prefill (the logits of the rows %rows lists), @decode (ids
+// from @last_ids, one row per sequence) and, with o.embeddings, @embed of
+// `arch`, declares @last_ids,
 // then checks the tensor accounting (throws listing unknown tensors).
 ir::Module build_architecture(const gguf::GgufFile& f, const Architecture& arch, const BuildOptions& o);
 
@@ -164,6 +169,8 @@ class DenseArchitecture : public Architecture {
   DenseArchitecture(const gguf::GgufFile& f, const BuildOptions& o) : Architecture(f), o_(o) {}
   void declare_states(ir::Module& m) const override;
   ir::Value head(StepGraph& g, ir::Value rows) const override;
+  // rms_norm(x) * output_norm, which head() starts with.
+  ir::Value embedding(StepGraph& g, ir::Value x) const override;
 
  protected:
   const BuildOptions& o_;
