@@ -21,7 +21,10 @@
 #include <thread>
 
 #include "serve/embeddings.h"
+#include "serve/anthropic_api.h"
 #include "serve/openai_api.h"
+#include "serve/response_format.h"
+#include "serve/responses_api.h"
 #include "support/error.h"
 namespace vtc::serve {
 
@@ -43,13 +46,24 @@ void send_error(httplib::Response& res, int status, const std::string& message, 
 const char* endpoint_label(const std::string& path) {
   static const char* known[] = {"/health", "/v1/models", "/v1/completions", "/v1/chat/completions",
                                 "/tokenize", "/detokenize", "/apply-template", "/metrics",
-                                "/v1/embeddings", "/embeddings"};
+                                "/v1/embeddings", "/embeddings", "/v1/responses", "/v1/messages",
+                                "/v1/messages/count_tokens"};
   for (const char* k : known)
     if (path == k) return k;
   return "other";
 }
 
 bool write_all(httplib::DataSink& sink, const std::string& s) { return sink.write(s.data(), s.size()); }
+
+// An error body in the shape the path's API uses (Anthropic's on /v1/messages).
+json error_json(const std::string& path, int status, const std::string& message, const std::string& type,
+                const std::string& param = {}, const std::string& code = {}) {
+  return is_anthropic_path(path) ? anthropic_error_body(status, message) : error_body(message, type, param, code);
+}
+
+// The API key, as OpenAI clients send it (Authorization: Bearer KEY) or
+// as Anthropic's do (x-api-key: KEY).
+const char* kNoKeyMessage = "You didn't provide an API key (Authorization: Bearer KEY, or x-api-key: KEY).";
 
 }  // namespace
 
@@ -352,7 +366,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   // client may still be sending a body it was told not to).
   void reject(Conn& c, const std::string& path, int status, const std::string& message, const std::string& type,
               const std::string& code = {}, const std::string& extra_headers = {}) {
-    const std::string body = error_body(message, type, {}, code).dump();
+    const std::string body = error_json(path, status, message, type, {}, code).dump();
     const std::string resp = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{}Connection: close\r\n\r\n{}",
                                          status, reason_phrase(status), body.size(), extra_headers, body);
     send_all(c, resp.data(), resp.size());
@@ -504,8 +518,9 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     }
     if (!health && !opt.api_key.empty()) {
       const std::string* auth = h.get("authorization");
-      if (!auth || !equal_ct(*auth, "Bearer " + opt.api_key)) {
-        reject(c, h.path, 401, !auth ? "You didn't provide an API key (Authorization: Bearer KEY)." : "Incorrect API key provided.",
+      const std::string* x_api_key = h.get("x-api-key");
+      if (!(auth && equal_ct(*auth, "Bearer " + opt.api_key)) && !(x_api_key && equal_ct(*x_api_key, opt.api_key))) {
+        reject(c, h.path, 401, !auth && !x_api_key ? kNoKeyMessage : "Incorrect API key provided.",
                "invalid_request_error", "invalid_api_key", "WWW-Authenticate: Bearer\r\n");
         return "key";
       }
@@ -645,6 +660,55 @@ void HttpServer::set_engine(Engine* engine, std::shared_ptr<const PromptTemplate
   engine_ = engine;
 }
 
+namespace {
+
+// Answers with a generation through a chunked content provider (close-
+// delimited for HTTP/1.0): server-sent events when the request streams,
+// else one JSON body. Every generating endpoint ends here. The provider
+// bodies (serve/response_format.h) never throw, so no request can end the
+// process; a client gone cancels the request's choices.
+void respond_with_generation(const httplib::Request& req, httplib::Response& res, Engine* engine,
+                             std::shared_ptr<const CompletionRequest> cr, std::shared_ptr<ResponseFormat> format) {
+  auto r = std::make_shared<Choices>(*engine, *cr);
+  // On a failed write (client gone) httplib calls this with false.
+  auto on_close = [engine, r](bool success) {
+    if (!success) r->cancel(*engine);
+  };
+  // HTTP/1.0 has no chunked encoding: its bodies are close-delimited.
+  const bool http10 = req.version == "HTTP/1.0";
+  auto provide = [&res, http10](const char* type, httplib::ContentProviderWithoutLength p,
+                                httplib::ContentProviderResourceReleaser done) {
+    if (http10) res.set_content_provider(type, std::move(p), std::move(done));
+    else res.set_chunked_content_provider(type, std::move(p), std::move(done));
+  };
+  auto sink_of = [](httplib::DataSink& sink) {
+    return ResponseSink{[&sink](const std::string& data) { return write_all(sink, data); },
+                        [&sink] { return sink.is_writable(); }};
+  };
+  if (cr->stream) {
+    res.set_header("Cache-Control", "no-cache");
+    provide("text/event-stream", [engine, r, cr, format, sink_of](size_t, httplib::DataSink& sink) {
+      const bool ok = stream_response(*engine, *r, *cr, *format, sink_of(sink));
+      if (ok) sink.done();
+      return ok;
+    }, on_close);
+    return;
+  }
+  // The format reads *cr: both live as long as the provider.
+  provide("application/json", [engine, r, cr, format, sink_of](size_t, httplib::DataSink& sink) {
+    ResponseSink out = sink_of(sink);
+    // A client that half-closed may still read, or may be gone: a space
+    // before the JSON tells (a gone one answers with a reset, and the next
+    // write fails).
+    out.alive = [&sink] { return sink.is_writable() && (!peer_read_closed() || write_all(sink, " ")); };
+    const bool ok = whole_response(*engine, *r, *format, out);
+    if (ok) sink.done();
+    return ok;
+  }, on_close);
+}
+
+}  // namespace
+
 void HttpServer::routes() {
   httplib::Server& s = *server_;
   // Auth, readiness and draining, before any route runs (the connection
@@ -653,17 +717,17 @@ void HttpServer::routes() {
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
     if (!options_.api_key.empty()) {
-      const std::string auth = req.get_header_value("Authorization");
-      if (auth != "Bearer " + options_.api_key) {
-        send_error(res, 401, auth.empty() ? "You didn't provide an API key (Authorization: Bearer KEY)." : "Incorrect API key provided.",
-                   "invalid_request_error", {}, "invalid_api_key");
+      const std::string auth = req.get_header_value("Authorization"), x_api_key = req.get_header_value("x-api-key");
+      if (auth != "Bearer " + options_.api_key && x_api_key != options_.api_key) {
+        send_json(res, 401, error_json(req.path, 401, auth.empty() && x_api_key.empty() ? kNoKeyMessage : "Incorrect API key provided.",
+                                       "invalid_request_error", {}, "invalid_api_key"));
         if (tl_conn) tl_conn->close_after = true;
         return httplib::Server::HandlerResponse::Handled;
       }
     }
     if (engine_.load() == nullptr || draining_) {
       if (tl_conn) tl_conn->close_after = true;
-      send_error(res, 503, draining_ ? "The server is shutting down." : "Loading model", "unavailable_error");
+      send_json(res, 503, error_json(req.path, 503, draining_ ? "The server is shutting down." : "Loading model", "unavailable_error"));
       return httplib::Server::HandlerResponse::Handled;
     }
     return httplib::Server::HandlerResponse::Unhandled;
@@ -674,24 +738,25 @@ void HttpServer::routes() {
     if (res.status == 404) {
       const bool known = std::string(endpoint_label(req.path)) != "other";
       if (known) res.status = 405;
-      send_error(res, res.status,
-                 known ? fmt::format("Method {} is not allowed on {}.", req.method, req.path)
-                       : fmt::format("Unknown request URL: {} {}. Please check the URL for typos.", req.method, req.path),
-                 "invalid_request_error", {}, known ? "method_not_allowed" : "unknown_url");
+      send_json(res, res.status,
+                error_json(req.path, res.status,
+                           known ? fmt::format("Method {} is not allowed on {}.", req.method, req.path)
+                                 : fmt::format("Unknown request URL: {} {}. Please check the URL for typos.", req.method, req.path),
+                           "invalid_request_error", {}, known ? "method_not_allowed" : "unknown_url"));
     } else {
       send_error(res, res.status, fmt::format("HTTP status {}", res.status), "invalid_request_error");
     }
     return httplib::Server::HandlerResponse::Handled;
   }));
-  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+  s.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
     try {
       std::rethrow_exception(ep);
     } catch (const ApiError& e) {
-      send_json(res, e.status, error_body(e.what(), e.type, e.param, e.code));
+      send_json(res, e.status, error_json(req.path, e.status, e.what(), e.type, e.param, e.code));
     } catch (const std::exception& e) {
-      send_error(res, 500, e.what(), "server_error");
+      send_json(res, 500, error_json(req.path, 500, e.what(), "server_error"));
     } catch (...) {
-      send_error(res, 500, "unknown error", "server_error");
+      send_json(res, 500, error_json(req.path, 500, "unknown error", "server_error"));
     }
   });
   s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
@@ -747,46 +812,28 @@ void HttpServer::routes() {
              auto cr = std::make_shared<CompletionRequest>(parse_completion(parse_ordered_body(req), chat, *engine, *chat_template_));
              ResponseInfo info{fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", next_id_++), options_.model_name,
                                int64_t(std::time(nullptr)), chat};
-             auto r = std::make_shared<Choices>(*engine, *cr);
-             // On a failed write (client gone) httplib calls this with false.
-             auto on_close = [engine, r](bool success) {
-               if (!success) r->cancel(*engine);
-             };
-             // HTTP/1.0 has no chunked encoding: its bodies are close-delimited.
-             const bool http10 = req.version == "HTTP/1.0";
-             auto provide = [&res, http10](const char* type, httplib::ContentProviderWithoutLength p,
-                                           httplib::ContentProviderResourceReleaser done) {
-               if (http10) res.set_content_provider(type, std::move(p), std::move(done));
-               else res.set_chunked_content_provider(type, std::move(p), std::move(done));
-             };
-             // The provider bodies live in openai_api (write_stream,
-             // write_completion): they never throw, so no request can end
-             // the process.
-             auto sink_of = [](httplib::DataSink& sink) {
-               return ResponseSink{[&sink](const std::string& data) { return write_all(sink, data); },
-                                   [&sink] { return sink.is_writable(); }};
-             };
-             if (cr->stream) {
-               res.set_header("Cache-Control", "no-cache");
-               provide("text/event-stream", [engine, r, cr, info, sink_of](size_t, httplib::DataSink& sink) {
-                 const bool ok = write_stream(*engine, *r, *cr, info, sink_of(sink));
-                 if (ok) sink.done();
-                 return ok;
-               }, on_close);
-               return;
-             }
-             provide("application/json", [engine, r, cr, info, sink_of](size_t, httplib::DataSink& sink) {
-               ResponseSink out = sink_of(sink);
-               // A client that half-closed may still read, or may be gone: a
-               // space before the JSON tells (a gone one answers with a
-               // reset, and the next write fails).
-               out.alive = [&sink] { return sink.is_writable() && (!peer_read_closed() || write_all(sink, " ")); };
-               const bool ok = write_completion(*engine, *r, *cr, info, out);
-               if (ok) sink.done();
-               return ok;
-             }, on_close);
+             respond_with_generation(req, res, engine, cr, chat_completion_format(info, *cr, engine->tokenizer()));
            });
   }
+  // The Responses and Messages APIs: translated into the chat request
+  // above (serve/responses_api.h, serve/anthropic_api.h), answered in
+  // their own shapes.
+  s.Post("/v1/responses", [this, parse_ordered_body](const httplib::Request& req, httplib::Response& res) {
+    Engine* engine = engine_.load();
+    const nlohmann::ordered_json body = parse_ordered_body(req);
+    auto cr = std::make_shared<CompletionRequest>(parse_responses_request(body, *engine, *chat_template_));
+    const ResponseInfo info{fmt::format("resp_{}", next_id_++), options_.model_name, int64_t(std::time(nullptr)), true};
+    respond_with_generation(req, res, engine, cr, responses_format(info, *cr, body));
+  });
+  s.Post("/v1/messages", [this, parse_ordered_body](const httplib::Request& req, httplib::Response& res) {
+    Engine* engine = engine_.load();
+    auto cr = std::make_shared<CompletionRequest>(parse_messages_request(parse_ordered_body(req), *engine, *chat_template_));
+    const ResponseInfo info{fmt::format("msg_{}", next_id_++), options_.model_name, int64_t(std::time(nullptr)), true};
+    respond_with_generation(req, res, engine, cr, messages_format(info, *cr, engine->tokenizer()));
+  });
+  s.Post("/v1/messages/count_tokens", [this, parse_ordered_body](const httplib::Request& req, httplib::Response& res) {
+    send_json(res, 200, count_tokens_response(parse_ordered_body(req), *chat_template_));
+  });
 }
 
 }  // namespace vtc::serve

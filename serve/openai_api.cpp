@@ -412,6 +412,25 @@ CompletionRequest parse_completion(const nlohmann::ordered_json& ordered, bool c
   return r;
 }
 
+std::vector<int32_t> chat_prompt_tokens(const nlohmann::ordered_json& chat_body, const PromptTemplate& tmpl) {
+  CompletionRequest unused;
+  return chat_prompt(json(chat_body), chat_body, tmpl, unused);
+}
+
+ApiError with_field_names(const ApiError& e, const std::vector<std::pair<std::string, std::string>>& chat_to_api) {
+  std::string message = e.what(), param = e.param;
+  for (const auto& [chat_name, api_name] : chat_to_api) {
+    if (param == chat_name || param.rfind(chat_name + "[", 0) == 0 || param.rfind(chat_name + ".", 0) == 0)
+      param = api_name + param.substr(chat_name.size());
+    for (const char* quote : {"'", " "}) {
+      const std::string from = quote + chat_name + (quote[0] == '\'' ? "'" : " "), to = quote + api_name + (quote[0] == '\'' ? "'" : " ");
+      for (size_t at = message.find(from); at != std::string::npos; at = message.find(from, at + to.size()))
+        message.replace(at, from.size(), to);
+    }
+  }
+  return ApiError(e.status, message, param, e.code, e.type);
+}
+
 // --- Whole endpoints ------------------------------------------------------------
 
 json tokenize_response(const json& body, const Engine& engine) {

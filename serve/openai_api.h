@@ -80,6 +80,16 @@ std::vector<int32_t> tokenize_request_text(const Tokenizer& tok, std::string_vie
 CompletionRequest parse_completion(const nlohmann::ordered_json& body, bool chat, const Engine& engine,
                                    const PromptTemplate& chat_template);
 
+// The prompt tokens a chat body renders to (its messages, tools,
+// chat_template_kwargs and reasoning_effort), as parse_completion renders
+// them; nothing else in the body is read. ApiError 400 naming the field.
+std::vector<int32_t> chat_prompt_tokens(const nlohmann::ordered_json& chat_body, const PromptTemplate& chat_template);
+
+// `e` with the request fields it names renamed (the chat field a
+// translated body has, to the field its own API calls it): in `param` and
+// where the message quotes it ('max_tokens' -> 'max_output_tokens').
+ApiError with_field_names(const ApiError& e, const std::vector<std::pair<std::string, std::string>>& chat_to_api);
+
 struct ResponseInfo {
   std::string id, model;
   int64_t created = 0;
@@ -98,6 +108,7 @@ class Choices {
   void submit_rest(Engine& engine);
   void cancel(Engine& engine);
   const std::vector<std::shared_ptr<Request>>& requests() const { return requests_; }
+  int32_t n() const { return n_; }  // choices in all, submitted or not
 
  private:
   GenerationParams params_;

@@ -11,10 +11,16 @@
 // Chat output goes through a ChoiceOutput (serve/chat_output.h), which
 // splits what the model wrote into content, reasoning and tool calls for
 // the template's family, and turns streamed text into OpenAI deltas.
+//
+// The generation loop (stream_response, whole_response) is shared by every
+// chat-like API; each API is a ResponseFormat (serve/response_format.h).
+// The chat.completion one lives here; responses_api.cpp and
+// anthropic_api.cpp hold the others.
 #include <fmt/format.h>
 
 #include "serve/chat_output.h"
 #include "serve/openai_api.h"
+#include "serve/response_format.h"
 #include "serve/structured_output.h"
 
 namespace vtc::serve {
@@ -84,19 +90,15 @@ std::string joined_text(const std::vector<TokenEvent>& events) {
   return text;
 }
 
-bool write_event(const ResponseSink& sink, const json& j) { return sink.write("data: " + dump_json(j) + "\n\n"); }
+std::string data_line(const json& j) { return "data: " + dump_json(j) + "\n\n"; }
 
 // Ends one response after an exception; never throws itself.
-void end_after_exception(Engine& engine, Choices& choices, const ResponseSink& sink, bool stream,
-                         const char* what) noexcept {
+void end_after_exception(Engine& engine, Choices& choices, ResponseFormat& format, const ResponseSink& sink,
+                         bool stream, const char* what) noexcept {
   try {
     choices.cancel(engine);
-    const json body = error_body(fmt::format("internal error while writing the response: {}", what), "server_error");
-    if (stream) {
-      if (write_event(sink, body)) sink.write("data: [DONE]\n\n");
-    } else {
-      sink.write(dump_json(body));
-    }
+    const std::string message = fmt::format("internal error while writing the response: {}", what);
+    sink.write(stream ? format.stream_error(message) : dump_json(format.error(message)));
   } catch (...) {
   }
 }
@@ -104,13 +106,14 @@ void end_after_exception(Engine& engine, Choices& choices, const ResponseSink& s
 // Runs a content provider's body: an exception (a JSON dump, a failed
 // write, ...) cancels the choices and ends only this response.
 template <class Body>
-bool guarded(Engine& engine, Choices& choices, const ResponseSink& sink, bool stream, Body&& body) {
+bool guarded(Engine& engine, Choices& choices, ResponseFormat& format, const ResponseSink& sink, bool stream,
+             Body&& body) {
   try {
     return body();
   } catch (const std::exception& e) {
-    end_after_exception(engine, choices, sink, stream, e.what());
+    end_after_exception(engine, choices, format, sink, stream, e.what());
   } catch (...) {
-    end_after_exception(engine, choices, sink, stream, "unknown error");
+    end_after_exception(engine, choices, format, sink, stream, "unknown error");
   }
   return true;
 }
@@ -179,14 +182,80 @@ json usage_chunk(const ResponseInfo& info, const Choices& choices) {
   return body;
 }
 
-// --- Streaming -------------------------------------------------------------------
-namespace {
+// --- The generation loop ----------------------------------------------------------
+std::string sse_event(const std::string& name, const json& data) {
+  return "event: " + name + "\ndata: " + dump_json(data) + "\n\n";
+}
 
-// One choice of a stream: what it has sent, and how its text is split.
-struct StreamedChoice {
-  ChoiceOutput output;
-  bool first = true, ended = false;
-};
+bool stream_response(Engine& engine, Choices& choices, const CompletionRequest& req, ResponseFormat& format,
+                     const ResponseSink& sink) {
+  return guarded(engine, choices, format, sink, true, [&] {
+    const auto send = [&](const std::string& bytes) { return bytes.empty() || sink.write(bytes); };
+    const int32_t n = choices.n();
+    std::vector<ChoiceOutput> outputs;
+    for (int32_t i = 0; i < n; ++i) outputs.emplace_back(req);
+    std::vector<bool> ended(size_t(n), false);
+    if (!send(format.stream_start())) return choices.cancel(engine), false;
+    std::vector<TokenEvent> events;
+    const auto wait = std::chrono::milliseconds(std::max<int64_t>(10, 200 / n));
+    for (;;) {
+      choices.submit_rest(engine);
+      bool all_done = true, any_events = false;
+      for (size_t i = 0; i < choices.requests().size(); ++i) {
+        if (ended[i]) continue;
+        const Request& r = *choices.requests()[i];
+        events.clear();
+        const bool done = choices.requests()[i]->poll(events, wait);
+        if (!sink.alive()) return choices.cancel(engine), false;
+        any_events = any_events || !events.empty();
+        for (const TokenEvent& e : events)
+          if (!send(format.stream_token(int32_t(i), e, outputs[i].feed(e.text)))) return choices.cancel(engine), false;
+        if (!done) {
+          all_done = false;
+          continue;
+        }
+        if (r.finish_reason() == "error") {
+          choices.cancel(engine);
+          sink.write(format.stream_error(r.error()));
+          return true;
+        }
+        ended[i] = true;
+        std::vector<json> held_back = outputs[i].finish();  // before finish_reason: it reads the final parse
+        const std::string finish_reason = outputs[i].finish_reason(r.finish_reason());
+        if (!send(format.stream_finish(int32_t(i), std::move(held_back), finish_reason, r)))
+          return choices.cancel(engine), false;
+      }
+      if (int32_t(choices.requests().size()) < n) all_done = false;
+      if (!all_done) {
+        if (!any_events && !sink.write(format.keep_alive())) return choices.cancel(engine), false;
+        continue;
+      }
+      send(format.stream_end(choices));
+      return true;
+    }
+  });
+}
+
+bool whole_response(Engine& engine, Choices& choices, ResponseFormat& format, const ResponseSink& sink) {
+  return guarded(engine, choices, format, sink, false, [&] {
+    const int32_t n = choices.n();
+    std::vector<std::vector<TokenEvent>> events(static_cast<size_t>(n));
+    for (;;) {
+      choices.submit_rest(engine);
+      bool all_done = int32_t(choices.requests().size()) == n;
+      for (size_t i = 0; i < choices.requests().size(); ++i)
+        all_done = choices.requests()[i]->poll(events[i], std::chrono::milliseconds(100 / n + 1)) && all_done;
+      if (all_done) break;
+      if (!sink.alive()) return choices.cancel(engine), false;
+    }
+    const Request* failed = failed_choice(choices);
+    sink.write(dump_json(failed ? format.error(failed->error()) : format.body(choices, events)));
+    return true;
+  });
+}
+
+// --- The chat.completion format -----------------------------------------------------
+namespace {
 
 json chunk_of(const ResponseInfo& info, const CompletionRequest& req, int32_t index, json delta_or_text,
               const std::vector<TokenEvent>& events, const std::string& finish, const Tokenizer& tok) {
@@ -198,86 +267,74 @@ json chunk_of(const ResponseInfo& info, const CompletionRequest& req, int32_t in
   return body;
 }
 
-// Writes what choice `i` released in `events`; false when the client is gone.
-bool stream_events(const ResponseInfo& info, const CompletionRequest& req, int32_t i, StreamedChoice& c,
-                   const std::vector<TokenEvent>& events, const ResponseSink& sink, const Tokenizer& tok) {
-  for (const auto& e : events) {
-    std::vector<json> deltas = c.output.feed(e.text);
-    if (deltas.empty() && (req.logprobs || c.first)) deltas.push_back(info.chat ? json::object() : json(""));
+// chat.completion / chat.completion.chunk, and text_completion for
+// /v1/completions: `data:` lines, a role on each choice's first delta, the
+// echo before a completion's first text, logprobs per token, usage and
+// [DONE] at the end.
+class ChatCompletionFormat final : public ResponseFormat {
+ public:
+  ChatCompletionFormat(const ResponseInfo& info, const CompletionRequest& req, const Tokenizer& tok)
+      : info_(info), req_(req), tok_(tok), first_(size_t(req.n), true) {}
+
+  std::string stream_token(int32_t i, const TokenEvent& e, std::vector<json> deltas) override {
+    if (deltas.empty() && (req_.logprobs || first_[i])) deltas.push_back(info_.chat ? json::object() : json(""));
+    std::string out;
     for (size_t k = 0; k < deltas.size(); ++k) {
       json& d = deltas[k];
-      if (c.first && info.chat) d["role"] = "assistant";
-      if (c.first && !info.chat) d = req.echo_text + d.get<std::string>();
-      if (c.first && info.chat && !d.contains("content") && !d.contains("reasoning_content") && !d.contains("tool_calls"))
+      if (first_[i] && info_.chat) d["role"] = "assistant";
+      if (first_[i] && !info_.chat) d = req_.echo_text + d.get<std::string>();
+      if (first_[i] && info_.chat && !d.contains("content") && !d.contains("reasoning_content") && !d.contains("tool_calls"))
         d["content"] = "";
       const std::vector<TokenEvent> lp = k == 0 ? std::vector<TokenEvent>{e} : std::vector<TokenEvent>{};
-      if (!write_event(sink, chunk_of(info, req, i, std::move(d), lp, "", tok))) return false;
-      c.first = false;
+      out += data_line(chunk_of(info_, req_, i, std::move(d), lp, "", tok_));
+      first_[i] = false;
     }
+    return out;
   }
-  return true;
-}
 
-// The last chunks of choice `i`: what the parser held back, then the finish.
-bool end_choice(const ResponseInfo& info, const CompletionRequest& req, int32_t i, StreamedChoice& c,
-                const Request& r, const ResponseSink& sink, const Tokenizer& tok) {
-  std::vector<json> deltas = c.output.finish();
-  for (json& d : deltas) {
-    if (c.first && info.chat) d["role"] = "assistant";
-    if (c.first && !info.chat) d = req.echo_text + d.get<std::string>();
-    if (!write_event(sink, chunk_of(info, req, i, std::move(d), {}, "", tok))) return false;
-    c.first = false;
+  std::string stream_finish(int32_t i, std::vector<json> deltas, const std::string& finish_reason,
+                            const Request&) override {
+    std::string out;
+    for (json& d : deltas) {
+      if (first_[i] && info_.chat) d["role"] = "assistant";
+      if (first_[i] && !info_.chat) d = req_.echo_text + d.get<std::string>();
+      out += data_line(chunk_of(info_, req_, i, std::move(d), {}, "", tok_));
+      first_[i] = false;
+    }
+    json last = info_.chat ? json::object() : json(first_[i] ? req_.echo_text : "");
+    if (first_[i] && info_.chat) last = {{"role", "assistant"}};
+    return out + data_line(chunk_of(info_, req_, i, std::move(last), {}, finish_reason, tok_));
   }
-  json last = info.chat ? json::object() : json(c.first ? req.echo_text : "");
-  if (c.first && info.chat) last = {{"role", "assistant"}};
-  c.ended = true;
-  return write_event(sink, chunk_of(info, req, i, std::move(last), {}, c.output.finish_reason(r.finish_reason()), tok));
-}
+
+  std::string stream_end(const Choices& choices) override {
+    return (req_.include_usage ? data_line(usage_chunk(info_, choices)) : std::string()) + "data: [DONE]\n\n";
+  }
+  std::string stream_error(const std::string& message) override {
+    return data_line(error_body(message, "server_error")) + "data: [DONE]\n\n";
+  }
+  json body(const Choices& choices, const std::vector<std::vector<TokenEvent>>& events) override {
+    return completion_body(info_, req_, choices, events, tok_);
+  }
+  json error(const std::string& message) override { return error_body(message, "server_error"); }
+
+ private:
+  ResponseInfo info_;
+  const CompletionRequest& req_;
+  const Tokenizer& tok_;
+  std::vector<bool> first_;  // per choice: nothing sent yet
+};
 
 }  // namespace
 
+std::unique_ptr<ResponseFormat> chat_completion_format(const ResponseInfo& info, const CompletionRequest& req,
+                                                       const Tokenizer& tok) {
+  return std::make_unique<ChatCompletionFormat>(info, req, tok);
+}
+
 bool write_stream(Engine& engine, Choices& choices, const CompletionRequest& req, const ResponseInfo& info,
                   const ResponseSink& sink) {
-  return guarded(engine, choices, sink, true, [&] {
-    const Tokenizer& tok = engine.tokenizer();
-    std::vector<StreamedChoice> state;
-    for (int32_t i = 0; i < req.n; ++i) state.push_back({ChoiceOutput(req), true, false});
-    std::vector<TokenEvent> events;
-    const auto wait = std::chrono::milliseconds(std::max<int64_t>(10, 200 / req.n));
-    for (;;) {
-      choices.submit_rest(engine);
-      bool all_done = true, any_events = false;
-      for (size_t i = 0; i < choices.requests().size(); ++i) {
-        StreamedChoice& c = state[i];
-        if (c.ended) continue;
-        const Request& r = *choices.requests()[i];
-        events.clear();
-        const bool done = choices.requests()[i]->poll(events, wait);
-        if (!sink.alive()) return choices.cancel(engine), false;
-        any_events = any_events || !events.empty();
-        if (!stream_events(info, req, int32_t(i), c, events, sink, tok)) return choices.cancel(engine), false;
-        if (!done) {
-          all_done = false;
-          continue;
-        }
-        if (r.finish_reason() == "error") {
-          choices.cancel(engine);
-          write_event(sink, error_body(r.error(), "server_error"));
-          sink.write("data: [DONE]\n\n");
-          return true;
-        }
-        if (!end_choice(info, req, int32_t(i), c, r, sink, tok)) return choices.cancel(engine), false;
-      }
-      if (int32_t(choices.requests().size()) < req.n) all_done = false;
-      if (!all_done) {
-        if (!any_events && !sink.write(": keep-alive\n\n")) return choices.cancel(engine), false;
-        continue;
-      }
-      if (req.include_usage) write_event(sink, usage_chunk(info, choices));
-      sink.write("data: [DONE]\n\n");
-      return true;
-    }
-  });
+  ChatCompletionFormat format(info, req, engine.tokenizer());
+  return stream_response(engine, choices, req, format, sink);
 }
 
 // --- Whole responses ---------------------------------------------------------------
@@ -309,22 +366,8 @@ json completion_body(const ResponseInfo& info, const CompletionRequest& req, con
 
 bool write_completion(Engine& engine, Choices& choices, const CompletionRequest& req, const ResponseInfo& info,
                       const ResponseSink& sink) {
-  return guarded(engine, choices, sink, false, [&] {
-    std::vector<std::vector<TokenEvent>> events(size_t(req.n));
-    for (;;) {
-      choices.submit_rest(engine);
-      bool all_done = int32_t(choices.requests().size()) == req.n;
-      for (size_t i = 0; i < choices.requests().size(); ++i)
-        all_done = choices.requests()[i]->poll(events[i], std::chrono::milliseconds(100 / req.n + 1)) && all_done;
-      if (all_done) break;
-      if (!sink.alive()) return choices.cancel(engine), false;
-    }
-    const Request* failed = failed_choice(choices);
-    const json body = failed ? error_body(failed->error(), "server_error")
-                             : completion_body(info, req, choices, events, engine.tokenizer());
-    sink.write(dump_json(body));
-    return true;
-  });
+  ChatCompletionFormat format(info, req, engine.tokenizer());
+  return whole_response(engine, choices, format, sink);
 }
 
 bool write_stream(Engine& engine, const std::shared_ptr<Request>& r, const CompletionRequest& req,

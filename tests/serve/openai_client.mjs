@@ -54,7 +54,7 @@ check(two.choices.length === 2 && two.choices[1].index === 1, 'n: 2 gives two ch
 
 const schema = { type: 'object', properties: { name: { type: 'string', maxLength: 8 }, age: { type: 'integer' } },
                  required: ['name', 'age'], additionalProperties: false };
-const parsed = await client.beta.chat.completions.parse({
+const parsed = await client.chat.completions.parse({
   model, messages: [{ role: 'user', content: 'A person, as JSON' }], max_tokens: 80, temperature: 1, seed: 2,
   response_format: { type: 'json_schema', json_schema: { name: 'person', strict: true, schema } } });
 const person = parsed.choices[0].message.parsed;
@@ -66,7 +66,7 @@ const tools = [{ type: 'function', function: { name: 'get_weather', strict: true
                 additionalProperties: false } } }];
 const messages = [{ role: 'user', content: 'Weather in Paris?' }];
 const toolChoice = { type: 'function', function: { name: 'get_weather' } };
-const called = await client.beta.chat.completions.parse({ model, messages, tools, tool_choice: toolChoice, max_tokens: 200,
+const called = await client.chat.completions.parse({ model, messages, tools, tool_choice: toolChoice, max_tokens: 200,
                                                           parallel_tool_calls: false,
                                                           temperature: 0, chat_template_kwargs: { enable_thinking: false } });
 const msg = called.choices[0].message;
@@ -76,7 +76,7 @@ check(call.function.name === 'get_weather' && typeof call.function.parsed_argume
       `tool call parsed by the client: ${call.function.arguments}`);
 
 // Streamed: the client's own stream helper accumulates the deltas.
-const stream = client.beta.chat.completions.stream({ model, messages, tools, tool_choice: toolChoice, max_tokens: 200,
+const stream = client.chat.completions.stream({ model, messages, tools, tool_choice: toolChoice, max_tokens: 200,
                                                      parallel_tool_calls: false,
                                                      temperature: 0, chat_template_kwargs: { enable_thinking: false } });
 const final = await stream.finalChatCompletion();
