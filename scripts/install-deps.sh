@@ -11,6 +11,7 @@ PACKAGES=(
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libicu-dev
   clang-14 libclang-rt-14-dev
   nodejs npm
+  chromium  # the web chat's browser test (tests/serve/webui_test.sh)
   curl
 )
 

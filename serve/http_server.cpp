@@ -25,6 +25,7 @@
 #include "serve/openai_api.h"
 #include "serve/response_format.h"
 #include "serve/responses_api.h"
+#include "serve/webui/webui.h"
 #include "support/error.h"
 namespace vtc::serve {
 
@@ -512,11 +513,13 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   // Content-Type. Answers and returns non-null when the request is refused.
   const char* early_reject(Conn& c, const Head& h) {
     const bool health = h.path == "/health";
+    // The web chat page needs neither the key nor the model (webui.h).
+    const bool page = is_webui_request(opt.webui, h.method, h.path);
     if (!health && !host_allowed(h)) {
       reject(c, h.path, 403, "Host not allowed (--allowed-hosts).", "invalid_request_error");
       return "host";
     }
-    if (!health && !opt.api_key.empty()) {
+    if (!health && !page && !opt.api_key.empty()) {
       const std::string* auth = h.get("authorization");
       const std::string* x_api_key = h.get("x-api-key");
       if (!(auth && equal_ct(*auth, "Bearer " + opt.api_key)) && !(x_api_key && equal_ct(*x_api_key, opt.api_key))) {
@@ -525,7 +528,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         return "key";
       }
     }
-    if (!health && (owner.engine_.load() == nullptr || owner.draining_)) {
+    if (!health && !page && (owner.engine_.load() == nullptr || owner.draining_)) {
       reject(c, h.path, 503, owner.draining_ ? "The server is shutting down." : "Loading model", "unavailable_error", {},
              "Retry-After: 1\r\n");
       return "unavailable";
@@ -715,7 +718,8 @@ void HttpServer::routes() {
   // layer checked them already, before reading the body; this is for a
   // state that changed since). The connection closes after such an answer.
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    if (req.path == "/health" || is_webui_request(options_.webui, req.method, req.path))
+      return httplib::Server::HandlerResponse::Unhandled;
     if (!options_.api_key.empty()) {
       const std::string auth = req.get_header_value("Authorization"), x_api_key = req.get_header_value("x-api-key");
       if (auth != "Bearer " + options_.api_key && x_api_key != options_.api_key) {
@@ -764,6 +768,7 @@ void HttpServer::routes() {
     metrics_.request_done(endpoint_label(req.path), res.status);
   });
 
+  if (options_.webui) s.Get("/", serve_webui);  // the built-in web chat (serve/webui)
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     if (engine_.load() == nullptr) send_error(res, 503, "Loading model", "unavailable_error");
     else if (draining_) {

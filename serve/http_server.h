@@ -41,6 +41,7 @@ struct HttpOptions {
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string api_key;       // empty: no authentication
+  bool webui = true;         // GET / serves the built-in web chat (serve/webui; --no-webui)
   std::string model_name;    // the id /v1/models reports
   // Host header names accepted (without the port; "*" or empty: any).
   std::vector<std::string> allowed_hosts;
