@@ -76,6 +76,14 @@ check "token id outside the vocabulary" 400 "input\[0\]: token id 99999999 is ou
 check "encoding_format" 400 "encoding_format" '{"input": "x", "encoding_format": "int8"}'
 check "no input" 400 "'input' is required" '{"model": "m"}'
 check "dimensions other than the width" 400 "dimensions" '{"input": "x", "dimensions": 3}'
+# Completions are still served beside embeddings, and /metrics counts the endpoint.
+code="$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:$PORT/v1/completions" -H 'content-type: application/json' \
+  -d '{"prompt": "Hello", "max_tokens": 4}')"
+[[ "$code" == 200 ]] && echo "errors | a completion on an --embeddings server | 200 | ok" ||
+  { echo "errors | a completion on an --embeddings server | got $code | FAIL"; status=1; }
+if curl -s "http://127.0.0.1:$PORT/metrics" | grep -q 'vtc_requests_total{endpoint="/v1/embeddings",status="400"}'; then
+  echo "errors | /metrics labels /v1/embeddings | ok"
+else echo "errors | /metrics labels /v1/embeddings | FAIL"; status=1; fi
 stop
 start "$MODEL"
 check "server without --embeddings" 501 "Start it with \`--embeddings\`" '{"input": "x"}'
