@@ -303,6 +303,21 @@ TemplateCaps caps_of(const jinja::Template& tmpl) {
   return caps;
 }
 
+std::string patched_source(std::string source) {
+  auto replace_all = [&](const std::string& from) {
+    for (size_t at = source.find(from); at != std::string::npos; at = source.find(from, at))
+      source.replace(at, from.size(), "{%- if false %}");
+  };
+  if (has(source, "<|channel|>") && has(source, "in message.content or"))
+    replace_all("{%- if \"<|channel|>analysis<|message|>\" in message.content or "
+                "\"<|channel|>final<|message|>\" in message.content %}");
+  if (has(source, "[TOOL_CALLS]") && has(source, "if (message['content'] is none or"))
+    replace_all("{%- if (message['content'] is none or message['content'] == '' or "
+                "message['content']|length == 0) and (message['tool_calls'] is not defined or "
+                "message['tool_calls'] is none or message['tool_calls']|length == 0) %}");
+  return source;
+}
+
 Dedicated dedicated_of(const std::string& s) {
   // common_chat_try_specialized_template's tests, in its order (the first
   // match wins); only the handlers that reshape messages or the prompt are

@@ -29,6 +29,12 @@ struct TemplateCaps {
 
 TemplateCaps caps_of(const jinja::Template& tmpl);
 
+// The model's main template with the reference's two load-time patches
+// (common_chat_templates_init): gpt-oss's refusal of "<|channel|>" text in
+// an assistant's content, and Mistral's refusal of an empty assistant
+// message, are switched off ("{%- if false %}").
+std::string patched_source(std::string source);
+
 // Which of the reference's dedicated handlers (common_chat_try_specialized_
 // template) a template gets; some of them reshape the messages.
 enum class Dedicated { None, Ministral3, GptOss, Lfm2, DeepSeekV4, Gemma4Legacy, Gemma4 };

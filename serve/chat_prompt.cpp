@@ -209,7 +209,7 @@ std::shared_ptr<const PromptTemplate> PromptTemplate::load(const gguf::GgufFile&
     t->add_eos_ = tok.eos() >= 0 && tok.add_eos();
   }
   if (!file.empty()) {
-    t->main_ = parse_jinja(read_file(file), "--chat-template-file " + file);
+    t->main_ = parse_jinja(chat_layer::patched_source(read_file(file)), "--chat-template-file " + file);
     t->description_ = "Jinja template from " + file;
   } else if (!name_or_text.empty()) {
     try {
@@ -220,11 +220,11 @@ std::shared_ptr<const PromptTemplate> PromptTemplate::load(const gguf::GgufFile&
         throw Error(fmt::format("--chat-template: '{}' is neither a built-in template name ({}) nor Jinja text; "
                                 "for a template file use --chat-template-file",
                                 name_or_text, fmt::join(chat_template_names(), ", ")));
-      t->main_ = parse_jinja(name_or_text, "--chat-template");
+      t->main_ = parse_jinja(chat_layer::patched_source(name_or_text), "--chat-template");
       t->description_ = "Jinja template from --chat-template";
     }
   } else if (auto text = model.get_string("tokenizer.chat_template")) {
-    t->main_ = parse_jinja(*text, "the model's tokenizer.chat_template");
+    t->main_ = parse_jinja(chat_layer::patched_source(*text), "the model's tokenizer.chat_template");
     t->description_ = "the model's tokenizer.chat_template (Jinja)";
     if (auto tools = model.get_string("tokenizer.chat_template.tool_use")) {
       t->tool_use_ = parse_jinja(*tools, "the model's tokenizer.chat_template.tool_use");
@@ -241,7 +241,7 @@ std::shared_ptr<const PromptTemplate> PromptTemplate::from_jinja(const std::stri
                                                                  const std::string& eos_text, int64_t now_epoch_s,
                                                                  bool add_bos, bool add_eos) {
   auto t = std::shared_ptr<PromptTemplate>(new PromptTemplate());
-  t->main_ = parse_jinja(text, "from text");
+  t->main_ = parse_jinja(chat_layer::patched_source(text), "from text");
   t->description_ = "Jinja template from text";
   t->bos_text_ = bos_text;
   t->eos_text_ = eos_text;

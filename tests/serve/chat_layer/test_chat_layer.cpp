@@ -123,6 +123,12 @@ std::vector<Conversation> conversations() {
     {"role": "user", "content": [{"type": "text", "text": "Name a colour."}, {"type": "text", "text": "Just one."}]},
     {"role": "assistant", "content": [{"type": "text", "text": "Blue."}]},
     {"role": "user", "content": "Another"}])")});
+  // An empty assistant turn (Mistral templates refuse it) and channel
+  // markers in an assistant's text (gpt-oss's refuses them): the reference
+  // patches both checks out of the template at load.
+  out.push_back({"assistant_edge_cases", body(R"([{"role": "user", "content": "Hi"},
+    {"role": "assistant", "content": ""}, {"role": "user", "content": "Say the tag."},
+    {"role": "assistant", "content": "It is <|channel|>final<|message|>."}, {"role": "user", "content": "Thanks"}])")});
   Conversation effort{"reasoning_effort", body(R"([{"role": "user", "content": "Sum 2 and 3 <b>&amp; 'x' \"y\" é"}])")};
   effort.request["reasoning_effort"] = "low";
   out.push_back(effort);
@@ -224,7 +230,7 @@ TEST_CASE("chat requests render as llama.cpp's chat layer renders them", "[chat-
   REQUIRE(reference_lines.size() == cases.size());
 
   int equal = 0, both_raise = 0, differ = 0;
-  std::vector<std::string> mismatches;
+  std::vector<std::string> mismatches, raised;
   std::ostringstream table;
   table << "chat layer vs the reference (= equal, x both raise, D differ); columns:";
   for (size_t c = 0; c < convs.size(); ++c) table << " " << c + 1 << "=" << convs[c].name;
@@ -248,6 +254,8 @@ TEST_CASE("chat requests render as llama.cpp's chat layer renders them", "[chat-
       if (!reference.ok && !ours.ok) {
         ++both_raise;
         row += 'x';
+        raised.push_back(name + " × " + c.name + ": reference: " + first_line(reference.text) + " | vtc: " +
+                         first_line(ours.text));
         continue;
       }
       if (!reference.ok) why = "the reference raises (" + first_line(reference.text) + "), vtc renders";
@@ -266,6 +274,7 @@ TEST_CASE("chat requests render as llama.cpp's chat layer renders them", "[chat-
   }
   table << "chat layer: " << equal + both_raise << "/" << cases.size() << " agree with the reference (" << equal
         << " equal, " << both_raise << " raise in both), " << differ << " differ";
+  for (auto& m : raised) table << "\n  both raise: " << m;
   for (auto& m : mismatches) table << "\n  " << m;
   std::printf("%s\n", table.str().c_str());
   std::fflush(stdout);
