@@ -220,11 +220,19 @@ async function run(cdp) {
       if (c) window.partialLengths.push(c.textContent.length);
     }).observe(list, { subtree: true, childList: true, characterData: true });
   })()`);
+  // The tiny model answers in a fraction of a second; a browser that is
+  // short of CPU could read the whole stream at once. Throttling the download
+  // (16 KB/s: ~1 s for the ~13 KB of chunks) makes the bytes arrive in
+  // pieces, so the count of repaints below depends on the page, not on load.
+  const throttle = (bytesPerSecond) => page("Network.emulateNetworkConditions",
+    { offline: false, latency: 0, downloadThroughput: bytesPerSecond, uploadThroughput: -1 });
+  await throttle(16384);
   await typeInto("#prompt", "Hello! Who are you?");
   await pressEnter();
   await waitFor(`document.body.dataset.state === "idle" && ${lastAssistant}?.querySelector(".meta").textContent`, "the first answer to finish");
   const first = await evaluate(`({ text: ${lastAssistant}.querySelector(".content").textContent,
     meta: ${lastAssistant}.querySelector(".meta").textContent, partials: window.partialLengths })`);
+  await throttle(-1);
   const sent = requests.find((r) => r.url === `${origin}/v1/chat/completions`);
   if (!sent) fail("the page sent no POST /v1/chat/completions");
   const sentBody = JSON.parse(sent.postData);
