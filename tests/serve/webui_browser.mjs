@@ -76,8 +76,13 @@ async function startChromium() {
   const child = spawn(chromiumPath, args, { stdio: ["ignore", "ignore", "pipe", "pipe", "pipe"] });
   let stderr = "";
   child.stderr.on("data", (b) => (stderr = (stderr + b.toString()).slice(-2000)));
-  const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve(`exited (${signal || code})`)));
-  child.on("error", () => {});
+  // A browser that never starts (or dies) shows up as the exit below; its
+  // pipes then fail with EPIPE, which is that same failure.
+  const exited = new Promise((resolve) => {
+    child.on("exit", (code, signal) => resolve(`exited (${signal || code})`));
+    child.on("error", (e) => resolve(`failed to run (${e.message})`));
+  });
+  for (const pipe of [child.stdio[3], child.stdio[4]]) pipe?.on("error", () => {});
   const cdp = new Cdp(child);
   const started = await Promise.race([
     cdp.send("Browser.getVersion").then((v) => v),
@@ -200,6 +205,8 @@ async function run(cdp) {
   const csp = header("content-security-policy");
   if (!csp.includes("default-src 'none'") || !csp.includes("connect-src 'self'")) fail(`GET /: CSP is '${csp}'`);
   if (!header("etag") || !header("cache-control")) fail("GET /: no ETag or Cache-Control");
+  const revalidated = await fetch(`${origin}/`, { headers: { "If-None-Match": header("etag") } });
+  if (revalidated.status !== 304) fail(`GET / with If-None-Match: its ETag answered ${revalidated.status}, not 304`);
   console.log(`GET / without the API key: 200 ${header("content-type")}, CSP ${csp}`);
 
   // 2. Settings: the key, greedy sampling, a short answer.
