@@ -189,7 +189,7 @@ Runner add_serve(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   cmd->add_option("--api-key", o->http.api_key,
-                  "Require 'Authorization: Bearer KEY' (all but /health); visible in ps: prefer --api-key-file or $VTC_API_KEY");
+                  "Require 'Authorization: Bearer KEY' or 'x-api-key: KEY' (all but /health); visible in ps: prefer --api-key-file or $VTC_API_KEY");
   cmd->add_option("--api-key-file", o->api_key_file, "Read the API key from the first line of FILE")->check(CLI::ExistingFile);
   cmd->add_option("--allowed-hosts", o->allowed_hosts,
                   "Comma-separated Host header names accepted (port ignored; others get 403, /health excepted); default: any");
