@@ -132,6 +132,9 @@ std::vector<Conversation> conversations() {
   Conversation effort{"reasoning_effort", body(R"([{"role": "user", "content": "Sum 2 and 3 <b>&amp; 'x' \"y\" é"}])")};
   effort.request["reasoning_effort"] = "low";
   out.push_back(effort);
+  Conversation no_effort{"reasoning_effort_none", body(R"([{"role": "user", "content": "Sum 2 and 3"}])")};
+  no_effort.request["reasoning_effort"] = "none";  // thinking off, no reasoning_effort variable
+  out.push_back(no_effort);
   return out;
 }
 
@@ -337,4 +340,15 @@ TEST_CASE("the generic format's schema offers a call or a response", "[chat-laye
   CHECK(automatic["anyOf"][0]["properties"]["tool_calls"]["items"]["anyOf"].size() == 2);
   const ojson named = vtc::chat::generic_output_schema(tools, "function", "get_time", false);
   CHECK(named["properties"]["tool_call"]["properties"]["name"]["const"] == "get_time");
+}
+
+TEST_CASE("a BOS or EOS the vocabulary adds itself is cut from the rendered prompt", "[chat-layer]") {
+  // As the reference's direct apply does with add_bos / add_eos: the
+  // tokenizer adds them back, once.
+  const std::string tmpl = "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}{{ eos_token }}";
+  const ojson request = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}};
+  const auto inputs = vtc::serve::chat_inputs_from_request(request);
+  CHECK(PromptTemplate::from_jinja(tmpl, "<s>", "</s>", kNow)->render(inputs) == "<s>hi</s>");
+  CHECK(PromptTemplate::from_jinja(tmpl, "<s>", "</s>", kNow, true, false)->render(inputs) == "hi</s>");
+  CHECK(PromptTemplate::from_jinja(tmpl, "<s>", "</s>", kNow, true, true)->render(inputs) == "hi");
 }
