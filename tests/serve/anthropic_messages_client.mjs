@@ -3,8 +3,9 @@
 // the client's own stream accumulator), stop_sequences, a tool_use round
 // trip (tool_choice any), count_tokens, x-api-key auth, and an
 // Anthropic-shaped error for a bad body. Exits non-zero on any mismatch.
-//   node anthropic_messages_client.mjs SERVER_URL PATH_TO_@anthropic-ai/sdk/index.mjs
-const [, , server, modulePath] = process.argv;
+//   node anthropic_messages_client.mjs SERVER_URL PATH_TO_@anthropic-ai/sdk/index.mjs THINKING_SERVER_URL
+// (the second server's template opens a think block: its output is thinking)
+const [, , server, modulePath, thinkingServer] = process.argv;
 const { default: Anthropic } = await import(modulePath);
 const client = new Anthropic({ baseURL: server, apiKey: 'test-key', maxRetries: 0 });  // sends x-api-key
 const check = (cond, what) => {
@@ -99,3 +100,19 @@ try {
   check(e.status === 400 && e.error?.type === 'error' && e.error?.error?.type === 'invalid_request_error' &&
         /max_tokens/.test(e.error.error.message), `no max_tokens -> ${e.status}: ${e.error?.error?.message}`);
 }
+
+// Thinking: a template whose generation prompt opens a think block.
+const thinker = new Anthropic({ baseURL: thinkingServer, apiKey: 'test-key', maxRetries: 0 });
+const think = { ...hello, max_tokens: 6, thinking: { type: 'enabled', budget_tokens: 1024 } };
+const thought = await thinker.messages.create(think);
+check(thought.content[0].type === 'thinking' && thought.content[0].thinking.length > 0,
+      `a thinking block: ${JSON.stringify(thought.content[0].thinking)}`);
+const thinkEvents = [];
+for await (const e of await thinker.messages.create({ ...think, stream: true })) thinkEvents.push(e);
+check(thinkEvents.find((e) => e.type === 'content_block_start').content_block.type === 'thinking' &&
+      thinkEvents.filter((e) => e.delta?.type === 'thinking_delta').map((e) => e.delta.thinking).join('') ===
+      thought.content[0].thinking, 'streamed: a thinking block of thinking_delta events, the same thinking');
+const accumulated = await thinker.messages.stream(think).finalMessage();
+check(accumulated.content[0].thinking === thought.content[0].thinking, 'messages.stream accumulates the same thinking');
+const plainAgain = await thinker.messages.create({ ...think, thinking: { type: 'disabled' } });
+check(plainAgain.content.every((b) => b.type === 'text') && textOf(plainAgain).length > 0, 'thinking disabled: text only');

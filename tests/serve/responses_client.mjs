@@ -3,8 +3,9 @@
 // which validates every event's item ids and indices), a function-tool
 // round trip, text.format json_schema, and the stateless 400s. Exits
 // non-zero on any mismatch.
-//   node responses_client.mjs SERVER_URL PATH_TO_openai/index.mjs
-const [, , server, modulePath] = process.argv;
+//   node responses_client.mjs SERVER_URL PATH_TO_openai/index.mjs THINKING_SERVER_URL
+// (the second server's template opens a think block: its output is reasoning)
+const [, , server, modulePath, thinkingServer] = process.argv;
 const { default: OpenAI } = await import(modulePath);
 const client = new OpenAI({ baseURL: `${server}/v1`, apiKey: 'test-key', maxRetries: 0 });
 const check = (cond, what) => {
@@ -98,3 +99,21 @@ for (const [extra, field] of [[{ store: true }, 'store'], [{ previous_response_i
     check(e.status === 400 && e.param === field && /stateless/.test(e.message), `${field} -> ${e.status}: ${e.message}`);
   }
 }
+
+// Reasoning: a template whose generation prompt opens a think block.
+const thinker = new OpenAI({ baseURL: `${thinkingServer}/v1`, apiKey: 'test-key', maxRetries: 0 });
+const think = { model, input: 'Hello', max_output_tokens: 6, temperature: 0 };
+const reasoned = await thinker.responses.create(think);
+const reasoning = reasoned.output[0];
+check(reasoning.type === 'reasoning' && reasoning.content[0].type === 'reasoning_text' && reasoning.content[0].text.length > 0,
+      `a reasoning item: ${JSON.stringify(reasoning.content[0].text)}`);
+const thinkEvents = [];
+for await (const e of await thinker.responses.create({ ...think, stream: true })) thinkEvents.push(e);
+check(thinkEvents.filter((e) => e.type === 'response.reasoning_text.delta').map((e) => e.delta).join('') ===
+      reasoning.content[0].text, 'streamed: response.reasoning_text.delta events, the same reasoning');
+const thought = await thinker.responses.stream(think).finalResponse();
+check(thought.output[0].type === 'reasoning' && thought.output[0].content[0].text === reasoning.content[0].text,
+      'responses.stream accumulates the same reasoning item');
+const noThinking = await thinker.responses.create({ ...think, reasoning: { effort: 'none' } });
+check(noThinking.output[0].type === 'message' && noThinking.output_text.length > 0,
+      'reasoning.effort none: thinking off, a message');
