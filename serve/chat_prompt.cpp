@@ -163,6 +163,18 @@ ChatInputs chat_inputs_from_request(const ordered_json& body) {
       in.enable_thinking = t->get<bool>();
     }
   }
+  // The output schema, as llama-server's oaicompat_chat_params_parse reads
+  // it (structured_output.h validates these fields).
+  if (const ordered_json* s = field(body, "json_schema")) in.response_schema = *s;
+  if (const ordered_json* rf = field(body, "response_format"); rf && rf->is_object()) {
+    const std::string type = rf->value("type", "");
+    if (type == "json_object" && (rf->contains("schema") || in.response_schema.is_null()))
+      in.response_schema = rf->value("schema", ordered_json::object());
+    if (type == "json_schema") {
+      const ordered_json wrapper = rf->value("json_schema", ordered_json::object());
+      in.response_schema = wrapper.is_object() ? wrapper.value("schema", ordered_json::object()) : ordered_json::object();
+    }
+  }
   if (const ordered_json* effort = field(body, "reasoning_effort")) {
     if (!effort->is_string()) bad("reasoning_effort", "'reasoning_effort' must be a string");
     if (*effort == "none") {
@@ -310,6 +322,8 @@ std::string PromptTemplate::render(const ChatInputs& inputs) const {
   const ordered_json dates = chat_layer::date_variables(now_epoch_s_);
   for (const auto& [k, v] : dates.items()) ctx[k] = v;
   for (const auto& [k, v] : inputs.kwargs.items()) ctx[k] = v;
+  if (j->dedicated == chat_layer::Dedicated::DeepSeekV4 && inputs.response_schema.is_object())
+    ctx["response_format"] = inputs.response_schema;
   if (inputs.add_generation_prompt) ctx["add_generation_prompt"] = true;
   // Variables derived from two kwargs; the kwargs themselves win.
   ordered_json derived = ordered_json::object();

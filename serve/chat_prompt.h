@@ -34,7 +34,8 @@
 //   - date_string ("%d %b %Y") and datetime ("%b %d %Y"): today, local
 //     time (or --now); strftime_now() formats the same instant;
 //   - every chat_template_kwargs entry as a top-level variable (last, so
-//     it overrides), reasoning_effort (the request's, or a kwarg) also as
+//     it overrides; for DeepSeek V4 then response_format, the request's
+//     output schema), reasoning_effort (the request's, or a kwarg) also as
 //     reasoning_strength, and a preserve_reasoning kwarg as
 //     preserve_thinking / clear_thinking / truncate_history_thinking /
 //     drop_thinking;
@@ -77,6 +78,10 @@ struct ChatInputs {
   // false or reasoning_effort "none" turn it off.
   bool enable_thinking = true;
   nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();  // chat_template_kwargs
+  // The schema the output is held to (response_format json_schema /
+  // json_object, or llama-server's json_schema), as llama-server derives
+  // it; null when none. DeepSeek V4 templates print it (response_format).
+  nlohmann::ordered_json response_schema;
 };
 
 // Validates an OpenAI chat body's messages, tools, chat_template_kwargs and

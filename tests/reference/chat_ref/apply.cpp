@@ -10,7 +10,8 @@
 // and "eos_token", which stand for the model's). The request, an OpenAI
 // chat body, fills common_chat_templates_inputs as the server's
 // oaicompat_chat_params_parse does and everything else keeps its default:
-// messages, tools, tool_choice (default "auto"), add_generation_prompt
+// messages, tools, tool_choice (default "auto"), response_format /
+// json_schema (the output schema), add_generation_prompt
 // (default true), enable_thinking (default true; chat_template_kwargs'
 // enable_thinking and reasoning_effort "none" turn it off),
 // chat_template_kwargs (each value passed as JSON), reasoning_effort.
@@ -94,6 +95,16 @@ common_chat_templates_inputs inputs_from_request(const common_json& request) {
   if (request.contains("tools")) inputs.tools = common_chat_tools_parse_oaicompat(request.at("tools"));
   inputs.tool_choice = common_chat_tool_choice_parse_oaicompat(string_field(request, "tool_choice", "auto"));
   inputs.parallel_tool_calls = request.value("parallel_tool_calls", true);
+  // The output schema, as oaicompat_chat_params_parse derives it.
+  common_json schema = request.value("json_schema", common_json());
+  if (request.contains("response_format")) {
+    const common_json rf = request.at("response_format");
+    const std::string type = string_field(rf, "type", "");
+    if (type == "json_object" && (rf.contains("schema") || schema.is_null()))
+      schema = rf.value("schema", common_json::object());
+    if (type == "json_schema") schema = rf.value("json_schema", common_json::object()).value("schema", common_json::object());
+  }
+  if (!schema.is_null()) inputs.json_schema = schema.dump();
   inputs.add_generation_prompt = request.value("add_generation_prompt", true);
   inputs.reasoning_format = COMMON_REASONING_FORMAT_AUTO;
   inputs.enable_thinking = true;

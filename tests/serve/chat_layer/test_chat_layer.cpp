@@ -132,6 +132,11 @@ std::vector<Conversation> conversations() {
   Conversation effort{"reasoning_effort", body(R"([{"role": "user", "content": "Sum 2 and 3 <b>&amp; 'x' \"y\" é"}])")};
   effort.request["reasoning_effort"] = "low";
   out.push_back(effort);
+  Conversation schema{"response_format", body(R"([{"role": "system", "content": "Answer in JSON."},
+    {"role": "user", "content": "Capital of France?"}])")};
+  schema.request["response_format"] = ojson::parse(R"({"type": "json_schema", "json_schema": {"name": "a",
+    "schema": {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}}})");
+  out.push_back(schema);
   Conversation no_effort{"reasoning_effort_none", body(R"([{"role": "user", "content": "Sum 2 and 3"}])")};
   no_effort.request["reasoning_effort"] = "none";  // thinking off, no reasoning_effort variable
   out.push_back(no_effort);
