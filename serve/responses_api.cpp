@@ -303,7 +303,8 @@ class ResponsesFormat final : public ResponseFormat {
     if (msg.contains("reasoning_content"))
       output.push_back(reasoning_item(next_id("rs"), json::array({reasoning_part(msg["reasoning_content"])})));
     const bool has_calls = msg.contains("tool_calls");
-    if (!has_calls || (msg["content"].is_string() && !msg["content"].get<std::string>().empty()))
+    // A message when there is text, or when nothing else would be output.
+    if ((msg["content"].is_string() && !msg["content"].get<std::string>().empty()) || (output.empty() && !has_calls))
       output.push_back(message_item(next_id("msg"), "completed", json::array({output_text_part(msg["content"])})));
     if (has_calls)
       for (const json& call : msg["tool_calls"])
