@@ -20,7 +20,7 @@
 //   vtc-ref bench MODEL.gguf [--pp N] [--tg N] [--reps N] [--threads N]
 //           [--batch-rows B] [--batch-context C] [--batch-steps K]
 //   vtc-ref chat-template TEMPLATE [--no-add-assistant] < messages.json
-//   vtc-ref embeddings MODEL.gguf --pooling none|mean|cls|last [--threads N] < inputs.json
+//   vtc-ref embeddings MODEL.gguf [--pooling none|mean|cls|last] [--threads N] < inputs.json
 //
 // Results go to stdout (JSON or plain text) or to the named files; the
 // library's log goes to stderr only with --verbose (anywhere on the command
@@ -865,7 +865,7 @@ void usage() {
                "  vtc-ref bench MODEL.gguf [--pp N] [--tg N] [--reps N] [--threads N]\n"
                "          [--batch-rows B] [--batch-context C] [--batch-steps K]\n"
                "  vtc-ref chat-template TEMPLATE [--no-add-assistant] < messages.json\n"
-               "  vtc-ref embeddings MODEL.gguf --pooling none|mean|cls|last [--threads N] < inputs.json\n"
+               "  vtc-ref embeddings MODEL.gguf [--pooling none|mean|cls|last] [--threads N] < inputs.json\n"
                "add --verbose to see the library's log\n";
 }
 
@@ -940,8 +940,10 @@ int cmd_grammar(const Args& a) {
 // embeddings: the reference's embeddings, as llama-server computes them
 // before normalisation (llama_context_params.embeddings, the pooling given).
 //
-//   vtc-ref embeddings MODEL.gguf --pooling none|mean|cls|last < inputs.json
+//   vtc-ref embeddings MODEL.gguf [--pooling none|mean|cls|last] < inputs.json
 //
+// Without --pooling the context takes the file's default (<arch>.pooling_type,
+// else none), printed as "pooling" (0 none, 1 mean, 2 cls, 3 last).
 // inputs.json: a JSON array whose items are strings (tokenized as
 // llama-server tokenizes an embeddings input: special tokens added and
 // parsed) or arrays of token ids. Each input is decoded alone, in one batch
@@ -952,13 +954,14 @@ int cmd_grammar(const Args& a) {
 
 int cmd_embeddings(const Args& a) {
   a.allow({"--pooling", "--threads", "--verbose"});
-  if (a.positional.size() != 1) throw UsageError("embeddings MODEL.gguf --pooling none|mean|cls|last < inputs.json");
+  if (a.positional.size() != 1) throw UsageError("embeddings MODEL.gguf [--pooling none|mean|cls|last] < inputs.json");
   const std::string pooling = a.get("--pooling").value_or("");
   enum llama_pooling_type type;
   if (pooling == "none") type = LLAMA_POOLING_TYPE_NONE;
   else if (pooling == "mean") type = LLAMA_POOLING_TYPE_MEAN;
   else if (pooling == "cls") type = LLAMA_POOLING_TYPE_CLS;
   else if (pooling == "last") type = LLAMA_POOLING_TYPE_LAST;
+  else if (pooling.empty()) type = LLAMA_POOLING_TYPE_UNSPECIFIED;  // the file's, as llama_context picks it
   else throw UsageError("--pooling must be none, mean, cls or last");
   const int threads = static_cast<int>(parse_int(a.get("--threads").value_or(kOracleThreads), "--threads"));
   const nlohmann::json inputs = nlohmann::json::parse(std::cin);
@@ -1001,6 +1004,7 @@ int cmd_embeddings(const Args& a) {
   cp.no_perf = true;
   llama_context* ctx = llama_init_from_model(model, cp);
   if (!ctx) fail("could not create a context");
+  type = llama_pooling_type(ctx);
   nlohmann::json embeddings = nlohmann::json::array();
   for (const auto& ids : token_lists) {
     llama_memory_clear(llama_get_memory(ctx), true);
@@ -1030,7 +1034,8 @@ int cmd_embeddings(const Args& a) {
     }
     llama_batch_free(batch);
   }
-  std::cout << nlohmann::json{{"n_embd", n_embd}, {"tokens", token_lists}, {"embeddings", embeddings}}.dump() << "\n";
+  std::cout << nlohmann::json{{"n_embd", n_embd}, {"pooling", int(type)}, {"tokens", token_lists}, {"embeddings", embeddings}}.dump()
+            << "\n";
   llama_free(ctx);
   llama_model_free(model);
   return 0;

@@ -58,6 +58,21 @@ for arch in llama qwen3; do
   done
 done
 
+# Without --pooling both take the file's <arch>.pooling_type (written here:
+# 1, mean); a file whose pooling is rank (4, a reranker) is refused at start-up.
+node "$HERE/gguf_set_pooling.mjs" "$WORK/embd-tiny-llama.gguf" "$WORK/embd-tiny-llama-filemean.gguf" 1
+"$VTC_REF" embeddings "$WORK/embd-tiny-llama-filemean.gguf" < "$HERE/embeddings_inputs.json" > "$WORK/embd-ref-llama-filemean.json"
+grep -q '"pooling":1' "$WORK/embd-ref-llama-filemean.json" || { echo "the reference did not take the file's pooling"; status=1; }
+start "$WORK/embd-tiny-llama-filemean.gguf" --embeddings
+grep -q "embeddings: pooling mean" "$LOG" || { echo "vtc did not take the file's pooling:"; cat "$LOG"; status=1; }
+node "$HERE/embeddings_ref.mjs" "http://127.0.0.1:$PORT" "$WORK/embd-ref-llama-filemean.json" mean 2 "llama file's pooling" || status=1
+stop
+node "$HERE/gguf_set_pooling.mjs" "$WORK/embd-tiny-llama.gguf" "$WORK/embd-tiny-llama-rank.gguf" 4
+if "$VTC" serve "$WORK/embd-tiny-llama-rank.gguf" --embeddings --port 0 -t 2 2>"$LOG" ||
+   ! grep -q "pooling_type is rank" "$LOG"; then
+  echo "errors | a rank-pooling file | FAIL:"; cat "$LOG"; status=1
+else echo "errors | a rank-pooling file is refused at start-up | $(tail -1 "$LOG") | ok"; fi
+
 # Errors: an input longer than the context names itself; an empty input;
 # a bad encoding_format; and a server without --embeddings says how to start.
 MODEL="$WORK/embd-tiny-llama.gguf"

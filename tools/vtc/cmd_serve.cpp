@@ -146,9 +146,17 @@ int serve_main(ServeOptions o) {
   auto& engine = loaded.engine;
   auto& chat_template = loaded.chat_template;
   fmt::print(stderr, "serve: chat template: {}\n", chat_template->description());
-  if (o.engine.embeddings)
-    fmt::print(stderr, "serve: embeddings: pooling {}, normalisation {}\n",
-               serve::pooling_name(serve::serving_pooling(*engine)), o.engine.embd_normalize);
+  if (o.engine.embeddings) {
+    std::string_view pooling;
+    try {
+      pooling = serve::pooling_name(serve::serving_pooling(*engine));  // a file's rank pooling is refused here
+    } catch (const Error&) {
+      http.stop(0);
+      listener.join();
+      throw;
+    }
+    fmt::print(stderr, "serve: embeddings: pooling {}, normalisation {}\n", pooling, o.engine.embd_normalize);
+  }
   http.set_engine(engine.get(), chat_template);
   fmt::print(stderr, "serve: ready: model '{}', context {}, {} slots, {}\n", o.http.model_name, engine->n_ctx(),
              o.engine.parallel, engine->backend_description());
