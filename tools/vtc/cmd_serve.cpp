@@ -203,7 +203,7 @@ Runner add_serve(CLI::App& app) {
                   "Comma-separated Host header names accepted (port ignored; others get 403, /health excepted); default: any");
   cmd->add_flag("--no-webui", [o](int64_t) { o->http.webui = false; },
                 "Do not serve the built-in web chat at GET / (served by default, without the API key: the page asks "
-                "for it); / is then an unknown URL (404)");
+                "for it); / is then an unknown URL like any other (404; 401 first without the key when one is set)");
   cmd->add_option("--kv-pages", o->engine.kv_pages, "KV pages of 16 positions in the pool (0: parallel x context)")->capture_default_str();
   cmd->add_option("--max-step-tokens", o->engine.max_step_tokens, "Tokens per scheduler step")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--weight-layout-types", o->engine.weight_layout_types,
