@@ -6,6 +6,7 @@
 
 #include <set>
 
+#include "serve/body_fields.h"
 #include "serve/chat_output.h"
 
 namespace vtc::serve {
@@ -15,22 +16,9 @@ using nlohmann::ordered_json;
 
 namespace {
 
-[[noreturn]] void bad(const std::string& name, const std::string& message) { throw ApiError(400, message, name); }
-
-const ordered_json* field(const ordered_json& o, const char* name) {
-  auto it = o.find(name);
-  return it == o.end() || it->is_null() ? nullptr : &*it;
-}
-
-std::string string_of(const ordered_json& o, const char* name, const std::string& at, bool required) {
-  const ordered_json* v = field(o, name);
-  if (!v) {
-    if (required) bad(at + "." + name, fmt::format("'{}.{}' is required", at, name));
-    return {};
-  }
-  if (!v->is_string()) bad(at + "." + name, fmt::format("'{}.{}' must be a string", at, name));
-  return v->get<std::string>();
-}
+using body_fields::bad;
+using body_fields::field;
+using body_fields::string_of;
 
 // A string, or text blocks joined (system prompts, tool results).
 std::string text_of(const ordered_json& v, const std::string& at, const char* joiner) {

@@ -6,6 +6,7 @@
 
 #include <set>
 
+#include "serve/body_fields.h"
 #include "serve/chat_output.h"
 
 namespace vtc::serve {
@@ -15,23 +16,9 @@ using nlohmann::ordered_json;
 
 namespace {
 
-[[noreturn]] void bad(const std::string& name, const std::string& message) { throw ApiError(400, message, name); }
-
-const ordered_json* field(const ordered_json& o, const char* name) {
-  auto it = o.find(name);
-  return it == o.end() || it->is_null() ? nullptr : &*it;
-}
-
-// A string field: "" when absent (or an error when `required`).
-std::string string_of(const ordered_json& o, const char* name, const std::string& at, bool required) {
-  const ordered_json* v = field(o, name);
-  if (!v) {
-    if (required) bad(at + "." + name, fmt::format("'{}.{}' is required", at, name));
-    return {};
-  }
-  if (!v->is_string()) bad(at + "." + name, fmt::format("'{}.{}' must be a string", at, name));
-  return v->get<std::string>();
-}
+using body_fields::bad;
+using body_fields::field;
+using body_fields::string_of;
 
 // A message item's or a tool output's text: a string, or text parts.
 std::string text_of(const ordered_json& content, const std::string& at) {
