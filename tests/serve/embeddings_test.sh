@@ -96,8 +96,16 @@ code="$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:$PORT/v
   -d '{"prompt": "Hello", "max_tokens": 4}')"
 [[ "$code" == 200 ]] && echo "errors | a completion on an --embeddings server | 200 | ok" ||
   { echo "errors | a completion on an --embeddings server | got $code | FAIL"; status=1; }
-if curl -s "http://127.0.0.1:$PORT/metrics" | grep -q 'vtc_requests_total{endpoint="/v1/embeddings",status="400"}'; then
-  echo "errors | /metrics labels /v1/embeddings | ok"
+# The body is read whole before grep: with pipefail, `curl | grep -q` fails
+# when grep exits at the match and curl is still writing (SIGPIPE). A
+# request is counted once its response is sent, so a few reads are allowed.
+labelled=""
+for _ in 1 2 3 4 5 6 7 8 9 10; do
+  metrics="$(curl -s "http://127.0.0.1:$PORT/metrics")"
+  if grep -qF 'vtc_requests_total{endpoint="/v1/embeddings",status="400"}' <<<"$metrics"; then labelled=1; break; fi
+  sleep 0.2
+done
+if [[ -n "$labelled" ]]; then echo "errors | /metrics labels /v1/embeddings | ok"
 else echo "errors | /metrics labels /v1/embeddings | FAIL"; status=1; fi
 stop
 start "$MODEL"
