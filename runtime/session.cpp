@@ -58,6 +58,18 @@ void check_target(const std::string& path, const SessionOptions& o) {
     if (std::string why = cuda::cuda_unavailable_reason(); !why.empty())
       throw Error(fmt::format("{}: the cuda target is unavailable here: {}", path, why));
 }
+// Whether any attention op of `fn` (fused bodies included) has causal = false.
+bool has_bidirectional_attention(const ir::Function& fn) {
+  for (const auto& op : fn.ops) {
+    if (op->body && has_bidirectional_attention(*op->body)) return true;
+    if (op->kind != ir::OpKind::Attention) continue;
+    if (const ir::Attr* causal = op->attr("causal"); causal != nullptr && causal->i == 0) return true;
+  }
+  return false;
+}
+bool has_bidirectional_attention(const ir::Module& m) {
+  return std::any_of(m.functions.begin(), m.functions.end(), [](const auto& fn) { return has_bidirectional_attention(*fn); });
+}
 }  // namespace
 
 struct Session::Impl {
@@ -70,7 +82,18 @@ struct Session::Impl {
   Impl(CompiledModel m, const StateStoreConfig& cfg, const SessionOptions& o, int32_t max_step)
       : model(std::move(m)), states(model.module, cfg),
         backend(make_backend({model.module, model.file, states, model.plans}, model, o)),
-        n_vocab(int64_t(model.file.find_tensor("token_embd.weight")->dims[1])), max_step_tokens(max_step) {}
+        n_vocab(int64_t(model.file.find_tensor("token_embd.weight")->dims[1])), max_step_tokens(max_step),
+        generates_text(model.module.find_function("prefill") != nullptr), whole_sequences(has_bidirectional_attention(model.module)) {}
+
+  const bool generates_text;
+  const bool whole_sequences;
+
+  // What step() and the others say to an encoder's session.
+  void require_text(const char* what) const {
+    if (!generates_text)
+      throw Error(fmt::format("{}: architecture '{}' is an encoder: it has only the @embed step, no text generation",
+                              what, model.file.architecture()));
+  }
 
   void reserve(int32_t slot, int64_t n_positions, const char* what) {
     if (!states.reserve(slot, n_positions))
@@ -139,6 +162,10 @@ struct Session::Impl {
       if (c.n_past < 0 || c.n_past + int64_t(c.tokens.size()) > n_ctx)
         throw Error(fmt::format("{}: {} tokens at position {} exceed the context of {}", what, c.tokens.size(), c.n_past, n_ctx));
       check_tokens(c.tokens, n_vocab, what);
+      if (whole_sequences && c.n_past != 0)
+        throw Error(fmt::format("{}: slot {} starts at position {}, but this model's attention is not causal: each "
+                                "sequence must come whole, from position 0, in one step",
+                                what, c.slot, c.n_past));
       total += int64_t(c.tokens.size());
     }
     if (total > max_step_tokens)
@@ -227,11 +254,14 @@ const std::string& Session::target() const { return impl_->model.target; }
 int64_t Session::n_ctx() const { return impl_->states.config().n_ctx; }
 int64_t Session::n_vocab() const { return impl_->n_vocab; }
 int32_t Session::max_step_tokens() const { return impl_->max_step_tokens; }
+bool Session::generates_text() const { return impl_->generates_text; }
+bool Session::reads_whole_sequences() const { return impl_->whole_sequences; }
 Backend& Session::backend() { return *impl_->backend; }
 StateStore& Session::states() { return impl_->states; }
 void Session::reset(int32_t slot) { impl_->states.reset_slot(slot); }
 
 HostTensor Session::prefill(int32_t slot, std::span<const int32_t> tokens, int32_t n_past, bool all_logits) {
+  impl_->require_text("prefill");
   if (tokens.empty()) throw Error("prefill: no tokens");
   impl_->states.check_slot(slot);
   if (n_past < 0 || n_past + int64_t(tokens.size()) > n_ctx())
@@ -257,6 +287,7 @@ HostTensor Session::prefill(int32_t slot, std::span<const int32_t> tokens, int32
 }
 
 HostTensor Session::step(std::span<const SeqChunk> chunks) {
+  impl_->require_text("step");
   impl_->check_chunks(chunks, "step");
   return impl_->run_prefill(chunks, false);
 }
@@ -268,6 +299,7 @@ HostTensor Session::embed(std::span<const SeqChunk> chunks) {
 }
 
 void Session::set_last_id(int32_t slot, int32_t token) {
+  impl_->require_text("decode");
   check_tokens({&token, 1}, n_vocab(), "decode");
   impl_->backend->write_slot_row(impl_->states.layout("last_ids"), slot, {reinterpret_cast<const uint8_t*>(&token), 4});
 }
@@ -284,6 +316,7 @@ HostTensor Session::decode(std::span<const int32_t> slots, std::span<const int32
 
 std::vector<int32_t> Session::decode_sampled(std::span<const int32_t> slots, std::span<const int32_t> positions,
                                              std::span<const DeviceSampling> sampling) {
+  impl_->require_text("decode");
   impl_->check_decode_rows(slots, positions);
   return impl_->backend->run_sampled(impl_->decode_request(slots, positions, sampling));
 }

@@ -81,6 +81,11 @@ class Session {
   int64_t n_ctx() const;
   int64_t n_vocab() const;
   int32_t max_step_tokens() const;
+  // false for an encoder's module (@embed only: bert).
+  bool generates_text() const;
+  // true when a step's attention is not causal (an encoder): embed() then
+  // takes each sequence whole, from position 0, in one call.
+  bool reads_whole_sequences() const;
 
   // Runs `tokens` of sequence `slot` at positions n_past, n_past+1, ...
   // Returns logits [R x n_vocab] for the last token, or for every token

@@ -123,6 +123,7 @@ constexpr float kExpertWeightsScale = 2.5f;
 constexpr float kGraniteEmbeddingScale = 12.0f, kGraniteResidualScale = 0.22f, kGraniteLogitScale = 8.0f;
 constexpr float kCommandRLogitScale = 0.0625f;
 constexpr uint32_t kLlama4MoeStep = 2, kLlama4Chunk = 8192, kLlama4Used = 1;
+constexpr uint32_t kBertTokenTypes = 2;  // BERT's sentence A and B
 constexpr uint32_t kPhi3ContextRatio = 32;
 
 // Whether layer l of a family has routed experts.
@@ -538,8 +539,41 @@ bool has_output_matrix(const Options& o) {
   return is_gpt_oss(a) || a == "olmoe" || a == "qwen2moe" || !o.tied_embeddings;
 }
 
+// bert (an encoder, frontends/gguf/arch/bert.cpp): token, token-type and
+// position embeddings with a biased layer norm, then per layer biased q, k,
+// v and output projections, a post-attention layer norm, a biased GELU FFN
+// and a post-FFN layer norm, all norms with biases; no output norm or head.
+std::vector<TensorPlan> plan_bert(Planner& p, uint32_t n_vocab) {
+  const ModelShape& s = p.s;
+  const uint64_t d = s.n_embd;
+  auto norm = [&](const std::string& name) {
+    p.gain(name + ".weight", d);
+    p.bias(name + ".bias", d);
+  };
+  auto projection = [&](const std::string& name, uint64_t in, uint64_t out) {
+    p.matrix(name + ".weight", {in, out});
+    p.bias(name + ".bias", out);
+  };
+  p.add("token_embd.weight", {d, n_vocab}, p.o.weight_type, {0.0f, 1.0f});
+  p.add("token_types.weight", {d, kBertTokenTypes}, GgmlType::F32, {0.0f, 1.0f});
+  p.add("position_embd.weight", {d, s.n_ctx}, GgmlType::F32, {0.0f, 1.0f});
+  norm("token_embd_norm");
+  for (uint32_t l = 0; l < s.n_layer; ++l) {
+    const std::string blk = fmt::format("blk.{}.", l);
+    for (const char* w : {"attn_q", "attn_k", "attn_v"}) projection(blk + w, d, d);
+    projection(blk + "attn_output", d, d);
+    if (int(l) == p.o.zero_attn_output_layer) p.plan[p.plan.size() - 2].init = {0.0f, 0.0f};
+    norm(blk + "attn_output_norm");
+    projection(blk + "ffn_up", d, s.n_ff);
+    projection(blk + "ffn_down", s.n_ff, d);
+    norm(blk + "layer_output_norm");
+  }
+  return std::move(p.plan);
+}
+
 std::vector<TensorPlan> plan_tensors(const Options& o, const ModelShape& s, uint32_t n_vocab) {
   Planner p{o, s, {}};
+  if (o.arch == "bert") return plan_bert(p, n_vocab);
   // Embeddings at unit scale, so the residual stream and the layers'
   // contributions are of the same order.
   // The gemmas multiply the embedding by sqrt(n_embd) (as trained ones'
@@ -762,6 +796,17 @@ void set_family_hparams(GgufWriter& w, const Options& o, const ModelShape& s) {
   if (a == "llama4") w.set(a + ".attention.sliding_window", Value(kLlama4Chunk));
 }
 
+// bert's keys, as convert_hf_to_gguf.py writes a bge/MiniLM checkpoint:
+// layer norms, bidirectional attention, CLS pooling (bge's), and the token
+// types (BERT's two sentence ids); no rope.
+void set_bert_hparams(GgufWriter& w, const Options& o) {
+  const std::string& a = o.arch;
+  w.set(a + ".attention.layer_norm_epsilon", Value(1e-12f));
+  w.set(a + ".attention.causal", Value(false));
+  w.set(a + ".pooling_type", Value(uint32_t{2}));
+  w.set("tokenizer.ggml.token_type_count", Value(kBertTokenTypes));
+}
+
 void set_hparams(GgufWriter& w, const Options& o, const ModelShape& s, uint32_t n_vocab) {
   const std::string& a = o.arch;
   w.set("general.architecture", Value(a));
@@ -777,6 +822,7 @@ void set_hparams(GgufWriter& w, const Options& o, const ModelShape& s, uint32_t 
   w.set(a + ".attention.head_count_kv", Value(s.n_head_kv));
   w.set(a + ".attention.key_length", Value(s.head_dim));
   w.set(a + ".attention.value_length", Value(s.head_dim));
+  if (a == "bert") return set_bert_hparams(w, o);
   if (a != "command-r") w.set(a + ".attention.layer_norm_rms_epsilon", Value(rms_eps(a)));
   w.set(a + ".rope.freq_base", Value(rope_base(a)));
   w.set(a + ".rope.dimension_count", Value(rope_dims(o, s)));
@@ -828,7 +874,7 @@ VocabInfo copy_tokenizer(GgufWriter& w, const std::string& vocab_path, const std
   info.eos = vocab.get_int("tokenizer.ggml.eos_token_id");
   // Vocab files without a chat template get the built-in one of the model
   // family that uses that vocabulary, so --chat works on every synthetic model.
-  if (!vocab.find("tokenizer.chat_template")) {
+  if (!vocab.find("tokenizer.chat_template") && arch != "bert") {  // an encoder has no chat
     std::string model = vocab.get_string("tokenizer.ggml.model").value_or("");
     std::string pre = vocab.get_string("tokenizer.ggml.pre").value_or("");
     w.set("tokenizer.chat_template",
@@ -858,7 +904,7 @@ const std::vector<std::string>& known_archs() {
   static const std::vector<std::string> archs = {
       "llama",  "qwen2",   "qwen3",     "qwen3moe", "qwen35",   "qwen35moe", "qwen3next", "qwen4exp",
       "gemma2", "gemma3",  "gpt-oss",   "phi3",     "deepseek2", "glm4moe",  "granite",   "smollm3",
-      "command-r", "olmoe", "qwen2moe", "mistral3", "llama4"};
+      "command-r", "olmoe", "qwen2moe", "mistral3", "llama4", "bert"};
   return archs;
 }
 
@@ -943,6 +989,7 @@ ModelShape model_shape(const Options& o) {
   if (o.arch == "smollm3" || o.arch == "llama4") s.n_layer = std::max(s.n_layer, 4u);
   if (o.arch == "olmoe") s.n_head_kv = s.n_head;
   if (o.arch == "deepseek2") s.n_head_kv = 1;
+  if (o.arch == "bert") s.n_head_kv = s.n_head;  // BERT is multi-head
   return s;
 }
 
@@ -976,6 +1023,7 @@ uint32_t sliding_window(const Options& o, const ModelShape& s) {
 // 3's); for mistral3's tekken and llama4's own BPE llama-bpe stands in, for
 // GLM-4.5's qwen2.
 std::string default_vocab_name(const std::string& arch) {
+  if (arch == "bert") return "ggml-vocab-bert-bge.gguf";  // bge's WordPiece
   if (arch == "llama" || is_gemma(arch)) return "ggml-vocab-llama-spm.gguf";
   if (arch == "phi3") return "ggml-vocab-phi-3.gguf";
   if (arch == "command-r") return "ggml-vocab-command-r.gguf";

@@ -16,7 +16,9 @@
 // parallel block, logit scale), olmoe (full-width QK-norm, experts),
 // qwen2moe (experts plus a sigmoid-gated shared expert), mistral3 (yarn
 // rope) and llama4 (chunked attention, no-rope layers, interleaved top-1
-// MoE with a shared expert), so
+// MoE with a shared expert), and the encoder bert (bidirectional
+// attention, token-type and position embeddings, biased layer norms, a GELU
+// FFN; bge's WordPiece vocabulary), so
 // every test and benchmark runs on a model the project makes itself. Weights are *sensitive* on purpose (see
 // DESIGN.md, "Correctness references"): norm gains are near 1 and matrices
 // have a standard deviation of 1/sqrt(fan_in), so each layer moves the
@@ -55,7 +57,8 @@ struct Options {
   // rope_scaling says otherwise) | phi3 | deepseek2 | glm4moe | granite |
   // smollm3 | command-r | olmoe | qwen2moe | mistral3 (yarn unless
   // rope_scaling says otherwise) | llama4 (see the header comment; each
-  // family's MoE has 8 experts, 2 used, llama4's 1).
+  // family's MoE has 8 experts, 2 used, llama4's 1) | bert (an encoder:
+  // embeddings only, CLS pooling in the file).
   std::string arch = "llama";
   bool moe = false;             // granite: Granite MoE (experts and a shared expert)
   std::string size = "tiny";    // tiny | small | 125m | 0.5b | 0.56b | 1b

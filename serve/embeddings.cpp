@@ -141,6 +141,13 @@ std::vector<std::vector<int32_t>> embedding_inputs(const json& value, const Engi
     if (!engine.fits_pool(n))
       throw ApiError(400, fmt::format("{} has {} tokens, more than the KV pool holds; raise --kv-pages", name, n), param,
                      "context_length_exceeded");
+    // An encoder reads an input in one step (as the reference asks
+    // n_ubatch >= the input's tokens).
+    if (engine.reads_whole_sequences() && n > engine.max_step_tokens())
+      throw ApiError(400, fmt::format("{} has {} tokens, more than one step reads ({}); this model's attention is not "
+                                      "causal, so an input cannot be split: raise --max-step-tokens", name, n,
+                                      engine.max_step_tokens()),
+                     param, "context_length_exceeded");
   }
   return inputs;
 }

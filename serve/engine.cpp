@@ -101,6 +101,10 @@ Engine::Engine(const EngineOptions& o, Metrics& metrics) : options_(o), metrics_
     so.passes = pm;
   }
   session_ = std::make_unique<Session>(o.model, so);
+  if (!session_->generates_text() && !o.embeddings)
+    throw Error(fmt::format("{}: architecture '{}' is an encoder: it computes embeddings and generates no text; start "
+                            "the server with --embeddings",
+                            o.model, session_->file().architecture()));
   device_sampling_ = o.device_sampling.value_or(o.target == "cuda");
   tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(session_->file()));
   cache_ = std::make_unique<CacheHolder>(session_->states());
@@ -377,9 +381,14 @@ bool Engine::run_embed_step() {
   int64_t budget = session_->max_step_tokens();
   for (auto& a : active_)
     if (a->req->params.embeddings && !a->done && a->decoding()) release(*a, "stop");  // an empty prompt
+  // An encoder (bidirectional attention) reads each input whole in one
+  // step: one that does not fit waits for the next (embedding_inputs
+  // refuses inputs longer than the bound).
+  const bool whole = session_->reads_whole_sequences();
   for (auto& a : active_) {
     if (!a->req->params.embeddings || a->done || budget <= 0) continue;
     const auto& prompt = a->req->params.prompt;
+    if (whole && int64_t(prompt.size()) > budget) continue;
     const size_t n = std::min<size_t>(size_t(budget), prompt.size() - a->prefilled);
     chunks.push_back({a->slot, std::span<const int32_t>(prompt).subspan(a->prefilled, n), int32_t(a->prefilled), false});
     owners.push_back(a.get());

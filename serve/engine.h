@@ -186,6 +186,13 @@ class Engine {
   int64_t n_ctx() const { return session_->n_ctx(); }
   int64_t n_vocab() const { return session_->n_vocab(); }
   std::string backend_description() const { return session_->backend().describe(); }
+  // false for an encoder (bert): the module has only @embed, and the server
+  // answers embeddings only.
+  bool generates_text() const { return session_->generates_text(); }
+  // An encoder's embeddings read each input whole in one step of at most
+  // max_step_tokens() tokens (Session::reads_whole_sequences).
+  bool reads_whole_sequences() const { return session_->reads_whole_sequences(); }
+  int32_t max_step_tokens() const { return session_->max_step_tokens(); }
   // Pages a request of `n_positions` needs, and whether the pool could ever
   // hold it.
   bool fits_pool(int64_t n_positions) const;

@@ -54,6 +54,11 @@ const char* endpoint_label(const std::string& path) {
   return "other";
 }
 
+// The endpoints that generate text (an encoder model answers them 501).
+bool is_generation_path(const std::string& path) {
+  return path == "/v1/completions" || path == "/v1/chat/completions" || path == "/v1/responses" || path == "/v1/messages";
+}
+
 bool write_all(httplib::DataSink& sink, const std::string& s) { return sink.write(s.data(), s.size()); }
 
 // An error body in the shape the path's API uses (Anthropic's on /v1/messages).
@@ -665,6 +670,30 @@ void HttpServer::set_engine(Engine* engine, std::shared_ptr<const PromptTemplate
 
 namespace {
 
+// A non-streamed answer sends no byte (not even its status line) until its
+// choices are generated, so a load balancer may retry the request on another
+// replica when this one dies first (deploy/haproxy.cfg: retry-on
+// empty-response). The wait polls without taking the choices' tokens, and
+// ends early when the client closes its sending side: it may be gone or may
+// still read, and only the write of the answer's start tells.
+void hold_until_generated(Engine& engine, Choices& choices) {
+  const int fd = tl_conn ? tl_conn->fd : -1;
+  int wait_ms = 1;  // short for short answers, up to 16 ms for long ones
+  try {
+    for (;;) {
+      choices.submit_rest(engine);
+      bool done = int32_t(choices.requests().size()) == choices.n();
+      for (const auto& request : choices.requests()) done = done && !request->finish_reason().empty();
+      if (done || peer_read_closed()) return;
+      pollfd p{fd, short(POLLRDHUP), 0};
+      if (::poll(&p, fd < 0 ? 0 : 1, wait_ms) < 0 && errno != EINTR) return;
+      wait_ms = std::min(16, wait_ms * 2);
+    }
+  } catch (const std::exception&) {
+    // whole_response meets the same failure and answers it.
+  }
+}
+
 // Answers with a generation through a chunked content provider (close-
 // delimited for HTTP/1.0): server-sent events when the request streams,
 // else one JSON body. Every generating endpoint ends here. The provider
@@ -697,6 +726,7 @@ void respond_with_generation(const httplib::Request& req, httplib::Response& res
     }, on_close);
     return;
   }
+  hold_until_generated(*engine, *r);
   // The format reads *cr: both live as long as the provider.
   provide("application/json", [engine, r, cr, format, sink_of](size_t, httplib::DataSink& sink) {
     ResponseSink out = sink_of(sink);
@@ -731,7 +761,16 @@ void HttpServer::routes() {
     }
     if (engine_.load() == nullptr || draining_) {
       if (tl_conn) tl_conn->close_after = true;
+      res.set_header("Retry-After", "1");  // a proxy retries it elsewhere (deploy/haproxy.cfg)
       send_json(res, 503, error_json(req.path, 503, draining_ ? "The server is shutting down." : "Loading model", "unavailable_error"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (is_generation_path(req.path) && !engine_.load()->generates_text()) {
+      send_json(res, 501, error_json(req.path, 501,
+                                     fmt::format("The model ({}) is an encoder: it computes embeddings and generates no "
+                                                 "text. Use /v1/embeddings.",
+                                                 engine_.load()->file().architecture()),
+                                     "not_supported_error"));
       return httplib::Server::HandlerResponse::Handled;
     }
     return httplib::Server::HandlerResponse::Unhandled;

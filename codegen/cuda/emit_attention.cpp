@@ -6,7 +6,9 @@
 // p lives in page page_table[s * PT_STRIDE + p / page] at row p % page.
 // Query token t of sequence seq[t] at position pos[t] sees that sequence's
 // keys at positions 0..pos[t] (causal; the executor appends before it
-// attends, so tokens of one step see each other), minus those at or before
+// attends, so tokens of one step see each other) or, with causal = false
+// (an encoder, whose sequences come whole in one step), every key up to the
+// sequence's last position in the step; minus those at or before
 // pos[t] - window with a sliding window, and those before
 // floor(pos[t] / chunk) * chunk with chunked attention (llama4).
 //
@@ -171,6 +173,14 @@ std::string selection_prologue(int64_t width) {
                      width);
 }
 
+// Non-causal: seq_end, one past the largest position among the step's
+// tokens of the warp's sequence (a warp max over a strided scan).
+constexpr const char* kSequenceEnd = R"(  long long seq_end = 0;
+  for (long long u = lane; u < TOKENS; u += 32)
+    if (seq[u] == sq) seq_end = max(seq_end, (long long)pos[u] + 1);
+  for (int o = 16; o > 0; o >>= 1) seq_end = max(seq_end, __shfl_xor_sync(0xffffffffu, seq_end, o));
+)";
+
 bool has_sinks(const ir::Op& op) {
   const ir::Attr* a = op.attr("sinks");
   return a != nullptr && a->i != 0;
@@ -258,8 +268,14 @@ Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string&
   const std::string tokens = kb.expr(a.tokens);
   std::string body = fmt::format("  const long long TOKENS = {};\n", tokens) + flash_prologue(a);
   if (width) body += selection_prologue(width);
-  // Keys (or selection entries) to walk: [0, n_keys).
-  const char* n_keys = width ? "SW" : "qp + 1";
+  // Keys (or selection entries) to walk: [0, n_keys). Without the causal
+  // mask (an encoder) a query reads every key of its sequence in the step:
+  // up to the largest position of that sequence's tokens.
+  const bool causal = attr_i(op, "causal", 1) != 0;
+  if (!causal && (!prefill || width || window > 0 || chunk > 0))
+    unsupported(op, "non-causal attention runs only in a step of whole sequences (T rows) with no window, chunk or selection");
+  const char* n_keys = width ? "SW" : causal ? "qp + 1" : "seq_end";
+  if (!causal) body += kSequenceEnd;
   if (prefill) {
     kb.out(op.results[0], "out");
     body += fmt::format("  const long long j_begin = 0, j_end = {};\n", n_keys);

@@ -317,6 +317,7 @@ void exec_Attention(ExecContext& c, const ir::Op& op) {
   p.kv_type = f16 ? GgmlType::F16 : GgmlType::F32;
   p.scale = float(float_attr(op, "scale", 1.0));
   p.softcap = float(float_attr(op, "softcap", 0.0));
+  p.causal = int_attr(op, "causal", 1) != 0;
   p.n_swa = int32_t(int_attr(op, "window", 0));
   p.n_chunk = int32_t(int_attr(op, "chunk", 0));
   p.page_size = c.states.page_size();

@@ -215,10 +215,12 @@ void check_states(vtc::Backend& cpu, vtc::Backend& gpu, const vtc::StateStore& s
 // Runs every case of an op-case file on the CPU interpreter and the CUDA
 // executor, step by step as `plans` says (steps a case lacks are skipped),
 // and compares every result and state; returns how many results it compared.
-int run_case_file(const std::string& path, const std::vector<StepPlan>& plans) {
+// With `only`, just the cases whose text contains it.
+int run_case_file(const std::string& path, const std::vector<StepPlan>& plans, const std::string& only = "") {
   const auto cases = vtc::ir::split_source_cases(read(path));
   int checked = 0;
   for (const auto& c : cases) {
+    if (!only.empty() && c.text.find(only) == std::string::npos) continue;
     INFO("op case at " << path << ":" << c.first_line);
     vtc::ir::Module m = vtc::ir::parse(c.text, {c.first_line});
     vtc::ir::verify(m);
@@ -265,6 +267,13 @@ int run_case_file(const std::string& path, const std::vector<StepPlan>& plans) {
 TEST_CASE("op cases: CPU interpreter vs CUDA executor by NMSE, with sentinels", "[gpu]") {
   // prefill before decode, so decode attention sees a history.
   CHECK(run_case_file(VTC_CUDA_OP_CASES, {{"prefill", 1, 7, {}, {}}, {"decode", 3, 7, {}, {}}}) > 50);
+}
+
+// Bidirectional attention (an encoder) with two sequences interleaved in
+// one step: each query reads every key of its own sequence, later ones
+// included, and none of the other's.
+TEST_CASE("non-causal attention: CPU vs CUDA with interleaved sequences", "[gpu]") {
+  CHECK(run_case_file(VTC_CUDA_OP_CASES, {{"prefill", 2, 9, {0, 1, 0, 0, 1, 0, 1, 1, 0}, {}}}, "causal = false") == 1);
 }
 
 // Recurrent states over several steps: a prefill of two interleaved

@@ -118,6 +118,7 @@ const std::vector<std::pair<std::string, BuildFn>>& builders() {
       {"deepseek2", build_deepseek2},
       {"glm4moe", build_glm4moe},
       {"llama4", build_llama4},
+      {"bert", build_bert},
       // ARCH-TABLE (one line per architecture below)
   };
   return table;

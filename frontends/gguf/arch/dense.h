@@ -53,6 +53,7 @@ ir::Module build_mistral3(const gguf::GgufFile& f, const BuildOptions& o);  // a
 ir::Module build_deepseek2(const gguf::GgufFile& f, const BuildOptions& o);  // arch/deepseek2.cpp: MLA, shared experts
 ir::Module build_glm4moe(const gguf::GgufFile& f, const BuildOptions& o);    // arch/glm4moe.cpp
 ir::Module build_llama4(const gguf::GgufFile& f, const BuildOptions& o);  // arch/llama4.cpp: chunked attention, interleaved MoE
+ir::Module build_bert(const gguf::GgufFile& f, const BuildOptions& o);  // arch/bert.cpp: an encoder, @embed only
 // ARCH-DECLS (one line per architecture below)
 
 }  // namespace vtc::arch

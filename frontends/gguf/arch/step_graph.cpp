@@ -81,16 +81,23 @@ StepGraph::Qkv StepGraph::qkv(Value x, int64_t l) {
           heads(linear_bias(x, blk(l, "attn_v")), h.n_head_kv)};
 }
 
+Value StepGraph::ffn_projection(Value x, const std::string& w, FfnTensors tensors) {
+  Value y = linear_plain(x, w);
+  if (tensors.biases) y = biased(y, w);
+  return tensors.scales ? scaled(y, w) : y;
+}
+
 Value StepGraph::swiglu_ffn(Value x, int64_t l, std::string_view suffix, FfnTensors tensors) {
   auto project = [&](Value in, const char* part) {
-    const std::string w = blk(l, fmt::format("{}{}", part, suffix));
-    Value y = linear_plain(in, w);
-    if (tensors.biases) y = biased(y, w);
-    return tensors.scales ? scaled(y, w) : y;
+    return ffn_projection(in, blk(l, fmt::format("{}{}", part, suffix)), tensors);
   };
   Value gate = b.silu(project(x, "ffn_gate"));
   Value up = project(x, "ffn_up");
   return project(b.mul(gate, up), "ffn_down");
+}
+
+Value StepGraph::gelu_ffn(Value x, int64_t l, FfnTensors tensors) {
+  return ffn_projection(b.gelu(ffn_projection(x, blk(l, "ffn_up"), tensors)), blk(l, "ffn_down"), tensors);
 }
 
 ir::MoeExperts StepGraph::experts(int64_t l, bool merged_allowed, bool expert_scales) {
@@ -154,6 +161,9 @@ namespace {
 
 TensorType i32(ir::Shape shape) { return {ElemType::I32, std::move(shape), ir::Placement::Device}; }
 
+void build_text_steps(ir::Module& m, const gguf::GgufFile& f, const Architecture& arch,
+                      std::vector<std::string>& deferred);
+
 }  // namespace
 
 void DenseArchitecture::declare_states(ir::Module& m) const {
@@ -168,11 +178,35 @@ Value Architecture::embedding(StepGraph&, Value) const {
 }
 
 ir::Module build_architecture(const gguf::GgufFile& f, const Architecture& arch, const BuildOptions& o) {
-  const DenseHparams& h = arch.h;
   ir::Module m;
   std::vector<std::string> deferred;
   arch.declare_states(m);
-  m.add_state("last_ids", ir::StateKind::Plain, {ElemType::I32, {Dim::symbol("S")}, ir::Placement::Device});
+  if (arch.generates_text()) {
+    m.add_state("last_ids", ir::StateKind::Plain, {ElemType::I32, {Dim::symbol("S")}, ir::Placement::Device});
+    build_text_steps(m, f, arch, deferred);
+  }
+  if (o.embeddings || !arch.generates_text()) {
+    Builder b(m, "embed");
+    const Dim T = Dim::symbol("T");
+    Value ids = b.arg("ids", i32({T}));
+    Value pos = b.arg("pos", i32({T}));
+    Value seq = b.arg("seq", i32({T}));
+    StepGraph g(m, f, arch.h, b, T, ids, pos, seq);
+    b.ret({Builder::named(arch.embedding(g, arch.forward(g)), "embd")});
+    deferred.insert(deferred.end(), g.deferred_errors.begin(), g.deferred_errors.end());
+  }
+  if (!o.check_tensors) return m;
+  require_full_accounting(f, account_tensors(f, m));
+  if (!deferred.empty()) throw Error(fmt::format("{}: {}", f.path(), fmt::join(deferred, "; ")));
+  return m;
+}
+
+namespace {
+
+// @prefill and @decode of a text-generating architecture.
+void build_text_steps(ir::Module& m, const gguf::GgufFile& f, const Architecture& arch,
+                      std::vector<std::string>& deferred) {
+  const DenseHparams& h = arch.h;
   {
     Builder b(m, "prefill");
     const Dim T = Dim::symbol("T");
@@ -202,19 +236,8 @@ ir::Module build_architecture(const gguf::GgufFile& f, const Architecture& arch,
     b.state_write("last_ids", next);
     b.ret({logits, next});
   }
-  if (o.embeddings) {
-    Builder b(m, "embed");
-    const Dim T = Dim::symbol("T");
-    Value ids = b.arg("ids", i32({T}));
-    Value pos = b.arg("pos", i32({T}));
-    Value seq = b.arg("seq", i32({T}));
-    StepGraph g(m, f, h, b, T, ids, pos, seq);
-    b.ret({Builder::named(arch.embedding(g, arch.forward(g)), "embd")});
-  }
-  if (!o.check_tensors) return m;
-  require_full_accounting(f, account_tensors(f, m));
-  if (!deferred.empty()) throw Error(fmt::format("{}: {}", f.path(), fmt::join(deferred, "; ")));
-  return m;
 }
+
+}  // namespace
 
 }  // namespace vtc::arch

@@ -90,6 +90,9 @@ class StepGraph {
   // bias when `biases` (the architectures whose loader takes FFN biases),
   // then multiplies by its scale when `scales` (the graph passes them).
   ir::Value swiglu_ffn(ir::Value x, int64_t l, std::string_view suffix = "", FfnTensors tensors = {});
+  // gelu(x Wup) then Wdown over blk.l.ffn_{up,down} (build_ffn with
+  // LLM_FFN_GELU, LLM_FFN_SEQ: no gate), with `tensors` as above.
+  ir::Value gelu_ffn(ir::Value x, int64_t l, FfnTensors tensors = {});
   // build_moe_ffn with softmax gating, renormalized weights and `scale`:
   // the router blk.l.ffn_gate_inp, then split ffn_gate_exps + ffn_up_exps
   // (or, where the loader takes it, the merged ffn_gate_up_exps) and
@@ -117,6 +120,8 @@ class StepGraph {
   // gate_up when allowed and present) with their per-expert scales when
   // `expert_scales` (all three or none, else a deferred error).
   ir::MoeExperts experts(int64_t l, bool merged_allowed, bool expert_scales);
+  // One build_ffn projection x W (+ bias) (* scale), as `tensors` says.
+  ir::Value ffn_projection(ir::Value x, const std::string& w, FfnTensors tensors);
   ir::Value scaled(ir::Value y, std::string_view w);
   ir::Value biased(ir::Value y, std::string_view w);
 
@@ -144,13 +149,16 @@ class Architecture {
   // t_embd) from the residual stream [n, ...]: for a decoder, the final
   // norm the head starts with. Throws for an architecture not wired yet.
   virtual ir::Value embedding(StepGraph& g, ir::Value x) const;
+  // false for an encoder (bert): the module has only @embed, always built,
+  // and no @prefill, @decode or @last_ids; head() is never called.
+  virtual bool generates_text() const { return true; }
 
   const DenseHparams h;
 };
 
 // Builds @prefill (the logits of the rows %rows lists), @decode (ids
 // from @last_ids, one row per sequence) and, with o.embeddings, @embed of
-// `arch`, declares @last_ids,
+// `arch`, declares @last_ids (an encoder: @embed only),
 // then checks the tensor accounting (throws listing unknown tensors).
 ir::Module build_architecture(const gguf::GgufFile& f, const Architecture& arch, const BuildOptions& o);
 

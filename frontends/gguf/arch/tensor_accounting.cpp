@@ -65,6 +65,11 @@ const std::vector<AcceptedUnused>& accepted_unused_tensors() {
        "the NextN/MTP block's own tensors: the reference loads them for speculative decoding (graph_mtp) only"},
       {"llama4", "blk.*.ffn_*.scale",
        "the generic scale pass loads them; llama4's build_ffn (dense and shared expert) and build_moe_ffn calls pass no scales"},
+      {"bert", "cls.*",
+       "the reranker's classification head (cls, cls.output): applied only when pooling for ranking, which vtc "
+       "refuses"},
+      {"bert", "blk.*.ffn_*.scale",
+       "the generic scale pass loads them; bert's build_ffn (GELU, sequential) passes no scales"},
   };
   return table;
 }

@@ -1,4 +1,5 @@
-// Causal attention for one sequence, following ggml's CPU flash attention
+// Attention for one sequence (causal, or bidirectional for an encoder:
+// params.causal), following ggml's CPU flash attention
 // (ggml_compute_forward_flash_attn_ext_f16 and the kernels it picks), which
 // llama.cpp uses on the CPU by default. Three paths, chosen as the reference
 // chooses them:
@@ -120,7 +121,7 @@ Visibility build_visibility(const AttentionParams& p, const int32_t* q_pos, cons
     uint8_t* row = vis.visible.data() + t * p.n_kv;
     for (int64_t j = 0; j < p.n_kv; ++j) {
       const int32_t kp = kv_pos != nullptr ? kv_pos[j] : static_cast<int32_t>(j);
-      if (kp > qp) continue;
+      if (p.causal && kp > qp) continue;
       if (p.n_swa > 0 && static_cast<int64_t>(qp) - kp >= p.n_swa) continue;
       if (p.n_chunk > 0 && kp < (qp / p.n_chunk) * p.n_chunk) continue;
       if (!selected.allows(kp)) continue;

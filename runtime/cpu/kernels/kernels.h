@@ -240,6 +240,9 @@ struct AttentionParams {
   GgmlType kv_type = GgmlType::F16;  // F16 (llama.cpp's default cache type) or F32
   float scale = 1.0f;     // usually 1/sqrt(head_dim)
   float softcap = 0.0f;   // 0: none; else s = softcap * tanh(s / softcap)
+  // false (an encoder's bidirectional attention): every key the query's
+  // sequence holds is visible, not only those at or before its position.
+  bool causal = true;
   int32_t n_swa = 0;      // 0: none; else key visible iff q_pos - k_pos < n_swa
   // 0: none; else key visible iff k_pos / n_chunk == q_pos / n_chunk
   // (llama4's chunked attention, the reference's LLAMA_SWA_TYPE_CHUNKED).
@@ -263,13 +266,13 @@ struct AttentionParams {
   const float* sinks = nullptr;
 };
 
-// Causal attention for one sequence.
+// Attention for one sequence (causal unless params.causal is false).
 // q: [n_tokens][n_head][head_dim] f32. k: [n_kv][n_head_kv][head_dim],
 // v: [n_kv][n_head_kv][head_dim_v], both of kv_type (rows through the page
 // table when params.page_table is set). q_pos: position of each
 // query token; kv_pos: position of each cache row (null: row index). Key j
-// is visible to query i iff kv_pos[j] <= q_pos[i] (and the window and
-// params.selected allow it).
+// is visible to query i iff kv_pos[j] <= q_pos[i] or !params.causal (and the
+// window and params.selected allow it).
 // out: [n_tokens][n_head][head_dim_v]; a query that sees no key gets zeros.
 void attention(const float* q, const void* k, const void* v, const int32_t* q_pos, const int32_t* kv_pos,
                const AttentionParams& params, float* out, ThreadPool& pool);
