@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # `vtc serve --embeddings` against llama.cpp's embeddings (issue 29): for a
-# generated llama and qwen3, every pooling mode (none, mean, cls, last),
-# each a server of its own, compared by embeddings_ref.mjs with vtc-ref's
-# answer for the same file and inputs; then the endpoint's errors. The
-# step bound is 16 tokens, so the longer inputs are read in several
-# @embed steps, shared with the other inputs of the request.
+# generated llama, qwen3 and bert (an encoder: bidirectional attention,
+# token-type and position embeddings, layer norms, GELU, bge's WordPiece
+# vocabulary), every pooling mode (none, mean, cls, last), each a server of
+# its own, compared by embeddings_ref.mjs with vtc-ref's answer for the
+# same file and inputs; then the endpoint's errors. For the decoders the
+# step bound is 16 tokens, so the longer inputs are read in several @embed
+# steps, shared with the other inputs of the request; an encoder reads
+# each input whole in one step (64 tokens here).
 #   embeddings_test.sh VTC VTC_REF WORK_DIR
 # Exit 77 (SKIPPED) with the reason when node, vtc-ref or the reference's
 # vocabulary is absent.
@@ -25,8 +28,9 @@ PID=""
 LOG="$(mktemp)"
 trap '[[ -n "$PID" ]] && kill $PID 2>/dev/null; rm -f "$LOG"' EXIT
 
-start() {  # start MODEL ARGS...: sets PID and PORT
-  "$VTC" serve "$@" --port 0 -t 2 --parallel 4 --max-step-tokens 16 2>"$LOG" &
+STEP=16
+start() {  # start MODEL ARGS...: sets PID and PORT (step bound $STEP)
+  "$VTC" serve "$@" --port 0 -t 2 --parallel 4 --max-step-tokens $STEP 2>"$LOG" &
   PID=$!
   PORT=""
   for _ in $(seq 600); do
@@ -43,7 +47,9 @@ stop() {
 }
 
 status=0
-for arch in llama qwen3; do
+for arch in llama qwen3 bert; do
+  STEP=16
+  [[ $arch == bert ]] && STEP=64
   MODEL="$WORK/embd-tiny-$arch.gguf"
   [[ -f "$MODEL" ]] || "$VTC" gen-model --arch $arch --size tiny --seed 42 -q -o "$MODEL"
   for pooling in none mean cls last; do
@@ -83,6 +89,23 @@ check() {  # check WHAT EXPECTED_STATUS PATTERN BODY
   if [[ "$code" == "$2" ]] && grep -q -- "$3" <<<"$out"; then echo "errors | $1 | $code | ok"
   else echo "errors | $1 | got $code: $out | FAIL"; status=1; fi
 }
+# The encoder: an input longer than one step is refused (it cannot be
+# split), generation endpoints answer 501, and without --embeddings the
+# server refuses to start, saying why.
+STEP=16
+start "$WORK/embd-tiny-bert.gguf" --embeddings
+check "bert: input longer than one step" 400 "input\[1\] has 20 tokens, more than one step reads (16)" \
+  "{\"input\": [[101, 102], [$(printf '2000,%.0s' $(seq 19))102]]}"
+code="$(curl -s -o "$WORK/bert-501.json" -w '%{http_code}' -X POST "http://127.0.0.1:$PORT/v1/chat/completions" \
+  -H 'content-type: application/json' -d '{"messages": [{"role": "user", "content": "hi"}]}')"
+if [[ "$code" == 501 ]] && grep -q "is an encoder" "$WORK/bert-501.json"; then echo "errors | bert: chat completions | 501 | ok"
+else echo "errors | bert: chat completions | got $code: $(cat "$WORK/bert-501.json") | FAIL"; status=1; fi
+stop
+if "$VTC" serve "$WORK/embd-tiny-bert.gguf" --port 0 -t 2 2>"$LOG" || ! grep -q "is an encoder.*--embeddings" "$LOG"; then
+  echo "errors | bert without --embeddings | FAIL:"; cat "$LOG"; status=1
+else echo "errors | bert without --embeddings is refused at start-up | ok"; fi
+STEP=16
+
 start "$MODEL" --embeddings --pooling mean -c 64
 long="$(printf '1,%.0s' $(seq 80))1"
 check "input longer than the context" 400 "input\[1\] has 81 tokens, more than the context (64)" "{\"input\": [[1,2], [$long]]}"
