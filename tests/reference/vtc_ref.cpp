@@ -12,6 +12,7 @@
 //   vtc-ref quantize IN.gguf OUT.gguf TYPE [--pure] [--threads N]
 //           [--token-embedding-type T] [--output-tensor-type T]
 //   vtc-ref tokenize VOCAB.gguf [--no-special] [--no-add-special] < text
+//   vtc-ref detokenize VOCAB.gguf [--no-special] < ids
 //   vtc-ref dequant FILE.gguf TENSOR_NAME OUT.f32
 //   vtc-ref dequant FILE.gguf --all OUT_DIR
 //   vtc-ref type-traits
@@ -386,6 +387,16 @@ int cmd_quantize(const Args& a) {
 // ---------------------------------------------------------------------------
 // tokenize
 
+// The vocabulary of a GGUF (no weights); the caller frees it.
+llama_model* load_vocab_only(const std::string& path) {
+  load_backends();
+  llama_model_params mp = llama_model_default_params();
+  mp.vocab_only = true;
+  llama_model* model = llama_model_load_from_file(path.c_str(), mp);
+  if (!model) fail("could not load vocabulary from " + path);
+  return model;
+}
+
 int cmd_tokenize(const Args& a) {
   a.allow({"--no-special", "--no-add-special", "--verbose"});
   if (a.positional.size() != 1) throw UsageError("tokenize VOCAB.gguf < text");
@@ -393,11 +404,7 @@ int cmd_tokenize(const Args& a) {
   const bool add_special = !a.has("--no-add-special");
   std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
 
-  load_backends();
-  llama_model_params mp = llama_model_default_params();
-  mp.vocab_only = true;
-  llama_model* model = llama_model_load_from_file(a.positional[0].c_str(), mp);
-  if (!model) fail("could not load vocabulary from " + a.positional[0]);
+  llama_model* model = load_vocab_only(a.positional[0]);
   const llama_vocab* vocab = llama_model_get_vocab(model);
   std::vector<llama_token> ids(text.size() + 16);
   int32_t n = llama_tokenize(vocab, text.data(), static_cast<int32_t>(text.size()), ids.data(),
@@ -410,6 +417,35 @@ int cmd_tokenize(const Args& a) {
   if (n < 0) fail("llama_tokenize failed");
   for (int32_t i = 0; i < n; ++i) std::cout << (i ? " " : "") << ids[static_cast<size_t>(i)];
   std::cout << "\n";
+  llama_model_free(model);
+  return 0;
+}
+
+// The text of whitespace-separated ids (llama_detokenize, remove_special
+// off; --no-special drops control tokens), written as is, no newline added.
+int cmd_detokenize(const Args& a) {
+  a.allow({"--no-special", "--verbose"});
+  if (a.positional.size() != 1) throw UsageError("detokenize VOCAB.gguf < ids");
+  std::vector<llama_token> ids;
+  for (std::string item; std::cin >> item;) ids.push_back(static_cast<llama_token>(parse_int(item, "token id")));
+
+  llama_model* model = load_vocab_only(a.positional[0]);
+  const llama_vocab* vocab = llama_model_get_vocab(model);
+  const int32_t n_vocab = llama_vocab_n_tokens(vocab);
+  for (llama_token id : ids)
+    if (id < 0 || id >= n_vocab) fail("token id " + std::to_string(id) + " is outside the vocabulary");
+  std::string text(ids.size() * 16 + 16, '\0');
+  const auto detok = [&] {
+    return llama_detokenize(vocab, ids.data(), static_cast<int32_t>(ids.size()), text.data(),
+                            static_cast<int32_t>(text.size()), /*remove_special=*/false, !a.has("--no-special"));
+  };
+  int32_t n = detok();
+  if (n < 0) {
+    text.resize(static_cast<size_t>(-n));
+    n = detok();
+  }
+  if (n < 0) fail("llama_detokenize failed");
+  std::cout.write(text.data(), n);
   llama_model_free(model);
   return 0;
 }
@@ -857,6 +893,7 @@ void usage() {
                "  vtc-ref quantize IN.gguf OUT.gguf TYPE [--pure] [--threads N]\n"
                "          [--token-embedding-type T] [--output-tensor-type T]\n"
                "  vtc-ref tokenize VOCAB.gguf [--no-special] [--no-add-special] < text\n"
+               "  vtc-ref detokenize VOCAB.gguf [--no-special] < ids\n"
                "  vtc-ref dequant FILE.gguf TENSOR_NAME OUT.f32\n"
                "  vtc-ref dequant FILE.gguf --all OUT_DIR\n"
                "  vtc-ref type-traits\n"
@@ -1057,6 +1094,7 @@ int main(int argc, char** argv) {
     if (cmd == "logits") return cmd_logits(a);
     if (cmd == "quantize") return cmd_quantize(a);
     if (cmd == "tokenize") return cmd_tokenize(a);
+    if (cmd == "detokenize") return cmd_detokenize(a);
     if (cmd == "dequant") return cmd_dequant(a);
     if (cmd == "type-traits") return cmd_type_traits(a);
     if (cmd == "mxfp4") return cmd_mxfp4(a);

@@ -12,6 +12,7 @@
 #include "frontends/gguf/gguf.h"
 #include "frontends/gguf/tokenizer/pretokenizer.h"
 #include "frontends/gguf/tokenizer/unicode_util.h"
+#include "frontends/gguf/tokenizer/wpm.h"
 #include "support/error.h"
 
 namespace vtc {
@@ -39,7 +40,7 @@ constexpr std::string_view kEogTexts[] = {
 };
 
 const std::vector<std::string>& model_names() {
-  static const std::vector<std::string> names = {"gpt2", "llama", "no_vocab", "none"};
+  static const std::vector<std::string> names = {"gpt2", "llama", "bert", "no_vocab", "none"};
   return names;
 }
 
@@ -109,8 +110,12 @@ struct Tokenizer::Impl {
   std::vector<int32_t> specials;  // control / user-defined / unknown, longest first
   std::unordered_set<int32_t> eog;
   std::array<int32_t, 256> byte_token{};
-  int32_t bos = -1, eos = -1, unk = -1, eot = -1, eom = -1;
+  int32_t bos = -1, eos = -1, unk = -1, eot = -1, eom = -1, sep = -1;
   bool add_bos = false, add_eos = false, add_space_prefix = false, ignore_merges = false;
+  // WPM only (see wpm.h).
+  tok::detail::WpmNormalizer wpm_normalizer;
+  size_t max_token_len = 0;
+  uint32_t token_type_count = 0;
 
   int32_t lookup(std::string_view s) const {
     auto it = to_id.find(s);
@@ -133,6 +138,16 @@ struct Tokenizer::Impl {
 
   void bpe_word(std::string_view word, std::vector<int32_t>& out) const;
   void spm_fragment(std::string_view frag, bool space_prefix, std::vector<int32_t>& out) const;
+  void wpm_fragment(std::string_view frag, std::vector<int32_t>& out) const {
+    const auto find = [this](std::string_view s) { return lookup(s); };
+    for (const std::string& word : tok::detail::wpm_words(frag, wpm_normalizer))
+      tok::detail::wpm_word_pieces(word, max_token_len, unk, find, out);
+  }
+  // A special token that WPM's add_special needs (the reference asserts).
+  int32_t required_special(int32_t id, std::string_view key) const {
+    if (id < 0) throw Error(fmt::format("tokenizer: adding special tokens needs {}, which this model lacks", key));
+    return id;
+  }
   std::string make_piece(int32_t id) const;
 };
 
@@ -266,7 +281,7 @@ std::string Tokenizer::Impl::make_piece(int32_t id) const {
       return {};
   }
   std::string out;
-  if (kind == Kind::kSpm) {
+  if (kind == Kind::kSpm || kind == Kind::kWpm) {  // U+2581 stands for a space
     for (size_t i = 0; i < t.size();) {
       if (std::string_view(t).substr(i, 3) == kSpace) {
         out += ' ';
@@ -342,10 +357,19 @@ Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& f) {
   t.model = *model_v->as_string();
   if (t.model == "gpt2") t.kind = Kind::kBpe;
   else if (t.model == "llama") t.kind = Kind::kSpm;
+  else if (t.model == "bert") t.kind = Kind::kWpm;
   else if (t.model == "no_vocab" || t.model == "none") t.kind = Kind::kNone;
   else
     throw Error(fmt::format("tokenizer: unsupported tokenizer.ggml.model '{}' (supported: {})", t.model,
                             join(model_names())));
+  // BERT's number of token-type (segment) embeddings; the reference reads it
+  // for every vocabulary.
+  if (const gguf::Value* v = f.find("tokenizer.ggml.token_type_count")) {
+    const auto x = v->as_int();
+    if (!x || *x < 0 || *x > INT32_MAX)
+      throw Error(fmt::format("tokenizer: tokenizer.ggml.token_type_count = {} is not a count", v->to_display()));
+    t.token_type_count = static_cast<uint32_t>(*x);
+  }
   if (t.kind == Kind::kNone) {
     // As llama.cpp: no special tokens and no flags; the other tokenizer.*
     // keys are not read. Each id is a dummy token with no text, so decoding
@@ -420,6 +444,14 @@ Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& f) {
       t.ranks.try_emplace(std::move(key), static_cast<int>(i));
     }
     for (int b = 0; b < 256; ++b) t.byte_token[b] = t.lookup(tok::detail::byte_to_unicode(static_cast<uint8_t>(b)));
+  } else if (t.kind == Kind::kWpm) {
+    // The reference's defaults: [CLS] 101 (as BOS), [UNK] 100, [SEP] 102.
+    t.add_bos = true;
+    t.bos = 101;
+    t.unk = 100;
+    t.sep = 102;
+    for (const std::string& s : t.text) t.max_token_len = std::max(t.max_token_len, s.size());
+    t.wpm_normalizer = tok::detail::read_wpm_normalizer(f);
   } else {
     t.add_bos = true;
     t.add_space_prefix = true;
@@ -453,6 +485,7 @@ Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& f) {
   read_id("tokenizer.ggml.unknown_token_id", t.unk);
   read_id("tokenizer.ggml.eot_token_id", t.eot);
   read_id("tokenizer.ggml.eom_token_id", t.eom);
+  if (t.kind == Kind::kWpm) read_id("tokenizer.ggml.seperator_token_id", t.sep);  // sic: the reference's key
   // Returns whether the file sets the flag (else it keeps its default).
   auto read_flag = [&](std::string_view key, bool& flag) {
     const gguf::Value* v = f.find(key);
@@ -464,7 +497,7 @@ Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& f) {
   };
   const bool add_bos_from_file = read_flag("tokenizer.ggml.add_bos_token", t.add_bos);
   const bool add_eos_from_file = read_flag("tokenizer.ggml.add_eos_token", t.add_eos);
-  if (t.kind == Kind::kSpm) read_flag("tokenizer.ggml.add_space_prefix", t.add_space_prefix);
+  if (t.kind != Kind::kBpe) read_flag("tokenizer.ggml.add_space_prefix", t.add_space_prefix);
   // A default flag (SPM and some pre-tokenizers add BOS) gives way to a
   // model that has no such token; only a flag the file sets is an error.
   if (!add_bos_from_file && t.bos < 0) t.add_bos = false;
@@ -559,7 +592,9 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
 
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 2);
-  if (add_special && t.add_bos) out.push_back(t.bos);
+  const bool wpm = t.kind == Kind::kWpm;  // the reference adds [CLS] ... [SEP] whatever the flags say
+  if (add_special && wpm) out.push_back(t.required_special(t.bos, "tokenizer.ggml.bos_token_id ([CLS])"));
+  else if (add_special && t.add_bos) out.push_back(t.bos);
   bool prev_special = true;  // SPM: a leading space at the start and after specials
   std::string word;
   for (const Frag& fr : frags) {
@@ -571,6 +606,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
     const std::string_view frag = text.substr(fr.b, fr.e - fr.b);
     if (t.kind == Kind::kSpm) {
       t.spm_fragment(frag, t.add_space_prefix && prev_special, out);
+    } else if (wpm) {
+      t.wpm_fragment(frag, out);
     } else {
       for (const auto& [b, e] : t.pre_tok->split(frag)) {
         word.clear();
@@ -580,7 +617,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
     }
     prev_special = false;
   }
-  if (add_special && t.add_eos) out.push_back(t.eos);
+  if (add_special && wpm) out.push_back(t.required_special(t.sep, "tokenizer.ggml.seperator_token_id ([SEP])"));
+  else if (add_special && t.add_eos) out.push_back(t.eos);
   return out;
 }
 
@@ -595,6 +633,7 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) c
     out.append(p, strip && !p.empty() && p[0] == ' ' ? 1 : 0);
     strip = false;
   }
+  if (t.kind == Kind::kWpm) return tok::detail::wpm_clean_up_spaces(out);  // the reference's clean_spaces
   return out;
 }
 
@@ -613,6 +652,8 @@ Tokenizer::TokenType Tokenizer::token_type(int32_t id) const {
 }
 int32_t Tokenizer::bos() const { return impl_->bos; }
 int32_t Tokenizer::eos() const { return impl_->eos; }
+int32_t Tokenizer::sep() const { return impl_->sep; }
+uint32_t Tokenizer::token_type_count() const { return impl_->token_type_count; }
 bool Tokenizer::add_bos() const { return impl_->add_bos; }
 bool Tokenizer::add_eos() const { return impl_->add_eos; }
 bool Tokenizer::is_eog(int32_t id) const { return impl_->eog.count(id) > 0; }

@@ -1,8 +1,9 @@
 // The tokenizer of a GGUF model: byte-level BPE (tokenizer.ggml.model =
 // "gpt2") with the pre-tokenizer named by tokenizer.ggml.pre, and
 // SentencePiece-style BPE (tokenizer.ggml.model = "llama") with <0xXX> byte
-// fallback. Special tokens, add-BOS/EOS flags and an incremental UTF-8-safe
-// detokenizer are included. See docs/tokenizer.md.
+// fallback, and WordPiece (tokenizer.ggml.model = "bert", BERT-family
+// embedding models; see wpm.h). Special tokens, add-BOS/EOS flags and an
+// incremental UTF-8-safe detokenizer are included. See docs/tokenizer.md.
 //
 // A file may also have no vocabulary at all (tokenizer.ggml.model =
 // "no_vocab" or "none", as llama.cpp's generated test models do): then the
@@ -37,7 +38,8 @@ namespace vtc {
 class Tokenizer {
  public:
   // kNone: no vocabulary (tokenizer.ggml.model "no_vocab" or "none").
-  enum class Kind { kBpe, kSpm, kNone };
+  // kWpm: WordPiece ("bert").
+  enum class Kind { kBpe, kSpm, kWpm, kNone };
   // llama.cpp's token types (tokenizer.ggml.token_type values).
   enum class TokenType : int32_t {
     kUndefined = 0, kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6,
@@ -54,7 +56,8 @@ class Tokenizer {
   ~Tokenizer();
 
   // add_special: prepend BOS / append EOS as the model's add_bos/add_eos
-  // flags say. parse_special: turn the text of control tokens (e.g.
+  // flags say; WordPiece always adds [CLS] (bos) and [SEP] (sep), as the
+  // reference does. parse_special: turn the text of control tokens (e.g.
   // "<|im_start|>") into those tokens instead of tokenizing it as text.
   // Throws vtc::Error when the model has no vocabulary (!has_vocab()).
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
@@ -64,6 +67,9 @@ class Tokenizer {
   // (non-skipped) token is removed, so decode(encode(x)) == x. No
   // "clean up tokenization spaces" pass is applied. The result may hold
   // invalid UTF-8 when the ids split a character; see StreamingDecoder.
+  // WordPiece: each word-initial piece starts with a space, and the
+  // reference's clean-up of spaces before punctuation and contractions is
+  // applied (StreamingDecoder does not apply it).
   // Throws vtc::Error on an id outside the vocabulary. Without a
   // vocabulary every in-range id decodes to "".
   std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
@@ -78,6 +84,7 @@ class Tokenizer {
 
   int32_t bos() const;  // -1 when the model has none
   int32_t eos() const;
+  int32_t sep() const;  // WordPiece's [SEP]; -1 for other models
   bool add_bos() const;
   bool add_eos() const;
   // End of generation: eos, eot, eom and the usual end-of-turn tokens.
@@ -86,6 +93,8 @@ class Tokenizer {
   // Without a vocabulary: <general.architecture>.vocab_size, else the rows
   // of token_embd.weight, else 0.
   size_t vocab_size() const;
+  // tokenizer.ggml.token_type_count (BERT's segment embeddings), 0 if absent.
+  uint32_t token_type_count() const;
   Kind kind() const;
   // False for "no_vocab" / "none" files: ids only, no text.
   bool has_vocab() const;
