@@ -13,6 +13,7 @@ PACKAGES=(
   nodejs npm
   chromium  # the web chat's browser test (tests/serve/webui_test.sh)
   curl
+  haproxy  # scripts/cluster-check.sh: replicas behind the load balancer of deploy/haproxy.cfg
 )
 
 missing=()

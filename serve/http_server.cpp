@@ -506,7 +506,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
       }
       // httplib parses and routes the buffered request.
       Stream stream(*this, c);
-      const bool last = served + 1 >= opt.keep_alive_max || owner.draining_ || stopping;
+      const bool last = served + 1 >= opt.keep_alive_max || owner.draining_ || owner.out_of_rotation_ || stopping;
       bool closed = false;
       const bool ok = server.serve(stream, last, closed);
       if (!ok || closed || last || c.close_after) return false;
@@ -647,7 +647,8 @@ void HttpServer::listen() {
   server_->listen_after_bind();
   listen_returned_ = true;
 }
-void HttpServer::drain() { draining_ = true; }
+void HttpServer::leave_rotation() { out_of_rotation_ = true; }
+void HttpServer::drain() { out_of_rotation_ = draining_ = true; }
 void HttpServer::stop(int grace_ms) {
   bool entered = false;
   {
@@ -673,10 +674,11 @@ namespace {
 // A non-streamed answer sends no byte (not even its status line) until its
 // choices are generated, so a load balancer may retry the request on another
 // replica when this one dies first (deploy/haproxy.cfg: retry-on
-// empty-response). The wait polls without taking the choices' tokens, and
-// ends early when the client closes its sending side: it may be gone or may
-// still read, and only the write of the answer's start tells.
-void hold_until_generated(Engine& engine, Choices& choices) {
+// empty-response). The wait polls without taking the choices' tokens.
+// Returns false when it ended early: the client closed its sending side (it
+// may be gone or may still read, and only a write tells), or a failure that
+// whole_response meets again and answers.
+bool hold_until_generated(Engine& engine, Choices& choices) {
   const int fd = tl_conn ? tl_conn->fd : -1;
   int wait_ms = 1;  // short for short answers, up to 16 ms for long ones
   try {
@@ -684,13 +686,14 @@ void hold_until_generated(Engine& engine, Choices& choices) {
       choices.submit_rest(engine);
       bool done = int32_t(choices.requests().size()) == choices.n();
       for (const auto& request : choices.requests()) done = done && !request->finish_reason().empty();
-      if (done || peer_read_closed()) return;
+      if (done) return true;
+      if (peer_read_closed()) return false;
       pollfd p{fd, short(POLLRDHUP), 0};
-      if (::poll(&p, fd < 0 ? 0 : 1, wait_ms) < 0 && errno != EINTR) return;
+      if (::poll(&p, fd < 0 ? 0 : 1, wait_ms) < 0 && errno != EINTR) return false;
       wait_ms = std::min(16, wait_ms * 2);
     }
   } catch (const std::exception&) {
-    // whole_response meets the same failure and answers it.
+    return false;
   }
 }
 
@@ -726,7 +729,13 @@ void respond_with_generation(const httplib::Request& req, httplib::Response& res
     }, on_close);
     return;
   }
-  hold_until_generated(*engine, *r);
+  if (hold_until_generated(*engine, *r)) {
+    // Status line, headers and body leave together.
+    std::string body;
+    whole_response(*engine, *r, *format, {[&body](const std::string& data) { body += data; return true; }, [] { return true; }});
+    res.set_content(body, "application/json");
+    return;
+  }
   // The format reads *cr: both live as long as the provider.
   provide("application/json", [engine, r, cr, format, sink_of](size_t, httplib::DataSink& sink) {
     ResponseSink out = sink_of(sink);
@@ -810,7 +819,7 @@ void HttpServer::routes() {
   if (options_.webui) s.Get("/", serve_webui);  // the built-in web chat (serve/webui)
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     if (engine_.load() == nullptr) send_error(res, 503, "Loading model", "unavailable_error");
-    else if (draining_) {
+    else if (out_of_rotation_) {
       json body = error_body("The server is shutting down.", "unavailable_error");
       body["status"] = "draining";
       send_json(res, 503, body);

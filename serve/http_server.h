@@ -14,10 +14,13 @@
 //
 // The server listens before the model is loaded, so GET /health answers
 // 503 while loading and 200 once set_engine() is called; every other
-// endpoint answers 503 until then, and again after drain(). Non-streaming
-// responses are sent chunked (close-delimited to HTTP/1.0 clients), so the
-// handler can see a closed connection while it waits and cancel the
-// request; streaming ones send SSE comment lines while nothing else is due.
+// endpoint answers 503 until then, and again after drain(). A non-streaming
+// response sends nothing until its body is ready (so a proxy may retry it
+// elsewhere if this process dies first), watching the connection meanwhile;
+// should the client half-close, it is sent chunked (close-delimited to
+// HTTP/1.0 clients) from then on, so a write can tell a gone client and
+// cancel the request. Streaming ones send SSE comment lines while nothing
+// else is due.
 #pragma once
 
 #include <atomic>
@@ -69,8 +72,12 @@ class HttpServer {
   // stop() came first, so a start-up failure never strands a listener.
   void listen();
   void set_engine(Engine* engine, std::shared_ptr<const PromptTemplate> chat_template);
-  // New requests get 503 from now on (draining before shutdown); /health
-  // answers 503 {"status": "draining"}. Connections are still accepted.
+  // /health answers 503 {"status": "draining"} from now on, so a load
+  // balancer takes this replica out of rotation; requests are still served
+  // (until drain()), each connection closing after its answer.
+  void leave_rotation();
+  // New requests get 503 + Retry-After from now on (draining before
+  // shutdown), and /health as above. Connections are still accepted.
   void drain();
   // Stops accepting, closes idle and half-read connections at once, gives
   // requests still writing up to `grace_ms` to finish, then aborts them.
@@ -87,7 +94,7 @@ class HttpServer {
   std::unique_ptr<httplib::Server> server_;
   std::atomic<Engine*> engine_{nullptr};
   std::shared_ptr<const PromptTemplate> chat_template_;  // set with engine_, before it
-  std::atomic<bool> draining_{false};
+  std::atomic<bool> draining_{false}, out_of_rotation_{false};
   std::atomic<uint64_t> next_id_{1};
   // The listen()/stop() handshake (http_server.cpp, above listen()).
   std::mutex listen_mutex_;

@@ -103,6 +103,10 @@ std::string Metrics::render(const EngineGauges& g) const {
   for (const auto& [reason, n] : finish_reasons_) out += fmt::format("vtc_finished_total{{reason=\"{}\"}} {}\n", reason, n);
   counter("vtc_prompt_tokens_total", "Prompt tokens of admitted requests (cached ones included).", double(prompt_tokens_));
   counter("vtc_prompt_tokens_cached_total", "Prompt tokens served from the prefix cache (not prefilled).", double(cached_tokens_));
+  // The hit rate a prefix-affine load balancer raises (docs/serving.md,
+  // "Running more than one replica"); the counters above give it over any window.
+  gauge("vtc_prefix_cache_hit_ratio", "Prompt tokens served from the prefix cache / prompt tokens, since start (0 before any).",
+        prompt_tokens_ == 0 ? 0.0 : double(cached_tokens_) / double(prompt_tokens_));
   counter("vtc_generated_tokens_total", "Tokens sampled.", double(generated_tokens_));
   counter("vtc_steps_total", "Scheduler steps run.", double(steps_));
   counter("vtc_step_seconds_total", "Time spent in scheduler steps.", step_seconds_);

@@ -38,6 +38,7 @@ struct ServeOptions {
   std::string chat_template, chat_template_file;
   std::string device_sampling = "auto";
   double shutdown_timeout = 10;
+  double drain_delay = 0;
   std::string api_key_file;
   std::string allowed_hosts;
   double max_body_mib = 16;
@@ -165,9 +166,21 @@ int serve_main(ServeOptions o) {
   int sig = 0;
   sigwait(&set, &sig);
   fmt::print(stderr, "serve: {} received: draining (up to {} s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM", o.shutdown_timeout);
-  // New requests (and /health) get 503 while in-flight ones finish; then
-  // every connection is closed, slow ones included.
+  // /health says 503 at once; with --drain-delay, requests are still served
+  // until a load balancer checking /health has stopped sending them (a
+  // second signal ends the wait). Then new requests get 503 while in-flight
+  // ones finish, and every connection is closed, slow ones included.
+  http.leave_rotation();
+  if (o.drain_delay > 0) {
+    fmt::print(stderr, "serve: /health answers 503; still serving for up to {} s (--drain-delay)\n", o.drain_delay);
+    std::fflush(stderr);
+    const auto ns = int64_t(o.drain_delay * 1e9);
+    const timespec delay{time_t(ns / 1'000'000'000), long(ns % 1'000'000'000)};
+    sigtimedwait(&set, nullptr, &delay);
+  }
   http.drain();
+  fmt::print(stderr, "serve: refusing new requests (503); finishing those in flight\n");
+  std::fflush(stderr);
   engine->shutdown(std::chrono::milliseconds(int64_t(o.shutdown_timeout * 1000)));
   http.stop(500);
   listener.join();
@@ -232,6 +245,11 @@ Runner add_serve(CLI::App& app) {
   cmd->add_option("--chat-template-file", o->chat_template_file, "Chat template: a Jinja file (overrides the model's)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout, "Seconds in-flight requests get after SIGINT/SIGTERM")->capture_default_str();
+  cmd->add_option("--drain-delay", o->drain_delay,
+                  "Seconds after SIGINT/SIGTERM during which /health already answers 503 but requests are still served, "
+                  "so a load balancer checking /health stops sending before any is refused (deploy/; a second signal "
+                  "ends the wait)")
+      ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
   auto& h = o->http;
   cmd->add_option("--max-connections", h.max_connections, "Open connections served at once (one thread each); more get 503")
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
