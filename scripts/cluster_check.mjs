@@ -200,7 +200,7 @@ async function drainAndRestart(replica, proxy) {
   const code = await replica.exited;
   console.log(`cluster-check: drain of ${replica.name}: /health ${health.status} ${health.body ?? health.error}; ` +
               `during --drain-delay a new request got ${served.status} and HAProxy took ${replica.name} out ` +
-              `${out.error ?? `after ${out.seconds.toFixed(2)} s (${out.status}, check ${out.check})`}; after it a new request ` +
+              `${out.error ? `never (${out.error})` : `after ${out.seconds.toFixed(2)} s (${out.status}, check ${out.check})`}; after it a new request ` +
               `got ${refused.status} (Retry-After ${refused.retryAfter}); the stream in flight ` +
               `${stream.complete ? `finished (${stream.finish})` : 'was cut'}; exit ${code}`);
   expect(health.status === 503 && /"draining"/.test(health.body ?? ''), `/health while draining: ${health.status}, not 503 "draining"`);
