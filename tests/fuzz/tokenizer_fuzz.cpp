@@ -11,18 +11,13 @@
 #include "frontends/gguf/gguf.h"
 #include "frontends/gguf/tokenizer/tokenizer.h"
 #include "frontends/gguf/tokenizer/unicode_util.h"
+#include "tests/tokenizer/held_tokenizer.h"
 
 using namespace vtc;
 
 namespace {
 
-struct Held {
-  std::vector<uint8_t> bytes;
-  gguf::GgufFile file;
-  Tokenizer tok;
-  explicit Held(const gguf::GgufWriter& w)
-      : bytes(w.to_bytes()), file(gguf::GgufFile::parse(bytes)), tok(Tokenizer::from_gguf(file)) {}
-};
+using Held = test::HeldTokenizer;
 
 std::unique_ptr<Held> make_bpe(const char* pre) {
   std::vector<std::string> tokens, merges;
@@ -72,6 +67,24 @@ std::unique_ptr<Held> make_spm() {
   return std::make_unique<Held>(w);
 }
 
+// WordPiece: [PAD] [UNK] [CLS] [SEP], then a few pieces (see wpm.h).
+std::unique_ptr<Held> make_wpm() {
+  std::vector<std::string> tokens = {"[PAD]", "[UNK]", "[CLS]", "[SEP]"};
+  std::vector<gguf::Value> types = {int32_t{3}, int32_t{2}, int32_t{3}, int32_t{3}};
+  for (const char* t : {"\xE2\x96\x81" "a", "\xE2\x96\x81" "ab", "b", "\xE2\x96\x81" ",", "\xE2\x96\x81" "\xE4\xB8\xAD"}) {
+    tokens.push_back(t);
+    types.emplace_back(int32_t{1});
+  }
+  gguf::GgufWriter w;
+  w.set("tokenizer.ggml.model", "bert");
+  w.set("tokenizer.ggml.tokens", gguf::Value::string_array(tokens));
+  w.set("tokenizer.ggml.token_type", gguf::Value::array(gguf::ValueType::I32, types));
+  w.set("tokenizer.ggml.unknown_token_id", uint32_t{1});
+  w.set("tokenizer.ggml.bos_token_id", uint32_t{2});
+  w.set("tokenizer.ggml.seperator_token_id", uint32_t{3});
+  return std::make_unique<Held>(w);
+}
+
 bool valid_utf8(const std::string& s) {
   for (size_t i = 0; i < s.size();) {
     const int n = tok::detail::utf8_sequence_length(s, i);
@@ -107,6 +120,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (int32_t id : ids)
       if (!valid_utf8(s.push(id))) std::abort();
     (void)spm->tok.decode(ids, special);
+  }
+  static std::unique_ptr<Held> wpm = make_wpm();
+  for (bool special : {false, true}) {  // pieces are valid UTF-8, and so is what joins them
+    const auto ids = wpm->tok.encode(text, special, special);
+    if (!valid_utf8(wpm->tok.decode(ids, special))) std::abort();
   }
   return 0;
 }

@@ -8,6 +8,7 @@
 #include "frontends/gguf/tokenizer/tokenizer.h"
 #include "frontends/gguf/tokenizer/wpm.h"
 #include "support/error.h"
+#include "tests/tokenizer/held_tokenizer.h"
 #include "tests/tokenizer/wpm_reference.h"
 
 using namespace vtc;
@@ -44,12 +45,8 @@ gguf::GgufWriter wpm_writer(bool with_unk = true) {
   return w;
 }
 
-struct MemTokenizer {
-  std::vector<uint8_t> bytes;
-  gguf::GgufFile file;
-  Tokenizer tok;
-  explicit MemTokenizer(const gguf::GgufWriter& w)
-      : bytes(w.to_bytes()), file(gguf::GgufFile::parse(bytes)), tok(Tokenizer::from_gguf(file)) {}
+struct MemTokenizer : test::HeldTokenizer {
+  using HeldTokenizer::HeldTokenizer;
   int32_t id(const std::string& piece) const {
     const int32_t i = tok.find_token(piece);
     REQUIRE(i >= 0);

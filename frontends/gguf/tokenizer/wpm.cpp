@@ -18,50 +18,17 @@ namespace {
 
 constexpr std::string_view kWordPrefix = "\xE2\x96\x81";  // U+2581, the phantom space of word-initial pieces
 
-// The classes of BERT's basic tokenizer, from the ICU general category.
-struct WpmClass {
-  bool whitespace = false;
-  bool control = false;  // Cc, Cf, Co, Cs: dropped
-  bool mark = false;     // Mn, Mc, Me: dropped with strip_accents
-  bool punct = false;
-  bool symbol = false;
-};
-
-WpmClass classify(uint32_t cp) {
-  WpmClass c;
-  const auto ch = static_cast<UChar32>(cp);
-  c.whitespace = u_isUWhiteSpace(ch);
-  switch (u_charType(ch)) {
+// Cc, Cf, Co, Cs: characters BERT's basic tokenizer drops.
+bool is_control(uint32_t cp) {
+  switch (u_charType(static_cast<UChar32>(cp))) {
     case U_CONTROL_CHAR:
     case U_FORMAT_CHAR:
     case U_PRIVATE_USE_CHAR:
     case U_SURROGATE:
-      c.control = true;
-      break;
-    case U_NON_SPACING_MARK:
-    case U_ENCLOSING_MARK:
-    case U_COMBINING_SPACING_MARK:
-      c.mark = true;
-      break;
-    case U_CONNECTOR_PUNCTUATION:
-    case U_DASH_PUNCTUATION:
-    case U_START_PUNCTUATION:
-    case U_END_PUNCTUATION:
-    case U_INITIAL_PUNCTUATION:
-    case U_FINAL_PUNCTUATION:
-    case U_OTHER_PUNCTUATION:
-      c.punct = true;
-      break;
-    case U_MATH_SYMBOL:
-    case U_CURRENCY_SYMBOL:
-    case U_MODIFIER_SYMBOL:
-    case U_OTHER_SYMBOL:
-      c.symbol = true;
-      break;
-    default:  // letters, numbers, separators, unassigned
-      break;
+      return true;
+    default:
+      return false;
   }
-  return c;
 }
 
 // The CJK blocks that BERT splits into one-character words. The reference
@@ -118,15 +85,15 @@ std::vector<std::string> wpm_words(std::string_view text, const WpmNormalizer& o
   };
   for (const Char& ch : decode_utf8(text)) {
     const uint32_t cp = opts.strip_accents ? nfd_first(ch.cp) : ch.cp;
-    const WpmClass c = classify(cp);
-    if (c.whitespace) {
+    const uint8_t flags = char_flags(cp);
+    if (flags & kWhitespace) {
       end_word();
       continue;
     }
-    if (cp == 0 || cp == 0xFFFD || c.control) continue;
-    if (opts.strip_accents && c.mark) continue;
+    if (cp == 0 || cp == 0xFFFD || is_control(cp)) continue;
+    if (opts.strip_accents && (flags & kMark)) continue;
     const uint32_t out_cp = opts.lowercase ? static_cast<uint32_t>(u_tolower(static_cast<UChar32>(cp))) : cp;
-    if (c.punct || (cp < 0x7F && c.symbol) || is_cjk_ideograph(cp)) {
+    if ((flags & kPunct) || (cp < 0x7F && (flags & kSymbol)) || is_cjk_ideograph(cp)) {
       end_word();
       append_utf8(words.back(), out_cp);
       words.emplace_back();
