@@ -256,6 +256,12 @@ int64_t Session::n_vocab() const { return impl_->n_vocab; }
 int32_t Session::max_step_tokens() const { return impl_->max_step_tokens; }
 bool Session::generates_text() const { return impl_->generates_text; }
 bool Session::reads_whole_sequences() const { return impl_->whole_sequences; }
+void Session::require_text_generation(std::string_view command) const {
+  if (!generates_text())
+    throw Error(fmt::format("{}: architecture '{}' is an encoder: it computes embeddings and generates no text, so `{}` "
+                            "cannot run it; serve it with `vtc serve --embeddings`",
+                            file().path(), file().architecture(), command));
+}
 Backend& Session::backend() { return *impl_->backend; }
 StateStore& Session::states() { return impl_->states; }
 void Session::reset(int32_t slot) { impl_->states.reset_slot(slot); }

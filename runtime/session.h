@@ -22,6 +22,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "frontends/gguf/gguf.h"
@@ -83,6 +84,9 @@ class Session {
   int32_t max_step_tokens() const;
   // false for an encoder's module (@embed only: bert).
   bool generates_text() const;
+  // Throws vtc::Error for an encoder, saying that `command` generates text
+  // and the model is served with `vtc serve --embeddings`.
+  void require_text_generation(std::string_view command) const;
   // true when a step's attention is not causal (an encoder): embed() then
   // takes each sequence whole, from position 0, in one call.
   bool reads_whole_sequences() const;

@@ -114,6 +114,7 @@ BenchFigures run_vtc(const BenchOptions& o, uint64_t& weight_bytes) {
   BenchFigures f;
   {
     Session session(o.model, session_options(o, ctx, 1));
+    session.require_text_generation("vtc bench");
     log(fmt::format("vtc, {}{}{}{}", session.backend().describe(), o.no_fuse ? ", no fusion" : "",
                     o.no_weight_layout ? ", weights in the rows layout" : "",
                     o.no_fused_kernels ? ", fused regions op by op" : ""));
@@ -124,6 +125,7 @@ BenchFigures run_vtc(const BenchOptions& o, uint64_t& weight_bytes) {
   }
   if (o.spec.batch_rows > 0) {
     Session session(o.model, session_options(o, batch_step_context(o.spec), o.spec.batch_rows));
+    session.require_text_generation("vtc bench");
     log(fmt::format("vtc, decode step of 1 and of {} rows after {} tokens each", o.spec.batch_rows,
                     o.spec.batch_context));
     bench_batch_step(session, o.spec, f, log);

@@ -118,6 +118,7 @@ void print_fingerprints(Session& session, int32_t slot, int step) {
 int run(const RunOptions& o) {
   if (o.prompt.empty() && o.tokens.empty()) throw Error("run: give a prompt with -p TEXT or --tokens 1,2,3");
   Session session(o.model, session_options(o));
+  session.require_text_generation("vtc run");
   const bool compiled = is_artifact(o.model);
   if (!o.dump_ir.empty() && compiled) dump_lowered_ir(session.module(), o.dump_ir);
   if (!o.dump_ir.empty() && !compiled)
