@@ -19,12 +19,12 @@ enum class OpKind : uint16_t {
 
 // What an op does besides computing its results.
 enum class Effect : uint8_t { Pure, ReadsState, WritesState, ReadsWritesState, Transfer, Terminator };
-// How passes may fuse it: elementwise chains, norm into matmul, etc.
-enum class Fusion : uint8_t { None, Elementwise, Reduction, Matmul, Norm, Rope, Attention, Gather, View,
-                              DataMovement, Hash };
+// The one property besides its effect that passes and backends ask of an op
+// (ops.def's `class` column): Elementwise ops form `elementwise` regions;
+// an Alias op's result is its operand 0's storage, reinterpreted.
+enum class OpClass : uint8_t { None, Elementwise, Alias };
 
 std::string_view effect_name(Effect e);
-std::string_view fusion_name(Fusion f);
 // Side effects that must not be silently dropped: state writes and transfers.
 bool has_side_effect(Effect e);
 bool touches_state(Effect e);
@@ -34,6 +34,7 @@ struct AttrSpec {
   AttrKind kind = AttrKind::Int;
   bool optional = false;
   std::vector<std::string> enum_values;  // for AttrKind::Enum
+  Attr default_value;                    // what an absent optional attribute means
 };
 
 struct InferContext;
@@ -47,11 +48,13 @@ struct OpInfo {
   int max_operands;           // -1: variadic
   int num_results;            // -1: one or more (fused regions)
   Effect effect;
-  Fusion fusion;
+  OpClass op_class;
   InferFn infer;
   std::vector<AttrSpec> attrs;
 
   const AttrSpec* find_attr(std::string_view name) const;
+  bool is_elementwise() const { return op_class == OpClass::Elementwise; }
+  bool is_alias() const { return op_class == OpClass::Alias; }
 };
 
 const OpInfo& op_info(OpKind kind);

@@ -10,7 +10,7 @@ namespace vtc::passes {
 namespace {
 
 bool is_elementwise(const ir::Op* op) {
-  return op && ((op->kind != ir::OpKind::Fused && op->info().fusion == ir::Fusion::Elementwise) ||
+  return op && ((op->kind != ir::OpKind::Fused && op->info().is_elementwise()) ||
                 is_region(op, "elementwise"));
 }
 

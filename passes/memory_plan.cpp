@@ -55,7 +55,7 @@ class Planner {
     const auto at = static_cast<int64_t>(i);
     for (ir::Value v : op.operands) extend(v, at);
     if (op.kind == ir::OpKind::Weight) return;
-    if (is_storage_alias(op.kind)) {
+    if (op.info().is_alias()) {
       alias(op.results[0], op.operands[0]);
       return;
     }
@@ -72,7 +72,7 @@ class Planner {
     for (size_t j = 0; j < body.ops.size(); ++j) {
       const ir::Op& inner = *body.ops[j];
       if (inner.kind == ir::OpKind::Return) continue;
-      if (is_storage_alias(inner.kind)) {
+      if (inner.info().is_alias()) {
         alias(inner.results[0], inner.operands[0]);
         continue;
       }
@@ -144,15 +144,13 @@ class Planner {
 
 }  // namespace
 
-bool is_storage_alias(ir::OpKind kind) { return kind == ir::OpKind::Reshape || kind == ir::OpKind::View; }
-
 std::unordered_map<const ir::ValueData*, ir::Value> body_result_homes(const ir::Op& fused) {
   std::unordered_map<const ir::ValueData*, ir::Value> homes;
   if (!fused.body || fused.body->ops.empty()) return homes;
   const ir::Op& ret = *fused.body->ops.back();
   for (size_t k = 0; k < ret.operands.size() && k < fused.results.size(); ++k) {
     ir::Value v = ret.operands[k];
-    bool defined_by_op = v->def != nullptr && !is_storage_alias(v->def->kind);
+    bool defined_by_op = v->def != nullptr && !v->def->info().is_alias();
     if (defined_by_op && std::count(ret.operands.begin(), ret.operands.end(), v) == 1) homes[v.data()] = fused.results[k];
   }
   return homes;

@@ -64,9 +64,6 @@ struct FunctionPlan {
   std::vector<std::string> lines() const;  // the artifact text
 };
 
-// Ops whose result shares its operand's storage: reshape, view.
-bool is_storage_alias(ir::OpKind kind);
-
 // The values a fused body writes straight into the op's results: each
 // return operand that a body op defines and that is returned once, mapped
 // to its result. Other returned values are copied out after the body.

@@ -147,11 +147,6 @@ void walk(const ir::Module& m, const ir::Function& fn, StepKernels& out) {
 
 }  // namespace
 
-bool is_alias_op(ir::OpKind kind) {
-  return kind == ir::OpKind::Weight || kind == ir::OpKind::Reshape || kind == ir::OpKind::View ||
-         kind == ir::OpKind::ToHost || kind == ir::OpKind::ToDevice || kind == ir::OpKind::Return;
-}
-
 std::vector<Kernel> generate_op(const ir::Module& module, const ir::Function& fn, const ir::Op& op) {
   size_t index = 0;
   for (size_t i = 0; i < fn.ops.size(); ++i)

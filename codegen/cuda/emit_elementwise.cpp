@@ -138,7 +138,7 @@ bool fused_elementwise_composable(const ir::Op& op) {
   }
   for (const auto& bop : body.ops) {
     if (bop->kind == ir::OpKind::Return || bop->kind == ir::OpKind::Reshape) continue;
-    if (bop->info().fusion != ir::Fusion::Elementwise) composable = false;
+    if (!bop->info().is_elementwise()) composable = false;
     for (const auto& r : bop->results) composable = composable && float_elem(r.type().elem);
   }
   return composable;

@@ -101,7 +101,4 @@ std::vector<Kernel> generate_op(const ir::Module& module, const ir::Function& fn
 // Generates every kernel of `fn`, in op order.
 StepKernels generate_step(const ir::Module& module, const ir::Function& fn);
 
-// True for ops the executor resolves without a kernel (aliases, weights).
-bool is_alias_op(ir::OpKind kind);
-
 }  // namespace vtc::cuda

@@ -28,7 +28,7 @@ StepCounts count_ops(const ir::Function& f) {
       c.regions += 1;
       c.body_ops += op->body->ops.size() - 1;  // not its return
     }
-    bool launches = op->kind != ir::OpKind::Weight && op->kind != ir::OpKind::Return && !passes::is_storage_alias(op->kind);
+    bool launches = op->kind != ir::OpKind::Weight && op->kind != ir::OpKind::Return && !op->info().is_alias();
     c.kernels += launches ? 1 : 0;
   }
   return c;

@@ -50,8 +50,6 @@ void exec_matmuls_shared_input(ExecContext& ctx, const std::vector<const ir::Op*
 // (freq_factors, an operand, is left null).
 struct RopeParams;
 RopeParams rope_params(const ir::Op& op);
-// Ops whose results alias their first operand's storage (no arena space).
-bool is_alias_op(ir::OpKind kind);
 
 int64_t elem_bytes(const ir::ElemType& e);
 // The ggml storage type of an IR element type (F32 for i32 is not valid).

@@ -344,7 +344,7 @@ void Interpreter::Impl::exec_op(ExecContext& ctx, const ir::Op& op, const Symbol
   if (op.kind == ir::OpKind::Weight) {
     const BoundWeight& w = weights.at(op.attr("name")->s);
     bufs[op.results[0].data()].data = const_cast<uint8_t*>(w.data);
-  } else if (is_alias_op(op.kind)) {
+  } else if (op.info().is_alias()) {
     Buf& r = bufs[op.results[0].data()];
     r.data = bufs[op.operands[0].data()].data;
     if (const ir::Attr* offset = op.attr("offset")) {
@@ -385,7 +385,7 @@ bool Interpreter::Impl::run_fused_kernel(ExecContext& ctx, const ir::Op& op, con
   if (fresh) entry->second = FusedKernel::recognize(*op.body);
   if (!entry->second) return false;
   for (const auto& inner : op.body->ops)
-    if (is_alias_op(inner->kind)) exec_op(ctx, *inner, env);
+    if (inner->info().is_alias()) exec_op(ctx, *inner, env);
   const auto t0 = std::chrono::steady_clock::now();
   if (!entry->second->run(ctx, /*materialize=*/static_cast<bool>(observer))) return false;
   if (profiling) {
@@ -394,7 +394,7 @@ bool Interpreter::Impl::run_fused_kernel(ExecContext& ctx, const ir::Op& op, con
     e.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   for (const auto& inner : op.body->ops)
-    if (inner->kind != ir::OpKind::Return && !is_alias_op(inner->kind)) notify(ctx, *inner);
+    if (inner->kind != ir::OpKind::Return && !inner->info().is_alias()) notify(ctx, *inner);
   return true;
 }
 

@@ -712,9 +712,6 @@ void exec_matmuls_shared_input(ExecContext& c, const std::vector<const ir::Op*>&
   matmul_shared_input(outputs.data(), outputs.size(), x.last_dim(), x.as<float>(), x.rows(), c.pool);
 }
 
-// Alias and bookkeeping ops the driver resolves without calling a kernel.
-bool is_alias_op(ir::OpKind kind) { return passes::is_storage_alias(kind); }
-
 namespace {
 void exec_Weight(ExecContext& c, const ir::Op& op) { exec_driver_only(c, op); }
 void exec_Return(ExecContext& c, const ir::Op& op) { exec_driver_only(c, op); }

@@ -408,7 +408,7 @@ struct Executor::Impl final : StateStorage {
     const ir::Function& fn = *module.find_function(req.step);
     for (const auto& op : fn.ops) {
       // As the CPU interpreter: no weights, aliases or return.
-      if (passes::is_storage_alias(op->kind) || op->kind == ir::OpKind::Weight) continue;
+      if (op->info().is_alias() || op->kind == ir::OpKind::Weight) continue;
       std::vector<std::optional<HostTensor>> results;
       for (const auto& r : op->results) {
         auto it = b.ptr.find(r.data());

@@ -170,7 +170,7 @@ std::set<std::string> observed_keys(const ir::Function& fn) {
   const diff::ValueIndex index(fn);
   std::set<std::string> keys;
   for (const auto& op : fn.ops) {
-    if (passes::is_storage_alias(op->kind)) continue;
+    if (op->info().is_alias()) continue;
     for (const auto& r : op->results) keys.insert(index.find(r.data())->key);
   }
   return keys;
