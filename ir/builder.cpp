@@ -66,7 +66,7 @@ Value Builder::rms_norm(Value x, Value w, double eps) {
 }
 
 Value Builder::rope(Value x, Value pos, const RopeOptions& o, Value freq_factors) {
-  std::vector<NamedAttr> attrs = {{"mode", Attr::of_enum(o.mode)},
+  std::vector<NamedAttr> attrs = {{"mode", Attr::of_enum(std::string(enum_name(o.mode)))},
                                   {"n_rot", Attr::of_int(o.n_rot)},
                                   {"base", Attr::of_float(o.base)}};
   if (o.freq_scale) attrs.push_back({"freq_scale", Attr::of_float(*o.freq_scale)});
@@ -114,7 +114,7 @@ Value Builder::layer_norm(Value x, Value gain, Value bias, double eps) {
 Value Builder::indexer_select(Value q, Value k, Value k_norm, Value pos, Value seq, const IndexerOptions& o) {
   std::vector<NamedAttr> attrs = {{"state", Attr::of_symbol(o.state)},   {"ratio", Attr::of_int(o.ratio)},
                                   {"top_k", Attr::of_int(o.top_k)},      {"eps", Attr::of_float(o.eps)},
-                                  {"mode", Attr::of_enum(o.rope.mode)},  {"n_rot", Attr::of_int(o.rope.n_rot)},
+                                  {"mode", Attr::of_enum(std::string(enum_name(o.rope.mode)))},  {"n_rot", Attr::of_int(o.rope.n_rot)},
                                   {"base", Attr::of_float(o.rope.base)}};
   if (o.rope.freq_scale) attrs.push_back({"freq_scale", Attr::of_float(*o.rope.freq_scale)});
   if (!o.rope.sections.empty()) attrs.push_back({"sections", Attr::of_ints(o.rope.sections)});
@@ -156,11 +156,8 @@ std::vector<MoeExperts::Slot> MoeExperts::slots() const {
 // The operand count fixes the form once `scaled` and `biased` are known:
 // split stacks take 3 + 3 scales + 3 biases, a merged one 2 + 1 + 2.
 MoeExperts MoeExperts::of(const Op& op) {
-  auto flag = [&](const char* name) {
-    const Attr* a = op.attr(name);
-    return a && a->i != 0;
-  };
-  const bool scaled = flag("scaled"), biased = flag("biased");
+  const MoeFfnAttrs attrs = MoeFfnAttrs::of(op);
+  const bool scaled = attrs.scaled, biased = attrs.biased;
   const auto& v = op.operands;
   const size_t split = 6 + (scaled ? 3 : 0) + (biased ? 3 : 0), merged = 5 + (scaled ? 1 : 0) + (biased ? 2 : 0);
   MoeExperts e;
@@ -202,29 +199,19 @@ Value Builder::moe_ffn(Value x, Value weights, Value ids, const MoeExperts& e, c
     throw Error("builder: moe_ffn takes a bias for every expert stack or none, got " + std::to_string(biases));
   std::vector<Value> operands = {x, weights, ids};
   for (const auto& s : e.slots()) operands.push_back(s.value);
-  std::vector<NamedAttr> attrs;
-  if (e.scaled()) attrs.push_back({"scaled", Attr::of_bool(true)});
-  if (e.biased()) attrs.push_back({"biased", Attr::of_bool(true)});
-  if (act.kind != "silu") {
-    attrs.push_back({"activation", Attr::of_enum(act.kind)});
-    attrs.push_back({"alpha", Attr::of_float(act.alpha)});
-    attrs.push_back({"limit", Attr::of_float(act.limit)});
-  }
-  if (act.weight_input) attrs.push_back({"weight_input", Attr::of_bool(true)});
-  return one(OpKind::MoeFfn, std::move(operands), std::move(attrs));
+  const MoeFfnAttrs attrs{.scaled = e.scaled(), .biased = e.biased(), .activation = act.kind, .alpha = act.alpha,
+                          .limit = act.limit, .weight_input = act.weight_input};
+  return one(OpKind::MoeFfn, std::move(operands), attrs.to_attrs());
 }
 
 std::pair<Value, Value> Builder::moe_route(Value logits, const MoeRouteOptions& o) {
-  std::vector<NamedAttr> attrs = {
-      {"k", Attr::of_int(o.k)}, {"gating", Attr::of_enum(o.gating)}, {"norm", Attr::of_bool(o.norm)}};
-  if (o.scale != 0.0 && o.scale != 1.0) attrs.push_back({"scale", Attr::of_float(o.scale)});
-  if (o.groups > 1) {
-    attrs.push_back({"groups", Attr::of_int(o.groups)});
-    attrs.push_back({"groups_used", Attr::of_int(o.groups_used)});
-  }
+  // A scale of 1 is none too; groups apply only when there are several.
+  const bool grouped = o.groups > 1;
+  const MoeRouteAttrs attrs{.k = o.k, .gating = o.gating, .norm = o.norm, .scale = o.scale == 1.0 ? 0.0 : o.scale,
+                            .groups = grouped ? o.groups : 0, .groups_used = grouped ? o.groups_used : 0};
   std::vector<Value> operands = {logits};
   if (o.selection_bias) operands.push_back(o.selection_bias);
-  Op& op = create(OpKind::MoeRoute, std::move(operands), std::move(attrs));
+  Op& op = create(OpKind::MoeRoute, std::move(operands), attrs.to_attrs());
   return {op.results[0], op.results[1]};
 }
 

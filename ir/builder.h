@@ -19,11 +19,12 @@
 #include <vector>
 
 #include "ir/module.h"
+#include "ir/op_attrs.h"
 
 namespace vtc::ir {
 
 struct RopeOptions {
-  std::string mode = "normal";  // normal | neox | multi | imulti
+  RopeMode mode = RopeMode::Normal;
   int64_t n_rot = 0;
   double base = 10000.0;
   std::optional<double> freq_scale = std::nullopt;
@@ -104,8 +105,8 @@ struct MoeExperts {
 // clamped variant: g = min(gate, limit), u = clamp(up, -limit, limit),
 // g * sigmoid(alpha g) * (u + 1).
 struct MoeActivation {
-  std::string kind = "silu";  // silu | swiglu_oai
-  double alpha = 1.702, limit = 7.0;
+  MoeActivationKind kind = MoeActivationKind::Silu;
+  double alpha = MoeFfnAttrs{}.alpha, limit = MoeFfnAttrs{}.limit;  // the declared defaults
   // llama4 (the reference's weight_before_ffn): each slot's input row is
   // multiplied by its routing weight, and the slot outputs are summed
   // unweighted.
@@ -115,7 +116,7 @@ struct MoeActivation {
 // moe_route's attributes and its optional selection bias.
 struct MoeRouteOptions {
   int64_t k = 1;
-  std::string gating = "softmax";  // softmax | sigmoid | softmax_weight
+  MoeGating gating = MoeGating::Softmax;
   bool norm = true;
   double scale = 0.0;               // 0 or 1: none
   Value selection_bias{};           // [E] f32, added for the pick only

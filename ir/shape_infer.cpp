@@ -49,8 +49,7 @@ void require_same_dim(const InferContext& c, const Dim& a, const Dim& b, const s
   c.require(a == b, what + ": " + a.str() + " != " + b.str());
 }
 
-size_t axis_attr(const InferContext& c, size_t rank) {
-  int64_t axis = c.int_attr("axis");
+size_t checked_axis(const InferContext& c, int64_t axis, size_t rank) {
   c.require(axis >= 0 && static_cast<uint64_t>(axis) < rank,
             "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
   return static_cast<size_t>(axis);
@@ -68,14 +67,6 @@ void require_valid_shape(const InferContext& c, const Shape& s) {
 
 void InferContext::fail(const std::string& message) const { throw Error(message); }
 
-const Attr& InferContext::attr(std::string_view name, AttrKind kind) const {
-  const Attr* a = op.attr(name);
-  if (!a) fail("missing attribute '" + std::string(name) + "'");
-  if (a->kind != kind)
-    fail("attribute '" + std::string(name) + "' must be " + std::string(attr_kind_name(kind)));
-  return *a;
-}
-
 std::vector<TensorType> infer_result_types(const Module& module, const Op& op) {
   InferContext c{module, op, {}};
   op.info().infer(c);
@@ -83,21 +74,21 @@ std::vector<TensorType> infer_result_types(const Module& module, const Op& op) {
 }
 
 void infer_weight(InferContext& c) {
-  const std::string& name = c.str_attr("name", AttrKind::Symbol);
+  const std::string name = c.attrs<WeightAttrs>().name;
   const WeightDecl* w = c.module.find_weight(name);
   c.require(w != nullptr, "weight @" + name + " is not declared");
   c.results.push_back(w->type);
 }
 
 void infer_state_read(InferContext& c) {
-  const std::string& name = c.str_attr("state", AttrKind::Symbol);
+  const std::string name = c.attrs<StateReadAttrs>().state;
   const StateDecl* s = c.module.find_state(name);
   c.require(s != nullptr, "state @" + name + " is not declared");
   c.results.push_back(s->type);
 }
 
 void infer_state_write(InferContext& c) {
-  const std::string& name = c.str_attr("state", AttrKind::Symbol);
+  const std::string name = c.attrs<StateWriteAttrs>().state;
   const StateDecl* s = c.module.find_state(name);
   c.require(s != nullptr, "state @" + name + " is not declared");
   c.require(c.operand(0) == s->type,
@@ -168,14 +159,16 @@ void infer_unary_float(InferContext& c) {
 // NaN bounds fail the comparison, so they are rejected too.
 void infer_clamp(InferContext& c) {
   require_float(c, 0, "input");
-  const double lo = c.float_attr("min"), hi = c.float_attr("max");
+  const ClampAttrs a = c.attrs<ClampAttrs>();
+  const double lo = a.min, hi = a.max;
   c.require(lo <= hi, "clamp needs min <= max, got min = " + format_double(lo) + ", max = " + format_double(hi));
   c.results.push_back(c.operand(0));
 }
 
 void infer_cast(InferContext& c) {
-  auto to = ElemType::from_name(c.str_attr("to", AttrKind::Type));
-  c.require(to && !to->is_quant(), "cast target '" + c.str_attr("to", AttrKind::Type) + "' is not a non-quantized element type");
+  const std::string to_name = c.attrs<CastAttrs>().to;
+  auto to = ElemType::from_name(to_name);
+  c.require(to && !to->is_quant(), "cast target '" + to_name + "' is not a non-quantized element type");
   c.require(!c.operand(0).elem.is_quant(), "cast input must not be quantized (use matmul or embed on quantized weights)");
   c.results.push_back(like_first(c, *to, c.operand(0).shape));
 }
@@ -191,7 +184,7 @@ void infer_rms_norm(InferContext& c) {
   c.require(w.size() >= 1 && w.size() <= x.size() && std::equal(w.begin(), w.end(), x.end() - long(w.size())),
             "weight " + dims_str(w) + " must match the input's trailing dims " + dims_str(x) +
                 " (the normalized dim, optionally preceded by group dims)");
-  c.require(c.float_attr("eps") > 0, "eps must be positive");
+  c.require(c.attrs<RmsNormAttrs>().eps > 0, "eps must be positive");
   c.results.push_back(c.operand(0));
 }
 
@@ -207,7 +200,7 @@ void infer_layer_norm(InferContext& c) {
     c.require(w.size() == 1 && w[0] == x.back(),
               std::string(role) + " " + dims_str(w) + " must be the input's last dim [" + x.back().str() + "]");
   }
-  c.require(c.float_attr("eps") > 0, "eps must be positive");
+  c.require(c.attrs<LayerNormAttrs>().eps > 0, "eps must be positive");
   c.results.push_back(c.operand(0));
 }
 
@@ -215,7 +208,7 @@ void infer_layer_norm(InferContext& c) {
 void infer_l2_norm(InferContext& c) {
   require_rank_at_least(c, 0, 1, "input");
   require_float(c, 0, "input");
-  c.require(c.float_attr("eps") > 0, "eps must be positive");
+  c.require(c.attrs<L2NormAttrs>().eps > 0, "eps must be positive");
   c.results.push_back(c.operand(0));
 }
 
@@ -225,16 +218,16 @@ void infer_rope(InferContext& c) {
   c.require(c.operand(1).elem.kind() == ElemType::I32, "positions (operand 1) must be i32");
   const Shape& x = c.operand(0).shape;
   const Shape& pos = c.operand(1).shape;
-  const std::string& mode = c.str_attr("mode", AttrKind::Enum);
-  if (mode == "multi" || mode == "imulti") {
+  const RopeAttrs a = c.attrs<RopeAttrs>();
+  if (is_multi(a.mode)) {
     c.require(pos.size() == 2 && pos[0] == x[0] && pos[1] == Dim(4), "multi rope positions must be [T, 4] with T = " + x[0].str());
-    c.require(c.has("sections") && c.ints_attr("sections").size() == 4, "multi rope needs 4 'sections'");
-    for (int64_t s : c.ints_attr("sections")) c.require(s >= 0, "rope sections must be non-negative");
+    c.require(a.sections.size() == 4, "multi rope needs 4 'sections'");
+    for (int64_t s : a.sections) c.require(s >= 0, "rope sections must be non-negative");
   } else {
     c.require(pos.size() == 1 && pos[0] == x[0], "positions must be [T] with T = " + x[0].str());
     c.require(!c.has("sections"), "'sections' is only valid for multi rope");
   }
-  int64_t n_rot = c.int_attr("n_rot");
+  const int64_t n_rot = a.n_rot;
   auto head_dim = x[2].constant();
   c.require(n_rot > 0 && n_rot % 2 == 0, "n_rot must be positive and even");
   c.require(!head_dim || n_rot <= *head_dim, "n_rot exceeds head dim " + x[2].str());
@@ -268,7 +261,8 @@ void infer_attention(InferContext& c) {
               std::string(i == 3 ? "positions" : "sequence ids") + " (operand " + std::to_string(i) + ") must be [" +
                   q[0].str() + "] i32, got " + c.operand(i).str());
   }
-  const std::string& name = c.str_attr("state", AttrKind::Symbol);
+  const AttentionAttrs a = c.attrs<AttentionAttrs>();
+  const std::string& name = a.state;
   const StateDecl* s = c.module.find_state(name);
   c.require(s != nullptr, "state @" + name + " is not declared");
   c.require(s->kind != StateKind::Plain, "attention needs a paged or ring KV state, @" + name + " is plain");
@@ -276,11 +270,11 @@ void infer_attention(InferContext& c) {
   c.require(kv.size() >= 3 && kv[0] == Dim(2) && kv[kv.size() - 2] == k[1] && kv.back() == k[2],
             "KV state @" + name + " " + dims_str(kv) + " must be [2, ..., " + k[1].str() + ", " + k[2].str() + "]");
   c.require(s->type.elem.is_float(), "KV state @" + name + " must hold floats");
-  c.require(c.float_attr("scale") > 0, "scale must be positive");
-  c.require(!c.has("window") || c.int_attr("window") > 0, "window must be positive");
-  c.require(!c.has("chunk") || c.int_attr("chunk") > 0, "chunk must be positive");
-  c.require(!c.has("softcap") || c.float_attr("softcap") > 0, "softcap must be positive");
-  const bool sinks = c.has("sinks") && c.attr("sinks", AttrKind::Bool).i != 0;
+  c.require(a.scale > 0, "scale must be positive");
+  c.require(!c.has("window") || a.window > 0, "window must be positive");
+  c.require(!c.has("chunk") || a.chunk > 0, "chunk must be positive");
+  c.require(!c.has("softcap") || a.softcap > 0, "softcap must be positive");
+  const bool sinks = a.sinks;
   const size_t n_operands = c.op.operands.size() - (sinks ? 1 : 0);
   c.require(n_operands >= 5 && n_operands <= 6,
             sinks ? "with sinks = true, attention takes q, k, v, pos, seq[, selected], sinks"
@@ -302,7 +296,7 @@ void infer_attention(InferContext& c) {
 void infer_attn_temp(InferContext& c) {
   const TensorType& pos = c.operand(0);
   c.require(pos.elem.kind() == ElemType::I32 && pos.rank() == 1, "positions must be [T] i32, got " + pos.str());
-  c.require(c.int_attr("floor_scale") > 0, "floor_scale must be positive");
+  c.require(c.attrs<AttnTempAttrs>().floor_scale > 0, "floor_scale must be positive");
   c.results.push_back(like_first(c, ElemType::F32, pos.shape));
 }
 
@@ -323,17 +317,15 @@ void infer_indexer_select(InferContext& c) {
   c.require(c.operand(3).elem.kind() == ElemType::I32 && c.operand(3).shape == Shape{q[0]},
             "positions (operand 3) must be [" + q[0].str() + "] i32, got " + c.operand(3).str());
   require_seq_ids(c, 4, q[0]);
-  const int64_t ratio = c.int_attr("ratio"), top_k = c.int_attr("top_k");
+  const IndexerSelectAttrs a = c.attrs<IndexerSelectAttrs>();
+  const int64_t ratio = a.ratio, top_k = a.top_k;
   c.require(ratio >= 1 && ratio <= 64, "ratio must be in [1, 64]");
   c.require(top_k >= 1, "top_k must be positive");
-  const std::string& mode = c.str_attr("mode", AttrKind::Enum);
-  const bool multi = mode == "multi" || mode == "imulti";
-  c.require(multi == (c.has("sections") && c.ints_attr("sections").size() == 4),
-            "multi rope needs 4 'sections'; other modes take none");
-  const int64_t n_rot = c.int_attr("n_rot");
+  c.require(is_multi(a.mode) == (a.sections.size() == 4), "multi rope needs 4 'sections'; other modes take none");
+  const int64_t n_rot = a.n_rot;
   auto dim = k[1].constant();
   c.require(n_rot > 0 && n_rot % 2 == 0 && (!dim || n_rot <= *dim), "n_rot must be positive, even and at most the head dim");
-  const std::string& name = c.str_attr("state", AttrKind::Symbol);
+  const std::string& name = a.state;
   const StateDecl* s = c.module.find_state(name);
   c.require(s != nullptr, "state @" + name + " is not declared");
   const Shape& st = s->type.shape;
@@ -363,7 +355,7 @@ void infer_sum(InferContext& c) {
 void infer_top_k(InferContext& c) {
   require_rank_at_least(c, 0, 1, "input");
   require_float(c, 0, "input");
-  int64_t k = c.int_attr("k");
+  const int64_t k = c.attrs<TopKAttrs>().k;
   const Shape& x = c.operand(0).shape;
   auto n = x.back().constant();
   c.require(k > 0 && (!n || k <= *n), "k = " + std::to_string(k) + " must be in [1, " + x.back().str() + "]");
@@ -404,7 +396,7 @@ void infer_sample(InferContext& c) {
   require_sample_operand(c, 1, "params", ElemType::F32, rows, {4});
   require_sample_operand(c, 2, "seed", ElemType::I32, rows, {2});
   require_sample_operand(c, 3, "pos", ElemType::I32, rows, {});
-  const int64_t max_k = c.int_attr("max_k");
+  const int64_t max_k = c.attrs<SampleAttrs>().max_k;
   c.require(max_k >= 1 && max_k <= 256, "max_k = " + std::to_string(max_k) + " must be in [1, 256]");
   c.results.push_back(like_first(c, ElemType::I32, {rows}));
 }
@@ -412,8 +404,8 @@ void infer_sample(InferContext& c) {
 // logits [T, E] -> weights [T, k] f32, ids [T, k] i32 (docs/ir.md: moe_route).
 // The per-sequence state named by `state`: declared, plain, f32, and shaped
 // [S, expected...]; `what` names the op's expectation in the message.
-void require_recurrent_state(const InferContext& c, const Shape& expected, const std::string& what) {
-  const std::string& name = c.str_attr("state", AttrKind::Symbol);
+void require_recurrent_state(const InferContext& c, const std::string& name, const Shape& expected,
+                             const std::string& what) {
   const StateDecl* s = c.module.find_state(name);
   c.require(s != nullptr, "state @" + name + " is not declared");
   c.require(s->kind == StateKind::Plain, "state @" + name + " must be plain (one row per sequence slot)");
@@ -439,11 +431,12 @@ void infer_causal_conv1d(InferContext& c) {
   const Shape& w = c.operand(1).shape;
   require_same_dim(c, w[0], x[1], "kernel channels and input channels differ");
   require_seq_ids(c, 2, x[0]);
-  const int64_t dilation = c.has("dilation") ? c.int_attr("dilation") : 1;
+  const CausalConv1dAttrs a = c.attrs<CausalConv1dAttrs>();
+  const int64_t dilation = a.dilation;
   c.require(dilation >= 1, "dilation must be at least 1");
   auto k = w[1].constant();
   c.require(k && *k >= 1, "kernel width must be a positive constant, got " + w[1].str());
-  require_recurrent_state(c, {Dim((*k - 1) * dilation), x[1]}, "the last (K-1)*dilation inputs");
+  require_recurrent_state(c, a.state, {Dim((*k - 1) * dilation), x[1]}, "the last (K-1)*dilation inputs");
   c.results.push_back(c.operand(0));
 }
 
@@ -463,20 +456,19 @@ void infer_delta_rule(InferContext& c) {
     c.require(c.operand(i).shape == Shape{q[0], q[1]},
               std::string(roles[i]) + " must be " + dims_str({q[0], q[1]}) + ", got " + c.operand(i).str());
   require_seq_ids(c, 5, q[0]);
-  require_recurrent_state(c, {q[1], v[2], q[2]}, "one Dv x Dk matrix per head");
+  require_recurrent_state(c, c.attrs<DeltaRuleAttrs>().state, {q[1], v[2], q[2]}, "one Dv x Dk matrix per head");
   c.results.push_back(like_first(c, ElemType::F32, v));
 }
 
 void infer_moe_route(InferContext& c) {
   require_rank(c, 0, 2, "router logits [T, experts]");
   c.require(c.operand(0).elem.kind() == ElemType::F32, "router logits (operand 0) must be f32, got " + c.operand(0).str());
-  const int64_t k = c.int_attr("k");
+  const MoeRouteAttrs a = c.attrs<MoeRouteAttrs>();
+  const int64_t k = a.k;
   auto n = c.operand(0).shape[1].constant();
   c.require(n.has_value(), "the expert count " + c.operand(0).shape[1].str() + " must be a constant");
   c.require(k > 0 && k <= *n, "k = " + std::to_string(k) + " must be in [1, " + std::to_string(*n) + "]");
-  c.attr("norm", AttrKind::Bool);
-  c.str_attr("gating", AttrKind::Enum);
-  c.require(!c.has("scale") || c.float_attr("scale") > 0, "scale must be positive");
+  c.require(!c.has("scale") || a.scale > 0, "scale must be positive");
   if (c.op.operands.size() == 2) {
     const TensorType& b = c.operand(1);
     c.require(b.elem.kind() == ElemType::F32 && b.rank() == 1 && b.shape[0] == Dim(*n),
@@ -484,7 +476,7 @@ void infer_moe_route(InferContext& c) {
   }
   c.require(c.has("groups") == c.has("groups_used"), "groups and groups_used go together");
   if (c.has("groups")) {
-    const int64_t g = c.int_attr("groups"), used = c.int_attr("groups_used");
+    const int64_t g = a.groups, used = a.groups_used;
     c.require(g > 1 && *n % g == 0, "groups = " + std::to_string(g) + " must be > 1 and divide the expert count " + std::to_string(*n));
     c.require(used >= 1 && used <= g, "groups_used = " + std::to_string(used) + " must be in [1, " + std::to_string(g) + "]");
     c.require(k <= used * (*n / g), "k = " + std::to_string(k) + " exceeds the experts of the used groups");
@@ -506,11 +498,8 @@ void infer_moe_ffn(InferContext& c) {
             "weights (operand 1) must be [" + x[0].str() + ", k] f32, got " + c.operand(1).str());
   c.require(c.operand(2).elem.kind() == ElemType::I32 && c.operand(2).shape == want,
             "ids (operand 2) must be " + dims_str(want) + " i32 like the weights, got " + c.operand(2).str());
-  if (c.has("scaled")) c.attr("scaled", AttrKind::Bool);
-  if (c.has("biased")) c.attr("biased", AttrKind::Bool);
-  if (c.has("activation") && c.str_attr("activation", AttrKind::Enum) == "swiglu_oai")
-    c.require(c.has("alpha") && c.has("limit") && c.float_attr("limit") > 0,
-              "activation swiglu_oai needs alpha and a positive limit");
+  const MoeFfnAttrs a = c.attrs<MoeFfnAttrs>();
+  if (a.activation == MoeActivationKind::SwigluOai) c.require(a.limit > 0, "activation swiglu_oai needs a positive limit");
   MoeExperts experts;
   try {
     experts = MoeExperts::of(c.op);
@@ -563,7 +552,7 @@ void infer_moe_ffn(InferContext& c) {
 }
 
 void infer_reshape(InferContext& c) {
-  const Shape& to = c.attr("shape", AttrKind::Dims).dims;
+  const Shape to = c.attrs<ReshapeAttrs>().shape;
   require_valid_shape(c, to);
   const Shape& from = c.operand(0).shape;
   c.require(product(from) == product(to),
@@ -572,9 +561,10 @@ void infer_reshape(InferContext& c) {
 }
 
 void infer_view(InferContext& c) {
-  const Shape& to = c.attr("shape", AttrKind::Dims).dims;
+  const ViewAttrs a = c.attrs<ViewAttrs>();
+  const Shape& to = a.shape;
   require_valid_shape(c, to);
-  const Dim& offset = c.attr("offset", AttrKind::Dim).dim;
+  const Dim& offset = a.offset;
   auto off = offset.constant();
   c.require(!off || *off >= 0, "view offset must be non-negative");
   auto end = (offset + product(to)).constant();
@@ -585,7 +575,7 @@ void infer_view(InferContext& c) {
 }
 
 void infer_transpose(InferContext& c) {
-  const auto& perm = c.ints_attr("perm");
+  const std::vector<int64_t> perm = c.attrs<TransposeAttrs>().perm;
   const Shape& x = c.operand(0).shape;
   std::vector<int64_t> sorted = perm;
   std::sort(sorted.begin(), sorted.end());
@@ -599,7 +589,7 @@ void infer_transpose(InferContext& c) {
 
 void infer_concat(InferContext& c) {
   const TensorType& first = c.operand(0);
-  size_t axis = axis_attr(c, first.rank());
+  size_t axis = checked_axis(c, c.attrs<ConcatAttrs>().axis, first.rank());
   Shape s = first.shape;
   for (size_t i = 1; i < c.op.operands.size(); ++i) {
     const TensorType& t = c.operand(i);
@@ -614,9 +604,10 @@ void infer_concat(InferContext& c) {
 
 void infer_slice(InferContext& c) {
   const Shape& x = c.operand(0).shape;
-  size_t axis = axis_attr(c, x.size());
-  const Dim& start = c.attr("start", AttrKind::Dim).dim;
-  const Dim& size = c.attr("size", AttrKind::Dim).dim;
+  const SliceAttrs a = c.attrs<SliceAttrs>();
+  size_t axis = checked_axis(c, a.axis, x.size());
+  const Dim& start = a.start;
+  const Dim& size = a.size;
   auto k0 = start.constant(), n = size.constant(), end = (start + size).constant(), lim = x[axis].constant();
   c.require((!k0 || *k0 >= 0) && (!n || *n >= 0), "slice start and size must be non-negative");
   c.require(!end || !lim || *end <= *lim, "slice [" + start.str() + ", " + (start + size).str() + ") exceeds dim " + x[axis].str());
@@ -628,7 +619,8 @@ void infer_slice(InferContext& c) {
 // x[:axis] + idx.shape + x[axis+1:]: the shape both gather and scatter use.
 Shape gathered_shape(const InferContext& c) {
   const Shape& x = c.operand(0).shape;
-  size_t axis = axis_attr(c, x.size());
+  const int64_t axis_value = c.op.kind == OpKind::Gather ? c.attrs<GatherAttrs>().axis : c.attrs<ScatterAttrs>().axis;
+  size_t axis = checked_axis(c, axis_value, x.size());
   require_index(c, 1, "indices");
   Shape s(x.begin(), x.begin() + static_cast<long>(axis));
   const Shape& idx = c.operand(1).shape;
@@ -667,16 +659,16 @@ void require_ngram_operands(const InferContext& c, size_t ids, size_t seq, size_
 
 void infer_ngram_hash(InferContext& c) {
   require_ngram_operands(c, 0, 1, 2);
-  int64_t n = c.int_attr("n");
-  int64_t per_gram = c.int_attr("heads_per_gram");
+  const NgramHashAttrs a = c.attrs<NgramHashAttrs>();
+  const int64_t n = a.n, per_gram = a.heads_per_gram;
   c.require(n >= 2 && n <= 16, "n must be in [2, 16]");
   c.require(per_gram >= 1 && per_gram <= 256, "heads_per_gram must be in [1, 256]");
   c.require(c.operand(2).shape[1] == Dim(n - 1), "history must keep n-1 = " + std::to_string(n - 1) + " tokens per sequence");
-  c.require(c.int_attr("eos") >= 0, "eos must be a token id");
+  c.require(a.eos >= 0, "eos must be a token id");
   const int64_t heads = (n - 1) * per_gram;
-  c.require(c.ints_attr("mult").size() == static_cast<size_t>(n), "mult must have n = " + std::to_string(n) + " entries");
-  const auto& vocab = c.ints_attr("vocab");
-  const auto& offset = c.ints_attr("offset");
+  c.require(a.mult.size() == static_cast<size_t>(n), "mult must have n = " + std::to_string(n) + " entries");
+  const auto& vocab = a.vocab;
+  const auto& offset = a.offset;
   c.require(vocab.size() == static_cast<size_t>(heads) && offset.size() == static_cast<size_t>(heads),
             "vocab and offset must have (n-1)*heads_per_gram = " + std::to_string(heads) + " entries");
   for (size_t h = 0; h < vocab.size(); ++h)
@@ -687,7 +679,7 @@ void infer_ngram_hash(InferContext& c) {
 
 void infer_ngram_roll(InferContext& c) {
   require_ngram_operands(c, 1, 2, 0);
-  c.require(c.int_attr("eos") >= 0, "eos must be a token id");
+  c.require(c.attrs<NgramRollAttrs>().eos >= 0, "eos must be a token id");
   c.results.push_back(c.operand(0));
 }
 

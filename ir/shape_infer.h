@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "ir/module.h"
+#include "ir/op_attrs.h"
+#include "support/error.h"
 
 namespace vtc::ir {
 
@@ -23,19 +25,25 @@ struct InferContext {
     if (!ok) fail(message);
   }
 
-  const Attr& attr(std::string_view name, AttrKind kind) const;
+  // The op's typed attributes (ir/op_attrs.h): a missing or mistyped one
+  // fails here, naming it.
+  template <class Attrs>
+  Attrs attrs() const {
+    try {
+      return Attrs::of(op);
+    } catch (const Error& e) {
+      fail(e.what());
+    }
+  }
+  // Whether an optional attribute was written (some are checked only then).
   bool has(std::string_view name) const { return op.attr(name) != nullptr; }
-  int64_t int_attr(std::string_view name) const { return attr(name, AttrKind::Int).i; }
-  double float_attr(std::string_view name) const { return attr(name, AttrKind::Float).f; }
-  const std::string& str_attr(std::string_view name, AttrKind kind) const { return attr(name, kind).s; }
-  const std::vector<int64_t>& ints_attr(std::string_view name) const { return attr(name, AttrKind::Ints).ints; }
 };
 
 // Result types of `op`. Precondition: operand count is within the table's
 // range and every operand is non-null (the verifier checks both first).
 std::vector<TensorType> infer_result_types(const Module& module, const Op& op);
 
-#define VTC_OP(id, mnemonic, min_ops, max_ops, results, effect, fusion, infer, attrs) void infer(InferContext&);
+#define VTC_OP(id, mnemonic, min_ops, max_ops, results, effect, op_class, infer) void infer(InferContext&);
 #include "ir/ops.def"
 #undef VTC_OP
 

@@ -45,7 +45,7 @@ void build_llama_step(Module& m, const std::string& step, int layers) {
     Value v = b.reshape(b.matmul(h, b.weight(blk(l, "attn_v"))), {n, kKvHeads, kHeadDim});
     q = b.rms_norm(q, b.weight(blk(l, "attn_q_norm")), 1e-6);  // qwen3 QK-norm
     k = b.rms_norm(k, b.weight(blk(l, "attn_k_norm")), 1e-6);
-    RopeOptions rope{.mode = "neox", .n_rot = kHeadDim, .base = 1e6};
+    RopeOptions rope{.mode = RopeMode::Neox, .n_rot = kHeadDim, .base = 1e6};
     q = Builder::named(b.rope(q, pos, rope), "q");
     k = Builder::named(b.rope(k, pos, rope), "k");
     Value a = b.attention(q, k, v, pos, seq, {.state = "kv." + std::to_string(l), .scale = 0.25});

@@ -53,7 +53,7 @@ TEST_CASE("every attribute kind and multi-result ops round-trip", "[ir][roundtri
   Value x = b.arg("x", tensor({T, 4, 8}, ElemType::F32));
   Value pos4 = b.arg("pos4", tensor({T, 4}, ElemType::I32));
   Value pos = b.arg("pos", tensor({T}, ElemType::I32));
-  Value r = b.rope(x, pos4, {.mode = "multi", .n_rot = 8, .base = 1e6, .freq_scale = 0.5, .sections = {2, 1, 1, 0}});
+  Value r = b.rope(x, pos4, {.mode = RopeMode::Multi, .n_rot = 8, .base = 1e6, .freq_scale = 0.5, .sections = {2, 1, 1, 0}});
   Value k = b.slice(r, 1, 0, 2);
   Value a = b.attention(r, k, k, pos, pos,
                         {.state = "kv", .scale = 0.125, .causal = false, .window = 128, .softcap = 50.0});

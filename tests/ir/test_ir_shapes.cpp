@@ -140,16 +140,16 @@ TEST_CASE_METHOD(Fixture, "shape: rms_norm", "[ir][shapes]") {
 
 TEST_CASE_METHOD(Fixture, "shape: rope normal, neox and multi", "[ir][shapes]") {
   Value q = b.reshape(x, {T, 4, 16});
-  CHECK(type(b.rope(q, pos, {.mode = "normal", .n_rot = 16})) == "tensor<T x 4 x 16 x f32, device>");
-  CHECK(type(b.rope(q, pos, {.mode = "neox", .n_rot = 8})) == "tensor<T x 4 x 16 x f32, device>");
+  CHECK(type(b.rope(q, pos, {.mode = RopeMode::Normal, .n_rot = 16})) == "tensor<T x 4 x 16 x f32, device>");
+  CHECK(type(b.rope(q, pos, {.mode = RopeMode::Neox, .n_rot = 8})) == "tensor<T x 4 x 16 x f32, device>");
   Value pos4 = b.arg("pos4", tensor({T, 4}, ElemType::I32));
-  CHECK(type(b.rope(q, pos4, {.mode = "multi", .n_rot = 16, .sections = {4, 2, 2, 0}})) == "tensor<T x 4 x 16 x f32, device>");
-  CHECK_THROWS_WITH(b.rope(q, pos4, {.mode = "multi", .n_rot = 16}), Contains("multi rope needs 4 'sections'"));
-  CHECK_THROWS_WITH(b.rope(q, pos, {.mode = "neox", .n_rot = 32}), Contains("n_rot exceeds head dim"));
+  CHECK(type(b.rope(q, pos4, {.mode = RopeMode::Multi, .n_rot = 16, .sections = {4, 2, 2, 0}})) == "tensor<T x 4 x 16 x f32, device>");
+  CHECK_THROWS_WITH(b.rope(q, pos4, {.mode = RopeMode::Multi, .n_rot = 16}), Contains("multi rope needs 4 'sections'"));
+  CHECK_THROWS_WITH(b.rope(q, pos, {.mode = RopeMode::Neox, .n_rot = 32}), Contains("n_rot exceeds head dim"));
   CHECK_THROWS_WITH(b.rope(x, pos, {.n_rot = 16}), Contains("must have rank 3"));
   Value factors = b.arg("factors", tensor({8}, ElemType::F32));
-  CHECK(type(b.rope(q, pos, {.mode = "normal", .n_rot = 16}, factors)) == "tensor<T x 4 x 16 x f32, device>");
-  CHECK_THROWS_WITH(b.rope(q, pos, {.mode = "normal", .n_rot = 8}, factors), Contains("freq_factors (operand 2) must be [4] f32"));
+  CHECK(type(b.rope(q, pos, {.mode = RopeMode::Normal, .n_rot = 16}, factors)) == "tensor<T x 4 x 16 x f32, device>");
+  CHECK_THROWS_WITH(b.rope(q, pos, {.mode = RopeMode::Normal, .n_rot = 8}, factors), Contains("freq_factors (operand 2) must be [4] f32"));
 }
 
 TEST_CASE_METHOD(Fixture, "shape: attention with GQA, window and softcap", "[ir][shapes]") {
@@ -170,17 +170,17 @@ TEST_CASE_METHOD(Fixture, "shape: indexer_select", "[ir][shapes]") {
   Value q = b.reshape(x, {T, 4, 16});
   Value k = b.slice(x, 1, 0, 16);
   Value kn = b.arg("kn", tensor({16}, ElemType::F32));
-  IndexerOptions o{.state = "idx", .ratio = 4, .top_k = 32, .eps = 1e-6, .rope = {.mode = "neox", .n_rot = 16}};
+  IndexerOptions o{.state = "idx", .ratio = 4, .top_k = 32, .eps = 1e-6, .rope = {.mode = RopeMode::Neox, .n_rot = 16}};
   CHECK(type(b.indexer_select(q, k, kn, pos, ids, o)) == "tensor<T x 35 x i32, device>");
   IndexerOptions multi = o;
-  multi.rope = {.mode = "imulti", .n_rot = 16, .sections = {4, 2, 2, 0}};
+  multi.rope = {.mode = RopeMode::IMulti, .n_rot = 16, .sections = {4, 2, 2, 0}};
   CHECK(type(b.indexer_select(q, k, kn, pos, ids, multi)) == "tensor<T x 35 x i32, device>");
   auto with = [&](auto edit) {
     IndexerOptions e = o;
     edit(e);
     return e;
   };
-  CHECK_THROWS_WITH(b.indexer_select(q, k, kn, pos, ids, with([](auto& e) { e.rope.mode = "multi"; })),
+  CHECK_THROWS_WITH(b.indexer_select(q, k, kn, pos, ids, with([](auto& e) { e.rope.mode = RopeMode::Multi; })),
                     Contains("multi rope needs 4 'sections'; other modes take none"));
   CHECK_THROWS_WITH(b.indexer_select(q, k, kn, pos, ids, with([](auto& e) { e.rope.sections = {4, 2, 2, 0}; })),
                     Contains("multi rope needs 4 'sections'; other modes take none"));

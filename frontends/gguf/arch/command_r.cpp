@@ -35,7 +35,7 @@ class CommandR final : public DenseArchitecture {
   Value forward(StepGraph& g) const override {
     ir::Builder& b = g.b;
     ir::RopeOptions rope = rope_options(h);
-    rope.mode = "normal";
+    rope.mode = ir::RopeMode::Normal;
     const bool qk_norm = h.n_layer >= kQkNormMinLayers;
     Value x = ir::Builder::named(b.embed(g.weight("token_embd"), g.ids), "x");
     for (int64_t l = 0; l < h.n_layer; ++l) {

@@ -50,12 +50,12 @@ using ir::Value;
 
 // expert_gating_func (llama_expert_gating_func_type) as moe_route's gating;
 // `none` is the architecture's default.
-std::string gating_of(const gguf::GgufFile& f, int64_t func, const std::string& none) {
+ir::MoeGating gating_of(const gguf::GgufFile& f, int64_t func, ir::MoeGating none) {
   switch (func) {
     case 0: return none;
-    case 1: return "softmax";
-    case 2: return "sigmoid";
-    case 3: return "softmax_weight";
+    case 1: return ir::MoeGating::Softmax;
+    case 2: return ir::MoeGating::Sigmoid;
+    case 3: return ir::MoeGating::SoftmaxWeight;
     default:
       throw Error(fmt::format("{}: expert_gating_func {} is not supported (softmax, sigmoid, softmax_weight)",
                               f.path(), func));
@@ -88,7 +88,7 @@ class Deepseek2 final : public Architecture {
     read_moe(f, vocab);
     kq_scale_ = mla_kq_scale(f);
     rope_ = rope_options(h);
-    rope_.mode = "normal";  // the reference's rope type for deepseek2
+    rope_.mode = ir::RopeMode::Normal;  // the reference's rope type for deepseek2
   }
 
   void declare_states(ir::Module& m) const override {
@@ -124,7 +124,7 @@ class Deepseek2 final : public Architecture {
     if (!f.get_int(a + ".expert_shared_count")) throw Error(fmt::format("{}: missing hparam '{}.expert_shared_count'", f.path(), a));
     // Old V2/V2.5 files have no gating key: softmax, except GLM 4.7 Lite.
     const bool glm_lite = (h.n_layer == 47 || h.n_layer == 48) && vocab == 154880;
-    gating_ = gating_of(f, f.get_int(a + ".expert_gating_func").value_or(0), glm_lite ? "sigmoid" : "softmax");
+    gating_ = gating_of(f, f.get_int(a + ".expert_gating_func").value_or(0), glm_lite ? ir::MoeGating::Sigmoid : ir::MoeGating::Softmax);
     norm_ = f.get_int(a + ".expert_weights_norm").value_or(0) != 0;
     scale_ = f.get_float(a + ".expert_weights_scale").value_or(0.0);
     groups_ = f.get_int(a + ".expert_group_count").value_or(0);
@@ -192,7 +192,7 @@ class Deepseek2 final : public Architecture {
   const BuildOptions& o_;
   int64_t n_layer_ = 0, dk_ = 0, dv_ = 0, q_lora_ = 0, kv_lora_ = 0, rot_ = 0, nope_ = 0, n_dense_ = 0;
   int64_t n_used_ = 0, groups_ = 0, groups_used_ = 0;
-  std::string gating_ = "softmax";
+  ir::MoeGating gating_ = ir::MoeGating::Softmax;
   bool norm_ = false;
   double scale_ = 0.0, kq_scale_ = 1.0;
   ir::RopeOptions rope_;

@@ -63,7 +63,7 @@ DenseHparams read_dense_hparams(const gguf::GgufFile& f) {
   h.eps = f.get_float(a + ".attention.layer_norm_rms_epsilon").value_or(1e-5);
   h.rope_base = f.get_float(a + ".rope.freq_base").value_or(10000.0);
   read_rope_scaling(f, h);
-  h.rope_mode = a == "llama" ? "normal" : "neox";
+  h.rope_mode = a == "llama" ? ir::RopeMode::Normal : ir::RopeMode::Neox;
   auto* embd = f.find_tensor("token_embd.weight");
   if (!embd || embd->dims.size() != 2)
     throw Error(fmt::format("{}: missing or malformed tensor 'token_embd.weight'", f.path()));

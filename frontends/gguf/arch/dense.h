@@ -19,7 +19,7 @@ struct DenseHparams {
   // YaRN (ext_factor 0: off), as the reference derives them from hparams.
   float yarn_ext_factor = 0.0f, yarn_attn_factor = 1.0f;
   int64_t yarn_n_ctx_orig = 0;
-  std::string rope_mode;
+  ir::RopeMode rope_mode = ir::RopeMode::Normal;
 };
 
 // Reads the dense hparams of the file's architecture (throws vtc::Error for

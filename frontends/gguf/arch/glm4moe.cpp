@@ -46,7 +46,7 @@ class Glm4Moe final : public DenseArchitecture {
     if (func < 0 || func > 3)
       throw Error(fmt::format("{}: expert_gating_func {} is not supported (softmax, sigmoid, softmax_weight)", f.path(),
                               func));
-    gating_ = func == 1 ? "softmax" : func == 3 ? "softmax_weight" : "sigmoid";  // none: sigmoid
+    gating_ = func == 1 ? ir::MoeGating::Softmax : func == 3 ? ir::MoeGating::SoftmaxWeight : ir::MoeGating::Sigmoid;  // none: sigmoid
     norm_ = f.get_int(a + ".expert_weights_norm").value_or(0) != 0;
     scale_ = f.get_float(a + ".expert_weights_scale").value_or(0.0);
     groups_ = f.get_int(a + ".expert_group_count").value_or(0);
@@ -86,7 +86,7 @@ class Glm4Moe final : public DenseArchitecture {
   }
 
   int64_t n_layer_ = 0, n_dense_ = 0, n_used_ = 0, n_shared_ = 0, groups_ = 0, groups_used_ = 0;
-  std::string gating_ = "sigmoid";
+  ir::MoeGating gating_ = ir::MoeGating::Sigmoid;
   bool norm_ = false;
   double scale_ = 0.0;
 };

@@ -88,7 +88,7 @@ class GptOss final : public DenseArchitecture {
     // The router: a plain matmul, then its bias (build_moe_ffn's gate_inp_b).
     Value logits = b.add(g.linear_plain(x, blk(l, "ffn_gate_inp")), g.weight(blk(l, "ffn_gate_inp.bias")));
     auto [weights, ids] =
-        b.moe_route(logits, ir::MoeRouteOptions{.k = n_expert_used_, .gating = "softmax_weight", .norm = false});
+        b.moe_route(logits, ir::MoeRouteOptions{.k = n_expert_used_, .gating = ir::MoeGating::SoftmaxWeight, .norm = false});
     ir::MoeExperts e;
     e.gate = g.weight(blk(l, "ffn_gate_exps"));
     e.up = g.weight(blk(l, "ffn_up_exps"));
@@ -96,7 +96,7 @@ class GptOss final : public DenseArchitecture {
     e.gate_bias = g.weight(blk(l, "ffn_gate_exps.bias"));
     e.up_bias = g.weight(blk(l, "ffn_up_exps.bias"));
     e.down_bias = g.weight(blk(l, "ffn_down_exps.bias"));
-    return b.moe_ffn(x, weights, ids, e, ir::MoeActivation{.kind = "swiglu_oai", .alpha = 1.702, .limit = 7.0});
+    return b.moe_ffn(x, weights, ids, e, ir::MoeActivation{.kind = ir::MoeActivationKind::SwigluOai});
   }
 
   int64_t n_expert_used_ = 0, n_swa_ = 0;

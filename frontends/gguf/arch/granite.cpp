@@ -53,7 +53,7 @@ class Granite final : public DenseArchitecture {
   Value forward(StepGraph& g) const override {
     ir::Builder& b = g.b;
     ir::RopeOptions rope = rope_options(h);
-    rope.mode = "normal";
+    rope.mode = ir::RopeMode::Normal;
     Value x = b.embed(g.weight("token_embd"), g.ids);
     if (embedding_scale_ != 0.0) x = b.scale(x, embedding_scale_);
     x = ir::Builder::named(x, "x");

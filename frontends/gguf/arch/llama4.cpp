@@ -78,7 +78,7 @@ class Llama4 final : public DenseArchitecture {
       const bool chunked = swa_period_ == 0 || l % swa_period_ < swa_period_ - 1;
       if (rope) {
         ir::RopeOptions ro = rope_options(h);
-        ro.mode = "normal";
+        ro.mode = ir::RopeMode::Normal;
         if (chunked) ro.base = rope_base_swa_;
         Value freqs = g.optional("rope_freqs");
         q = b.rope(q, g.pos, ro, freqs);

@@ -201,7 +201,7 @@ HybridLayers::Rope HybridLayers::attention_rope(StepGraph& g) const {
   Rope rope{rope_options(h_), g.pos};
   if (!d_.interleaved) {
     // Text: the token's position in all four components.
-    rope.options.mode = "imulti";
+    rope.options.mode = ir::RopeMode::IMulti;
     rope.options.sections = d_.rope_sections;
     Value column = g.b.reshape(g.pos, {g.n, 1});
     rope.pos = g.b.concat({column, column, column, column}, 1);

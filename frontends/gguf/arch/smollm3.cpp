@@ -30,7 +30,7 @@ class SmolLm3 final : public DenseArchitecture {
   Value forward(StepGraph& g) const override {
     ir::Builder& b = g.b;
     ir::RopeOptions rope = rope_options(h);
-    rope.mode = "normal";
+    rope.mode = ir::RopeMode::Normal;
     Value x = ir::Builder::named(b.embed(g.weight("token_embd"), g.ids), "x");
     for (int64_t l = 0; l < h.n_layer; ++l) {
       auto [q, k, v] = g.qkv(g.norm(x, blk(l, "attn_norm")), l);

@@ -133,7 +133,7 @@ Value StepGraph::routed_moe_ffn(Value x, int64_t l, const ir::MoeRouteOptions& r
 }
 
 Value StepGraph::moe_ffn(Value x, int64_t l, int64_t n_used, double scale, bool merged_allowed) {
-  return routed_moe_ffn(x, l, {.k = n_used, .gating = "softmax", .norm = true, .scale = scale}, merged_allowed, true);
+  return routed_moe_ffn(x, l, {.k = n_used, .gating = ir::MoeGating::Softmax, .norm = true, .scale = scale}, merged_allowed, true);
 }
 
 Value StepGraph::moe_ffn(Value x, int64_t l, const MoeFfnOptions& o) {

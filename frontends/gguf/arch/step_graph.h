@@ -46,7 +46,7 @@ struct FfnTensors {
 // per-expert ffn_{gate,up,down}_exps.scale tensors (many pass none).
 struct MoeFfnOptions {
   int64_t n_used = 1;
-  std::string gating = "softmax";
+  ir::MoeGating gating = ir::MoeGating::Softmax;
   bool norm = true;
   double scale = 0.0;
   bool expert_scales = true;
