@@ -34,6 +34,7 @@ struct AttrSpec {
   AttrKind kind = AttrKind::Int;
   bool optional = false;
   std::vector<std::string> enum_values;  // for AttrKind::Enum
+  Attr default_value;                    // what an absent optional attribute means
 };
 
 struct InferContext;
