@@ -22,4 +22,9 @@ rm -f "$WORK"/*.log
 MODEL="$WORK/cluster-tiny-llama.gguf"
 [[ -f "$MODEL" ]] || { "$VTC" gen-model --arch llama --size tiny --seed 42 -q -o "$MODEL.$$.gguf" && mv "$MODEL.$$.gguf" "$MODEL"; }
 echo "cluster-check: $(haproxy -v | head -1)"
-exec node "$ROOT/scripts/cluster_check.mjs" "$VTC" "$MODEL" "$ROOT/deploy/haproxy.cfg" "$WORK"
+# A pass is exit 0 and the verdict line, so a run that ends early never passes.
+status=0
+node "$ROOT/scripts/cluster_check.mjs" "$VTC" "$MODEL" "$ROOT/deploy/haproxy.cfg" "$WORK" | tee "$WORK/cluster-check.out" ||
+  status=1
+[[ $status == 0 ]] && ! grep -qx 'cluster-check: PASS' "$WORK/cluster-check.out" && { echo "cluster-check: FAIL: no verdict (see $WORK)"; status=1; }
+exit $status

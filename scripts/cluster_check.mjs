@@ -229,11 +229,28 @@ async function untilStatus(proxy, name, test, timeoutMs = 30000) {
   throw new Error(`HAProxy's state of ${name} did not change within ${timeoutMs / 1000} s`);
 }
 
+// Non-streamed requests long enough to be generating when their replica is
+// killed: system prompt 0 (its home replica is the one killed) and a user
+// of their own each.
+const heldRequest = (u) => ({ key: `held ${u}`, path: '/v1/chat/completions', body: {
+  messages: [{ role: 'system', content: SYSTEM_PROMPTS[0] }, { role: 'user', content: userMessage(200 + u) }],
+  max_tokens: 160, ignore_eos: true, temperature: 0 } });
+
+// The replica that answered most chat requests on system prompt 0.
+function homeOfPrompt0(results, replicas) {
+  const count = (r) => results.filter((x) => x.replica === r.name && x.path === '/v1/chat/completions' &&
+                                           x.body.messages[0].content === SYSTEM_PROMPTS[0]).length;
+  return replicas.reduce((best, r) => (count(r) > count(best) ? r : best));
+}
+
 async function faultPhase(proxy, [killed, drained], reference) {
   const killAt = Math.floor(N / 5), drainAt = Math.floor((2 * N) / 5), backAt = Math.floor((2 * N) / 3);
-  let down, drainDone, back;
+  let down, drainDone, back, held;
   const gate = async (i) => {
     if (i === killAt) {
+      const agent = new http.Agent({ keepAlive: false });
+      held = Promise.all([0, 1, 2, 3].map(async (u) => ({ ...heldRequest(u), ...(await send(proxy.port, heldRequest(u), agent)) })));
+      await sleep(150);  // admitted and generating (160 tokens take longer)
       killed.signal('SIGKILL');
       down = untilStatus(proxy, killed.name, (s) => s.startsWith('DOWN'));
     }
@@ -249,7 +266,11 @@ async function faultPhase(proxy, [killed, drained], reference) {
   const [results, retried] = await retriesDuring(proxy, () => runLoad(proxy.port, N, C, mixedRequest, gate));
   const causes = summarize(`with faults (SIGKILL ${killed.name} at request ${killAt}, SIGTERM ${drained.name} at ${drainAt})`,
                            results, reference, retried);
-  const d = await down, b = await back;
+  const d = await down, b = await back, h = await held;
+  console.log(`cluster-check: 4 long non-streamed requests on ${killed.name}'s prompt, sent just before its SIGKILL: ` +
+              h.map((r) => (r.status === 200 && r.complete ? `answered by ${r.replica}` : `failed (${r.status} ${r.error ?? ''})`)).join(', '));
+  for (const r of h)
+    expect(r.status === 200 && r.complete && r.finish === 'length', `${r.key} (not streamed) around the SIGKILL: ${r.status} ${r.error ?? r.finish}`);
   const servedAfter = results.filter((r) => r.i >= backAt && r.replica === drained.name).length;
   console.log(`cluster-check: ${killed.name} out of the proxy ${d.seconds.toFixed(2)} s after SIGKILL (${d.status}, check ${d.check}; ` +
               `checks every 1 s, 2 failures); ${drained.name} back ${b.seconds.toFixed(2)} s after its restart, then answered ` +
@@ -322,15 +343,21 @@ try {
   const [calm, calmRetried] = await retriesDuring(proxy, () => runLoad(proxy.port, N, C, mixedRequest));
   const calmCauses = summarize('without faults', calm, reference, calmRetried);
   expect(Object.keys(calmCauses).length === 0, `without faults: ${JSON.stringify(calmCauses)}`);
-  await faultPhase(proxy, [replicas[0], replicas[1]], reference);
+  const killed = homeOfPrompt0(calm, replicas), drained = replicas.find((r) => r !== killed);
+  await faultPhase(proxy, [killed, drained], reference);
   await proxy.stop();
-  await replicas[0].start();  // the killed one, for the affinity runs
+  await killed.start();  // for the affinity runs
   // Small pools: the 8 prompts' pages do not all fit in one replica's cache.
   for (const r of replicas) r.args = [...common, '-c', '256', '--kv-pages', '48'];
   const affine = await affinityPhase(proxy, replicas, 'affinity', 24);
   const least = await affinityPhase(proxy, replicas, 'leastconn', 24);
   expect(affine.rate > least.rate, `prefix-affine hit rate ${affine.rate} is not above least-connections' ${least.rate}`);
   for (const x of affine.perReplica) expect(x.requests > 0, `prefix-affine routing left ${x.name} idle`);
+  const starts = Replica.starts, loading = starts.filter((answers) => answers.length > 0).length;
+  console.log(`cluster-check: replica starts: ${starts.length}; /health answered 503 "Loading model" before 200 in ${loading}`);
+  for (const answer of starts.flat())
+    expect(/^503 .*Loading model/.test(answer), `/health while a replica started: ${answer.slice(0, 120)}`);
+  expect(loading > 0, 'no replica start showed /health 503 "Loading model" before 200');
 } catch (e) {
   failures.push(`aborted: ${e.stack ?? e}`);
 }
@@ -338,4 +365,4 @@ cleanup();
 console.log(`cluster-check: ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 for (const f of failures) console.log(`cluster-check: FAIL: ${f}`);
 console.log(failures.length ? `cluster-check: FAIL (${failures.length}; logs in ${workDir})` : 'cluster-check: PASS');
-process.exit(failures.length ? 1 : 0);
+process.exitCode = failures.length ? 1 : 0;

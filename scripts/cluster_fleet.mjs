@@ -36,11 +36,11 @@ export function get(port, path, timeoutMs = 2000) {
   });
 }
 
-async function until(what, test, timeoutMs) {
+async function until(what, test, timeoutMs, pollMs = 50) {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (await test()) return;
-    await sleep(50);
+    await sleep(pollMs);
   }
   throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${what}`);
 }
@@ -61,11 +61,19 @@ export class Replica {
                       { stdio: ['ignore', log, log] });
     fs.closeSync(log);
     this.exited = new Promise((resolve) => this.proc.once('exit', (code, signal) => resolve(signal ?? code)));
+    // Every /health answer before the first 200 is kept: while the model
+    // loads (about 0.1 s for the tiny one) it must be 503 "Loading model".
+    this.answersWhileStarting = [];
     await until(`${this.name} to answer /health 200`, async () => {
       if (this.proc.exitCode !== null) throw new Error(`${this.name} exited at start: ${this.lastLogLine()}`);
-      return (await get(this.port, '/health')).status === 200;
-    }, 60000);
+      const health = await get(this.port, '/health');
+      if (health.status && health.status !== 200) this.answersWhileStarting.push(`${health.status} ${health.body}`);
+      return health.status === 200;
+    }, 60000, 5);
+    Replica.starts.push(this.answersWhileStarting);
   }
+
+  static starts = [];  // per start, its /health answers before the first 200
 
   signal(name) { this.proc.kill(name); }
 
