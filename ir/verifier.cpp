@@ -33,6 +33,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/fused_kinds.h"
 #include "ir/printer.h"
 #include "ir/shape_infer.h"
 #include "support/error.h"
@@ -166,6 +167,12 @@ class Verifier {
     for (size_t a = 0; a < body.args.size() && a < op.operands.size(); ++a)
       body_arg_origin_[body.args[a].data()] = value_origin(op.operands[a]);
     check_function(body, where + " body");
+    if (errors_.size() != errors_before) return;
+    try {
+      check_fused_body(op);  // the shape its kind promises the backends (ir/fused_kinds.h)
+    } catch (const Error& e) {
+      report(where, "fusion", e.what());
+    }
   }
 
   bool check_op(const Function& f, const Op& op, size_t index, const std::string& where,

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "codegen/cuda/emit.h"
+#include "ir/fused_kinds.h"
 #include "support/error.h"
 
 namespace vtc::cuda {
@@ -135,7 +136,7 @@ void walk(const ir::Module& m, const ir::Function& fn, StepKernels& out) {
       default:
         break;
     }
-    if (op.body && op.attr("kind") && (op.attr("kind")->s != "elementwise" || !fused_elementwise_composable(op))) {
+    if (op.body && !why_op_by_op(op).empty()) {
       lower_region_as_sequence(m, op, out);
       continue;
     }
@@ -146,6 +147,14 @@ void walk(const ir::Module& m, const ir::Function& fn, StepKernels& out) {
 }
 
 }  // namespace
+
+std::string why_op_by_op(const ir::Op& fused) {
+  const ir::FusedKind kind = ir::fused_kind(fused);
+  if (kind != ir::FusedKind::Elementwise)
+    return fmt::format("CUDA has no one-kernel form of a {} region: it runs its ops' kernels", ir::enum_name(kind));
+  if (!fused_elementwise_composable(fused)) return "a value is not float, or an operand broadcasts where the body reshapes";
+  return "";
+}
 
 std::vector<Kernel> generate_op(const ir::Module& module, const ir::Function& fn, const ir::Op& op) {
   size_t index = 0;

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "codegen/cuda/kernel.h"
+#include "runtime/cpu/fused_kernels.h"
 #include "passes/pipelines.h"
 #include "frontends/gguf/arch/arch.h"
 #include "ir/verifier.h"
@@ -35,6 +36,26 @@ StepCounts count_ops(const ir::Function& f) {
 }
 
 namespace {
+
+// One remark per step, kind and reason for the fused regions the target
+// runs op by op rather than as one kernel: a pass can form a region that
+// a backend gains nothing from, and the report says so instead of hiding it.
+std::vector<std::string> op_by_op_remarks(const ir::Module& m, const std::string& target) {
+  std::vector<std::string> out;
+  for (const auto& f : m.functions) {
+    std::map<std::pair<std::string, std::string>, int> count;  // (kind, reason) -> regions
+    for (const auto& op : f->ops) {
+      if (op->kind != ir::OpKind::Fused) continue;
+      const std::string why = target == "cuda" ? cuda::why_op_by_op(*op) : cpu::FusedKernel::why_op_by_op(*op);
+      if (!why.empty()) ++count[{op->attr("kind")->s, why}];
+    }
+    for (const auto& [key, n] : count)
+      out.push_back(fmt::format("fusion: @{}: {} {} region{} run op by op on {}: {}", f->name, n, key.first,
+                                n == 1 ? "" : "s", target, key.second));
+  }
+  return out;
+}
+
 std::map<std::string, StepCounts> counts_of(const ir::Module& m) {
   std::map<std::string, StepCounts> out;
   for (const auto& f : m.functions) out[f->name] = count_ops(*f);
@@ -70,6 +91,7 @@ CompiledModel compile_model(gguf::GgufFile file, const CompileOptions& options) 
     if (it != pm.context().artifacts.end()) out.report.insert(out.report.end(), it->second.lines.begin(), it->second.lines.end());
   }
   out.after = counts_of(out.module);
+  for (auto& remark : op_by_op_remarks(out.module, out.target)) out.report.push_back(std::move(remark));
   if (out.target == "cuda") {
     say("generating CUDA kernels");
     for (const auto& f : out.module.functions) {

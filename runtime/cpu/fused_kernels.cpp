@@ -2,9 +2,9 @@
 // equal op-by-op execution.
 #include "runtime/cpu/fused_kernels.h"
 
+#include "ir/fused_kinds.h"
+
 #include <numeric>
-#include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "runtime/cpu/kernels/kernels.h"
@@ -19,8 +19,6 @@ struct SwigluPair {
 struct RopeChain {
   const ir::Op *matmul, *reshape, *rope;
 };
-
-bool is_arg(const ir::Value& v) { return v->def == nullptr; }
 
 constexpr int64_t kSwigluMinTokens = 16;
 
@@ -102,77 +100,6 @@ struct FusedKernel::Plan {
 
 namespace {
 
-// Classifies the body's ops into `plan`; false at the first op that does
-// not fit (fused_kernels.h lists the accepted shapes).
-bool classify(const ir::Function& body, FusedKernel::Plan& plan) {
-  std::unordered_map<const ir::ValueData*, const ir::Op*> matmul_of, silu_of, reshape_of;
-  std::unordered_map<const ir::Op*, bool> claimed;  // matmuls with an epilogue
-  std::unordered_set<const ir::ValueData*> consumed_silu;
-  auto claim = [&](const ir::Op* m) { return !claimed[m] && (claimed[m] = true); };
-  // A silu or reshape of a matmul's result, remembered by its own result.
-  auto record_matmul_user = [&](const ir::Op* op, auto& by_result) {
-    if (!matmul_of.count(op->operands[0].data())) return false;
-    by_result[op->results[0].data()] = op;
-    return true;
-  };
-  for (const auto& owned : body.ops) {
-    const ir::Op* op = owned.get();
-    switch (op->kind) {
-      case ir::OpKind::RmsNorm:
-        if (plan.norm != nullptr || !plan.all_matmuls.empty() || !is_arg(op->operands[0]) || !is_arg(op->operands[1]))
-          return false;
-        plan.norm = op;
-        break;
-      case ir::OpKind::Matmul:
-        if (!plan.input) plan.input = op->operands[0];
-        if (!(op->operands[0] == plan.input) || !is_arg(op->operands[1])) return false;
-        plan.all_matmuls.push_back(op);
-        matmul_of[op->results[0].data()] = op;
-        break;
-      case ir::OpKind::Silu:
-        if (!record_matmul_user(op, silu_of)) return false;
-        break;
-      case ir::OpKind::Mul: {
-        const ir::ValueData *a = op->operands[0].data(), *b = op->operands[1].data();
-        if (!silu_of.count(a)) std::swap(a, b);
-        if (!silu_of.count(a) || consumed_silu.count(a) || !matmul_of.count(b)) return false;
-        const ir::Op* silu = silu_of[a];
-        const ir::Op* gate = matmul_of.at(silu->operands[0].data());
-        const ir::Op* up = matmul_of.at(b);
-        if (gate == up || !claim(gate) || !claim(up)) return false;
-        plan.swiglu.push_back({gate, silu, up, op});
-        consumed_silu.insert(a);
-        break;
-      }
-      case ir::OpKind::Reshape:
-        if (!record_matmul_user(op, reshape_of)) return false;
-        break;
-      case ir::OpKind::Rope: {
-        auto r = reshape_of.find(op->operands[0].data());
-        if (r == reshape_of.end() || !is_arg(op->operands[1]) || (op->operands.size() == 3 && !is_arg(op->operands[2])))
-          return false;
-        const ir::Op* m = matmul_of.at(r->second->operands[0].data());
-        if (!claim(m)) return false;
-        plan.ropes.push_back({m, r->second, op});
-        break;
-      }
-      case ir::OpKind::Return:
-        for (const ir::Value& v : op->operands)
-          if (matmul_of.count(v.data()) || silu_of.count(v.data()) || reshape_of.count(v.data()))
-            plan.intermediates_returned = true;
-        break;
-      default:
-        return false;
-    }
-  }
-  for (const ir::Op* m : plan.all_matmuls)
-    if (!claimed[m]) plan.plain.push_back(m);
-  // Every silu must be consumed by its mul: a silu on its own would run
-  // outside any epilogue.
-  const bool norm_feeds_matmuls = plan.norm == nullptr || plan.input == plan.norm->results[0];
-  return silu_of.size() == consumed_silu.size() && !plan.all_matmuls.empty() && norm_feeds_matmuls;
-}
-
 // The storage of every output, the epilogue contexts and the groups of one
 // run (they point into each other, so they are built in place).
 struct RunState {
@@ -189,9 +116,27 @@ struct RunState {
 FusedKernel::FusedKernel(std::unique_ptr<Plan> plan) : plan_(std::move(plan)) {}
 FusedKernel::~FusedKernel() = default;
 
-std::unique_ptr<FusedKernel> FusedKernel::recognize(const ir::Function& body) {
+std::string FusedKernel::why_op_by_op(const ir::Op& fused) {
+  const ir::FusedKind kind = ir::fused_kind(fused);
+  if (kind == ir::FusedKind::Elementwise) return "the CPU has no one-kernel form of an elementwise region";
+  for (const auto& chain : ir::decode_projection_region(kind, *fused.body).ropes) {
+    if (chain.qk_norm != nullptr) return "a rope chain holds a QK-norm (the rope epilogue rotates matmul rows)";
+    if (chain.reshape == nullptr) return "a rope chain has no reshape to heads";
+  }
+  return "";
+}
+
+std::unique_ptr<FusedKernel> FusedKernel::of(const ir::Op& fused) {
+  if (!why_op_by_op(fused).empty()) return nullptr;
+  const ir::ProjectionRegion region = ir::decode_projection_region(ir::fused_kind(fused), *fused.body);
   auto plan = std::make_unique<Plan>();
-  if (!classify(body, *plan)) return nullptr;
+  plan->norm = region.norm;
+  plan->input = region.input;
+  plan->plain = region.plain;
+  plan->all_matmuls = region.matmuls;
+  for (const auto& pair : region.swiglu) plan->swiglu.push_back({pair.gate, pair.silu, pair.up, pair.mul});
+  for (const auto& chain : region.ropes) plan->ropes.push_back({chain.matmul, chain.reshape, chain.rope});
+  plan->intermediates_returned = region.intermediates_returned;
   return std::unique_ptr<FusedKernel>(new FusedKernel(std::move(plan)));
 }
 

@@ -21,16 +21,18 @@
 // the same float kernels to rows of whole 8-value vectors (silu's vector
 // and tail paths differ, so a swiglu group needs rows % 8 == 0).
 //
-// recognize() accepts a body of: at most one rms_norm (gain a 1-D
-// argument), then matmuls that all read one value (the norm's result or
-// an argument), silu/mul pairs over two of those matmuls, reshape/rope
-// chains over one, and the return. Anything else is left to op-by-op
-// execution, as are run-time shapes that break a rule above, and a swiglu
-// of fewer than 16 tokens (decode: pairing gate and up in one work item
-// measured slower while the weights stream from DRAM).
+// of() dispatches on the region's kind and takes its body as the verifier
+// decoded it (ir/fused_kinds.h): norm_matmul, swiglu and qk_rope regions
+// run as one kernel unless a rope chain holds a QK-norm or no reshape;
+// elementwise regions have no one-kernel form here. why_op_by_op() says
+// which, for vtc compile's report. Left to op-by-op execution at run time
+// too: shapes that break a rule above, and a swiglu of fewer than 16
+// tokens (decode: pairing gate and up in one work item measured slower
+// while the weights stream from DRAM).
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "ir/module.h"
 #include "runtime/cpu/exec_context.h"
@@ -39,8 +41,12 @@ namespace vtc::cpu {
 
 class FusedKernel {
  public:
-  // Null when the body is not one of the shapes above.
-  static std::unique_ptr<FusedKernel> recognize(const ir::Function& body);
+  // The one-kernel form of a verified `fused` op, chosen by its kind; null
+  // when the CPU runs it op by op.
+  static std::unique_ptr<FusedKernel> of(const ir::Op& fused);
+  // Why the CPU runs this verified region op by op; empty when of() is not
+  // null.
+  static std::string why_op_by_op(const ir::Op& fused);
   ~FusedKernel();
 
   // Computes the body's results into ctx.bufs (arguments, result homes and

@@ -382,7 +382,7 @@ void Interpreter::Impl::run_fused(ExecContext& ctx, const ir::Op& op, const Symb
 bool Interpreter::Impl::run_fused_kernel(ExecContext& ctx, const ir::Op& op, const SymbolEnv& env) {
   if (!fused_kernels) return false;
   auto [entry, fresh] = fused_kernel_of.try_emplace(&op);
-  if (fresh) entry->second = FusedKernel::recognize(*op.body);
+  if (fresh) entry->second = FusedKernel::of(op);
   if (!entry->second) return false;
   for (const auto& inner : op.body->ops)
     if (inner->info().is_alias()) exec_op(ctx, *inner, env);

@@ -43,7 +43,8 @@ void print_summary(const CompiledModel& m) {
                double(p.arena_bytes()) / 1048576.0, double(p.naive_bytes) / 1048576.0,
                double(p.naive_bytes) / double(std::max<uint64_t>(p.arena_bytes(), 1)));
   for (const auto& line : m.report)
-    if (line.rfind("placement:", 0) == 0 || line.rfind("weight-layout:", 0) == 0) fmt::print(stderr, "compile: {}\n", line);
+    if (line.rfind("placement:", 0) == 0 || line.rfind("weight-layout:", 0) == 0 || line.rfind("fusion:", 0) == 0)
+      fmt::print(stderr, "compile: {}\n", line);
 }
 
 int run(CompileCliOptions& o) {
