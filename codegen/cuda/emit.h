@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "codegen/cuda/kernel.h"
+#include "ir/op_attrs.h"
 
 namespace vtc::cuda {
 
@@ -61,9 +62,6 @@ std::string store_from_float(const ir::ElemType& e, const std::string& p, const 
 // Shape helpers (symbolic).
 ir::Dim numel(const ir::TensorType& t);
 ir::Dim dims_product(const ir::Shape& s, size_t from, size_t to);
-// A float attribute (int literals widen); `fallback` when absent.
-double attr_f(const ir::Op& op, const char* name, double fallback = 0);
-int64_t attr_i(const ir::Op& op, const char* name, int64_t fallback = 0);
 // A float literal for CUDA source that round-trips exactly (hex float).
 std::string flit(double v);
 [[noreturn]] void unsupported(const ir::Op& op, const std::string& why);

@@ -79,7 +79,7 @@ AttnShape attn_shape(const ir::Module& m, const ir::Op& op) {
   // Each lane keeps ceil(D / 32) values of q and of the accumulator in
   // registers; 1024 (32 each) covers MLA's 576-wide latent heads.
   if (*d <= 0 || *d > 1024) unsupported(op, fmt::format("head_dim {} must be in [1, 1024]", *d));
-  const std::string state = op.attr("state")->s;
+  const std::string state = ir::AttentionAttrs::of(op).state;
   const ir::StateDecl* decl = m.find_state(state);
   if (!decl || decl->kind != ir::StateKind::Paged || decl->type.rank() != 5)
     unsupported(op, "state @" + state + " must be a paged [2, P, page, Hkv, D] state");
@@ -181,10 +181,7 @@ constexpr const char* kSequenceEnd = R"(  long long seq_end = 0;
   for (int o = 16; o > 0; o >>= 1) seq_end = max(seq_end, __shfl_xor_sync(0xffffffffu, seq_end, o));
 )";
 
-bool has_sinks(const ir::Op& op) {
-  const ir::Attr* a = op.attr("sinks");
-  return a != nullptr && a->i != 0;
-}
+bool has_sinks(const ir::Op& op) { return ir::AttentionAttrs::of(op).sinks; }
 
 // The sinks operand (the last one), checked: [Hq] f32.
 ir::Value sinks_operand(const ir::Op& op, const AttnShape& a) {
@@ -251,8 +248,9 @@ Kernel combine(const ir::Op& op, const AttnShape& a, const ir::Dim& part_floats,
 
 Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string& what) {
   const AttnShape a = attn_shape(m, op);
-  const double scale = attr_f(op, "scale", 1.0), softcap = attr_f(op, "softcap", 0.0);
-  const int64_t window = attr_i(op, "window", 0), chunk = attr_i(op, "chunk", 0), width = selection_width(op);
+  const ir::AttentionAttrs attrs = ir::AttentionAttrs::of(op);
+  const double scale = attrs.scale, softcap = attrs.softcap;
+  const int64_t window = attrs.window, chunk = attrs.chunk, width = selection_width(op);
   Kernels out{kv_append(op, a, what)};
   const bool prefill = a.tokens.str().find('T') != std::string::npos;
   KernelBuilder kb(prefill ? "attn_prefill" : "attn_decode", what);
@@ -271,7 +269,7 @@ Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string&
   // Keys (or selection entries) to walk: [0, n_keys). Without the causal
   // mask (an encoder) a query reads every key of its sequence in the step:
   // up to the largest position of that sequence's tokens.
-  const bool causal = attr_i(op, "causal", 1) != 0;
+  const bool causal = attrs.causal;
   if (!causal && (!prefill || width || window > 0 || chunk > 0))
     unsupported(op, "non-causal attention runs only in a step of whole sequences (T rows) with no window, chunk or selection");
   const char* n_keys = width ? "SW" : causal ? "qp + 1" : "seq_end";
@@ -314,8 +312,9 @@ Kernels emit_attn_temp(const ir::Op& op, const std::string& what) {
   KernelBuilder kb(op.mnemonic(), what);
   const std::string pos = kb.in(op.operands[0], "pos"), y = kb.out(op.results[0], "y");
   const ir::Dim n = numel(op.results[0].type());
-  const float floor_scale = float(attr_i(op, "floor_scale")), offset = float(attr_f(op, "offset"));
-  const double scale = double(float(attr_f(op, "scale")));
+  const ir::AttnTempAttrs attrs = ir::AttnTempAttrs::of(op);
+  const float floor_scale = float(attrs.floor_scale), offset = float(attrs.offset);
+  const double scale = double(float(attrs.scale));
   kb.body(fmt::format(R"(  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < {0}; i += (long long)gridDim.x * blockDim.x) {{
     const float q = floorf(__fdiv_rn(__fadd_rn((float){1}[i], {3}), {4}));
     {2}[i] = (float)__dadd_rn(__dmul_rn(log(__dadd_rn((double)q, 1.0)), {5}), 1.0);

@@ -35,7 +35,7 @@ Kernels transpose(const ir::Op& op, const std::string& what) {
   KernelBuilder kb(op.mnemonic(), what);
   const ir::TensorType& xt = op.operands[0].type();
   const ir::TensorType& yt = op.results[0].type();
-  const auto& perm = op.attr("perm")->ints;
+  const std::vector<int64_t> perm = ir::TransposeAttrs::of(op).perm;
   const std::string x = kb.in(op.operands[0], "x"), y = kb.out(op.results[0], "y");
   const size_t rank = xt.rank();
   // Input strides, then the output index decomposed dim by dim (last first).
@@ -53,7 +53,7 @@ Kernels transpose(const ir::Op& op, const std::string& what) {
 
 Kernels concat(const ir::Op& op, const std::string& what) {
   const ir::TensorType& yt = op.results[0].type();
-  const size_t axis = size_t(attr_i(op, "axis"));
+  const size_t axis = size_t(ir::ConcatAttrs::of(op).axis);
   Kernels out;
   ir::Dim offset = 0;
   for (size_t i = 0; i < op.operands.size(); ++i) {
@@ -74,13 +74,13 @@ Kernels slice(const ir::Op& op, const std::string& what) {
   KernelBuilder kb(op.mnemonic(), what);
   const ir::TensorType& xt = op.operands[0].type();
   const ir::TensorType& yt = op.results[0].type();
-  const size_t axis = size_t(attr_i(op, "axis"));
+  const size_t axis = size_t(ir::SliceAttrs::of(op).axis);
   const std::string x = kb.in(op.operands[0], "x"), y = kb.out(op.results[0], "y");
   const ir::Dim inner = dims_product(xt.shape, axis + 1, xt.rank());
   const ir::Dim in_chunk = xt.shape[axis] * inner, out_chunk = yt.shape[axis] * inner;
   kb.body(loop(kb, numel(yt)) +
           fmt::format("    const long long o = e / {0}, r = e % {0};\n    {1}[e] = {2}[o * {3} + {4} * {5} + r];\n  }}\n",
-                      kb.expr(out_chunk), y, x, kb.expr(in_chunk), kb.expr(op.attr("start")->dim), kb.expr(inner)));
+                      kb.expr(out_chunk), y, x, kb.expr(in_chunk), kb.expr(ir::SliceAttrs::of(op).start), kb.expr(inner)));
   kb.launch(numel(yt), 256);
   return {kb.finish()};
 }
@@ -95,7 +95,7 @@ Split split_at(const ir::TensorType& t, size_t axis) {
 
 Kernels gather(const ir::Op& op, const std::string& what) {
   KernelBuilder kb(op.mnemonic(), what);
-  const Split s = split_at(op.operands[0].type(), size_t(attr_i(op, "axis")));
+  const Split s = split_at(op.operands[0].type(), size_t(ir::GatherAttrs::of(op).axis));
   const std::string x = kb.in(op.operands[0], "x"), idx = kb.in(op.operands[1], "idx"), y = kb.out(op.results[0], "y");
   const ir::Dim n_idx = numel(op.operands[1].type());
   // An out-of-range index yields zeros (the CPU throws; a kernel cannot).
@@ -122,7 +122,7 @@ Kernels scatter(const ir::Op& op, const std::string& what) {
     out.push_back(kb.finish());
   }
   KernelBuilder kb(op.mnemonic(), what);
-  const Split s = split_at(op.operands[0].type(), size_t(attr_i(op, "axis")));
+  const Split s = split_at(op.operands[0].type(), size_t(ir::ScatterAttrs::of(op).axis));
   const std::string idx = kb.in(op.operands[1], "idx"), upd = kb.in(op.operands[2], "upd"), y = kb.out(op.results[0], "y");
   const ir::Dim n_idx = numel(op.operands[1].type());
   kb.body(loop(kb, numel(op.operands[2].type())) +
@@ -156,7 +156,7 @@ Kernels emit_data_movement(const ir::Op& op, const std::string& what) {
 }
 
 Kernels emit_state(const ir::Module& m, const ir::Op& op, const std::string& what) {
-  const std::string name = op.attr("state")->s;
+  const std::string name = *ir::state_symbol(op);
   const ir::StateDecl* decl = m.find_state(name);
   if (!decl) unsupported(op, "unknown state @" + name);
   if (decl->kind == ir::StateKind::Paged) unsupported(op, "paged states are read by attention, not state_read/state_write");
@@ -198,8 +198,9 @@ Kernels emit_ngram(const ir::Op& op, const std::string& what) {
     kb.launch(dims_product(ht.shape, 0, ht.rank() - 1), 64);
     return {kb.finish()};
   }
-  const int64_t n = attr_i(op, "n"), hpg = attr_i(op, "heads_per_gram"), eos = attr_i(op, "eos");
-  const auto &mult = op.attr("mult")->ints, &vocab = op.attr("vocab")->ints, &offset = op.attr("offset")->ints;
+  const ir::NgramHashAttrs attrs = ir::NgramHashAttrs::of(op);
+  const int64_t n = attrs.n, hpg = attrs.heads_per_gram, eos = attrs.eos;
+  const auto &mult = attrs.mult, &vocab = attrs.vocab, &offset = attrs.offset;
   const int64_t heads = (n - 1) * hpg;
   if (n < 2 || n > 16 || int64_t(mult.size()) < n || int64_t(vocab.size()) < heads || int64_t(offset.size()) < heads)
     unsupported(op, "n must be in [2, 16] with n multipliers and (n-1)*heads_per_gram vocab sizes and offsets");

@@ -32,14 +32,15 @@ std::string scalar_expr(const ir::Op& op, const std::vector<std::string>& a, boo
     case ir::OpKind::Exp: return fmt::format("expf({})", a[0]);
     case ir::OpKind::Tanh: return fmt::format("tanhf({})", a[0]);
     case ir::OpKind::Neg: return fmt::format("(-{})", a[0]);
-    case ir::OpKind::Scale: return fmt::format("({} * {})", a[0], flit(attr_f(op, "factor")));
+    case ir::OpKind::Scale: return fmt::format("({} * {})", a[0], flit(ir::ScaleAttrs::of(op).factor));
     case ir::OpKind::Abs: return fmt::format("fabsf({})", a[0]);
     case ir::OpKind::Sign: return fmt::format("({0} > 0.0f ? 1.0f : ({0} < 0.0f ? -1.0f : 0.0f))", a[0]);
     case ir::OpKind::Sqrt: return fmt::format("sqrtf({})", a[0]);  // IEEE-rounded: NVRTC's default -prec-sqrt
     case ir::OpKind::Clamp: {
       // ggml's MAX(MIN(x, max), min) ternaries, not fminf/fmaxf: NaN -> max,
       // and a signed-zero tie yields the bound, as on the CPU.
-      const std::string hi = flit(attr_f(op, "max")), lo = flit(attr_f(op, "min"));
+      const ir::ClampAttrs bounds = ir::ClampAttrs::of(op);
+      const std::string hi = flit(bounds.max), lo = flit(bounds.min);
       const std::string m = fmt::format("({0} < {1} ? {0} : {1})", a[0], hi);
       return fmt::format("({0} > {1} ? {0} : {1})", m, lo);
     }

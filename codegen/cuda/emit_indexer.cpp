@@ -38,6 +38,7 @@
 #include <cmath>
 
 #include "codegen/cuda/emit.h"
+#include "support/rope_yarn.h"
 
 namespace vtc::cuda {
 namespace {
@@ -56,7 +57,7 @@ IdxShape idx_shape(const ir::Module& m, const ir::Op& op) {
   auto heads = qt.shape[1].constant(), d = qt.shape[2].constant();
   if (!heads || !d || *heads <= 0) unsupported(op, "the head count and head dim must be constant");
   if (*d <= 0 || *d > 512) unsupported(op, fmt::format("head dim {} must be in [1, 512]", *d));
-  const std::string state = op.attr("state")->s;
+  const std::string state = ir::IndexerSelectAttrs::of(op).state;
   const ir::StateDecl* decl = m.find_state(state);
   if (!decl || decl->kind != ir::StateKind::Paged || decl->type.rank() != 4)
     unsupported(op, "state @" + state + " must be a paged [1, P, page, D] state");
@@ -65,7 +66,8 @@ IdxShape idx_shape(const ir::Module& m, const ir::Op& op) {
   const ir::ElemType e = decl->type.elem;
   if (e.kind() != ir::ElemType::F16 && e.kind() != ir::ElemType::F32 && e.kind() != ir::ElemType::BF16)
     unsupported(op, "the side cache must be f16, bf16 or f32");
-  const int64_t ratio = attr_i(op, "ratio"), w = attr_i(op, "top_k") + ratio - 1;
+  const ir::IndexerSelectAttrs attrs = ir::IndexerSelectAttrs::of(op);
+  const int64_t ratio = attrs.ratio, w = attrs.top_k + ratio - 1;
   return {*heads, *d, *page, ratio, w, (*page + ratio - 1) / ratio, qt.shape[0], e, state};
 }
 
@@ -113,18 +115,18 @@ std::string pooled_key(const ir::Op& op, const IdxShape& s) {
   __syncwarp();
 )",
                      load_as_float(s.elem, "pool", "row * D + lane + 32 * i"), flit(1.0 / double(s.ratio)),
-                     flit(attr_f(op, "eps")));
+                     flit(ir::IndexerSelectAttrs::of(op).eps));
 }
 
 // Score kernel, part 2: rope of kv[] at position blk * R, in place (each
 // pair belongs to one lane). The angle and rotation are emit_rope.cpp's
 // without YaRN or frequency factors (its attn_factor of 1 included).
 std::string rope_key(const ir::Op& op) {
-  const std::string mode = op.attr("mode")->s;
-  const bool neox = mode != "normal";
-  const int64_t n_rot = attr_i(op, "n_rot"), pairs = n_rot / 2;
-  const float base = float(attr_f(op, "base", 10000.0)), freq_scale = float(attr_f(op, "freq_scale", 1.0));
-  const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
+  const ir::IndexerSelectAttrs attrs = ir::IndexerSelectAttrs::of(op);
+  const bool neox = attrs.mode != ir::RopeMode::Normal;
+  const int64_t n_rot = attrs.n_rot, pairs = n_rot / 2;
+  const float base = float(attrs.base), freq_scale = float(attrs.freq_scale);
+  const float theta_scale = rope_theta_scale(base, n_rot);
   const std::string rotate = rope_rotation(neox);
   return fmt::format(R"(  for (long long i = lane; i < {0}; i += 32) {{
     float theta = (float)(blk * R);

@@ -47,7 +47,7 @@ int64_t const_dim(const ir::Op& op, const ir::Dim& d, const char* what) {
 
 // The plain f32 state an op names, shaped [S, rest...].
 void require_plain_f32_state(const ir::Module& m, const ir::Op& op) {
-  const std::string name = op.attr("state")->s;
+  const std::string name = *ir::state_symbol(op);
   const ir::StateDecl* decl = m.find_state(name);
   if (!decl || decl->kind != ir::StateKind::Plain || decl->type.elem.kind() != ir::ElemType::F32)
     unsupported(op, "state @" + name + " must be a plain f32 state");
@@ -66,7 +66,7 @@ std::string warp_prologue(const std::string& count) {
 Kernel conv_outputs(const ir::Op& op, int64_t c, int64_t k, int64_t dil, const std::string& what) {
   KernelBuilder kb("conv1d", what);
   const std::string x = kb.in(op.operands[0], "x"), wt = kb.in(op.operands[1], "w"), seq = kb.in(op.operands[2], "seq");
-  const std::string st = kb.state_rows(op.attr("state")->s, "state", "const float*");
+  const std::string st = kb.state_rows(*ir::state_symbol(op), "state", "const float*");
   const std::string slots = kb.slots();
   const std::string y = kb.out(op.results[0], "y");
   const ir::Dim tokens = op.operands[0].type().shape[0];
@@ -99,7 +99,7 @@ Kernel conv_outputs(const ir::Op& op, int64_t c, int64_t k, int64_t dil, const s
 Kernel conv_state(const ir::Op& op, int64_t c, int64_t k, int64_t dil, const std::string& what) {
   KernelBuilder kb("conv1d_state", what + " [state update]");
   const std::string x = kb.in(op.operands[0], "x"), seq = kb.in(op.operands[2], "seq");
-  const std::string st = kb.state_rows(op.attr("state")->s, "state", "float*");
+  const std::string st = kb.state_rows(*ir::state_symbol(op), "state", "float*");
   const std::string slots = kb.slots();
   const ir::Dim seqs = ir::Dim::symbol("S");
   kb.body(fmt::format(R"(  constexpr long long C = {0}, W = ({1} - 1) * {2};
@@ -180,7 +180,7 @@ Kernels emit_l2_norm(const ir::Op& op, const std::string& what) {
   const float s = 1.0f / fmaxf(sqrtf((float)acc), {1});
   for (long long c = lane; c < N; c += 32) {{ {2} }}
 )",
-                      xv, flit(attr_f(op, "eps")), store_from_float(xt.elem, y, "r * N + c", "__fmul_rn(" + xv + ", s)")));
+                      xv, flit(ir::L2NormAttrs::of(op).eps), store_from_float(xt.elem, y, "r * N + c", "__fmul_rn(" + xv + ", s)")));
   kb.launch(rows * 32, 128);
   return {kb.finish()};
 }
@@ -190,7 +190,7 @@ Kernels emit_causal_conv1d(const ir::Module& m, const ir::Op& op, const std::str
   const ir::TensorType& xt = op.operands[0].type();
   const int64_t c = const_dim(op, xt.shape[1], "the channel count");
   const int64_t k = const_dim(op, op.operands[1].type().shape[1], "the kernel width");
-  const int64_t dil = attr_i(op, "dilation", 1);
+  const int64_t dil = ir::CausalConv1dAttrs::of(op).dilation;
   if (k > 64 || (k - 1) * dil > 1024)
     unsupported(op, fmt::format("kernel width {} (at most 64) with dilation {} (history at most 1024) is too wide", k, dil));
   Kernels out{conv_outputs(op, c, k, dil, what)};
@@ -208,7 +208,7 @@ Kernels emit_delta_rule(const ir::Module& m, const ir::Op& op, const std::string
   KernelBuilder kb(op.mnemonic(), what);
   const char* names[] = {"q", "k", "v", "g", "beta", "seq"};
   for (size_t i = 0; i < 6; ++i) kb.in(op.operands[i], names[i]);
-  kb.state_rows(op.attr("state")->s, "state", "float*");
+  kb.state_rows(*ir::state_symbol(op), "state", "float*");
   kb.slots();
   kb.out(op.results[0], "out");
   const ir::Dim seqs = ir::Dim::symbol("S");
@@ -218,7 +218,7 @@ Kernels emit_delta_rule(const ir::Module& m, const ir::Op& op, const std::string
 )",
                                  heads, dk, dv, kb.expr(qt.shape[0]));
   body += warp_prologue(fmt::format("{} * H * DV", kb.expr(seqs)));
-  body += delta_rule_recurrence(attr_f(op, "scale", 1.0));
+  body += delta_rule_recurrence(ir::DeltaRuleAttrs::of(op).scale);
   kb.body(body);
   kb.launch(seqs * (heads * dv * 32), 128);
   return {kb.finish()};

@@ -57,9 +57,9 @@ void require_f32(const ir::Op& op, size_t i, const char* what) {
 }
 
 // The probabilities p[E] of token row `lr`.
-std::string route_probs(const std::string& gating) {
-  if (gating == "sigmoid") return "    for (long long e = 0; e < E; ++e) p[e] = 1.0f / (1.0f + expf(-lr[e]));\n";
-  if (gating == "softmax_weight") return "    for (long long e = 0; e < E; ++e) p[e] = lr[e];\n";
+std::string route_probs(ir::MoeGating gating) {
+  if (gating == ir::MoeGating::Sigmoid) return "    for (long long e = 0; e < E; ++e) p[e] = 1.0f / (1.0f + expf(-lr[e]));\n";
+  if (gating == ir::MoeGating::SoftmaxWeight) return "    for (long long e = 0; e < E; ++e) p[e] = lr[e];\n";
   return R"(    float mx = -__int_as_float(0x7f800000);
     for (long long e = 0; e < E; ++e) mx = fmaxf(mx, lr[e]);
     double sum = 0.0;
@@ -196,18 +196,14 @@ std::string chunk_dot(const std::string& deq, const std::string& row, const std:
   return out;
 }
 
-bool weight_input(const ir::Op& op) {
-  const ir::Attr* a = op.attr("weight_input");
-  return a != nullptr && a->i != 0;
-}
+bool weight_input(const ir::Op& op) { return ir::MoeFfnAttrs::of(op).weight_input; }
 
 // The gated activation of g and u (docs/ir.md "### moe_ffn"): silu(g) * u,
 // or gpt-oss's swiglu_oai, clamped as ggml_swiglu_oai.
 std::string activation(const ir::Op& op) {
-  const ir::Attr* kind = op.attr("activation");
-  if (kind == nullptr || kind->s == "silu") return "(g / (1.0f + expf(-g))) * u";
-  if (kind->s != "swiglu_oai") unsupported(op, "unknown activation '" + kind->s + "'");
-  const std::string alpha = flit(attr_f(op, "alpha", 1.702)), limit = flit(attr_f(op, "limit", 7.0));
+  const ir::MoeFfnAttrs attrs = ir::MoeFfnAttrs::of(op);
+  if (attrs.activation == ir::MoeActivationKind::Silu) return "(g / (1.0f + expf(-g))) * u";
+  const std::string alpha = flit(attrs.alpha), limit = flit(attrs.limit);
   return fmt::format("fminf(g, {1}) / (1.0f + expf({0} * -fminf(g, {1}))) * (fminf(fmaxf(u, -{1}), {1}) + 1.0f)", alpha,
                      limit);
 }
@@ -330,10 +326,9 @@ Kernels emit_moe_route(const ir::Op& op, const std::string& what) {
   require_f32(op, 0, "the router logits");
   const ir::TensorType& lt = op.operands[0].type();
   const int64_t experts = constant_dim(op, lt.shape.back(), "the expert count");
-  const int64_t k = attr_i(op, "k");
+  const ir::MoeRouteAttrs attrs = ir::MoeRouteAttrs::of(op);
+  const int64_t k = attrs.k;
   if (k < 1 || k > experts) unsupported(op, fmt::format("k = {} must be in [1, {}]", k, experts));
-  const ir::Attr* gating_attr = op.attr("gating");
-  const std::string gating = gating_attr ? gating_attr->s : "softmax";
   const bool bias = op.operands.size() > 1;
   if (bias) require_f32(op, 1, "the selection bias");
   KernelBuilder kb(op.mnemonic(), what);
@@ -350,8 +345,8 @@ Kernels emit_moe_route(const ir::Op& op, const std::string& what) {
     float p[E];
 )",
                       experts, k, kb.expr(tokens), logits, w, ids) +
-          route_probs(gating) + route_scores(sb, attr_i(op, "groups", 0), attr_i(op, "groups_used", 0)) +
-          route_select(gating == "softmax_weight", attr_i(op, "norm") != 0, attr_f(op, "scale", 0.0)) + "  }\n");
+          route_probs(attrs.gating) + route_scores(sb, attrs.groups, attrs.groups_used) +
+          route_select(attrs.gating == ir::MoeGating::SoftmaxWeight, attrs.norm, attrs.scale) + "  }\n");
   kb.launch(tokens, 64);
   return {kb.finish()};
 }

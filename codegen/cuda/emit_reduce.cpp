@@ -55,7 +55,7 @@ Kernels emit_rms_norm(const ir::Op& op, const std::string& what) {
     for (long long c = threadIdx.x; c < N; c += blockDim.x) {4}[r * N + c] = (xr[c] * s) * {5}[{6}];
   }}
 )",
-                      rs.cols, kb.expr(rs.rows), x, flit(attr_f(op, "eps")), y, w, widx));
+                      rs.cols, kb.expr(rs.rows), x, flit(ir::RmsNormAttrs::of(op).eps), y, w, widx));
   kb.launch(rs.rows * kBlock, kBlock);
   return {kb.finish()};
 }
@@ -84,7 +84,7 @@ Kernels emit_layer_norm(const ir::Op& op, const std::string& what) {
     for (long long c = threadIdx.x; c < N; c += blockDim.x) {4}[r * N + c] = ((xr[c] - mean) * s){5};
   }}
 )",
-                      rs.cols, kb.expr(rs.rows), x, flit(attr_f(op, "eps")), y, affine));
+                      rs.cols, kb.expr(rs.rows), x, flit(ir::LayerNormAttrs::of(op).eps), y, affine));
   kb.launch(rs.rows * kBlock, kBlock);
   return {kb.finish()};
 }
@@ -159,7 +159,7 @@ Kernels emit_top_k(const ir::Op& op, const std::string& what) {
   require_f32(op, op.operands[0], "input");
   KernelBuilder kb(op.mnemonic(), what);
   const RowShape rs = row_shape(op, op.operands[0].type());
-  const int64_t k = attr_i(op, "k");
+  const int64_t k = ir::TopKAttrs::of(op).k;
   if (k < 1 || k > rs.cols) unsupported(op, fmt::format("k = {} must be in [1, {}]", k, rs.cols));
   const std::string x = kb.in(op.operands[0], "x"), vals = kb.out(op.results[0], "values"),
                     idx = kb.out(op.results[1], "indices");

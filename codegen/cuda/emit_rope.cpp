@@ -23,6 +23,7 @@
 #include <cmath>
 
 #include "codegen/cuda/emit.h"
+#include "support/rope_yarn.h"
 
 namespace vtc::cuda {
 
@@ -31,13 +32,13 @@ namespace {
 // Multi-section rope: code computing `comp`, the position component
 // (0..3) that drives pair i, from the `sections` attribute.
 std::string section_component(const ir::Op& op) {
-  const ir::Attr* a = op.attr("sections");
-  if (!a || a->ints.size() != 4) unsupported(op, "multi-section rope needs 4 sections");
-  const auto& sec = a->ints;
+  const ir::RopeAttrs attrs = ir::RopeAttrs::of(op);
+  if (attrs.sections.size() != 4) unsupported(op, "multi-section rope needs 4 sections");
+  const auto& sec = attrs.sections;
   const int64_t total = sec[0] + sec[1] + sec[2] + sec[3];
   if (total <= 0) unsupported(op, "the rope sections must not all be zero");
   std::string code = fmt::format("    const long long sector = i % {};\n", total);
-  if (op.attr("mode")->s == "imulti")
+  if (attrs.mode == ir::RopeMode::IMulti)
     return code + fmt::format(
                       "    const int comp = (sector % 3 == 1 && sector < {}) ? 1 : (sector % 3 == 2 && sector < {}) ? 2\n"
                       "                   : (sector % 3 == 0 && sector < {}) ? 0 : 3;\n",
@@ -56,26 +57,21 @@ std::string rope_rotation(bool neox) {
 Kernels emit_rope(const ir::Op& op, const std::string& what) {
   const ir::TensorType& xt = op.operands[0].type();
   if (xt.elem.kind() != ir::ElemType::F32 || xt.rank() != 3) unsupported(op, "x must be [T, H, D] f32, got " + xt.str());
-  const std::string mode = op.attr("mode")->s;
-  const bool multi = mode == "multi" || mode == "imulti";
+  const ir::RopeAttrs attrs = ir::RopeAttrs::of(op);
+  const bool multi = ir::is_multi(attrs.mode);
   auto heads = xt.shape[1].constant(), head_dim = xt.shape[2].constant();
   if (!heads || !head_dim) unsupported(op, "heads and head_dim must be constant");
-  const int64_t n_rot = attr_i(op, "n_rot");
+  const int64_t n_rot = attrs.n_rot;
   if (n_rot <= 0 || n_rot % 2 != 0 || n_rot > *head_dim)
     unsupported(op, fmt::format("n_rot {} must be even and in (0, {}]", n_rot, *head_dim));
-  const float base = float(attr_f(op, "base", 10000.0)), freq_scale = float(attr_f(op, "freq_scale", 1.0));
-  const float ext = float(attr_f(op, "ext_factor", 0.0)), attn_factor = float(attr_f(op, "attn_factor", 1.0));
-  const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
+  const float base = float(attrs.base), freq_scale = float(attrs.freq_scale);
+  const float ext = float(attrs.ext_factor), attn_factor = float(attrs.attn_factor);
+  const float theta_scale = rope_theta_scale(base, n_rot);
   float corr[2] = {0, 0};
   float mscale = attn_factor;
   if (ext != 0.0f) {
-    const float n_ctx_orig = float(attr_i(op, "n_ctx_orig"));
-    auto corr_dim = [&](float beta) {
-      return float(n_rot) * std::log(n_ctx_orig / (beta * 2.0f * float(M_PI))) / (2.0f * std::log(base));
-    };
-    corr[0] = std::max(0.0f, std::floor(corr_dim(float(attr_f(op, "beta_fast", 32.0)))));
-    corr[1] = std::min(float(n_rot - 1), std::ceil(corr_dim(float(attr_f(op, "beta_slow", 1.0)))));
-    mscale *= 1.0f + 0.1f * std::log(1.0f / freq_scale);
+    rope_yarn_corr_dims(n_rot, attrs.n_ctx_orig, base, float(attrs.beta_fast), float(attrs.beta_slow), corr);
+    mscale = rope_yarn_mscale(attn_factor, freq_scale);
   }
   KernelBuilder kb(op.mnemonic(), what);
   const std::string x = kb.in(op.operands[0], "x"), pos = kb.in(op.operands[1], "pos");
@@ -92,7 +88,7 @@ Kernels emit_rope(const ir::Op& op, const std::string& what) {
         "    const float ramp_mix = (1.0f - fminf(1.0f, fmaxf(0.0f, ry))) * {2};\n"
         "    th = th * (1.0f - ramp_mix) + extrapolated * ramp_mix;\n",
         flit(corr[0]), flit(corr[1]), flit(ext));
-  const bool neox = mode == "neox" || multi;
+  const bool neox = attrs.mode != ir::RopeMode::Normal;
   const std::string rotate = rope_rotation(neox);
   kb.body(fmt::format(R"(  constexpr long long H = {0}, D = {1}, PAIRS = {2}, PER_HEAD = {3};
   for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < {4} * H * PER_HEAD; e += (long long)gridDim.x * blockDim.x) {{

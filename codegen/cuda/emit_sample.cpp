@@ -36,7 +36,7 @@ Kernels emit_sample(const ir::Op& op, const std::string& what) {
     unsupported(op, "logits must be [S, V] f32, got " + lt.str());
   const auto vocab = lt.shape[1].constant();
   if (!vocab || *vocab <= 0) unsupported(op, "the vocabulary must be a positive constant, got " + lt.str());
-  const int64_t max_k = attr_i(op, "max_k");
+  const int64_t max_k = ir::SampleAttrs::of(op).max_k;
   if (max_k < 1 || max_k > 256) unsupported(op, fmt::format("max_k = {} must be in [1, 256]", max_k));
   KernelBuilder kb(op.mnemonic(), what);
   const std::string x = kb.in(op.operands[0], "logits"), prm = kb.in(op.operands[1], "params"),

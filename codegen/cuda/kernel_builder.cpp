@@ -150,16 +150,6 @@ ir::Dim dims_product(const ir::Shape& s, size_t from, size_t to) {
 }
 ir::Dim numel(const ir::TensorType& t) { return dims_product(t.shape, 0, t.shape.size()); }
 
-double attr_f(const ir::Op& op, const char* name, double fallback) {
-  const ir::Attr* a = op.attr(name);
-  if (!a) return fallback;
-  return a->kind == ir::AttrKind::Int ? double(a->i) : a->f;
-}
-int64_t attr_i(const ir::Op& op, const char* name, int64_t fallback) {
-  const ir::Attr* a = op.attr(name);
-  return a ? a->i : fallback;
-}
-
 std::string flit(double v) {
   const float f = float(v);
   if (std::isnan(f)) return "__int_as_float(0x7fc00000)";

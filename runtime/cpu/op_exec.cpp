@@ -9,6 +9,7 @@
 
 #include "frontends/gguf/dequant.h"
 #include "ir/builder.h"
+#include "ir/op_attrs.h"
 #include "passes/memory_plan.h"
 #include "runtime/cpu/exec_context.h"
 #include "runtime/cpu/kernels/indexer.h"
@@ -45,15 +46,6 @@ void require_f32(const ir::Op& op, const Buf& b, const char* what) {
     fail(op, fmt::format("{} must be f32 on the cpu, got {}", what, b.elem.name()));
 }
 
-int64_t int_attr(const ir::Op& op, const char* name, int64_t fallback = 0) {
-  const ir::Attr* a = op.attr(name);
-  return a ? a->i : fallback;
-}
-double float_attr(const ir::Op& op, const char* name, double fallback = 0) {
-  const ir::Attr* a = op.attr(name);
-  return a ? (a->kind == ir::AttrKind::Int ? double(a->i) : a->f) : fallback;
-}
-
 // Index values of any integer element type, widened.
 int64_t index_at(const Buf& b, int64_t i) {
   switch (b.elem.kind()) {
@@ -75,7 +67,7 @@ void exec_driver_only(ExecContext&, const ir::Op& op) { fail(op, "handled by the
 
 // --- state -----------------------------------------------------------------
 void exec_state_rows(ExecContext& c, const ir::Op& op, bool write) {
-  HostStates::Buffer& s = c.states.buffer(op.attr("state")->s);
+  HostStates::Buffer& s = c.states.buffer(*ir::state_symbol(op));
   if (s.decl->kind == ir::StateKind::Paged) fail(op, "paged states are read by attention, not state_read/state_write");
   const Buf& b = write ? c.in(op, 0) : c.out(op);
   const uint64_t row = uint64_t(s.row_elems * s.elem_bytes);
@@ -159,12 +151,13 @@ void exec_Sqrt(ExecContext& c, const ir::Op& op) { exec_unary<square_root>(c, op
 void exec_Clamp(ExecContext& c, const ir::Op& op) {
   require_f32(op, c.in(op, 0), "input");
   // ggml keeps the bounds as float op params: round them the same way.
-  clamp_values(c.in(op, 0).as<float>(), float(float_attr(op, "min")), float(float_attr(op, "max")),
+  const ir::ClampAttrs a = ir::ClampAttrs::of(op);
+  clamp_values(c.in(op, 0).as<float>(), float(a.min), float(a.max),
                c.out(op).as<float>(), c.in(op, 0).numel);
 }
 void exec_Scale(ExecContext& c, const ir::Op& op) {
   require_f32(op, c.in(op, 0), "input");
-  scale(c.in(op, 0).as<float>(), float(float_attr(op, "factor")), c.out(op).as<float>(), c.in(op, 0).numel);
+  scale(c.in(op, 0).as<float>(), float(ir::ScaleAttrs::of(op).factor), c.out(op).as<float>(), c.in(op, 0).numel);
 }
 
 float load_float(const Buf& b, int64_t i) {
@@ -200,7 +193,7 @@ void exec_RmsNorm(ExecContext& c, const ir::Op& op) {
   const Buf& w = c.in(op, 1);
   require_f32(op, x, "input");
   require_f32(op, w, "weight");
-  const float eps = float(float_attr(op, "eps"));
+  const float eps = float(ir::RmsNormAttrs::of(op).eps);
   const int64_t cols = x.last_dim(), groups = w.rows();
   if (groups == 1) return rms_norm(x.as<float>(), w.as<float>(), eps, x.rows(), cols, c.out(op).as<float>());
   // A grouped weight [G, D]: row r takes gain row r % G.
@@ -215,7 +208,7 @@ void exec_LayerNorm(ExecContext& c, const ir::Op& op) {
   const float* bias = nullptr;
   if (op.operands.size() > 1) require_f32(op, c.in(op, 1), "gain"), gain = c.in(op, 1).as<float>();
   if (op.operands.size() > 2) require_f32(op, c.in(op, 2), "bias"), bias = c.in(op, 2).as<float>();
-  layer_norm(x.as<float>(), gain, bias, float(float_attr(op, "eps")), x.rows(), x.last_dim(), c.out(op).as<float>());
+  layer_norm(x.as<float>(), gain, bias, float(ir::LayerNormAttrs::of(op).eps), x.rows(), x.last_dim(), c.out(op).as<float>());
 }
 
 // llm_graph_input_attn_temp::set_input's formula with its roundings: the
@@ -223,9 +216,10 @@ void exec_LayerNorm(ExecContext& c, const ir::Op& op) {
 void exec_AttnTemp(ExecContext& c, const ir::Op& op) {
   const Buf& pos = c.in(op, 0);
   float* y = c.out(op).as<float>();
-  const float floor_scale = float(int_attr(op, "floor_scale"));
-  const float offset = float(float_attr(op, "offset"));
-  const double scale = double(float(float_attr(op, "scale")));
+  const ir::AttnTempAttrs a = ir::AttnTempAttrs::of(op);
+  const float floor_scale = float(a.floor_scale);
+  const float offset = float(a.offset);
+  const double scale = double(float(a.scale));
   for (int64_t t = 0; t < pos.numel; ++t) {
     const float p = float(pos.as<int32_t>()[t]);
     y[t] = float(std::log(double(std::floor((p + offset) / floor_scale)) + 1.0) * scale + 1.0);
@@ -234,26 +228,29 @@ void exec_AttnTemp(ExecContext& c, const ir::Op& op) {
 
 }  // namespace
 
-// The rope attributes of `rope` and `indexer_select` (which has no YaRN ones).
+// The rope attributes of `rope` and `indexer_select` (which has no YaRN
+// ones: their defaults leave it off).
 RopeParams rope_params(const ir::Op& op) {
-  const std::string& mode = op.attr("mode")->s;
-  RopeParams p;
-  p.n_dims = int_attr(op, "n_rot");
-  p.mode = mode == "neox"     ? RopeMode::Neox
-           : mode == "multi"  ? RopeMode::Multi
-           : mode == "imulti" ? RopeMode::IMulti
-                              : RopeMode::Normal;
-  if (const ir::Attr* sections = op.attr("sections")) {
-    if (sections->ints.size() != 4) fail(op, "'sections' must hold 4 values");
-    for (size_t i = 0; i < 4; ++i) p.sections[i] = int32_t(sections->ints[i]);
+  ir::RopeAttrs a;
+  if (op.kind == ir::OpKind::IndexerSelect) {
+    const ir::IndexerSelectAttrs s = ir::IndexerSelectAttrs::of(op);
+    a.mode = s.mode, a.n_rot = s.n_rot, a.base = s.base, a.freq_scale = s.freq_scale, a.sections = s.sections;
+  } else {
+    a = ir::RopeAttrs::of(op);
   }
-  p.freq_base = float(float_attr(op, "base", 10000.0));
-  p.freq_scale = float(float_attr(op, "freq_scale", 1.0));
-  p.attn_factor = float(float_attr(op, "attn_factor", 1.0));
-  p.ext_factor = float(float_attr(op, "ext_factor", 0.0));
+  RopeParams p;
+  p.n_dims = a.n_rot;
+  p.mode = a.mode;
+  if (!a.sections.empty()) {
+    if (a.sections.size() != 4) fail(op, "'sections' must hold 4 values");
+    for (size_t i = 0; i < 4; ++i) p.sections[i] = int32_t(a.sections[i]);
+  }
+  p.freq_base = float(a.base);
+  p.freq_scale = float(a.freq_scale);
+  p.attn_factor = float(a.attn_factor);
+  p.ext_factor = float(a.ext_factor);
   if (p.ext_factor != 0.0f)
-    rope_yarn_corr_dims(p.n_dims, int_attr(op, "n_ctx_orig"), p.freq_base, float(float_attr(op, "beta_fast", 32.0)),
-                        float(float_attr(op, "beta_slow", 1.0)), p.corr_dims);
+    rope_yarn_corr_dims(p.n_dims, a.n_ctx_orig, p.freq_base, float(a.beta_fast), float(a.beta_slow), p.corr_dims);
   return p;
 }
 
@@ -301,7 +298,8 @@ void append_rows(ExecContext& c, const ir::Op& op, HostStates::Buffer& b, int ha
 void exec_Attention(ExecContext& c, const ir::Op& op) {
   const Buf &q = c.in(op, 0), &k = c.in(op, 1), &v = c.in(op, 2), &pos = c.in(op, 3), &seq = c.in(op, 4);
   const Buf& out = c.out(op);
-  HostStates::Buffer& kv = c.states.buffer(op.attr("state")->s);
+  const ir::AttentionAttrs a = ir::AttentionAttrs::of(op);
+  HostStates::Buffer& kv = c.states.buffer(a.state);
   const int64_t n_tokens = q.shape[0], n_head = q.shape[1], n_head_kv = k.shape[1], head_dim = q.shape[2];
   const int64_t row = n_head_kv * head_dim;
   const bool f16 = kv.elem.kind() == ir::ElemType::F16;
@@ -315,17 +313,16 @@ void exec_Attention(ExecContext& c, const ir::Op& op) {
   p.n_head_kv = n_head_kv;
   p.head_dim = head_dim;
   p.kv_type = f16 ? GgmlType::F16 : GgmlType::F32;
-  p.scale = float(float_attr(op, "scale", 1.0));
-  p.softcap = float(float_attr(op, "softcap", 0.0));
-  p.causal = int_attr(op, "causal", 1) != 0;
-  p.n_swa = int32_t(int_attr(op, "window", 0));
-  p.n_chunk = int32_t(int_attr(op, "chunk", 0));
+  p.scale = float(a.scale);
+  p.softcap = float(a.softcap);
+  p.causal = a.causal;
+  p.n_swa = int32_t(a.window);
+  p.n_chunk = int32_t(a.chunk);
   p.page_size = c.states.page_size();
   const int64_t q_row = n_head * head_dim;
   // Operand 5, when present: the positions each query may read (from
   // indexer_select). With `sinks` the last operand holds the [Hq] sink logits.
-  const ir::Attr* sinks_attr = op.attr("sinks");
-  const bool has_sinks = sinks_attr != nullptr && sinks_attr->i != 0;
+  const bool has_sinks = a.sinks;
   const size_t n_base = has_sinks ? 6 : 5;
   const Buf* selected = op.operands.size() == n_base + 1 ? &c.in(op, 5) : nullptr;
   if (has_sinks) {
@@ -368,13 +365,14 @@ void exec_Attention(ExecContext& c, const ir::Op& op) {
 void exec_IndexerSelect(ExecContext& c, const ir::Op& op) {
   const Buf &q = c.in(op, 0), &k = c.in(op, 1), &k_norm = c.in(op, 2), &pos = c.in(op, 3), &seq = c.in(op, 4);
   for (int i = 0; i < 3; ++i) require_f32(op, c.in(op, size_t(i)), i == 0 ? "q" : i == 1 ? "k" : "k_norm");
-  HostStates::Buffer& cache = c.states.buffer(op.attr("state")->s);
+  const ir::IndexerSelectAttrs a = ir::IndexerSelectAttrs::of(op);
+  HostStates::Buffer& cache = c.states.buffer(a.state);
   const bool f16 = cache.elem.kind() == ir::ElemType::F16;
   if (!f16 && cache.elem.kind() != ir::ElemType::F32) fail(op, "the indexer cache must be f16 or f32");
   const int64_t n_tokens = q.shape[0], dim = k.shape[1];
   append_rows(c, op, cache, 0, k.as<float>(), dim, pos, seq);
-  IndexerParams p{.n_tokens = n_tokens, .n_head = q.shape[1], .head_dim = dim, .ratio = int_attr(op, "ratio"),
-                  .top_k = int_attr(op, "top_k"), .eps = float(float_attr(op, "eps")), .rope = rope_params(op),
+  IndexerParams p{.n_tokens = n_tokens, .n_head = q.shape[1], .head_dim = dim, .ratio = a.ratio,
+                  .top_k = a.top_k, .eps = float(a.eps), .rope = rope_params(op),
                   .cache = c.states.pool_base(cache, 0), .cache_type = f16 ? GgmlType::F16 : GgmlType::F32,
                   .page_size = c.states.page_size()};
   std::vector<IndexerTable> tables;
@@ -390,13 +388,13 @@ void exec_IndexerSelect(ExecContext& c, const ir::Op& op) {
 void exec_L2Norm(ExecContext& c, const ir::Op& op) {
   const Buf& x = c.in(op, 0);
   require_f32(op, x, "input");
-  l2_norm(x.as<float>(), float(float_attr(op, "eps")), x.rows(), x.last_dim(), c.out(op).as<float>());
+  l2_norm(x.as<float>(), float(ir::L2NormAttrs::of(op).eps), x.rows(), x.last_dim(), c.out(op).as<float>());
 }
 
 // The rows of a plain recurrent state, one per sequence of the step (by
 // sequence index), for kernels that update them in place.
 std::vector<float*> sequence_states(ExecContext& c, const ir::Op& op) {
-  HostStates::Buffer& s = c.states.buffer(op.attr("state")->s);
+  HostStates::Buffer& s = c.states.buffer(*ir::state_symbol(op));
   if (s.decl->kind != ir::StateKind::Plain || s.elem.kind() != ir::ElemType::F32)
     fail(op, "the recurrent state must be plain f32");
   std::vector<float*> rows(c.slots.size());
@@ -411,7 +409,7 @@ void exec_CausalConv1d(ExecContext& c, const ir::Op& op) {
   p.n_tokens = x.shape[0];
   p.channels = x.shape[1];
   p.kernel = w.shape[1];
-  p.dilation = int_attr(op, "dilation", 1);
+  p.dilation = ir::CausalConv1dAttrs::of(op).dilation;
   p.n_seqs = int64_t(c.slots.size());
   const auto states = sequence_states(c, op);
   try {
@@ -429,7 +427,7 @@ void exec_DeltaRule(ExecContext& c, const ir::Op& op) {
   p.dk = q.shape[2];
   p.dv = v.shape[2];
   p.n_seqs = int64_t(c.slots.size());
-  p.scale = float(float_attr(op, "scale", 1.0));
+  p.scale = float(ir::DeltaRuleAttrs::of(op).scale);
   const auto states = sequence_states(c, op);
   try {
     delta_rule(q.as<float>(), c.in(op, 1).as<float>(), v.as<float>(), c.in(op, 3).as<float>(), c.in(op, 4).as<float>(),
@@ -464,7 +462,7 @@ void exec_Argmax(ExecContext& c, const ir::Op& op) {
 void exec_TopK(ExecContext& c, const ir::Op& op) {
   const Buf& x = c.in(op, 0);
   require_f32(op, x, "input");
-  const int64_t k = int_attr(op, "k"), n = x.last_dim();
+  const int64_t k = ir::TopKAttrs::of(op).k, n = x.last_dim();
   for (int64_t r = 0; r < x.rows(); ++r) {
     int32_t* idx = c.out(op, 1).as<int32_t>() + r * k;
     top_k(x.as<float>() + r * n, n, k, idx);
@@ -481,7 +479,7 @@ void exec_Sample(ExecContext& c, const ir::Op& op) {
   const float* params = c.in(op, 1).as<float>();
   const int32_t* seed = c.in(op, 2).as<int32_t>();
   const int32_t* pos = c.in(op, 3).as<int32_t>();
-  const int64_t n = x.last_dim(), max_k = int_attr(op, "max_k");
+  const int64_t n = x.last_dim(), max_k = ir::SampleAttrs::of(op).max_k;
   for (int64_t r = 0; r < x.rows(); ++r) {
     const uint64_t s = uint64_t(uint32_t(seed[2 * r])) | uint64_t(uint32_t(seed[2 * r + 1])) << 32;
     c.out(op).as<int32_t>()[r] = sample_row(x.as<float>() + r * n, n, params + 4 * r, s, pos[r], max_k);
@@ -492,36 +490,30 @@ void exec_Sample(ExecContext& c, const ir::Op& op) {
 void exec_MoeRoute(ExecContext& c, const ir::Op& op) {
   const Buf& logits = c.in(op, 0);
   require_f32(op, logits, "router logits");
-  const std::string& gating = op.attr("gating")->s;
+  const ir::MoeRouteAttrs a = ir::MoeRouteAttrs::of(op);
   MoeRouteParams p;
-  p.k = int_attr(op, "k");
-  p.gating = gating == "sigmoid" ? MoeGating::Sigmoid : gating == "softmax_weight" ? MoeGating::SoftmaxWeight : MoeGating::Softmax;
-  p.norm = int_attr(op, "norm") != 0;
-  p.scale = float(float_attr(op, "scale", 0.0));
+  p.k = a.k;
+  p.gating = a.gating;
+  p.norm = a.norm;
+  p.scale = float(a.scale);
   if (op.operands.size() > 1) {
     require_f32(op, c.in(op, 1), "selection bias");
     p.selection_bias = c.in(op, 1).as<float>();
   }
-  p.groups = int_attr(op, "groups", 0);
-  p.groups_used = int_attr(op, "groups_used", 0);
+  p.groups = a.groups;
+  p.groups_used = a.groups_used;
   moe_route(logits.as<float>(), logits.rows(), logits.last_dim(), p, c.out(op, 0).as<float>(), c.out(op, 1).as<int32_t>());
 }
 
-// The activation attributes of a moe_ffn op (silu when absent).
-MoeActivationParams moe_activation_of(const ir::Op& op) {
-  MoeActivationParams a;
-  const ir::Attr* kind = op.attr("activation");
-  if (kind == nullptr || kind->s == "silu") return a;
-  if (kind->s != "swiglu_oai") fail(op, fmt::format("unknown moe_ffn activation '{}'", kind->s));
-  a.kind = MoeActivationParams::Kind::SwigluOai;
-  a.alpha = float(float_attr(op, "alpha"));
-  a.limit = float(float_attr(op, "limit"));
-  return a;
+// The activation attributes of a moe_ffn op.
+MoeActivationParams moe_activation_of(const ir::MoeFfnAttrs& attrs) {
+  return {.kind = attrs.activation, .alpha = float(attrs.alpha), .limit = float(attrs.limit)};
 }
 
 void exec_MoeFfn(ExecContext& c, const ir::Op& op) {
   const Buf &x = c.in(op, 0), &w = c.in(op, 1), &ids = c.in(op, 2);
   require_f32(op, x, "input");
+  const ir::MoeFfnAttrs attrs = ir::MoeFfnAttrs::of(op);
   const ir::MoeExperts experts = ir::MoeExperts::of(op);
   auto f32_of = [&](ir::Value v, const char* what) -> const float* {
     if (!v) return nullptr;
@@ -550,8 +542,8 @@ void exec_MoeFfn(ExecContext& c, const ir::Op& op) {
     up = stack(experts.up, experts.up_scale, experts.up_bias);
   }
   moe_ffn(gate, up, stack(experts.down, experts.down_scale, experts.down_bias), x.as<float>(), x.rows(),
-          w.as<float>(), ids.as<int32_t>(), w.last_dim(), c.out(op).as<float>(), c.pool, moe_activation_of(op),
-          int_attr(op, "weight_input") != 0);
+          w.as<float>(), ids.as<int32_t>(), w.last_dim(), c.out(op).as<float>(), c.pool, moe_activation_of(attrs),
+          attrs.weight_input);
 }
 
 // --- data movement ---------------------------------------------------------
@@ -564,7 +556,7 @@ int64_t span_of(const std::vector<int64_t>& shape, size_t from, size_t to) {
 void exec_Transpose(ExecContext& c, const ir::Op& op) {
   const Buf& x = c.in(op, 0);
   const Buf& y = c.out(op);
-  const auto& perm = op.attr("perm")->ints;
+  const std::vector<int64_t> perm = ir::TransposeAttrs::of(op).perm;
   const size_t rank = x.shape.size();
   const int64_t eb = elem_bytes(x.elem);
   std::vector<int64_t> in_stride(rank, 1);
@@ -583,7 +575,7 @@ void exec_Transpose(ExecContext& c, const ir::Op& op) {
 
 void exec_Concat(ExecContext& c, const ir::Op& op) {
   const Buf& y = c.out(op);
-  const size_t axis = size_t(int_attr(op, "axis"));
+  const size_t axis = size_t(ir::ConcatAttrs::of(op).axis);
   const int64_t eb = elem_bytes(y.elem), outer = span_of(y.shape, 0, axis);
   const int64_t out_chunk = span_of(y.shape, axis, y.shape.size()) * eb;
   int64_t offset = 0;
@@ -598,8 +590,9 @@ void exec_Concat(ExecContext& c, const ir::Op& op) {
 void exec_Slice(ExecContext& c, const ir::Op& op) {
   const Buf& x = c.in(op, 0);
   const Buf& y = c.out(op);
-  const size_t axis = size_t(int_attr(op, "axis"));
-  auto start = op.attr("start")->dim.constant();
+  const ir::SliceAttrs a = ir::SliceAttrs::of(op);
+  const size_t axis = size_t(a.axis);
+  auto start = a.start.constant();
   if (!start) fail(op, "symbolic slice starts are not supported on the cpu yet");
   const int64_t eb = elem_bytes(x.elem), outer = span_of(x.shape, 0, axis), inner = span_of(x.shape, axis + 1, x.shape.size()) * eb;
   const int64_t in_chunk = x.shape[axis] * inner, out_chunk = y.shape[axis] * inner;
@@ -625,7 +618,7 @@ void exec_Gather(ExecContext& c, const ir::Op& op) {
   const Buf& x = c.in(op, 0);
   const Buf& idx = c.in(op, 1);
   if (x.elem.is_quant()) fail(op, "gather keeps the element type; use embed for quantized rows");
-  AxisSplit s = split_at(x, size_t(int_attr(op, "axis")));
+  AxisSplit s = split_at(x, size_t(ir::GatherAttrs::of(op).axis));
   uint8_t* y = c.out(op).data;
   for (int64_t o = 0; o < s.outer; ++o)
     for (int64_t i = 0; i < idx.numel; ++i, y += s.inner_bytes)
@@ -638,7 +631,7 @@ void exec_Scatter(ExecContext& c, const ir::Op& op) {
   const Buf& upd = c.in(op, 2);
   const Buf& y = c.out(op);
   std::memmove(y.data, x.data, storage_bytes(x.elem, x.numel));
-  AxisSplit s = split_at(x, size_t(int_attr(op, "axis")));
+  AxisSplit s = split_at(x, size_t(ir::ScatterAttrs::of(op).axis));
   const uint8_t* u = upd.data;
   for (int64_t o = 0; o < s.outer; ++o)
     for (int64_t i = 0; i < idx.numel; ++i, u += s.inner_bytes)
@@ -668,8 +661,9 @@ std::vector<int64_t> ngram_context(const Buf& ids, const Buf& seq, const Buf& hi
 
 void exec_NgramHash(ExecContext& c, const ir::Op& op) {
   const Buf &ids = c.in(op, 0), &seq = c.in(op, 1), &history = c.in(op, 2);
-  const int64_t n = int_attr(op, "n"), hpg = int_attr(op, "heads_per_gram"), eos = int_attr(op, "eos");
-  const auto &mult = op.attr("mult")->ints, &vocab = op.attr("vocab")->ints, &offset = op.attr("offset")->ints;
+  const ir::NgramHashAttrs a = ir::NgramHashAttrs::of(op);
+  const int64_t n = a.n, hpg = a.heads_per_gram, eos = a.eos;
+  const auto &mult = a.mult, &vocab = a.vocab, &offset = a.offset;
   const int64_t heads = (n - 1) * hpg;
   for (int64_t t = 0; t < ids.numel; ++t) {
     std::vector<int64_t> ctx = ngram_context(ids, seq, history, t, n, eos);

@@ -156,7 +156,6 @@ void sum_rows(const float* x, int64_t n_rows, int64_t n_cols, float* y) {
 
 namespace {
 
-bool is_multi(RopeMode m) { return m == RopeMode::Multi || m == RopeMode::IMulti; }
 
 // The position component that drives rotary pair i in the multi-section
 // modes (ggml_mrope_cache_init; `t, h, w, e` there are components 0..3).
@@ -191,7 +190,7 @@ void rope_cache(const RopeParams& p, const int32_t* pos, float theta_scale, floa
       const float y = (static_cast<float>(i) - p.corr_dims[0]) / std::max(0.001f, p.corr_dims[1] - p.corr_dims[0]);
       const float ramp_mix = (1.0f - std::min(1.0f, std::max(0.0f, y))) * p.ext_factor;
       th = th * (1.0f - ramp_mix) + extrapolated * ramp_mix;
-      mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
+      mscale = rope_yarn_mscale(p.attn_factor, p.freq_scale);
     }
     cache[2 * i] = std::cos(th) * mscale;
     cache[2 * i + 1] = std::sin(th) * mscale;
@@ -260,7 +259,7 @@ void rotate_token(const float* x, int64_t n_heads, int64_t head_dim, const float
   }
 }
 
-float rope_theta_scale(const RopeParams& p) { return std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_dims)); }
+float rope_theta_scale(const RopeParams& p) { return vtc::rope_theta_scale(p.freq_base, p.n_dims); }
 int64_t rope_pos_stride(const RopeParams& p) { return is_multi(p.mode) ? 4 : 1; }
 
 }  // namespace
@@ -286,17 +285,6 @@ void rope_rotate(const float* x, int64_t x_stride, int64_t n_tokens, int64_t n_h
                  const float* table, const RopeParams& p, float* y, int64_t y_stride) {
   for (int64_t t = 0; t < n_tokens; ++t)
     rotate_token(x + t * x_stride, n_heads, head_dim, table + t * p.n_dims, p, y + t * y_stride);
-}
-
-void rope_yarn_corr_dims(int64_t n_dims, int64_t n_ctx_orig, float freq_base, float beta_fast, float beta_slow,
-                         float dims[2]) {
-  auto corr_dim = [&](float n_rot) {
-    return static_cast<float>(n_dims) *
-           std::log(static_cast<float>(n_ctx_orig) / (n_rot * 2.0f * static_cast<float>(M_PI))) /
-           (2.0f * std::log(freq_base));
-  };
-  dims[0] = std::max(0.0f, std::floor(corr_dim(beta_fast)));
-  dims[1] = std::min(static_cast<float>(n_dims - 1), std::ceil(corr_dim(beta_slow)));
 }
 
 int64_t argmax(const float* x, int64_t n) {

@@ -15,7 +15,9 @@
 
 #include <cstdint>
 
+#include "ir/attr_enums.h"
 #include "runtime/cpu/thread_pool.h"
+#include "support/rope_yarn.h"
 #include "support/ggml_type.h"
 #include "support/weight_layout.h"
 
@@ -178,15 +180,11 @@ void softmax(const float* x, int64_t n_rows, int64_t n_cols, float scale, float*
 // rounded once, as ggml_vec_sum_f32 (ggml_sum_rows); y has n_rows values.
 void sum_rows(const float* x, int64_t n_rows, int64_t n_cols, float* y);
 
-enum class RopeMode : uint8_t {
-  Normal = 0,  // rotates pairs (x[2i], x[2i+1])            (llama)
-  Neox = 2,    // rotates pairs (x[i], x[i + n_dims/2])      (qwen2, qwen3)
-  // Multi-section (ggml's MROPE, qwen2-vl) and its interleaved form (IMROPE,
-  // qwen3-vl / qwen3.5): rotate like Neox; each pair takes its angle from
-  // one of four position components, chosen by `sections`.
-  Multi = 8,
-  IMulti = 40,
-};
+// The IR's rope modes (ir/attr_enums.def): Normal rotates pairs (x[2i],
+// x[2i+1]) (llama), Neox (x[i], x[i + n_dims/2]) (qwen2, qwen3); Multi
+// (ggml's MROPE) and IMulti (IMROPE) rotate like Neox, each pair taking its
+// angle from one of four position components, chosen by `sections`.
+using RopeMode = ir::RopeMode;
 
 struct RopeParams {
   int64_t n_dims = 0;     // rotated dims, even, <= head_dim; the rest are copied
@@ -208,9 +206,7 @@ struct RopeParams {
   int32_t sections[4] = {0, 0, 0, 0};
 };
 
-// ggml's YaRN correction dims for n_dims rotated dims.
-void rope_yarn_corr_dims(int64_t n_dims, int64_t n_ctx_orig, float freq_base, float beta_fast, float beta_slow,
-                         float dims[2]);
+// YaRN's correction dims: rope_yarn_corr_dims in support/rope_yarn.h.
 
 // RoPE on x [n_tokens][n_heads][head_dim] at per-token positions pos[t],
 // as ggml: theta_i = pos * freq_scale * base^(-2i/n_dims) / freq_factors[i],

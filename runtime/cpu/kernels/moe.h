@@ -4,12 +4,13 @@
 
 #include <cstdint>
 
+#include "ir/attr_enums.h"
 #include "runtime/cpu/thread_pool.h"
 #include "support/ggml_type.h"
 
 namespace vtc::cpu {
 
-enum class MoeGating : uint8_t { Softmax, Sigmoid, SoftmaxWeight };
+using MoeGating = ir::MoeGating;  // ir/attr_enums.def
 
 struct MoeRouteParams {
   int64_t k = 1;
@@ -53,7 +54,8 @@ struct ExpertStack {
 // Silu: silu(g) * u. SwigluOai (ggml_swiglu_oai): g' = min(g, limit), u' =
 // clamp(u, -limit, limit), g' / (1 + exp(alpha * -g')) * (u' + 1).
 struct MoeActivationParams {
-  enum class Kind : uint8_t { Silu, SwigluOai } kind = Kind::Silu;
+  using Kind = ir::MoeActivationKind;
+  Kind kind = Kind::Silu;
   float alpha = 1.702f, limit = 7.0f;
 };
 
