@@ -4,15 +4,17 @@
 //   1. reference: each distinct request's greedy answer from one replica alone;
 //   2. no faults: N mixed requests (chat and completions, streamed and not),
 //      C at a time, through the proxy;
-//   3. faults: the same N requests; at request N/5 one replica gets SIGKILL,
-//      at 2N/5 another gets SIGTERM (its drain is probed directly: /health
-//      503 "draining", a new request 503 + Retry-After, a stream in flight
-//      finishes) and is started again; from 2N/3 on the load waits for it to
-//      be back in the proxy;
+//   3. faults: the same N requests; at request N/5 the replica home to
+//      system prompt 0 gets SIGKILL while 4 long non-streamed requests on
+//      that prompt run (the proxy must answer them from another), at 2N/5
+//      another gets SIGTERM (its drain is probed directly: drainAndRestart)
+//      and is started again; from 2N/3 on the load waits for it to be back
+//      in the proxy;
 //   4. prefix affinity: 8 shared system prompts x many users on cold
 //      replicas with small KV pools, routed by prefix hash, then by least
 //      connections: each replica's /metrics (through the proxy) gives the
-//      prefix-cache hit rate, the answers' X-Vtc-Replica header the spread.
+//      prefix-cache hit rate, the answers' X-Vtc-Replica header the spread;
+//   5. every replica start answered /health 503 "Loading model" before 200.
 // Exit 0 when everything expected holds, 1 otherwise (each failure named).
 //   node scripts/cluster_check.mjs VTC MODEL HAPROXY_CFG WORK_DIR
 // CLUSTER_CHECK_REQUESTS (300) and CLUSTER_CHECK_CONCURRENCY (16) size the load.

@@ -1,8 +1,10 @@
 // `vtc serve MODEL`: the OpenAI-compatible HTTP server (docs/serving.md).
 // Binds first (so /health says 503 while the model loads), loads the model
-// into the engine, then serves until SIGINT/SIGTERM: stop accepting, let
-// in-flight requests finish for --shutdown-timeout seconds, cancel the rest,
-// exit 0. Every failure before ready (the port, the model, its chat
+// into the engine, then serves until SIGINT/SIGTERM: /health answers 503,
+// requests are still served for --drain-delay seconds (a load balancer
+// takes the replica out meanwhile), then new ones get 503 while in-flight
+// ones finish for --shutdown-timeout seconds, the rest are cancelled, and
+// it exits 0. Every failure before ready (the port, the model, its chat
 // template, the backend), and a signal during the load, ends the process
 // at once with exit code 1 and one line naming the cause.
 #include <CLI/CLI.hpp>
