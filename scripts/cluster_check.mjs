@@ -76,6 +76,7 @@ function send(port, { path, body }, agent, onResponse = () => {}) {
         done();
       });
     });
+    req.setTimeout(60000, () => req.destroy(new Error('no answer within 60 s')));
     req.on('error', (e) => { out.error = e.message; done(); });
     req.end(JSON.stringify(body));
   });
@@ -338,6 +339,11 @@ const proxy = new Proxy({ configPath, workDir, port: await freePort(), statsPort
 const cleanup = () => { for (const p of [...replicas.map((r) => r.proc), proxy.proc]) if (p && p.exitCode === null) p.kill('SIGKILL'); };
 process.on('exit', cleanup);
 const t0 = performance.now();
+// Bounded in time as in count: a run that hangs ends here, named, before ctest's timeout.
+setTimeout(() => {
+  console.log(`cluster-check: FAIL: not done within 150 s (logs in ${workDir})`);
+  process.exit(1);
+}, 150000).unref();
 try {
   await Promise.all(replicas.map((r) => r.start()));
   const reference = await referenceAnswers(replicas[0]);
