@@ -697,9 +697,10 @@ bool hold_until_generated(Engine& engine, Choices& choices) {
   }
 }
 
-// Answers with a generation through a chunked content provider (close-
-// delimited for HTTP/1.0): server-sent events when the request streams,
-// else one JSON body. Every generating endpoint ends here. The provider
+// Answers with a generation: server-sent events through a chunked content
+// provider (close-delimited for HTTP/1.0) when the request streams, else one
+// JSON body, held back until generated (above; a provider again once the
+// client half-closes). Every generating endpoint ends here. The provider
 // bodies (serve/response_format.h) never throw, so no request can end the
 // process; a client gone cancels the request's choices.
 void respond_with_generation(const httplib::Request& req, httplib::Response& res, Engine* engine,
