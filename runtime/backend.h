@@ -24,17 +24,28 @@
 #include "ir/module.h"
 #include "passes/memory_plan.h"
 #include "runtime/state/state_store.h"
+#include "runtime/sampler.h"
 #include "runtime/tensor.h"
 
 namespace vtc {
 
-// Sampling on the backend (@decode's `sample` op), one row per sequence.
+// Sampling on the backend (@decode's `sample` op), one row per sequence:
+// the host sampler's settings that the op covers. Its defaults are
+// SamplingParams' (runtime/sampler.h), the one set users see; a step that
+// only wants the argmax asks for greedy().
 struct DeviceSampling {
-  float temperature = 0.0f;  // <= 0: greedy
-  int top_k = 40;            // <= 0 or above the step's bound (arch::kSampleMaxCandidates): the bound
-  float top_p = 0.95f;
-  float min_p = 0.05f;
-  uint64_t seed = 42;        // with the row's position, fixes the draw
+  float temperature = SamplingParams{}.temperature;  // <= 0: greedy
+  int top_k = SamplingParams{}.top_k;  // <= 0 or above the step's bound (arch::kSampleMaxCandidates): the bound
+  float top_p = SamplingParams{}.top_p;
+  float min_p = SamplingParams{}.min_p;
+  uint64_t seed = 42;  // resolved (never SamplingParams::kRandomSeed); with the row's position, fixes the draw
+
+  static DeviceSampling greedy() { return DeviceSampling{.temperature = 0.0f}; }
+  // `params`' settings, drawing from `seed` (the host sampler's resolved one).
+  static DeviceSampling of(const SamplingParams& params, uint64_t seed) {
+    return DeviceSampling{.temperature = params.temperature, .top_k = params.top_k, .top_p = params.top_p,
+                          .min_p = params.min_p, .seed = seed};
+  }
 };
 
 // What a backend is built from: the lowered module, its weights' file, the

@@ -65,7 +65,7 @@ BenchFigures bench_session(Session& session, const BenchSpec& spec, const BenchP
     session.set_last_id(0, 1);
     t0 = clock_type::now();
     const std::vector<int32_t> slot0{0};
-    const DeviceSampling greedy{};
+    const DeviceSampling greedy = DeviceSampling::greedy();
     for (int32_t i = 0; i < spec.gen_tokens; ++i) session.decode_sampled(slot0, std::vector<int32_t>{i}, {&greedy, 1});
     session.finish_sampled();
     double tg = seconds_since(t0);

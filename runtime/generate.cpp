@@ -38,8 +38,7 @@ GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<
   const SamplingParams& sp = o.sampling;
   const bool on_device = o.device_sampling && !o.keep_logits && sp.repeat_penalty == 1.0f &&
                          sp.frequency_penalty == 0.0f && sp.presence_penalty == 0.0f;
-  const DeviceSampling device{.temperature = sp.temperature, .top_k = sp.top_k, .top_p = sp.top_p, .min_p = sp.min_p,
-                              .seed = sampler.seed()};
+  const DeviceSampling device = DeviceSampling::of(sp, sampler.seed());
   int32_t next_id = -1;  // drawn on the backend by the last decode
   while (o.n_predict < 0 || int32_t(result.generated.size()) < o.n_predict) {
     const int32_t token = next_id >= 0 ? next_id : sampler.sample(row);

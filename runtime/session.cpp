@@ -316,7 +316,7 @@ HostTensor Session::decode(std::span<const int32_t> slots, std::span<const int32
   check_tokens(tokens, n_vocab(), "decode");
   impl_->check_decode_rows(slots, positions);
   for (size_t i = 0; i < slots.size(); ++i) set_last_id(slots[i], tokens[i]);
-  const DeviceSampling greedy{};  // the step samples too; the caller takes the logits
+  const DeviceSampling greedy = DeviceSampling::greedy();  // the step samples too; the caller takes the logits
   return std::move(impl_->backend->run(impl_->decode_request(slots, positions, {&greedy, 1})).at(0));
 }
 

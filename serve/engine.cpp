@@ -186,7 +186,7 @@ std::optional<DeviceSampling> device_settings(const GenerationParams& p, uint64_
   if (p.top_logprobs >= 0 || s.repeat_penalty != 1.0f || s.frequency_penalty != 0.0f || s.presence_penalty != 0.0f)
     return std::nullopt;
   if (!p.logit_bias.empty() || p.constraint || p.min_tokens > 0) return std::nullopt;
-  return DeviceSampling{.temperature = s.temperature, .top_k = s.top_k, .top_p = s.top_p, .min_p = s.min_p, .seed = seed};
+  return DeviceSampling::of(s, seed);
 }
 }  // namespace
 

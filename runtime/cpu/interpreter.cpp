@@ -35,30 +35,12 @@
 #include "runtime/cpu/exec_context.h"
 #include "runtime/cpu/fused_kernels.h"
 #include "runtime/cpu/kernels/kernels.h"
+#include "runtime/step_symbols.h"
 #include "support/error.h"
 
 namespace vtc::cpu {
 
 namespace {
-
-using SymbolEnv = std::unordered_map<std::string, int64_t>;
-
-std::optional<int64_t> lookup_symbol(std::string_view name, const void* env) {
-  const auto& e = *static_cast<const SymbolEnv*>(env);
-  auto it = e.find(std::string(name));
-  if (it == e.end()) return std::nullopt;
-  return it->second;
-}
-
-std::vector<int64_t> concrete_shape(const ir::Shape& shape, const SymbolEnv& env, const std::string& what) {
-  std::vector<int64_t> out;
-  for (const auto& d : shape) {
-    auto v = d.evaluate(lookup_symbol, &env);
-    if (!v || *v < 0) throw Error(fmt::format("cpu: cannot size {}: dim {} is unbound or negative", what, d.str()));
-    out.push_back(*v);
-  }
-  return out;
-}
 
 int64_t product(const std::vector<int64_t>& s) {
   int64_t n = 1;
@@ -195,31 +177,6 @@ struct Interpreter::Impl {
     fmt::print(stderr, " {:.2f} s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
 
-  SymbolEnv bind_symbols(const ir::Function& fn, const StepRequest& req) {
-    SymbolEnv env;
-    env["S"] = int64_t(req.slots.size());
-    for (const auto& arg : fn.args) {
-      auto it = req.args.find(arg->name);
-      if (it == req.args.end()) throw Error(fmt::format("cpu: step @{} needs argument %{}", fn.name, arg->name));
-      const HostTensor& t = it->second;
-      if (!(t.elem == arg.type().elem) || t.shape.size() != arg.type().rank())
-        throw Error(fmt::format("cpu: argument %{} must be {}", arg->name, arg.type().str()));
-      for (size_t i = 0; i < t.shape.size(); ++i) {
-        const ir::Dim& d = arg.type().shape[i];
-        if (auto sym = d.as_symbol()) {
-          auto [pos, inserted] = env.emplace(*sym, t.shape[i]);
-          if (!inserted && pos->second != t.shape[i])
-            throw Error(fmt::format("cpu: argument %{} dim {} is {} but {} = {}", arg->name, i, t.shape[i], *sym,
-                                    pos->second));
-        }
-      }
-    }
-    for (const auto& arg : fn.args)
-      if (concrete_shape(arg.type().shape, env, "%" + arg->name) != req.args.at(arg->name).shape)
-        throw Error(fmt::format("cpu: argument %{} must be {}", arg->name, arg.type().str()));
-    return env;
-  }
-
   using BufMap = std::unordered_map<const ir::ValueData*, Buf>;
   std::vector<HostTensor> run(const StepRequest& req);
   const passes::FunctionPlan& step_plan(const ir::Function& fn, const SymbolEnv& env, passes::FunctionPlan& local);
@@ -246,7 +203,7 @@ std::vector<HostTensor> Interpreter::Impl::run(const StepRequest& req) {
   const ir::Function* fn = module.find_function(req.step);
   if (!fn) throw Error(fmt::format("cpu: the module has no step @{}", req.step));
   for (int32_t slot : req.slots) states.store().check_slot(slot);
-  SymbolEnv env = bind_symbols(*fn, req);
+  SymbolEnv env = bind_step_symbols(*fn, req, "cpu");
   BufMap bufs;
   place_buffers(*fn, env, req, bufs);
   return execute(*fn, env, req, bufs);
@@ -273,7 +230,7 @@ const passes::FunctionPlan& Interpreter::Impl::step_plan(const ir::Function& fn,
 void Interpreter::Impl::describe_values(const ir::Function& fn, const SymbolEnv& env, BufMap& bufs) {
   auto describe = [&](const ir::Value& v) {
     Buf& b = bufs[v.data()];
-    b.shape = concrete_shape(v.type().shape, env, "%" + v->name);
+    b.shape = concrete_shape(v.type().shape, env, "%" + v->name, "cpu");
     b.elem = v.type().elem;
     b.numel = product(b.shape);
   };

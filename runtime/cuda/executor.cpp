@@ -19,21 +19,14 @@
 #include "passes/buffer_plan.h"
 #include "passes/memory_plan.h"
 #include "runtime/cuda/driver.h"
+#include "runtime/step_symbols.h"
 #include "support/error.h"
 
 namespace vtc::cuda {
 namespace {
 
-using SymbolEnv = std::unordered_map<std::string, int64_t>;
-
-std::optional<int64_t> lookup(std::string_view name, const void* env) {
-  const auto& e = *static_cast<const SymbolEnv*>(env);
-  auto it = e.find(std::string(name));
-  return it == e.end() ? std::nullopt : std::optional<int64_t>(it->second);
-}
-
 int64_t eval(const ir::Dim& d, const SymbolEnv& env, const std::string& what) {
-  auto v = d.evaluate(lookup, &env);
+  auto v = d.evaluate(lookup_symbol, &env);
   if (!v || *v < 0) throw Error(fmt::format("cuda: cannot size {}: {} is unbound or negative", what, d.str()));
   return *v;
 }
@@ -229,16 +222,7 @@ struct Executor::Impl final : StateStorage {
   }
 
   SymbolEnv bind_symbols(const ir::Function& fn, const StepRequest& req) {
-    SymbolEnv env;
-    env["S"] = int64_t(req.slots.size());
-    for (const auto& arg : fn.args) {
-      auto it = req.args.find(arg->name);
-      if (it == req.args.end()) throw Error(fmt::format("cuda: step @{} needs argument %{}", fn.name, arg->name));
-      if (!(it->second.elem == arg.type().elem) || it->second.shape.size() != arg.type().rank())
-        throw Error(fmt::format("cuda: argument %{} must be {}", arg->name, arg.type().str()));
-      for (size_t i = 0; i < it->second.shape.size(); ++i)
-        if (auto sym = arg.type().shape[i].as_symbol()) env.emplace(*sym, it->second.shape[i]);
-    }
+    SymbolEnv env = bind_step_symbols(fn, req, "cuda");
     int64_t stride = 1;
     for (int32_t s : req.slots) stride = std::max<int64_t>(stride, int64_t(states.page_table(s).size()));
     env["PT_STRIDE"] = stride;

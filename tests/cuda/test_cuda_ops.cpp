@@ -333,7 +333,7 @@ std::pair<std::vector<int32_t>, std::vector<int32_t>> greedy_decodes(vtc::Sessio
   std::vector<int32_t> cpu_tokens, gpu_tokens;
   int32_t tok = argmax(prefill_logits);
   gpu.set_last_id(0, tok);
-  const vtc::DeviceSampling greedy{};
+  const vtc::DeviceSampling greedy = vtc::DeviceSampling::greedy();
   for (int32_t i = 0; i < steps; ++i) {
     const int32_t pos = n_past + i;
     tok = argmax(cpu.decode(std::vector<int32_t>{0}, std::vector<int32_t>{tok}, std::vector<int32_t>{pos}));
