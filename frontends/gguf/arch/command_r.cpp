@@ -25,9 +25,9 @@ using ir::Value;
 
 constexpr int64_t kQkNormMinLayers = 64;
 
-class CommandR final : public DenseArchitecture {
+class CommandR final : public Transformer {
  public:
-  CommandR(const gguf::GgufFile& f, const BuildOptions& o) : DenseArchitecture(f, o) {
+  CommandR(const gguf::GgufFile& f, const BuildOptions& o) : Transformer(f, o) {
     norm_eps_ = f.get_float(h.arch + ".attention.layer_norm_epsilon").value_or(1e-5);
     logit_scale_ = f.get_float(h.arch + ".logit_scale").value_or(0.0);
   }

@@ -105,7 +105,7 @@ class Deepseek2 final : public Architecture {
       Value cur = g.norm(x, blk(l, "ffn_norm"));
       const FfnTensors plain{.biases = false, .scales = false};
       Value ffn = l < n_dense_ ? g.swiglu_ffn(cur, l, "", plain)
-                               : b.add(g.routed_moe_ffn(cur, l, route(g, l), true), g.swiglu_ffn(cur, l, "_shexp", plain));
+                               : b.add(g.moe_ffn(cur, l, {.route = route(g, l), .merged_allowed = true, .expert_scales = false}), g.swiglu_ffn(cur, l, "_shexp", plain));
       x = ir::Builder::named(b.add(x, ffn), fmt::format("x{}", l));
     }
     return x;

@@ -44,9 +44,9 @@ namespace {
 
 using ir::Value;
 
-class Gemma final : public DenseArchitecture {
+class Gemma final : public Transformer {
  public:
-  Gemma(const gguf::GgufFile& f, const BuildOptions& o) : DenseArchitecture(f, o), gemma3_(h.arch == "gemma3") {
+  Gemma(const gguf::GgufFile& f, const BuildOptions& o) : Transformer(f, o), gemma3_(h.arch == "gemma3") {
     const std::string& a = h.arch;
     read_window(f);
     const float base = float(h.rope_base);

@@ -32,9 +32,9 @@ namespace {
 
 using ir::Value;
 
-class Glm4Moe final : public DenseArchitecture {
+class Glm4Moe final : public Transformer {
  public:
-  Glm4Moe(const gguf::GgufFile& f, const BuildOptions& o) : DenseArchitecture(f, o) {
+  Glm4Moe(const gguf::GgufFile& f, const BuildOptions& o) : Transformer(f, o) {
     const std::string& a = h.arch;
     n_layer_ = h.n_layer - f.get_int(a + ".nextn_predict_layers").value_or(0);
     if (n_layer_ <= 0) throw Error(fmt::format("{}: no trunk layers (nextn_predict_layers >= block_count)", f.path()));
@@ -81,7 +81,7 @@ class Glm4Moe final : public DenseArchitecture {
     ir::MoeRouteOptions route{.k = n_used_, .gating = gating_, .norm = norm_, .scale = scale_,
                               .selection_bias = g.weight(blk(l, "exp_probs_b.bias")), .groups = groups_,
                               .groups_used = groups_used_};
-    Value moe = g.routed_moe_ffn(x, l, route, false);
+    Value moe = g.moe_ffn(x, l, {.route = route, .expert_scales = false});
     return n_shared_ > 0 ? g.b.add(moe, g.swiglu_ffn(x, l, "_shexp", plain)) : moe;
   }
 

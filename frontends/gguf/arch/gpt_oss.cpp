@@ -38,10 +38,10 @@ namespace {
 
 using ir::Value;
 
-class GptOss final : public DenseArchitecture {
+class GptOss final : public Transformer {
  public:
   GptOss(const gguf::GgufFile& f, const BuildOptions& o)
-      : DenseArchitecture(f, o), n_expert_used_(read_expert_hparams(f, h.arch)) {
+      : Transformer(f, o), n_expert_used_(read_expert_hparams(f, h.arch)) {
     const std::string& a = h.arch;
     require_int(f, a + ".expert_feed_forward_length");  // required by the reference's loader
     n_swa_ = require_int(f, a + ".attention.sliding_window");

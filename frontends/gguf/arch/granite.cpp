@@ -31,9 +31,9 @@ namespace {
 
 using ir::Value;
 
-class Granite final : public DenseArchitecture {
+class Granite final : public Transformer {
  public:
-  Granite(const gguf::GgufFile& f, const BuildOptions& o) : DenseArchitecture(f, o) {
+  Granite(const gguf::GgufFile& f, const BuildOptions& o) : Transformer(f, o) {
     const std::string& a = h.arch;
     const auto logit_scale = f.get_float(a + ".logit_scale");
     if (!logit_scale || *logit_scale == 0.0)
@@ -81,7 +81,7 @@ class Granite final : public DenseArchitecture {
 
   Value ffn(StepGraph& g, Value cur, int64_t l) const {
     if (n_expert_used_ == 0) return g.swiglu_ffn(cur, l, "", FfnTensors{.biases = true, .scales = false});
-    Value moe = g.moe_ffn(cur, l, MoeFfnOptions{.n_used = n_expert_used_, .expert_scales = false});
+    Value moe = g.moe_ffn(cur, l, MoeFfnOptions{.route = {.k = n_expert_used_}, .expert_scales = false});
     if (!shared_expert_) return moe;
     return g.b.add(moe, g.swiglu_ffn(cur, l, "_shexp", FfnTensors{.scales = false}));
   }

@@ -22,11 +22,11 @@ struct DeltaNetHparams {
 
 // The integers of an array (or single integer) key; empty when absent.
 std::vector<int64_t> int_array(const gguf::GgufFile& f, const std::string& key);
-DeltaNetHparams read_deltanet_hparams(const gguf::GgufFile& f, const DenseHparams& h);
+DeltaNetHparams read_deltanet_hparams(const gguf::GgufFile& f, const Hparams& h);
 
 class HybridLayers {
  public:
-  HybridLayers(const DenseHparams& h, const DeltaNetHparams& d) : h_(h), d_(d) {}
+  HybridLayers(const Hparams& h, const DeltaNetHparams& d) : h_(h), d_(d) {}
 
   // kv.L on attention layers; gdn_conv.L and gdn_state.L on DeltaNet layers.
   void declare_states(ir::Module& m, const BuildOptions& o) const;
@@ -52,7 +52,7 @@ class HybridLayers {
   Projections project(StepGraph& g, ir::Value h, int64_t l) const;
   ir::Value repeat_heads(StepGraph& g, ir::Value x) const;
 
-  const DenseHparams& h_;
+  const Hparams& h_;
   const DeltaNetHparams& d_;
 };
 

@@ -24,9 +24,9 @@ namespace {
 
 using ir::Value;
 
-class Llama final : public DenseArchitecture {
+class Llama final : public Transformer {
  public:
-  Llama(const gguf::GgufFile& f, const BuildOptions& o) : DenseArchitecture(f, o) {
+  Llama(const gguf::GgufFile& f, const BuildOptions& o) : Transformer(f, o) {
     if (f.get_int("llama.expert_count").value_or(0) > 0) n_expert_used_ = read_expert_hparams(f, "llama");
   }
 
@@ -43,7 +43,7 @@ class Llama final : public DenseArchitecture {
       Value a = b.reshape(g.attention(q, k, v, l), {g.n, h.n_head * h.head_dim});
       x = b.add(x, g.linear_bias(a, blk(l, "attn_output")));
       cur = g.norm(x, blk(l, "ffn_norm"));
-      Value ffn = n_expert_used_ > 0 ? g.moe_ffn(cur, l, n_expert_used_) : g.swiglu_ffn(cur, l, "", FfnTensors{.biases = true});
+      Value ffn = n_expert_used_ > 0 ? g.moe_ffn(cur, l, {.route = {.k = n_expert_used_}}) : g.swiglu_ffn(cur, l, "", FfnTensors{.biases = true});
       x = ir::Builder::named(b.add(x, ffn), fmt::format("x{}", l));
     }
     return x;

@@ -42,9 +42,9 @@ constexpr int64_t kNoRopeStep = 4;         // hparams.n_no_rope_layer_step (its 
 constexpr int64_t kTempFloorScale = 8192;  // n_attn_temp_floor_scale
 constexpr float kTempScale = 0.1f, kTempOffset = 1.0f;
 
-class Llama4 final : public DenseArchitecture {
+class Llama4 final : public Transformer {
  public:
-  Llama4(const gguf::GgufFile& f, const BuildOptions& o) : DenseArchitecture(f, o) {
+  Llama4(const gguf::GgufFile& f, const BuildOptions& o) : Transformer(f, o) {
     const std::string a = h.arch;
     if (f.get_int(a + ".attention.sliding_window").value_or(1) == 0)
       throw Error(fmt::format("{}: llama4 with attention.sliding_window = 0 is not supported (the reference "

@@ -31,9 +31,9 @@ namespace {
 
 using ir::Value;
 
-class Mistral3 final : public DenseArchitecture {
+class Mistral3 final : public Transformer {
  public:
-  Mistral3(const gguf::GgufFile& f, const BuildOptions& o) : DenseArchitecture(f, o) {
+  Mistral3(const gguf::GgufFile& f, const BuildOptions& o) : Transformer(f, o) {
     if (f.get_float(h.arch + ".attention.temperature_scale").value_or(0.0) != 0.0)
       throw Error(fmt::format("{}: mistral3 attention temperature tuning (attention.temperature_scale) is not "
                               "supported yet",
@@ -54,7 +54,7 @@ class Mistral3 final : public DenseArchitecture {
       Value a = b.reshape(g.attention(q, k, v, l), {g.n, h.n_head * h.head_dim});
       x = b.add(x, g.linear_bias(a, blk(l, "attn_output")));
       Value cur = g.norm(x, blk(l, "ffn_norm"));
-      Value ffn = n_expert_used_ > 0 ? g.moe_ffn(cur, l, MoeFfnOptions{.n_used = n_expert_used_})
+      Value ffn = n_expert_used_ > 0 ? g.moe_ffn(cur, l, MoeFfnOptions{.route = {.k = n_expert_used_}})
                                      : g.swiglu_ffn(cur, l, "", FfnTensors{.biases = true});
       x = ir::Builder::named(b.add(x, ffn), fmt::format("x{}", l));
     }

@@ -23,9 +23,9 @@ namespace {
 
 using ir::Value;
 
-class Olmoe final : public DenseArchitecture {
+class Olmoe final : public Transformer {
  public:
-  Olmoe(const gguf::GgufFile& f, const BuildOptions& o) : DenseArchitecture(f, o) {
+  Olmoe(const gguf::GgufFile& f, const BuildOptions& o) : Transformer(f, o) {
     n_expert_used_ = read_expert_hparams(f, h.arch);
   }
 
@@ -42,7 +42,7 @@ class Olmoe final : public DenseArchitecture {
       Value a = g.attention(b.rope(q, g.pos, rope), b.rope(k, g.pos, rope), v, l);
       x = b.add(x, g.linear(b.reshape(a, {g.n, h.n_head * h.head_dim}), blk(l, "attn_output")));
       cur = g.norm(x, blk(l, "ffn_norm"));
-      Value moe = g.moe_ffn(cur, l, MoeFfnOptions{.n_used = n_expert_used_, .norm = false, .expert_scales = false});
+      Value moe = g.moe_ffn(cur, l, MoeFfnOptions{.route = {.k = n_expert_used_, .norm = false}, .expert_scales = false});
       x = ir::Builder::named(b.add(x, moe), fmt::format("x{}", l));
     }
     return x;

@@ -36,9 +36,9 @@ namespace {
 
 using ir::Value;
 
-class Phi3 final : public DenseArchitecture {
+class Phi3 final : public Transformer {
  public:
-  Phi3(const gguf::GgufFile& f, const BuildOptions& o) : DenseArchitecture(f, o) {
+  Phi3(const gguf::GgufFile& f, const BuildOptions& o) : Transformer(f, o) {
     const int64_t n_ctx_orig = f.get_int("phi3.rope.scaling.original_context_length").value_or(h.n_ctx);
     factors_ = h.n_ctx > n_ctx_orig ? "rope_factors_long" : "rope_factors_short";
   }

@@ -18,9 +18,9 @@ namespace {
 
 using ir::Value;
 
-class Qwen2 final : public DenseArchitecture {
+class Qwen2 final : public Transformer {
  public:
-  using DenseArchitecture::DenseArchitecture;
+  using Transformer::Transformer;
 
   Value forward(StepGraph& g) const override {
     ir::Builder& b = g.b;

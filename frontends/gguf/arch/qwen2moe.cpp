@@ -26,9 +26,9 @@ namespace {
 
 using ir::Value;
 
-class Qwen2Moe final : public DenseArchitecture {
+class Qwen2Moe final : public Transformer {
  public:
-  Qwen2Moe(const gguf::GgufFile& f, const BuildOptions& o) : DenseArchitecture(f, o) {
+  Qwen2Moe(const gguf::GgufFile& f, const BuildOptions& o) : Transformer(f, o) {
     n_expert_used_ = read_expert_hparams(f, h.arch);
   }
 
@@ -42,7 +42,7 @@ class Qwen2Moe final : public DenseArchitecture {
       Value a = g.attention(b.rope(q, g.pos, rope), b.rope(k, g.pos, rope), v, l);
       x = b.add(x, g.linear(b.reshape(a, {g.n, h.n_head * h.head_dim}), blk(l, "attn_output")));
       cur = g.norm(x, blk(l, "ffn_norm"));
-      Value moe = g.moe_ffn(cur, l, MoeFfnOptions{.n_used = n_expert_used_, .norm = false, .expert_scales = false});
+      Value moe = g.moe_ffn(cur, l, MoeFfnOptions{.route = {.k = n_expert_used_, .norm = false}, .expert_scales = false});
       Value gate = b.sigmoid(b.sum(b.mul(cur, g.weight(blk(l, "ffn_gate_inp_shexp")))));
       Value shared = b.mul(g.swiglu_ffn(cur, l, "_shexp", FfnTensors{.scales = false}), gate);
       x = ir::Builder::named(b.add(x, b.add(moe, shared)), fmt::format("x{}", l));

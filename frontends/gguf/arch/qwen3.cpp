@@ -23,9 +23,9 @@ namespace {
 
 using ir::Value;
 
-class Qwen3 final : public DenseArchitecture {
+class Qwen3 final : public Transformer {
  public:
-  Qwen3(const gguf::GgufFile& f, const BuildOptions& o) : DenseArchitecture(f, o) {
+  Qwen3(const gguf::GgufFile& f, const BuildOptions& o) : Transformer(f, o) {
     if (h.arch == "qwen3moe") n_expert_used_ = read_expert_hparams(f, h.arch);
   }
 
@@ -41,7 +41,7 @@ class Qwen3 final : public DenseArchitecture {
       Value a = b.reshape(g.attention(q, k, v, l), {g.n, h.n_head * h.head_dim});
       x = b.add(x, g.linear(a, blk(l, "attn_output")));
       cur = g.norm(x, blk(l, "ffn_norm"));
-      Value ffn = n_expert_used_ > 0 ? g.moe_ffn(cur, l, n_expert_used_)
+      Value ffn = n_expert_used_ > 0 ? g.moe_ffn(cur, l, {.route = {.k = n_expert_used_}})
                                      : g.swiglu_ffn(cur, l);
       x = ir::Builder::named(b.add(x, ffn), fmt::format("x{}", l));
     }

@@ -1,6 +1,6 @@
 // Gated DeltaNet hybrids: qwen35, qwen35moe and qwen3next, as the
 // reference's src/models/{qwen35,qwen35moe,qwen3next}.cpp and
-// delta-net-base.cpp. The decoder skeleton is the dense one (arch/dense.h)
+// delta-net-base.cpp. The decoder skeleton is the Transformer one (arch/step_graph.h)
 // with the FFN pre-norm named post_attention_norm; what differs is the
 // token mixer, which alternates per layer:
 //
@@ -59,7 +59,7 @@ std::vector<int64_t> int_array(const gguf::GgufFile& f, const std::string& key) 
   return out;
 }
 
-DeltaNetHparams read_deltanet_hparams(const gguf::GgufFile& f, const DenseHparams& h) {
+DeltaNetHparams read_deltanet_hparams(const gguf::GgufFile& f, const Hparams& h) {
   const std::string& a = h.arch;
   DeltaNetHparams d;
   d.conv_kernel = require_int(f, a + ".ssm.conv_kernel");
@@ -108,7 +108,7 @@ Value HybridLayers::mixer(StepGraph& g, Value h, int64_t l) const {
 
 Value HybridLayers::ffn(StepGraph& g, Value h, int64_t l) const {
   if (!d_.moe) return g.swiglu_ffn(h, l);
-  Value routed = g.moe_ffn(h, l, d_.n_used, 0.0, /*merged_allowed=*/true);
+  Value routed = g.moe_ffn(h, l, {.route = {.k = d_.n_used}, .merged_allowed = true});
   Value gate_w = g.b.reshape(g.weight(blk(l, "ffn_gate_inp_shexp")), {1, h_.n_embd});
   Value shared = g.b.mul(g.swiglu_ffn(h, l, "_shexp"), g.b.sigmoid(g.b.matmul(h, gate_w)));
   return g.b.add(routed, shared);

@@ -63,7 +63,7 @@ std::vector<int64_t> bits64_array(const gguf::GgufFile& f, const std::string& ke
   return out;
 }
 
-void read_ple(const gguf::GgufFile& f, const DenseHparams& h, const DeltaNetHparams& d, Qwen4ExpHparams& q) {
+void read_ple(const gguf::GgufFile& f, const Hparams& h, const DeltaNetHparams& d, Qwen4ExpHparams& q) {
   const std::string a = h.arch + ".ple.";
   const std::vector<int64_t> layers = int_array(f, a + "layers");
   if (layers.empty()) return;
@@ -94,7 +94,7 @@ void read_ple(const gguf::GgufFile& f, const DenseHparams& h, const DeltaNetHpar
     throw Error(fmt::format("{}: {} PLE heads of {} must span n_embd {}", f.path(), heads, per_layer, h.n_embd));
 }
 
-Qwen4ExpHparams read_qwen4exp_hparams(const gguf::GgufFile& f, const DenseHparams& h, const DeltaNetHparams& d) {
+Qwen4ExpHparams read_qwen4exp_hparams(const gguf::GgufFile& f, const Hparams& h, const DeltaNetHparams& d) {
   const std::string& a = h.arch;
   Qwen4ExpHparams q;
   q.hc = require_int(f, a + ".hyper_connection.count");

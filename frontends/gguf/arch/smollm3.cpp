@@ -23,9 +23,9 @@ using ir::Value;
 
 constexpr int64_t kNoRopeLayerStep = 4;
 
-class SmolLm3 final : public DenseArchitecture {
+class SmolLm3 final : public Transformer {
  public:
-  using DenseArchitecture::DenseArchitecture;
+  using Transformer::Transformer;
 
   Value forward(StepGraph& g) const override {
     ir::Builder& b = g.b;

@@ -21,7 +21,7 @@ using ir::Value;
 
 std::string blk(int64_t layer, std::string_view name) { return fmt::format("blk.{}.{}", layer, name); }
 
-StepGraph::StepGraph(ir::Module& m, const gguf::GgufFile& f, const DenseHparams& hp, Builder& builder, Dim tokens,
+StepGraph::StepGraph(ir::Module& m, const gguf::GgufFile& f, const Hparams& hp, Builder& builder, Dim tokens,
                      Value token_ids, Value positions, Value sequences)
     : b(builder), h(hp), n(std::move(tokens)), ids(token_ids), pos(positions), seq(sequences), m_(m), f_(f) {}
 
@@ -125,20 +125,10 @@ ir::MoeExperts StepGraph::experts(int64_t l, bool merged_allowed, bool expert_sc
   return e;
 }
 
-Value StepGraph::routed_moe_ffn(Value x, int64_t l, const ir::MoeRouteOptions& route, bool merged_allowed,
-                                bool expert_scales) {
-  // The router takes no scale or bias in build_moe_ffn.
-  auto [weights, ids] = b.moe_route(linear_plain(x, blk(l, "ffn_gate_inp")), route);
-  return b.moe_ffn(x, weights, ids, experts(l, merged_allowed, expert_scales));
-}
-
-Value StepGraph::moe_ffn(Value x, int64_t l, int64_t n_used, double scale, bool merged_allowed) {
-  return routed_moe_ffn(x, l, {.k = n_used, .gating = ir::MoeGating::Softmax, .norm = true, .scale = scale}, merged_allowed, true);
-}
-
 Value StepGraph::moe_ffn(Value x, int64_t l, const MoeFfnOptions& o) {
-  return routed_moe_ffn(x, l, {.k = o.n_used, .gating = o.gating, .norm = o.norm, .scale = o.scale}, false,
-                        o.expert_scales);
+  // The router takes no scale or bias in build_moe_ffn.
+  auto [weights, ids] = b.moe_route(linear_plain(x, blk(l, "ffn_gate_inp")), o.route);
+  return b.moe_ffn(x, weights, ids, experts(l, o.merged_allowed, o.expert_scales));
 }
 
 Value StepGraph::attention(Value q, Value k, Value v, int64_t l, Value selected) {
@@ -152,7 +142,7 @@ Value StepGraph::output(Value x, bool bias) {
   return bias ? biased(logits, "output") : logits;
 }
 
-void declare_kv_state(ir::Module& m, const BuildOptions& o, const DenseHparams& h, int64_t l) {
+void declare_kv_state(ir::Module& m, const BuildOptions& o, const Hparams& h, int64_t l) {
   m.add_state(fmt::format("kv.{}", l), ir::StateKind::Paged,
               {o.kv_type, {2, Dim::symbol("P"), o.kv_page_tokens, h.n_head_kv, h.head_dim}, ir::Placement::Device});
 }
@@ -166,12 +156,12 @@ void build_text_steps(ir::Module& m, const gguf::GgufFile& f, const Architecture
 
 }  // namespace
 
-void DenseArchitecture::declare_states(ir::Module& m) const {
+void Transformer::declare_states(ir::Module& m) const {
   for (int64_t l = 0; l < h.n_layer; ++l) declare_kv_state(m, o_, h, l);
 }
 
-Value DenseArchitecture::head(StepGraph& g, Value rows) const { return g.output(g.norm(rows, "output_norm")); }
-Value DenseArchitecture::embedding(StepGraph& g, Value x) const { return g.norm(x, "output_norm"); }
+Value Transformer::head(StepGraph& g, Value rows) const { return g.output(g.norm(rows, "output_norm")); }
+Value Transformer::embedding(StepGraph& g, Value x) const { return g.norm(x, "output_norm"); }
 
 Value Architecture::embedding(StepGraph&, Value) const {
   throw Error(fmt::format("embeddings are not supported for architecture '{}' yet", h.arch));
@@ -206,7 +196,7 @@ namespace {
 // @prefill and @decode of a text-generating architecture.
 void build_text_steps(ir::Module& m, const gguf::GgufFile& f, const Architecture& arch,
                       std::vector<std::string>& deferred) {
-  const DenseHparams& h = arch.h;
+  const Hparams& h = arch.h;
   {
     Builder b(m, "prefill");
     const Dim T = Dim::symbol("T");

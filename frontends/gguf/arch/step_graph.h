@@ -26,7 +26,7 @@
 #include <string_view>
 
 #include "frontends/gguf/arch/arch.h"
-#include "frontends/gguf/arch/dense.h"
+#include "frontends/gguf/arch/hparams.h"
 #include "ir/builder.h"
 
 namespace vtc::arch {
@@ -40,15 +40,15 @@ struct FfnTensors {
   bool scales = true;
 };
 
-// build_moe_ffn's variations that StepGraph::moe_ffn(x, l, MoeFfnOptions)
-// follows: gating, renormalization of the top-k weights, the weight scale
-// (expert_weights_scale; 0 or 1: none), and whether the graph passes the
-// per-expert ffn_{gate,up,down}_exps.scale tensors (many pass none).
+// build_moe_ffn's variations that StepGraph::moe_ffn follows: the router
+// (the moe_route op's options: top-k, gating, renormalization, weight
+// scale, selection bias, expert groups), whether the merged
+// ffn_gate_up_exps may stand for ffn_gate_exps + ffn_up_exps (where the
+// reference's loader takes it), and whether the graph passes the per-expert
+// ffn_{gate,up,down}_exps.scale tensors (many pass none).
 struct MoeFfnOptions {
-  int64_t n_used = 1;
-  ir::MoeGating gating = ir::MoeGating::Softmax;
-  bool norm = true;
-  double scale = 0.0;
+  ir::MoeRouteOptions route;
+  bool merged_allowed = false;
   bool expert_scales = true;
 };
 
@@ -56,11 +56,11 @@ struct MoeFfnOptions {
 // step's token count n, ids, positions and sequence indices ([n] i32).
 class StepGraph {
  public:
-  StepGraph(ir::Module& m, const gguf::GgufFile& f, const DenseHparams& h, ir::Builder& b, ir::Dim n, ir::Value ids,
+  StepGraph(ir::Module& m, const gguf::GgufFile& f, const Hparams& h, ir::Builder& b, ir::Dim n, ir::Value ids,
             ir::Value pos, ir::Value seq);
 
   ir::Builder& b;
-  const DenseHparams& h;
+  const Hparams& h;
   const ir::Dim n;
   const ir::Value ids, pos, seq;
 
@@ -93,22 +93,11 @@ class StepGraph {
   // gelu(x Wup) then Wdown over blk.l.ffn_{up,down} (build_ffn with
   // LLM_FFN_GELU, LLM_FFN_SEQ: no gate), with `tensors` as above.
   ir::Value gelu_ffn(ir::Value x, int64_t l, FfnTensors tensors = {});
-  // build_moe_ffn with softmax gating, renormalized weights and `scale`:
-  // the router blk.l.ffn_gate_inp, then split ffn_gate_exps + ffn_up_exps
-  // (or, where the loader takes it, the merged ffn_gate_up_exps) and
-  // ffn_down_exps, with per-expert scales.
-  ir::Value moe_ffn(ir::Value x, int64_t l, int64_t n_used, double scale = 0.0, bool merged_allowed = false);
-  // The same over split ffn_gate_exps + ffn_up_exps and ffn_down_exps, with
-  // the router blk.l.ffn_gate_inp (no bias, no scale) and `o`'s variations.
+  // build_moe_ffn: the router blk.l.ffn_gate_inp (no bias, no scale) with
+  // o.route, then the experts ffn_gate_exps + ffn_up_exps (or, when
+  // o.merged_allowed and the file has it, ffn_gate_up_exps) and
+  // ffn_down_exps, with their per-expert scales when o.expert_scales.
   ir::Value moe_ffn(ir::Value x, int64_t l, const MoeFfnOptions& o);
-  // build_moe_ffn with the router options as given (gating, selection bias
-  // such as blk.l.exp_probs_b, expert groups, renormalization, scale), the
-  // router blk.l.ffn_gate_inp (no bias, no scale), over split
-  // ffn_gate_exps + ffn_up_exps or, when merged_allowed and the file has it,
-  // ffn_gate_up_exps, then ffn_down_exps; per-expert scales only when
-  // `expert_scales` (deepseek2 and glm4moe pass none).
-  ir::Value routed_moe_ffn(ir::Value x, int64_t l, const ir::MoeRouteOptions& route, bool merged_allowed,
-                           bool expert_scales = false);
   // Causal attention of layer l over its KV state @kv.l, scale 1/sqrt(head_dim).
   ir::Value attention(ir::Value q, ir::Value k, ir::Value v, int64_t l, ir::Value selected = {});
   // The output matrix (token_embd when tied) with its optional scale and,
@@ -140,7 +129,7 @@ class StepGraph {
 // one for the head (the residual rows [rows, ...] to logits [rows, n_vocab]).
 class Architecture {
  public:
-  explicit Architecture(const gguf::GgufFile& f) : h(read_dense_hparams(f)) {}
+  explicit Architecture(const gguf::GgufFile& f) : h(read_hparams(f)) {}
   virtual ~Architecture() = default;
   virtual void declare_states(ir::Module& m) const = 0;
   virtual ir::Value forward(StepGraph& g) const = 0;
@@ -153,7 +142,7 @@ class Architecture {
   // and no @prefill, @decode or @last_ids; head() is never called.
   virtual bool generates_text() const { return true; }
 
-  const DenseHparams h;
+  const Hparams h;
 };
 
 // Builds @prefill (the logits of the rows %rows lists), @decode (ids
@@ -169,12 +158,14 @@ ir::Module build(const gguf::GgufFile& f, const BuildOptions& o) {
   return build_architecture(f, arch, o);
 }
 
-// The dense transformers (llama, qwen2, qwen3): every layer is full
-// attention over @kv.l, and the head is rms_norm(output_norm) then the
-// output matrix (token_embd when tied) with its scale.
-class DenseArchitecture : public Architecture {
+// The base of the decoder-only transformers (14 builders, dense and MoE:
+// llama, qwen2, qwen3, gemma, phi3, granite, olmoe, deepseek2, ...): it
+// declares a KV state @kv.l per layer, and its head is
+// rms_norm(output_norm) then the output matrix (token_embd when tied) with
+// its scale. A builder overrides what its reference graph does otherwise.
+class Transformer : public Architecture {
  public:
-  DenseArchitecture(const gguf::GgufFile& f, const BuildOptions& o) : Architecture(f), o_(o) {}
+  Transformer(const gguf::GgufFile& f, const BuildOptions& o) : Architecture(f), o_(o) {}
   void declare_states(ir::Module& m) const override;
   ir::Value head(StepGraph& g, ir::Value rows) const override;
   // rms_norm(x) * output_norm, which head() starts with.
@@ -185,7 +176,7 @@ class DenseArchitecture : public Architecture {
 };
 
 // The KV state @kv.l of a full-attention layer.
-void declare_kv_state(ir::Module& m, const BuildOptions& o, const DenseHparams& h, int64_t l);
+void declare_kv_state(ir::Module& m, const BuildOptions& o, const Hparams& h, int64_t l);
 
 // Tensor accounting (tensor_accounting.cpp): the GGUF tensor names the IR
 // uses, those in the reference-loads-never-applies table, and the others

@@ -1,11 +1,11 @@
 // Hparams every architecture reads (as the reference's generic
-// llama_model::load_hparams), the rope options they imply, and the
-// dispatch from general.architecture to the architecture's builder.
+// llama_model::load_hparams) and the rope options they imply. The dispatch
+// to the builders is registry.cpp.
 #include <fmt/format.h>
 
 #include <cmath>
 
-#include "frontends/gguf/arch/dense.h"
+#include "frontends/gguf/arch/hparams.h"
 #include "ir/builder.h"
 #include "support/error.h"
 
@@ -25,7 +25,7 @@ namespace {
 // type is "none" (the default type is linear); YaRN adds ext_factor 1 and an
 // attention factor that cancels the kernel's own magnitude correction
 // (llama-context.cpp), times rope.scaling.attn_factor.
-void read_rope_scaling(const gguf::GgufFile& f, DenseHparams& h) {
+void read_rope_scaling(const gguf::GgufFile& f, Hparams& h) {
   const std::string& a = h.arch;
   const std::string scaling = f.get_string(a + ".rope.scaling.type").value_or("linear");
   if (scaling != "none" && scaling != "linear" && scaling != "yarn")
@@ -48,8 +48,8 @@ void read_rope_scaling(const gguf::GgufFile& f, DenseHparams& h) {
 
 }  // namespace
 
-DenseHparams read_dense_hparams(const gguf::GgufFile& f) {
-  DenseHparams h;
+Hparams read_hparams(const gguf::GgufFile& f) {
+  Hparams h;
   h.arch = f.architecture();
   const std::string& a = h.arch;
   h.n_embd = require_int(f, a + ".embedding_length");
@@ -74,7 +74,7 @@ DenseHparams read_dense_hparams(const gguf::GgufFile& f) {
   return h;
 }
 
-ir::RopeOptions rope_options(const DenseHparams& h) {
+ir::RopeOptions rope_options(const Hparams& h) {
   ir::RopeOptions rope{.mode = h.rope_mode, .n_rot = h.n_rot, .base = h.rope_base};
   if (h.rope_freq_scale != 1.0f) rope.freq_scale = h.rope_freq_scale;
   if (h.yarn_attn_factor != 1.0f) rope.attn_factor = h.yarn_attn_factor;
@@ -97,55 +97,12 @@ ir::ElemType elem_type_of(GgmlType type) {
   }
 }
 
-namespace {
-
-// general.architecture -> builder; each builder is one file of arch/.
-using BuildFn = ir::Module (*)(const gguf::GgufFile&, const BuildOptions&);
-const std::vector<std::pair<std::string, BuildFn>>& builders() {
-  static const std::vector<std::pair<std::string, BuildFn>> table = {
-      {"llama", build_llama},         {"qwen2", build_qwen2},         {"qwen3", build_qwen3},
-      {"qwen3moe", build_qwen3},      {"qwen35", build_qwen35},       {"qwen35moe", build_qwen35},
-      {"qwen3next", build_qwen35},    {"qwen4exp", build_qwen4exp},
-      {"gpt-oss", build_gpt_oss},
-      {"gemma2", build_gemma},         {"gemma3", build_gemma},
-      {"phi3", build_phi3},
-      {"qwen2moe", build_qwen2moe},
-      {"olmoe", build_olmoe},
-      {"granite", build_granite},
-      {"smollm3", build_smollm3},
-      {"command-r", build_command_r},
-      {"mistral3", build_mistral3},
-      {"deepseek2", build_deepseek2},
-      {"glm4moe", build_glm4moe},
-      {"llama4", build_llama4},
-      {"bert", build_bert},
-      // ARCH-TABLE (one line per architecture below)
-  };
-  return table;
-}
-
-}  // namespace
-
-std::vector<std::string> known_architectures() {
-  std::vector<std::string> names;
-  for (const auto& [name, fn] : builders()) names.push_back(name);
-  return names;
-}
-
 int64_t read_expert_hparams(const gguf::GgufFile& f, const std::string& a) {
   const int64_t n_expert = require_int(f, a + ".expert_count");
   const int64_t n_used = require_int(f, a + ".expert_used_count");
   if (n_used > n_expert)
     throw Error(fmt::format("{}: expert_used_count {} exceeds expert_count {}", f.path(), n_used, n_expert));
   return n_used;
-}
-
-ir::Module build_module(const gguf::GgufFile& f, const BuildOptions& o) {
-  const std::string arch = f.architecture();
-  for (const auto& [name, fn] : builders())
-    if (name == arch) return fn(f, o);
-  throw Error(fmt::format("{}: architecture '{}' is not supported (supported: {})", f.path(),
-                          arch.empty() ? "(none)" : arch, fmt::join(known_architectures(), ", ")));
 }
 
 }  // namespace vtc::arch
