@@ -66,19 +66,9 @@ Value Builder::rms_norm(Value x, Value w, double eps) {
 }
 
 Value Builder::rope(Value x, Value pos, const RopeOptions& o, Value freq_factors) {
-  std::vector<NamedAttr> attrs = {{"mode", Attr::of_enum(std::string(enum_name(o.mode)))},
-                                  {"n_rot", Attr::of_int(o.n_rot)},
-                                  {"base", Attr::of_float(o.base)}};
-  if (o.freq_scale) attrs.push_back({"freq_scale", Attr::of_float(*o.freq_scale)});
-  if (!o.sections.empty()) attrs.push_back({"sections", Attr::of_ints(o.sections)});
-  if (o.ext_factor) attrs.push_back({"ext_factor", Attr::of_float(*o.ext_factor)});
-  if (o.attn_factor) attrs.push_back({"attn_factor", Attr::of_float(*o.attn_factor)});
-  if (o.n_ctx_orig) attrs.push_back({"n_ctx_orig", Attr::of_int(*o.n_ctx_orig)});
-  if (o.beta_fast) attrs.push_back({"beta_fast", Attr::of_float(*o.beta_fast)});
-  if (o.beta_slow) attrs.push_back({"beta_slow", Attr::of_float(*o.beta_slow)});
   std::vector<Value> operands = {x, pos};
   if (freq_factors) operands.push_back(freq_factors);
-  return one(OpKind::Rope, std::move(operands), std::move(attrs));
+  return one(OpKind::Rope, std::move(operands), o.to_attrs());
 }
 
 Value Builder::attention(Value q, Value k, Value v, Value pos, Value seq, const AttentionOptions& o,
@@ -112,19 +102,15 @@ Value Builder::layer_norm(Value x, Value gain, Value bias, double eps) {
 }
 
 Value Builder::indexer_select(Value q, Value k, Value k_norm, Value pos, Value seq, const IndexerOptions& o) {
-  std::vector<NamedAttr> attrs = {{"state", Attr::of_symbol(o.state)},   {"ratio", Attr::of_int(o.ratio)},
-                                  {"top_k", Attr::of_int(o.top_k)},      {"eps", Attr::of_float(o.eps)},
-                                  {"mode", Attr::of_enum(std::string(enum_name(o.rope.mode)))},  {"n_rot", Attr::of_int(o.rope.n_rot)},
-                                  {"base", Attr::of_float(o.rope.base)}};
-  if (o.rope.freq_scale) attrs.push_back({"freq_scale", Attr::of_float(*o.rope.freq_scale)});
-  if (!o.rope.sections.empty()) attrs.push_back({"sections", Attr::of_ints(o.rope.sections)});
-  return one(OpKind::IndexerSelect, {q, k, k_norm, pos, seq}, std::move(attrs));
+  const IndexerSelectAttrs attrs{.state = o.state, .ratio = o.ratio, .top_k = o.top_k, .eps = o.eps,
+                                 .mode = o.rope.mode, .n_rot = o.rope.n_rot, .base = o.rope.base,
+                                 .freq_scale = o.rope.freq_scale, .sections = o.rope.sections};
+  return one(OpKind::IndexerSelect, {q, k, k_norm, pos, seq}, attrs.to_attrs());
 }
 
 Value Builder::causal_conv1d(Value x, Value kernel, Value seq, std::string_view state, int64_t dilation) {
-  std::vector<NamedAttr> attrs = {{"state", Attr::of_symbol(std::string(state))}};
-  if (dilation != 1) attrs.push_back({"dilation", Attr::of_int(dilation)});
-  return one(OpKind::CausalConv1d, {x, kernel, seq}, std::move(attrs));
+  const CausalConv1dAttrs attrs{.state = std::string(state), .dilation = dilation};
+  return one(OpKind::CausalConv1d, {x, kernel, seq}, attrs.to_attrs());
 }
 
 Value Builder::delta_rule(Value q, Value k, Value v, Value g, Value beta, Value seq, std::string_view state,

@@ -23,19 +23,10 @@
 
 namespace vtc::ir {
 
-struct RopeOptions {
-  RopeMode mode = RopeMode::Normal;
-  int64_t n_rot = 0;
-  double base = 10000.0;
-  std::optional<double> freq_scale = std::nullopt;
-  std::vector<int64_t> sections = {};  // multi and imulti: 4 entries
-  // YaRN (all unset: off).
-  std::optional<double> ext_factor = std::nullopt;
-  std::optional<double> attn_factor = std::nullopt;
-  std::optional<int64_t> n_ctx_orig = std::nullopt;
-  std::optional<double> beta_fast = std::nullopt;
-  std::optional<double> beta_slow = std::nullopt;
-};
+// rope's attributes as declared in ir/op_attrs.def, with their defaults
+// (YaRN is off unless ext_factor is set; sections: 4 entries for multi and
+// imulti).
+using RopeOptions = RopeAttrs;
 
 struct AttentionOptions {
   std::string state;  // the KV state it appends to and reads
@@ -174,7 +165,8 @@ class Builder {
   Value layer_norm(Value x, Value gain, Value bias, double eps);
   Value l2_norm(Value x, double eps) { return one(OpKind::L2Norm, {x}, {{"eps", Attr::of_float(eps)}}); }
   // Linear attention: `state` names the per-sequence recurrent state.
-  Value causal_conv1d(Value x, Value kernel, Value seq, std::string_view state, int64_t dilation = 1);
+  Value causal_conv1d(Value x, Value kernel, Value seq, std::string_view state,
+                      int64_t dilation = CausalConv1dAttrs{}.dilation);
   Value delta_rule(Value q, Value k, Value v, Value g, Value beta, Value seq, std::string_view state, double scale);
   // Mixture of experts: the SwiGLU experts selected by moe_route's weights and ids.
   Value moe_ffn(Value x, Value weights, Value ids, const MoeExperts& experts, const MoeActivation& act = {});

@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "ir/op_attrs.h"
 #include "support/error.h"
 
 namespace vtc::passes {
@@ -26,30 +27,30 @@ bool BindStatePass::run(ir::Module& module, PassContext& context) {
       if (op.kind != ir::OpKind::StateRead && op.kind != ir::OpKind::StateWrite && op.kind != ir::OpKind::Attention)
         continue;
       std::string where = fmt::format("@{} op #{} '{}'", f.name, i, op.mnemonic());
-      const ir::Attr* a = op.attr("state");
-      if (!a) {
+      const std::string* state = ir::state_symbol(op);
+      if (!state) {
         problems.push_back(where + ": no state attribute");
         continue;
       }
-      const ir::StateDecl* decl = module.find_state(a->s);
+      const ir::StateDecl* decl = module.find_state(*state);
       if (!decl) {
-        problems.push_back(fmt::format("{}: state @{} is not declared", where, a->s));
+        problems.push_back(fmt::format("{}: state @{} is not declared", where, *state));
         continue;
       }
       if (op.kind == ir::OpKind::StateRead && (op.results.size() != 1 || !(op.results[0].type() == decl->type)))
-        problems.push_back(fmt::format("{}: reads @{} as {} but it is declared {}", where, a->s,
+        problems.push_back(fmt::format("{}: reads @{} as {} but it is declared {}", where, *state,
                                        op.results.empty() ? "nothing" : op.results[0].type().str(), decl->type.str()));
       if (op.kind == ir::OpKind::StateWrite && (op.operands.size() != 1 || !(op.operands[0].type() == decl->type)))
         problems.push_back(fmt::format("{}: writes {} to @{} declared {}", where,
-                                       op.operands.empty() ? "nothing" : op.operands[0].type().str(), a->s,
+                                       op.operands.empty() ? "nothing" : op.operands[0].type().str(), *state,
                                        decl->type.str()));
       if (op.kind == ir::OpKind::Attention) {
         bool kv_shape = decl->type.rank() >= 2 && decl->type.shape[0] == ir::Dim(2);
         if (decl->kind == ir::StateKind::Plain || !decl->type.elem.is_float() || !kv_shape)
           problems.push_back(fmt::format("{}: @{} ({}) is not a paged or ring float KV state shaped [2, ...]", where,
-                                         a->s, slots_[slot_of[a->s]].layout));
+                                         *state, slots_[slot_of[*state]].layout));
       }
-      slots_[slot_of[a->s]].accesses.push_back({f.name, i, std::string(op.mnemonic())});
+      slots_[slot_of[*state]].accesses.push_back({f.name, i, std::string(op.mnemonic())});
     }
   }
   if (!problems.empty()) {

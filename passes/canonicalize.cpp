@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/op_attrs.h"
 #include "ir/printer.h"
 #include "passes/rewrite.h"
 #include "support/error.h"
@@ -15,8 +16,7 @@ namespace {
 using ir::OpKind;
 
 std::vector<int64_t> perm_of(const ir::Op& op) {
-  const ir::Attr* a = op.attr("perm");
-  return a ? a->ints : std::vector<int64_t>{};
+  return ir::TransposeAttrs::of(op).perm;
 }
 
 bool is_identity(const std::vector<int64_t>& perm) {
@@ -64,8 +64,7 @@ bool fold(ir::Function& f, ir::Op& op) {
       if (x.type() == r.type()) return replace_all_uses(f, r, x) > 0;
       return false;
     case OpKind::Scale: {
-      const ir::Attr* a = op.attr("factor");
-      if (a && a->kind == ir::AttrKind::Float && a->f == 1.0 && x.type() == r.type())
+      if (ir::ScaleAttrs::of(op).factor == 1.0 && x.type() == r.type())
         return replace_all_uses(f, r, x) > 0;
       return false;
     }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "ir/op_attrs.h"
 #include "passes/fusion.h"
 #include "passes/rewrite.h"
 #include "support/error.h"
@@ -58,7 +59,8 @@ bool fuse_with_users(ir::Function& f, ir::Op& norm) {
   // One user keeps its kind (a swiglu region gains a norm prologue); the
   // norm feeding several projections names the merged region.
   const bool single_region = users.size() == 1 && users[0]->kind == OpKind::Fused;
-  const std::string kind = single_region ? users[0]->attr("kind")->s : "norm_matmul";
+  const std::string kind =
+      std::string(ir::enum_name(single_region ? ir::FusedAttrs::of(*users[0]).kind : ir::FusedKind::NormMatmul));
   try {
     fuse_ops(f, members, outputs, kind);
   } catch (const Error&) {

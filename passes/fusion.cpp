@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/op_attrs.h"
 #include "passes/rewrite.h"
 #include "support/error.h"
 
@@ -178,8 +179,7 @@ std::vector<ir::Op*> ops_of_kind(const ir::Function& f, ir::OpKind kind) {
 
 bool is_region(const ir::Op* op, std::string_view kind) {
   if (!op || op->kind != ir::OpKind::Fused) return false;
-  const ir::Attr* a = op->attr("kind");
-  return a && a->s == kind;
+  return ir::enum_name(ir::FusedAttrs::of(*op).kind) == kind;
 }
 
 }  // namespace vtc::passes

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 
+#include "ir/op_attrs.h"
 #include "ir/printer.h"
 #include "passes/rewrite.h"
 #include "support/error.h"
@@ -19,8 +20,8 @@ bool is_transfer(OpKind k) { return k == OpKind::ToHost || k == OpKind::ToDevice
 
 std::string consumer_of(const ir::Op& op) {
   std::string s(op.mnemonic());
-  if (const ir::Attr* a = op.attr("state")) s += " @" + a->s;
-  if (const ir::Attr* a = op.attr("name")) s += " @" + a->s;
+  if (const std::string* state = ir::state_symbol(op)) s += " @" + *state;
+  if (const std::string* name = ir::weight_symbol(op)) s += " @" + *name;
   return s;
 }
 
@@ -64,11 +65,11 @@ bool PlacementPass::run(ir::Module& module, PassContext& context) {
       Placement place = compute;
       if (std::find(host_ops_.begin(), host_ops_.end(), op->mnemonic()) != host_ops_.end()) place = Placement::Host;
       if (op->kind == OpKind::Weight) {
-        if (const ir::Attr* a = op->attr("name"))
-          if (const ir::WeightDecl* w = module.find_weight(a->s)) place = w->type.placement;
+        if (const std::string* name = ir::weight_symbol(*op))
+          if (const ir::WeightDecl* w = module.find_weight(*name)) place = w->type.placement;
       } else if (op->kind == OpKind::StateRead || op->kind == OpKind::StateWrite) {
-        if (const ir::Attr* a = op->attr("state"))
-          if (const ir::StateDecl* s = module.find_state(a->s)) place = s->type.placement;
+        if (const std::string* state = ir::state_symbol(*op))
+          if (const ir::StateDecl* s = module.find_state(*state)) place = s->type.placement;
       }
       for (auto& operand : op->operands) {
         if (operand.type().placement == place) continue;

@@ -6,6 +6,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "ir/op_attrs.h"
 #include "support/error.h"
 #include "support/weight_layout.h"
 
@@ -29,10 +30,10 @@ void trace_uses(ir::Function& f, bool in_body, std::unordered_map<const ir::Valu
                 std::map<std::string, WeightUses>& uses) {
   for (auto& op : f.ops) {
     if (op->kind == OpKind::Weight)
-      if (const ir::Attr* name = op->attr("name"))
+      if (const std::string* name = ir::weight_symbol(*op))
         for (ir::Value r : op->results) {
-          origin[r.data()] = name->s;
-          uses[name->s].values.push_back(r.data());
+          origin[r.data()] = *name;
+          uses[*name].values.push_back(r.data());
         }
     for (size_t i = 0; i < op->operands.size(); ++i) {
       auto it = origin.find(op->operands[i].data());

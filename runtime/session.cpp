@@ -9,6 +9,7 @@
 #include <numeric>
 #include <set>
 
+#include "ir/op_attrs.h"
 #include "runtime/compile/compile.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cuda/executor.h"
@@ -63,7 +64,7 @@ bool has_bidirectional_attention(const ir::Function& fn) {
   for (const auto& op : fn.ops) {
     if (op->body && has_bidirectional_attention(*op->body)) return true;
     if (op->kind != ir::OpKind::Attention) continue;
-    if (const ir::Attr* causal = op->attr("causal"); causal != nullptr && causal->i == 0) return true;
+    if (!ir::AttentionAttrs::of(*op).causal) return true;
   }
   return false;
 }

@@ -12,6 +12,7 @@
 
 #include "codegen/cuda/emit.h"
 #include "ir/fused_kinds.h"
+#include "ir/op_attrs.h"
 #include "support/error.h"
 
 namespace vtc::cuda {
@@ -120,7 +121,7 @@ void walk(const ir::Module& m, const ir::Function& fn, StepKernels& out) {
     const ir::Op& op = *fn.ops[i];
     switch (op.kind) {
       case ir::OpKind::Weight:
-        out.weights.push_back({op.results[0].data(), op.attr("name")->s});
+        out.weights.push_back({op.results[0].data(), *ir::weight_symbol(op)});
         continue;
       case ir::OpKind::Reshape:
       case ir::OpKind::ToHost:
@@ -128,7 +129,7 @@ void walk(const ir::Module& m, const ir::Function& fn, StepKernels& out) {
         out.aliases.push_back({op.results[0].data(), op.operands[0].data(), 0});
         continue;
       case ir::OpKind::View:
-        out.aliases.push_back({op.results[0].data(), op.operands[0].data(), op.attr("offset")->dim});
+        out.aliases.push_back({op.results[0].data(), op.operands[0].data(), ir::ViewAttrs::of(op).offset});
         continue;
       case ir::OpKind::Return:
         for (const auto& v : op.operands) out.returns.push_back(v.data());

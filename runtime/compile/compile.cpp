@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "codegen/cuda/kernel.h"
+#include "ir/op_attrs.h"
 #include "runtime/cpu/fused_kernels.h"
 #include "passes/pipelines.h"
 #include "frontends/gguf/arch/arch.h"
@@ -47,7 +48,7 @@ std::vector<std::string> op_by_op_remarks(const ir::Module& m, const std::string
     for (const auto& op : f->ops) {
       if (op->kind != ir::OpKind::Fused) continue;
       const std::string why = target == "cuda" ? cuda::why_op_by_op(*op) : cpu::FusedKernel::why_op_by_op(*op);
-      if (!why.empty()) ++count[{op->attr("kind")->s, why}];
+      if (!why.empty()) ++count[{std::string(ir::enum_name(ir::FusedAttrs::of(*op).kind)), why}];
     }
     for (const auto& [key, n] : count)
       out.push_back(fmt::format("fusion: @{}: {} {} region{} run op by op on {}: {}", f->name, n, key.first,

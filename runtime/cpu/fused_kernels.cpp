@@ -7,6 +7,7 @@
 #include <numeric>
 #include <vector>
 
+#include "ir/op_attrs.h"
 #include "runtime/cpu/kernels/kernels.h"
 
 namespace vtc::cpu {
@@ -201,8 +202,7 @@ bool FusedKernel::run(ExecContext& ctx, bool materialize) const {
     if (gain.numel != cols || gain.elem.kind() != ir::ElemType::F32 || in.elem.kind() != ir::ElemType::F32) return false;
     s.prologue.x = in.as<float>();
     s.prologue.gain = gain.as<float>();
-    const ir::Attr* eps = p.norm->attr("eps");
-    s.prologue.eps = static_cast<float>(eps->kind == ir::AttrKind::Int ? double(eps->i) : eps->f);
+    s.prologue.eps = static_cast<float>(ir::RmsNormAttrs::of(*p.norm).eps);
     s.prologue.normed = x.as<float>();
   }
   const bool any_prologue = p.norm != nullptr || !s.tables.empty();

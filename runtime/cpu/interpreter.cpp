@@ -31,6 +31,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/op_attrs.h"
 #include "passes/memory_plan.h"
 #include "runtime/cpu/exec_context.h"
 #include "runtime/cpu/fused_kernels.h"
@@ -299,13 +300,13 @@ std::vector<HostTensor> Interpreter::Impl::execute(const ir::Function& fn, const
 void Interpreter::Impl::exec_op(ExecContext& ctx, const ir::Op& op, const SymbolEnv& env) {
   BufMap& bufs = ctx.bufs;
   if (op.kind == ir::OpKind::Weight) {
-    const BoundWeight& w = weights.at(op.attr("name")->s);
+    const BoundWeight& w = weights.at(*ir::weight_symbol(op));
     bufs[op.results[0].data()].data = const_cast<uint8_t*>(w.data);
   } else if (op.info().is_alias()) {
     Buf& r = bufs[op.results[0].data()];
     r.data = bufs[op.operands[0].data()].data;
-    if (const ir::Attr* offset = op.attr("offset")) {
-      auto elems = offset->dim.evaluate(lookup_symbol, &env);
+    if (op.kind == ir::OpKind::View) {
+      auto elems = ir::ViewAttrs::of(op).offset.evaluate(lookup_symbol, &env);
       if (!elems) throw Error("cpu: view offset is unbound");
       r.data += *elems * elem_bytes(r.elem);
     }
@@ -346,7 +347,7 @@ bool Interpreter::Impl::run_fused_kernel(ExecContext& ctx, const ir::Op& op, con
   const auto t0 = std::chrono::steady_clock::now();
   if (!entry->second->run(ctx, /*materialize=*/static_cast<bool>(observer))) return false;
   if (profiling) {
-    auto& e = profile.by_op[fmt::format("fused {}", op.attr("kind")->s)];
+    auto& e = profile.by_op[fmt::format("fused {}", ir::enum_name(ir::FusedAttrs::of(op).kind))];
     e.calls++;
     e.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }

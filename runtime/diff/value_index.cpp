@@ -8,6 +8,7 @@
 #include <sstream>
 #include <vector>
 
+#include "ir/op_attrs.h"
 #include "ir/printer.h"
 #include "support/error.h"
 
@@ -46,8 +47,8 @@ bool is_number(const std::string& printed) {
 
 std::string op_label(const ir::Op& op) {
   std::string label(op.mnemonic());
-  if (const ir::Attr* kind = op.attr("kind")) label += "{" + kind->s + "}";
-  if (const ir::Attr* state = op.attr("state")) label += " @" + state->s;
+  if (op.kind == ir::OpKind::Fused) label += "{" + std::string(ir::enum_name(ir::FusedAttrs::of(op).kind)) + "}";
+  if (const std::string* state = ir::state_symbol(op)) label += " @" + *state;
   return label;
 }
 
@@ -76,7 +77,7 @@ ValueIndex::ValueIndex(const ir::Function& fn) {
     for (size_t r = 0; r < op.results.size(); ++r) {
       const std::string& name = names[i][r];
       std::string key;
-      if (op.kind == ir::OpKind::Weight) key = "weight:" + op.attr("name")->s;
+      if (op.kind == ir::OpKind::Weight) key = "weight:" + *ir::weight_symbol(op);
       else if (!is_number(name)) key = "name:" + name;
       else key = structural_key(op, r, keys);
       if (int n = seen[key]++; n > 0) key += fmt::format("#{}", n);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ir/op_attrs.h"
 #include "support/error.h"
 
 namespace vtc {
@@ -78,8 +79,8 @@ StateStore::StateStore(const ir::Module& module, const StateStoreConfig& config)
   }
   for (const auto& fn : module.functions)
     for (const auto& op : fn->ops) {
-      const ir::Attr* state = op->attr("state");
-      const ir::StateDecl* decl = state ? module.find_state(state->s) : nullptr;
+      const std::string* state = ir::state_symbol(*op);
+      const ir::StateDecl* decl = state ? module.find_state(*state) : nullptr;
       if (op->info().effect == ir::Effect::ReadsWritesState && decl && decl->kind == ir::StateKind::Plain)
         recurrent_ = true;
     }

@@ -16,6 +16,7 @@
 #include <random>
 
 #include "frontends/gguf/arch/arch.h"
+#include "ir/op_attrs.h"
 #include "runtime/compile/artifact.h"
 #include "runtime/compile/compile.h"
 #include "runtime/session.h"
@@ -257,10 +258,10 @@ TEST_CASE("qwen4exp on cuda: n-gram hash, indexer, id feedback and every state s
     INFO(op->mnemonic());
     CHECK(op->kind != ir::OpKind::ToHost);
     for (const auto& r : op->results) CHECK(r.type().placement == ir::Placement::Device);
-    if (op->kind == ir::OpKind::StateRead && op->attr("state")->s == "last_ids") ++on_device[op->kind];
+    if (op->kind == ir::OpKind::StateRead && *ir::state_symbol(*op) == "last_ids") ++on_device[op->kind];
     // Sampling is an op of the step, and its ids go straight back to
     // @last_ids on the device: no transfer between them.
-    if (op->kind == ir::OpKind::StateWrite && op->attr("state")->s == "last_ids") {
+    if (op->kind == ir::OpKind::StateWrite && *ir::state_symbol(*op) == "last_ids") {
       ++on_device[op->kind];
       const ir::Op* producer = op->operands.at(0)->def;
       REQUIRE(producer != nullptr);

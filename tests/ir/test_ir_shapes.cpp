@@ -254,7 +254,7 @@ TEST_CASE_METHOD(Fixture, "shape: moe_ffn's four operand forms through Builder::
     CHECK(type(y) == "tensor<T x 64 x f32, device>");
     const Op& op = *y->def;
     CHECK(op.operands.size() == operands);
-    CHECK((op.attr("scaled") != nullptr) == scaled);
+    CHECK(MoeFfnAttrs::of(op).scaled == scaled);
     // MoeExperts::of decodes what the builder encoded.
     const MoeExperts back = MoeExperts::of(op);
     CHECK(back.gate == e.gate);

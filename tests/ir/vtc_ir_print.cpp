@@ -4,13 +4,15 @@
 // printed as "error: ..." on stdout so FileCheck can match them; the case
 // separator is echoed between outputs. Every printed module is parsed
 // again and compared structurally: a mismatch is a printer/parser bug and
-// makes the tool exit 2.
+// makes the tool exit 2. `vtc-ir-print --attr-table` prints the attribute
+// table of docs/ir.md from ir/op_attrs.def instead.
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "ir/op_attrs.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -57,12 +59,16 @@ int main(int argc, char** argv) {
   std::string path;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
+    if (a == "--attr-table") {
+      std::cout << vtc::ir::attribute_table_markdown();
+      return 0;
+    }
     if (a == "--verify") verify = true;
     else if (a == "--split-input-file") split = true;
     else path = a;
   }
   if (path.empty()) {
-    std::cerr << "usage: vtc-ir-print [--verify] [--split-input-file] FILE\n";
+    std::cerr << "usage: vtc-ir-print [--verify] [--split-input-file] FILE | --attr-table\n";
     return 1;
   }
   std::ifstream in(path);

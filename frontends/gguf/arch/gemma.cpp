@@ -107,7 +107,7 @@ class Gemma final : public Transformer {
     rope.base = rope_base_local_;
     // gemma3's local layers rope at rope_freq_scale_train_swa, 1; gemma2's
     // at the trained scale, as its global ones.
-    if (gemma3_) rope.freq_scale.reset();
+    if (gemma3_) rope.freq_scale = ir::RopeAttrs{}.freq_scale;
     return rope;
   }
 
