@@ -656,3 +656,43 @@ TEST_CASE("abuse: idle and slowloris connections and streams and header floods a
   for (auto& t : load) t.join();
   for (int fd : idle) ::close(fd);
 }
+
+// Issue 32: what a load balancer in front of replicas relies on
+// (docs/serving.md, "Running more than one replica"; scripts/cluster-check.sh
+// checks it behind HAProxy).
+TEST_CASE("--drain-delay: /health 503 at once while requests are still served, a second signal starts refusing, "
+          "and a non-streamed answer is held back whole",
+          "[serve][http][hardening][reference]") {
+  Server s({"--drain-delay", "60", "--shutdown-timeout", "10", "--ctx-size", "2048"});
+  wait_ready(s);
+  // Held back until generated: one body with a Content-Length, not chunks.
+  Reply whole = once(s.port(), request("POST", "/v1/completions", completion(32)));
+  CHECK(whole.status == 200);
+  CHECK(whole.has("Content-Length:"));
+  CHECK_FALSE(whole.has("chunked"));
+  kill(s.pid(), SIGTERM);
+  Reply health;
+  for (int i = 0; i < 400 && health.status != 503; ++i) {
+    health = once(s.port(), request("GET", "/health"), 2000ms);
+    if (health.status != 503) std::this_thread::sleep_for(5ms);
+  }
+  CHECK(health.body.find("draining") != std::string::npos);
+  CHECK(once(s.port(), request("POST", "/v1/completions", completion(2))).status == 200);  // still served
+  // A long stream (a second or more) keeps the drain going past the probe below.
+  const int fd = connect_to(s.port());
+  REQUIRE(send_str(fd, request("POST", "/v1/completions", completion(2000, true))));
+  std::string buf;
+  CHECK(read_reply(fd, buf, 2000ms).status == 200);
+  kill(s.pid(), SIGINT);  // ends the delay: refusing from now on
+  Reply refused;
+  for (int i = 0; i < 400 && refused.status != 503; ++i) {
+    refused = once(s.port(), request("POST", "/v1/completions", completion(2)), 2000ms);
+    if (refused.status != 503) std::this_thread::sleep_for(5ms);
+  }
+  CHECK(refused.status == 503);
+  CHECK(refused.has("Retry-After: 1"));
+  double took = 0;
+  CHECK(s.stop(SIGTERM, 20s, &took) == 0);  // well before the 60 s delay
+  CHECK(took < 15000);
+  ::close(fd);
+}
