@@ -660,8 +660,8 @@ TEST_CASE("abuse: idle and slowloris connections and streams and header floods a
 // Issue 32: what a load balancer in front of replicas relies on
 // (docs/serving.md, "Running more than one replica"; scripts/cluster-check.sh
 // checks it behind HAProxy).
-TEST_CASE("--drain-delay: /health 503 at once while requests are still served, a second signal starts refusing, "
-          "and a non-streamed answer is held back whole",
+TEST_CASE("a replica's drain with --drain-delay: /health 503 at once while requests are still served, a second "
+          "signal starts refusing, and a non-streamed answer is held back whole",
           "[serve][http][hardening][reference]") {
   Server s({"--drain-delay", "60", "--shutdown-timeout", "10", "--ctx-size", "2048"});
   wait_ready(s);
