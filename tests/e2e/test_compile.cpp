@@ -79,6 +79,17 @@ TEST_CASE("the optimized pipeline gives the logits of the unoptimized one on f32
     // Not vacuous: the optimized module really is fused.
     REQUIRE(fused.after.at("decode").regions > 0);
     REQUIRE(fused.after.at("decode").kernels < fused.before.at("decode").kernels);
+    // Every region the CPU runs op by op is in the report: none for llama
+    // and qwen2; qwen3's QK-norm sits inside its attention regions.
+    std::string op_by_op;
+    for (const auto& line : fused.report)
+      if (line.rfind("fusion:", 0) == 0) op_by_op += line + "\n";
+    INFO(op_by_op);
+    if (std::string(arch) == "qwen3")
+      CHECK(op_by_op.find("fusion: @decode: 2 norm_matmul regions run op by op on cpu: a rope chain holds a QK-norm") !=
+            std::string::npos);
+    else
+      CHECK(op_by_op.empty());
     Session optimized(path, options(true)), plain(path, options(false));
     const auto prompt = test::sample_prompt(path);
     double err = rel_l2(run_logits(optimized, prompt), run_logits(plain, prompt));
