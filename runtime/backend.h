@@ -41,6 +41,11 @@ struct DeviceSampling {
   uint64_t seed = 42;  // resolved (never SamplingParams::kRandomSeed); with the row's position, fixes the draw
 
   static DeviceSampling greedy() { return DeviceSampling{.temperature = 0.0f}; }
+  // Whether the `sample` op covers every setting of `params` (it applies no
+  // penalties): the one answer for vtc run and the server.
+  static bool covers(const SamplingParams& params) {
+    return params.repeat_penalty == 1.0f && params.frequency_penalty == 0.0f && params.presence_penalty == 0.0f;
+  }
   // `params`' settings, drawing from `seed` (the host sampler's resolved one).
   static DeviceSampling of(const SamplingParams& params, uint64_t seed) {
     return DeviceSampling{.temperature = params.temperature, .top_k = params.top_k, .top_p = params.top_p,

@@ -36,8 +36,7 @@ GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<
   int32_t position = int32_t(prompt.size());
   result.stop_reason = "length";
   const SamplingParams& sp = o.sampling;
-  const bool on_device = o.device_sampling && !o.keep_logits && sp.repeat_penalty == 1.0f &&
-                         sp.frequency_penalty == 0.0f && sp.presence_penalty == 0.0f;
+  const bool on_device = o.device_sampling && !o.keep_logits && DeviceSampling::covers(sp);
   const DeviceSampling device = DeviceSampling::of(sp, sampler.seed());
   int32_t next_id = -1;  // drawn on the backend by the last decode
   while (o.n_predict < 0 || int32_t(result.generated.size()) < o.n_predict) {

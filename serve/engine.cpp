@@ -183,8 +183,7 @@ namespace {
 // draw from the seed it asked for.
 std::optional<DeviceSampling> device_settings(const GenerationParams& p, uint64_t seed) {
   const SamplingParams& s = p.sampling;
-  if (p.top_logprobs >= 0 || s.repeat_penalty != 1.0f || s.frequency_penalty != 0.0f || s.presence_penalty != 0.0f)
-    return std::nullopt;
+  if (p.top_logprobs >= 0 || !DeviceSampling::covers(s)) return std::nullopt;
   if (!p.logit_bias.empty() || p.constraint || p.min_tokens > 0) return std::nullopt;
   return DeviceSampling::of(s, seed);
 }

@@ -18,11 +18,7 @@
 namespace vtc::cuda {
 namespace {
 
-struct Ctx {
-  const ir::Module& module;
-  const ir::Function& fn;
-  const std::string& what;
-};
+using Ctx = EmitContext;
 using EmitFn = Kernels (*)(const Ctx&, const ir::Op&);
 
 Kernels none(const Ctx&, const ir::Op&) { return {}; }
@@ -31,6 +27,9 @@ Kernels data(const Ctx& c, const ir::Op& op) { return emit_data_movement(op, c.w
 Kernels state(const Ctx& c, const ir::Op& op) { return emit_state(c.module, op, c.what); }
 Kernels ngram(const Ctx& c, const ir::Op& op) { return emit_ngram(op, c.what); }
 
+}  // namespace
+
+// The emitters of emit.h that only forward to an op family's emitter.
 Kernels emit_Weight(const Ctx& c, const ir::Op& op) { return none(c, op); }
 Kernels emit_StateRead(const Ctx& c, const ir::Op& op) { return state(c, op); }
 Kernels emit_StateWrite(const Ctx& c, const ir::Op& op) { return state(c, op); }
@@ -78,8 +77,10 @@ Kernels emit_Gather(const Ctx& c, const ir::Op& op) { return data(c, op); }
 Kernels emit_Scatter(const Ctx& c, const ir::Op& op) { return data(c, op); }
 Kernels emit_NgramHash(const Ctx& c, const ir::Op& op) { return ngram(c, op); }
 Kernels emit_NgramRoll(const Ctx& c, const ir::Op& op) { return ngram(c, op); }
-[[maybe_unused]] Kernels emit_Fused(const Ctx& c, const ir::Op& op) { return emit_fused(c.module, c.fn, op, c.what); }
+Kernels emit_Fused(const Ctx& c, const ir::Op& op) { return emit_fused(c.module, c.fn, op, c.what); }
 Kernels emit_Return(const Ctx& c, const ir::Op& op) { return none(c, op); }
+
+namespace {
 
 constexpr EmitFn kEmit[] = {
 #define VTC_OP(id, ...) &emit_##id,

@@ -121,4 +121,19 @@ Kernels emit_data_movement(const ir::Op& op, const std::string& what);
 Kernels emit_state(const ir::Module& m, const ir::Op& op, const std::string& what);
 Kernels emit_ngram(const ir::Op& op, const std::string& what);
 
+// What an op's emitter sees besides the op: the module (its states), the
+// function the op is in, and the op's description for kernel names.
+struct EmitContext {
+  const ir::Module& module;
+  const ir::Function& fn;
+  const std::string& what;
+};
+
+// One emitter per op of ops.def, emit_<Id>; codegen.cpp builds its dispatch
+// table from the same rows, so a new op's emitter is defined in its
+// emit_*.cpp file and declared nowhere else.
+#define VTC_OP(id, ...) Kernels emit_##id(const EmitContext& c, const ir::Op& op);
+#include "ir/ops.def"
+#undef VTC_OP
+
 }  // namespace vtc::cuda
