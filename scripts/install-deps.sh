@@ -7,7 +7,7 @@ set -euo pipefail
 PACKAGES=(
   cmake ninja-build ccache g++ pkg-config git
   libfmt-dev catch2
-  llvm-14-dev llvm-14-tools
+  llvm-14-tools  # FileCheck, for the IR goldens (vtc links no LLVM library)
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libicu-dev
   clang-14 libclang-rt-14-dev
   nodejs npm
