@@ -56,6 +56,9 @@ void check_same_run(const ReferenceRun& whole, const ReferenceRun& chunked) {
 TEST_CASE("generated models load in the reference with finite, layer-sensitive logits",
           "[gguf][synth][reference]") {
   for (const auto& arch : synth::known_archs()) {
+    // An encoder has no logits: bert's file is checked against the
+    // reference's embeddings (tests/serve/embeddings_test.sh).
+    if (arch == "bert") continue;
     INFO("arch " << arch);
     auto normal = generate(arch, -1);
     auto ablated = generate(arch, 1);

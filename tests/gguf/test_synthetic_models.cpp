@@ -87,6 +87,9 @@ bool is_family(const std::string& arch) {
 // token_embd, output_norm, output, and each layer's tensors.
 size_t expected_tensor_count(const std::string& arch, const synth::ModelShape& shape) {
   if (is_family(arch)) return family_tensor_count(arch, shape, false);
+  // bert: token, token-type and position embeddings and the biased embedding
+  // norm; per layer q/k/v/output and up/down with biases, two biased norms.
+  if (arch == "bert") return 5 + shape.n_layer * 16;
   // The gemmas are tied (no output): 11 tensors a layer, gemma3 adds QK-norm.
   if (arch == "gemma2" || arch == "gemma3") return 2 + shape.n_layer * (arch == "gemma3" ? 13 : 11);
   // gpt-oss: q/k/v/output with biases, sinks, 2 norms, biased router and experts.
