@@ -89,13 +89,6 @@ struct Session::Impl {
   const bool generates_text;
   const bool whole_sequences;
 
-  // What step() and the others say to an encoder's session.
-  void require_text(const char* what) const {
-    if (!generates_text)
-      throw Error(fmt::format("{}: architecture '{}' is an encoder: it has only the @embed step, no text generation",
-                              what, model.file.architecture()));
-  }
-
   void reserve(int32_t slot, int64_t n_positions, const char* what) {
     if (!states.reserve(slot, n_positions))
       throw Error(fmt::format("{}: the KV pool is out of pages ({} of {} free) for slot {} at position {}", what,
@@ -268,7 +261,7 @@ StateStore& Session::states() { return impl_->states; }
 void Session::reset(int32_t slot) { impl_->states.reset_slot(slot); }
 
 HostTensor Session::prefill(int32_t slot, std::span<const int32_t> tokens, int32_t n_past, bool all_logits) {
-  impl_->require_text("prefill");
+  require_text_generation("prefill");
   if (tokens.empty()) throw Error("prefill: no tokens");
   impl_->states.check_slot(slot);
   if (n_past < 0 || n_past + int64_t(tokens.size()) > n_ctx())
@@ -294,7 +287,7 @@ HostTensor Session::prefill(int32_t slot, std::span<const int32_t> tokens, int32
 }
 
 HostTensor Session::step(std::span<const SeqChunk> chunks) {
-  impl_->require_text("step");
+  require_text_generation("step");
   impl_->check_chunks(chunks, "step");
   return impl_->run_prefill(chunks, false);
 }
@@ -306,7 +299,7 @@ HostTensor Session::embed(std::span<const SeqChunk> chunks) {
 }
 
 void Session::set_last_id(int32_t slot, int32_t token) {
-  impl_->require_text("decode");
+  require_text_generation("decode");
   check_tokens({&token, 1}, n_vocab(), "decode");
   impl_->backend->write_slot_row(impl_->states.layout("last_ids"), slot, {reinterpret_cast<const uint8_t*>(&token), 4});
 }
@@ -323,7 +316,7 @@ HostTensor Session::decode(std::span<const int32_t> slots, std::span<const int32
 
 std::vector<int32_t> Session::decode_sampled(std::span<const int32_t> slots, std::span<const int32_t> positions,
                                              std::span<const DeviceSampling> sampling) {
-  impl_->require_text("decode");
+  require_text_generation("decode");
   impl_->check_decode_rows(slots, positions);
   return impl_->backend->run_sampled(impl_->decode_request(slots, positions, sampling));
 }

@@ -101,10 +101,7 @@ Engine::Engine(const EngineOptions& o, Metrics& metrics) : options_(o), metrics_
     so.passes = pm;
   }
   session_ = std::make_unique<Session>(o.model, so);
-  if (!session_->generates_text() && !o.embeddings)
-    throw Error(fmt::format("{}: architecture '{}' is an encoder: it computes embeddings and generates no text; start "
-                            "the server with --embeddings",
-                            o.model, session_->file().architecture()));
+  if (!o.embeddings) session_->require_text_generation("vtc serve without --embeddings");
   device_sampling_ = o.device_sampling.value_or(o.target == "cuda");
   tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(session_->file()));
   cache_ = std::make_unique<CacheHolder>(session_->states());
