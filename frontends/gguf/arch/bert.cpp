@@ -34,9 +34,11 @@ namespace {
 
 using ir::Value;
 
-class Bert final : public Architecture {
+// A Transformer for its KV states (one @kv.l per layer); head and
+// embedding are its own.
+class Bert final : public Transformer {
  public:
-  Bert(const gguf::GgufFile& f, const BuildOptions& o) : Architecture(f), o_(o) {
+  Bert(const gguf::GgufFile& f, const BuildOptions& o) : Transformer(f, o) {
     norm_eps_ = f.get_float(h.arch + ".attention.layer_norm_epsilon").value_or(1e-12);
     if (const gguf::Value* v = f.find(h.arch + ".attention.causal")) {
       const std::optional<bool> b = v->as_bool();
@@ -46,10 +48,6 @@ class Bert final : public Architecture {
   }
 
   bool generates_text() const override { return false; }
-
-  void declare_states(ir::Module& m) const override {
-    for (int64_t l = 0; l < h.n_layer; ++l) declare_kv_state(m, o_, h, l);
-  }
 
   Value forward(StepGraph& g) const override {
     ir::Builder& b = g.b;
@@ -85,7 +83,6 @@ class Bert final : public Architecture {
     return g.b.layer_norm(x, g.weight(name), g.weight(name + ".bias"), norm_eps_);
   }
 
-  const BuildOptions& o_;
   double norm_eps_ = 1e-12;
   bool causal_ = true;
 };
