@@ -1,5 +1,5 @@
 // Micro-benchmark for the CPU matmul kernels:
-//   vtc-bench-kernels [rows cols] [--tokens N] [--isa scalar|avx2] [--types q4_K,f16,...]
+//   vtc-bench-kernels [rows cols] [--tokens N] [--isa scalar|avx2|avxvnni|avx512vnni|avx512bf16] [--types q4_K,f16,...]
 //   (a type name ending in _x8, e.g. q4_K_x8, runs the interleaved-8 layout)
 //   vtc-bench-kernels --pool     (cost of one empty parallel_for per pool size)
 // For each weight type and thread count (1, 2, ..., hardware), times
@@ -69,7 +69,14 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--tokens" && i + 1 < argc) tokens = std::atoll(argv[++i]);
-    else if (a == "--isa" && i + 1 < argc) set_active_isa(std::string(argv[++i]) == "scalar" ? Isa::Scalar : Isa::Avx2);
+    else if (a == "--isa" && i + 1 < argc) {
+      Isa isa{};
+      if (!isa_from_name(argv[++i], isa)) {
+        std::fprintf(stderr, "unknown --isa %s\n", argv[i]);
+        return 2;
+      }
+      set_active_isa(isa);
+    }
     else if (a == "--types" && i + 1 < argc) {
       types.clear();
       std::string s = argv[++i];

@@ -207,10 +207,15 @@ class IsaScope {
   Isa prev_;
 };
 
-// The ISAs this machine can run: always scalar, plus AVX2 when available.
-inline std::vector<Isa> available_isas() {
-  std::vector<Isa> v{Isa::Scalar};
-  if (best_isa() == Isa::Avx2) v.push_back(Isa::Avx2);
+// The ISA levels this machine can run, lowest first (always scalar).
+inline std::vector<Isa> available_isas() { return supported_isas(); }
+
+// The levels with SIMD kernels (AVX2 and up) this machine can run; empty
+// without AVX2.
+inline std::vector<Isa> simd_isas() {
+  std::vector<Isa> v;
+  for (Isa isa : supported_isas())
+    if (isa >= Isa::Avx2) v.push_back(isa);
   return v;
 }
 

@@ -323,7 +323,7 @@ func @prefill(%x: tensor<T x 3 x 40 x f32, device>) {
 TEST_CASE("reference-order f16 dot and vector silu variants", "[float][parity]") {
   namespace d = vtc::cpu::detail;
   std::vector<const d::FloatKernels*> tables = {&d::scalar_float_kernels()};
-  if (best_isa() == Isa::Avx2) {
+  if (isa_supported(Isa::Avx2)) {
     tables.push_back(d::avx2_float_kernels());
     tables.push_back(d::avx2_float_kernels_l16());
   } else {

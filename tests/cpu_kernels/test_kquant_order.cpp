@@ -159,48 +159,51 @@ float ggml_order_dot(GgmlType t, const uint8_t* row, size_t block_bytes, const B
 
 }  // namespace
 
-TEST_CASE("matmul: AVX2 K-quant dots follow ggml's x86 float order bit for bit", "[matmul][isa]") {
-  if (best_isa() != Isa::Avx2) {
+TEST_CASE("matmul: SIMD K-quant dots follow ggml's x86 float order bit for bit", "[matmul][isa]") {
+  if (!isa_supported(Isa::Avx2)) {
     WARN("SKIPPED: AVX2 is not available here");
     return;
   }
-  const auto& k = *detail::avx2_quant_kernels();
-  const GgmlType types[] = {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
-                            GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS};
-  const int64_t rows = 64, cols = 2048, nb = cols / 256;
-  for (GgmlType t : types) {
-    const int slot = static_cast<int>(t);
-    const size_t block_bytes = ggml_traits(t).block_bytes;
-    const auto w = random_weights(t, rows, cols, 61);
-    const int64_t stride = static_cast<int64_t>(w.size()) / rows;
-    for (uint32_t seed = 0; seed < 4; ++seed) {
-      // Mixed magnitudes across super-blocks, so that the lane sums' float
-      // roundings depend on the order.
-      auto xf = random_floats(static_cast<size_t>(cols), 70 + seed, -2.0f, 2.0f);
-      for (int64_t i = 0; i < cols; ++i) xf[static_cast<size_t>(i)] *= float(1 + (i / 256) * 7 % 5);
-      std::vector<BlockQ8_K> xq(static_cast<size_t>(nb));
-      k.quantize[static_cast<int>(detail::ActType::Q8_K)](xf.data(), xq.data(), cols);
-      std::vector<float> want(rows), got1(rows), got4(rows);
-      for (int64_t r = 0; r < rows; ++r) {
-        want[static_cast<size_t>(r)] = ggml_order_dot(t, w.data() + r * stride, block_bytes, xq.data(), nb);
-        got1[static_cast<size_t>(r)] = k.dot[slot](cols, w.data() + r * stride, xq.data());
+  for (Isa isa : simd_isas()) {
+    INFO(isa_name(isa));
+    const auto& k = detail::quant_kernels(isa);
+    const GgmlType types[] = {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
+                              GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS};
+    const int64_t rows = 64, cols = 2048, nb = cols / 256;
+    for (GgmlType t : types) {
+      const int slot = static_cast<int>(t);
+      const size_t block_bytes = ggml_traits(t).block_bytes;
+      const auto w = random_weights(t, rows, cols, 61);
+      const int64_t stride = static_cast<int64_t>(w.size()) / rows;
+      for (uint32_t seed = 0; seed < 4; ++seed) {
+        // Mixed magnitudes across super-blocks, so that the lane sums' float
+        // roundings depend on the order.
+        auto xf = random_floats(static_cast<size_t>(cols), 70 + seed, -2.0f, 2.0f);
+        for (int64_t i = 0; i < cols; ++i) xf[static_cast<size_t>(i)] *= float(1 + (i / 256) * 7 % 5);
+        std::vector<BlockQ8_K> xq(static_cast<size_t>(nb));
+        k.quantize[static_cast<int>(detail::ActType::Q8_K)](xf.data(), xq.data(), cols);
+        std::vector<float> want(rows), got1(rows), got4(rows);
+        for (int64_t r = 0; r < rows; ++r) {
+          want[static_cast<size_t>(r)] = ggml_order_dot(t, w.data() + r * stride, block_bytes, xq.data(), nb);
+          got1[static_cast<size_t>(r)] = k.dot[slot](cols, w.data() + r * stride, xq.data());
+        }
+        // The multi-token tiles, one token at a time (fn[1]): rows per tile.
+        const detail::GemmKernels& g = k.gemm[slot];
+        if (g.rows > 0)
+          for (int64_t r = 0; r + g.rows <= rows; r += g.rows)
+            g.fn[1](cols, w.data() + r * stride, stride, xq.data(), 0, got4.data() + r, 1);
+        else
+          got4 = got1;
+        size_t diff1 = 0, diff4 = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+          diff1 += std::memcmp(&want[size_t(r)], &got1[size_t(r)], 4) != 0;
+          diff4 += std::memcmp(&want[size_t(r)], &got4[size_t(r)], 4) != 0;
+        }
+        INFO(fmt::format("{} seed {}: {} of {} rows differ (dot), {} (tile); row 0 {:.9g} vs {:.9g}", ggml_type_name(t),
+                         seed, diff1, rows, diff4, want[0], got1[0]));
+        CHECK(diff1 == 0);
+        CHECK(diff4 == 0);
       }
-      // The multi-token tiles, one token at a time (fn[1]): rows per tile.
-      const detail::GemmKernels& g = k.gemm[slot];
-      if (g.rows > 0)
-        for (int64_t r = 0; r + g.rows <= rows; r += g.rows)
-          g.fn[1](cols, w.data() + r * stride, stride, xq.data(), 0, got4.data() + r, 1);
-      else
-        got4 = got1;
-      size_t diff1 = 0, diff4 = 0;
-      for (int64_t r = 0; r < rows; ++r) {
-        diff1 += std::memcmp(&want[size_t(r)], &got1[size_t(r)], 4) != 0;
-        diff4 += std::memcmp(&want[size_t(r)], &got4[size_t(r)], 4) != 0;
-      }
-      INFO(fmt::format("{} seed {}: {} of {} rows differ (dot), {} (tile); row 0 {:.9g} vs {:.9g}", ggml_type_name(t),
-                       seed, diff1, rows, diff4, want[0], got1[0]));
-      CHECK(diff1 == 0);
-      CHECK(diff4 == 0);
     }
   }
 }

@@ -129,8 +129,8 @@ TEST_CASE("matmul: thread counts 1, 2, 3 give bit-identical results", "[matmul][
   }
 }
 
-TEST_CASE("matmul: scalar and AVX2 agree", "[matmul][isa]") {
-  if (best_isa() != Isa::Avx2) {
+TEST_CASE("matmul: scalar and every SIMD level agree", "[matmul][isa]") {
+  if (simd_isas().empty()) {
     WARN("SKIPPED: AVX2 is not available here; only the scalar kernels were tested");
     return;
   }
@@ -139,18 +139,18 @@ TEST_CASE("matmul: scalar and AVX2 agree", "[matmul][isa]") {
   for (GgmlType t : kNativeTypes) {
     const auto w = random_weights(t, s.rows, s.cols, 11);
     const auto x = random_floats(static_cast<size_t>(s.cols * s.n_tokens), 12);
-    std::vector<float> ys, yv;
+    std::vector<float> ys;
     {
       IsaScope scope(Isa::Scalar);
       ys = run_matmul(t, w, s, x, pool);
     }
-    {
-      IsaScope scope(Isa::Avx2);
-      yv = run_matmul(t, w, s, x, pool);
+    for (Isa isa : simd_isas()) {
+      IsaScope scope(isa);
+      const std::vector<float> yv = run_matmul(t, w, s, x, pool);
+      const double e = nmse(yv, ys);
+      INFO(fmt::format("{}: nmse {} vs scalar {:.3g}", ggml_type_name(t), isa_name(isa), e));
+      CHECK(e < 1e-11);
     }
-    const double e = nmse(yv, ys);
-    INFO(fmt::format("{}: nmse avx2 vs scalar {:.3g}", ggml_type_name(t), e));
-    CHECK(e < 1e-11);
     // Super-block types: same integer sums; the AVX2 kernels combine them in
     // ggml's x86 lane order (test_kquant_order.cpp), the scalar ones once per
     // super-block, so they agree up to float reassociation only.
@@ -169,12 +169,12 @@ int act_slot(GgmlType at) {
 }
 
 TEST_CASE("matmul: the AVX-VNNI tiles are bit-identical to the AVX2 ones", "[matmul][isa][gemm]") {
-  if (best_isa() != Isa::Avx2 || !detail::cpu_has_avxvnni()) {
+  if (!isa_supported(Isa::AvxVnni)) {
     WARN("SKIPPED: no AVX-VNNI here; the AVX-VNNI kernels were not tested");
     return;
   }
   const auto& a = *detail::avx2_quant_kernels_novnni();
-  const auto& v = *detail::avx2_quant_kernels();
+  const auto& v = detail::quant_kernels(Isa::AvxVnni);
   const int slot = static_cast<int>(GgmlType::Q8_0);
   REQUIRE(v.gemm[slot].fn[1] != a.gemm[slot].fn[1]);  // the VNNI table really has its own tiles
   REQUIRE(v.gemm[slot].rows == a.gemm[slot].rows);
@@ -213,11 +213,13 @@ std::vector<uint8_t> quantized_activations(const detail::QuantKernels& k, GgmlTy
 }
 
 TEST_CASE("matmul: register-blocked tiles are bit-identical to the dot kernels", "[matmul][isa][gemm]") {
-  if (best_isa() != Isa::Avx2) {
-    WARN("SKIPPED: AVX2 is not available here; the AVX2 tiles were not tested");
+  if (simd_isas().empty()) {
+    WARN("SKIPPED: AVX2 is not available here; the SIMD tiles were not tested");
     return;
   }
-  const auto& k = *detail::avx2_quant_kernels();
+  for (Isa isa : simd_isas()) {
+  INFO(isa_name(isa));
+  const auto& k = detail::quant_kernels(isa);
   int tested = 0;
   for (GgmlType t : kNativeTypes) {
     const int slot = static_cast<int>(t);
@@ -261,6 +263,7 @@ TEST_CASE("matmul: register-blocked tiles are bit-identical to the dot kernels",
     }
   }
   CHECK(tested >= 8 * 3);  // q8_0, q4_0, q5_0, iq4_nl, q4_K, q6_K, f16, bf16 at least
+  }
 }
 
 TEST_CASE("matmul: a batch of 1 to 17 tokens gives each token the bits of a one-token matmul",
@@ -296,12 +299,14 @@ TEST_CASE("matmul: a batch of 1 to 17 tokens gives each token the bits of a one-
 }
 
 TEST_CASE("matmul: activation quantizers are bit-identical across ISAs", "[matmul][isa]") {
-  if (best_isa() != Isa::Avx2) {
+  if (simd_isas().empty()) {
     WARN("SKIPPED: AVX2 is not available here");
     return;
   }
+  for (Isa isa : simd_isas()) {
+  INFO(isa_name(isa));
   const auto& sk = detail::scalar_quant_kernels();
-  const auto& vk = *detail::avx2_quant_kernels();
+  const auto& vk = detail::quant_kernels(isa);
   const int64_t n = 1024;
   auto x = random_floats(static_cast<size_t>(n), 21, -3.0f, 3.0f);
   for (int i = 0; i < 32; ++i) x[static_cast<size_t>(64 + i)] = 0.0f;                // an all-zero block
@@ -337,6 +342,7 @@ TEST_CASE("matmul: activation quantizers are bit-identical across ISAs", "[matmu
   }
   CHECK(ks[2].d > 0.0f);  // max is -5: iscale = 127/5 > 0, d = 5/127
   CHECK(ks[3].d < 0.0f);
+  }
 }
 
 TEST_CASE("matmul: q8_0 activation quantization follows ggml", "[matmul]") {

@@ -142,8 +142,7 @@ ObservedRun observed_run(Session& s, bool observe) {
 TEST_CASE("fused regions as one CPU kernel give the bits of op by op", "[e2e][reference][fused]") {
   const std::vector<std::pair<std::string, std::string>> models = {
       {"llama", "q4_k_m"}, {"llama3", "q4_0"}, {"qwen2-yarn", "f32"}, {"llama", "f16"}};
-  std::vector<cpu::Isa> isas = {cpu::Isa::Scalar};
-  if (cpu::best_isa() != cpu::Isa::Scalar) isas.push_back(cpu::best_isa());
+  const std::vector<cpu::Isa> isas = cpu::supported_isas();
   for (const auto& [arch, type] : models) {
     Session s(test::model_path(arch, type), {.threads = 2, .n_ctx = 128});
     for (cpu::Isa isa : isas) {

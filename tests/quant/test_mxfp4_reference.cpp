@@ -160,9 +160,7 @@ class IsaScope {
 };
 
 std::vector<vtc::cpu::Isa> isas() {
-  std::vector<vtc::cpu::Isa> v{vtc::cpu::Isa::Scalar};
-  if (vtc::cpu::best_isa() == vtc::cpu::Isa::Avx2) v.push_back(vtc::cpu::Isa::Avx2);
-  return v;
+  return vtc::cpu::supported_isas();
 }
 
 // x converted to q8_0 by vtc's scalar quantizer and back (what the dot sees).

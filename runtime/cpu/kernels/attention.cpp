@@ -134,7 +134,7 @@ Visibility build_visibility(const AttentionParams& p, const int32_t* q_pos, cons
 }
 
 const detail::FloatKernels& float_kernels_for(int ref_lanes) {
-  if (active_isa() == Isa::Avx2)
+  if (active_isa() >= Isa::Avx2)
     return ref_lanes == 16 ? *detail::avx2_float_kernels_l16() : *detail::avx2_float_kernels();
   return detail::scalar_float_kernels();
 }
@@ -190,7 +190,7 @@ void one_row_generic(const AttentionJob& job, const detail::FloatKernels& fk, in
 // (ggml applies them on the first KV chunk only).
 void one_row_block(const AttentionJob& job, const detail::FloatKernels& fk, int64_t hk, int64_t t0, int64_t t1,
                    int64_t j0, int64_t j1, float* M, float* S, float* acc) {
-  if (!(active_isa() == Isa::Avx2 && detail::one_row_block_avx2(job, hk, t0, t1, j0, j1, M, S, acc)))
+  if (!(active_isa() >= Isa::Avx2 && detail::one_row_block_avx2(job, hk, t0, t1, j0, j1, M, S, acc)))
     for (int64_t t = t0; t < t1; ++t)
       for (int64_t g = 0; g < job.group; ++g) {
         const int64_t r = (t - t0) * job.group + g;
@@ -334,7 +334,7 @@ void tiled_row_scalar(const AttentionJob& job, int64_t t, int64_t h, float* acc)
 }
 
 void tiled_block(const AttentionJob& job, int64_t hk, int64_t t0, int64_t t1) {
-  if (active_isa() == Isa::Avx2 && detail::tiled_block_avx2(job, hk, t0, t1)) return;
+  if (active_isa() >= Isa::Avx2 && detail::tiled_block_avx2(job, hk, t0, t1)) return;
   thread_local std::vector<float> acc;
   acc.resize(size_t(job.dv));
   for (int64_t t = t0; t < t1; ++t)
@@ -347,7 +347,7 @@ void tiled_block(const AttentionJob& job, int64_t hk, int64_t t0, int64_t t1) {
 
 bool use_tiled(const AttentionJob& job) {
   if (job.n_tokens < kAttentionTileQ) return false;
-  return active_isa() != Isa::Avx2 || job.dv % job.ref_lanes == 0;
+  return active_isa() < Isa::Avx2 || job.dv % job.ref_lanes == 0;
 }
 
 // Query tile i of n, taken from both ends in turn (0, n-1, 1, n-2, ...): with

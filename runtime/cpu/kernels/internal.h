@@ -8,6 +8,10 @@
 #include <cstdint>
 #include <vector>
 
+namespace vtc::cpu {
+enum class Isa : uint8_t;  // kernels.h
+}
+
 namespace vtc::cpu::detail {
 
 // Activation blocks (ggml's block_q8_0, block_q8_1, block_q8_K).
@@ -171,15 +175,24 @@ void add_avx2_x8_kernels(QuantKernels& t);
 void add_avx2_gemm_kernels(QuantKernels& t);
 
 const QuantKernels& scalar_quant_kernels();
-// Null when the AVX2 translation unit is not part of this build. Its Q8_0
-// tiles are the AVX-VNNI ones below when the CPU has AVX-VNNI (and
-// VTC_CPU_VNNI is not "0"); they are bit-identical to the plain AVX2 ones.
-const QuantKernels* avx2_quant_kernels();
-// The AVX2 table without any AVX-VNNI kernel (tests compare the two).
+// Null when the AVX2 translation unit is not part of this build: the AVX2
+// level's table (plain AVX2, no AVX-VNNI kernel).
 const QuantKernels* avx2_quant_kernels_novnni();
-// AVX-VNNI (VEX vpdpbusd on ymm) Q8_0 tiles; rows = 0 when the translation
-// unit is not part of this build. Call only when cpu_has_avxvnni().
-GemmKernels avxvnni_gemm_q8_0();
+// Each level's kernels, put in place in a copy of the table below it
+// (isa.cpp): AVX-VNNI's Q8_0 tiles (quant_avxvnni.cpp), the AVX-512 VNNI
+// kernels (*_avx512.cpp), the AVX512-BF16 ones (*_avx512bf16.cpp). Each is
+// a no-op when its translation units are not part of this build.
+void add_avxvnni_kernels(QuantKernels& t);
+void add_avx512_kernels(QuantKernels& t);
+// add_avx512_kernels' parts, one per file: Rows-layout dots and tiles
+// (quant_avx512.cpp), F16/F32 tiles (gemm_float_avx512.cpp), x8 kernels
+// (packed_x8_avx512.cpp).
+void add_avx512_row_kernels(QuantKernels& t);
+void add_avx512_float_tiles(QuantKernels& t);
+void add_avx512_x8_kernels(QuantKernels& t);
+void add_avx512bf16_kernels(QuantKernels& t);
+// The table of `isa` (call only for a level isa_supported() accepts).
+const QuantKernels& quant_kernels(Isa isa);
 bool cpu_has_avxvnni();
 
 // Float helpers with per-ISA versions.

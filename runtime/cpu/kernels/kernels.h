@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "ir/attr_enums.h"
 #include "runtime/cpu/thread_pool.h"
@@ -26,12 +27,34 @@ namespace vtc::cpu {
 // ---------------------------------------------------------------------------
 // Instruction-set dispatch.
 
-enum class Isa : uint8_t { Scalar = 0, Avx2 = 1 };
+// Instruction-set levels, each a superset of the one before on the machines
+// that have it (AVX-VNNI, the 256-bit VEX form, is the exception: AVX-512
+// machines without it run the AVX-512 levels over the plain AVX2 tiles).
+//   scalar      portable C++
+//   avx2        AVX2 + FMA + F16C (Haswell, Zen 1-3)
+//   avxvnni     + AVX-VNNI (vpdpbusd on ymm: Alder Lake, Zen 4+)
+//   avx512vnni  AVX-512 F/BW/VL + VNNI (Ice Lake, Sapphire Rapids, Zen 4+)
+//   avx512bf16  + AVX512-BF16 (vdpbf16ps: Cooper/Sapphire Rapids, Zen 4+)
+// A level's kernel table is the one below it with that level's kernels in
+// their place, so forcing a lower level (VTC_CPU_ISA) runs exactly what a
+// machine of that kind runs.
+enum class Isa : uint8_t { Scalar = 0, Avx2 = 1, AvxVnni = 2, Avx512Vnni = 3, Avx512Bf16 = 4 };
+inline constexpr Isa kLastIsa = Isa::Avx512Bf16;
 
+// "scalar", "avx2", "avxvnni", "avx512vnni", "avx512bf16".
 const char* isa_name(Isa isa);
-// The best ISA this machine and build support (the environment variable
-// VTC_CPU_ISA=scalar caps it).
+// The level named `name` (isa_name's spelling); false if there is none.
+bool isa_from_name(const char* name, Isa& out);
+// True if this machine and build can run `isa`.
+bool isa_supported(Isa isa);
+// Every level this machine and build can run, lowest first.
+std::vector<Isa> supported_isas();
+// The best ISA this machine and build support, or the level named by the
+// environment variable VTC_CPU_ISA (which must be supported: an unknown or
+// unsupported name throws vtc::Error naming what the machine has).
 Isa best_isa();
+// True when VTC_CPU_ISA chose best_isa().
+bool isa_forced();
 // The ISA the kernels use now; initially best_isa().
 Isa active_isa();
 // Selects the ISA for all later calls (tests, benchmarks). Throws vtc::Error

@@ -484,16 +484,4 @@ const QuantKernels* avx2_quant_kernels_novnni() {
   return &k;
 }
 
-const QuantKernels* avx2_quant_kernels() {
-  static const QuantKernels k = [] {
-    QuantKernels t = *avx2_quant_kernels_novnni();
-    if (cpu_has_avxvnni()) {
-      const GemmKernels vnni = avxvnni_gemm_q8_0();
-      if (vnni.rows > 0) t.gemm[kSlotQ8_0] = vnni;
-    }
-    return t;
-  }();
-  return &k;
-}
-
 }  // namespace vtc::cpu::detail

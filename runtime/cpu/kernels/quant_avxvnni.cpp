@@ -1,7 +1,7 @@
 // AVX-VNNI (VEX-encoded vpdpbusd on ymm) Q8_0 matmul tiles.
 //
 // Compiled with -mavx2 -mfma -mf16c -mavxvnni and reached only through
-// avx2_quant_kernels() after cpu_has_avxvnni() (isa.cpp). Same rules as
+// the avxvnni level's table (isa.cpp), which needs cpu_has_avxvnni(). Same rules as
 // the other AVX2 files: anonymous namespace, only C headers. The tiles are
 // gemm_avx2.cpp's Q8_0 tiles (2 rows x up to 4 tokens) with the integer
 // product formed by vpdpbusd instead of sign + maddubs + madd:
@@ -60,15 +60,15 @@ void gemm_q8_0_vnni(int64_t n, const void* w, int64_t ws, const void* x, int64_t
 
 }  // namespace
 
-GemmKernels avxvnni_gemm_q8_0() {
-  GemmKernels g{};
+void add_avxvnni_kernels(QuantKernels& t) {
+  GemmKernels& g = t.gemm[kSlotQ8_0];
+  g = GemmKernels{};
   g.rows = 2;
   g.toks = 4;
   g.fn[1] = gemm_q8_0_vnni<2, 1>;
   g.fn[2] = gemm_q8_0_vnni<2, 2>;
   g.fn[3] = gemm_q8_0_vnni<2, 3>;
   g.fn[4] = gemm_q8_0_vnni<2, 4>;
-  return g;
 }
 
 }  // namespace vtc::cpu::detail

@@ -1,0 +1,11 @@
+// AVX-512 kernels (placeholder: this level has no kernel of this kind yet;
+// the table keeps the level below's).
+#include <immintrin.h>
+
+#include "runtime/cpu/kernels/internal.h"
+
+namespace vtc::cpu::detail {
+
+void add_avx512_float_tiles(QuantKernels&) {}
+
+}  // namespace vtc::cpu::detail
