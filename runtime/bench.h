@@ -41,6 +41,9 @@ struct BenchFigures {
   std::vector<double> tg_tokens_per_s;
   std::vector<double> step1_ms;         // ms per 1-row decode step, one per repetition
   std::vector<double> stepn_ms;         // ms per batch_rows-row decode step
+  // Which kernels ran: vtc's CPU ISA level ("avx512vnni"), or the
+  // instruction sets of llama.cpp's loaded CPU backend ("AVX2 AVX512 ...").
+  std::string kernels;
   double pp_median() const;
   double tg_median() const;
   double step1_median() const;

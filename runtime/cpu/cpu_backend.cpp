@@ -6,6 +6,7 @@
 #include <cstring>
 #include <thread>
 
+#include "runtime/cpu/kernels/kernels.h"
 #include "support/error.h"
 
 namespace vtc::cpu {
@@ -29,11 +30,16 @@ struct CpuBackend::Impl {
   }
 };
 
-CpuBackend::CpuBackend(const BackendInputs& inputs, const CpuBackendOptions& options)
-    : impl_(std::make_unique<Impl>(inputs, options)) {}
+CpuBackend::CpuBackend(const BackendInputs& inputs, const CpuBackendOptions& options) {
+  best_isa();  // a bad VTC_CPU_ISA is an error here, before any step runs
+  impl_ = std::make_unique<Impl>(inputs, options);
+}
 CpuBackend::~CpuBackend() = default;
 
-std::string CpuBackend::describe() const { return fmt::format("CPU interpreter, {} threads", impl_->pool.size()); }
+std::string CpuBackend::describe() const {
+  return fmt::format("CPU interpreter, {} kernels{}, {} threads", isa_name(active_isa()),
+                     isa_forced() ? " (VTC_CPU_ISA)" : "", impl_->pool.size());
+}
 std::vector<HostTensor> CpuBackend::run(const StepRequest& request) { return impl_->interp.run(request); }
 void CpuBackend::set_observer(OpObserver observer) { impl_->interp.set_observer(std::move(observer)); }
 Interpreter& CpuBackend::interpreter() { return impl_->interp; }

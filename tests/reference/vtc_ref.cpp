@@ -767,6 +767,20 @@ void bench_batch_step(llama_model* model, const BenchArgs& b, int n_vocab, nlohm
   out["stepn_ms"] = many;
 }
 
+// The loaded CPU backend's compiled-in instruction sets (ggml's feature
+// list: "AVX2 AVX512 AVX512_VNNI ..."), which name the variant
+// ggml_backend_load_all picked for this machine.
+std::string cpu_backend_features() {
+  ggml_backend_reg_t reg = ggml_backend_reg_by_name("CPU");
+  if (reg == nullptr) return "";
+  auto get = reinterpret_cast<ggml_backend_get_features_t>(ggml_backend_reg_get_proc_address(reg, "ggml_backend_get_features"));
+  if (get == nullptr) return "";
+  std::string s;
+  for (const ggml_backend_feature* f = get(reg); f != nullptr && f->name != nullptr; ++f)
+    if (std::string(f->value) == "1") s += (s.empty() ? "" : " ") + std::string(f->name);
+  return s;
+}
+
 int cmd_bench(const Args& a) {
   const BenchArgs b = parse_bench_args(a);
   load_backends();
@@ -777,6 +791,7 @@ int cmd_bench(const Args& a) {
   if (!model) fail("could not load model " + a.positional[0]);
   const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
   nlohmann::json out;
+  out["cpu_features"] = cpu_backend_features();
   bench_pp_tg(model, b, n_vocab, out);
   if (b.batch_rows > 0) bench_batch_step(model, b, n_vocab, out);
   llama_model_free(model);

@@ -19,6 +19,7 @@
 
 #include "runtime/bench.h"
 #include "runtime/cpu/cpu_backend.h"
+#include "runtime/cpu/kernels/kernels.h"
 #include "runtime/session.h"
 #include "support/error.h"
 #include "tools/vtc/commands.h"
@@ -71,7 +72,8 @@ BenchFigures run_reference(const BenchOptions& o) {
   while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
   if (pclose(pipe) != 0) throw Error("bench: the reference run failed: " + cmd);
   auto j = nlohmann::json::parse(out);
-  return {doubles(j, "pp"), doubles(j, "tg"), doubles(j, "step1_ms"), doubles(j, "stepn_ms")};
+  return {doubles(j, "pp"), doubles(j, "tg"), doubles(j, "step1_ms"), doubles(j, "stepn_ms"),
+          j.value("cpu_features", std::string())};
 }
 
 Bandwidth run_bandwidth(const BenchOptions& o) {
@@ -121,6 +123,8 @@ BenchFigures run_vtc(const BenchOptions& o, uint64_t& weight_bytes) {
     weight_bytes = weight_bytes_per_token(session.file());
     cpu::Interpreter* profile = profiled(session, o.profile);
     if (o.spec.prompt_tokens > 0 || o.spec.gen_tokens > 0) f = bench_session(session, o.spec, log);
+    if (o.target == "cpu")
+      f.kernels = fmt::format("{}{}", cpu::isa_name(cpu::active_isa()), cpu::isa_forced() ? " (VTC_CPU_ISA)" : "");
     if (profile) fmt::print(stderr, "time per op (all repetitions):\n{}", profile->profile().table());
   }
   if (o.spec.batch_rows > 0) {
@@ -154,6 +158,9 @@ void print_table(const BenchOptions& o, const BenchFigures& vtc, const BenchFigu
     row(fmt::format("step{} / step1", b), ratio(vtc), ratio(ref));
   }
   fmt::print("(medians of {} repetitions, {} threads)\n", o.spec.repetitions, o.threads);
+  if (!vtc.kernels.empty()) fmt::print("kernels: vtc {}", vtc.kernels);
+  if (vs && !ref.kernels.empty()) fmt::print("; llama.cpp CPU backend built for {}", ref.kernels);
+  if (!vtc.kernels.empty() || (vs && !ref.kernels.empty())) fmt::print("\n");
 }
 
 void print_roofline(const BenchOptions& o, const Bandwidth& bw, uint64_t weight_bytes, const BenchFigures& vtc,
@@ -169,6 +176,7 @@ nlohmann::json figures_json(const BenchFigures& f) {
   nlohmann::json j = {{"pp", f.pp_tokens_per_s}, {"tg", f.tg_tokens_per_s}};
   if (!f.step1_ms.empty()) j["step1_ms"] = f.step1_ms;
   if (!f.stepn_ms.empty()) j["stepn_ms"] = f.stepn_ms;
+  if (!f.kernels.empty()) j["kernels"] = f.kernels;
   return j;
 }
 
