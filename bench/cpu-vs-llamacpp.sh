@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # vtc against llama.cpp on the CPU, in one run, on one machine (issue 15).
 #
-#   bench/cpu-vs-llamacpp.sh [--reps N] [--threads "1 2"] [--types "Q8_0 Q4_K_M Q4_0 F16"]
+#   bench/cpu-vs-llamacpp.sh [--reps N] [--threads "1 2"] [--types "Q8_0 Q4_K_M Q4_0 F16 BF16"]
+#                            [--serve-type Q4_K_M] [--serve-seconds S] [--no-serve]
 #                            [--quick] [--size 0.56b] [--workdir DIR] [--regen] [--keep-runs]
 #                            [--report-only]
 #
@@ -18,8 +19,14 @@
 #    runs vtc and llama.cpp (via vtc-ref) one after the other, each after a
 #    warm-up, with the order of the two engines alternating between rounds.
 #    So the engines are interleaved repetition by repetition and share
-#    whatever the machine's neighbours do.
-# 4. One markdown table on stdout: per type and thread count, pp512 and
+#    whatever the machine's neighbours do. Then (unless --no-serve) the
+#    serving figure: `vtc serve` on the --serve-type model with --parallel 8
+#    and that many threads, loaded by scripts/serve_load.mjs (completions of
+#    64 tokens, back to back) first from 1 client, then from 8, for
+#    --serve-seconds each; the figure is the 8 clients' generated tok/s over
+#    the 1 client's.
+# 4. Which kernels each engine ran (vtc's ISA level, the instruction sets of
+#    llama.cpp's loaded CPU backend), then one markdown table on stdout: per type and thread count, pp512 and
 #    tg128 (tok/s) and the cost of a decode step of 8 rows (8 sequences, one
 #    token each, after 64 prompt tokens each) over a step of 1 row, for both
 #    engines: medians over the repetitions, vtc / llama.cpp, the spread
@@ -27,7 +34,9 @@
 #    roofline. Roofline tok/s = median bandwidth at that thread count /
 #    bytes of weights one token reads, where those bytes are the sum of every
 #    tensor in the file except token_embd (a token reads one row of it):
-#    the matmul weights plus the f32 norm gains (under 0.1%).
+#    the matmul weights plus the f32 norm gains (under 0.1%). Then the
+#    serving table: per thread count, 1-client and 8-client tok/s and
+#    their ratio (medians and spreads over the repetitions).
 #
 # The binaries are copied into WORKDIR/bin first (a rebuild during the run
 # cannot mix two builds). Progress goes to stderr; each invocation's log
@@ -45,8 +54,9 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 VTC="${VTC:-$ROOT/build/tools/vtc/vtc}"
 VTC_REF="${VTC_REF_TOOL:-$ROOT/build/bin/vtc-ref}"
 REPS=3
-THREADS="2"
-TYPES="Q8_0 Q4_K_M Q4_0 F16"
+THREADS="1 2"
+TYPES="Q8_0 Q4_K_M Q4_0 F16 BF16"
+SERVE_TYPE="Q4_K_M" SERVE_SECONDS=20 SERVE=1
 SIZE="0.56b"
 WORKDIR="${VTC_BENCH_DIR:-$HOME/.cache/vtc/cpu-bench}"
 PP=512 TG=128 BATCH_ROWS=8 BATCH_CONTEXT=64 BATCH_STEPS=16 BW_MIB=1024
@@ -59,6 +69,9 @@ usage: bench/cpu-vs-llamacpp.sh [options]
   --threads LIST   thread counts, e.g. "1 2" (default "$THREADS")
   --types LIST     model types: F16 and any vtc-ref quantize type (default "$TYPES")
   --quick          smoke test: pp64, tg16, 4 steps per batched figure, 256 MiB bandwidth buffer
+  --serve-type T   the model type of the serving figure (default $SERVE_TYPE; must be in --types or F16)
+  --serve-seconds S  seconds of load from 1 and from 8 clients (default $SERVE_SECONDS)
+  --no-serve       skip the serving figure
   --size S         vtc gen-model size (default $SIZE; "tiny" for a fast smoke run)
   --workdir DIR    where models, logs and JSON go (default \$VTC_BENCH_DIR or ~/.cache/vtc/cpu-bench)
   --regen          regenerate the f16 model and the quantized copies
@@ -78,6 +91,9 @@ while [[ $# -gt 0 ]]; do
     --types) TYPES="$2"; shift 2 ;;
     --quick) QUICK=1; shift ;;
     --size) SIZE="$2"; shift 2 ;;
+    --serve-type) SERVE_TYPE="$2"; shift 2 ;;
+    --serve-seconds) SERVE_SECONDS="$2"; shift 2 ;;
+    --no-serve) SERVE=0; shift ;;
     --workdir) WORKDIR="$2"; shift 2 ;;
     --regen) REGEN=1; shift ;;
     --keep-runs) KEEP_RUNS=1; shift ;;
@@ -86,7 +102,10 @@ while [[ $# -gt 0 ]]; do
     *) echo "cpu-vs-llamacpp: unknown option $1" >&2; usage >&2; exit 2 ;;
   esac
 done
-if [[ $QUICK == 1 ]]; then PP=64 TG=16 BATCH_STEPS=4 BW_MIB=256; fi
+if [[ $QUICK == 1 ]]; then PP=64 TG=16 BATCH_STEPS=4 BW_MIB=256 SERVE_SECONDS=4; fi
+[[ $SERVE == 0 || " $TYPES F16 " == *" $SERVE_TYPE "* ]] \
+  || { echo "cpu-vs-llamacpp: --serve-type $SERVE_TYPE is not among --types ($TYPES)" >&2; exit 2; }
+[[ $SERVE == 0 ]] || command -v node >/dev/null || { echo "cpu-vs-llamacpp: the serving figure needs node (or --no-serve)" >&2; exit 1; }
 [[ "$REPS" =~ ^[1-9][0-9]*$ ]] || { echo "cpu-vs-llamacpp: --reps must be a positive integer" >&2; exit 2; }
 for bin in "$VTC" "$VTC_REF"; do
   [[ -x "$bin" ]] || { echo "cpu-vs-llamacpp: $bin is missing; build it: cmake --build build --target vtc vtc-ref" >&2; exit 1; }
@@ -150,14 +169,39 @@ for rep in $(seq "$REPS"); do
     done
   done
 done
+
+# --- serving: 1 client, then 8, against one `vtc serve --parallel 8` -------
+serve_round() {  # threads rep
+  local th="$1" rep="$2" out="$RUNS/serve-t$1-r$2" pid port=""
+  say "rep $rep/$REPS, $th threads: vtc serve --parallel 8 on $SERVE_TYPE, 1 then 8 clients, ${SERVE_SECONDS} s each"
+  "$VTC" serve "$(model_path "$SERVE_TYPE")" --port 0 --parallel 8 -t "$th" -c 1024 >"$out.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1200); do
+    port="$(grep -o 'listening on http://[^ ]*' "$out.log" | sed 's/.*://' || true)"
+    [[ -n "$port" ]] && curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
+    kill -0 "$pid" 2>/dev/null || { say "vtc serve exited:"; tail -5 "$out.log" >&2; exit 1; }
+    sleep 0.1
+  done
+  [[ -n "$port" ]] || { say "vtc serve did not start"; kill "$pid"; exit 1; }
+  for c in 1 8; do
+    VTC_LOAD_TEMPERATURE=0.8 node "$ROOT/scripts/serve_load.mjs" "http://127.0.0.1:$port" "$SERVE_SECONDS" "$c" 64 \
+      >"$out-c$c.json" || { say "serve_load failed"; kill "$pid"; exit 1; }
+    sed 's/^/    /' "$out-c$c.json" >&2
+  done
+  kill -TERM "$pid"; wait "$pid" || true
+}
+if [[ $SERVE == 1 ]]; then
+  for rep in $(seq "$REPS"); do for th in $THREADS; do serve_round "$th" "$rep"; done; done
+fi
 say "done in $(( $(date +%s) - START )) s"
 fi
 
 # --- the table --------------------------------------------------------------
 python3 - "$RUNS" "$TYPES" "$THREADS" "$REPS" "$PP" "$TG" "$BATCH_ROWS" "$BATCH_CONTEXT" "$SIZE" \
-  "$COMMIT" "$CPU" "$( [[ $REPORT_ONLY == 1 ]] && echo "table from earlier runs" || echo "$(( $(date +%s) - START )) s" )" <<'EOF'
+  "$COMMIT" "$CPU" "$SERVE" "$SERVE_TYPE" "$SERVE_SECONDS" "$( [[ $REPORT_ONLY == 1 ]] && echo "table from earlier runs" || echo "$(( $(date +%s) - START )) s" )" <<'EOF'
 import json, statistics, sys
-runs, types, threads, reps, pp, tg, rows, ctx, size, commit, cpu, secs = sys.argv[1:]
+import os
+runs, types, threads, reps, pp, tg, rows, ctx, size, commit, cpu, serve, serve_type, serve_s, secs = sys.argv[1:]
 types, threads, reps = types.split(), threads.split(), int(reps)
 
 def load(name):
@@ -168,6 +212,10 @@ def med(v): return statistics.median(v) if v else float("nan")
 def spread(v): return max(v) / min(v) if v and min(v) > 0 else float("nan")
 def fmt(x, d=2): return "n/a" if x != x else f"{x:.{d}f}"
 
+first = load(f"{types[0]}-t{threads[0]}-r1")
+print(f"Kernels: vtc {first['vtc'].get('kernels', 'unknown')}; llama.cpp's CPU backend built for "
+      f"{first['llama.cpp'].get('kernels', 'unknown')}.")
+print()
 print(f"| type | threads | test | vtc | llama.cpp | vtc / llama.cpp | vtc spread | llama.cpp spread "
       f"| vtc % roofline | llama.cpp % roofline |")
 print("|---|---|---|---|---|---|---|---|---|---|")
@@ -204,5 +252,18 @@ print(f"Medians of {reps} repetitions per engine, vtc and llama.cpp interleaved 
 print("DRAM read bandwidth (vtc bench --memory-bandwidth, 32-byte streaming reads): " + "; ".join(bw_lines) + ".")
 print("Roofline tok/s = bandwidth / bytes of weights per token (every tensor but token_embd: matmul weights "
       "+ norm gains): " + "; ".join(notes) + ".")
+if serve == "1" and os.path.exists(f"{runs}/serve-t{threads[0]}-r1-c1.json"):
+    print()
+    print(f"Serving ({serve_type}, `vtc serve --parallel 8`, completions of 64 tokens back to back, {serve_s} s "
+          f"per load): generated tok/s")
+    print()
+    print("| threads | 1 client | 8 clients | 8 clients / 1 | spread of the ratio |")
+    print("|---|---|---|---|---|")
+    for th in threads:
+        one = [load(f"serve-t{th}-r{r}-c1")["generated_tokens_per_s"] for r in range(1, reps + 1)]
+        eight = [load(f"serve-t{th}-r{r}-c8")["generated_tokens_per_s"] for r in range(1, reps + 1)]
+        ratio = [e / o for e, o in zip(eight, one) if o > 0]
+        print(f"| {th} | {fmt(med(one), 1)} | {fmt(med(eight), 1)} | {fmt(med(ratio))} | {fmt(spread(ratio))} |")
+print()
 print(f"vtc {commit}; {cpu}; {secs}.")
 EOF
