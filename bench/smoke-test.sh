@@ -2,7 +2,9 @@
 # ctest smoke test of bench/cpu-vs-llamacpp.sh: one quick round on the tiny
 # model (a few seconds), then checks the table: one row per test for every
 # type and thread count, medians positive, ratios and roofline
-# shares numbers (roofline only for tg), spreads >= 1; --help exits 0 and an unknown option exits 2.
+# shares numbers (roofline only for tg), spreads >= 1, the kernels line and
+# the serving table (vtc serve --parallel 8, 1 and 8 clients); --help exits
+# 0 and an unknown option exits 2.
 #   bench/smoke-test.sh WORKDIR   (VTC and VTC_REF_TOOL name the binaries)
 set -euo pipefail
 SCRIPT="$(dirname "$0")/cpu-vs-llamacpp.sh"
@@ -13,7 +15,7 @@ fail() { echo "smoke-test: $*" >&2; exit 1; }
 set +e; "$SCRIPT" --no-such-option 2>/dev/null; rc=$?; set -e
 [[ $rc == 2 ]] || fail "an unknown option exited $rc, not 2"
 
-out="$("$SCRIPT" --size tiny --quick --reps 1 --threads "1 2" --types "Q8_0 F16" --workdir "$WORK")"
+out="$("$SCRIPT" --size tiny --quick --reps 1 --threads "1 2" --types "Q8_0 F16" --serve-type Q8_0 --workdir "$WORK")"
 echo "$out"
 for t in Q8_0 F16; do
   for th in 1 2; do
@@ -22,6 +24,12 @@ for t in Q8_0 F16; do
       [[ $n == 1 ]] || fail "expected one '$t | $th | $test' row, found $n"
     done
   done
+done
+grep -qE '^Kernels: vtc (scalar|avx2|avxvnni|avx512vnni|avx512bf16)(;| )' <<<"$out" || fail "no 'Kernels: vtc <level>' line"
+grep -qE "llama.cpp's CPU backend built for [A-Z]" <<<"$out" || fail "the reference's CPU backend is not named"
+# The serving table: | threads | 1 client | 8 clients | ratio | spread |, one row per thread count.
+for th in 1 2; do
+  grep -qE "^\| $th \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$" <<<"$out" || fail "no serving row for $th threads"
 done
 # Rows: | type | threads | test | vtc | llama.cpp | ratio | spread | spread | %roof | %roof |
 python3 - "$out" <<'PY' || fail "a cell of the table is not what it should be"

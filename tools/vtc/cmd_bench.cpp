@@ -31,6 +31,7 @@ struct BenchOptions {
   std::string model, ref_tool, json_out, target = "cpu";
   int threads = 2;
   bool vs_reference = false, reference_first = false, profile = false, no_fuse = false, memory_bandwidth = false;
+  bool list_isas = false;
   bool no_weight_layout = false, no_fused_kernels = false;
   std::string weight_layout_types = "reference";
   uint64_t bandwidth_mib = 1024;
@@ -202,7 +203,18 @@ void write_json(const BenchOptions& o, const std::optional<Bandwidth>& bw, uint6
   std::fclose(f);
 }
 
+// --list-isas: the CPU kernel levels this machine and build run, lowest
+// first, one per line; the one vtc uses is marked (scripts read column 1).
+int list_isas() {
+  const cpu::Isa used = cpu::best_isa();
+  for (cpu::Isa isa : cpu::supported_isas())
+    fmt::print("{}{}\n", cpu::isa_name(isa),
+               isa == used ? (cpu::isa_forced() ? " (used: VTC_CPU_ISA)" : " (used: the best)") : "");
+  return 0;
+}
+
 int run(const BenchOptions& o) {
+  if (o.list_isas) return list_isas();
   if (o.model.empty() && !o.memory_bandwidth) throw Error("bench: give a MODEL (or --memory-bandwidth alone)");
   if (o.spec.repetitions < 1) throw Error("bench: --repetitions must be at least 1");
   std::optional<Bandwidth> bw;
@@ -267,6 +279,9 @@ Runner add_bench(CLI::App& app) {
                 "with a model, also print tg's share of the roofline");
   cmd->add_option("--bandwidth-mib", o->bandwidth_mib, "Buffer size of the bandwidth loop in MiB")->capture_default_str();
   cmd->add_option("--json", o->json_out, "Also write every repetition's figures to FILE as JSON");
+  cmd->add_flag("--list-isas", o->list_isas,
+                "Print the CPU kernel levels (scalar, avx2, avxvnni, avx512vnni, avx512bf16) this machine runs and "
+                "which one is used; VTC_CPU_ISA=LEVEL forces one");
   return [o] { return run(*o); };
 }
 
