@@ -102,6 +102,10 @@ struct GemmKernels {  // POD (see the top of this file); value-initialize it
   // widened back to f32 (exact for f16 and bf16), not the converted rows.
   bool widened_x;
   GemmFn fn[kMaxGemmToks + 1];  // fn[k]: `rows` rows x k tokens, 1 <= k <= toks
+  // A single token (decode) also goes through fn[1], `rows` rows at a time,
+  // instead of the dot kernel one row at a time (same bits): the tile's
+  // independent accumulators then hide the dot's one float dependency chain.
+  bool one_token;
 };
 
 // Interleaved-8 weights (support/weight_layout.h; packed_x8.cpp). One x8

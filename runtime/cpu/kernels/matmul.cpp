@@ -245,8 +245,9 @@ struct NativeMatmul {
     const detail::GemmKernels& g = qk.gemm[static_cast<int>(wtype)];
     // A single token too goes through the widened-x tiles (F16, BF16): the
     // dot kernel would widen the same activations again for every row,
-    // which costs as much as the multiply-adds (same bits either way).
-    tiles = g.rows > 0 && (n_tokens >= 2 || g.widened_x) && !tiles_disabled() ? &g : nullptr;
+    // which costs as much as the multiply-adds (same bits either way); and
+    // through the tiles that ask for it (GemmKernels::one_token).
+    tiles = g.rows > 0 && (n_tokens >= 2 || g.widened_x || g.one_token) && !tiles_disabled() ? &g : nullptr;
     packed = layout == WeightLayout::Interleaved8 ? &qk.x8[static_cast<int>(wtype)] : nullptr;
     block_sums = packed != nullptr && wtype == GgmlType::Q4_0;
   }
