@@ -109,11 +109,30 @@ struct Visibility {
   std::vector<int64_t> first, last;
 };
 
-Visibility build_visibility(const AttentionParams& p, const int32_t* q_pos, const int32_t* kv_pos) {
-  Visibility vis;
-  vis.visible.assign(size_t(p.n_tokens * p.n_kv), 0);
+// Fills vis (kept by the caller between calls: a fresh 256 KiB matrix costs
+// a page fault per 4 KiB on every call). Without listed key positions or
+// selected keys a token's visible rows are one range, filled directly.
+void build_visibility(const AttentionParams& p, const int32_t* q_pos, const int32_t* kv_pos, Visibility& vis) {
+  vis.visible.resize(size_t(p.n_tokens * p.n_kv));
   vis.first.assign(size_t(p.n_tokens), p.n_kv);
   vis.last.assign(size_t(p.n_tokens), -1);
+  if (kv_pos == nullptr && p.selected == nullptr) {
+    for (int64_t t = 0; t < p.n_tokens; ++t) {
+      const int64_t qp = q_pos[t];
+      int64_t lo = 0, hi = p.n_kv - 1;
+      if (p.causal) hi = std::min(hi, qp);
+      if (p.n_swa > 0) lo = std::max(lo, qp - p.n_swa + 1);
+      if (p.n_chunk > 0) lo = std::max<int64_t>(lo, (q_pos[t] / p.n_chunk) * p.n_chunk);
+      uint8_t* row = vis.visible.data() + t * p.n_kv;
+      std::memset(row, 0, size_t(p.n_kv));
+      if (lo > hi) continue;
+      std::memset(row + lo, 1, size_t(hi - lo + 1));
+      vis.first[size_t(t)] = lo;
+      vis.last[size_t(t)] = hi;
+    }
+    return;
+  }
+  std::fill(vis.visible.begin(), vis.visible.end(), uint8_t{0});
   SelectedMask selected(p, p.selected != nullptr ? key_position_span(kv_pos, p.n_kv) : 0);
   for (int64_t t = 0; t < p.n_tokens; ++t) {
     selected.use_query(t);
@@ -130,7 +149,6 @@ Visibility build_visibility(const AttentionParams& p, const int32_t* q_pos, cons
       vis.last[size_t(t)] = j;
     }
   }
-  return vis;
 }
 
 const detail::FloatKernels& float_kernels_for(int ref_lanes) {
@@ -190,7 +208,9 @@ void one_row_generic(const AttentionJob& job, const detail::FloatKernels& fk, in
 // (ggml applies them on the first KV chunk only).
 void one_row_block(const AttentionJob& job, const detail::FloatKernels& fk, int64_t hk, int64_t t0, int64_t t1,
                    int64_t j0, int64_t j1, float* M, float* S, float* acc) {
-  if (!(active_isa() >= Isa::Avx2 && detail::one_row_block_avx2(job, hk, t0, t1, j0, j1, M, S, acc)))
+  const bool simd = (active_isa() >= Isa::Avx512Vnni && detail::one_row_block_avx512(job, hk, t0, t1, j0, j1, M, S, acc)) ||
+                    (active_isa() >= Isa::Avx2 && detail::one_row_block_avx2(job, hk, t0, t1, j0, j1, M, S, acc));
+  if (!simd)
     for (int64_t t = t0; t < t1; ++t)
       for (int64_t g = 0; g < job.group; ++g) {
         const int64_t r = (t - t0) * job.group + g;
@@ -334,6 +354,7 @@ void tiled_row_scalar(const AttentionJob& job, int64_t t, int64_t h, float* acc)
 }
 
 void tiled_block(const AttentionJob& job, int64_t hk, int64_t t0, int64_t t1) {
+  if (active_isa() >= Isa::Avx512Vnni && detail::tiled_block_avx512(job, hk, t0, t1)) return;
   if (active_isa() >= Isa::Avx2 && detail::tiled_block_avx2(job, hk, t0, t1)) return;
   thread_local std::vector<float> acc;
   acc.resize(size_t(job.dv));
@@ -374,6 +395,12 @@ bool one_row_block_avx2(const AttentionJob&, int64_t, int64_t, int64_t, int64_t,
 }
 bool tiled_block_avx2(const AttentionJob&, int64_t, int64_t, int64_t) { return false; }
 #endif
+#if !defined(VTC_HAVE_AVX512_TU)
+bool one_row_block_avx512(const AttentionJob&, int64_t, int64_t, int64_t, int64_t, int64_t, float*, float*, float*) {
+  return false;
+}
+bool tiled_block_avx512(const AttentionJob&, int64_t, int64_t, int64_t) { return false; }
+#endif
 
 void attention_with_lanes(const float* q, const void* k, const void* v, const int32_t* q_pos, const int32_t* kv_pos,
                           const AttentionParams& p, float* out, ThreadPool& pool, int ref_lanes) {
@@ -386,7 +413,8 @@ void attention_with_lanes(const float* q, const void* k, const void* v, const in
   if (p.page_table != nullptr && p.page_size <= 0) throw Error("attention: a page table needs a page size");
   if (p.selected != nullptr && p.selected_width <= 0) throw Error("attention: selected rows need a positive width");
   if (p.n_tokens == 0) return;
-  const Visibility vis = build_visibility(p, q_pos, kv_pos);
+  thread_local Visibility vis;
+  build_visibility(p, q_pos, kv_pos, vis);
   AttentionJob job;
   job.q = q;
   job.k = static_cast<const uint8_t*>(k);

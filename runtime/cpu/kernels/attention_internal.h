@@ -1,5 +1,6 @@
 // Internal interface between attention.cpp (dispatch, masks, the portable
-// kernels, the split-KV reduction) and attention_avx2.cpp (the AVX2 kernels).
+// kernels, the split-KV reduction) and attention_avx2.cpp / attention_avx512.cpp
+// (the AVX2 and AVX-512 kernels).
 // Plain declarations and POD structs only, for the reason given in
 // internal.h; the one helper defined here has internal linkage.
 #pragma once
@@ -70,6 +71,14 @@ bool one_row_block_avx2(const AttentionJob& job, int64_t hk, int64_t t0, int64_t
 // tokens [t0, t1) (at most kAttentionTileQ) of every query head of kv head
 // hk; writes the normalised output rows. Returns false where not built.
 bool tiled_block_avx2(const AttentionJob& job, int64_t hk, int64_t t0, int64_t t1);
+
+// The AVX-512 kernels (attention_avx512.cpp): the same contracts and bits as
+// the AVX2 ones above, for either reference width; attention.cpp calls them
+// from Isa::Avx512Vnni up. Return false where not built (or, one-row: for
+// an f32 cache).
+bool one_row_block_avx512(const AttentionJob& job, int64_t hk, int64_t t0, int64_t t1, int64_t j0, int64_t j1,
+                          float* M, float* S, float* acc);
+bool tiled_block_avx512(const AttentionJob& job, int64_t hk, int64_t t0, int64_t t1);
 
 constexpr int64_t kAttentionTileQ = 64;   // GGML_FA_TILE_Q: query rows per tile, and the tiled-path threshold
 constexpr int64_t kAttentionTileKV = 64;  // GGML_FA_TILE_KV: cache rows per tile
