@@ -115,7 +115,8 @@ void gemm_bf16(int64_t n, const void* vw, int64_t ws, const void* vx, int64_t xs
 }
 
 // 4 x 4: 16 accumulators (vdpbf16ps has a latency of several cycles and
-// two issue ports), 8 loads per 16 vdpbf16ps.
+// two issue ports), 8 loads per 16 vdpbf16ps (measured 5120x1280, 64
+// tokens, one Zen 5 core: 4 x 4 ~200, 8 x 2 and 8 x 3 ~145 GFLOP/s).
 constexpr int kRows = 4;
 constexpr int kToks = 4;
 static_assert(kToks <= kMaxGemmToks);
