@@ -13,6 +13,7 @@
 #include "passes/memory_plan.h"
 #include "runtime/cpu/exec_context.h"
 #include "runtime/cpu/kernels/indexer.h"
+#include "runtime/cpu/kernels/internal.h"
 #include "runtime/cpu/kernels/kernels.h"
 #include "runtime/cpu/kernels/linear_attention.h"
 #include "runtime/cpu/kernels/moe.h"
@@ -279,6 +280,9 @@ const T* gather_rows(const T* src, const std::vector<int32_t>& members, int64_t 
 void append_rows(ExecContext& c, const ir::Op& op, HostStates::Buffer& b, int half, const float* src, int64_t row,
                  const Buf& pos, const Buf& seq) {
   const bool f16 = b.elem.kind() == ir::ElemType::F16;
+  // The active level's conversion (F16C from AVX2 up): the same values as
+  // fp32_to_fp16, round to nearest even.
+  const auto to_f16 = detail::active_float_kernels().f32_to_f16;
   for (int64_t t = 0; t < pos.numel; ++t) {
     const int32_t p = pos.as<int32_t>()[t];
     if (p < 0 || p >= b.rows_per_slot)
@@ -286,7 +290,7 @@ void append_rows(ExecContext& c, const ir::Op& op, HostStates::Buffer& b, int ha
     uint8_t* dst = c.states.kv_row(b, int32_t(sequence_slot(c, op, seq.as<int32_t>()[t])), half, p);
     const float* from = src + t * row;
     if (f16) {
-      for (int64_t i = 0; i < row; ++i) reinterpret_cast<uint16_t*>(dst)[i] = fp32_to_fp16(from[i]);
+      to_f16(from, reinterpret_cast<uint16_t*>(dst), row);
     } else {
       std::memcpy(dst, from, size_t(row) * 4);
     }
