@@ -27,6 +27,14 @@
 // that reduction also packs two tokens into one register: the float steps
 // then run 16 lanes wide for two tokens (one token twice in an odd call's
 // last pair), each lane with its row's and its token's operands.
+//
+// GCC 12's AVX-512 headers initialize their "undefined" registers from
+// themselves (__Y = __Y), which -Wuninitialized reports at every inlined
+// cast and conversion; nothing here reads an uninitialized value.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <cstdint>
