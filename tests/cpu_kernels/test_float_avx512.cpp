@@ -1,13 +1,15 @@
 // AVX-512 F16 and AVX512-BF16 BF16 matmul kernels (gemm_float_avx512.cpp,
 // gemm_bf16_avx512.cpp).
 //
-// F16: the AVX-512 dot and tiles must give the AVX2 table's bits.
-// BF16: the AVX512-BF16 tiles must give llama.cpp's prompt path (llamafile's
-// tinyBLAS over vdpbf16ps) and the dot its one-token path
-// (ggml_vec_dot_bf16), each emulated here in scalar code from the
-// instruction's definition (Intel SDM: two FMAs per lane, odd pair first,
-// denormal inputs as zero, denormal results flushed), and both close to a
-// double reference.
+// Both follow llama.cpp's two paths on its AVX-512 build: the tiles (2 or
+// more tokens) llamafile's tinyBLAS, the dot (one token) ggml_vec_dot_f16 /
+// ggml_vec_dot_bf16. Each order is emulated here in scalar code from its
+// definition: FMAs on f32 lanes, _mm512_reduce_add_ps's pairing, double
+// leftovers; for bf16 vdpbf16ps as the Intel SDM defines it (two FMAs per
+// lane, odd pair first, denormal inputs as zero, denormal results flushed).
+// The kernels must give those bits exactly, and be close to a double
+// reference. F16 keeps the AVX2 kernels where reference_lanes() is 8
+// (checked by the VTC_CPU_REF_LANES=8 run of these cases, CMakeLists.txt).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -27,18 +29,9 @@ using namespace vtc::cpu::test;
 
 namespace {
 
-constexpr int kF16 = static_cast<int>(GgmlType::F16);
-constexpr int kBF16 = static_cast<int>(GgmlType::BF16);
-
-// Column counts: below one 8/32/64-value step, at and around each, long rows
-// with every kind of tail.
-const int64_t kCols[] = {1, 5, 8, 15, 16, 31, 32, 33, 40, 63, 64, 65, 72, 96, 100, 127, 1024, 1280, 1283, 1304};
-
-std::vector<uint16_t> to_16bit(GgmlType t, const std::vector<float>& f) {
-  std::vector<uint16_t> h(f.size());
-  for (size_t i = 0; i < f.size(); ++i) h[i] = t == GgmlType::F16 ? fp32_to_fp16(f[i]) : fp32_to_bf16(f[i]);
-  return h;
-}
+// Column counts: below one 16/32/64-value step, at and around each, long
+// rows with every kind of tail.
+const int64_t kCols[] = {1, 5, 8, 15, 16, 31, 32, 33, 40, 48, 63, 64, 65, 72, 96, 100, 127, 1024, 1280, 1283, 1304};
 
 // Weights with a spread of magnitudes (and, for bf16, some denormals and
 // values whose products underflow, where vdpbf16ps flushes).
@@ -47,30 +40,38 @@ std::vector<uint16_t> weights_16bit(GgmlType t, int64_t rows, int64_t cols, uint
   for (size_t i = 0; i < f.size(); i += 37) f[i] *= 1e-3f;
   if (t == GgmlType::BF16)
     for (size_t i = 5; i < f.size(); i += 101) f[i] *= (i % 2 ? 1e-38f : 1e-20f);
-  return to_16bit(t, f);
+  std::vector<uint16_t> h(f.size());
+  for (size_t i = 0; i < f.size(); ++i) h[i] = t == GgmlType::F16 ? fp32_to_fp16(f[i]) : fp32_to_bf16(f[i]);
+  return h;
 }
 
-std::vector<float> activations_f32(int64_t cols, int64_t n_tokens, uint32_t seed, bool tiny) {
+std::vector<float> activations_f32(GgmlType t, int64_t cols, int64_t n_tokens, uint32_t seed, bool tiny) {
   auto x = random_floats(static_cast<size_t>(cols * n_tokens), seed, -3.0f, 3.0f);
-  if (tiny)
-    for (size_t i = 3; i < x.size(); i += 53) x[i] *= (i % 2 ? 1e-39f : 1e-19f);
+  if (tiny)  // f16: below its normal range; bf16: denormal
+    for (size_t i = 3; i < x.size(); i += 53) x[i] *= t == GgmlType::F16 ? 1e-6f : (i % 2 ? 1e-39f : 1e-19f);
   return x;
 }
 
-// ----- scalar emulation of the reference's BF16 sums -------------------------
+// ----- scalar emulation of the reference's sums ------------------------------
 
-float bf(uint16_t h) { return bf16_to_fp32(h); }
+float widen(GgmlType t, uint16_t h) { return t == GgmlType::F16 ? fp16_to_fp32(h) : bf16_to_fp32(h); }
 float flush(float f) { return std::fpclassify(f) == FP_SUBNORMAL ? std::copysign(0.0f, f) : f; }
 
 // One 32-bit lane of vdpbf16ps: c += a[1]*b[1], then c += a[0]*b[0], each
 // one FMA, denormals in as zero and out flushed.
 float dpbf16_lane(float c, const uint16_t* a, const uint16_t* b) {
-  c = flush(std::fma(flush(bf(a[1])), flush(bf(b[1])), flush(c)));
-  return flush(std::fma(flush(bf(a[0])), flush(bf(b[0])), c));
+  c = flush(std::fma(flush(bf16_to_fp32(a[1])), flush(bf16_to_fp32(b[1])), flush(c)));
+  return flush(std::fma(flush(bf16_to_fp32(a[0])), flush(bf16_to_fp32(b[0])), c));
 }
-void dpbf16(float (&c)[16], const uint16_t* a, const uint16_t* b) {
-  for (int j = 0; j < 16; ++j) c[j] = dpbf16_lane(c[j], a + 2 * j, b + 2 * j);
+// One step of a 16-lane accumulator over the values at w, x: 16 f16 values
+// (one FMA per lane) or 32 bf16 values (vdpbf16ps).
+void step(GgmlType t, float (&c)[16], const uint16_t* w, const uint16_t* x) {
+  for (int j = 0; j < 16; ++j)
+    c[j] = t == GgmlType::F16 ? std::fma(fp16_to_fp32(w[j]), fp16_to_fp32(x[j]), c[j])
+                              : dpbf16_lane(c[j], w + 2 * j, x + 2 * j);
 }
+int step_values(GgmlType t) { return t == GgmlType::F16 ? 16 : 32; }
+
 // _mm512_reduce_add_ps: 16 -> 8 -> 4, then (0 + 2) + (1 + 3).
 float reduce_add(const float (&c)[16]) {
   float s8[8], s4[4];
@@ -78,34 +79,81 @@ float reduce_add(const float (&c)[16]) {
   for (int i = 0; i < 4; ++i) s4[i] = s8[i] + s8[i + 4];
   return (s4[0] + s4[2]) + (s4[1] + s4[3]);
 }
-// llamafile's tinyBLAS<32, __m512, __m512bh>: one accumulator per output.
-float tinyblas_bf16(int64_t n, const uint16_t* w, const uint16_t* x) {
+
+// llamafile's tinyBLAS: one 16-lane accumulator per output.
+float tinyblas(GgmlType t, int64_t n, const uint16_t* w, const uint16_t* x) {
   float c[16] = {};
-  for (int64_t l = 0; l < n; l += 32) dpbf16(c, w + l, x + l);
+  for (int64_t l = 0; l < n; l += step_values(t)) step(t, c, w + l, x + l);
   return reduce_add(c);
 }
-// ggml_vec_dot_bf16, __AVX512BF16__ build.
-float vec_dot_bf16(int64_t n, const uint16_t* w, const uint16_t* x) {
-  float c1[16] = {}, c2[16] = {};
+
+// ggml_vec_dot_f16 (4 accumulators over 64 values, (0 + 2) + (1 + 3)) and
+// ggml_vec_dot_bf16 (2 accumulators over 64 values, reduced one by one);
+// leftovers in double.
+float vec_dot(GgmlType t, int64_t n, const uint16_t* w, const uint16_t* x) {
+  const int accs = 64 / step_values(t);
+  float c[4][16] = {};
   int64_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    dpbf16(c1, w + i, x + i);
-    dpbf16(c2, w + i + 32, x + i + 32);
-  }
+  for (; i + 64 <= n; i += 64)
+    for (int a = 0; a < accs; ++a) step(t, c[a], w + i + a * step_values(t), x + i + a * step_values(t));
   double sum = 0.0;
-  sum += static_cast<double>(reduce_add(c1));
-  sum += static_cast<double>(reduce_add(c2));
-  for (; i < n; ++i) sum += static_cast<double>(bf(w[i]) * bf(x[i]));
+  if (t == GgmlType::F16) {
+    float r[16];
+    for (int j = 0; j < 16; ++j) r[j] = (c[0][j] + c[2][j]) + (c[1][j] + c[3][j]);
+    sum = reduce_add(r);
+  } else {
+    sum += static_cast<double>(reduce_add(c[0]));
+    sum += static_cast<double>(reduce_add(c[1]));
+  }
+  for (; i < n; ++i) sum += static_cast<double>(widen(t, w[i]) * widen(t, x[i]));
   return static_cast<float>(sum);
 }
-// The reference's order for (row, token) as matmul picks it: tinyBLAS for
-// two or more tokens when k % 32 == 0, else vec_dot, as llama.cpp's mul_mat;
-// except that for rows % 4 != 0, where the reference takes vec_dot for all
-// rows, matmul takes it for the last rows % 4 only.
-float expected_bf16(int64_t n_tokens, int64_t rows, int64_t cols, int64_t r, const uint16_t* w, const uint16_t* x) {
-  const bool sgemm = n_tokens >= 2 && cols % 32 == 0 && r < rows - rows % 4;
-  return sgemm ? tinyblas_bf16(cols, w, x) : vec_dot_bf16(cols, w, x);
+
+// The reference's order for one output of a tile (a batch of 2+ tokens):
+// tinyBLAS when k is a multiple of its step, else vec_dot, as its mul_mat.
+float tile_order(GgmlType t, int64_t n, const uint16_t* w, const uint16_t* x) {
+  return n % step_values(t) == 0 ? tinyblas(t, n, w, x) : vec_dot(t, n, w, x);
 }
+
+// The reference's order for (row r, a token) as matmul picks it; except that
+// for rows % 4 != 0, where the reference takes vec_dot for all rows, matmul
+// takes it for the last rows % 4 only.
+float matmul_order(GgmlType t, int64_t n_tokens, int64_t rows, int64_t n, int64_t r, const uint16_t* w,
+                   const uint16_t* x) {
+  return n_tokens >= 2 && r < rows - rows % 4 ? tile_order(t, n, w, x) : vec_dot(t, n, w, x);
+}
+
+struct Level {
+  GgmlType type;
+  Isa isa;      // the lowest level with these kernels
+  Isa below;    // the level whose table it copies
+};
+
+// The levels whose table has these kernels, or a SKIPPED warning.
+std::vector<Isa> levels_with(const Level& l) {
+  std::vector<Isa> v;
+  for (Isa isa : {Isa::Avx512Vnni, Isa::Avx512Bf16})
+    if (isa >= l.isa && isa_supported(isa)) v.push_back(isa);
+  if (v.empty())
+    WARN(fmt::format("SKIPPED: no {} here; the AVX-512 {} kernels were not tested", isa_name(l.isa),
+                     ggml_type_name(l.type)));
+  return v;
+}
+
+// F16 from AVX-512 VNNI up, when the reference is its 16-lane build; else
+// those levels keep the AVX2 kernels (checked here too).
+bool f16_kernels_in_place(Isa isa) {
+  if (detail::reference_lanes() == 16) return true;
+  const auto& k = detail::quant_kernels(isa);
+  const auto& a2 = detail::quant_kernels(Isa::Avx2);
+  const int slot = static_cast<int>(GgmlType::F16);
+  CHECK(k.dot[slot] == a2.dot[slot]);
+  CHECK(k.gemm[slot].fn[1] == a2.gemm[slot].fn[1]);
+  WARN("reference_lanes() is 8: the AVX-512 levels keep the AVX2 F16 kernels (checked)");
+  return false;
+}
+
+const Level kLevels[] = {{GgmlType::F16, Isa::Avx512Vnni, Isa::Avx2}, {GgmlType::BF16, Isa::Avx512Bf16, Isa::Avx512Vnni}};
 
 std::vector<float> run_matmul(GgmlType t, const std::vector<uint16_t>& w, int64_t rows, int64_t cols,
                               const std::vector<float>& x, int64_t n_tokens, ThreadPool& pool) {
@@ -115,165 +163,93 @@ std::vector<float> run_matmul(GgmlType t, const std::vector<uint16_t>& w, int64_
   return y.values();
 }
 
-bool has_avx512_f16() { return isa_supported(Isa::Avx512Vnni) && isa_supported(Isa::Avx2); }
+detail::ActType act_of(GgmlType t) { return t == GgmlType::F16 ? detail::ActType::F16 : detail::ActType::BF16; }
 
 }  // namespace
 
-TEST_CASE("avx512 f16: dot and tiles give the AVX2 table's bits", "[matmul][isa][gemm][avx512]") {
-  if (!has_avx512_f16()) {
-    WARN("SKIPPED: no AVX-512 (F/BW/VL/DQ/VNNI) here; the AVX-512 F16 kernels were not tested");
-    return;
-  }
-  const auto& a2 = detail::quant_kernels(Isa::Avx2);
-  for (Isa isa : {Isa::Avx512Vnni, Isa::Avx512Bf16}) {
-    if (!isa_supported(isa)) continue;
-    const auto& k = detail::quant_kernels(isa);
-    const detail::GemmKernels& g = k.gemm[kF16];
-    REQUIRE(k.dot[kF16] != a2.dot[kF16]);  // the level really has its own kernels
-    REQUIRE(g.fn[1] != a2.gemm[kF16].fn[1]);
-    REQUIRE(g.widened_x);
-    REQUIRE(g.rows >= 1);
-    REQUIRE(g.toks >= 1);
-    for (int64_t cols : kCols) {
-      const auto w = weights_16bit(GgmlType::F16, g.rows, cols, 10 + static_cast<uint32_t>(cols));
-      for (int nt = 1; nt <= g.toks; ++nt) {
-        const auto xf = activations_f32(cols, nt, 20 + static_cast<uint32_t>(nt), false);
-        std::vector<uint16_t> xh(xf.size());
-        std::vector<float> xw(xf.size());
-        for (int t = 0; t < nt; ++t) {
-          a2.quantize[static_cast<int>(detail::ActType::F16)](xf.data() + t * cols, xh.data() + t * cols, cols);
-          dequantize_row(GgmlType::F16, xh.data() + t * cols, xw.data() + t * cols, cols);
-        }
-        const int64_t y_stride = g.rows + 5;
-        Guarded y(static_cast<size_t>(y_stride * nt));
-        g.fn[nt](cols, w.data(), cols * 2, xw.data(), cols * 4, y.data(), y_stride);
-        REQUIRE(y.intact());
-        const auto got = y.values();
-        std::vector<float> want(got.size(), -12345.0f), dot(got.size(), -12345.0f);
-        for (int t = 0; t < nt; ++t)
-          for (int r = 0; r < g.rows; ++r) {
-            const size_t i = static_cast<size_t>(t * y_stride + r);
-            want[i] = a2.dot[kF16](cols, w.data() + r * cols, xh.data() + t * cols);
-            dot[i] = k.dot[kF16](cols, w.data() + r * cols, xh.data() + t * cols);
-          }
-        INFO(fmt::format("{} f16 tile {}x{} cols {}", isa_name(isa), g.rows, nt, cols));
-        CHECK(bitwise_equal(got, want));  // the gaps between tile rows stay untouched too
-        CHECK(bitwise_equal(dot, want));
-      }
-    }
-  }
-}
-
-TEST_CASE("avx512 f16: matmul of 1 to 33 tokens gives the AVX2 level's bits on 1 to 4 threads",
-          "[matmul][isa][gemm][avx512][threads]") {
-  if (!has_avx512_f16()) {
-    WARN("SKIPPED: no AVX-512 (F/BW/VL/DQ/VNNI) here; the AVX-512 F16 matmul was not tested");
-    return;
-  }
-  const int64_t rows = 37;
-  for (int64_t cols : {int64_t{1283}, int64_t{96}}) {
-    const auto w = weights_16bit(GgmlType::F16, rows, cols, 30 + static_cast<uint32_t>(cols));
-    for (int64_t n_tokens = 1; n_tokens <= 33; n_tokens += (n_tokens < 9 ? 1 : 8)) {
-      const auto x = activations_f32(cols, n_tokens, 31 + static_cast<uint32_t>(n_tokens), false);
-      ThreadPool p1(1);
-      std::vector<float> want;
-      {
-        IsaScope scope(Isa::Avx2);
-        want = run_matmul(GgmlType::F16, w, rows, cols, x, n_tokens, p1);
-      }
-      for (Isa isa : {Isa::Avx512Vnni, Isa::Avx512Bf16}) {
-        if (!isa_supported(isa)) continue;
-        IsaScope scope(isa);
-        for (int threads = 1; threads <= 4; ++threads) {
-          ThreadPool pool(threads);
-          INFO(fmt::format("{} cols {} tokens {} threads {}", isa_name(isa), cols, n_tokens, threads));
-          CHECK(bitwise_equal(run_matmul(GgmlType::F16, w, rows, cols, x, n_tokens, pool), want));
+TEST_CASE("avx512 f16 and bf16: dot = ggml vec_dot and tiles = tinyBLAS bit for bit",
+          "[matmul][isa][gemm][avx512][float16]") {
+  for (const Level& l : kLevels) {
+    const int slot = static_cast<int>(l.type);
+    for (Isa isa : levels_with(l)) {
+      if (l.type == GgmlType::F16 && !f16_kernels_in_place(isa)) continue;
+      const auto& k = detail::quant_kernels(isa);
+      const auto& below = detail::quant_kernels(l.below);
+      const detail::GemmKernels& g = k.gemm[slot];
+      REQUIRE(k.dot[slot] != below.dot[slot]);  // the level really has its own kernels
+      REQUIRE(g.fn[1] != below.gemm[slot].fn[1]);
+      REQUIRE(!g.widened_x);  // one token takes the dot, as the reference's vec_dot
+      REQUIRE(!g.one_token);
+      REQUIRE(g.rows >= 1);
+      REQUIRE(g.toks >= 2);
+      const auto quantize = k.quantize[static_cast<int>(act_of(l.type))];
+      for (int64_t cols : kCols) {
+        const auto w = weights_16bit(l.type, g.rows, cols, 40 + static_cast<uint32_t>(cols));
+        for (int nt = 1; nt <= g.toks; ++nt) {
+          const auto xf = activations_f32(l.type, cols, nt, 50 + static_cast<uint32_t>(nt), true);
+          std::vector<uint16_t> xh(xf.size());
+          for (int t = 0; t < nt; ++t) quantize(xf.data() + t * cols, xh.data() + t * cols, cols);
+          const int64_t y_stride = g.rows + 5;  // gaps between the tile's rows must stay untouched
+          Guarded y(static_cast<size_t>(y_stride * nt));
+          g.fn[nt](cols, w.data(), cols * 2, xh.data(), cols * 2, y.data(), y_stride);
+          REQUIRE(y.intact());
+          const auto got = y.values();
+          std::vector<float> want(got.size(), -12345.0f), dot(got.size(), -12345.0f), want_dot(got.size(), -12345.0f);
+          for (int t = 0; t < nt; ++t)
+            for (int r = 0; r < g.rows; ++r) {
+              const size_t i = static_cast<size_t>(t * y_stride + r);
+              const uint16_t* wr = w.data() + r * cols;
+              const uint16_t* xt = xh.data() + t * cols;
+              want[i] = tile_order(l.type, cols, wr, xt);
+              dot[i] = k.dot[slot](cols, wr, xt);
+              want_dot[i] = vec_dot(l.type, cols, wr, xt);
+            }
+          INFO(fmt::format("{} {} tile {}x{} cols {}", isa_name(isa), ggml_type_name(l.type), g.rows, nt, cols));
+          CHECK(bitwise_equal(got, want));
+          CHECK(bitwise_equal(dot, want_dot));
         }
       }
     }
   }
 }
 
-TEST_CASE("avx512bf16 bf16: the dot follows ggml_vec_dot_bf16 and the tiles tinyBLAS bit for bit",
-          "[matmul][isa][gemm][avx512]") {
-  if (!isa_supported(Isa::Avx512Bf16)) {
-    WARN("SKIPPED: no AVX512-BF16 here; the BF16 dpbf16 kernels were not tested");
-    return;
-  }
-  const auto& k = detail::quant_kernels(Isa::Avx512Bf16);
-  const auto& below = detail::quant_kernels(Isa::Avx512Vnni);
-  const detail::GemmKernels& g = k.gemm[kBF16];
-  REQUIRE(k.dot[kBF16] != below.dot[kBF16]);
-  REQUIRE(g.fn[1] != below.gemm[kBF16].fn[1]);
-  REQUIRE(!g.widened_x);  // one token takes the dot, as the reference's vec_dot
-  REQUIRE(g.rows >= 1);
-  REQUIRE(g.toks >= 2);
-  const auto quantize = k.quantize[static_cast<int>(detail::ActType::BF16)];
-  for (int64_t cols : kCols) {
-    const auto w = weights_16bit(GgmlType::BF16, g.rows, cols, 40 + static_cast<uint32_t>(cols));
-    for (int nt = 1; nt <= g.toks; ++nt) {
-      const auto xf = activations_f32(cols, nt, 50 + static_cast<uint32_t>(nt), true);
-      std::vector<uint16_t> xh(xf.size());
-      for (int t = 0; t < nt; ++t) quantize(xf.data() + t * cols, xh.data() + t * cols, cols);
-      const int64_t y_stride = g.rows + 5;
-      Guarded y(static_cast<size_t>(y_stride * nt));
-      g.fn[nt](cols, w.data(), cols * 2, xh.data(), cols * 2, y.data(), y_stride);
-      REQUIRE(y.intact());
-      const auto got = y.values();
-      std::vector<float> want(got.size(), -12345.0f), dot(got.size(), -12345.0f), want_dot(got.size(), -12345.0f);
-      for (int t = 0; t < nt; ++t)
-        for (int r = 0; r < g.rows; ++r) {
-          const size_t i = static_cast<size_t>(t * y_stride + r);
-          const uint16_t* wr = w.data() + r * cols;
-          const uint16_t* xt = xh.data() + t * cols;
-          // A tile serves a batch of 2+ tokens: tinyBLAS when cols % 32 == 0.
-          want[i] = cols % 32 == 0 ? tinyblas_bf16(cols, wr, xt) : vec_dot_bf16(cols, wr, xt);
-          dot[i] = k.dot[kBF16](cols, wr, xt);
-          want_dot[i] = vec_dot_bf16(cols, wr, xt);
-        }
-      INFO(fmt::format("bf16 tile {}x{} cols {}", g.rows, nt, cols));
-      CHECK(bitwise_equal(got, want));
-      CHECK(bitwise_equal(dot, want_dot));
-    }
-  }
-}
-
-TEST_CASE("avx512bf16 bf16: matmul of 1 to 33 tokens gives the reference's bits on 1 to 4 threads",
-          "[matmul][isa][gemm][avx512][threads]") {
-  if (!isa_supported(Isa::Avx512Bf16)) {
-    WARN("SKIPPED: no AVX512-BF16 here; the BF16 dpbf16 matmul was not tested");
-    return;
-  }
-  IsaScope scope(Isa::Avx512Bf16);
-  const auto quantize = detail::quant_kernels(Isa::Avx512Bf16).quantize[static_cast<int>(detail::ActType::BF16)];
+TEST_CASE("avx512 f16 and bf16: matmul of 1 to 33 tokens gives the reference's bits on 1 to 4 threads",
+          "[matmul][isa][gemm][avx512][float16][threads]") {
   struct Shape {
     int64_t rows, cols;
   };
-  // Rows a multiple of 4 and not (expected_bf16), cols with and without
-  // tinyBLAS's k % 32 == 0.
-  for (const Shape s : {Shape{40, 1280}, Shape{37, 96}, Shape{21, 1283}, Shape{8, 33}}) {
-    const auto w = weights_16bit(GgmlType::BF16, s.rows, s.cols, 60 + static_cast<uint32_t>(s.cols));
-    const auto wf = dequant_all(GgmlType::BF16, std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(w.data()),
-                                reinterpret_cast<const uint8_t*>(w.data() + w.size())), s.rows, s.cols);
-    for (int64_t n_tokens = 1; n_tokens <= 33; n_tokens += (n_tokens < 9 ? 1 : 8)) {
-      const auto x = activations_f32(s.cols, n_tokens, 61 + static_cast<uint32_t>(n_tokens), n_tokens % 2 == 1);
-      std::vector<uint16_t> xh(x.size());
-      for (int64_t t = 0; t < n_tokens; ++t) quantize(x.data() + t * s.cols, xh.data() + t * s.cols, s.cols);
-      std::vector<float> want(static_cast<size_t>(s.rows * n_tokens));
-      for (int64_t t = 0; t < n_tokens; ++t)
-        for (int64_t r = 0; r < s.rows; ++r)
-          want[static_cast<size_t>(t * s.rows + r)] =
-              expected_bf16(n_tokens, s.rows, s.cols, r, w.data() + r * s.cols, xh.data() + t * s.cols);
-      // And close to the exact sum of the bf16 values.
-      std::vector<float> xs(x.size());
-      for (size_t i = 0; i < x.size(); ++i) xs[i] = bf(xh[i]);
-      const auto exact = reference(wf, xs, s.rows, s.cols, n_tokens);
-      for (int threads = 1; threads <= 4; ++threads) {
-        ThreadPool pool(threads);
-        const auto got = run_matmul(GgmlType::BF16, w, s.rows, s.cols, x, n_tokens, pool);
-        INFO(fmt::format("{}x{} tokens {} threads {}", s.rows, s.cols, n_tokens, threads));
-        CHECK(bitwise_equal(got, want));
-        CHECK(nmse(got, exact) < 1e-10);
+  // Rows a multiple of 4 and not (matmul_order), cols with and without
+  // tinyBLAS's k % 16 / k % 32 == 0.
+  const Shape shapes[] = {{40, 1280}, {37, 96}, {21, 1283}, {8, 33}, {12, 48}};
+  for (const Level& l : kLevels) {
+    for (Isa isa : levels_with(l)) {
+      if (l.type == GgmlType::F16 && !f16_kernels_in_place(isa)) continue;
+      IsaScope scope(isa);
+      const auto quantize = detail::quant_kernels(isa).quantize[static_cast<int>(act_of(l.type))];
+      for (const Shape s : shapes) {
+        const auto w = weights_16bit(l.type, s.rows, s.cols, 60 + static_cast<uint32_t>(s.cols));
+        std::vector<float> wf(w.size());
+        for (size_t i = 0; i < w.size(); ++i) wf[i] = widen(l.type, w[i]);
+        for (int64_t n_tokens = 1; n_tokens <= 33; n_tokens += (n_tokens < 9 ? 1 : 8)) {
+          const auto x = activations_f32(l.type, s.cols, n_tokens, 61 + static_cast<uint32_t>(n_tokens), n_tokens % 2 == 1);
+          std::vector<uint16_t> xh(x.size());
+          for (int64_t t = 0; t < n_tokens; ++t) quantize(x.data() + t * s.cols, xh.data() + t * s.cols, s.cols);
+          std::vector<float> want(static_cast<size_t>(s.rows * n_tokens)), xs(x.size());
+          for (int64_t t = 0; t < n_tokens; ++t)
+            for (int64_t r = 0; r < s.rows; ++r)
+              want[static_cast<size_t>(t * s.rows + r)] =
+                  matmul_order(l.type, n_tokens, s.rows, s.cols, r, w.data() + r * s.cols, xh.data() + t * s.cols);
+          for (size_t i = 0; i < x.size(); ++i) xs[i] = widen(l.type, xh[i]);
+          const auto exact = reference(wf, xs, s.rows, s.cols, n_tokens);  // of the converted values, in double
+          for (int threads = 1; threads <= 4; ++threads) {
+            ThreadPool pool(threads);
+            const auto got = run_matmul(l.type, w, s.rows, s.cols, x, n_tokens, pool);
+            INFO(fmt::format("{} {} {}x{} tokens {} threads {}", isa_name(isa), ggml_type_name(l.type), s.rows,
+                             s.cols, n_tokens, threads));
+            CHECK(bitwise_equal(got, want));
+            CHECK(nmse(got, exact) < 1e-10);
+          }
+        }
       }
     }
   }

@@ -157,11 +157,15 @@ TEST_CASE("matmul: scalar and every SIMD level agree", "[matmul][isa]") {
   }
 }
 
-// BF16 at AVX512-BF16 follows the reference's two paths, which sum
+// F16 from AVX-512 VNNI up (with the reference's 16-lane build) and BF16
+// from AVX512-BF16 up follow the reference's two paths, which sum
 // differently: llamafile's tinyBLAS for batches (the tiles) and
-// ggml_vec_dot_bf16 for one token (the dot); test_float_avx512.cpp checks
-// each against its own order.
-bool batch_differs_by_design(Isa isa, GgmlType t) { return isa >= Isa::Avx512Bf16 && t == GgmlType::BF16; }
+// ggml_vec_dot_f16/bf16 for one token (the dot); test_float_avx512.cpp
+// checks each against its own order.
+bool batch_differs_by_design(Isa isa, GgmlType t) {
+  return (t == GgmlType::BF16 && isa >= Isa::Avx512Bf16) ||
+         (t == GgmlType::F16 && isa >= Isa::Avx512Vnni && detail::reference_lanes() == 16);
+}
 
 int act_slot(GgmlType at) {
   switch (at) {

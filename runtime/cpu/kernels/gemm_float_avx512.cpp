@@ -1,26 +1,38 @@
-// AVX-512 F16 matmul: the AVX2 table's F16 arithmetic (dot_16bit in
-// quant_avx2.cpp, gemm_16bit in gemm_avx2.cpp) in zmm registers, with
-// larger tiles. See internal.h for the rules of this file.
+// AVX-512 F16 matmul in the summation orders of the reference's AVX-512
+// build (ggml's `zen4` variant: 16-lane vectors, no AVX512-FP16). See
+// internal.h for the rules of this file.
 //
-// That arithmetic keeps, per output, 4 accumulators of 8 lanes over steps
-// of 32 values (accumulator k takes values 8k..8k+7 of each step), adds
-// the 8-value steps after them into accumulator 0, reduces
-// (acc0 + acc1) + (acc2 + acc3), then 8 -> 4 -> 2 -> 1 lanes, and adds the
-// last n % 8 products one by one in float. Here acc0|acc1 is one zmm (lanes
-// 0-7 and 8-15) and acc2|acc3 another: values 0..15 and 16..31 of a step
-// are one 16-value load each, and lane for lane the FMA chains are the
-// AVX2 ones; so are the bits, whatever reference_lanes() says (the AVX2
-// F16 matmul does not depend on it either). tests/cpu_kernels/
-// test_float_avx512.cpp checks them against the AVX2 table bit for bit.
+// llama.cpp computes an F16 mul_mat along one of two paths, and the two sum
+// differently:
+//  - 2 or more tokens (ne11 >= 2), k % 16 == 0 and rows % 4 == 0: llamafile's
+//    tinyBLAS<16, __m512, __m512, ggml_fp16_t, ggml_fp16_t> (llamafile/
+//    sgemm.cpp). Per output one 16-lane accumulator,
+//    c = fma(f32(w[l..l+16)), f32(x[l..l+16)), c) for l = 0, 16, ..., then
+//    _mm512_reduce_add_ps(c). The tiles below (`gemm_f16`).
+//  - otherwise ggml_vec_dot_f16 (vec.cpp, GGML_F16_EPR 16): 4 accumulators
+//    of 16 lanes over 64-value steps (accumulator j takes values
+//    16j..16j+15), (acc0 + acc2) + (acc1 + acc3), _mm512_reduce_add_ps, the
+//    last n % 64 products (f32 products) added one by one in double, rounded
+//    to float at the end. `dot_f16`; attention's K.q uses the same order
+//    (float_avx2.cpp dot_f16_l16).
+// matmul takes the tiles for 2 or more tokens and the dot for one token
+// (widened_x and one_token off: the tiles read the f16 activation rows and
+// convert them as tinyBLAS does), so both choices follow the reference's; a
+// tile whose rows have n % 16 != 0 values computes dot_f16's sums, as the
+// reference does then. Only a matrix with rows % 4 != 0 differs: the
+// reference then takes vec_dot for all its rows, vtc the tiles for all but
+// the last few. On the development machine (Zen 5) a 0.56B llama's logits
+// came out bit-identical to llama.cpp's for an 8-token prompt and for one
+// token (docs/numerics-parity.md).
 //
-// Tiles: 4 rows x 2 tokens (16 zmm accumulators). A matmul box walks the
-// row groups, each against all its tokens, so the weight rows stay in L1
-// and the widened activations (f32, twice the weights' bytes per value)
-// come from L2; 4 rows per activation load halve that traffic against
-// 2 x 4 (measured 5120x1280, 64 tokens, one Zen 5 core: 2 x 4 40, 4 x 3
-// 65, 4 x 2 100, 5 x 2 100, 6 x 2 80 GFLOP/s; the AVX2 1 x 3 tile 23).
-// They read the activations rounded to f16 and widened back to f32
-// (GemmKernels::widened_x), as the AVX2 tiles do.
+// The AVX2 level's F16 matmul sums in an order of its own (8-lane
+// accumulators, float tail), so from this level up F16 results differ from
+// the AVX2 level's in the last bits. Where reference_lanes() is 8 (the
+// reference would load its AVX2 build: 8-lane tinyBLAS and vec_dot), this
+// level keeps the AVX2 kernels.
+//
+// Tiles: 4 rows x 4 tokens, 16 zmm accumulators; per 16-value step 16 FMAs
+// for 8 conversions.
 //
 // GCC 12's AVX-512 headers initialize their "undefined" registers from
 // themselves (__Y = __Y), which -Wuninitialized reports at every inlined
@@ -43,103 +55,84 @@ inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 inline __m512 load16_f16(const uint16_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
-// 8 values in lanes 0-7, zeros above (the 8-value steps touch acc0 only).
-inline __m512 load8_f16(const uint16_t* p) {
-  return _mm512_zextps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-}
-inline __m512 load8_f32(const float* p) { return _mm512_zextps256_ps512(_mm256_loadu_ps(p)); }
 
-// The AVX2 reduction of acc0..acc3 (a01 = acc0|acc1, a23 = acc2|acc3):
-// (acc0 + acc1) + (acc2 + acc3), then avx2_common.h's hsum_ps.
-inline float reduce(__m512 a01, __m512 a23) {
-  const __m256 s01 = _mm256_add_ps(_mm512_castps512_ps256(a01), _mm512_extractf32x8_ps(a01, 1));
-  const __m256 s23 = _mm256_add_ps(_mm512_castps512_ps256(a23), _mm512_extractf32x8_ps(a23, 1));
-  const __m256 v = _mm256_add_ps(s01, s23);
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
+// _mm512_reduce_add_ps's order, spelled out: the upper 8 lanes plus the
+// lower 8, then 4 + 4, then (0 + 2) + (1 + 3) (GCC's and Clang's expansion).
+inline float reduce_add(__m512 v) {
+  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
-constexpr __mmask16 kLow8 = 0x00ff;
+// ggml_vec_dot_f16 with 16-lane vectors.
+float dot_f16(int64_t n, const void* vw, const void* vx) {
+  const auto* w = static_cast<const uint16_t*>(vw);
+  const auto* x = static_cast<const uint16_t*>(vx);
+  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  const int64_t np = n & ~int64_t{63};
+  for (int64_t i = 0; i < np; i += 64)
+    #pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) acc[j] = _mm512_fmadd_ps(load16_f16(w + i + 16 * j), load16_f16(x + i + 16 * j), acc[j]);
+  double sum = reduce_add(_mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3])));
+  for (int64_t i = np; i < n; ++i) sum += static_cast<double>(h2f(w[i]) * h2f(x[i]));
+  return static_cast<float>(sum);
+}
 
-// RM rows x NT tokens of f16 weights against widened activations.
+// RM rows x NT tokens in tinyBLAS's order (x: f16 activation rows).
 template <int RM, int NT>
 void gemm_f16(int64_t n, const void* vw, int64_t ws, const void* vx, int64_t xs, float* y, int64_t ys) {
   const uint16_t* w[RM];
-  const float* x[NT];
+  const uint16_t* x[NT];
   #pragma GCC unroll 16
   for (int r = 0; r < RM; ++r)
     w[r] = reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(vw) + r * ws);
   #pragma GCC unroll 16
-  for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float*>(static_cast<const uint8_t*>(vx) + t * xs);
-  __m512 a01[RM][NT], a23[RM][NT];
+  for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(vx) + t * xs);
+  if (n % 16 != 0) {  // the reference's vec_dot path
+    for (int t = 0; t < NT; ++t)
+      for (int r = 0; r < RM; ++r) y[t * ys + r] = dot_f16(n, w[r], x[t]);
+    return;
+  }
+  __m512 acc[RM][NT];
   #pragma GCC unroll 16
   for (int r = 0; r < RM; ++r)
     #pragma GCC unroll 16
-    for (int t = 0; t < NT; ++t) a01[r][t] = a23[r][t] = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    __m512 w0[RM], w1[RM];
+    for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    __m512 wv[RM];
     #pragma GCC unroll 16
-    for (int r = 0; r < RM; ++r) w0[r] = load16_f16(w[r] + i), w1[r] = load16_f16(w[r] + i + 16);
+    for (int r = 0; r < RM; ++r) wv[r] = load16_f16(w[r] + i);
     #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) {
-      const __m512 x0 = _mm512_loadu_ps(x[t] + i), x1 = _mm512_loadu_ps(x[t] + i + 16);
+      const __m512 xv = load16_f16(x[t] + i);
       #pragma GCC unroll 16
-      for (int r = 0; r < RM; ++r) {
-        a01[r][t] = _mm512_fmadd_ps(w0[r], x0, a01[r][t]);
-        a23[r][t] = _mm512_fmadd_ps(w1[r], x1, a23[r][t]);
-      }
+      for (int r = 0; r < RM; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
     }
   }
-  for (; i + 8 <= n; i += 8)
-    #pragma GCC unroll 16
-    for (int r = 0; r < RM; ++r) {
-      const __m512 wv = load8_f16(w[r] + i);
-      #pragma GCC unroll 16
-      for (int t = 0; t < NT; ++t) a01[r][t] = _mm512_mask3_fmadd_ps(wv, load8_f32(x[t] + i), a01[r][t], kLow8);
-    }
   #pragma GCC unroll 16
   for (int t = 0; t < NT; ++t)
     #pragma GCC unroll 16
-    for (int r = 0; r < RM; ++r) {
-      float sum = reduce(a01[r][t], a23[r][t]);
-      for (int64_t k = i; k < n; ++k) sum += h2f(w[r][k]) * x[t][k];
-      y[t * ys + r] = sum;
-    }
-}
-
-// One row against one f16 activation row (QuantKernels::dot): the same
-// arithmetic, converting the activations on the fly.
-float dot_f16(int64_t n, const void* vw, const void* vx) {
-  const auto* w = static_cast<const uint16_t*>(vw);
-  const auto* x = static_cast<const uint16_t*>(vx);
-  __m512 a01 = _mm512_setzero_ps(), a23 = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    a01 = _mm512_fmadd_ps(load16_f16(w + i), load16_f16(x + i), a01);
-    a23 = _mm512_fmadd_ps(load16_f16(w + i + 16), load16_f16(x + i + 16), a23);
-  }
-  for (; i + 8 <= n; i += 8) a01 = _mm512_mask3_fmadd_ps(load8_f16(w + i), load8_f16(x + i), a01, kLow8);
-  float sum = reduce(a01, a23);
-  for (; i < n; ++i) sum += h2f(w[i]) * h2f(x[i]);
-  return sum;
+    for (int r = 0; r < RM; ++r) y[t * ys + r] = reduce_add(acc[r][t]);
 }
 
 constexpr int kRows = 4;
-constexpr int kToks = 2;  // add_avx512_float_tiles fills fn[1..2]
+constexpr int kToks = 4;
+static_assert(kToks <= kMaxGemmToks);
 
 }  // namespace
 
 void add_avx512_float_tiles(QuantKernels& t) {
+  if (reference_lanes() != 16) return;
   t.dot[kSlotF16] = dot_f16;
   GemmKernels g{};
   g.rows = kRows;
   g.toks = kToks;
-  g.widened_x = true;
+  g.widened_x = false;  // f16 rows; one token takes dot_f16, as the reference's vec_dot
   g.fn[1] = gemm_f16<kRows, 1>;
   g.fn[2] = gemm_f16<kRows, 2>;
+  g.fn[3] = gemm_f16<kRows, 3>;
+  g.fn[4] = gemm_f16<kRows, 4>;
   t.gemm[kSlotF16] = g;
 }
 
