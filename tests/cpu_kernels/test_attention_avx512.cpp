@@ -272,7 +272,8 @@ TEST_CASE("attention avx512: split-KV decode bit-identical to avx2 for 1 to 4 th
 }
 
 // Timing, not a test: ./test_cpu_kernels "[.attention-avx512-bench]"
-// (VTC_BENCH_THREADS, default 2). avx2 and avx512 alternate, best of N each.
+// (VTC_BENCH_THREADS, default 2; VTC_BENCH_WHAT=pp|decode). avx2 and avx512
+// alternate, best of N each.
 TEST_CASE("attention avx512 timing: pp512 and decode vs avx2", "[.attention-avx512-bench]") {
   if (skip_without_avx512()) return;
   const int n_threads = std::getenv("VTC_BENCH_THREADS") ? std::atoi(std::getenv("VTC_BENCH_THREADS")) : 2;
@@ -291,8 +292,11 @@ TEST_CASE("attention avx512 timing: pp512 and decode vs avx2", "[.attention-avx5
     fmt::print("{}: avx2 {:.4f} ms, avx512 {:.4f} ms, x{:.2f} ({} threads)\n", what, best[0], best[1],
                best[0] / best[1], n_threads);
   };
-  compare("pp512 20/4 heads", make_problem({512, 20, 4, 64, 64, 512, 16}, GgmlType::F16, true, 1), 20);
-  for (int64_t n_kv : {1, 256, 1024, 4096})
-    compare(fmt::format("decode 20/4 heads, {} cached", n_kv).c_str(),
-            make_problem({1, 20, 4, 64, 64, n_kv, 16}, GgmlType::F16, true, 2), 100);
+  const char* what = std::getenv("VTC_BENCH_WHAT");  // "pp", "decode" or unset (both)
+  if (what == nullptr || std::string(what) == "pp")
+    compare("pp512 20/4 heads", make_problem({512, 20, 4, 64, 64, 512, 16}, GgmlType::F16, true, 1), 20);
+  if (what == nullptr || std::string(what) == "decode")
+    for (int64_t n_kv : {1, 256, 1024, 4096})
+      compare(fmt::format("decode 20/4 heads, {} cached", n_kv).c_str(),
+              make_problem({1, 20, 4, 64, 64, n_kv, 16}, GgmlType::F16, true, 2), 100);
 }

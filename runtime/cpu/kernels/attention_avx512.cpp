@@ -78,13 +78,16 @@ inline __mmask64 tail_mask64(int64_t n) { return n >= 64 ? ~__mmask64(0) : (__mm
 inline __m512 round_f16(__m512 v) { return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT)); }
 
 // f16 (or f32) row -> f32.
-void row_to_f32(const uint8_t* src, bool f16, float* dst, int64_t n) {
+__attribute__((always_inline)) inline void row_to_f32(const uint8_t* src, bool f16, float* dst, int64_t n) {
   if (!f16) {
     memcpy(dst, src, size_t(n) * 4);
     return;
   }
   const auto* h = reinterpret_cast<const uint16_t*>(src);
-  for (int64_t i = 0; i < n; i += 16) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i))));
+  if (i < n) {
     const __mmask16 m = tail_mask(n - i);
     _mm512_mask_storeu_ps(dst + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, h + i)));
   }
@@ -432,119 +435,202 @@ namespace {
 
 // ---- one-row kernel -------------------------------------------------------
 
-// FloatKernels::dot_f16 (8 lanes: 4 accumulators over steps of 32 values;
-// 16 lanes: over steps of 64) on rows already converted to f32 (exact):
-// the same FMA chains, reductions and double-precision tail.
-float dot_l8(const float* k, const float* q, int64_t n) {
-  __m512 a01 = _mm512_setzero_ps(), a23 = _mm512_setzero_ps();  // acc0|acc1, acc2|acc3
-  const int64_t np = n & ~int64_t{31};
+// FloatKernels::dot_f16 (8 lanes: 4 accumulators of 8 over steps of 32
+// values; 16 lanes: 4 of 16 over steps of 64, then (acc0 + acc2) +
+// (acc1 + acc3), the horizontal sum, and the n % step tail added in double)
+// on rows already converted to f32 (exact), 16 cache rows at a time: each
+// row's lane vector as the AVX2 kernel builds it, then the 16 horizontal
+// sums together by a transposing tree that adds the same pairs of lanes:
+// i + i+8, i + i+4, then (16 lanes) i + i+2 and 0 + 1, or (8 lanes, two
+// hadds) 2i + 2i+1 twice.
+template <bool kL16>
+inline __m512 dot_lanes(const float* k, const float* q, int64_t np) {
+  if (kL16) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t i = 0; i < np; i += 64) {
+      a0 = _mm512_fmadd_ps(_mm512_loadu_ps(k + i), _mm512_loadu_ps(q + i), a0);
+      a1 = _mm512_fmadd_ps(_mm512_loadu_ps(k + i + 16), _mm512_loadu_ps(q + i + 16), a1);
+      a2 = _mm512_fmadd_ps(_mm512_loadu_ps(k + i + 32), _mm512_loadu_ps(q + i + 32), a2);
+      a3 = _mm512_fmadd_ps(_mm512_loadu_ps(k + i + 48), _mm512_loadu_ps(q + i + 48), a3);
+    }
+    return _mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3));
+  }
+  __m512 a01 = _mm512_setzero_ps(), a23 = a01;
   for (int64_t i = 0; i < np; i += 32) {
     a01 = _mm512_fmadd_ps(_mm512_loadu_ps(k + i), _mm512_loadu_ps(q + i), a01);
     a23 = _mm512_fmadd_ps(_mm512_loadu_ps(k + i + 16), _mm512_loadu_ps(q + i + 16), a23);
   }
-  const __m512 x = _mm512_add_ps(a01, a23);  // acc0+acc2 | acc1+acc3
-  const __m256 r = _mm256_add_ps(_mm512_castps512_ps256(x), _mm512_extractf32x8_ps(x, 1));
-  const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(r), _mm256_extractf128_ps(r, 1));
-  const __m128 t1 = _mm_hadd_ps(t0, t0);
-  double sum = _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
-  for (int64_t i = np; i < n; ++i) sum += static_cast<double>(k[i] * q[i]);
-  return static_cast<float>(sum);
+  return _mm512_add_ps(a01, a23);  // acc0+acc2 | acc1+acc3: the AVX2 r is its halves' sum
 }
 
-float dot_l16(const float* k, const float* q, int64_t n) {
-  __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-  const int64_t np = n & ~int64_t{63};
-  for (int64_t i = 0; i < np; i += 64)
-    for (int j = 0; j < 4; ++j) a[j] = _mm512_fmadd_ps(_mm512_loadu_ps(k + i + 16 * j), _mm512_loadu_ps(q + i + 16 * j), a[j]);
-  const __m512 r = _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3]));
-  const __m256 t8 = _mm256_add_ps(_mm512_castps512_ps256(r), _mm512_extractf32x8_ps(r, 1));
-  const __m128 t4 = _mm_add_ps(_mm256_castps256_ps128(t8), _mm256_extractf128_ps(t8, 1));
-  const __m128 t2 = _mm_add_ps(t4, _mm_movehl_ps(t4, t4));
-  double sum = _mm_cvtss_f32(_mm_add_ss(t2, _mm_shuffle_ps(t2, t2, 1)));
-  for (int64_t i = np; i < n; ++i) sum += static_cast<double>(k[i] * q[i]);
-  return static_cast<float>(sum);
+// x[0..16): lane vectors of 16 cache rows -> their 16 sums, in row order.
+template <bool kL16>
+inline __m512 hsum16(__m512 x[16]) {
+  __m512 y[8], z[4], w[2];
+  for (int k = 0; k < 8; ++k)  // lanes i + i+8: row k in the low half, row k+8 in the high half
+    y[k] = _mm512_add_ps(_mm512_shuffle_f32x4(x[k], x[k + 8], 0x44), _mm512_shuffle_f32x4(x[k], x[k + 8], 0xee));
+  for (int k = 0; k < 4; ++k)  // i + i+4: 128-bit lanes hold rows k, k+8, k+4, k+12
+    z[k] = _mm512_add_ps(_mm512_shuffle_f32x4(y[k], y[k + 4], 0x88), _mm512_shuffle_f32x4(y[k], y[k + 4], 0xdd));
+  for (int k = 0; k < 2; ++k)
+    w[k] = kL16 ? _mm512_add_ps(_mm512_shuffle_ps(z[k], z[k + 2], 0x44), _mm512_shuffle_ps(z[k], z[k + 2], 0xee))
+                : _mm512_add_ps(_mm512_shuffle_ps(z[k], z[k + 2], 0x88), _mm512_shuffle_ps(z[k], z[k + 2], 0xdd));
+  const __m512 f = _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], 0x88), _mm512_shuffle_ps(w[0], w[1], 0xdd));
+  // lane 4L + e holds row [0, 8, 4, 12][L] + [0, 2, 1, 3][e]
+  return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15), f);
+}
+
+// sr[c] = dot(kf row c, qr) for c < n, as dot_l16 / dot_l8 give them.
+template <bool kL16>
+void dots(const float* kf, const float* qr, int64_t dk, int64_t n, float* sr) {
+  const int64_t np = dk & (kL16 ? ~int64_t{63} : ~int64_t{31});
+  for (int64_t c0 = 0; c0 < n; c0 += 16) {
+    const int64_t nk = imin(16, n - c0);
+    __m512 x[16];
+    for (int64_t c = 0; c < 16; ++c) x[c] = c < nk ? dot_lanes<kL16>(kf + (c0 + c) * dk, qr, np) : _mm512_setzero_ps();
+    _mm512_mask_storeu_ps(sr + c0, tail_mask(nk), hsum16<kL16>(x));
+    if (np == dk) continue;
+    for (int64_t c = 0; c < nk; ++c) {  // the tail, in double
+      const float* k = kf + (c0 + c) * dk;
+      double sum = sr[c0 + c];
+      for (int64_t i = np; i < dk; ++i) sum += static_cast<double>(k[i] * qr[i]);
+      sr[c0 + c] = static_cast<float>(sum);
+    }
+  }
 }
 
 constexpr int64_t kOneRowChunk = 64;  // cache rows converted per pass
-constexpr int64_t kPrefetchRows = 6;
+constexpr int64_t kPrefetchRows = 16;
 
 inline void prefetch_bytes(const uint8_t* p, size_t n) {
   for (size_t off = 0; off < n; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
 }
 
-// One cache row's step for one query row: acc = f16(acc * ms) on a new
-// maximum, then acc = f16(v * vs + acc) (or unrounded with an f32
-// accumulator), S = S * ms + vs.
-template <bool kAcc16>
-inline void one_row_step(float s, const float* v, int64_t dv, float& M, float& S, float* acc) {
-  float ms = 1.0f, vs = 1.0f;
-  if (s > M) {
-    const float m_old = M;
-    M = s;
-    ms = expf(m_old - M);
-    const __m512 vms = _mm512_set1_ps(ms);
-    for (int64_t d = 0; d < dv; d += 16) {
-      const __mmask16 m = tail_mask(dv - d);
-      const __m512 y = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, acc + d), vms);
-      _mm512_mask_storeu_ps(acc + d, m, kAcc16 ? round_f16(y) : y);
-    }
-  } else {
-    vs = expf(s - M);
+// attention_physical_row without a division per row when the page size is
+// a power of two (the same value).
+struct PhysRow {
+  const int32_t* table;
+  int64_t size;
+  int shift = -1;
+  explicit PhysRow(const AttentionJob& job) : table(job.page_table), size(job.page_size) {
+    if (table != nullptr && size > 0 && (size & (size - 1)) == 0) shift = __builtin_ctzll(uint64_t(size));
   }
-  const __m512 vvs = _mm512_set1_ps(vs);
-  for (int64_t d = 0; d < dv; d += 16) {
-    const __mmask16 m = tail_mask(dv - d);
-    const __m512 y = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, v + d), vvs, _mm512_maskz_loadu_ps(m, acc + d));
-    _mm512_mask_storeu_ps(acc + d, m, kAcc16 ? round_f16(y) : y);
+  int64_t operator()(int64_t j) const {
+    if (table == nullptr) return j;
+    if (shift >= 0) return (int64_t(table[j >> shift]) << shift) + (j & (size - 1));
+    return int64_t(table[j / size]) * size + j % size;
   }
-  S = S * ms + vs;
-}
+};
 
-// dv == 64: acc as 4 zmm per row.
-template <bool kAcc16>
-inline void one_row_step64(float s, const float* v, float& M, float& S, float* acc) {
-  float ms = 1.0f, vs = 1.0f;
-  __m512 a[4];
-  #pragma GCC unroll 4
-  for (int z = 0; z < 4; ++z) a[z] = _mm512_loadu_ps(acc + 16 * z);
-  if (s > M) {
-    const float m_old = M;
-    M = s;
-    ms = expf(m_old - M);
-    const __m512 vms = _mm512_set1_ps(ms);
-    #pragma GCC unroll 4
-    for (int z = 0; z < 4; ++z) a[z] = kAcc16 ? round_f16(_mm512_mul_ps(a[z], vms)) : _mm512_mul_ps(a[z], vms);
-  } else {
-    vs = expf(s - M);
-  }
-  const __m512 vvs = _mm512_set1_ps(vs);
-  #pragma GCC unroll 4
-  for (int z = 0; z < 4; ++z) {
-    const __m512 y = _mm512_fmadd_ps(_mm512_loadu_ps(v + 16 * z), vvs, a[z]);
-    _mm512_storeu_ps(acc + 16 * z, kAcc16 ? round_f16(y) : y);
-  }
-  S = S * ms + vs;
-}
+// Per query row and converted cache row: what the online softmax does there.
+enum StepKind : uint8_t { kSkip = 0, kAdd = 1, kNewMax = 2 };
 
 struct OneRowScratch {
-  Scratch<float> qf_buf, kf_buf, vf_buf, scores_buf;
-  float *qf = nullptr, *kf = nullptr, *vf = nullptr, *scores = nullptr;
+  Scratch<float> qf_buf, kf_buf, vf_buf, scores_buf, ms_buf, vs_buf;
+  Scratch<uint8_t> kind_buf;
+  float *qf = nullptr, *kf = nullptr, *vf = nullptr, *scores = nullptr, *ms = nullptr, *vs = nullptr;
+  uint8_t* kind = nullptr;
   int64_t keys[kOneRowChunk];
 };
 
-// The sequential pass over n converted cache rows, query rows interleaved.
-template <bool kAcc16, bool kDv64>
-void update_pass(const AttentionJob& job, int64_t t0, int64_t rows, const OneRowScratch& ws, int64_t n, float* M,
-                 float* S, float* acc) {
-  const int64_t G = job.group, dv = job.dv;
+// Phase B for one query row over the chunk's n cache rows: the reference's
+// comparisons with the running maximum, its expf calls and its S updates,
+// in order; leaves per cache row the kind of step and its (ms, vs).
+void softmax_steps(const uint8_t* vis, const int64_t* keys, const float* sc, int64_t n, float& M, float& S,
+                   uint8_t* kind, float* ms_out, float* vs_out) {
   for (int64_t c = 0; c < n; ++c) {
-    const int64_t key = ws.keys[c];
-    const float* v = ws.vf + c * dv;
-    for (int64_t r = 0; r < rows; ++r) {
-      if (job.visible[(t0 + r / G) * job.n_kv + key] == 0) continue;
-      const float s = ws.scores[r * kOneRowChunk + c];
-      if (kDv64) one_row_step64<kAcc16>(s, v, M[r], S[r], acc + r * dv);
-      else one_row_step<kAcc16>(s, v, dv, M[r], S[r], acc + r * dv);
+    if (vis[keys[c]] == 0) {
+      kind[c] = kSkip;
+      continue;
+    }
+    const float s = sc[c];
+    float ms = 1.0f, vs = 1.0f;
+    if (s > M) {
+      const float m_old = M;
+      M = s;
+      ms = expf(m_old - M);
+      kind[c] = kNewMax;
+    } else {
+      vs = expf(s - M);
+      kind[c] = kAdd;
+    }
+    ms_out[c] = ms;
+    vs_out[c] = vs;
+    S = S * ms + vs;
+  }
+}
+
+// Phase C: the accumulators of RG query rows, columns [d0, d0 + 16 NZ) (the
+// last zmm masked by last), over the chunk's n cache rows: on a new maximum
+// acc = f16(acc * ms), then acc = f16(v * vs + acc) (unrounded with an f32
+// accumulator). The columns are independent, so the work is split by
+// columns and rows to keep the accumulators in registers.
+template <bool kAcc16, int RG, int NZ>
+void acc_pass(const OneRowScratch& ws, const int64_t* rows, int64_t n, int64_t dv, int64_t d0, __mmask16 last,
+              float* acc) {
+  __m512 a[RG][NZ];
+  #pragma GCC unroll 8
+  for (int g = 0; g < RG; ++g)
+    #pragma GCC unroll 4
+    for (int z = 0; z < NZ; ++z)
+      a[g][z] = _mm512_maskz_loadu_ps(z == NZ - 1 ? last : __mmask16(0xffff), acc + rows[g] * dv + d0 + 16 * z);
+  for (int64_t c = 0; c < n; ++c) {
+    __m512 v[NZ];
+    #pragma GCC unroll 4
+    for (int z = 0; z < NZ; ++z)
+      v[z] = _mm512_maskz_loadu_ps(z == NZ - 1 ? last : __mmask16(0xffff), ws.vf + c * dv + d0 + 16 * z);
+    #pragma GCC unroll 8
+    for (int g = 0; g < RG; ++g) {
+      const int64_t i = rows[g] * kOneRowChunk + c;
+      const uint8_t k = ws.kind[i];
+      if (k == kSkip) continue;
+      if (k == kNewMax) {
+        const __m512 vms = _mm512_set1_ps(ws.ms[i]);
+        #pragma GCC unroll 4
+        for (int z = 0; z < NZ; ++z) a[g][z] = kAcc16 ? round_f16(_mm512_mul_ps(a[g][z], vms)) : _mm512_mul_ps(a[g][z], vms);
+      }
+      const __m512 vvs = _mm512_set1_ps(ws.vs[i]);
+      #pragma GCC unroll 4
+      for (int z = 0; z < NZ; ++z) {
+        const __m512 y = _mm512_fmadd_ps(v[z], vvs, a[g][z]);
+        a[g][z] = kAcc16 ? round_f16(y) : y;
+      }
+    }
+  }
+  #pragma GCC unroll 8
+  for (int g = 0; g < RG; ++g)
+    #pragma GCC unroll 4
+    for (int z = 0; z < NZ; ++z)
+      _mm512_mask_storeu_ps(acc + rows[g] * dv + d0 + 16 * z, z == NZ - 1 ? last : __mmask16(0xffff), a[g][z]);
+}
+
+template <bool kAcc16, int NZ>
+void acc_pass_rows(const OneRowScratch& ws, const int64_t* rows, int64_t n_rows, int64_t n, int64_t dv, int64_t d0,
+                   __mmask16 last, float* acc) {
+  constexpr int kGroup = NZ >= 3 ? 5 : 8;  // up to 20 (or 16) accumulator registers
+  int64_t i = 0;
+  for (; i + kGroup <= n_rows; i += kGroup) acc_pass<kAcc16, kGroup, NZ>(ws, rows + i, n, dv, d0, last, acc);
+  switch (n_rows - i) {
+    case 7: acc_pass<kAcc16, 7, NZ>(ws, rows + i, n, dv, d0, last, acc); break;
+    case 6: acc_pass<kAcc16, 6, NZ>(ws, rows + i, n, dv, d0, last, acc); break;
+    case 5: acc_pass<kAcc16, 5, NZ>(ws, rows + i, n, dv, d0, last, acc); break;
+    case 4: acc_pass<kAcc16, 4, NZ>(ws, rows + i, n, dv, d0, last, acc); break;
+    case 3: acc_pass<kAcc16, 3, NZ>(ws, rows + i, n, dv, d0, last, acc); break;
+    case 2: acc_pass<kAcc16, 2, NZ>(ws, rows + i, n, dv, d0, last, acc); break;
+    case 1: acc_pass<kAcc16, 1, NZ>(ws, rows + i, n, dv, d0, last, acc); break;
+    default: break;
+  }
+}
+
+template <bool kAcc16>
+void acc_update(const OneRowScratch& ws, const int64_t* rows, int64_t n_rows, int64_t n, int64_t dv, float* acc) {
+  for (int64_t d0 = 0; d0 < dv; d0 += 64) {
+    const int64_t w = imin(64, dv - d0), nz = (w + 15) / 16;
+    const __mmask16 last = tail_mask(w - 16 * (nz - 1));
+    switch (nz) {
+      case 4: acc_pass_rows<kAcc16, 4>(ws, rows, n_rows, n, dv, d0, last, acc); break;
+      case 3: acc_pass_rows<kAcc16, 3>(ws, rows, n_rows, n, dv, d0, last, acc); break;
+      case 2: acc_pass_rows<kAcc16, 2>(ws, rows, n_rows, n, dv, d0, last, acc); break;
+      default: acc_pass_rows<kAcc16, 1>(ws, rows, n_rows, n, dv, d0, last, acc); break;
     }
   }
 }
@@ -556,10 +642,16 @@ bool one_row_block_avx512(const AttentionJob& job, int64_t hk, int64_t t0, int64
   if (!job.f16) return false;
   const int64_t G = job.group, dk = job.dk, dv = job.dv, rows = (t1 - t0) * G;
   thread_local OneRowScratch ws;
+  thread_local Scratch<int64_t> row_ids_buf;
   ws.qf = ws.qf_buf.get(size_t(rows * dk));
   ws.kf = ws.kf_buf.get(size_t(kOneRowChunk * dk));
   ws.vf = ws.vf_buf.get(size_t(kOneRowChunk * dv));
   ws.scores = ws.scores_buf.get(size_t(rows * kOneRowChunk));
+  ws.ms = ws.ms_buf.get(size_t(rows * kOneRowChunk));
+  ws.vs = ws.vs_buf.get(size_t(rows * kOneRowChunk));
+  ws.kind = ws.kind_buf.get(size_t(rows * kOneRowChunk));
+  int64_t* row_ids = row_ids_buf.get(size_t(rows));
+  for (int64_t r = 0; r < rows; ++r) row_ids[r] = r;
   // q rounded to f16 (what ggml's K.q dot reads), held as floats.
   for (int64_t r = 0; r < rows; ++r) {
     const float* src = job.q + ((t0 + r / G) * job.n_head + hk * G + r % G) * dk;
@@ -573,44 +665,45 @@ bool one_row_block_avx512(const AttentionJob& job, int64_t hk, int64_t t0, int64
   memset(acc, 0, size_t(rows * dv) * 4);
   const size_t k_bytes = size_t(dk) * 2, v_bytes = size_t(dv) * 2;
   const bool l16 = job.ref_lanes == 16;
+  const PhysRow phys_row(job);
   for (int64_t c0 = j0; c0 < j1; c0 += kOneRowChunk) {
     // Convert the chunk's rows that some row of the block sees, once.
     int64_t n = 0;
     for (int64_t j = c0; j < imin(j1, c0 + kOneRowChunk); ++j) {
       if (j + kPrefetchRows < j1) {  // the rows' K/V slices are far apart: help the hardware prefetcher
-        const int64_t ahead = attention_physical_row(job, j + kPrefetchRows);
+        const int64_t ahead = phys_row(j + kPrefetchRows);
         prefetch_bytes(job.k + size_t((ahead * job.n_head_kv + hk) * dk) * 2, k_bytes);
         prefetch_bytes(job.v + size_t((ahead * job.n_head_kv + hk) * dv) * 2, v_bytes);
       }
       bool seen = false;
       for (int64_t t = t0; t < t1 && !seen; ++t) seen = job.visible[t * job.n_kv + j] != 0;
       if (!seen) continue;
-      const int64_t phys = attention_physical_row(job, j);
+      const int64_t phys = phys_row(j);
       row_to_f32(job.k + size_t((phys * job.n_head_kv + hk) * dk) * 2, true, ws.kf + n * dk, dk);
       row_to_f32(job.v + size_t((phys * job.n_head_kv + hk) * dv) * 2, true, ws.vf + n * dv, dv);
       ws.keys[n++] = j;
     }
     if (n == 0) continue;
-    // Every score first (independent dot products; scaled and softcapped
-    // as the reference does before its comparison with M).
+    // A: every score (independent dot products; scaled and softcapped as the
+    // reference does before its comparison with M).
     for (int64_t r = 0; r < rows; ++r) {
       const float* qr = ws.qf + r * dk;
       float* sr = ws.scores + r * kOneRowChunk;
+      if (l16) dots<true>(ws.kf, qr, dk, n, sr);
+      else dots<false>(ws.kf, qr, dk, n, sr);
       for (int64_t c = 0; c < n; ++c) {
-        float s = l16 ? dot_l16(ws.kf + c * dk, qr, dk) : dot_l8(ws.kf + c * dk, qr, dk);
-        s *= job.scale;
+        float s = sr[c] * job.scale;
         if (job.softcap != 0.0f) s = job.softcap * tanhf(s);
         sr[c] = s;
       }
     }
-    // Then the online softmax, cache row by cache row.
-    if (dv == 64) {
-      if (job.acc16) update_pass<true, true>(job, t0, rows, ws, n, M, S, acc);
-      else update_pass<false, true>(job, t0, rows, ws, n, M, S, acc);
-    } else {
-      if (job.acc16) update_pass<true, false>(job, t0, rows, ws, n, M, S, acc);
-      else update_pass<false, false>(job, t0, rows, ws, n, M, S, acc);
-    }
+    // B: per row, the running maximum, the expf calls and S, in order.
+    for (int64_t r = 0; r < rows; ++r)
+      softmax_steps(job.visible + (t0 + r / G) * job.n_kv, ws.keys, ws.scores + r * kOneRowChunk, n, M[r], S[r],
+                    ws.kind + r * kOneRowChunk, ws.ms + r * kOneRowChunk, ws.vs + r * kOneRowChunk);
+    // C: the accumulators, in registers.
+    if (job.acc16) acc_update<true>(ws, row_ids, rows, n, dv, acc);
+    else acc_update<false>(ws, row_ids, rows, n, dv, acc);
   }
   return true;
 }
