@@ -278,12 +278,56 @@ void merge_partials(const float* partials, int64_t n_chunks, int64_t dv, const d
   std::memcpy(out, acc, size_t(dv) * 4);
 }
 
+// The AVX-512 split-KV chunk: its rows in slices of kSplitSliceRows, every
+// kv head per slice, so that the K/V rows (all heads' slices side by side)
+// are read from memory once and sequentially, not once per head with a
+// stride; each head's chain of operations over the chunk is unchanged.
+constexpr int64_t kSplitSliceRows = 256;
+
+bool split_chunk_avx512(const AttentionJob& job, int64_t j0, int64_t j1, float* M, float* S, float* acc) {
+  const int64_t G = job.group, dv = job.dv;
+  for (int64_t s0 = j0;; s0 += kSplitSliceRows) {
+    const int64_t s1 = std::min(j1, s0 + kSplitSliceRows);
+    for (int64_t hk = 0; hk < job.n_head_kv; ++hk)
+      if (!detail::one_row_block_avx512(job, hk, 0, 1, s0, s1, M + hk * G, S + hk * G, acc + hk * G * dv, s0 != j0,
+                                        hk == 0))
+        return false;
+    if (s1 >= j1) break;
+  }
+  if (job.sinks != nullptr && j0 == 0)
+    for (int64_t h = 0; h < job.n_head; ++h) detail::attention_apply_sink(job.sinks[h], M[h], S[h], acc + h * dv, dv);
+  return true;
+}
+
 void run_split_kv(const AttentionJob& job, ThreadPool& pool) {
   const detail::FloatKernels& fk = float_kernels_for(job.ref_lanes);
   const int64_t n_chunks = pool.size(), G = job.group, dv = job.dv;
   const int64_t chunk_rows = (reference_view_rows(job.n_kv) + n_chunks - 1) / n_chunks;
   const int64_t part_size = 2 + dv;
   std::vector<float> partials(size_t(job.n_head * n_chunks * part_size));  // [head][chunk][M, S, acc]
+  if (active_isa() >= Isa::Avx512Vnni && job.f16) {
+    pool.parallel_for(n_chunks, [&](int64_t begin, int64_t end) {
+      thread_local std::vector<float> M, S, acc;
+      M.resize(size_t(job.n_head));
+      S.resize(size_t(job.n_head));
+      acc.resize(size_t(job.n_head * dv));
+      for (int64_t c = begin; c < end; ++c) {
+        const int64_t j0 = std::min(job.n_kv, c * chunk_rows), j1 = std::min(job.n_kv, j0 + chunk_rows);
+        if (!split_chunk_avx512(job, j0, j1, M.data(), S.data(), acc.data()))
+          throw Error("attention: the AVX-512 kernel is not built");
+        for (int64_t h = 0; h < job.n_head; ++h) {
+          float* part = partials.data() + (h * n_chunks + c) * part_size;
+          part[0] = M[size_t(h)];
+          part[1] = S[size_t(h)];
+          std::memcpy(part + 2, acc.data() + h * dv, size_t(dv) * 4);
+        }
+      }
+    });
+    std::vector<float> merged(static_cast<size_t>(dv));
+    for (int64_t h = 0; h < job.n_head; ++h)
+      merge_partials(partials.data() + h * n_chunks * part_size, n_chunks, dv, fk, merged.data(), job.out + h * dv);
+    return;
+  }
   pool.parallel_for(n_chunks * job.n_head_kv, [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> M, S, acc;
     M.resize(size_t(G));
@@ -396,7 +440,8 @@ bool one_row_block_avx2(const AttentionJob&, int64_t, int64_t, int64_t, int64_t,
 bool tiled_block_avx2(const AttentionJob&, int64_t, int64_t, int64_t) { return false; }
 #endif
 #if !defined(VTC_HAVE_AVX512_TU)
-bool one_row_block_avx512(const AttentionJob&, int64_t, int64_t, int64_t, int64_t, int64_t, float*, float*, float*) {
+bool one_row_block_avx512(const AttentionJob&, int64_t, int64_t, int64_t, int64_t, int64_t, float*, float*, float*, bool,
+                          bool) {
   return false;
 }
 bool tiled_block_avx512(const AttentionJob&, int64_t, int64_t, int64_t) { return false; }

@@ -525,38 +525,47 @@ struct PhysRow {
 enum StepKind : uint8_t { kSkip = 0, kAdd = 1, kNewMax = 2 };
 
 struct OneRowScratch {
-  Scratch<float> qf_buf, kf_buf, vf_buf, scores_buf, ms_buf, vs_buf;
+  Scratch<float> qf_buf, kf_buf, vf_buf, scores_buf, e_buf;
   Scratch<uint8_t> kind_buf;
-  float *qf = nullptr, *kf = nullptr, *vf = nullptr, *scores = nullptr, *ms = nullptr, *vs = nullptr;
+  float *qf = nullptr, *kf = nullptr, *vf = nullptr, *scores = nullptr, *e = nullptr;
   uint8_t* kind = nullptr;
   int64_t keys[kOneRowChunk];
 };
 
 // Phase B for one query row over the chunk's n cache rows: the reference's
 // comparisons with the running maximum, its expf calls and its S updates,
-// in order; leaves per cache row the kind of step and its (ms, vs).
-void softmax_steps(const uint8_t* vis, const int64_t* keys, const float* sc, int64_t n, float& M, float& S,
-                   uint8_t* kind, float* ms_out, float* vs_out) {
+// in order; leaves per cache row the kind of step and its expf value e (ms
+// on a new maximum, where vs is 1; else vs, where ms is 1). Three loops, so
+// that no loop-carried value lives across the expf calls (the calls clobber
+// every vector register, and M and S would go through memory).
+void softmax_steps(const uint8_t* vis, const int64_t* keys, const float* sc, int64_t n, float& M_io, float& S_io,
+                   uint8_t* kind, float* e) {
+  float M = M_io;
   for (int64_t c = 0; c < n; ++c) {
     if (vis[keys[c]] == 0) {
       kind[c] = kSkip;
       continue;
     }
     const float s = sc[c];
-    float ms = 1.0f, vs = 1.0f;
     if (s > M) {
-      const float m_old = M;
+      e[c] = M - s;  // ms = expf(m_old - s)
       M = s;
-      ms = expf(m_old - M);
       kind[c] = kNewMax;
     } else {
-      vs = expf(s - M);
+      e[c] = s - M;  // vs = expf(s - M)
       kind[c] = kAdd;
     }
-    ms_out[c] = ms;
-    vs_out[c] = vs;
+  }
+  M_io = M;
+  for (int64_t c = 0; c < n; ++c)
+    if (kind[c] != kSkip) e[c] = expf(e[c]);
+  float S = S_io;
+  for (int64_t c = 0; c < n; ++c) {
+    if (kind[c] == kSkip) continue;
+    const float ms = kind[c] == kNewMax ? e[c] : 1.0f, vs = kind[c] == kNewMax ? 1.0f : e[c];
     S = S * ms + vs;
   }
+  S_io = S;
 }
 
 // Phase C: the accumulators of RG query rows, columns [d0, d0 + 16 NZ) (the
@@ -583,12 +592,12 @@ void acc_pass(const OneRowScratch& ws, const int64_t* rows, int64_t n, int64_t d
       const int64_t i = rows[g] * kOneRowChunk + c;
       const uint8_t k = ws.kind[i];
       if (k == kSkip) continue;
+      __m512 vvs = _mm512_set1_ps(ws.e[i]);
       if (k == kNewMax) {
-        const __m512 vms = _mm512_set1_ps(ws.ms[i]);
         #pragma GCC unroll 4
-        for (int z = 0; z < NZ; ++z) a[g][z] = kAcc16 ? round_f16(_mm512_mul_ps(a[g][z], vms)) : _mm512_mul_ps(a[g][z], vms);
+        for (int z = 0; z < NZ; ++z) a[g][z] = kAcc16 ? round_f16(_mm512_mul_ps(a[g][z], vvs)) : _mm512_mul_ps(a[g][z], vvs);
+        vvs = _mm512_set1_ps(1.0f);
       }
-      const __m512 vvs = _mm512_set1_ps(ws.vs[i]);
       #pragma GCC unroll 4
       for (int z = 0; z < NZ; ++z) {
         const __m512 y = _mm512_fmadd_ps(v[z], vvs, a[g][z]);
@@ -638,7 +647,7 @@ void acc_update(const OneRowScratch& ws, const int64_t* rows, int64_t n_rows, in
 }  // namespace
 
 bool one_row_block_avx512(const AttentionJob& job, int64_t hk, int64_t t0, int64_t t1, int64_t j0, int64_t j1,
-                          float* M, float* S, float* acc) {
+                          float* M, float* S, float* acc, bool resume, bool whole_rows) {
   if (!job.f16) return false;
   const int64_t G = job.group, dk = job.dk, dv = job.dv, rows = (t1 - t0) * G;
   thread_local OneRowScratch ws;
@@ -647,8 +656,7 @@ bool one_row_block_avx512(const AttentionJob& job, int64_t hk, int64_t t0, int64
   ws.kf = ws.kf_buf.get(size_t(kOneRowChunk * dk));
   ws.vf = ws.vf_buf.get(size_t(kOneRowChunk * dv));
   ws.scores = ws.scores_buf.get(size_t(rows * kOneRowChunk));
-  ws.ms = ws.ms_buf.get(size_t(rows * kOneRowChunk));
-  ws.vs = ws.vs_buf.get(size_t(rows * kOneRowChunk));
+  ws.e = ws.e_buf.get(size_t(rows * kOneRowChunk));
   ws.kind = ws.kind_buf.get(size_t(rows * kOneRowChunk));
   int64_t* row_ids = row_ids_buf.get(size_t(rows));
   for (int64_t r = 0; r < rows; ++r) row_ids[r] = r;
@@ -661,9 +669,13 @@ bool one_row_block_avx512(const AttentionJob& job, int64_t hk, int64_t t0, int64
       _mm512_mask_storeu_ps(dst + i, m, round_f16(_mm512_maskz_loadu_ps(m, src + i)));
     }
   }
-  for (int64_t r = 0; r < rows; ++r) M[r] = kNegInf, S[r] = 0.0f;
-  memset(acc, 0, size_t(rows * dv) * 4);
-  const size_t k_bytes = size_t(dk) * 2, v_bytes = size_t(dv) * 2;
+  if (!resume) {
+    for (int64_t r = 0; r < rows; ++r) M[r] = kNegInf, S[r] = 0.0f;
+    memset(acc, 0, size_t(rows * dv) * 4);
+  }
+  const size_t k_bytes = size_t(dk) * 2 * (whole_rows ? job.n_head_kv : 1);
+  const size_t v_bytes = size_t(dv) * 2 * (whole_rows ? job.n_head_kv : 1);
+  const int64_t pf_head = whole_rows ? 0 : hk;
   const bool l16 = job.ref_lanes == 16;
   const PhysRow phys_row(job);
   for (int64_t c0 = j0; c0 < j1; c0 += kOneRowChunk) {
@@ -672,8 +684,8 @@ bool one_row_block_avx512(const AttentionJob& job, int64_t hk, int64_t t0, int64
     for (int64_t j = c0; j < imin(j1, c0 + kOneRowChunk); ++j) {
       if (j + kPrefetchRows < j1) {  // the rows' K/V slices are far apart: help the hardware prefetcher
         const int64_t ahead = phys_row(j + kPrefetchRows);
-        prefetch_bytes(job.k + size_t((ahead * job.n_head_kv + hk) * dk) * 2, k_bytes);
-        prefetch_bytes(job.v + size_t((ahead * job.n_head_kv + hk) * dv) * 2, v_bytes);
+        prefetch_bytes(job.k + size_t((ahead * job.n_head_kv + pf_head) * dk) * 2, k_bytes);
+        prefetch_bytes(job.v + size_t((ahead * job.n_head_kv + pf_head) * dv) * 2, v_bytes);
       }
       bool seen = false;
       for (int64_t t = t0; t < t1 && !seen; ++t) seen = job.visible[t * job.n_kv + j] != 0;
@@ -700,7 +712,7 @@ bool one_row_block_avx512(const AttentionJob& job, int64_t hk, int64_t t0, int64
     // B: per row, the running maximum, the expf calls and S, in order.
     for (int64_t r = 0; r < rows; ++r)
       softmax_steps(job.visible + (t0 + r / G) * job.n_kv, ws.keys, ws.scores + r * kOneRowChunk, n, M[r], S[r],
-                    ws.kind + r * kOneRowChunk, ws.ms + r * kOneRowChunk, ws.vs + r * kOneRowChunk);
+                    ws.kind + r * kOneRowChunk, ws.e + r * kOneRowChunk);
     // C: the accumulators, in registers.
     if (job.acc16) acc_update<true>(ws, row_ids, rows, n, dv, acc);
     else acc_update<false>(ws, row_ids, rows, n, dv, acc);

@@ -75,9 +75,12 @@ bool tiled_block_avx2(const AttentionJob& job, int64_t hk, int64_t t0, int64_t t
 // The AVX-512 kernels (attention_avx512.cpp): the same contracts and bits as
 // the AVX2 ones above, for either reference width; attention.cpp calls them
 // from Isa::Avx512Vnni up. Return false where not built (or, one-row: for
-// an f32 cache).
+// an f32 cache). one_row_block_avx512 with resume continues from the given
+// M, S and acc (the state after the rows before j0) instead of starting
+// afresh; whole_rows prefetches the rows' K/V slices of every kv head (for
+// a caller that runs the other heads over the same rows next).
 bool one_row_block_avx512(const AttentionJob& job, int64_t hk, int64_t t0, int64_t t1, int64_t j0, int64_t j1,
-                          float* M, float* S, float* acc);
+                          float* M, float* S, float* acc, bool resume = false, bool whole_rows = false);
 bool tiled_block_avx512(const AttentionJob& job, int64_t hk, int64_t t0, int64_t t1);
 
 constexpr int64_t kAttentionTileQ = 64;   // GGML_FA_TILE_Q: query rows per tile, and the tiled-path threshold
