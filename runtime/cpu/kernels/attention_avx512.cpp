@@ -228,60 +228,84 @@ struct TilePass {
   bool l16;
 };
 
-// One query row's 64 scores (registers) -> weights in p[0..64): scaled,
-// softcapped, masked to -inf; M, S and the row's acc updated as the
+// The RM rows' 64 scores each (registers) -> weights in p[i][0..64):
+// scaled, softcapped, masked to -inf; M, S and the rows' acc updated as the
 // reference does between its two GEMMs. A row that sees none of the tile
-// gets zero weights and keeps M, S and acc.
-__attribute__((always_inline)) inline void softmax_row(const TilePass& tp, const uint8_t* vis, __m512 s[4], float& M, float& S, float* acc,
-                        float* p) {
+// gets zero weights and keeps M, S and acc. Done in phases over the rows
+// (maxima, weights and sums, then the rescales), which keeps the rows'
+// latency chains side by side and the expf calls (which clobber every
+// vector register) after the scores' last use; per row the operations and
+// their order are the reference's: S *= ms, then S += the tile's sum.
+template <int RM>
+__attribute__((always_inline)) inline void softmax_block(const TilePass& tp, int64_t t_first, __m512 (&s)[RM][4],
+                                                         float* M, float* S, float* acc, float* p) {
   const AttentionJob& job = *tp.job;
-  const __mmask64 keep = _mm512_test_epi8_mask(_mm512_maskz_loadu_epi8(tail_mask64(tp.n_rows), vis),
-                                               _mm512_set1_epi8(-1));
   const __m512 vscale = _mm512_set1_ps(job.scale), ninf = _mm512_set1_ps(kNegInf);
-  __m512 vmax = ninf;
-  for (int j = 0; j < 4; ++j) {
-    __m512 x = _mm512_mul_ps(s[j], vscale);
-    if (job.softcap != 0.0f) {
-      alignas(64) float tmp[16];
-      _mm512_store_ps(tmp, x);
-      for (float& v : tmp) v = tanhf(v) * job.softcap;
-      x = _mm512_load_ps(tmp);
+  const __mmask64 in_tile = tail_mask64(tp.n_rows);
+  float tile_max[RM];
+  #pragma GCC unroll 8
+  for (int i = 0; i < RM; ++i) {
+    const uint8_t* vis = job.visible + (t_first + i) * job.n_kv + tp.ic;
+    const __mmask64 keep = _mm512_test_epi8_mask(_mm512_maskz_loadu_epi8(in_tile, vis), _mm512_set1_epi8(-1));
+    __m512 vmax = ninf;
+    #pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      __m512 x = _mm512_mul_ps(s[i][j], vscale);
+      if (job.softcap != 0.0f) {
+        alignas(64) float tmp[16];
+        _mm512_store_ps(tmp, x);
+        for (float& v : tmp) v = tanhf(v) * job.softcap;
+        x = _mm512_load_ps(tmp);
+      }
+      s[i][j] = _mm512_mask_blend_ps(__mmask16(keep >> (16 * j)), ninf, x);
+      vmax = _mm512_max_ps(vmax, s[i][j]);
     }
-    s[j] = _mm512_mask_blend_ps(__mmask16(keep >> (16 * j)), ninf, x);
-    vmax = _mm512_max_ps(vmax, s[j]);
+    tile_max[i] = _mm512_reduce_max_ps(vmax);
   }
-  const float tile_max = _mm512_reduce_max_ps(vmax);
-  if (tile_max == kNegInf) {
-    for (int j = 0; j < 4; ++j) _mm512_storeu_ps(p + 16 * j, _mm512_setzero_ps());
-    return;
-  }
-  const float m_new = fmaxf(M, tile_max);
-  if (m_new > M) {
-    const float ms = expf(M - m_new);
-    const __m512 vms = _mm512_set1_ps(ms);
-    for (int64_t d = 0; d < job.dv; d += 16) {
-      const __mmask16 m = tail_mask(job.dv - d);
-      _mm512_mask_storeu_ps(acc + d, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, acc + d), vms));
+  float m_new[RM];
+  double sum[RM];
+  #pragma GCC unroll 8
+  for (int i = 0; i < RM; ++i) {
+    float* pr = p + i * kTkv;
+    if (tile_max[i] == kNegInf) {
+      #pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) _mm512_storeu_ps(pr + 16 * j, _mm512_setzero_ps());
+      continue;
     }
-    S *= ms;
-  }
-  M = m_new;
-  const __m512 vm = _mm512_set1_ps(m_new);
-  double sum = 0.0;
-  for (int j = 0; j < 4; ++j) {
-    const __m512 x = _mm512_sub_ps(s[j], vm);
-    if (tp.l16) {
-      const __m512 e = v_expf_l16(x);
-      _mm512_storeu_ps(p + 16 * j, e);
-      sum += static_cast<double>(hsum_l16(e));
-    } else {
-      const __m512 e = v_expf_l8(x);
-      _mm512_storeu_ps(p + 16 * j, e);
-      sum += static_cast<double>(hsum_l8(_mm512_castps512_ps256(e)));
-      sum += static_cast<double>(hsum_l8(_mm512_extractf32x8_ps(e, 1)));
+    m_new[i] = fmaxf(M[i], tile_max[i]);
+    const __m512 vm = _mm512_set1_ps(m_new[i]);
+    double sm = 0.0;
+    #pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const __m512 x = _mm512_sub_ps(s[i][j], vm);
+      if (tp.l16) {
+        const __m512 e = v_expf_l16(x);
+        _mm512_storeu_ps(pr + 16 * j, e);
+        sm += static_cast<double>(hsum_l16(e));
+      } else {
+        const __m512 e = v_expf_l8(x);
+        _mm512_storeu_ps(pr + 16 * j, e);
+        sm += static_cast<double>(hsum_l8(_mm512_castps512_ps256(e)));
+        sm += static_cast<double>(hsum_l8(_mm512_extractf32x8_ps(e, 1)));
+      }
     }
+    sum[i] = sm;
   }
-  S += sum;
+  for (int i = 0; i < RM; ++i) {
+    if (tile_max[i] == kNegInf) continue;
+    if (m_new[i] > M[i]) {
+      const float ms = expf(M[i] - m_new[i]);
+      const __m512 vms = _mm512_set1_ps(ms);
+      float* ar = acc + i * job.dv;
+      for (int64_t d = 0; d < job.dv; d += 16) {
+        const __mmask16 m = tail_mask(job.dv - d);
+        _mm512_mask_storeu_ps(ar + d, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, ar + d), vms));
+      }
+      S[i] *= ms;
+    }
+    M[i] = m_new[i];
+    S[i] += sum[i];
+  }
 }
 
 // acc[i][d0 .. d0 + 16*NZ) += sum over the tile's rows c of p[i][c] * vt[c][d],
@@ -352,9 +376,7 @@ void tile_rows(const TilePass& tp, const float* q, int64_t t_first, float* M, fl
       s[i][3] = _mm512_fmadd_ps(k3, qv, s[i][3]);
     }
   }
-  #pragma GCC unroll 8
-  for (int i = 0; i < RM; ++i)
-    softmax_row(tp, job.visible + (t_first + i) * job.n_kv + tp.ic, s[i], M[i], S[i], acc + i * dv, p + i * kTkv);
+  softmax_block<RM>(tp, t_first, s, M, S, acc, p);
   pv_block<RM>(p, tp.vt, tp.n_rows, dv, acc);
 }
 
