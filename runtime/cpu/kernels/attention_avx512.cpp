@@ -8,26 +8,31 @@
 // Both kernels give the bits of their attention_avx2.cpp counterparts (and so
 // of the reference's order described there) for either reference SIMD width:
 // every step is an elementwise operation or a fixed-order chain per output,
-// done here 16 lanes at a time.
+// done here 16 lanes at a time. (Scores that are NaN, from NaN or inf in q
+// or K, are outside this promise: the maxima reduce in another order.)
 //
 // tiled_block_avx512 (64+ query rows): per tile of 64 cache rows, K is
 // converted to f32 and transposed once for the GQA group, V converted; then
 // per head, per block of up to 6 query rows, the block's 6 x 64 scores live
 // in 24 zmm registers (one FMA chain over d per score, from 0), are scaled,
-// softcapped and masked there, the row's maximum, rescale (expf), weights
-// (ggml_v_expf in the AVX2 or AVX-512 rounding, per ref_lanes) and their sum
-// (8- or 16-lane horizontal sums in ggml's order, added in double) follow,
-// and the weights go straight into P.V for the same rows (one FMA chain per
-// output over the tile's rows, up to 4 zmm of V columns at a time).
+// softcapped and masked there; the rows' maxima, weights (ggml_v_expf in the
+// AVX2 or AVX-512 rounding, per ref_lanes) and sums (8- or 16-lane
+// horizontal sums in ggml's order, added in double), then the rescales
+// (expf) follow, and the weights go straight into P.V for the same rows (one
+// FMA chain per output over the tile's rows, up to 4 zmm of V columns at a
+// time).
 //
 // one_row_block_avx512 (fewer rows, decode, split-KV chunks): the one-row
 // online softmax with the f16 (or f32) V accumulator, bit for bit that of
 // ggml's per-row loop. Per chunk of 64 cache rows the K/V rows are converted
-// once, every score of the block's rows is computed first (independent dot
-// products in ggml's 4-accumulator order of 8 or 16 lanes), and then the
-// sequential update runs cache row by cache row, the block's query rows
-// interleaved: each row's chain of operations is unchanged, but the rows'
-// latency chains (the f16 rounding of acc after every update, S, M) overlap.
+// once; then (A) every score of the block's rows, 16 cache rows at a time
+// (ggml's 4-accumulator dot of 8 or 16 lanes; the horizontal sums by a
+// transposing tree with the same lane pairs), (B) per query row the
+// reference's comparisons with M, its expf calls and its S updates, in
+// order, and (C) the accumulators, in registers, cache row by cache row:
+// per query row the chain of operations is the reference's, only the
+// independent parts are batched. With resume it continues a chunk (the
+// split-KV caller runs 256-row slices, every kv head per slice).
 #if defined(__GNUC__) && !defined(__clang__)
 // GCC 12's AVX-512 headers initialize their "undefined" registers from
 // themselves, which -Wuninitialized reports at every inlined cast.
