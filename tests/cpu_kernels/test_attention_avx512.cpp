@@ -1,9 +1,9 @@
 // The AVX-512 attention kernels (attention_avx512.cpp) against the AVX2 ones
 // at the same reference width (8 and 16 lanes), bit for bit on each path:
 // one-row (fewer than 64 query rows), tiled (64+ rows) and split-KV decode,
-// over odd token counts, head sizes 36..128, GQA, paged caches, sliding
-// windows, chunks, sinks, softcap, bidirectional masks and queries that see
-// nothing; f16 (both accumulators) and f32 caches; 1 to 4 threads; sentinels
+// over odd token counts, head sizes 32..576 (K) and 32..512 (V), GQA, paged
+// caches, sliding windows, chunks, sinks, softcap, bidirectional masks and
+// queries that see nothing; f16 (both accumulators) and f32 caches; 1 to 4 threads; sentinels
 // around every output. The tiled path is also checked against a double
 // reference. Machines without AVX-512 report the cases as skipped.
 #include <catch2/catch.hpp>
@@ -233,6 +233,9 @@ TEST_CASE("attention avx512: one-row path (1 to 33 tokens) bit-identical to avx2
       {31, 4, 4, 40, 40, 31},
       {33, 20, 4, 64, 64, 97, 16},
       {5, 8, 2, 64, 64, 30, 0, 4, 0, 0.f, false, true, 40},  // queries past a window that starts after the cache
+      {3, 4, 2, 256, 256, 70, 16},
+      {2, 8, 1, 192, 128, 90},
+      {1, 4, 1, 576, 512, 40},
   };
   for (const Shape& s : shapes) check_shape(s, false);
 }
@@ -254,6 +257,9 @@ TEST_CASE("attention avx512: tiled path (64+ rows) bit-identical to avx2 and nea
       {64, 4, 4, 128, 128, 64, 0, 0, 0, 0.f, false, false},
       {200, 20, 4, 64, 64, 200, 16, 70, 0, 0.f, true},
       {72, 4, 2, 64, 64, 72, 0, 0, 0, 0.f, false, true, 200},  // positions past the cache: every key visible
+      {64, 4, 2, 256, 256, 100, 16},
+      {65, 4, 1, 192, 128, 65},
+      {64, 2, 1, 576, 512, 64},
   };
   for (const Shape& s : shapes) check_shape(s, true);
 }
