@@ -486,6 +486,7 @@ void attention_with_lanes(const float* q, const void* k, const void* v, const in
   if (use_tiled(job)) run_tiled(job, pool);
   else if (use_split_kv(job)) run_split_kv(job, pool);
   else run_one_row(job, pool);
+  if (vis.visible.capacity() > (size_t{64} << 20)) vis = Visibility();  // a long prefill's matrix is not kept
 }
 
 }  // namespace detail
