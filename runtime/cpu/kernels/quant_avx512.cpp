@@ -163,14 +163,16 @@ void gemm_q8_family(int64_t n, const void* w, int64_t ws, const void* x, int64_t
       const Block& b0 = block_at<Block>(w, ws, 2 * p, b);
       const Block& b1 = block_at<Block>(w, ws, 2 * p + 1, b);
       wu[p] = _mm512_xor_si512(pair512(Codes::codes(b0), Codes::codes(b1)), bias);
-      dw[p] = pair512(_mm256_set1_ps(h2f(b0.d)), _mm256_set1_ps(h2f(b1.d)));
+      // f16 d of the two rows broadcast as halves, then widened (exact).
+      dw[p] = _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(b1.d)),
+                                               _mm_set1_epi16(static_cast<int16_t>(b0.d))));
     }
     #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) {
       const BlockQ8_0& xb = block_at<BlockQ8_0>(x, xs, t, b);
       const __m512i xv = _mm512_broadcast_i64x4(loadu(xb.qs));
       const __m512i neg = _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, _mm512_sub_epi8(_mm512_setzero_si512(), xv));
-      const __m512 dx = _mm512_set1_ps(h2f(xb.d));
+      const __m512 dx = _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<int16_t>(xb.d)));
       #pragma GCC unroll 16
       for (int p = 0; p < RP; ++p) {
         const __m512i lanes = _mm512_dpbusd_epi32(neg, wu[p], xv);
