@@ -7,6 +7,8 @@
 //    outputs and in the gaps between the tokens' rows;
 //  - extreme codes and activations (the int16 steps of Q4_K and Q6_K at
 //    their bounds);
+//  - the 16-row kernels (PackedKernels::fn16, two consecutive groups)
+//    against the scalar 8-row kernel called once per group, the same way;
 //  - through matmul on x8 weights, 1 to 33 tokens, 1 to 4 threads.
 #include <catch2/catch.hpp>
 
@@ -36,23 +38,25 @@ bool have_avx512() {
 
 bool k_quant(GgmlType t) { return t == GgmlType::Q4_K || t == GgmlType::Q6_K; }
 
-// One x8 group (8 rows) of n_blocks blocks, and nt tokens of activations
-// converted as matmul converts them, at a padded stride.
+// `groups` x8 groups (8 rows each) of n_blocks blocks, and nt tokens of
+// activations converted as matmul converts them, at a padded stride.
 struct Call {
   GgmlType type;
   int64_t n_blocks, cols, x_stride, sums_stride;
+  int groups;
   std::vector<uint8_t> w8, x;
   std::vector<int32_t> sums;
 
-  Call(GgmlType t, int64_t blocks, int nt, uint32_t seed, bool extreme) : type(t), n_blocks(blocks) {
+  Call(GgmlType t, int64_t blocks, int nt, uint32_t seed, bool extreme, int groups_ = 1)
+      : type(t), n_blocks(blocks), groups(groups_) {
     const int64_t bsize = k_quant(t) ? 256 : 32;
     cols = n_blocks * bsize;
-    auto w = random_weights(t, 8, cols, seed);
+    auto w = random_weights(t, 8 * groups, cols, seed);
     if (extreme) {
       // Largest codes everywhere (nibbles 15, Q6_K codes 63, Q8_0 -1 / 127
       // alternating), scales kept from random_weights.
       const auto& tr = ggml_traits(t);
-      for (int64_t b = 0; b < 8 * n_blocks; ++b) {
+      for (int64_t b = 0; b < 8 * groups * n_blocks; ++b) {
         uint8_t* blk = w.data() + b * tr.block_bytes;
         if (t == GgmlType::Q4_0) std::memset(blk + 2, 0xff, 16);
         if (t == GgmlType::Q8_0)
@@ -65,7 +69,7 @@ struct Call {
       }
     }
     w8.assign(w.size(), 0);
-    repack_weight(t, WeightLayout::Interleaved8, w.data(), 8, cols, w8.data());
+    repack_weight(t, WeightLayout::Interleaved8, w.data(), 8 * groups, cols, w8.data());
     const detail::ActType act = k_quant(t) ? detail::ActType::Q8_K : detail::ActType::Q8_0;
     const int64_t row = k_quant(t) ? n_blocks * int64_t(sizeof(detail::BlockQ8_K)) : n_blocks * int64_t(sizeof(detail::BlockQ8_0));
     x_stride = row + 40;  // padding between the tokens' rows
@@ -98,6 +102,28 @@ struct Call {
     Guarded y(static_cast<size_t>(y_stride * nt));
     k.fn[nt](n_blocks, w8.data(), x.data(), x_stride, type == GgmlType::Q4_0 ? sums.data() : nullptr, sums_stride,
              y.data(), y_stride);
+    intact = y.intact();
+    return y.values();
+  }
+
+  // Two groups: the table's 16-row kernel (sixteen), or its 8-row kernel
+  // once per group; outputs at stride 19 (3 unwritten floats after each
+  // token's 16).
+  std::vector<float> run16(const detail::QuantKernels& qk, int nt, bool sixteen, bool& intact) const {
+    REQUIRE(groups == 2);
+    const detail::PackedKernels& k = qk.x8[static_cast<int>(type)];
+    REQUIRE(k.toks >= nt);
+    const int64_t y_stride = 19;
+    Guarded y(static_cast<size_t>(y_stride * nt));
+    const int32_t* bs = type == GgmlType::Q4_0 ? sums.data() : nullptr;
+    if (sixteen) {
+      REQUIRE(k.fn16[nt] != nullptr);
+      k.fn16[nt](n_blocks, w8.data(), x.data(), x_stride, bs, sums_stride, y.data(), y_stride);
+    } else {
+      for (int g = 0; g < 2; ++g)
+        k.fn[nt](n_blocks, w8.data() + g * w8.size() / 2, x.data(), x_stride, bs, sums_stride, y.data() + 8 * g,
+                 y_stride);
+    }
     intact = y.intact();
     return y.values();
   }
@@ -137,6 +163,37 @@ TEST_CASE("packed x8 avx512: kernels equal the scalar x8 kernels bit for bit", "
         }
 }
 
+TEST_CASE("packed x8 avx512: 16-row kernels equal two scalar x8 calls bit for bit", "[matmul][x8][avx512]") {
+  if (!have_avx512()) return;
+  const auto& scalar = detail::scalar_quant_kernels();
+  for (GgmlType t : kTypes)
+    for (Isa isa : avx512_levels()) {
+      const detail::PackedKernels& k = detail::quant_kernels(isa).x8[static_cast<int>(t)];
+      // Q4_0 has them at every AVX-512 level for 2 to 4 tokens (where they
+      // pay); any other type or count that gets one is checked too.
+      if (t == GgmlType::Q4_0)
+        for (int nt = 2; nt <= 4; ++nt) CHECK(k.fn16[nt] != nullptr);
+      for (int nt = 1; nt <= 4; ++nt) {
+        if (k.fn16[nt] == nullptr) continue;
+        for (int64_t n_blocks : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{5}, int64_t{7}, int64_t{41}})
+          for (bool extreme : {false, true}) {
+            const Call call(t, n_blocks, nt, 500 + static_cast<uint32_t>(n_blocks * 8 + nt), extreme, 2);
+            bool ok_ref = false;
+            const auto ref = call.run16(scalar, nt, false, ok_ref);
+            REQUIRE(ok_ref);
+            INFO(fmt::format("{} blocks={} tokens={} extreme={} isa={}", ggml_type_name(t), n_blocks, nt, extreme,
+                             isa_name(isa)));
+            bool ok = false;
+            const auto got = call.run16(detail::quant_kernels(isa), nt, true, ok);
+            CHECK(ok);
+            CHECK(bitwise_equal(got, ref));
+            for (int tk = 0; tk < nt; ++tk)
+              for (int i = 16; i < 19; ++i) CHECK(got[static_cast<size_t>(tk * 19 + i)] == -12345.0f);
+          }
+      }
+    }
+}
+
 TEST_CASE("packed x8 avx512: matmul on x8 weights equals the scalar level 1 to 33 tokens 1 to 4 threads",
           "[matmul][x8][avx512][threads]") {
   if (!have_avx512()) return;
@@ -146,8 +203,11 @@ TEST_CASE("packed x8 avx512: matmul on x8 weights equals the scalar level 1 to 3
     GgmlType type;
     int64_t rows, cols;
   };
-  const Shape shapes[] = {{GgmlType::Q4_0, 40, 1280}, {GgmlType::Q4_0, 24, 96},   {GgmlType::Q8_0, 24, 224},
-                          {GgmlType::Q4_K, 40, 1280}, {GgmlType::Q4_K, 8, 256},   {GgmlType::Q6_K, 24, 768}};
+  // Row counts with an odd trailing 8-row group (24, 40, 56) and without
+  // (32): the 16-row kernels take the pairs, the 8-row ones the rest.
+  const Shape shapes[] = {{GgmlType::Q4_0, 40, 1280}, {GgmlType::Q4_0, 24, 96},   {GgmlType::Q4_0, 32, 64},
+                          {GgmlType::Q8_0, 24, 224},  {GgmlType::Q8_0, 56, 96},   {GgmlType::Q4_K, 40, 1280},
+                          {GgmlType::Q4_K, 32, 512},  {GgmlType::Q4_K, 8, 256},   {GgmlType::Q6_K, 24, 768}};
   for (const Shape& s : shapes) {
     const auto w = random_weights(s.type, s.rows, s.cols, 77 + static_cast<uint32_t>(s.rows));
     std::vector<uint8_t> w8(w.size());

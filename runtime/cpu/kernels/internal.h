@@ -161,6 +161,12 @@ using PackedFn = void (*)(int64_t n_blocks, const void* w, const void* x, int64_
 struct PackedKernels {  // POD; value-initialize it
   int toks;                        // 0 = no kernel for this type
   PackedFn fn[kMaxGemmToks + 1];   // fn[k]: 8 rows x k tokens
+  // Optional: two consecutive x8 groups (16 rows: the group at w, then the
+  // one n_blocks x8 blocks further) against k tokens, y[t * y_stride + r]
+  // for r < 16; the same bits as two fn[k] calls. Null where a level has
+  // none for k tokens; matmul pairs groups only where fn16[toks] is set
+  // (then fn stands in for a null fn16[k]).
+  PackedFn fn16[kMaxGemmToks + 1];
 };
 
 struct QuantKernels {

@@ -99,6 +99,16 @@ bool tiles_disabled() {
   return off;
 }
 
+// VTC_CPU_X16=0: x8 weights one 8-row group per call even where the level
+// has 16-row kernels (same bits; for comparisons).
+bool x16_disabled() {
+  static const bool off = [] {
+    const char* v = std::getenv("VTC_CPU_X16");
+    return v != nullptr && std::string(v) == "0";
+  }();
+  return off;
+}
+
 int64_t row_bytes(GgmlType t, int64_t cols) {
   const auto& tr = ggml_traits(t);
   return cols / tr.block_size * tr.block_bytes;
@@ -258,13 +268,24 @@ struct NativeMatmul {
   // the rows are) against up to packed->toks tokens at a time.
   void run_packed(int64_t r0, int64_t r1, int64_t t0, int64_t t1, const Activations& xa, float* box,
                   int64_t ld) const {
-    for (int64_t g = r0; g < r1; g += 8)
+    for (int64_t g = r0; g < r1;) {
+      // Two groups at a time where the level has a 16-row kernel (boxes are
+      // whole kRowTiles, so an odd group is only the last of the weight).
+      const bool pair = g + 16 <= r1 && packed->fn16[packed->toks] != nullptr && !x16_disabled();
       for (int64_t t = t0; t < t1; t += packed->toks) {
         const int nt = static_cast<int>(std::min<int64_t>(packed->toks, t1 - t));
         const int32_t* sums = block_sums ? xa.block_sums + t * n_blocks : nullptr;
-        packed->fn[nt](n_blocks, w + g * w_row, xa.data + t * xa.row_bytes, xa.row_bytes, sums, n_blocks,
-                       box + (t - t0) * ld + (g - r0), ld);
+        const uint8_t* x = xa.data + t * xa.row_bytes;
+        float* y = box + (t - t0) * ld + (g - r0);
+        if (pair && packed->fn16[nt] != nullptr) {
+          packed->fn16[nt](n_blocks, w + g * w_row, x, xa.row_bytes, sums, n_blocks, y, ld);
+        } else {
+          packed->fn[nt](n_blocks, w + g * w_row, x, xa.row_bytes, sums, n_blocks, y, ld);
+          if (pair) packed->fn[nt](n_blocks, w + (g + 8) * w_row, x, xa.row_bytes, sums, n_blocks, y + 8, ld);
+        }
       }
+      g += pair ? 16 : 8;
+    }
   }
 
   // Rows [r0, r1) x tokens [t0, t1) (r0 a multiple of kRowTile) into `box`:
