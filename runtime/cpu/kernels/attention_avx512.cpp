@@ -33,13 +33,7 @@
 // per query row the chain of operations is the reference's, only the
 // independent parts are batched. With resume it continues a chunk (the
 // split-KV caller runs 256-row slices, every kv head per slice).
-#if defined(__GNUC__) && !defined(__clang__)
-// GCC 12's AVX-512 headers initialize their "undefined" registers from
-// themselves, which -Wuninitialized reports at every inlined cast.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
+#include "runtime/cpu/kernels/avx512_common.h"
 
 #include <math.h>
 #include <stdlib.h>

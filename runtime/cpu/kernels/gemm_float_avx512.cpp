@@ -8,7 +8,7 @@
 //    tinyBLAS<16, __m512, __m512, ggml_fp16_t, ggml_fp16_t> (llamafile/
 //    sgemm.cpp). Per output one 16-lane accumulator,
 //    c = fma(f32(w[l..l+16)), f32(x[l..l+16)), c) for l = 0, 16, ..., then
-//    _mm512_reduce_add_ps(c). The tiles below (`gemm_f16`).
+//    _mm512_reduce_add_ps(c). The tiles below (tinyblas_tile with F16Step).
 //  - otherwise ggml_vec_dot_f16 (vec.cpp, GGML_F16_EPR 16): 4 accumulators
 //    of 16 lanes over 64-value steps (accumulator j takes values
 //    16j..16j+15), (acc0 + acc2) + (acc1 + acc3), _mm512_reduce_add_ps, the
@@ -34,18 +34,7 @@
 // Tiles: 4 rows x 4 tokens, 16 zmm accumulators; per 16-value step 16 FMAs
 // for 8 conversions.
 //
-// GCC 12's AVX-512 headers initialize their "undefined" registers from
-// themselves (__Y = __Y), which -Wuninitialized reports at every inlined
-// cast and conversion; nothing here reads an uninitialized value.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
-#include <cstdint>
-
-#include "runtime/cpu/kernels/internal.h"
+#include "runtime/cpu/kernels/avx512_common.h"
 
 namespace vtc::cpu::detail {
 namespace {
@@ -54,15 +43,6 @@ inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
 inline __m512 load16_f16(const uint16_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-
-// _mm512_reduce_add_ps's order, spelled out: the upper 8 lanes plus the
-// lower 8, then 4 + 4, then (0 + 2) + (1 + 3) (GCC's and Clang's expansion).
-inline float reduce_add(__m512 v) {
-  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
 // ggml_vec_dot_f16 with 16-lane vectors.
@@ -79,61 +59,25 @@ float dot_f16(int64_t n, const void* vw, const void* vx) {
   return static_cast<float>(sum);
 }
 
-// RM rows x NT tokens in tinyBLAS's order (x: f16 activation rows).
-template <int RM, int NT>
-void gemm_f16(int64_t n, const void* vw, int64_t ws, const void* vx, int64_t xs, float* y, int64_t ys) {
-  const uint16_t* w[RM];
-  const uint16_t* x[NT];
-  #pragma GCC unroll 16
-  for (int r = 0; r < RM; ++r)
-    w[r] = reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(vw) + r * ws);
-  #pragma GCC unroll 16
-  for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(vx) + t * xs);
-  if (n % 16 != 0) {  // the reference's vec_dot path
-    for (int t = 0; t < NT; ++t)
-      for (int r = 0; r < RM; ++r) y[t * ys + r] = dot_f16(n, w[r], x[t]);
-    return;
-  }
-  __m512 acc[RM][NT];
-  #pragma GCC unroll 16
-  for (int r = 0; r < RM; ++r)
-    #pragma GCC unroll 16
-    for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n; i += 16) {
-    __m512 wv[RM];
-    #pragma GCC unroll 16
-    for (int r = 0; r < RM; ++r) wv[r] = load16_f16(w[r] + i);
-    #pragma GCC unroll 16
-    for (int t = 0; t < NT; ++t) {
-      const __m512 xv = load16_f16(x[t] + i);
-      #pragma GCC unroll 16
-      for (int r = 0; r < RM; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
-    }
-  }
-  #pragma GCC unroll 16
-  for (int t = 0; t < NT; ++t)
-    #pragma GCC unroll 16
-    for (int r = 0; r < RM; ++r) y[t * ys + r] = reduce_add(acc[r][t]);
-}
+// tinyblas_tile's element policy for F16 (tinyBLAS<16, __m512, __m512,
+// ggml_fp16_t, ggml_fp16_t>): 16 values widened per step, one FMA.
+struct F16Step {
+  static constexpr int64_t kValues = 16;
+  using Vec = __m512;
+  static Vec load(const uint16_t* p) { return load16_f16(p); }
+  static __m512 madd(__m512 acc, Vec w, Vec x) { return _mm512_fmadd_ps(w, x, acc); }
+  static float dot(int64_t n, const uint16_t* w, const uint16_t* x) { return dot_f16(n, w, x); }
+};
 
 constexpr int kRows = 4;
-constexpr int kToks = 4;
-static_assert(kToks <= kMaxGemmToks);
 
 }  // namespace
 
 void add_avx512_float_tiles(QuantKernels& t) {
   if (reference_lanes() != 16) return;
   t.dot[kSlotF16] = dot_f16;
-  GemmKernels g{};
-  g.rows = kRows;
-  g.toks = kToks;
-  g.widened_x = false;  // f16 rows; one token takes dot_f16, as the reference's vec_dot
-  g.fn[1] = gemm_f16<kRows, 1>;
-  g.fn[2] = gemm_f16<kRows, 2>;
-  g.fn[3] = gemm_f16<kRows, 3>;
-  g.fn[4] = gemm_f16<kRows, 4>;
-  t.gemm[kSlotF16] = g;
+  // f16 rows; one token takes dot_f16, as the reference's vec_dot
+  t.gemm[kSlotF16] = tinyblas_tiles<F16Step, kRows>();
 }
 
 }  // namespace vtc::cpu::detail

@@ -40,20 +40,7 @@
 // the scales, since a lane's sum over a whole sub-block does not fit int16:
 // ~1.0x at 4 tokens, 1.05x at 16, 0.85x at 1-2; pp512 of a Q4_K_M model
 // unchanged).
-//
-// GCC 12's AVX-512 headers initialize their "undefined" registers from
-// themselves (__Y = __Y), which -Wuninitialized reports at every inlined
-// cast and conversion; nothing here reads an uninitialized value.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
-#include <cstdint>
-#include <cstring>
-
-#include "runtime/cpu/kernels/internal.h"
+#include "runtime/cpu/kernels/avx512_common.h"
 
 namespace vtc::cpu::detail {
 namespace {
