@@ -10,7 +10,8 @@
 
 // GCC 12's AVX-512 headers initialize their "undefined" registers from
 // themselves (__Y = __Y), which -Wuninitialized reports at every inlined
-// cast and conversion; nothing in these files reads an uninitialized value.
+// cast and conversion (GCC bug 105593); nothing in these files reads an
+// uninitialized value.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"

@@ -44,19 +44,11 @@
 // prefetch of the next tile's rows, which the hardware prefetchers do not
 // follow as 8 interleaved streams. The K-quant dots have one fma per
 // 256-value super-block and stay one row at a time.
-// GCC 12's AVX-512 headers fill the undefined upper lanes of a cast or
-// insert with a self-initialized variable, which -Wuninitialized reports
-// where they are inlined (GCC bug 105593); nothing here reads such lanes.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
+#include "runtime/cpu/kernels/avx512_common.h"
 
-#include <cstdint>
-#include <cstring>
 #include <type_traits>
 
 #include "runtime/cpu/kernels/avx2_common.h"
-#include "runtime/cpu/kernels/internal.h"
 
 namespace vtc::cpu::detail {
 namespace {
