@@ -100,10 +100,14 @@ TEST_CASE("vtc bench --vs-reference --batch-rows runs the batched step in llama.
                   VTC_TOOL, model, VTC_REF_TOOL, json));
   INFO(out);
   // --reference-first: llama.cpp's run is logged before vtc's.
-  const size_t ref_at = out.find("bench: llama.cpp reference"), vtc_at = out.find("bench: vtc, CPU interpreter, 2 threads");
+  const size_t ref_at = out.find("bench: llama.cpp reference"), vtc_at = out.find("bench: vtc, CPU interpreter, ");
   REQUIRE(ref_at != std::string::npos);
   REQUIRE(vtc_at != std::string::npos);
   CHECK(ref_at < vtc_at);
+  // Which kernels each engine ran: vtc's ISA level, the reference's CPU backend.
+  CHECK(out.find(fmt::format("kernels, 2 threads")) != std::string::npos);
+  CHECK(out.find("kernels: vtc ") != std::string::npos);
+  CHECK(out.find("llama.cpp CPU backend built for ") != std::string::npos);
   const auto j = read_json(json);
   for (const char* engine : {"vtc", "llama.cpp"}) {
     INFO(engine);
