@@ -284,6 +284,26 @@ void merge_partials(const float* partials, int64_t n_chunks, int64_t dv, const d
 // stride; each head's chain of operations over the chunk is unchanged.
 constexpr int64_t kSplitSliceRows = 256;
 
+// One chunk's (M, S, acc) of heads [h0, h0 + n) into partials
+// ([head][chunk][M, S, acc], part_size = 2 + dv), for merge_all_heads.
+void store_partials(float* partials, int64_t n_chunks, int64_t c, int64_t dv, int64_t h0, int64_t n, const float* M,
+                    const float* S, const float* acc) {
+  for (int64_t i = 0; i < n; ++i) {
+    float* part = partials + ((h0 + i) * n_chunks + c) * (2 + dv);
+    part[0] = M[i];
+    part[1] = S[i];
+    std::memcpy(part + 2, acc + i * dv, size_t(dv) * 4);
+  }
+}
+
+void merge_all_heads(const AttentionJob& job, const std::vector<float>& partials, int64_t n_chunks,
+                     const detail::FloatKernels& fk) {
+  std::vector<float> merged(static_cast<size_t>(job.dv));
+  for (int64_t h = 0; h < job.n_head; ++h)
+    merge_partials(partials.data() + h * n_chunks * (2 + job.dv), n_chunks, job.dv, fk, merged.data(),
+                   job.out + h * job.dv);
+}
+
 bool split_chunk_avx512(const AttentionJob& job, int64_t j0, int64_t j1, float* M, float* S, float* acc) {
   const int64_t G = job.group, dv = job.dv;
   for (int64_t s0 = j0;; s0 += kSplitSliceRows) {
@@ -315,17 +335,10 @@ void run_split_kv(const AttentionJob& job, ThreadPool& pool) {
         const int64_t j0 = std::min(job.n_kv, c * chunk_rows), j1 = std::min(job.n_kv, j0 + chunk_rows);
         if (!split_chunk_avx512(job, j0, j1, M.data(), S.data(), acc.data()))
           throw Error("attention: the AVX-512 kernel is not built");
-        for (int64_t h = 0; h < job.n_head; ++h) {
-          float* part = partials.data() + (h * n_chunks + c) * part_size;
-          part[0] = M[size_t(h)];
-          part[1] = S[size_t(h)];
-          std::memcpy(part + 2, acc.data() + h * dv, size_t(dv) * 4);
-        }
+        store_partials(partials.data(), n_chunks, c, dv, 0, job.n_head, M.data(), S.data(), acc.data());
       }
     });
-    std::vector<float> merged(static_cast<size_t>(dv));
-    for (int64_t h = 0; h < job.n_head; ++h)
-      merge_partials(partials.data() + h * n_chunks * part_size, n_chunks, dv, fk, merged.data(), job.out + h * dv);
+    merge_all_heads(job, partials, n_chunks, fk);
     return;
   }
   pool.parallel_for(n_chunks * job.n_head_kv, [&](int64_t begin, int64_t end) {
@@ -337,17 +350,10 @@ void run_split_kv(const AttentionJob& job, ThreadPool& pool) {
       const int64_t c = item / job.n_head_kv, hk = item % job.n_head_kv;
       const int64_t j0 = std::min(job.n_kv, c * chunk_rows), j1 = std::min(job.n_kv, j0 + chunk_rows);
       one_row_block(job, fk, hk, 0, 1, j0, j1, M.data(), S.data(), acc.data());
-      for (int64_t g = 0; g < G; ++g) {
-        float* part = partials.data() + ((hk * G + g) * n_chunks + c) * part_size;
-        part[0] = M[size_t(g)];
-        part[1] = S[size_t(g)];
-        std::memcpy(part + 2, acc.data() + g * dv, size_t(dv) * 4);
-      }
+      store_partials(partials.data(), n_chunks, c, dv, hk * G, G, M.data(), S.data(), acc.data());
     }
   });
-  std::vector<float> merged(static_cast<size_t>(dv));
-  for (int64_t h = 0; h < job.n_head; ++h)
-    merge_partials(partials.data() + h * n_chunks * part_size, n_chunks, dv, fk, merged.data(), job.out + h * dv);
+  merge_all_heads(job, partials, n_chunks, fk);
 }
 
 // The tiled algorithm without SIMD, row by row, as the reference's scalar

@@ -75,9 +75,7 @@ struct BestIsa {
 };
 
 BestIsa detect() {
-  BestIsa best;
-  for (int i = 0; i <= static_cast<int>(kLastIsa); ++i)
-    if (machine_supports(static_cast<Isa>(i))) best.isa = static_cast<Isa>(i);
+  const BestIsa best{supported_isas().back(), false};  // scalar at least
   const char* env = std::getenv("VTC_CPU_ISA");
   if (env == nullptr || *env == '\0') return best;
   Isa wanted{};

@@ -89,23 +89,23 @@ bool native_act(GgmlType w, ActInfo& out) {
   }
 }
 
+// True if the environment variable `name` is "0" (a kernel path turned off).
+bool env_zero(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::string(v) == "0";
+}
+
 // VTC_CPU_GEMM=0 turns the multi-token tiles off (benchmarks, tests: the
 // results are the same bits either way).
 bool tiles_disabled() {
-  static const bool off = [] {
-    const char* v = std::getenv("VTC_CPU_GEMM");
-    return v != nullptr && std::string(v) == "0";
-  }();
+  static const bool off = env_zero("VTC_CPU_GEMM");
   return off;
 }
 
 // VTC_CPU_X16=0: x8 weights one 8-row group per call even where the level
 // has 16-row kernels (same bits; for comparisons).
 bool x16_disabled() {
-  static const bool off = [] {
-    const char* v = std::getenv("VTC_CPU_X16");
-    return v != nullptr && std::string(v) == "0";
-  }();
+  static const bool off = env_zero("VTC_CPU_X16");
   return off;
 }
 
