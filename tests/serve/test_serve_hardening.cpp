@@ -15,6 +15,7 @@
 #include <atomic>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <utility>
 
 #include "tests/serve/serve_fixtures.h"
 
@@ -129,6 +130,21 @@ bool send_str(int fd, const std::string& s) {
   return true;
 }
 
+// What is left on the connection (after `buf`) until the peer closes it.
+std::string read_until_closed(int fd, std::string& buf, std::chrono::milliseconds timeout) {
+  const auto end = Clock::now() + timeout;
+  std::string got = std::exchange(buf, {});
+  char tmp[65536];
+  for (;;) {
+    const int ms = int(std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count());
+    pollfd p{fd, POLLIN, 0};
+    if (ms <= 0 || ::poll(&p, 1, ms) <= 0) return got;
+    const ssize_t n = ::recv(fd, tmp, sizeof(tmp), 0);
+    if (n <= 0) return got;
+    got.append(tmp, size_t(n));
+  }
+}
+
 struct Reply {
   int status = 0;
   std::string head, body;
@@ -136,8 +152,11 @@ struct Reply {
   bool has(const std::string& header_part) const { return head.find(header_part) != std::string::npos; }
 };
 
-// Reads one response from `buf` + the socket (keeping what follows in buf).
-Reply read_reply(int fd, std::string& buf, std::chrono::milliseconds timeout = 20000ms) {
+enum class Read { Whole, HeadOnly };
+
+// Reads one response from `buf` + the socket (keeping what follows in buf);
+// HeadOnly stops after the status line and headers (a stream still running).
+Reply read_reply(int fd, std::string& buf, std::chrono::milliseconds timeout = 20000ms, Read what = Read::Whole) {
   Reply r;
   const auto end = Clock::now() + timeout;
   bool eof = false;
@@ -164,6 +183,7 @@ Reply read_reply(int fd, std::string& buf, std::chrono::milliseconds timeout = 2
     if (!more()) return r;
   }
   r.status = std::atoi(r.head.c_str() + 9);
+  if (what == Read::HeadOnly) return r;
   std::smatch m;
   const std::regex cl("[Cc]ontent-[Ll]ength: *(\\d+)");
   if (std::regex_search(r.head, m, cl)) {
@@ -678,11 +698,14 @@ TEST_CASE("a replica's drain with --drain-delay: /health 503 at once while reque
   }
   CHECK(health.body.find("draining") != std::string::npos);
   CHECK(once(s.port(), request("POST", "/v1/completions", completion(2))).status == 200);  // still served
-  // A long stream (a second or more) keeps the drain going past the probe below.
+  // A long stream keeps the drain going past the probe below: only its head
+  // is read before the signal, so it is still generating (2000 tokens of the
+  // tiny model take about a second here; reading it whole took that second
+  // and left nothing in flight, so the server rightly exited at once).
   const int fd = connect_to(s.port());
   REQUIRE(send_str(fd, request("POST", "/v1/completions", completion(2000, true))));
   std::string buf;
-  CHECK(read_reply(fd, buf, 2000ms).status == 200);
+  CHECK(read_reply(fd, buf, 2000ms, Read::HeadOnly).status == 200);
   kill(s.pid(), SIGINT);  // ends the delay: refusing from now on
   Reply refused;
   for (int i = 0; i < 400 && refused.status != 503; ++i) {
@@ -691,6 +714,10 @@ TEST_CASE("a replica's drain with --drain-delay: /health 503 at once while reque
   }
   CHECK(refused.status == 503);
   CHECK(refused.has("Retry-After: 1"));
+  // The stream in flight when refusing began is finished, not cut.
+  const std::string rest = read_until_closed(fd, buf, 20000ms);
+  CHECK(rest.find("\"finish_reason\":\"length\"") != std::string::npos);
+  CHECK(rest.find("data: [DONE]") != std::string::npos);
   CHECK(s.stop(SIGTERM, 20s) == 0);  // the 60 s delay is over: the 503 above came after it
   ::close(fd);
 }
