@@ -1,15 +1,17 @@
-// AVX-512 F16 and AVX512-BF16 BF16 matmul kernels (gemm_float_avx512.cpp,
-// gemm_bf16_avx512.cpp).
+// AVX-512 F16 and BF16 matmul kernels (gemm_float_avx512.cpp: F16, and BF16
+// without AVX512-BF16; gemm_bf16_avx512.cpp: BF16 with it).
 //
 // Both follow llama.cpp's two paths on its AVX-512 build: the tiles (2 or
 // more tokens) llamafile's tinyBLAS, the dot (one token) ggml_vec_dot_f16 /
-// ggml_vec_dot_bf16. Each order is emulated here in scalar code from its
-// definition: FMAs on f32 lanes, _mm512_reduce_add_ps's pairing, double
+// ggml_vec_dot_bf16 (on the AVX-512F build without AVX512-BF16: bf16 widened
+// to f32 and FMAs over 16-lane vectors). Each order is emulated here in
+// scalar code from its definition: FMAs on f32 lanes, _mm512_reduce_add_ps's pairing, double
 // leftovers; for bf16 vdpbf16ps as the Intel SDM defines it (two FMAs per
 // lane, odd pair first, denormal inputs as zero, denormal results flushed).
 // The kernels must give those bits exactly, and be close to a double
-// reference. F16 keeps the AVX2 kernels where reference_lanes() is 8
-// (checked by the VTC_CPU_REF_LANES=8 run of these cases, CMakeLists.txt).
+// reference. F16, and BF16 at AVX-512 VNNI, keep the AVX2 kernels where
+// reference_lanes() is 8 (checked by the VTC_CPU_REF_LANES=8 run of these
+// cases, CMakeLists.txt).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -54,7 +56,17 @@ std::vector<float> activations_f32(GgmlType t, int64_t cols, int64_t n_tokens, u
 
 // ----- scalar emulation of the reference's sums ------------------------------
 
+// The reference's three 16-bit orders on AVX-512: f16 widened to f32, bf16
+// widened to f32 (its build without AVX512-BF16), bf16 through vdpbf16ps.
+enum class Sum { F16, Bf16Wide, Bf16Dp };
+
+Sum sum_of(GgmlType t, Isa isa) {
+  if (t == GgmlType::F16) return Sum::F16;
+  return isa >= Isa::Avx512Bf16 ? Sum::Bf16Dp : Sum::Bf16Wide;
+}
+
 float widen(GgmlType t, uint16_t h) { return t == GgmlType::F16 ? fp16_to_fp32(h) : bf16_to_fp32(h); }
+float widen(Sum s, uint16_t h) { return widen(s == Sum::F16 ? GgmlType::F16 : GgmlType::BF16, h); }
 float flush(float f) { return std::fpclassify(f) == FP_SUBNORMAL ? std::copysign(0.0f, f) : f; }
 
 // One 32-bit lane of vdpbf16ps: c += a[1]*b[1], then c += a[0]*b[0], each
@@ -63,14 +75,13 @@ float dpbf16_lane(float c, const uint16_t* a, const uint16_t* b) {
   c = flush(std::fma(flush(bf16_to_fp32(a[1])), flush(bf16_to_fp32(b[1])), flush(c)));
   return flush(std::fma(flush(bf16_to_fp32(a[0])), flush(bf16_to_fp32(b[0])), c));
 }
-// One step of a 16-lane accumulator over the values at w, x: 16 f16 values
-// (one FMA per lane) or 32 bf16 values (vdpbf16ps).
-void step(GgmlType t, float (&c)[16], const uint16_t* w, const uint16_t* x) {
+// One step of a 16-lane accumulator over the values at w, x: 16 widened
+// values (one FMA per lane) or 32 bf16 values (vdpbf16ps).
+void step(Sum s, float (&c)[16], const uint16_t* w, const uint16_t* x) {
   for (int j = 0; j < 16; ++j)
-    c[j] = t == GgmlType::F16 ? std::fma(fp16_to_fp32(w[j]), fp16_to_fp32(x[j]), c[j])
-                              : dpbf16_lane(c[j], w + 2 * j, x + 2 * j);
+    c[j] = s == Sum::Bf16Dp ? dpbf16_lane(c[j], w + 2 * j, x + 2 * j) : std::fma(widen(s, w[j]), widen(s, x[j]), c[j]);
 }
-int step_values(GgmlType t) { return t == GgmlType::F16 ? 16 : 32; }
+int step_values(Sum s) { return s == Sum::Bf16Dp ? 32 : 16; }
 
 // _mm512_reduce_add_ps: 16 -> 8 -> 4, then (0 + 2) + (1 + 3).
 float reduce_add(const float (&c)[16]) {
@@ -81,23 +92,24 @@ float reduce_add(const float (&c)[16]) {
 }
 
 // llamafile's tinyBLAS: one 16-lane accumulator per output.
-float tinyblas(GgmlType t, int64_t n, const uint16_t* w, const uint16_t* x) {
+float tinyblas(Sum s, int64_t n, const uint16_t* w, const uint16_t* x) {
   float c[16] = {};
-  for (int64_t l = 0; l < n; l += step_values(t)) step(t, c, w + l, x + l);
+  for (int64_t l = 0; l < n; l += step_values(s)) step(s, c, w + l, x + l);
   return reduce_add(c);
 }
 
 // ggml_vec_dot_f16 (4 accumulators over 64 values, (0 + 2) + (1 + 3)) and
-// ggml_vec_dot_bf16 (2 accumulators over 64 values, reduced one by one);
-// leftovers in double.
-float vec_dot(GgmlType t, int64_t n, const uint16_t* w, const uint16_t* x) {
-  const int accs = 64 / step_values(t);
+// ggml_vec_dot_bf16 (2 accumulators, over 64 values with vdpbf16ps, over 32
+// without; reduced one by one and summed in double); leftovers in double.
+float vec_dot(Sum s, int64_t n, const uint16_t* w, const uint16_t* x) {
+  const int64_t chunk = s == Sum::Bf16Wide ? 32 : 64;
+  const int accs = static_cast<int>(chunk / step_values(s));
   float c[4][16] = {};
   int64_t i = 0;
-  for (; i + 64 <= n; i += 64)
-    for (int a = 0; a < accs; ++a) step(t, c[a], w + i + a * step_values(t), x + i + a * step_values(t));
+  for (; i + chunk <= n; i += chunk)
+    for (int a = 0; a < accs; ++a) step(s, c[a], w + i + a * step_values(s), x + i + a * step_values(s));
   double sum = 0.0;
-  if (t == GgmlType::F16) {
+  if (s == Sum::F16) {
     float r[16];
     for (int j = 0; j < 16; ++j) r[j] = (c[0][j] + c[2][j]) + (c[1][j] + c[3][j]);
     sum = reduce_add(r);
@@ -105,55 +117,60 @@ float vec_dot(GgmlType t, int64_t n, const uint16_t* w, const uint16_t* x) {
     sum += static_cast<double>(reduce_add(c[0]));
     sum += static_cast<double>(reduce_add(c[1]));
   }
-  for (; i < n; ++i) sum += static_cast<double>(widen(t, w[i]) * widen(t, x[i]));
+  for (; i < n; ++i) sum += static_cast<double>(widen(s, w[i]) * widen(s, x[i]));
   return static_cast<float>(sum);
 }
 
 // The reference's order for one output of a tile (a batch of 2+ tokens):
 // tinyBLAS when k is a multiple of its step, else vec_dot, as its mul_mat.
-float tile_order(GgmlType t, int64_t n, const uint16_t* w, const uint16_t* x) {
-  return n % step_values(t) == 0 ? tinyblas(t, n, w, x) : vec_dot(t, n, w, x);
+float tile_order(Sum s, int64_t n, const uint16_t* w, const uint16_t* x) {
+  return n % step_values(s) == 0 ? tinyblas(s, n, w, x) : vec_dot(s, n, w, x);
 }
 
 // The reference's order for (row r, a token) as matmul picks it; except that
 // for rows % 4 != 0, where the reference takes vec_dot for all rows, matmul
 // takes it for the last rows % 4 only.
-float matmul_order(GgmlType t, int64_t n_tokens, int64_t rows, int64_t n, int64_t r, const uint16_t* w,
+float matmul_order(Sum s, int64_t n_tokens, int64_t rows, int64_t n, int64_t r, const uint16_t* w,
                    const uint16_t* x) {
-  return n_tokens >= 2 && r < rows - rows % 4 ? tile_order(t, n, w, x) : vec_dot(t, n, w, x);
+  return n_tokens >= 2 && r < rows - rows % 4 ? tile_order(s, n, w, x) : vec_dot(s, n, w, x);
 }
 
 struct Level {
   GgmlType type;
-  Isa isa;      // the lowest level with these kernels
-  Isa below;    // the level whose table it copies
+  Isa isa;    // the lowest level with these kernels
+  Isa last;   // the highest
+  Isa below;  // the level whose table it copies
 };
 
 // The levels whose table has these kernels, or a SKIPPED warning.
 std::vector<Isa> levels_with(const Level& l) {
   std::vector<Isa> v;
   for (Isa isa : {Isa::Avx512Vnni, Isa::Avx512Bf16})
-    if (isa >= l.isa && isa_supported(isa)) v.push_back(isa);
+    if (isa >= l.isa && isa <= l.last && isa_supported(isa)) v.push_back(isa);
   if (v.empty())
-    WARN(fmt::format("SKIPPED: no {} here; the AVX-512 {} kernels were not tested", isa_name(l.isa),
+    WARN(fmt::format("SKIPPED: no {} here; the AVX-512 {} kernels of that level were not tested", isa_name(l.isa),
                      ggml_type_name(l.type)));
   return v;
 }
 
-// F16 from AVX-512 VNNI up, when the reference is its 16-lane build; else
-// those levels keep the AVX2 kernels (checked here too).
-bool f16_kernels_in_place(Isa isa) {
-  if (detail::reference_lanes() == 16) return true;
+// The 16-lane f32 kernels (F16 from AVX-512 VNNI up, BF16 at AVX-512 VNNI)
+// replace the AVX2 ones when the reference is its 16-lane build; else those
+// levels keep the AVX2 kernels (checked here too). vdpbf16ps is always in
+// place at its level.
+bool kernels_in_place(GgmlType t, Isa isa) {
+  if (detail::reference_lanes() == 16 || sum_of(t, isa) == Sum::Bf16Dp) return true;
   const auto& k = detail::quant_kernels(isa);
   const auto& a2 = detail::quant_kernels(Isa::Avx2);
-  const int slot = static_cast<int>(GgmlType::F16);
+  const int slot = static_cast<int>(t);
   CHECK(k.dot[slot] == a2.dot[slot]);
   CHECK(k.gemm[slot].fn[1] == a2.gemm[slot].fn[1]);
-  WARN("reference_lanes() is 8: the AVX-512 levels keep the AVX2 F16 kernels (checked)");
+  WARN(fmt::format("reference_lanes() is 8: {} keeps the AVX2 {} kernels (checked)", isa_name(isa), ggml_type_name(t)));
   return false;
 }
 
-const Level kLevels[] = {{GgmlType::F16, Isa::Avx512Vnni, Isa::Avx2}, {GgmlType::BF16, Isa::Avx512Bf16, Isa::Avx512Vnni}};
+const Level kLevels[] = {{GgmlType::F16, Isa::Avx512Vnni, Isa::Avx512Bf16, Isa::Avx2},
+                         {GgmlType::BF16, Isa::Avx512Vnni, Isa::Avx512Vnni, Isa::Avx2},
+                         {GgmlType::BF16, Isa::Avx512Bf16, Isa::Avx512Bf16, Isa::Avx512Vnni}};
 
 std::vector<float> run_matmul(GgmlType t, const std::vector<uint16_t>& w, int64_t rows, int64_t cols,
                               const std::vector<float>& x, int64_t n_tokens, ThreadPool& pool) {
@@ -172,7 +189,8 @@ TEST_CASE("avx512 f16 and bf16: dot = ggml vec_dot and tiles = tinyBLAS bit for 
   for (const Level& l : kLevels) {
     const int slot = static_cast<int>(l.type);
     for (Isa isa : levels_with(l)) {
-      if (l.type == GgmlType::F16 && !f16_kernels_in_place(isa)) continue;
+      if (!kernels_in_place(l.type, isa)) continue;
+      const Sum sum = sum_of(l.type, isa);
       const auto& k = detail::quant_kernels(isa);
       const auto& below = detail::quant_kernels(l.below);
       const detail::GemmKernels& g = k.gemm[slot];
@@ -200,9 +218,9 @@ TEST_CASE("avx512 f16 and bf16: dot = ggml vec_dot and tiles = tinyBLAS bit for 
               const size_t i = static_cast<size_t>(t * y_stride + r);
               const uint16_t* wr = w.data() + r * cols;
               const uint16_t* xt = xh.data() + t * cols;
-              want[i] = tile_order(l.type, cols, wr, xt);
+              want[i] = tile_order(sum, cols, wr, xt);
               dot[i] = k.dot[slot](cols, wr, xt);
-              want_dot[i] = vec_dot(l.type, cols, wr, xt);
+              want_dot[i] = vec_dot(sum, cols, wr, xt);
             }
           INFO(fmt::format("{} {} tile {}x{} cols {}", isa_name(isa), ggml_type_name(l.type), g.rows, nt, cols));
           CHECK(bitwise_equal(got, want));
@@ -223,8 +241,9 @@ TEST_CASE("avx512 f16 and bf16: matmul of 1 to 33 tokens gives the reference's b
   const Shape shapes[] = {{40, 1280}, {37, 96}, {21, 1283}, {8, 33}, {12, 48}};
   for (const Level& l : kLevels) {
     for (Isa isa : levels_with(l)) {
-      if (l.type == GgmlType::F16 && !f16_kernels_in_place(isa)) continue;
+      if (!kernels_in_place(l.type, isa)) continue;
       IsaScope scope(isa);
+      const Sum sum = sum_of(l.type, isa);
       const auto quantize = detail::quant_kernels(isa).quantize[static_cast<int>(act_of(l.type))];
       for (const Shape s : shapes) {
         const auto w = weights_16bit(l.type, s.rows, s.cols, 60 + static_cast<uint32_t>(s.cols));
@@ -238,7 +257,7 @@ TEST_CASE("avx512 f16 and bf16: matmul of 1 to 33 tokens gives the reference's b
           for (int64_t t = 0; t < n_tokens; ++t)
             for (int64_t r = 0; r < s.rows; ++r)
               want[static_cast<size_t>(t * s.rows + r)] =
-                  matmul_order(l.type, n_tokens, s.rows, s.cols, r, w.data() + r * s.cols, xh.data() + t * s.cols);
+                  matmul_order(sum, n_tokens, s.rows, s.cols, r, w.data() + r * s.cols, xh.data() + t * s.cols);
           for (size_t i = 0; i < x.size(); ++i) xs[i] = widen(l.type, xh[i]);
           const auto exact = reference(wf, xs, s.rows, s.cols, n_tokens);  // of the converted values, in double
           for (int threads = 1; threads <= 4; ++threads) {

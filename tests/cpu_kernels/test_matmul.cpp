@@ -157,14 +157,15 @@ TEST_CASE("matmul: scalar and every SIMD level agree", "[matmul][isa]") {
   }
 }
 
-// F16 from AVX-512 VNNI up (with the reference's 16-lane build) and BF16
-// from AVX512-BF16 up follow the reference's two paths, which sum
-// differently: llamafile's tinyBLAS for batches (the tiles) and
-// ggml_vec_dot_f16/bf16 for one token (the dot); test_float_avx512.cpp
-// checks each against its own order.
+// F16 and BF16 from AVX-512 VNNI up (with the reference's 16-lane builds),
+// and BF16 from AVX512-BF16 up in any case, follow the reference's two
+// paths, which sum differently: llamafile's tinyBLAS for batches (the
+// tiles) and ggml_vec_dot_f16/bf16 for one token (the dot);
+// test_float_avx512.cpp checks each against its own order.
 bool batch_differs_by_design(Isa isa, GgmlType t) {
+  if (t != GgmlType::F16 && t != GgmlType::BF16) return false;
   return (t == GgmlType::BF16 && isa >= Isa::Avx512Bf16) ||
-         (t == GgmlType::F16 && isa >= Isa::Avx512Vnni && detail::reference_lanes() == 16);
+         (isa >= Isa::Avx512Vnni && detail::reference_lanes() == 16);
 }
 
 int act_slot(GgmlType at) {

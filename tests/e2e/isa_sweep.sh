@@ -6,7 +6,7 @@
 # not the one marked "used"), with VTC_CPU_ISA set to it:
 #   - test_llama_archs "*match llama.cpp*": every llama-archs model, f32 and
 #     q8_0, logits and greedy tokens against the reference;
-#   - test_e2e: the dense models (f32, f16, q8_0, q4_k_m ...) and the
+#   - test_e2e: the dense models (f32, f16, bf16, q8_0, q4_k_m ...) and the
 #     [families] (not the hidden ones) against the reference.
 # A level failing one of them fails the test, naming the level. On a
 # machine with one SIMD level only there is nothing to sweep: SKIPPED (77).
@@ -27,7 +27,7 @@ for level in $levels; do
     VTC_CPU_ISA=$level "$ARCHS" --warn NoTests "*match llama.cpp*" || failed+=("$level: test_llama_archs")
   fi
   # One Catch2 spec (commas: or); --warn NoTests fails a spec that matches nothing.
-  VTC_CPU_ISA=$level "$E2E" --warn NoTests "f32 and f16 dense models match llama.cpp logits and greedy tokens,quantized dense models match llama.cpp on the same file,[families]~[.]" \
+  VTC_CPU_ISA=$level "$E2E" --warn NoTests "f32 and f16 dense models match llama.cpp logits and greedy tokens,bf16 dense models match llama.cpp logits and greedy tokens,quantized dense models match llama.cpp on the same file,[families]~[.]" \
     || failed+=("$level: test_e2e")
 done
 if (( ${#failed[@]} )); then

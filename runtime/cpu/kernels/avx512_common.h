@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "runtime/cpu/kernels/avx2_common.h"  // AVX-512 files are built with AVX2 too (bf2f, h2f)
 #include "runtime/cpu/kernels/internal.h"
 
 namespace vtc::cpu::detail {

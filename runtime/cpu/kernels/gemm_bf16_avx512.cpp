@@ -31,13 +31,6 @@
 namespace vtc::cpu::detail {
 namespace {
 
-inline float bf2f(uint16_t h) {
-  const uint32_t u = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
 inline __m512bh load32_bf16(const uint16_t* p) { return (__m512bh)_mm512_loadu_si512(p); }
 
 // A decode step streams each weight row from DRAM through dot_bf16, whose

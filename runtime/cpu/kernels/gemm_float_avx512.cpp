@@ -1,6 +1,9 @@
-// AVX-512 F16 matmul in the summation orders of the reference's AVX-512
-// build (ggml's `zen4` variant: 16-lane vectors, no AVX512-FP16). See
-// internal.h for the rules of this file.
+// AVX-512 F16 and BF16 matmul in the summation orders of the reference's
+// AVX-512 builds (ggml's `icelake` and `zen4` variants: 16-lane vectors, no
+// AVX512-FP16). BF16 here is the build without AVX512-BF16 (`icelake`):
+// bf16 widened to f32 and FMAs; the AVX512-BF16 level replaces it with
+// vdpbf16ps (gemm_bf16_avx512.cpp). See internal.h for the rules of this
+// file.
 //
 // llama.cpp computes an F16 mul_mat along one of two paths, and the two sum
 // differently:
@@ -25,7 +28,17 @@
 // came out bit-identical to llama.cpp's for an 8-token prompt and for one
 // token (docs/numerics-parity.md).
 //
-// The AVX2 level's F16 matmul sums in an order of its own (8-lane
+// BF16 on the same two paths, as the reference's AVX-512F build without
+// AVX512-BF16 computes it (its compiler contracts vec_dot's mul + add into
+// one FMA; checked in the `icelake` library's disassembly):
+//  - tinyBLAS<16, __m512, __m512, ggml_bf16_t, ggml_bf16_t>: F16's tile
+//    with bf16 widened by a 16-bit shift. `Bf16WideStep`.
+//  - ggml_vec_dot_bf16: two 16-lane accumulators over 32-value steps
+//    (values 0..15 of a step into c1, 16..31 into c2), c1 and c2 reduced
+//    one by one and summed in double, the last n % 32 products added one by
+//    one in double. `dot_bf16_wide`.
+//
+// The AVX2 level's F16 and BF16 matmuls sum in an order of its own (8-lane
 // accumulators, float tail), so from this level up F16 results differ from
 // the AVX2 level's in the last bits. Where reference_lanes() is 8 (the
 // reference would load its AVX2 build: 8-lane tinyBLAS and vec_dot), this
@@ -39,10 +52,13 @@
 namespace vtc::cpu::detail {
 namespace {
 
-inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
-
 inline __m512 load16_f16(const uint16_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+inline __m512 load16_bf16(const uint16_t* p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
 // ggml_vec_dot_f16 with 16-lane vectors.
@@ -59,15 +75,42 @@ float dot_f16(int64_t n, const void* vw, const void* vx) {
   return static_cast<float>(sum);
 }
 
-// tinyblas_tile's element policy for F16 (tinyBLAS<16, __m512, __m512,
-// ggml_fp16_t, ggml_fp16_t>): 16 values widened per step, one FMA.
-struct F16Step {
+// A decode step streams each weight row from DRAM through this dot; as in
+// gemm_bf16_avx512.cpp, prefetching 2 KiB ahead keeps the loads ahead of
+// the two FMA chains.
+constexpr int64_t kPrefetchValues = 1024;
+
+// ggml_vec_dot_bf16, AVX-512F build without AVX512-BF16.
+float dot_bf16_wide(int64_t n, const void* vw, const void* vx) {
+  const auto* w = static_cast<const uint16_t*>(vw);
+  const auto* x = static_cast<const uint16_t*>(vx);
+  __m512 c1 = _mm512_setzero_ps(), c2 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    _mm_prefetch(reinterpret_cast<const char*>(w + i + kPrefetchValues), _MM_HINT_T0);
+    c1 = _mm512_fmadd_ps(load16_bf16(w + i), load16_bf16(x + i), c1);
+    c2 = _mm512_fmadd_ps(load16_bf16(w + i + 16), load16_bf16(x + i + 16), c2);
+  }
+  double sum = 0.0;
+  sum += static_cast<double>(reduce_add(c1));
+  sum += static_cast<double>(reduce_add(c2));
+  for (; i < n; ++i) sum += static_cast<double>(bf2f(w[i]) * bf2f(x[i]));
+  return static_cast<float>(sum);
+}
+
+// tinyblas_tile's element policy for 16-bit values widened to f32
+// (tinyBLAS<16, __m512, __m512, ggml_fp16_t or ggml_bf16_t>; BF16 on the
+// build without AVX512-BF16): 16 values widened per step, one FMA.
+template <__m512 (*kLoad)(const uint16_t*), float (*kDot)(int64_t, const void*, const void*)>
+struct WidenedStep {
   static constexpr int64_t kValues = 16;
   using Vec = __m512;
-  static Vec load(const uint16_t* p) { return load16_f16(p); }
+  static Vec load(const uint16_t* p) { return kLoad(p); }
   static __m512 madd(__m512 acc, Vec w, Vec x) { return _mm512_fmadd_ps(w, x, acc); }
-  static float dot(int64_t n, const uint16_t* w, const uint16_t* x) { return dot_f16(n, w, x); }
+  static float dot(int64_t n, const uint16_t* w, const uint16_t* x) { return kDot(n, w, x); }
 };
+using F16Step = WidenedStep<load16_f16, dot_f16>;
+using Bf16WideStep = WidenedStep<load16_bf16, dot_bf16_wide>;
 
 constexpr int kRows = 4;
 
@@ -78,6 +121,9 @@ void add_avx512_float_tiles(QuantKernels& t) {
   t.dot[kSlotF16] = dot_f16;
   // f16 rows; one token takes dot_f16, as the reference's vec_dot
   t.gemm[kSlotF16] = tinyblas_tiles<F16Step, kRows>();
+  // bf16 rows the same way; AVX512-BF16 replaces both (add_avx512bf16_kernels)
+  t.dot[kSlotBF16] = dot_bf16_wide;
+  t.gemm[kSlotBF16] = tinyblas_tiles<Bf16WideStep, kRows>();
 }
 
 }  // namespace vtc::cpu::detail
