@@ -279,7 +279,11 @@ TEST_CASE("8 concurrent streams each match their solo run, and prefix reuse, and
     }));
   for (int i = 0; i < 8; ++i) CHECK(futures[size_t(i)].get() == solo[size_t(i)]);
 
-  SECTION("a shared 200-token prefix is reported cached and prefills faster") {
+  // That the cached prefix also prefills faster is a timing, which a loaded
+  // machine can invert (the tiny model prefills 230 tokens in ~8 ms either
+  // way): the bench's figure, not a test's. Here: the reuse is reported in
+  // the response, in llama.cpp's timings and in the metric.
+  SECTION("a shared 200-token prefix is reported cached") {
     auto base = token_prompt(200, 42);
     auto p1 = base, p2 = base;
     for (int i = 0; i < 30; ++i) p1.push_back(3000 + i), p2.push_back(4000 + i);
@@ -288,8 +292,9 @@ TEST_CASE("8 concurrent streams each match their solo run, and prefix reuse, and
     json warm = post(s, "/v1/completions", {{"prompt", p2}, {"max_tokens", 2}, {"temperature", 0}});
     CHECK(warm["usage"]["prompt_tokens_details"]["cached_tokens"] == 192);
     CHECK(metric(s, "vtc_prompt_tokens_cached_total") - cached_before == 192);
-    INFO("cold prompt_ms " << cold["timings"]["prompt_ms"] << ", warm " << warm["timings"]["prompt_ms"]);
-    CHECK(warm["timings"]["prompt_ms"].get<double>() < cold["timings"]["prompt_ms"].get<double>());
+    CHECK(cold["usage"]["prompt_tokens_details"]["cached_tokens"] == 0);
+    CHECK(warm["timings"]["cached_n"] == 192);
+    CHECK(warm["timings"]["prompt_n"] == 230);
   }
   SECTION("a client that disconnects mid-stream gets its request cancelled and its pages freed") {
     const double total = metric(s, "vtc_kv_pages_total");
