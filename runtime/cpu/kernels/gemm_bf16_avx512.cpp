@@ -33,12 +33,6 @@ namespace {
 
 inline __m512bh load32_bf16(const uint16_t* p) { return (__m512bh)_mm512_loadu_si512(p); }
 
-// A decode step streams each weight row from DRAM through dot_bf16, whose
-// two vdpbf16ps chains leave the loads little to overlap with: prefetching
-// 2 KiB ahead took a 4096x4096 one-token matmul on one Zen 5 core from
-// ~1.5 to ~1.1 ms (the AVX2 level: ~1.1 ms).
-constexpr int64_t kPrefetchValues = 1024;
-
 // ggml_vec_dot_bf16 (AVX512-BF16 build).
 float dot_bf16(int64_t n, const void* vw, const void* vx) {
   const auto* w = static_cast<const uint16_t*>(vw);
@@ -46,8 +40,8 @@ float dot_bf16(int64_t n, const void* vw, const void* vx) {
   __m512 c1 = _mm512_setzero_ps(), c2 = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(w + i + kPrefetchValues), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(w + i + kPrefetchValues + 32), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(w + i + kDotPrefetchValues), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(w + i + kDotPrefetchValues + 32), _MM_HINT_T0);
     c1 = _mm512_dpbf16_ps(c1, load32_bf16(w + i), load32_bf16(x + i));
     c2 = _mm512_dpbf16_ps(c2, load32_bf16(w + i + 32), load32_bf16(x + i + 32));
   }

@@ -75,11 +75,6 @@ float dot_f16(int64_t n, const void* vw, const void* vx) {
   return static_cast<float>(sum);
 }
 
-// A decode step streams each weight row from DRAM through this dot; as in
-// gemm_bf16_avx512.cpp, prefetching 2 KiB ahead keeps the loads ahead of
-// the two FMA chains.
-constexpr int64_t kPrefetchValues = 1024;
-
 // ggml_vec_dot_bf16, AVX-512F build without AVX512-BF16.
 float dot_bf16_wide(int64_t n, const void* vw, const void* vx) {
   const auto* w = static_cast<const uint16_t*>(vw);
@@ -87,7 +82,7 @@ float dot_bf16_wide(int64_t n, const void* vw, const void* vx) {
   __m512 c1 = _mm512_setzero_ps(), c2 = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    _mm_prefetch(reinterpret_cast<const char*>(w + i + kPrefetchValues), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(w + i + kDotPrefetchValues), _MM_HINT_T0);
     c1 = _mm512_fmadd_ps(load16_bf16(w + i), load16_bf16(x + i), c1);
     c2 = _mm512_fmadd_ps(load16_bf16(w + i + 16), load16_bf16(x + i + 16), c2);
   }
