@@ -144,7 +144,10 @@ void walk(const ir::Module& m, const ir::Function& fn, StepKernels& out) {
     }
     const std::string what = describe(fn, op, i);
     Ctx ctx{m, fn, what};
-    for (auto& k : kEmit[static_cast<size_t>(op.kind)](ctx, op)) out.kernels.push_back(std::move(k));
+    for (auto& k : kEmit[static_cast<size_t>(op.kind)](ctx, op)) {
+      k.op = &op;
+      out.kernels.push_back(std::move(k));
+    }
   }
 }
 

@@ -46,6 +46,7 @@ struct Kernel {
   std::string entry;    // extern "C" name: <mnemonic>_<16 hex digits of the source hash>
   std::string source;   // the complete translation unit
   std::string what;     // for messages: "rms_norm (op #7 in @decode)"
+  const ir::Op* op = nullptr;  // the op it implements (the cost model prices its work from the IR)
   std::vector<KernelArg> args;
   // Launch: ceil(threads_x / block) blocks along x and
   // ceil(rows_y / rows_per_block_y) along y.

@@ -18,6 +18,7 @@
 
 #include "runtime/cuda/sim/fiber.h"
 #include "runtime/cuda/sim/memory.h"
+#include "runtime/cuda/sim/profiler.h"
 
 namespace vtc::cuda::sim {
 namespace {
@@ -82,6 +83,7 @@ struct BlockRun {
   Context scheduler;
   size_t next = 0;        // where the scheduler looks first
   std::string error;
+  BlockProfiler profile;  // profile mode (profiler.h)
 };
 
 // Per host thread that runs blocks.
@@ -97,10 +99,15 @@ struct Worker {
 
 thread_local Worker* tls_worker = nullptr;
 
+std::string where_block(const Fiber& f) {
+  const auto& t = f.thread;
+  return fmt::format("kernel {}: block ({},{},{})", f.run->launch->entry, t.block_idx.x, t.block_idx.y, t.block_idx.z);
+}
+
 std::string where(const Fiber& f) {
   const auto& t = f.thread;
-  return fmt::format("kernel {}: block ({},{},{}) thread {}", f.run->launch->entry, t.block_idx.x, t.block_idx.y,
-                     t.block_idx.z, t.thread_idx.x + t.block_dim.x * (t.thread_idx.y + t.block_dim.y * t.thread_idx.z));
+  return fmt::format("{} thread {}", where_block(f),
+                     t.thread_idx.x + t.block_dim.x * (t.thread_idx.y + t.block_dim.y * t.thread_idx.z));
 }
 
 // Ends the calling fiber's block with an error; never returns.
@@ -144,6 +151,26 @@ void resume_next(BlockRun& r, Context& from) {
   switch_to(from, r.scheduler);
 }
 
+// Every thread of `b`'s group has arrived: the next generation starts. In
+// profile mode the group's pending accesses become requests here (its lanes
+// met, so each has issued every access before the collective).
+void released(BlockRun& r, Barrier& b, int warp, Collective kind) {
+  b.arrived = 0;
+  ++b.generation;
+  if (!r.profile.sampled()) return;
+  if (&b == &r.block) {
+    int warps = 0;
+    for (size_t w = 0; w < r.warps.size(); ++w) {
+      r.profile.flush_warp(int(w));
+      warps += r.warp_live[w] > 0;
+    }
+    r.profile.count_block_barrier(warps);
+    return;
+  }
+  r.profile.flush_warp(warp);
+  r.profile.count_warp_collective(int(kind));
+}
+
 // The calling fiber arrives at `b`, a barrier of `expected` live threads
 // starting at fiber `first`; it returns once all have arrived.
 void arrive(Fiber* f, Barrier& b, int expected, int first, Collective kind) {
@@ -154,8 +181,7 @@ void arrive(Fiber* f, Barrier& b, int expected, int first, Collective kind) {
                         "reaches collectives a GPU leaves undefined",
                         where(*f), f->warp, collective_name(b.kind), collective_name(kind)));
   if (++b.arrived >= expected) {
-    b.arrived = 0;
-    ++b.generation;
+    released(r, b, f->warp, kind);
     r.next = size_t(first);
     return;
   }
@@ -165,10 +191,9 @@ void arrive(Fiber* f, Barrier& b, int expected, int first, Collective kind) {
   resume_next(r, f->context);
 }
 
-void release_if_complete(BlockRun& r, Barrier& b, int live, int first) {
+void release_if_complete(BlockRun& r, Barrier& b, int live, int first, int warp) {
   if (b.arrived > 0 && b.arrived >= live) {
-    b.arrived = 0;
-    ++b.generation;
+    released(r, b, warp, b.kind);
     r.next = size_t(first);
   }
 }
@@ -285,29 +310,49 @@ void check_shared(Fiber* f, uintptr_t address, size_t bytes, bool is_write) {
   }
 }
 
-void access(const VtcSimThread* self, const void* address, unsigned long bytes, int is_write) {
+// Checks the access (checked mode), then, in profile mode, records it by
+// the memory it lies in: shared and global accesses become requests; the
+// thread's stack is a GPU's registers or local memory, counted apart; the
+// kernel object's constants are the constant cache, not counted.
+void access(const VtcSimThread* self, const void* address, unsigned long bytes, int is_write, const void* site) {
   Fiber* f = self_fiber(self);
   BlockRun& r = *f->run;
   const auto a = reinterpret_cast<uintptr_t>(address);
   // threadIdx and its kin read the thread's own coordinates.
   if (inside(a, bytes, reinterpret_cast<uintptr_t>(self), reinterpret_cast<uintptr_t>(self + 1))) return;
+  const bool profiled = r.profile.sampled();
+  auto record = [&](Space space) {
+    if (profiled)
+      r.profile.record(f->warp, f->lane, reinterpret_cast<uintptr_t>(site), a, unsigned(bytes), is_write != 0, space);
+  };
   find_shared(r);
-  if (inside(a, bytes, r.shared_begin, r.shared_end)) return check_shared(f, a, bytes, is_write != 0);
-  if (r.stacks[size_t(f - r.fibers.data())]->contains(address)) return;
+  if (inside(a, bytes, r.shared_begin, r.shared_end)) {
+    record(Space::Shared);
+    return check_shared(f, a, bytes, is_write != 0);
+  }
+  if (r.stacks[size_t(f - r.fibers.data())]->contains(address)) {
+    if (profiled) r.profile.count_local();
+    return;
+  }
   if (const ModuleMemory* m = r.launch->module)
     for (const auto& [begin, end] : m->segments)
       if (inside(a, bytes, begin, end)) return;
   for (const auto& [begin, end] : r.recent)
-    if (inside(a, bytes, begin, end)) return;
+    if (inside(a, bytes, begin, end)) return record(Space::Global);
   if (auto alloc = find_allocation(a, bytes)) {
     r.recent[r.recent_next++ % r.recent.size()] = {alloc->base, alloc->base + alloc->size};
-    return;
+    return record(Space::Global);
   }
   fail(f, fmt::format("{}: {} {} bytes at {:#x}, outside every buffer: {}{}", where(*f), is_write ? "writes" : "reads",
                       bytes, a, describe_address(a), name_parameter(*r.launch, a)));
 }
 
-const VtcSimRuntime kRuntime = {sync_block, sync_warp, exchange, ballot, access};
+void count(const VtcSimThread* self, int cls, unsigned long n) {
+  BlockRun& r = *self_fiber(self)->run;
+  if (r.profile.sampled()) r.profile.count_work(cls, n);
+}
+
+const VtcSimRuntime kRuntime = {sync_block, sync_warp, exchange, ballot, access, count};
 
 void fiber_main(void* arg) {
   fiber_started();
@@ -319,8 +364,9 @@ void fiber_main(void* arg) {
   --r.live;
   --r.warp_live[size_t(f->warp)];
   r.warp_exited[size_t(f->warp)] |= 1u << f->lane;
-  release_if_complete(r, r.block, r.live, 0);
-  release_if_complete(r, r.warps[size_t(f->warp)], r.warp_live[size_t(f->warp)], f->warp * kWarp);
+  release_if_complete(r, r.block, r.live, 0, f->warp);
+  release_if_complete(r, r.warps[size_t(f->warp)], r.warp_live[size_t(f->warp)], f->warp * kWarp, f->warp);
+  if (r.warp_live[size_t(f->warp)] == 0 && r.profile.sampled()) r.profile.flush_warp(f->warp);
   resume_next(r, f->context);
   std::abort();  // a finished fiber is never resumed
 }
@@ -329,14 +375,12 @@ std::string deadlock_message(const BlockRun& r) {
   int at_block = 0, at_warp = 0;
   for (const auto& f : r.fibers)
     if (f.status == Status::Waiting) (f.waiting == &r.block ? at_block : at_warp) += 1;
-  const Fiber& any = r.fibers.front();
   return fmt::format("{}: deadlock: {} thread(s) wait at __syncthreads and {} at a warp collective that the other {} "
                      "live thread(s) never reach (a barrier in divergent code; a GPU would hang or misbehave)",
-                     where(any).substr(0, where(any).rfind(" thread")), at_block, at_warp,
-                     r.live - at_block - at_warp);
+                     where_block(r.fibers.front()), at_block, at_warp, r.live - at_block - at_warp);
 }
 
-void reset(Worker& w, const Launch& l, unsigned bx, unsigned by, unsigned bz) {
+void reset(Worker& w, const Launch& l, unsigned bx, unsigned by, unsigned bz, uint64_t linear) {
   BlockRun& r = w.run;
   const unsigned n = l.block.x * l.block.y * l.block.z;
   const size_t warps = (n + kWarp - 1) / kWarp;
@@ -358,6 +402,7 @@ void reset(Worker& w, const Launch& l, unsigned bx, unsigned by, unsigned bz) {
   r.shared_begin = r.shared_end = 0;
   r.shared_writes.clear();
   r.recent = {};
+  r.profile.start(int(warps), profile_mode() && block_sampled(linear));
   for (unsigned i = 0; i < n; ++i) {
     Fiber& f = r.fibers[i];
     f.thread.thread_idx = {i % l.block.x, i / l.block.x % l.block.y, i / (l.block.x * l.block.y)};
@@ -372,8 +417,8 @@ void reset(Worker& w, const Launch& l, unsigned bx, unsigned by, unsigned bz) {
   }
 }
 
-std::string run_block(Worker& w, const Launch& l, unsigned bx, unsigned by, unsigned bz) {
-  reset(w, l, bx, by, bz);
+std::string run_block(Worker& w, const Launch& l, unsigned bx, unsigned by, unsigned bz, uint64_t linear) {
+  reset(w, l, bx, by, bz, linear);
   BlockRun& r = w.run;
   const size_t n = r.fibers.size();
   set_native_stack(r.scheduler);
@@ -386,6 +431,7 @@ std::string run_block(Worker& w, const Launch& l, unsigned bx, unsigned by, unsi
   if (r.error.empty() && r.done < int(n)) r.error = deadlock_message(r);
   w.in_kernel = 0;
   w.current = nullptr;
+  if (r.error.empty()) r.profile.finish_block();
   return r.error;
 }
 
@@ -510,7 +556,7 @@ class Pool {
       const uint64_t b = next_.fetch_add(1);
       if (b >= total_) return;
       std::string e = run_block(w, l, unsigned(b % l.grid.x), unsigned(b / l.grid.x % l.grid.y),
-                                unsigned(b / (uint64_t(l.grid.x) * l.grid.y)));
+                                unsigned(b / (uint64_t(l.grid.x) * l.grid.y)), b);
       if (!e.empty()) {
         std::lock_guard<std::mutex> lock(mu_);
         if (error_.empty()) error_ = std::move(e);
@@ -534,7 +580,13 @@ class Pool {
 std::string run_grid(const Launch& launch) {
   static Pool* pool = new Pool();  // workers live until exit
   if (uint64_t(launch.grid.x) * launch.grid.y * launch.grid.z == 0) return "";
-  return pool->run(launch);
+  if (!profile_mode()) return pool->run(launch);
+  const unsigned grid[3] = {launch.grid.x, launch.grid.y, launch.grid.z};
+  const unsigned block[3] = {launch.block.x, launch.block.y, launch.block.z};
+  launch_begin(launch.entry, grid, block, launch.module ? launch.module->tls_bytes : 0);
+  std::string error = pool->run(launch);
+  launch_end();
+  return error;
 }
 
 const VtcSimRuntime* runtime_table() { return &kRuntime; }

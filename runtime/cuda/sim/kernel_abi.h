@@ -38,8 +38,26 @@ struct VtcSimRuntime {
   // Checked mode: every load and store of the kernel (GCC's kernel-address
   // instrumentation calls __asan_{load,store}N_noabort, which kernel_host.h
   // forwards here). Reports an access outside the launch's memory or a
-  // shared-memory race, naming the kernel.
-  void (*access)(const VtcSimThread* self, const void* address, unsigned long bytes, int is_write);
+  // shared-memory race, naming the kernel. `site` is the instrumented
+  // instruction's address in the kernel object: profile mode groups a warp's
+  // accesses into memory requests by it (runtime/cuda/sim/profiler.h).
+  void (*access)(const VtcSimThread* self, const void* address, unsigned long bytes, int is_write, const void* site);
+  // Profile mode: `n` operations of work class `cls` (VTC_SIM_WORK_*) by
+  // this thread, counted at the helper that performs them.
+  void (*count)(const VtcSimThread* self, int cls, unsigned long n);
+};
+
+// Work classes the cost model counts at run time (per thread; a warp
+// instruction is 32 of them). FP32/integer arithmetic is not among them:
+// the host compiler's instructions say nothing of the GPU's, so the model
+// takes it from the IR (docs/cuda.md, "The cost model").
+enum {
+  VTC_SIM_WORK_SFU = 0,          // special functions: exp2, log2, sin, cos, rsqrt, tanh (MUFU)
+  VTC_SIM_WORK_DP4A = 1,         // __dp4a: a 4-way int8 dot into int32
+  VTC_SIM_WORK_MMA_F16 = 2,      // mma.sync m16n8k16 with f16 inputs, per warp-wide instruction
+  VTC_SIM_WORK_MMA_BF16 = 3,     // mma.sync m16n8k16 with bf16 inputs
+  VTC_SIM_WORK_MMA_S8 = 4,       // mma.sync m16n8k32 with s8 inputs
+  VTC_SIM_WORK_CLASSES = 5
 };
 
 struct VtcSimParams {

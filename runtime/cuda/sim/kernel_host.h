@@ -42,19 +42,23 @@ VTC_SIM_EXPORT __attribute__((no_sanitize("kernel-address"))) void vtc_sim_bind(
 // -fsanitize=kernel-address and an instrumentation call per access) --------
 #ifdef VTC_SIM_CHECKED
 #define VTC_SIM_UNCHECKED __attribute__((no_sanitize("kernel-address")))
-VTC_SIM_UNCHECKED static inline void vtc_sim_access(const void* p, unsigned long n, int is_write) {
+VTC_SIM_UNCHECKED static inline void vtc_sim_access(const void* p, unsigned long n, int is_write, const void* site) {
   // The thread's own coordinates pointer is per-fiber bookkeeping, not data.
   if (p == (const void*)&vtc_sim_self) return;
-  vtc_sim_rt->access(vtc_sim_self, p, n, is_write);
+  vtc_sim_rt->access(vtc_sim_self, p, n, is_write, site);
 }
-#define VTC_SIM_ACCESS_FN(kind, n, w) \
-  extern "C" VTC_SIM_UNCHECKED void __asan_##kind##n##_noabort(unsigned long p) { vtc_sim_access((const void*)p, n, w); }
+// noinline: the return address is then the instrumented instruction in the
+// kernel, the call site profile mode groups a warp's accesses by.
+#define VTC_SIM_ACCESS_FN(kind, n, w)                                                   \
+  extern "C" VTC_SIM_UNCHECKED __attribute__((noinline)) void __asan_##kind##n##_noabort(unsigned long p) { \
+    vtc_sim_access((const void*)p, n, w, __builtin_return_address(0));                                              \
+  }
 VTC_SIM_ACCESS_FN(load, 1, 0) VTC_SIM_ACCESS_FN(load, 2, 0) VTC_SIM_ACCESS_FN(load, 4, 0)
 VTC_SIM_ACCESS_FN(load, 8, 0) VTC_SIM_ACCESS_FN(load, 16, 0)
 VTC_SIM_ACCESS_FN(store, 1, 1) VTC_SIM_ACCESS_FN(store, 2, 1) VTC_SIM_ACCESS_FN(store, 4, 1)
 VTC_SIM_ACCESS_FN(store, 8, 1) VTC_SIM_ACCESS_FN(store, 16, 1)
-extern "C" VTC_SIM_UNCHECKED void __asan_loadN_noabort(unsigned long p, unsigned long n) { vtc_sim_access((const void*)p, n, 0); }
-extern "C" VTC_SIM_UNCHECKED void __asan_storeN_noabort(unsigned long p, unsigned long n) { vtc_sim_access((const void*)p, n, 1); }
+extern "C" VTC_SIM_UNCHECKED __attribute__((noinline)) void __asan_loadN_noabort(unsigned long p, unsigned long n) { vtc_sim_access((const void*)p, n, 0, __builtin_return_address(0)); }
+extern "C" VTC_SIM_UNCHECKED __attribute__((noinline)) void __asan_storeN_noabort(unsigned long p, unsigned long n) { vtc_sim_access((const void*)p, n, 1, __builtin_return_address(0)); }
 extern "C" VTC_SIM_UNCHECKED void __asan_handle_no_return() {}
 #else
 #define VTC_SIM_UNCHECKED
@@ -130,6 +134,28 @@ double exp(double); double log(double); double sqrt(double); double fabs(double)
 double pow(double, double); double fmax(double, double); double fmin(double, double); double tanh(double);
 }
 static inline float rsqrtf(float x) { return 1.0f / __builtin_sqrtf(x); }
+// Profile mode counts special functions (the GPU's MUFU unit) where they
+// are called: each name below becomes a wrapper that counts, then calls it.
+#ifdef VTC_SIM_PROFILED
+#define VTC_SIM_COUNT(cls, n) vtc_sim_rt->count(vtc_sim_self, cls, n)
+#define VTC_SIM_SFU_WRAP(name) \
+  static inline float vtc_sim_sfu_##name(float x) { VTC_SIM_COUNT(VTC_SIM_WORK_SFU, 1); return name(x); }
+VTC_SIM_SFU_WRAP(expf) VTC_SIM_SFU_WRAP(logf) VTC_SIM_SFU_WRAP(exp2f) VTC_SIM_SFU_WRAP(log2f)
+VTC_SIM_SFU_WRAP(sinf) VTC_SIM_SFU_WRAP(cosf) VTC_SIM_SFU_WRAP(tanhf) VTC_SIM_SFU_WRAP(sqrtf) VTC_SIM_SFU_WRAP(rsqrtf)
+static inline float vtc_sim_sfu_powf(float a, float b) { VTC_SIM_COUNT(VTC_SIM_WORK_SFU, 2); return powf(a, b); }
+#define expf vtc_sim_sfu_expf
+#define logf vtc_sim_sfu_logf
+#define exp2f vtc_sim_sfu_exp2f
+#define log2f vtc_sim_sfu_log2f
+#define sinf vtc_sim_sfu_sinf
+#define cosf vtc_sim_sfu_cosf
+#define tanhf vtc_sim_sfu_tanhf
+#define sqrtf vtc_sim_sfu_sqrtf
+#define rsqrtf vtc_sim_sfu_rsqrtf
+#define powf vtc_sim_sfu_powf
+#else
+#define VTC_SIM_COUNT(cls, n) ((void)0)
+#endif
 static inline float __expf(float x) { return expf(x); }
 static inline float __logf(float x) { return logf(x); }
 static inline float __sinf(float x) { return sinf(x); }
@@ -157,6 +183,17 @@ static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x
 static inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
 static inline int __ffs(int x) { return __builtin_ffs(x); }
 template <typename T> static inline T __ldg(const T* p) { return *p; }
+// __dp4a: the dot of four signed (or unsigned) bytes of a and b, plus c.
+static inline int __dp4a(int a, int b, int c) {
+  VTC_SIM_COUNT(VTC_SIM_WORK_DP4A, 1);
+  for (int i = 0; i < 32; i += 8) c += int((signed char)(a >> i)) * int((signed char)(b >> i));
+  return c;
+}
+static inline unsigned __dp4a(unsigned a, unsigned b, unsigned c) {
+  VTC_SIM_COUNT(VTC_SIM_WORK_DP4A, 1);
+  for (int i = 0; i < 32; i += 8) c += ((a >> i) & 0xffu) * ((b >> i) & 0xffu);
+  return c;
+}
 
 // --- atomics: blocks run on several host threads, so these are real ----------
 static inline int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }

@@ -4,6 +4,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "runtime/cuda/sim/profiler.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -41,10 +43,12 @@ size_t page_size() {
 
 }  // namespace
 
+// Profile mode (profiler.h) needs checked mode's instrumentation, so it
+// implies checked mode.
 bool checked_mode() {
   static const bool on = [] {
     const char* e = std::getenv("VTC_CUDA_SIM_CHECK");
-    return e && *e && std::strcmp(e, "0") != 0;
+    return (e && *e && std::strcmp(e, "0") != 0) || profile_mode();
   }();
   return on;
 }

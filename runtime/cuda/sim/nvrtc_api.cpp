@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "runtime/cuda/sim/memory.h"
+#include "runtime/cuda/sim/profiler.h"
 
 extern char** environ;
 
@@ -55,6 +56,7 @@ const std::vector<std::string>& compile_flags() {
                             "--param=asan-instrumentation-with-call-threshold=0", "--param=asan-stack=0",
                             "--param=asan-globals=0"})
         f.push_back(c);
+    if (profile_mode()) f.push_back("-DVTC_SIM_PROFILED");  // counts special functions and dp4a (kernel_host.h)
     return f;
   }();
   return flags;

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "runtime/cuda/sim/memory.h"
+#include "runtime/cuda/sim/profiler.h"
 
 namespace vtc::cuda::sim {
 
@@ -166,9 +167,18 @@ void execute(Op& op) {
   if (sticky()) return;  // a failed context runs nothing more
   switch (op.kind) {
     case Op::Kind::Launch: run_launch(op); break;
-    case Op::Kind::CopyIn: std::memcpy(op.dst, op.staged.empty() ? op.src : op.staged.data(), op.bytes); break;
-    case Op::Kind::CopyOut: std::memcpy(op.dst, op.src, op.bytes); break;
-    case Op::Kind::Memset: std::memset(op.dst, op.value, op.bytes); break;
+    case Op::Kind::CopyIn:
+      note_copy(0, op.bytes, !op.staged.empty());
+      std::memcpy(op.dst, op.staged.empty() ? op.src : op.staged.data(), op.bytes);
+      break;
+    case Op::Kind::CopyOut:
+      note_copy(1, op.bytes, !is_pinned(op.dst, op.bytes));
+      std::memcpy(op.dst, op.src, op.bytes);
+      break;
+    case Op::Kind::Memset:
+      note_copy(2, op.bytes, false);
+      std::memset(op.dst, op.value, op.bytes);
+      break;
     case Op::Kind::Record: {
       std::lock_guard<std::mutex> lock(g_mu);
       op.event->reached = std::max(op.event->reached, op.ticket);
@@ -195,7 +205,10 @@ int submit(Stream* s, Op op) {
   }
   const bool wait_for_it = op.kind == Op::Kind::CopyOut && !is_pinned(op.dst, op.bytes);
   s->push(std::move(op));
-  if (wait_for_it) s->drain();  // a copy to pageable memory returns once done
+  if (wait_for_it) {  // a copy to pageable memory returns once done
+    note_host_wait();
+    s->drain();
+  }
   return sticky();
 }
 
@@ -204,6 +217,7 @@ int synchronize(Stream* s) {
     s->capture_invalidated = true;
     return fail_with(kCaptureUnsupported, "cuStreamSynchronize on a stream that is capturing a graph (simulated device)");
   }
+  note_host_wait();
   if (s) s->drain();
   return sticky();
 }
@@ -227,6 +241,7 @@ int end_capture(Stream* s, Graph** graph) {
 }
 
 int launch_graph(const Graph& g, Stream* s) {
+  note_graph_launch();
   for (const Op& op : g.ops)
     if (int e = submit(s, op)) return e;
   return kSuccess;
@@ -253,6 +268,7 @@ int query(Event* e) {
 }
 
 int wait(Event* e) {
+  note_host_wait();
   std::unique_lock<std::mutex> lock(g_mu);
   g_cv.wait(lock, [&] { return e->reached >= e->recorded || g_sticky; });
   return g_sticky;
