@@ -17,7 +17,9 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "codegen/cuda/sim_device.h"
 #include "runtime/bench.h"
+#include "runtime/bench_predict.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/kernels/kernels.h"
 #include "runtime/session.h"
@@ -34,6 +36,8 @@ struct BenchOptions {
   bool list_isas = false;
   bool no_weight_layout = false, no_fused_kernels = false;
   std::string weight_layout_types = "reference";
+  std::string gpu = "h200";
+  int32_t scale_layers = 0;
   uint64_t bandwidth_mib = 1024;
   BenchSpec spec;
 };
@@ -213,8 +217,47 @@ int list_isas() {
   return 0;
 }
 
+bool on_simulated_device(const BenchOptions& o) {
+  std::string why;
+  return o.target == "cuda" && cuda::device_choice(&why) == cuda::DeviceChoice::Simulated;
+}
+
+// The simulated device: one profiled run of each step, priced on --gpu.
+// Nothing here is timed: the simulator's speed says nothing of a GPU's.
+int run_predicted(const BenchOptions& o) {
+  if (o.vs_reference) throw Error("bench: --vs-reference compares measured speeds; the simulated device only predicts");
+  if (o.memory_bandwidth) throw Error("bench: --memory-bandwidth measures this CPU; not with the simulated device");
+  if (o.model.empty()) throw Error("bench: give a MODEL");
+  enable_simulated_profile();
+  PredictSpec spec;
+  spec.gpu = o.gpu;
+  cuda::find_gpu(o.gpu);  // an unknown name fails before the model loads
+  spec.prompt_tokens = o.spec.prompt_tokens;
+  spec.batch_rows.clear();
+  if (o.spec.gen_tokens > 0) spec.batch_rows = {1, o.spec.batch_rows > 1 ? o.spec.batch_rows : 8};
+  spec.batch_context = o.spec.batch_context;
+  spec.scale_layers = o.scale_layers;
+  log(fmt::format("simulated device: each step runs once in profile mode and is priced on {} "
+                  "(predicted figures, not measurements)",
+                  o.gpu));
+  const std::vector<PredictedStep> steps = predict_cuda_steps(o.model, session_options(o, 0, 1), spec, log);
+  nlohmann::json j = {{"model", o.model}, {"gpu", o.gpu}, {"predicted", true}};
+  for (const PredictedStep& step : steps) {
+    fmt::print("\n{}", step.table);
+    j["steps"].push_back(nlohmann::json::parse(step.json));
+  }
+  if (!o.json_out.empty()) {
+    std::FILE* f = std::fopen(o.json_out.c_str(), "w");
+    if (!f) throw Error("bench: cannot write " + o.json_out);
+    std::fputs(j.dump(1).c_str(), f);
+    std::fclose(f);
+  }
+  return 0;
+}
+
 int run(const BenchOptions& o) {
   if (o.list_isas) return list_isas();
+  if (on_simulated_device(o)) return run_predicted(o);
   if (o.model.empty() && !o.memory_bandwidth) throw Error("bench: give a MODEL (or --memory-bandwidth alone)");
   if (o.spec.repetitions < 1) throw Error("bench: --repetitions must be at least 1");
   std::optional<Bandwidth> bw;
@@ -256,7 +299,16 @@ Runner add_bench(CLI::App& app) {
   cmd->add_flag("--reference-first", o->reference_first,
                 "With --vs-reference: run llama.cpp before vtc (scripts alternate the order between runs)");
   cmd->add_option("--ref-tool", o->ref_tool, "Path of the vtc-ref harness (default: $VTC_REF_TOOL, then build/bin/vtc-ref)");
-  cmd->add_option("--target", o->target, "Where vtc runs: cpu or cuda")->capture_default_str();
+  cmd->add_option("--target", o->target,
+                  "Where vtc runs: cpu or cuda (with VTC_CUDA_DEVICE=sim: the cost model's predicted step table "
+                  "instead of timings)")
+      ->capture_default_str();
+  cmd->add_option("--gpu", o->gpu,
+                  "Simulated device: the GPU the counted step is priced for (h200, h100, a100, l40s, rtx4090)")
+      ->capture_default_str();
+  cmd->add_option("--scale-layers", o->scale_layers,
+                  "Simulated device: report per-layer kernels as if the model had N layers (0: as it has)")
+      ->capture_default_str();
   cmd->add_flag("--profile", o->profile, "Print vtc's time per op kind (pp and tg runs)");
   cmd->add_flag("--no-fuse", o->no_fuse, "CPU: compile a GGUF without the fusion passes (before/after comparisons)");
   cmd->add_flag("--no-fused-kernels", o->no_fused_kernels,

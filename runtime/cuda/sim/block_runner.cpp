@@ -277,6 +277,8 @@ unsigned ballot(const VtcSimThread* self, unsigned mask, int predicate) {
 
 // --- checked mode: every access of the kernel ---------------------------------
 
+extern const VtcSimRuntime kRuntime;
+
 bool inside(uintptr_t a, size_t bytes, uintptr_t begin, uintptr_t end) { return a >= begin && a + bytes <= end; }
 
 // This worker's thread-local block of the kernel object: its __shared__ arrays.
@@ -318,8 +320,11 @@ void access(const VtcSimThread* self, const void* address, unsigned long bytes, 
   Fiber* f = self_fiber(self);
   BlockRun& r = *f->run;
   const auto a = reinterpret_cast<uintptr_t>(address);
-  // threadIdx and its kin read the thread's own coordinates.
-  if (inside(a, bytes, reinterpret_cast<uintptr_t>(self), reinterpret_cast<uintptr_t>(self + 1))) return;
+  // threadIdx and its kin read the thread's own coordinates; profile mode's
+  // counting helpers, inlined into the kernel, read the runtime table.
+  if (inside(a, bytes, reinterpret_cast<uintptr_t>(self), reinterpret_cast<uintptr_t>(self + 1)) ||
+      inside(a, bytes, reinterpret_cast<uintptr_t>(&kRuntime), reinterpret_cast<uintptr_t>(&kRuntime + 1)))
+    return;
   const bool profiled = r.profile.sampled();
   auto record = [&](Space space) {
     if (profiled)

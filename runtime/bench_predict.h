@@ -1,0 +1,50 @@
+// `vtc bench --target cuda` on the simulated device: instead of timing the
+// simulator (which says nothing of a GPU), it runs each benchmarked step
+// once in the simulated device's profile mode and prices it on a named GPU
+// with the cost model (runtime/cuda/cost_model.h). Every figure it returns
+// is a prediction and is labelled so.
+//
+// The steps: the prefill of `prompt_tokens` tokens in one sequence (from an
+// empty context), and one decode step of each batch size in `batch_rows`
+// (each sequence holding `batch_context` tokens, after one unprofiled
+// warm-up step so graphs are captured and pages allocated), sampled on the
+// device as a generation does.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runtime/cuda/cost_model.h"
+
+namespace vtc {
+
+struct SessionOptions;
+
+struct PredictSpec {
+  std::string gpu = "h200";
+  int32_t prompt_tokens = 512;           // 0: no prefill step
+  std::vector<int32_t> batch_rows{1, 8};  // decode steps
+  int32_t batch_context = 64;
+  // > 0: price the launches between the first and the last that read a
+  // blk.N weight as if the model had this many layers (a 2-layer file
+  // with 8B widths reported as the 32-layer model).
+  int32_t scale_layers = 0;
+};
+
+struct PredictedStep {
+  cuda::StepCost cost;
+  std::string table, json;
+};
+
+// Sets VTC_CUDA_SIM_PROFILE=1 for the simulated device this process loads
+// (call before any CUDA session is created). Throws vtc::Error when the
+// target is not cuda on the simulated device.
+void enable_simulated_profile();
+
+std::vector<PredictedStep> predict_cuda_steps(const std::string& model, const SessionOptions& options,
+                                              const PredictSpec& spec,
+                                              const std::function<void(const std::string&)>& progress = nullptr);
+
+}  // namespace vtc
