@@ -47,7 +47,8 @@ void check_tokens(std::span<const int32_t> tokens, int64_t n_vocab, const char* 
 std::unique_ptr<Backend> make_backend(const BackendInputs& in, const CompiledModel& m, const SessionOptions& o) {
   if (o.target == "cpu") return std::make_unique<cpu::CpuBackend>(in, cpu::CpuBackendOptions{o.threads, o.fused_kernels});
   cuda::ExecutorOptions cuda{.graphs = o.cuda_graphs};
-  if (!m.kernels.empty()) cuda.stored_kernels = &m.kernels;
+  if (!m.cuda_steps.empty()) cuda.kernels = &m.cuda_steps;
+  else if (!m.kernels.empty()) cuda.stored_kernels = &m.kernels;
   return std::make_unique<cuda::Executor>(in, cuda);
 }
 

@@ -77,7 +77,14 @@ Kernels emit_Gather(const Ctx& c, const ir::Op& op) { return data(c, op); }
 Kernels emit_Scatter(const Ctx& c, const ir::Op& op) { return data(c, op); }
 Kernels emit_NgramHash(const Ctx& c, const ir::Op& op) { return ngram(c, op); }
 Kernels emit_NgramRoll(const Ctx& c, const ir::Op& op) { return ngram(c, op); }
-Kernels emit_Fused(const Ctx& c, const ir::Op& op) { return emit_fused(c.module, c.fn, op, c.what); }
+// Only a region that runs as one kernel reaches its emitter: walk() wires
+// the others (why_op_by_op) as sequences of their body ops' kernels, so no
+// kernel ever reads a body value that nothing wired.
+Kernels emit_Fused(const Ctx& c, const ir::Op& op) {
+  if (std::string why = why_op_by_op(op); !why.empty())
+    throw Error(fmt::format("cuda: {} runs op by op ({}); generate_step wires it as a sequence", c.what, why));
+  return emit_fused(c.module, c.fn, op, c.what);
+}
 Kernels emit_Return(const Ctx& c, const ir::Op& op) { return none(c, op); }
 
 namespace {

@@ -286,6 +286,201 @@ void for_each_packed_piece(const gguf::GgufFile& f, const std::map<std::string, 
   sink(bytes.subspan(at));
 }
 
+// --- A CUDA step's launches --------------------------------------------
+// What the executor runs (cuda::StepKernels), stored so that nothing is
+// generated at load: per kernel its entry (its source is in the step's
+// "kernels" list), arguments, grid and scratch as dims over the step
+// symbols; the aliases, weight bindings and returns. Values are named by
+// their position in the function, as the memory plan's keys ("arg#0",
+// "op#5.r#0", "op#7.body.op#1.r#0"), plus "op#7.body.arg#0" for a fused
+// body's arguments. Loading checks that every name, entry, state and dim
+// resolves; it cannot check that a launch matches its kernel's code any
+// more than it can check the code: a kernel runs as stored, like a weight.
+
+constexpr const char* kArgKinds[] = {"value", "symbol", "state_rows", "state_pool", "slots", "page_table", "scratch", "extra"};
+
+// Each op of `f` by position: "op#5", "op#7.body.op#1" (Kernel::op).
+std::map<const ir::Op*, std::string> op_names(const ir::Function& f) {
+  std::map<const ir::Op*, std::string> out;
+  for (size_t i = 0; i < f.ops.size(); ++i) {
+    out[f.ops[i].get()] = fmt::format("op#{}", i);
+    if (const auto& body = f.ops[i]->body)
+      for (size_t j = 0; j < body->ops.size(); ++j) out[body->ops[j].get()] = fmt::format("op#{}.body.op#{}", i, j);
+  }
+  return out;
+}
+
+std::map<const ir::ValueData*, std::string> value_names(const ir::Function& f) {
+  std::map<const ir::ValueData*, std::string> out;
+  for (const auto& [key, v] : passes::plan_keys(f)) out[v] = key;
+  for (size_t i = 0; i < f.ops.size(); ++i)
+    if (const auto& body = f.ops[i]->body)
+      for (size_t a = 0; a < body->args.size(); ++a) out[body->args[a].data()] = fmt::format("op#{}.body.arg#{}", i, a);
+  return out;
+}
+
+json launches_to_json(const cuda::StepKernels& step, const ir::Function& f) {
+  const auto names = value_names(f);
+  const auto ops = op_names(f);
+  auto name = [&](const ir::ValueData* v) { return names.at(v); };
+  json kernels = json::array();
+  for (const auto& k : step.kernels) {
+    json args = json::array();
+    for (const auto& a : k.args) {
+      json j = {{"kind", kArgKinds[size_t(a.kind)]}, {"name", a.name}, {"ctype", a.ctype}};
+      if (a.kind == cuda::KernelArg::Kind::Value) j["value"] = name(a.value);
+      if (!a.state.empty()) j["state"] = a.state, j["half"] = a.half;
+      args.push_back(std::move(j));
+    }
+    kernels.push_back({{"entry", k.entry}, {"what", k.what}, {"args", std::move(args)}, {"threads_x", k.threads_x.str()},
+                       {"rows_y", k.rows_y.str()}, {"rows_per_block_y", k.rows_per_block_y}, {"block", k.block},
+                       {"scratch_bytes", k.scratch_bytes.str()}, {"op", k.op ? ops.at(k.op) : ""}});
+  }
+  json aliases = json::array(), weights = json::array(), returns = json::array();
+  for (const auto& a : step.aliases) aliases.push_back({name(a.value), name(a.source), a.offset_elems.str()});
+  for (const auto& w : step.weights) weights.push_back({name(w.value), w.weight});
+  for (const auto* v : step.returns) returns.push_back(name(v));
+  return {{"kernels", std::move(kernels)}, {"aliases", std::move(aliases)}, {"weights", std::move(weights)}, {"returns", std::move(returns)}};
+}
+
+// Dim::str()'s text back into a Dim: terms joined by + and -, each a
+// product of symbols and one number. Null unless it prints back the same.
+std::optional<ir::Dim> parse_dim_text(const std::string& s) {
+  ir::Dim out = 0;
+  size_t i = 0;
+  try {
+    while (i < s.size()) {
+      int64_t sign = 1;
+      if (s[i] == '-') sign = -1, ++i;
+      else if (s[i] == '+' && i > 0) ++i;
+      else if (i > 0) return std::nullopt;
+      ir::Dim term = sign;
+      for (bool more = true; more;) {
+        const size_t end = s.find_first_of("*+-", i);
+        const std::string factor = s.substr(i, end == std::string::npos ? std::string::npos : end - i);
+        if (!factor.empty() && std::all_of(factor.begin(), factor.end(), ::isdigit) && factor.size() <= 18)
+          term = term * ir::Dim(std::stoll(factor));
+        else if (ir::is_symbol_name(factor))
+          term = term * ir::Dim::symbol(factor);
+        else
+          return std::nullopt;
+        i = end == std::string::npos ? s.size() : end;
+        more = i < s.size() && s[i] == '*';
+        i += more ? 1 : 0;
+      }
+      out = out + term;
+    }
+  } catch (const Error&) {
+    return std::nullopt;  // past the dim bounds
+  }
+  if (s.empty() || out.str() != s) return std::nullopt;
+  return out;
+}
+
+ir::Dim get_dim(const json& j, const char* key, const std::string& field) {
+  const std::string text = get_str(j, key, field);
+  auto d = parse_dim_text(text);
+  if (!d) bad_field(field + "." + key, fmt::format("is not a dim: {}", shown(json(text))));
+  return *d;
+}
+
+cuda::KernelArg arg_from_json(const json& j, const ir::Module& m, const std::map<std::string, const ir::ValueData*>& values,
+                              const std::string& f) {
+  cuda::KernelArg a;
+  const std::string kind = get_str(j, "kind", f);
+  const auto* k = std::find(std::begin(kArgKinds), std::end(kArgKinds), kind);
+  if (k == std::end(kArgKinds)) bad_field(f + ".kind", fmt::format("is not a kernel argument kind: {}", shown(json(kind))));
+  a.kind = cuda::KernelArg::Kind(k - std::begin(kArgKinds));
+  a.name = get_str(j, "name", f);
+  a.ctype = get_str(j, "ctype", f);
+  if (a.kind == cuda::KernelArg::Kind::Value) {
+    auto v = values.find(get_str(j, "value", f));
+    if (v == values.end()) bad_field(f + ".value", "names no value of the step");
+    a.value = v->second;
+  }
+  if (a.kind == cuda::KernelArg::Kind::Symbol && !ir::is_symbol_name(a.name)) bad_field(f + ".name", "is not a symbol");
+  if (a.kind == cuda::KernelArg::Kind::StateRows || a.kind == cuda::KernelArg::Kind::StatePool) {
+    a.state = get_str(j, "state", f);
+    if (!m.find_state(a.state)) bad_field(f + ".state", fmt::format("names no declared state: {}", shown(json(a.state))));
+    a.half = int(get_i64(j, "half", f));
+  }
+  return a;
+}
+
+cuda::Kernel kernel_from_json(const json& j, const ir::Module& m, const std::map<std::string, const ir::ValueData*>& values,
+                              const std::map<std::string, const ir::Op*>& ops, const std::vector<KernelSource>& sources,
+                              const std::string& f) {
+  cuda::Kernel k;
+  k.entry = get_str(j, "entry", f);
+  auto src = std::find_if(sources.begin(), sources.end(), [&](const KernelSource& s) { return s.entry == k.entry; });
+  if (src == sources.end()) bad_field(f + ".entry", "is not in the step's kernels");
+  // One source per entry: kernels that differ only in their header comment
+  // (the op they were made for) share it.
+  k.source = src->source;
+  k.what = get_str(j, "what", f);
+  if (const std::string op = get_str(j, "op", f); !op.empty()) {
+    auto it = ops.find(op);
+    if (it == ops.end()) bad_field(f + ".op", "names no op of the step");
+    k.op = it->second;
+  }
+  const json& args = member(j, "args", f);
+  if (!args.is_array()) bad_field(f + ".args", "must be a JSON array");
+  for (size_t i = 0; i < args.size(); ++i) k.args.push_back(arg_from_json(args[i], m, values, fmt::format("{}.args[{}]", f, i)));
+  k.threads_x = get_dim(j, "threads_x", f);
+  k.rows_y = get_dim(j, "rows_y", f);
+  k.scratch_bytes = get_dim(j, "scratch_bytes", f);
+  k.rows_per_block_y = int(get_i64(j, "rows_per_block_y", f));
+  k.block = int(get_i64(j, "block", f));
+  if (k.block < 1 || k.block > 1024) bad_field(f + ".block", "must be in [1, 1024]");
+  if (k.rows_per_block_y < 1) bad_field(f + ".rows_per_block_y", "must be at least 1");
+  return k;
+}
+
+// A stored list of [name, ...] rows: each row's first `n` entries strings.
+const json& rows_of(const json& j, const char* key, size_t n, const std::string& f) {
+  const json& rows = member(j, key, f);
+  if (!rows.is_array()) bad_field(f + "." + key, "must be a JSON array");
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (n ? !rows[i].is_array() || rows[i].size() != n : !rows[i].is_string())
+      bad_field(fmt::format("{}.{}[{}]", f, key, i), n ? fmt::format("must be an array of {} strings", n) : "must be a string");
+  return rows;
+}
+
+cuda::StepKernels launches_from_json(const json& j, const ir::Module& m, const ir::Function& fn,
+                                     const std::vector<KernelSource>& sources, const std::string& f) {
+  std::map<std::string, const ir::ValueData*> values;
+  for (const auto& [v, name] : value_names(fn)) values[name] = v;
+  std::map<std::string, const ir::Op*> ops;
+  for (const auto& [op, name] : op_names(fn)) ops[name] = op;
+  auto value = [&](const json& name, const std::string& field) {
+    auto it = name.is_string() ? values.find(name.get<std::string>()) : values.end();
+    if (it == values.end()) bad_field(field, "names no value of the step");
+    return it->second;
+  };
+  cuda::StepKernels st;
+  st.function = fn.name;
+  const json& kernels = member(j, "kernels", f);
+  if (!kernels.is_array()) bad_field(f + ".kernels", "must be a JSON array");
+  for (size_t i = 0; i < kernels.size(); ++i)
+    st.kernels.push_back(kernel_from_json(kernels[i], m, values, ops, sources, fmt::format("{}.kernels[{}]", f, i)));
+  const json& aliases = rows_of(j, "aliases", 3, f);
+  for (size_t i = 0; i < aliases.size(); ++i) {
+    const std::string at = fmt::format("{}.aliases[{}]", f, i);
+    auto off = aliases[i][2].is_string() ? parse_dim_text(aliases[i][2].get<std::string>()) : std::nullopt;
+    if (!off) bad_field(at, "has no offset dim");
+    st.aliases.push_back({value(aliases[i][0], at), value(aliases[i][1], at), *off});
+  }
+  const json& weights = rows_of(j, "weights", 2, f);
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const std::string at = fmt::format("{}.weights[{}]", f, i);
+    if (!weights[i][1].is_string() || !m.find_weight(weights[i][1].get<std::string>())) bad_field(at, "names no weight");
+    st.weights.push_back({value(weights[i][0], at), weights[i][1].get<std::string>()});
+  }
+  const json& returns = rows_of(j, "returns", 0, f);
+  for (size_t i = 0; i < returns.size(); ++i) st.returns.push_back(value(returns[i], fmt::format("{}.returns[{}]", f, i)));
+  return st;
+}
+
 json manifest_of(const CompiledModel& m, const std::string& artifact_path, bool pack, std::optional<uint64_t> weights_sum,
                  const std::map<std::string, WeightLayout>& stored_layouts) {
   json steps = json::object();
@@ -296,6 +491,8 @@ json manifest_of(const CompiledModel& m, const std::string& artifact_path, bool 
     for (const auto& k : kernels) list.push_back({{"entry", k.entry}, {"what", k.what}, {"source", k.source}});
     steps[step]["kernels"] = list;
   }
+  for (const auto& st : m.cuda_steps)
+    if (const ir::Function* f = m.module.find_function(st.function)) steps[st.function]["launches"] = launches_to_json(st, *f);
   const gguf::GgufFile& g = m.file;
   json ref = {{"path", pack ? std::string() : stored_gguf_path(g.path(), artifact_path)},
               {"size", g.file_size()},
@@ -727,7 +924,7 @@ CompiledModel load_manifest(const std::string& path, const json& manifest) {
       m.plans.push_back(std::move(plan));
     }
     if (s.contains("kernels")) {
-      // Kept for review: the CUDA executor generates its kernels from the IR.
+      // The sources of the step's launches (below); NVRTC compiles them at load.
       const json& kernels = s.at("kernels");
       if (!kernels.is_array()) bad(field + ".kernels", "must be a JSON array");
       for (size_t k = 0; k < kernels.size(); ++k) {
@@ -735,7 +932,15 @@ CompiledModel load_manifest(const std::string& path, const json& manifest) {
         m.kernels[step].push_back({get_str(kernels[k], "entry", f), get_str(kernels[k], "what", f), get_str(kernels[k], "source", f)});
       }
     }
+    if (s.contains("launches")) {
+      const ir::Function* fn = m.module.find_function(step);
+      if (!fn) bad(field + ".launches", fmt::format("are for @{}, which the lowered IR does not define", step));
+      m.cuda_steps.push_back(launches_from_json(s.at("launches"), m.module, *fn, m.kernels[step], field + ".launches"));
+    }
   }
+  // The executor runs the stored launches of every step, or generates all.
+  if (!m.cuda_steps.empty() && m.cuda_steps.size() != m.module.functions.size())
+    bad("steps", "store the launches of some steps but not of all");
   return m;
 }
 

@@ -20,7 +20,10 @@
 // The manifest holds the format and vtc versions, the target, pipeline and
 // step bounds, the model's hparams, tokenizer summary and chat template,
 // the lowered IR (the whole module, and each step's function for review),
-// the memory plan of each step, op counts before and after the passes, the
+// the memory plan of each step, for the cuda target each step's kernels
+// (the distinct sources) and launches (what the executor runs, so it
+// generates nothing at load: kernel arguments, grids and aliases by value
+// position, dims as text), op counts before and after the passes, the
 // placement/bind-state reports, and the GGUF reference: its path (relative
 // to the artifact's directory unless it was given absolute), size, a
 // checksum (FNV-1a 64) of its header and tensor table and, optionally, an

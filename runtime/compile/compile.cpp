@@ -98,6 +98,7 @@ CompiledModel compile_model(gguf::GgufFile file, const CompileOptions& options) 
     for (const auto& f : out.module.functions) {
       cuda::StepKernels step = cuda::generate_step(out.module, *f);
       for (const cuda::Kernel* k : step.unique()) out.kernels[f->name].push_back({k->entry, k->what, k->source});
+      out.cuda_steps.push_back(std::move(step));
     }
   }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

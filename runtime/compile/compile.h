@@ -59,6 +59,9 @@ struct CompiledModel {
   std::vector<std::string> report;          // weight-layout summary, placement and bind-state artifacts
   double seconds = 0;                       // build + passes
   std::map<std::string, std::vector<KernelSource>> kernels = {};  // cuda target: by step, distinct sources
+  // cuda target: every step's kernels and launches, generated once here (or
+  // read from the artifact), pointing into `module`; what the executor runs.
+  std::vector<cuda::StepKernels> cuda_steps = {};
 };
 
 // Builds and lowers the model in `file`. Throws vtc::Error.

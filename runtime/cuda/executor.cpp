@@ -1,23 +1,24 @@
-// CUDA executor (see executor.h for the per-step algorithm).
+// CUDA executor (see executor.h for the algorithm).
 #include "runtime/cuda/executor.h"
 
 #include <fmt/format.h>
+#include <time.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <atomic>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <set>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 
 #include "codegen/cuda/kernel.h"
 #include "codegen/cuda/nvrtc.h"
 #include "passes/buffer_plan.h"
-#include "passes/memory_plan.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/step_symbols.h"
 #include "support/error.h"
@@ -37,20 +38,82 @@ uint64_t value_bytes(const ir::TensorType& t, const SymbolEnv& env) {
   return storage_bytes(t.elem, n);
 }
 
-struct Step {
-  StepKernels kernels;
-  std::vector<void*> fns;  // parallel to kernels.kernels
-};
+uint64_t align_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
 
-// A step's bound buffers: every root value's device address.
-struct Bound {
-  SymbolEnv env;
-  std::unordered_map<const ir::ValueData*, DevPtr> ptr;
-  std::vector<std::pair<const ir::ValueData*, DevPtr>> guards;  // sentinel regions (tests)
-};
+uint64_t thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+// A decode bucket: the smallest power of two holding `rows`, at most `cap`.
+int64_t bucket_rows(int64_t rows, int64_t cap) {
+  int64_t b = 1;
+  while (b < rows) b *= 2;
+  return std::max(rows, std::min(b, cap));
+}
 
 constexpr uint64_t kGuardBytes = 256;
 constexpr uint8_t kGuardByte = 0xA5;
+constexpr size_t kMaxSampledRows = 4096;
+constexpr size_t kMaxEagerBuckets = 64;  // per step; past it the cache starts over
+
+// One launch, its parameter words resolved once (params points into words).
+struct Launch {
+  void* fn = nullptr;
+  unsigned gx = 0, gy = 0, block = 0;
+  std::vector<uint64_t> words;
+  std::vector<void*> params;
+};
+
+// A (step, bucket) made ready to replay (executor.h).
+struct Prepared {
+  int64_t rows = 0;  // S of the bucket (real rows plus padding)
+  SymbolEnv env;     // the bucket's bindings, PT_STRIDE included
+  bool owns_arena = false;
+  DevPtr arena = 0, scratch = 0, slots = 0, table = 0;
+  std::unordered_map<const ir::ValueData*, DevPtr> ptr;          // every value's address
+  std::vector<std::pair<const ir::ValueData*, DevPtr>> guards;  // sentinel regions (tests)
+  std::vector<Launch> launches;
+  std::vector<DevPtr> arg_dst;          // parallel to the function's arguments
+  std::vector<uint64_t> arg_bytes;      // at the bucket
+  std::vector<uint64_t> stage_offset;   // args..., slots, table: offsets in the staging buffer
+  uint64_t stage_bytes = 0;
+  void* graph = nullptr;
+};
+
+// Where a step symbol's value comes from: the slot count (arg -1) or an
+// argument's dim.
+struct SymbolSource {
+  std::string name;
+  int arg = -1;
+  size_t dim = 0;
+};
+
+struct Step {
+  const ir::Function* fn = nullptr;
+  StepKernels kernels;
+  std::vector<void*> fns;  // parallel to kernels.kernels
+  std::vector<SymbolSource> symbols;  // sorted by name; the bucket key's order
+  size_t s_index = 0;                 // of "S" in symbols
+  // Per argument and dim: a constant (>= 0) or -1 - the symbol's index.
+  std::vector<std::vector<int64_t>> arg_dims;
+  bool simple_args = true;  // every argument dim is a constant or one symbol
+  bool paddable = false;    // @decode over S only, every argument [S, ...]
+  std::map<std::vector<int64_t>, std::unique_ptr<Prepared>> prepared[2];  // [observing]
+  DevPtr shared = 0;  // the eager buckets' arena and scratch (they run one at a time)
+  uint64_t shared_cap = 0;
+};
+
+// A pinned staging buffer and the ids copied out, double-buffered.
+struct Stage {
+  uint8_t* host = nullptr;
+  uint64_t cap = 0;
+  int32_t* ids = nullptr;
+  void* done = nullptr;  // recorded after the step that used this stage
+  bool used = false;
+  uint64_t seq = 0;  // that step's number
+};
 
 }  // namespace
 
@@ -66,50 +129,38 @@ struct Executor::Impl final : StateStorage {
   std::map<std::string, void*> fn_by_entry;
   std::map<std::string, Step> steps;
   std::map<std::string, DevPtr> weights, state_bufs;
-  DevPtr arena = 0, scratch = 0, slots_buf = 0, pt_buf = 0;
-  uint64_t arena_size = 0, scratch_size = 0, slots_cap = 0, pt_cap = 0;
-  std::map<std::string, void*> graphs;
-  // Device sampling.
-  // Sampled ids copied out asynchronously (run_sampled).
-  static constexpr size_t kMaxSampledRows = 4096;
-  int32_t* tokens_host = nullptr;
-  void* tokens_event = nullptr;
-  size_t pending = 0;
+  int64_t pt_stride = 1;  // PT_STRIDE: the most pages a slot can hold
+  Stage stage[2];
+  int cur = 0;               // the stage the next step uses
+  int pending_stage = -1;    // the stage holding uncollected sampled ids
+  size_t pending = 0;        // their count
+  std::vector<int32_t> held;  // ids collected early (their stage was needed)
+  uint64_t last_seq = 0;  // steps queued so far
+  ExecutorStats stats;
   OpObserver observer;  // diffs only: set_observer()
 
   Impl(const BackendInputs& in, const ExecutorOptions& o)
       : module(in.module), file(in.file), states(in.states), options(o) {
-    const ir::Module& m = module;
     std::string why;
     dev = Device::open(o.device, &why);
     if (!dev) throw Error("cuda target unavailable: " + why);
     nvrtc = Nvrtc::load(&why);
     if (!nvrtc) throw Error("cuda target unavailable: " + why);
     stream = dev->create_stream();
-    std::map<std::string, Step> generated;
-    for (const auto& fn : m.functions) {
-      Step st{generate_step(m, *fn), {}};
-      if (o.stored_kernels) {
-        auto stored = o.stored_kernels->find(fn->name);
-        check_stored_kernels(st.kernels, stored == o.stored_kernels->end() ? std::vector<KernelSource>{} : stored->second);
-      }
-      generated.emplace(fn->name, std::move(st));
-    }
-    compile_all(generated);
-    for (auto& [name, st] : generated) {
-      for (const auto& k : st.kernels.kernels) st.fns.push_back(load(k));
-      steps.emplace(name, std::move(st));
-    }
+    pt_stride = std::max<int64_t>(1, states.pages_for(states.config().n_ctx));
+    load_steps();
     upload_weights();
     for (const auto& l : states.layouts()) {
-      state_bufs[l.decl->name] = dev->alloc(l.bytes);  // zeroed
+      state_bufs[l.decl->name] = dev->alloc(device_bytes(l));  // zeroed
       if (!l.paged() && StateStore::empty_byte(*l.decl) != 0)
-        dev->memset(state_bufs[l.decl->name], StateStore::empty_byte(*l.decl), l.bytes, stream);
+        dev->memset(state_bufs[l.decl->name], StateStore::empty_byte(*l.decl), device_bytes(l), stream);
     }
     states.attach(this);
-    tokens_host = static_cast<int32_t*>(dev->alloc_host(kMaxSampledRows * 4));
-    tokens_event = dev->create_event();
-    dev->sync(stream);
+    for (Stage& s : stage) {
+      s.ids = static_cast<int32_t*>(dev->alloc_host(kMaxSampledRows * 4));
+      s.done = dev->create_event();
+    }
+    sync();
   }
 
   ~Impl() override {
@@ -121,24 +172,107 @@ struct Executor::Impl final : StateStorage {
       // A failed kernel left the context's error sticky: it was reported by
       // the call that saw it; release what can be released.
     }
-    for (auto& [k, g] : graphs) dev->destroy_graph(g);
-    for (DevPtr p : {arena, scratch, slots_buf, pt_buf}) dev->free(p);
+    for (auto& [name, st] : steps) {
+      for (auto& cache : st.prepared)
+        for (auto& [key, p] : cache) release(*p);
+      dev->free(st.shared);
+    }
     for (auto& [n, p] : weights) dev->free(p);
     for (auto& [n, p] : state_bufs) dev->free(p);
-    dev->free_host(tokens_host);
-    dev->destroy_event(tokens_event);
+    for (Stage& s : stage) {
+      dev->free_host(s.host);
+      dev->free_host(s.ids);
+      dev->destroy_event(s.done);
+    }
     for (void* m : modules) dev->unload_module(m);
     dev->destroy_stream(stream);
+  }
+
+  // --- waits, all counted -------------------------------------------------
+
+  void sync() {
+    ++stats.host_waits;
+    dev->sync(stream);
+  }
+  // Waits for `event`; `pipelined`: newer work is queued behind it.
+  void wait(void* event, bool pipelined) {
+    if (dev->event_done(event)) return;
+    ++(pipelined ? stats.collect_waits : stats.host_waits);
+    dev->wait(event);
+  }
+
+  // --- load ---------------------------------------------------------------
+
+  // The compile pipeline's kernels, or (a module built by hand) generated
+  // here and counted; then compiled and loaded.
+  void load_steps() {
+    for (const auto& fn : module.functions) {
+      Step st;
+      st.fn = fn.get();
+      st.kernels = take_kernels(*fn);
+      describe_symbols(st);
+      steps.emplace(fn->name, std::move(st));
+    }
+    compile_all();
+    for (auto& [name, st] : steps)
+      for (const auto& k : st.kernels.kernels) st.fns.push_back(load(k));
+  }
+
+  StepKernels take_kernels(const ir::Function& fn) {
+    if (options.kernels) {
+      for (const auto& k : *options.kernels)
+        if (k.function == fn.name) return k;
+      throw Error(fmt::format("cuda: the compiled kernels have no step @{}", fn.name));
+    }
+    StepKernels st = generate_step(module, fn);
+    stats.kernels_generated_at_load += st.unique().size();
+    if (options.stored_kernels) {
+      auto stored = options.stored_kernels->find(fn.name);
+      check_stored_kernels(st, stored == options.stored_kernels->end() ? std::vector<KernelSource>{} : stored->second);
+    }
+    return st;
+  }
+
+  // The step's symbols, where each comes from, and whether @decode can pad.
+  static void describe_symbols(Step& st) {
+    std::map<std::string, SymbolSource> found{{"S", {"S", -1, 0}}};
+    for (size_t a = 0; a < st.fn->args.size(); ++a) {
+      const ir::Shape& shape = st.fn->args[a].type().shape;
+      for (size_t d = 0; d < shape.size(); ++d)
+        if (auto sym = shape[d].as_symbol()) found.try_emplace(*sym, SymbolSource{*sym, int(a), d});
+    }
+    for (auto& [name, src] : found) st.symbols.push_back(src);
+    for (size_t i = 0; i < st.symbols.size(); ++i)
+      if (st.symbols[i].name == "S") st.s_index = i;
+    st.paddable = st.fn->name == "decode" && st.symbols.size() == 1;
+    for (const auto& arg : st.fn->args) {
+      std::vector<int64_t> dims;
+      for (const auto& d : arg.type().shape) {
+        if (auto c = d.constant()) {
+          dims.push_back(*c);
+        } else if (auto sym = d.as_symbol()) {
+          dims.push_back(-1 - int64_t(std::find_if(st.symbols.begin(), st.symbols.end(),
+                                                   [&](const SymbolSource& s) { return s.name == *sym; }) -
+                                      st.symbols.begin()));
+        } else {
+          st.simple_args = false;
+          dims.push_back(0);
+        }
+      }
+      st.paddable = st.paddable && !dims.empty() && dims[0] == -1 - int64_t(st.s_index);
+      st.arg_dims.push_back(std::move(dims));
+    }
+    st.paddable = st.paddable && st.simple_args;
   }
 
   // Compiles every distinct kernel of every step, a few at a time: NVRTC
   // (and the simulated device's host compiler) takes 0.1-0.5 s a kernel and
   // a hybrid model has a few hundred. Compiled images wait in `compiled`.
   std::map<std::string, std::string> compiled;
-  void compile_all(const std::map<std::string, Step>& generated) {
+  void compile_all() {
     std::vector<const Kernel*> todo;
     std::set<std::string> seen;
-    for (const auto& [name, st] : generated)
+    for (const auto& [name, st] : steps)
       for (const Kernel* k : st.kernels.unique())
         if (seen.insert(k->entry).second) todo.push_back(k);
     std::atomic<size_t> next{0};
@@ -165,10 +299,10 @@ struct Executor::Impl final : StateStorage {
     if (failure) std::rethrow_exception(failure);
   }
 
+  // compile_all() compiled every entry: each image is loaded once.
   void* load(const Kernel& k) {
     if (auto it = fn_by_entry.find(k.entry); it != fn_by_entry.end()) return it->second;
     auto image = compiled.find(k.entry);
-    if (image == compiled.end()) image = compiled.emplace(k.entry, nvrtc->compile(k, dev->arch(), CodeKind::Cubin).image).first;
     void* m = dev->load_module(image->second);
     compiled.erase(image);
     modules.push_back(m);
@@ -189,15 +323,29 @@ struct Executor::Impl final : StateStorage {
     }
   }
 
+  // --- states, with one padding slot and one padding page -----------------
+
+  int32_t pad_slot() const { return states.config().n_slots; }
+  int32_t pad_page() const { return int32_t(states.n_pages()); }
+  // One pool (half) of a paged state on the device: the store's pages and
+  // the padding page.
+  uint64_t pool_bytes(const StateStore::Layout& l) const {
+    return uint64_t(states.n_pages() + 1) * l.page_bytes(states.page_size());
+  }
+  uint64_t device_bytes(const StateStore::Layout& l) const {
+    return l.paged() ? pool_bytes(l) * uint64_t(l.halves) : l.bytes + l.row_bytes();
+  }
+  DevPtr page_addr(const StateStore::Layout& l, int half, int32_t page) const {
+    return state_bufs.at(l.decl->name) + DevPtr(half) * pool_bytes(l) + DevPtr(page) * l.page_bytes(states.page_size());
+  }
+
   // StateStorage: the store handed out `page` (zero it in every paged
   // state) or emptied `slot`. Ordered on the stream before the next step.
   void zero_page(int32_t page) override {
-    for (const auto& l : states.layouts()) {
-      if (!l.paged()) continue;
-      const uint64_t bytes = l.page_bytes(states.page_size());
-      for (int half = 0; half < l.halves; ++half)
-        dev->memset(state_bufs.at(l.decl->name) + DevPtr(half) * l.half_bytes() + DevPtr(page) * bytes, 0, bytes, stream);
-    }
+    for (const auto& l : states.layouts())
+      if (l.paged())
+        for (int half = 0; half < l.halves; ++half)
+          dev->memset(page_addr(l, half, page), 0, l.page_bytes(states.page_size()), stream);
   }
   void clear_slot(int32_t slot) override {
     // Ordered after any copy of sampled ids still in flight on the stream.
@@ -211,183 +359,379 @@ struct Executor::Impl final : StateStorage {
     return state_bufs.at(l.decl->name) + DevPtr(slot) * l.row_bytes();
   }
 
-  void ensure(DevPtr& p, uint64_t& cap, uint64_t need) {
-    if (need <= cap) return;
-    dev->sync(stream);
-    dev->free(p);
-    cap = std::max<uint64_t>(need, cap * 2);
-    p = dev->alloc(cap);
-    for (auto& [k, g] : graphs) dev->destroy_graph(g);  // they captured the old address
-    graphs.clear();
+  // A paged state holds `halves` equal pools (K and V, or one side cache).
+  DevPtr state_base(const KernelArg& a) {
+    if (a.kind != KernelArg::Kind::StatePool) return state_bufs.at(a.state);
+    const StateStore::Layout& buf = states.layout(a.state);
+    if (a.half < 0 || a.half >= buf.halves)
+      throw Error(fmt::format("cuda: state @{} has {} half(s), a kernel asks for half {}", a.state, buf.halves,
+                              a.half));
+    return page_addr(buf, a.half, 0);
   }
 
-  SymbolEnv bind_symbols(const ir::Function& fn, const StepRequest& req) {
-    SymbolEnv env = bind_step_symbols(fn, req, "cuda");
-    int64_t stride = 1;
-    for (int32_t s : req.slots) stride = std::max<int64_t>(stride, int64_t(states.page_table(s).size()));
-    env["PT_STRIDE"] = stride;
-    return env;
-  }
+  // --- preparing a bucket (once) ------------------------------------------
 
-  // Roots, lifetimes (kernel indices), the arena plan, uploads of the
-  // arguments, slots and page tables.
-  Bound prepare(const ir::Function& fn, const Step& st, const StepRequest& req) {
-    Bound b{bind_symbols(fn, req), {}, {}};
+  // The buffers the kernels touch: each root value (aliases resolved) with
+  // its lifetime in launch indices, arguments from -1, returns to the end.
+  struct Roots {
     std::unordered_map<const ir::ValueData*, std::pair<const ir::ValueData*, ir::Dim>> alias;
-    for (const auto& a : st.kernels.aliases) alias[a.value] = {a.source, a.offset_elems};
     std::unordered_map<const ir::ValueData*, std::string> weight_of;
-    for (const auto& w : st.kernels.weights) weight_of[w.value] = w.weight;
-    auto root = [&](const ir::ValueData* v) {
-      while (alias.count(v)) v = alias.at(v).first;
-      return v;
-    };
-    std::vector<BufferRequest> requests;
     std::vector<const ir::ValueData*> owners;
-    std::unordered_map<const ir::ValueData*, size_t> request_of;
+    std::vector<std::pair<int64_t, int64_t>> life;
+  };
+  static Roots find_roots(const Step& st) {
+    Roots r;
+    for (const auto& a : st.kernels.aliases) r.alias[a.value] = {a.source, a.offset_elems};
+    for (const auto& w : st.kernels.weights) r.weight_of[w.value] = w.weight;
+    std::unordered_map<const ir::ValueData*, size_t> index;
     auto touch = [&](const ir::ValueData* v, int64_t at) {
-      v = root(v);
-      if (weight_of.count(v)) return;
-      auto [it, fresh] = request_of.emplace(v, requests.size());
-      if (fresh) {
-        requests.push_back({(value_bytes(v->type, b.env) + 255) / 256 * 256 + (options.sentinels ? kGuardBytes : 0), at, at});
-        owners.push_back(v);
-      }
-      BufferRequest& r = requests[it->second];
-      r.def = std::min(r.def, at);
-      r.last_use = std::max(r.last_use, at);
+      while (r.alias.count(v)) v = r.alias.at(v).first;
+      if (r.weight_of.count(v)) return;
+      auto [it, fresh] = index.emplace(v, r.owners.size());
+      if (fresh) r.owners.push_back(v), r.life.push_back({at, at});
+      auto& [def, last] = r.life[it->second];
+      def = std::min(def, at), last = std::max(last, at);
     };
-    for (const auto& a : fn.args) touch(a.data(), -1);
+    for (const auto& a : st.fn->args) touch(a.data(), -1);
     const int64_t n = int64_t(st.kernels.kernels.size());
     for (int64_t i = 0; i < n; ++i)
       for (const auto& a : st.kernels.kernels[size_t(i)].args)
         if (a.kind == KernelArg::Kind::Value) touch(a.value, i);
     for (const auto* v : st.kernels.returns) touch(v, n);
-    // No reuse with sentinels (a guard is damaged only by an overflow) or an
-    // observer (every result must survive until it is copied out at the end).
-    if (options.sentinels || observer)
-      for (auto& r : requests) r.def = -1, r.last_use = n;
+    return r;
+  }
+
+  // The arena plan of a bucket; no reuse with sentinels (a guard is
+  // damaged only by an overflow) or an observer (every result must survive
+  // until it is copied out at the end).
+  BufferPlan plan_arena(const Step& st, const Roots& r, Prepared& p, bool observe) {
+    std::vector<BufferRequest> requests;
+    const int64_t n = int64_t(st.kernels.kernels.size());
+    for (size_t i = 0; i < r.owners.size(); ++i) {
+      const uint64_t bytes = align_up(value_bytes(r.owners[i]->type, p.env), 256) + (options.sentinels ? kGuardBytes : 0);
+      if (options.sentinels || observe) requests.push_back({bytes, -1, n});
+      else requests.push_back({bytes, r.life[i].first, r.life[i].second});
+    }
+    ++stats.plans_built;
     BufferPlan plan = plan_buffers(requests, 256);
-    ensure(arena, arena_size, plan.arena_bytes + 256);
-    for (size_t i = 0; i < owners.size(); ++i) {
-      b.ptr[owners[i]] = arena + plan.offsets[i];
-      if (!options.sentinels) continue;
-      const DevPtr guard = arena + plan.offsets[i] + requests[i].bytes - kGuardBytes;
-      dev->memset(guard, kGuardByte, kGuardBytes, stream);
-      b.guards.emplace_back(owners[i], guard);
-    }
-    for (const auto& [v, w] : weight_of) b.ptr[v] = weights.at(w);
-    // Aliases resolve lazily (address of the root plus the view offset).
-    std::function<DevPtr(const ir::ValueData*)> addr = [&](const ir::ValueData* v) -> DevPtr {
-      if (auto it = b.ptr.find(v); it != b.ptr.end()) return it->second;
-      if (!alias.count(v)) return 0;  // an alias of a value no kernel touches: unused
-      auto [src, off] = alias.at(v);
-      return b.ptr[v] = addr(src) + DevPtr(eval(off, b.env, "view offset") * v->type.elem.scalar_bytes());
-    };
-    for (const auto& [v, a] : alias) addr(v);
-    for (const auto& a : fn.args) {
-      const HostTensor& t = req.args.at(a->name);
-      dev->upload(b.ptr.at(a.data()), t.bytes.data(), t.bytes.size(), stream);
-    }
-    ensure(slots_buf, slots_cap, req.slots.size() * 4 + 4);
-    dev->upload(slots_buf, req.slots.data(), req.slots.size() * 4, stream);
-    const int64_t stride = b.env.at("PT_STRIDE");
-    std::vector<int32_t> table(req.slots.size() * size_t(stride), 0);
-    for (size_t i = 0; i < req.slots.size(); ++i) {
-      const auto& t = states.page_table(req.slots[i]);
-      std::copy(t.begin(), t.end(), table.begin() + int64_t(i) * stride);
-    }
-    ensure(pt_buf, pt_cap, table.size() * 4 + 4);
-    dev->upload(pt_buf, table.data(), table.size() * 4, stream);
-    uint64_t need_scratch = 0;
-    for (const auto& k : st.kernels.kernels) need_scratch = std::max<uint64_t>(need_scratch, uint64_t(eval(k.scratch_bytes, b.env, "scratch")));
-    ensure(scratch, scratch_size, need_scratch + 256);
-    return b;
+    for (size_t i = 0; i < r.owners.size() && options.sentinels; ++i)
+      p.guards.emplace_back(r.owners[i], plan.offsets[i] + requests[i].bytes - kGuardBytes);  // offsets until placed
+    return plan;
   }
 
-  // A paged state holds `halves` equal pools (K and V, or one side cache).
-  DevPtr state_base(const KernelArg& a) {
-    const DevPtr base = state_bufs.at(a.state);
-    if (a.kind != KernelArg::Kind::StatePool) return base;
-    const StateStore::Layout& buf = states.layout(a.state);
-    if (a.half < 0 || a.half >= buf.halves)
-      throw Error(fmt::format("cuda: state @{} has {} half(s), a kernel asks for half {}", a.state, buf.halves,
-                              a.half));
-    return base + DevPtr(a.half) * DevPtr(buf.half_bytes());
-  }
-
-  void launch(const Kernel& k, void* fn, const Bound& b, const std::map<std::string, DevPtr>& extra = {}) {
-    std::vector<uint64_t> vals;
-    vals.reserve(k.args.size());
-    for (const auto& a : k.args) {
-      switch (a.kind) {
-        case KernelArg::Kind::Value: vals.push_back(b.ptr.at(a.value)); break;
-        case KernelArg::Kind::Symbol: vals.push_back(uint64_t(eval(ir::Dim::symbol(a.name), b.env, a.name))); break;
-        case KernelArg::Kind::StateRows:
-        case KernelArg::Kind::StatePool: vals.push_back(state_base(a)); break;
-        case KernelArg::Kind::Slots: vals.push_back(slots_buf); break;
-        case KernelArg::Kind::PageTable: vals.push_back(pt_buf); break;
-        case KernelArg::Kind::Scratch: vals.push_back(scratch); break;
-        case KernelArg::Kind::Extra: vals.push_back(extra.at(a.name)); break;
+  // Arena and scratch: a graph's bucket owns them (the graph holds their
+  // addresses); eager buckets share their step's, grown when one needs more.
+  void place_arena(Step& st, Prepared& p, uint64_t arena_bytes, uint64_t scratch_bytes, bool graph) {
+    const uint64_t need = align_up(arena_bytes + 256, 256) + scratch_bytes + 256;
+    if (graph) {
+      p.owns_arena = true;
+      p.arena = dev->alloc(need);
+    } else {
+      if (need > st.shared_cap) {
+        drop_eager(st, &p);  // their words hold the old address
+        sync();
+        dev->free(st.shared);
+        st.shared_cap = std::max(need, st.shared_cap * 2);
+        st.shared = dev->alloc(st.shared_cap);
       }
+      p.arena = st.shared;
     }
-    std::vector<void*> params;
-    for (auto& v : vals) params.push_back(&v);
-    const int64_t threads = eval(k.threads_x, b.env, k.entry), rows = eval(k.rows_y, b.env, k.entry);
-    if (threads <= 0 || rows <= 0) return;
-    const int64_t gx = std::min<int64_t>((threads + k.block - 1) / k.block, 0x7fffffff);
-    const int64_t gy = std::clamp<int64_t>((rows + k.rows_per_block_y - 1) / k.rows_per_block_y, 1, 65535);
-    dev->launch(fn, unsigned(gx), unsigned(gy), unsigned(k.block), params.data(), stream);
+    p.scratch = p.arena + align_up(arena_bytes + 256, 256);
   }
 
-  std::string graph_key(const std::string& step, const Bound& b) {
-    std::string key = fmt::format("{}:{}:{}:{}:{}", step, arena, scratch, slots_buf, pt_buf);
-    std::vector<std::pair<std::string, int64_t>> syms(b.env.begin(), b.env.end());
-    std::sort(syms.begin(), syms.end());
-    for (const auto& [s, v] : syms) key += fmt::format(":{}={}", s, v);
+  // Every value's address: roots in the arena, weights, aliases at their
+  // root's address plus the view offset.
+  void bind_values(const Step& st, const Roots& r, const BufferPlan& plan, Prepared& p) {
+    for (size_t i = 0; i < r.owners.size(); ++i) p.ptr[r.owners[i]] = p.arena + plan.offsets[i];
+    for (auto& [v, guard] : p.guards) guard += p.arena;
+    for (const auto& [v, w] : r.weight_of) p.ptr[v] = weights.at(w);
+    std::function<DevPtr(const ir::ValueData*)> addr = [&](const ir::ValueData* v) -> DevPtr {
+      if (auto it = p.ptr.find(v); it != p.ptr.end()) return it->second;
+      if (!r.alias.count(v)) return 0;  // an alias of a value no kernel touches: unused
+      const auto& [src, off] = r.alias.at(v);
+      return p.ptr[v] = addr(src) + DevPtr(eval(off, p.env, "view offset") * v->type.elem.scalar_bytes());
+    };
+    for (const auto& a : st.kernels.aliases) addr(a.value);
+  }
+
+  // Each launch's parameter words and grid, at the bucket's bindings.
+  void resolve_launches(const Step& st, Prepared& p) {
+    for (size_t i = 0; i < st.kernels.kernels.size(); ++i) {
+      const Kernel& k = st.kernels.kernels[i];
+      const int64_t threads = eval(k.threads_x, p.env, k.entry), rows = eval(k.rows_y, p.env, k.entry);
+      if (threads <= 0 || rows <= 0) continue;
+      Launch l;
+      l.fn = st.fns[i];
+      l.gx = unsigned(std::min<int64_t>((threads + k.block - 1) / k.block, 0x7fffffff));
+      l.gy = unsigned(std::clamp<int64_t>((rows + k.rows_per_block_y - 1) / k.rows_per_block_y, 1, 65535));
+      l.block = unsigned(k.block);
+      for (const auto& a : k.args) l.words.push_back(word(k, a, p));
+      p.launches.push_back(std::move(l));
+    }
+    for (Launch& l : p.launches)
+      for (uint64_t& w : l.words) l.params.push_back(&w);
+  }
+
+  uint64_t word(const Kernel& k, const KernelArg& a, const Prepared& p) {
+    switch (a.kind) {
+      case KernelArg::Kind::Value: return p.ptr.at(a.value);
+      case KernelArg::Kind::Symbol: return uint64_t(eval(ir::Dim::symbol(a.name), p.env, a.name));
+      case KernelArg::Kind::StateRows:
+      case KernelArg::Kind::StatePool: return state_base(a);
+      case KernelArg::Kind::Slots: return p.slots;
+      case KernelArg::Kind::PageTable: return p.table;
+      case KernelArg::Kind::Scratch: return p.scratch;
+      case KernelArg::Kind::Extra: break;
+    }
+    throw Error(fmt::format("cuda: kernel {} ({}) takes a pointer '{}' the executor does not supply", k.entry, k.what, a.name));
+  }
+
+  // Staging layout (arguments, slot list, page table) and the uploads' targets.
+  void lay_out_staging(const Step& st, Prepared& p) {
+    uint64_t off = 0;
+    for (const auto& a : st.fn->args) {
+      p.arg_dst.push_back(p.ptr.at(a.data()));
+      p.arg_bytes.push_back(value_bytes(a.type(), p.env));
+      p.stage_offset.push_back(off);
+      off += align_up(p.arg_bytes.back(), 64);
+    }
+    p.stage_offset.push_back(off);
+    off += align_up(uint64_t(p.rows) * 4, 64);
+    p.stage_offset.push_back(off);
+    p.stage_bytes = off + uint64_t(p.rows * pt_stride) * 4;
+  }
+
+  std::unique_ptr<Prepared> prepare(Step& st, const std::vector<int64_t>& key, bool observe, bool graph) {
+    ++stats.buckets_prepared;
+    auto p = std::make_unique<Prepared>();
+    for (size_t i = 0; i < st.symbols.size(); ++i) p->env[st.symbols[i].name] = key[i];
+    p->env["PT_STRIDE"] = pt_stride;
+    p->rows = key[st.s_index];
+    const Roots r = find_roots(st);
+    const BufferPlan plan = plan_arena(st, r, *p, observe);
+    uint64_t scratch = 0;
+    for (const auto& k : st.kernels.kernels) scratch = std::max<uint64_t>(scratch, uint64_t(eval(k.scratch_bytes, p->env, "scratch")));
+    place_arena(st, *p, plan.arena_bytes, scratch, graph);
+    p->slots = dev->alloc(uint64_t(p->rows) * 4 + 4);
+    p->table = dev->alloc(uint64_t(p->rows * pt_stride) * 4 + 4);
+    bind_values(st, r, plan, *p);
+    resolve_launches(st, *p);
+    lay_out_staging(st, *p);
+    return p;
+  }
+
+  void release(Prepared& p) {
+    if (p.graph) dev->destroy_graph(p.graph);
+    if (p.owns_arena) dev->free(p.arena);
+    dev->free(p.slots);
+    dev->free(p.table);
+  }
+
+  // Drops the eager buckets of `st` (but `keep`), after the stream is idle.
+  void drop_eager(Step& st, const Prepared* keep) {
+    bool any = false;
+    for (auto& cache : st.prepared)
+      for (auto it = cache.begin(); it != cache.end();) {
+        if (it->second->owns_arena || it->second.get() == keep) {
+          ++it;
+          continue;
+        }
+        if (!any) sync(), any = true;
+        release(*it->second);
+        it = cache.erase(it);
+      }
+  }
+
+  void set_observer(OpObserver o) {
+    observer = std::move(o);
+    if (observer) return;
+    bool any = false;  // the observed buckets (no reuse) are not needed again
+    for (auto& [name, st] : steps) {
+      for (auto& [key, p] : st.prepared[1]) {
+        if (!any) sync(), any = true;
+        release(*p);
+      }
+      st.prepared[1].clear();
+    }
+  }
+
+  // --- running a step -----------------------------------------------------
+
+  struct Call {
+    Step* step = nullptr;
+    Prepared* p = nullptr;
+    int64_t rows = 0;  // real rows (S of the request)
+    int stage = 0;
+  };
+
+  // The request's symbol values in the step's order (S: the slot count).
+  static std::vector<int64_t> symbol_values(const Step& st, const StepRequest& req) {
+    std::vector<int64_t> key;
+    key.reserve(st.symbols.size());
+    for (const auto& s : st.symbols) {
+      if (s.arg < 0) {
+        key.push_back(int64_t(req.slots.size()));
+        continue;
+      }
+      auto it = req.args.find(st.fn->args[size_t(s.arg)]->name);
+      key.push_back(it != req.args.end() && it->second.shape.size() > s.dim ? it->second.shape[s.dim] : -1);
+    }
     return key;
   }
 
-  Bound execute(const StepRequest& req) {
-    const ir::Function* fn = module.find_function(req.step);
-    if (!fn) throw Error(fmt::format("cuda: the module has no step @{}", req.step));
+  // Whether every argument is there with its element type and the shape
+  // the symbol values give (else bind_step_symbols says what is wrong).
+  static bool args_match(const Step& st, const StepRequest& req, const std::vector<int64_t>& key) {
+    if (!st.simple_args || req.args.size() != st.fn->args.size()) return false;
+    for (size_t a = 0; a < st.fn->args.size(); ++a) {
+      auto it = req.args.find(st.fn->args[a]->name);
+      if (it == req.args.end() || !(it->second.elem == st.fn->args[a].type().elem)) return false;
+      const std::vector<int64_t>& dims = st.arg_dims[a];
+      if (it->second.shape.size() != dims.size()) return false;
+      for (size_t d = 0; d < dims.size(); ++d)
+        if (it->second.shape[d] != (dims[d] >= 0 ? dims[d] : key[size_t(-1 - dims[d])])) return false;
+    }
+    return true;
+  }
+
+  Prepared& find_bucket(Step& st, const StepRequest& req, bool& graph) {
+    std::vector<int64_t> key = symbol_values(st, req);
+    if (!args_match(st, req, key)) bind_step_symbols(*st.fn, req, "cuda");  // throws naming the argument
+    const bool observe = bool(observer);
+    graph = options.graphs && !observe && st.fn->name == "decode";
+    if (graph && st.paddable && !options.sentinels)
+      key[st.s_index] = bucket_rows(key[st.s_index], states.config().n_slots);
+    auto& cache = st.prepared[observe ? 1 : 0];
+    if (auto it = cache.find(key); it != cache.end()) return *it->second;
+    if (!graph && cache.size() >= kMaxEagerBuckets) drop_eager(st, nullptr);
+    return *cache.emplace(key, prepare(st, key, observe, graph)).first->second;
+  }
+
+  // The stage this step uses, free for writing and at least `bytes` large.
+  Stage& acquire(uint64_t bytes) {
+    if (pending && pending_stage == cur) held = collect();  // its ids are still to be read
+    Stage& s = stage[cur];
+    if (s.used) wait(s.done, s.seq < last_seq);  // the step before last: done in steady decode
+    if (s.cap < bytes) {
+      dev->free_host(s.host);
+      s.cap = std::max<uint64_t>(align_up(bytes, 4096), s.cap * 2);
+      s.host = static_cast<uint8_t*>(dev->alloc_host(s.cap));
+    }
+    return s;
+  }
+
+  // Arguments (padding rows: zeros, `seq` their own row; the decode
+  // contract, frontends/gguf/arch/step_graph.cpp), slots (padding: the
+  // padding slot) and page tables (padding: the padding page), staged and
+  // uploaded.
+  void stage_inputs(const Step& st, const Prepared& p, const StepRequest& req, Stage& s) {
+    const int64_t real = int64_t(req.slots.size());
+    for (size_t a = 0; a < st.fn->args.size(); ++a) {
+      const HostTensor& t = req.args.find(st.fn->args[a]->name)->second;
+      uint8_t* dst = s.host + p.stage_offset[a];
+      std::memcpy(dst, t.bytes.data(), t.bytes.size());
+      std::memset(dst + t.bytes.size(), 0, p.arg_bytes[a] - t.bytes.size());
+      if (p.rows > real && st.fn->args[a]->name == "seq")
+        for (int64_t r = real; r < p.rows; ++r) reinterpret_cast<int32_t*>(dst)[r] = int32_t(r);
+    }
+    auto* slots = reinterpret_cast<int32_t*>(s.host + p.stage_offset[st.fn->args.size()]);
+    auto* table = reinterpret_cast<int32_t*>(s.host + p.stage_offset[st.fn->args.size() + 1]);
+    std::copy(req.slots.begin(), req.slots.end(), slots);
+    std::fill(slots + real, slots + p.rows, pad_slot());
+    std::fill(table, table + real * pt_stride, 0);
+    std::fill(table + real * pt_stride, table + p.rows * pt_stride, pad_page());
+    for (int64_t i = 0; i < real; ++i) {
+      const auto& t = states.page_table(req.slots[size_t(i)]);
+      if (int64_t(t.size()) > pt_stride)
+        throw Error(fmt::format("cuda: slot {} has {} pages, more than a slot can hold ({})", req.slots[size_t(i)],
+                                t.size(), pt_stride));
+      std::copy(t.begin(), t.end(), table + i * pt_stride);
+    }
+    for (size_t a = 0; a < st.fn->args.size(); ++a)
+      dev->upload(p.arg_dst[a], s.host + p.stage_offset[a], p.arg_bytes[a], stream);
+    dev->upload(p.slots, slots, uint64_t(p.rows) * 4, stream);
+    dev->upload(p.table, table, uint64_t(p.rows * pt_stride) * 4, stream);
+  }
+
+  void launch_all(const Prepared& p) {
+    for (const Launch& l : p.launches) dev->launch(l.fn, l.gx, l.gy, l.block, const_cast<void**>(l.params.data()), stream);
+  }
+
+  // Stages, uploads and launches one step (the graph of its bucket for
+  // @decode, captured the first time); the caller records the stage's event.
+  Call execute(const StepRequest& req) {
+    auto it = steps.find(req.step);
+    if (it == steps.end()) throw Error(fmt::format("cuda: the module has no step @{}", req.step));
     for (int32_t s : req.slots) states.check_slot(s);
-    const Step& st = steps.at(req.step);
-    Bound b = prepare(*fn, st, req);
-    auto launch_all = [&] {
-      for (size_t i = 0; i < st.kernels.kernels.size(); ++i) launch(st.kernels.kernels[i], st.fns[i], b);
-    };
-    if (!options.graphs || observer || req.step != "decode") {
-      launch_all();
-      return b;
+    ++stats.steps;
+    Call c{&it->second, nullptr, int64_t(req.slots.size()), cur};
+    bool graph = false;
+    c.p = &find_bucket(*c.step, req, graph);
+    Stage& s = acquire(c.p->stage_bytes);
+    stage_inputs(*c.step, *c.p, req, s);
+    for (const auto& [v, guard] : c.p->guards) dev->memset(guard, kGuardByte, kGuardBytes, stream);
+    if (!graph) {
+      launch_all(*c.p);
+    } else {
+      if (!c.p->graph) {
+        dev->begin_capture(stream);
+        launch_all(*c.p);
+        c.p->graph = dev->end_capture(stream);
+        ++stats.graphs_captured;
+      }
+      dev->launch_graph(c.p->graph, stream);
     }
-    const std::string key = graph_key(req.step, b);
-    auto it = graphs.find(key);
-    if (it == graphs.end()) {
-      dev->begin_capture(stream);
-      launch_all();
-      it = graphs.emplace(key, dev->end_capture(stream)).first;
-    }
-    dev->launch_graph(it->second, stream);
-    return b;
+    cur ^= 1;
+    return c;
+  }
+
+  void finish(const Call& c) {
+    dev->record(stage[c.stage].done, stream);
+    stage[c.stage].used = true;
+    stage[c.stage].seq = ++last_seq;
   }
 
   // With sentinels the plan has no reuse, so any damaged guard is an overflow.
-  void check_guards(const Bound& b) {
-    if (!options.sentinels) return;
+  void check_guards(const Prepared& p) {
     std::vector<uint8_t> bytes(kGuardBytes);
-    for (const auto& [v, guard] : b.guards) {
+    for (const auto& [v, guard] : p.guards) {
       dev->download(bytes.data(), guard, kGuardBytes, stream);
-      dev->sync(stream);
+      sync();
       for (uint8_t x : bytes)
         if (x != kGuardByte)
           throw Error(fmt::format("cuda: a kernel wrote past the end of %{} ({}): sentinel damaged", v->name, v->type.str()));
     }
   }
 
+  // A returned value, its padding rows dropped (a leading S dim).
+  HostTensor download(const ir::ValueData* v, const Call& c) {
+    HostTensor t;
+    t.elem = v->type.elem;
+    for (const auto& d : v->type.shape) t.shape.push_back(eval(d, c.p->env, "a result"));
+    t.bytes.resize(value_bytes(v->type, c.p->env));
+    if (c.p->rows != c.rows && !t.shape.empty() && v->type.shape[0].as_symbol() == std::optional<std::string>("S")) {
+      t.bytes.resize(t.bytes.size() / uint64_t(c.p->rows) * uint64_t(c.rows));
+      t.shape[0] = c.rows;
+    }
+    dev->download(t.bytes.data(), c.p->ptr.at(v), t.bytes.size(), stream);
+    return t;
+  }
+
+  std::vector<HostTensor> run(const StepRequest& req) {
+    const Call c = execute(req);
+    finish(c);
+    notify(req, *c.p);
+    check_guards(*c.p);
+    std::vector<HostTensor> out;
+    for (const auto* v : c.step->kernels.returns) out.push_back(download(v, c));
+    sync();
+    return out;
+  }
+
   // Diffs: the results of every computing top-level op, in op order (see
   // executor.h). Buffers were not reused this step, so each still holds the
   // value its op wrote. Synchronous: a diff is not a fast path.
-  void notify(const StepRequest& req, const Bound& b) {
+  void notify(const StepRequest& req, const Prepared& p) {
     if (!observer) return;
     const ir::Function& fn = *module.find_function(req.step);
     for (const auto& op : fn.ops) {
@@ -395,79 +739,73 @@ struct Executor::Impl final : StateStorage {
       if (op->info().is_alias() || op->kind == ir::OpKind::Weight) continue;
       std::vector<std::optional<HostTensor>> results;
       for (const auto& r : op->results) {
-        auto it = b.ptr.find(r.data());
-        if (it == b.ptr.end() || it->second == 0) {
+        auto it = p.ptr.find(r.data());
+        if (it == p.ptr.end() || it->second == 0) {
           results.emplace_back();
           continue;
         }
         HostTensor t;
         t.elem = r.type().elem;
-        for (const auto& d : r.type().shape) t.shape.push_back(eval(d, b.env, "an observed result"));
-        t.bytes.resize(value_bytes(r.type(), b.env));
+        for (const auto& d : r.type().shape) t.shape.push_back(eval(d, p.env, "an observed result"));
+        t.bytes.resize(value_bytes(r.type(), p.env));
         if (!t.bytes.empty()) dev->download(t.bytes.data(), it->second, t.bytes.size(), stream);
         results.push_back(std::move(t));
       }
-      dev->sync(stream);
+      sync();
       observer(*op, results);
     }
   }
 
-  std::vector<HostTensor> copy_returns(const StepRequest& req, const Bound& b) {
-    check_guards(b);
-    const Step& st = steps.at(req.step);
-    std::vector<HostTensor> out;
-    for (const auto* v : st.kernels.returns) {
-      HostTensor t;
-      t.elem = v->type.elem;
-      for (const auto& d : v->type.shape) t.shape.push_back(eval(d, b.env, "a result"));
-      t.bytes.resize(value_bytes(v->type, b.env));
-      dev->download(t.bytes.data(), b.ptr.at(v), t.bytes.size(), stream);
-      out.push_back(std::move(t));
-    }
-    dev->sync(stream);
-    return out;
-  }
-
+  // The ids of the last sampled step, waiting for them if they are not in yet.
   std::vector<int32_t> collect() {
+    if (!held.empty()) return std::exchange(held, {});
     if (!pending) return {};
-    dev->wait(tokens_event);
-    std::vector<int32_t> out(tokens_host, tokens_host + pending);
+    Stage& s = stage[pending_stage];
+    wait(s.done, s.seq < last_seq);  // pipelined when a later step is queued behind it
+    std::vector<int32_t> out(s.ids, s.ids + pending);
     pending = 0;
+    pending_stage = -1;
     return out;
   }
 
 #ifdef VTC_TEST_HOOKS
   // The seed's failure (seed-pr-2550), for tests/cuda/test_cuda_ops.cpp:
-  // VTC_TEST_CUDA_POISON_HOST_IDS=1 overwrites the host copy of the last
-  // sampled ids (the pinned buffer) with id 0 once collected, as that runner
-  // left its host copy stale; VTC_TEST_CUDA_FEED_HOST_IDS=1 is the broken
-  // executor: it uploads that host copy into @last_ids before the decode.
+  // VTC_TEST_CUDA_POISON_HOST_IDS=1 overwrites the host copies of the last
+  // sampled ids (the pinned buffers) with id 0 once collected, as that
+  // runner left its host copy stale; VTC_TEST_CUDA_FEED_HOST_IDS=1 is the
+  // broken executor: it uploads that host copy into @last_ids before the
+  // decode.
   void seed_bug_hooks(const StepRequest& req) {
     const bool poison = std::getenv("VTC_TEST_CUDA_POISON_HOST_IDS") != nullptr;
     const bool feed = std::getenv("VTC_TEST_CUDA_FEED_HOST_IDS") != nullptr;
-    if (poison) std::fill(tokens_host, tokens_host + kMaxSampledRows, 0);
+    if (!poison && !feed) return;
+    if (pending) held = collect();  // the hooks reuse the pinned ids
+    if (poison)
+      for (Stage& s : stage) std::fill(s.ids, s.ids + kMaxSampledRows, 0);
     if (!feed) return;
     const StateStore::Layout& ids = states.layout("last_ids");
-    for (size_t i = 0; i < req.slots.size(); ++i) dev->upload(slot_row(ids, req.slots[i]), tokens_host + i, 4, stream);
+    for (size_t i = 0; i < req.slots.size(); ++i) dev->upload(slot_row(ids, req.slots[i]), stage[cur].ids + i, 4, stream);
   }
 #endif
 
-  // The step's last result is the sampled ids (the @decode contract): only
-  // they are copied out, into pinned memory, without waiting for them.
+  // Launches this step, then collects the previous one's ids (the @decode
+  // contract: the step's last result is the sampled ids; only they are
+  // copied out, into the stage's pinned memory, behind its event).
   std::vector<int32_t> run_sampled(const StepRequest& req) {
     if (req.slots.empty() || req.slots.size() > kMaxSampledRows)
       throw Error(fmt::format("cuda: a sampled step takes 1..{} sequences", kMaxSampledRows));
-    std::vector<int32_t> previous = collect();
 #ifdef VTC_TEST_HOOKS
     seed_bug_hooks(req);
 #endif
-    Bound b = execute(req);
-    const ir::ValueData* ids = steps.at(req.step).kernels.returns.back();
+    const Call c = execute(req);
+    const ir::ValueData* ids = c.step->kernels.returns.back();
     if (!(ids->type.elem == ir::ElemType::I32) || ids->type.rank() != 1)
       throw Error(fmt::format("cuda: @{} does not return sampled ids last (got {})", req.step, ids->type.str()));
-    dev->download(tokens_host, b.ptr.at(ids), req.slots.size() * 4, stream);
-    dev->record(tokens_event, stream);
-    pending = req.slots.size();
+    dev->download(stage[c.stage].ids, c.p->ptr.at(ids), uint64_t(c.rows) * 4, stream);
+    finish(c);
+    std::vector<int32_t> previous = collect();
+    pending_stage = c.stage;
+    pending = size_t(c.rows);
     return previous;
   }
 };
@@ -475,6 +813,7 @@ struct Executor::Impl final : StateStorage {
 Executor::Executor(const BackendInputs& inputs, const ExecutorOptions& o) : impl_(std::make_unique<Impl>(inputs, o)) {}
 Executor::~Executor() = default;
 const Device& Executor::device() const { return *impl_->dev; }
+const ExecutorStats& Executor::stats() const { return impl_->stats; }
 std::string Executor::describe() const {
   if (impl_->dev->simulated())
     return fmt::format("CUDA executor on CUDA (simulated device): kernels compiled by the host C++ compiler and run on "
@@ -484,37 +823,43 @@ std::string Executor::describe() const {
                      impl_->options.graphs ? "on" : "off");
 }
 
+// host_ns: the calling thread's CPU time, so the simulated kernels (on the
+// stream's own thread) and time blocked in waits are not in it.
 std::vector<HostTensor> Executor::run(const StepRequest& request) {
-  Bound b = impl_->execute(request);
-  impl_->notify(request, b);
-  return impl_->copy_returns(request, b);
+  const uint64_t t0 = thread_cpu_ns();
+  std::vector<HostTensor> out = impl_->run(request);
+  impl_->stats.host_ns += thread_cpu_ns() - t0;
+  return out;
 }
-std::vector<int32_t> Executor::run_sampled(const StepRequest& request) { return impl_->run_sampled(request); }
+std::vector<int32_t> Executor::run_sampled(const StepRequest& request) {
+  const uint64_t t0 = thread_cpu_ns();
+  std::vector<int32_t> out = impl_->run_sampled(request);
+  impl_->stats.host_ns += thread_cpu_ns() - t0;
+  return out;
+}
 std::vector<int32_t> Executor::wait_sampled() { return impl_->collect(); }
 
 std::vector<uint8_t> Executor::read_slot_row(const StateStore::Layout& state, int32_t slot) {
   std::vector<uint8_t> row(state.row_bytes());
   impl_->dev->download(row.data(), impl_->slot_row(state, slot), row.size(), impl_->stream);
-  impl_->dev->sync(impl_->stream);
+  impl_->sync();
   return row;
 }
 void Executor::write_slot_row(const StateStore::Layout& state, int32_t slot, std::span<const uint8_t> bytes) {
   if (bytes.size() != state.row_bytes())
     throw Error(fmt::format("state @{}: a slot row holds {} bytes, got {}", state.decl->name, state.row_bytes(), bytes.size()));
   impl_->dev->upload(impl_->slot_row(state, slot), bytes.data(), bytes.size(), impl_->stream);
-  impl_->dev->sync(impl_->stream);  // `bytes` may not outlive the call
+  impl_->sync();  // `bytes` may not outlive the call
 }
 std::vector<uint8_t> Executor::read_page(const StateStore::Layout& state, int half, int32_t page) {
   if (!state.paged() || half < 0 || half >= state.halves || page < 0 || page >= impl_->states.n_pages())
     throw Error(fmt::format("cuda: state @{} has no page {} in half {}", state.decl->name, page, half));
-  const uint64_t bytes = state.page_bytes(impl_->states.page_size());
-  std::vector<uint8_t> out(bytes);
-  impl_->dev->download(out.data(), impl_->state_bufs.at(state.decl->name) + DevPtr(half) * state.half_bytes() + DevPtr(page) * bytes,
-                       bytes, impl_->stream);
-  impl_->dev->sync(impl_->stream);
+  std::vector<uint8_t> out(state.page_bytes(impl_->states.page_size()));
+  impl_->dev->download(out.data(), impl_->page_addr(state, half, page), out.size(), impl_->stream);
+  impl_->sync();
   return out;
 }
-void Executor::set_observer(OpObserver observer) { impl_->observer = std::move(observer); }
+void Executor::set_observer(OpObserver observer) { impl_->set_observer(std::move(observer)); }
 
 std::string cuda_unavailable_reason() {
   std::string why;

@@ -2,41 +2,56 @@
 //
 // The CUDA backend (runtime/backend.h).
 //
-// At construction: every step's kernels are generated (codegen/cuda),
-// compiled by NVRTC (distinct kernels on up to 8 threads) to cubin for the device's arch (disk-cached) and loaded;
-// every weight is uploaded once; every declared state gets a device buffer
-// with the StateStore's layout (plain rows per slot; paged pools of
-// [halves][P][page][row], halves 2 for K/V or 1 for a side cache such as
-// indexer_select's). The states live only on the device: there is no host
-// mirror. The executor is the store's StateStorage, so a page the store
-// hands out is zeroed on the device and a reset slot gets its empty bytes
-// there; snapshots (diffs, fingerprints) read the device rows.
+// At construction: every step's kernels come from the compile pipeline
+// (compile_model's StepKernels, or a `vtc compile --target cuda` artifact's
+// stored kernels and launches: nothing is generated at load); the distinct
+// ones are compiled by NVRTC (on up to 8 threads) to cubin for the device's
+// arch and loaded; every weight is uploaded once; every declared state
+// gets a device buffer with the StateStore's layout (plain rows per slot;
+// paged pools of [halves][P][page][row], halves 2 for K/V or 1 for a side
+// cache such as indexer_select's) plus one padding row per plain state and
+// one padding page per pool (below). The states live only on the device:
+// there is no host mirror. The executor is the store's StateStorage, so a
+// page the store hands out is zeroed on the device and a reset slot gets
+// its empty bytes there; snapshots (diffs, fingerprints) read the device
+// rows.
 //
-// Per step:
-//  1. bind the step symbols (S from the slots, T/R/... from argument sizes,
-//     PT_STRIDE = the longest page table of the step's slots);
-//  2. plan one activation arena from the kernels' buffer lifetimes
-//     (passes/buffer_plan.h; aliases share their root's storage) and grow
-//     it if needed;
-//  3. upload the arguments, the slot list and the page tables (async);
-//  4. launch the kernels in order on one stream, or, for @decode, replay a
-//     CUDA graph captured the first time this shape (S, PT_STRIDE, arena)
-//     was seen: arguments and tables live at fixed device addresses, so the
-//     graph stays valid while their contents change;
-//  5. copy the returned values out.
-// run_sampled() runs @decode, whose `sample` op draws the next ids on the
-// device and writes them to state @last_ids (the next decode reads them
-// from device memory): only those ids are copied out, asynchronously into
-// pinned memory, and collected by the next call or by wait_sampled().
+// A step is prepared once per (step, shape bucket) and replayed:
+//  - the bucket: every step symbol's value, PT_STRIDE excluded (it is fixed
+//    at the most pages a slot can hold, ceil(n_ctx / page), so nothing in it
+//    changes as a sequence grows). For @decode with graphs on, S is rounded
+//    up to a power of two (1, 2, 4, 8, ...; at most n_slots): the extra rows
+//    are padding, whose slot is the padding row and whose page table lists
+//    only the padding page, with position 0, zero sampling settings
+//    (greedy) and their own row as `seq`, so they write only padding state
+//    and no kernel mixes rows; only the real rows' results are returned;
+//  - preparing it: the buffers the kernels touch (aliases share their
+//    root's storage), their lifetimes in launch order, one arena planned
+//    for them (passes/buffer_plan.h) and allocated with the bucket's
+//    scratch, slot list and page table; every launch's parameter words and
+//    grid evaluated once. @decode's launches are captured into a CUDA graph
+//    the first time the bucket runs;
+//  - a step then only stages its arguments (padded), slot list and page
+//    table in pinned memory, uploads them asynchronously to the bucket's
+//    fixed addresses, and launches the graph (or the launches in order).
+// Staging and the sampled ids are double-buffered: run_sampled() launches
+// step N+1, then collects step N's ids (copied out asynchronously into
+// pinned memory behind an event), so in steady decode the host never
+// synchronizes the stream and the device always has the next step queued.
+// Every wait the executor does is counted in stats(): `host_waits` (stream
+// synchronizations and waits on the newest work, after which the device is
+// idle) and `collect_waits` (waits for step N's ids while step N+1 is
+// queued; the host is then ahead of the device, as it should be).
 //
 // Diffs (`vtc diff`'s cuda arm): with an observer set, every step runs its
 // kernels one by one on the stream (no CUDA graph: the copies out cannot
-// live inside a replayed graph) and with activation reuse off, as in
-// sentinel mode, so each op result keeps its own memory until the step
-// ends. After the last kernel, the observer is called once per top-level op
-// that computes (everything but weights, aliases and the return), in op
-// order, with that op's results copied to the host: the order and the
-// values the CPU interpreter's observer reports for the same module.
+// live inside a replayed graph), with exact shapes and with activation
+// reuse off, as in sentinel mode, so each op result keeps its own memory
+// until the step ends. After the last kernel, the observer is called once
+// per top-level op that computes (everything but weights, aliases and the
+// return), in op order, with that op's results copied to the host: the
+// order and the values the CPU interpreter's observer reports for the same
+// module.
 #pragma once
 
 #include <cstdint>
@@ -61,10 +76,27 @@ struct ExecutorOptions {
   // Tests: 256 sentinel bytes after every activation buffer, checked after
   // each step; a kernel writing past its output throws, naming the value.
   bool sentinels = false;
-  // A `vtc compile --target cuda` artifact's kernels, by step: every step's
-  // generated kernels must equal them (check_stored_kernels), so the
-  // artifact runs as stored. Null: a GGUF compiled in memory.
+  // The compile pipeline's kernels, one StepKernels per step function
+  // (CompiledModel::cuda_steps): the executor runs them as they are and
+  // generates none. Null: generate them at load (tests that build a
+  // module by hand), counted in ExecutorStats::kernels_generated_at_load.
+  const std::vector<StepKernels>* kernels = nullptr;
+  // Without `kernels`: a `vtc compile --target cuda` artifact's kernel
+  // sources, by step, which the generated ones must equal
+  // (check_stored_kernels).
   const std::map<std::string, std::vector<KernelSource>>* stored_kernels = nullptr;
+};
+
+// What the executor did, for tests and reports. Counts since construction.
+struct ExecutorStats {
+  uint64_t steps = 0;            // run() and run_sampled() calls
+  uint64_t buckets_prepared = 0; // (step, shape bucket) preparations
+  uint64_t plans_built = 0;      // buffer plans made (one per preparation)
+  uint64_t graphs_captured = 0;
+  uint64_t host_waits = 0;       // stream syncs and waits after which the device is idle
+  uint64_t collect_waits = 0;    // blocking waits for step N's ids with step N+1 queued
+  uint64_t kernels_generated_at_load = 0;  // distinct kernels codegen made at construction
+  uint64_t host_ns = 0;          // CPU time of the calling thread inside run()/run_sampled()
 };
 
 class Executor final : public Backend {
@@ -86,6 +118,7 @@ class Executor final : public Backend {
   void set_observer(OpObserver observer) override;
   std::vector<int32_t> run_sampled(const StepRequest& request) override;
   std::vector<int32_t> wait_sampled() override;
+  const ExecutorStats& stats() const;
 
   struct Impl;
 
