@@ -98,7 +98,7 @@ std::vector<PredictedStep> predict_cuda_steps(const std::string& model, const Se
   if (spec.prompt_tokens > 0) {
     say(fmt::format("profiling the prefill of {} tokens on the simulated device", spec.prompt_tokens));
     session.reset(0);
-    cuda::sim_profile_begin();
+    cuda::sim_profile_begin(uint64_t(std::max(spec.sample_blocks, 1)));
     session.prefill(0, tokens(spec.prompt_tokens, 0, session.n_vocab()), 0);
     const VtcSimProfile& p = cuda::sim_profile_end();
     const int64_t t = spec.prompt_tokens;
@@ -110,16 +110,21 @@ std::vector<PredictedStep> predict_cuda_steps(const std::string& model, const Se
     say(fmt::format("profiling a decode step of {} row(s) after {} tokens each", b, spec.batch_context));
     std::vector<int32_t> slots(static_cast<size_t>(b)), pos(static_cast<size_t>(b), spec.batch_context);
     std::iota(slots.begin(), slots.end(), 0);
+    // Every sequence's context in one step: the weights are read once.
+    std::vector<std::vector<int32_t>> contexts;
+    std::vector<SeqChunk> chunks;
     for (int32_t s = 0; s < b; ++s) {
       session.reset(s);
-      session.prefill(s, tokens(spec.batch_context, int64_t{s} * spec.batch_context, session.n_vocab()), 0);
-      session.set_last_id(s, 1);
+      contexts.push_back(tokens(spec.batch_context, int64_t{s} * spec.batch_context, session.n_vocab()));
     }
+    for (int32_t s = 0; s < b; ++s) chunks.push_back({s, contexts[size_t(s)], 0, true});
+    session.step(chunks);
+    for (int32_t s = 0; s < b; ++s) session.set_last_id(s, 1);
     const std::vector<DeviceSampling> sampling(size_t(b), greedy);
     session.decode_sampled(slots, pos, sampling);  // warm-up: graph capture, pages
     session.finish_sampled();
     for (int32_t& p : pos) ++p;
-    cuda::sim_profile_begin();
+    cuda::sim_profile_begin(uint64_t(std::max(spec.sample_blocks, 1)));
     session.decode_sampled(slots, pos, sampling);
     session.finish_sampled();
     const VtcSimProfile& p = cuda::sim_profile_end();

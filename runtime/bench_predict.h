@@ -31,6 +31,10 @@ struct PredictSpec {
   // blk.N weight as if the model had this many layers (a 2-layer file
   // with 8B widths reported as the 32-layer model).
   int32_t scale_layers = 0;
+  // > 1: inside each profiled step only one block in this many runs and is
+  // profiled, and the counts are scaled: a cost-only run for steps too big
+  // to simulate whole (a 512-token prefill of an 8B-shaped layer).
+  int32_t sample_blocks = 1;
 };
 
 struct PredictedStep {

@@ -32,6 +32,9 @@ const std::map<std::string, ModelShape>& size_table() {
       {"0.5b", {1024, 2816, 24, 16, 8, 64, 4096}},
       {"0.56b", {1280, 5120, 20, 20, 4, 64, 4096}},  // issue 15's CPU benchmark model
       {"1b", {2048, 5632, 16, 32, 8, 64, 4096}},
+      // Llama-3-8B's widths with 2 of its 32 layers: small enough for the
+      // simulated device, priced as 32 layers by `vtc bench --scale-layers 32`.
+      {"8b-2l", {4096, 14336, 2, 32, 8, 128, 8192}},
   };
   return table;
 }
@@ -896,7 +899,7 @@ uint32_t ple_eos(const VocabInfo& v, const std::string& vocab_path) {
 }  // namespace
 
 const std::vector<std::string>& known_sizes() {
-  static const std::vector<std::string> sizes = {"tiny", "small", "125m", "0.5b", "0.56b", "1b"};
+  static const std::vector<std::string> sizes = {"tiny", "small", "125m", "0.5b", "0.56b", "1b", "8b-2l"};
   return sizes;
 }
 

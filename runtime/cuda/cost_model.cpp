@@ -113,6 +113,7 @@ void count(KernelCost& k, const VtcSimLaunchProfile& r, const GpuSpec& gpu) {
 // The roofline time of one launch.
 void price(KernelCost& k, const VtcSimLaunchProfile& r, const GpuSpec& gpu, bool in_graph) {
   k.blocks = r.total_blocks;
+  k.sampled_blocks = r.sampled_blocks;
   k.threads_per_block = uint64_t(r.block[0]) * r.block[1] * r.block[2];
   k.blocks_per_sm = blocks_per_sm(r, gpu);
   const double slots = double(std::max(k.blocks_per_sm, 1)) * gpu.sms;
@@ -248,9 +249,12 @@ std::string mix(const FamilyRow& r) {
 }  // namespace
 
 std::string format_step(const StepCost& s, const GpuSpec& gpu) {
-  std::string out = fmt::format("{} on {} (PREDICTED by the cost model from the simulated device's counts{})\n",
-                                s.step, gpu.title,
-                                s.layer_scale != 1 ? fmt::format(", per-layer kernels x{:.1f}", s.layer_scale) : "");
+  uint64_t sampled = 0, blocks = 0;
+  for (const KernelCost& k : s.kernels) blocks += k.blocks, sampled += k.sampled_blocks;
+  std::string out = fmt::format(
+      "{} on {} (PREDICTED by the cost model from the simulated device's counts{}{})\n", s.step, gpu.title,
+      s.layer_scale != 1 ? fmt::format(", per-layer kernels x{:.1f}", s.layer_scale) : "",
+      sampled < blocks ? fmt::format(", {} of {} blocks run and counted, scaled", sampled, blocks) : "");
   out += "| kernel family | launches | DRAM bytes | compulsory | sectors/req | instruction mix | predicted us | bound |\n";
   out += "|---|---|---|---|---|---|---|---|\n";
   for (const FamilyRow& r : families(s))

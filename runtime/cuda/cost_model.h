@@ -65,7 +65,7 @@ struct KernelCost {
   std::string entry, family;   // family: the op mnemonic (entry without its hash)
   const Kernel* kernel = nullptr;  // the generated kernel, when matched
   bool in_layers = false;      // between the first and last launch that reads a blk.N weight
-  uint64_t blocks = 0, threads_per_block = 0;
+  uint64_t blocks = 0, sampled_blocks = 0, threads_per_block = 0;
   int blocks_per_sm = 0;
   double waves = 0;
   double requests = 0, sectors = 0, bytes_requested = 0;
@@ -105,8 +105,9 @@ std::string step_json(const StepCost& step, const GpuSpec& gpu);
 // Profile windows on the simulated device (VTC_CUDA_SIM_PROFILE=1). begin()
 // throws vtc::Error when the simulated device is not loaded or not in
 // profile mode; end() returns the window's records, valid until the next
-// begin().
-void sim_profile_begin();
+// begin(). `sample_every` > 1 runs and profiles one block in that many
+// (a cost-only window: the step's values are not computed).
+void sim_profile_begin(uint64_t sample_every = 1);
 const VtcSimProfile& sim_profile_end();
 
 }  // namespace vtc::cuda

@@ -12,7 +12,7 @@ namespace vtc::cuda {
 namespace {
 
 struct WindowApi {
-  int (*begin)() = nullptr;
+  int (*begin)(unsigned long long) = nullptr;
   const VtcSimProfile* (*end)() = nullptr;
 };
 
@@ -23,7 +23,7 @@ const WindowApi& window_api() {
     // would be a second device).
     void* h = dlopen(simulated_device_library().c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
     if (!h) return a;
-    a.begin = reinterpret_cast<int (*)()>(dlsym(h, "vtcSimProfileBegin"));
+    a.begin = reinterpret_cast<int (*)(unsigned long long)>(dlsym(h, "vtcSimProfileBegin"));
     a.end = reinterpret_cast<const VtcSimProfile* (*)()>(dlsym(h, "vtcSimProfileEnd"));
     return a;
   }();
@@ -32,11 +32,11 @@ const WindowApi& window_api() {
 
 }  // namespace
 
-void sim_profile_begin() {
+void sim_profile_begin(uint64_t sample_every) {
   const WindowApi& api = window_api();
   if (!api.begin || !api.end)
     throw Error("the cost model needs the simulated device (VTC_CUDA_DEVICE=sim) loaded by a CUDA session first");
-  if (api.begin() != 0)
+  if (api.begin(sample_every) != 0)
     throw Error("the simulated device is not in profile mode: set VTC_CUDA_SIM_PROFILE=1 before it is loaded");
 }
 

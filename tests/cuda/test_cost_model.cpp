@@ -177,3 +177,33 @@ TEST_CASE("copies and host waits are counted; the GPU table refuses an unknown n
   s.dev->free(x);
   CHECK_THROWS_WITH(find_gpu("v100"), Catch::Contains("h200"));
 }
+
+TEST_CASE("a sampled window runs one block in N and scales the counts to the whole grid", "[cost]") {
+  ProfiledSim s;
+  // 64 blocks of 32 lanes, each reading its own 128 contiguous bytes.
+  void* fn = s.kernel("blocks64", kParams, "y[blockIdx.x * 32 + threadIdx.x] = x[blockIdx.x * 32 + threadIdx.x];");
+  DevPtr x = s.dev->alloc(64 * 128), y = s.dev->alloc(64 * 128);
+  s.dev->upload(x, std::vector<float>(64 * 32, 1.0f).data(), 64 * 128, s.stream);
+  void* params[] = {&x, &y};
+  sim_profile_begin(4);
+  s.dev->launch(fn, 64, 1, 32, params, s.stream);
+  s.dev->sync(s.stream);
+  const VtcSimProfile& p = sim_profile_end();
+  REQUIRE(p.launches == 1);
+  CHECK(p.records[0].total_blocks == 64);
+  CHECK(p.records[0].sampled_blocks == 16);  // blocks 0, 4, 8, ...
+  CHECK(p.records[0].load_sectors == 16 * 4);
+  const StepCost c = predict_step("test", p, nullptr, {}, find_gpu("h200"), 0);
+  CHECK(c.kernels[0].dram_bytes == 2 * 64 * 128);  // x read and y written, whole grid
+  CHECK(c.kernels[0].requests == 2 * 64);
+  // Only the sampled blocks ran: block 1 wrote nothing.
+  const std::vector<float> out = [&] {
+    std::vector<float> v(64 * 32);
+    s.dev->download(v.data(), y, v.size() * 4, s.stream);
+    return v;
+  }();
+  CHECK(out[0] == 1.0f);
+  CHECK(out[32] == 0.0f);
+  s.dev->free(x);
+  s.dev->free(y);
+}

@@ -37,7 +37,7 @@ struct BenchOptions {
   bool no_weight_layout = false, no_fused_kernels = false;
   std::string weight_layout_types = "reference";
   std::string gpu = "h200";
-  int32_t scale_layers = 0;
+  int32_t scale_layers = 0, sample_blocks = 1;
   uint64_t bandwidth_mib = 1024;
   BenchSpec spec;
 };
@@ -237,6 +237,7 @@ int run_predicted(const BenchOptions& o) {
   if (o.spec.gen_tokens > 0) spec.batch_rows = {1, o.spec.batch_rows > 1 ? o.spec.batch_rows : 8};
   spec.batch_context = o.spec.batch_context;
   spec.scale_layers = o.scale_layers;
+  spec.sample_blocks = o.sample_blocks;
   log(fmt::format("simulated device: each step runs once in profile mode and is priced on {} "
                   "(predicted figures, not measurements)",
                   o.gpu));
@@ -308,6 +309,11 @@ Runner add_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--scale-layers", o->scale_layers,
                   "Simulated device: report per-layer kernels as if the model had N layers (0: as it has)")
+      ->capture_default_str();
+  cmd->add_option("--sample-blocks", o->sample_blocks,
+                  "Simulated device: run and count one block in N of each profiled step and scale the counts (a "
+                  "cost-only run for steps too big to simulate whole; 1: every block)")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_flag("--profile", o->profile, "Print vtc's time per op kind (pp and tg runs)");
   cmd->add_flag("--no-fuse", o->no_fuse, "CPU: compile a GGUF without the fusion passes (before/after comparisons)");

@@ -330,6 +330,10 @@ void access(const VtcSimThread* self, const void* address, unsigned long bytes, 
     if (profiled)
       r.profile.record(f->warp, f->lane, reinterpret_cast<uintptr_t>(site), a, unsigned(bytes), is_write != 0, space);
   };
+  // Most accesses are global: the allocations this block touched lately
+  // come first (they overlap nothing below).
+  for (const auto& [begin, end] : r.recent)
+    if (inside(a, bytes, begin, end)) return record(Space::Global);
   find_shared(r);
   if (inside(a, bytes, r.shared_begin, r.shared_end)) {
     record(Space::Shared);
@@ -342,8 +346,6 @@ void access(const VtcSimThread* self, const void* address, unsigned long bytes, 
   if (const ModuleMemory* m = r.launch->module)
     for (const auto& [begin, end] : m->segments)
       if (inside(a, bytes, begin, end)) return;
-  for (const auto& [begin, end] : r.recent)
-    if (inside(a, bytes, begin, end)) return record(Space::Global);
   if (auto alloc = find_allocation(a, bytes)) {
     r.recent[r.recent_next++ % r.recent.size()] = {alloc->base, alloc->base + alloc->size};
     return record(Space::Global);
@@ -560,6 +562,7 @@ class Pool {
     for (;;) {
       const uint64_t b = next_.fetch_add(1);
       if (b >= total_) return;
+      if (profile_mode() && skip_unsampled_blocks() && !block_sampled(b)) continue;  // a sampled window
       std::string e = run_block(w, l, unsigned(b % l.grid.x), unsigned(b / l.grid.x % l.grid.y),
                                 unsigned(b / (uint64_t(l.grid.x) * l.grid.y)), b);
       if (!e.empty()) {

@@ -1,6 +1,7 @@
 // What the simulated device's profile mode (VTC_CUDA_SIM_PROFILE=1) hands
 // to vtc: plain C records, exported from libvtc_cuda_sim.so as
-//   int vtcSimProfileBegin(void)                 clears and opens a window
+//   int vtcSimProfileBegin(unsigned long long n) clears and opens a window;
+//                                                n > 1 runs and profiles one block in n
 //   const VtcSimProfile* vtcSimProfileEnd(void)  closes it; valid until the next Begin
 // (runtime/cuda/cost_model.h reads them; docs/cuda.md explains each field).
 //
@@ -47,7 +48,7 @@ struct VtcSimLaunchProfile {
   unsigned long long shuffles, votes, warp_syncs;  // warp instructions
   unsigned long long block_barriers;                // per warp that waits at __syncthreads
   unsigned long long local_accesses;                // thread stack (registers or local memory on a GPU)
-  unsigned long long sampled_blocks, total_blocks;  // profiled / all (VTC_CUDA_SIM_PROFILE_SAMPLE)
+  unsigned long long sampled_blocks, total_blocks;  // profiled (and run) / all, in a sampled window
 };
 
 struct VtcSimProfile {

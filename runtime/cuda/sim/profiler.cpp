@@ -27,6 +27,7 @@ struct Window {
   // footprint total after each launch, for reuse distances.
   std::unordered_map<uint64_t, uint32_t> last_touch;
   std::vector<double> footprint_after;
+  uint64_t sample_every = 1;  // this window's (vtcSimProfileBegin)
 };
 
 Window& window() {
@@ -34,13 +35,10 @@ Window& window() {
   return *w;
 }
 
-uint64_t sample_every() {
-  static const uint64_t n = [] {
-    const char* e = std::getenv("VTC_CUDA_SIM_PROFILE_SAMPLE");
-    const long v = e ? std::atol(e) : 1;
-    return uint64_t(v > 1 ? v : 1);
-  }();
-  return n;
+uint64_t sample_from_environment() {
+  const char* e = std::getenv("VTC_CUDA_SIM_PROFILE_SAMPLE");
+  const long v = e ? std::atol(e) : 1;
+  return uint64_t(v > 1 ? v : 1);
 }
 
 int reuse_bucket(double distance) {
@@ -194,7 +192,12 @@ void BlockProfiler::finish_block() {
 
 // --- the launch and the window ----------------------------------------------------
 
-bool block_sampled(uint64_t linear) { return linear % sample_every() == 0; }
+bool block_sampled(uint64_t linear) { return linear % window().sample_every == 0; }
+
+bool skip_unsampled_blocks() {
+  const Window& win = window();
+  return win.open.load(std::memory_order_relaxed) && win.sample_every > 1;
+}
 
 void launch_begin(const std::string& entry, const unsigned grid[3], const unsigned block[3], uint64_t shared_bytes) {
   Window& win = window();
@@ -221,6 +224,8 @@ void launch_end() {
   std::sort(stores.begin(), stores.end());
   stores.erase(std::unique(stores.begin(), stores.end()), stores.end());
   const uint32_t index = uint32_t(win.records.size());
+  // A sampled launch stands for all its blocks: its footprint too.
+  const double scale = l.sampled_blocks ? double(l.total_blocks) / double(l.sampled_blocks) : 1.0;
   const double before = win.footprint_after.empty() ? 0.0 : win.footprint_after.back();
   auto touch = [&](uint64_t sector, bool is_load) {
     auto [it, fresh] = win.last_touch.try_emplace(sector, index);
@@ -237,7 +242,7 @@ void launch_end() {
   std::vector<uint64_t> all;
   std::set_union(loads.begin(), loads.end(), stores.begin(), stores.end(), std::back_inserter(all));
   l.distinct_sectors = all.size();
-  win.footprint_after.push_back(before + double(all.size()) * kSectorBytes);
+  win.footprint_after.push_back(before + scale * double(all.size()) * kSectorBytes);
   win.records.push_back(l);
 }
 
@@ -272,10 +277,11 @@ using namespace vtc::cuda::sim;
 
 // The exported window (profile_abi.h). Begin fails (returns 1) outside
 // profile mode, so vtc can say the kernels are not instrumented.
-extern "C" __attribute__((visibility("default"))) int vtcSimProfileBegin(void) {
+extern "C" __attribute__((visibility("default"))) int vtcSimProfileBegin(unsigned long long sample_every) {
   if (!profile_mode()) return 1;
   Window& win = window();
   std::lock_guard<std::mutex> lock(win.mu);
+  win.sample_every = sample_every > 1 ? sample_every : sample_from_environment();
   win.summary = {};
   win.records.clear();
   win.last_touch.clear();

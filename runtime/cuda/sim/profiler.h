@@ -25,8 +25,11 @@
 //    Re-touches within a launch are taken as L2 hits.
 //  - Blocks run on several host workers: each keeps its own counters and
 //    footprint, merged when the launch ends (launches run one at a time).
-//  - VTC_CUDA_SIM_PROFILE_SAMPLE=N profiles one block in N (block index
-//    mod N == 0) for big grids; the records say how many, and vtc scales.
+//  - Sampling (vtcSimProfileBegin(N), or VTC_CUDA_SIM_PROFILE_SAMPLE=N):
+//    inside the window only one block in N runs (block index mod N == 0),
+//    profiled; the records say how many, and vtc scales the counts and the
+//    footprints. A sampled window computes no values: a cost-only run for
+//    steps too big to simulate whole (a 512-token prefill).
 #pragma once
 
 #include <cstdint>
@@ -77,8 +80,10 @@ class BlockProfiler {
 // The launch being run: per-worker block profilers add to it.
 void launch_begin(const std::string& entry, const unsigned grid[3], const unsigned block[3], uint64_t shared_bytes);
 void launch_end();
-// Profile sampling: whether block number `linear` of the launch is profiled.
+// Profile sampling: whether block number `linear` of the launch is
+// profiled, and whether the others are skipped (a sampled window).
 bool block_sampled(uint64_t linear);
+bool skip_unsampled_blocks();
 
 // Window-level events the driver reports.
 void note_copy(int kind, uint64_t bytes, bool pageable);  // 0 in, 1 out, 2 memset
