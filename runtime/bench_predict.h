@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "runtime/cuda/cost_model.h"
 
 namespace vtc {
@@ -42,6 +44,14 @@ struct PredictedStep {
   std::string table, json;
 };
 
+// The same steps on a GPU, each kernel timed with CUDA events (graphs off),
+// per family; against `predicted` (a simulated run's `vtc bench --json`)
+// when given: the cost model's calibration (scripts/gpu-check).
+struct MeasuredStep {
+  std::string table, json;
+  double measured_us = 0, predicted_us = -1;  // kernel time of the step; -1: no prediction
+};
+
 // Sets VTC_CUDA_SIM_PROFILE=1 for the simulated device this process loads
 // (call before any CUDA session is created). Throws vtc::Error when the
 // target is not cuda on the simulated device.
@@ -50,5 +60,9 @@ void enable_simulated_profile();
 std::vector<PredictedStep> predict_cuda_steps(const std::string& model, const SessionOptions& options,
                                               const PredictSpec& spec,
                                               const std::function<void(const std::string&)>& progress = nullptr);
+
+std::vector<MeasuredStep> measure_cuda_steps(const std::string& model, const SessionOptions& options,
+                                             const PredictSpec& spec, const nlohmann::json* predicted,
+                                             const std::function<void(const std::string&)>& progress = nullptr);
 
 }  // namespace vtc

@@ -64,10 +64,6 @@ double op_flops(const ir::Op& op, const StepShape& shape) {
   return out;
 }
 
-std::string family_of(const std::string& entry) {
-  const size_t cut = entry.rfind('_');
-  return cut != std::string::npos && entry.size() - cut == 17 ? entry.substr(0, cut) : entry;
-}
 
 // Whether a kernel reads a per-layer weight (a blk.N tensor).
 bool reads_layer_weight(const Kernel& k, const StepKernels& step) {
@@ -147,6 +143,11 @@ void price(KernelCost& k, const VtcSimLaunchProfile& r, const GpuSpec& gpu, bool
 
 }  // namespace
 
+std::string kernel_family(const std::string& entry) {
+  const size_t cut = entry.rfind('_');
+  return cut != std::string::npos && entry.size() - cut == 17 ? entry.substr(0, cut) : entry;
+}
+
 StepCost predict_step(std::string step, const VtcSimProfile& profile, const StepKernels* step_kernels,
                       const StepShape& shape, const GpuSpec& gpu, double weight_bytes, double layer_scale) {
   StepCost s;
@@ -167,7 +168,7 @@ StepCost predict_step(std::string step, const VtcSimProfile& profile, const Step
     const VtcSimLaunchProfile& r = profile.records[i];
     KernelCost k;
     k.entry = r.entry;
-    k.family = family_of(k.entry);
+    k.family = kernel_family(k.entry);
     if (n > 0 && step_kernels->kernels[i % n].entry == k.entry) {
       k.kernel = &step_kernels->kernels[i % n];
       k.in_layers = i % n >= first_layer && i % n <= last_layer;

@@ -60,6 +60,10 @@ const std::vector<GpuSpec>& gpu_specs();
 // Throws vtc::Error naming the known GPUs.
 const GpuSpec& find_gpu(std::string_view name);
 
+// A kernel's family: its entry without the source hash ("gemv" for
+// gemv_0123456789abcdef).
+std::string kernel_family(const std::string& entry);
+
 // One launch, priced.
 struct KernelCost {
   std::string entry, family;   // family: the op mnemonic (entry without its hash)

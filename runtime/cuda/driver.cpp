@@ -51,6 +51,7 @@ struct DriverApi {
   int (*event_sync)(void*) = nullptr;
   int (*event_destroy)(void*) = nullptr;
   int (*error_string)(int, const char**) = nullptr;
+  int (*event_elapsed)(float*, void*, void*) = nullptr;  // optional: kernel timing only
   ~DriverApi() {
     if (handle) dlclose(handle);
   }
@@ -113,6 +114,7 @@ std::unique_ptr<Device> Device::open(int ordinal, std::string* why) {
     if (!api->handle) return fail("the CUDA driver (libcuda.so.1) is not installed");
   }
   if (!bind_all(*api)) return fail("the CUDA driver is too old (CUDA 12 or newer is needed)");
+  bind_symbol(api->handle, "cuEventElapsedTime", api->event_elapsed);
   if (int rc = api->init(0); rc != 0) return fail(fmt::format("cuInit failed ({}): no usable GPU", rc));
   int count = 0;
   api->device_count(&count);
@@ -192,10 +194,41 @@ void Device::unload_module(void* module) {
 void* Device::function(void* module, const std::string& entry) {
   void* f = nullptr;
   check(api_->module_fn(&f, module, entry.c_str()), "cuModuleGetFunction");
+  entries_[f] = entry;
   return f;
 }
 void Device::launch(void* fn, unsigned gx, unsigned gy, unsigned block, void** params, void* stream) {
+  TimedLaunch t{fn, nullptr, nullptr};
+  if (timing_) {
+    check(api_->event_create(&t.start, 0), "cuEventCreate");
+    check(api_->event_create(&t.end, 0), "cuEventCreate");
+    record(t.start, stream);
+  }
   check(api_->launch(fn, gx, gy, 1, block, 1, 1, 0, stream, params, nullptr), "cuLaunchKernel");
+  if (timing_) {
+    record(t.end, stream);
+    timed_.push_back(t);
+  }
+}
+
+void Device::set_kernel_timing(bool on) const {
+  if (on && !api_->event_elapsed) throw Error("cuda: kernel timing needs cuEventElapsedTime, which the driver lacks");
+  timing_ = on;
+}
+
+std::vector<Device::KernelTime> Device::kernel_times() const {
+  std::vector<KernelTime> out;
+  for (const TimedLaunch& t : timed_) {
+    check(api_->event_sync(t.end), "cuEventSynchronize");
+    float ms = 0;
+    check(api_->event_elapsed(&ms, t.start, t.end), "cuEventElapsedTime");
+    auto it = entries_.find(t.fn);
+    out.push_back({it == entries_.end() ? "?" : it->second, double(ms)});
+    api_->event_destroy(t.start);
+    api_->event_destroy(t.end);
+  }
+  timed_.clear();
+  return out;
 }
 
 void Device::begin_capture(void* stream) {

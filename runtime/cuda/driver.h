@@ -11,8 +11,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace vtc::cuda {
 
@@ -64,6 +66,18 @@ class Device {
   void wait(void* event);
   void destroy_event(void* event);
 
+  // Kernel timing (the cost model's calibration, scripts/gpu-check): while
+  // on, every launch is bracketed by two timing events on its stream (so a
+  // graph captured meanwhile would carry them: time with graphs off).
+  // kernel_times() waits for the events and returns each launch's entry
+  // and milliseconds, in launch order, and forgets them.
+  struct KernelTime {
+    std::string entry;
+    double ms = 0;
+  };
+  void set_kernel_timing(bool on) const;
+  std::vector<KernelTime> kernel_times() const;
+
  private:
   Device() = default;
   void check(int rc, const char* call) const;
@@ -75,6 +89,16 @@ class Device {
   std::string name_;
   int arch_ = 0;
   uint64_t total_memory_ = 0;
+  // Kernel timing (instrumentation, hence mutable: the executor hands out
+  // its device as const).
+  mutable bool timing_ = false;
+  std::map<void*, std::string> entries_;  // function -> entry
+  struct TimedLaunch {
+    void* fn;
+    void* start;
+    void* end;
+  };
+  mutable std::vector<TimedLaunch> timed_;
 };
 
 }  // namespace vtc::cuda

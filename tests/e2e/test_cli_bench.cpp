@@ -118,3 +118,47 @@ TEST_CASE("vtc bench --vs-reference --batch-rows runs the batched step in llama.
   }
   std::filesystem::remove(json);
 }
+
+// The cost model's report (docs/cuda.md, "The cost model"): on the simulated
+// device `vtc bench --target cuda` prices each step instead of timing it,
+// and every figure says it is predicted; --kernel-times prints the same
+// steps kernel by kernel against that report (the calibration gpu-check
+// runs on a GPU; here only its plumbing, labelled as simulator time).
+TEST_CASE("vtc bench --target cuda on the simulated device predicts and never measures", "[cli][bench][reference]") {
+  const std::string model = test::model_path("llama", "f32");
+  const std::string pred = test::unique_temp_path("bench-pred.json");
+  const std::string out = test::run_capture(fmt::format(
+      "VTC_CUDA_DEVICE=sim {} bench {} --target cuda --gpu h100 -p 16 --batch-rows 4 --batch-context 8 --json {}",
+      VTC_TOOL, model, pred));
+  INFO(out);
+  CHECK_THAT(out, Catch::Contains("prefill, 16 tokens on NVIDIA H100") && Catch::Contains("PREDICTED") &&
+                      Catch::Contains("decode, 1 row(s)") && Catch::Contains("decode, 4 row(s)") &&
+                      Catch::Contains("| gemv |") && Catch::Contains("roofline:"));
+  CHECK_THAT(out, !Catch::Contains("tok/s"));
+  const auto j = read_json(pred);
+  CHECK(j.at("predicted") == true);
+  REQUIRE(j.at("steps").size() == 3);
+  for (const auto& step : j.at("steps")) {
+    CHECK(step.at("gpu") == "h100");
+    CHECK(step.at("predicted_us").get<double>() > step.at("kernel_us").get<double>() - 1e-9);
+    double dram = 0;
+    for (const auto& f : step.at("families")) dram += f.at("dram_bytes").get<double>();
+    CHECK(dram > 0);
+  }
+  // A decode step reads every weight once: its DRAM bytes are at least the weights a token reads.
+  const auto& decode1 = j.at("steps").at(1);
+  double dram = 0;
+  for (const auto& f : decode1.at("families")) dram += f.at("dram_bytes").get<double>();
+  CHECK(dram >= decode1.at("weight_bytes").get<double>());
+
+  const std::string timed = test::run_capture(fmt::format(
+      "VTC_CUDA_DEVICE=sim {} bench {} --target cuda --kernel-times --predicted {} -p 16 --batch-rows 4 --batch-context 8",
+      VTC_TOOL, model, pred));
+  INFO(timed);
+  CHECK_THAT(timed, Catch::Contains("SIMULATOR host time per kernel") && Catch::Contains("against the cost model"));
+  CHECK_THAT(timed, !Catch::Contains("MEASURED"));
+  const std::string bad = test::run_capture(fmt::format(
+      "VTC_CUDA_DEVICE=sim {} bench {} --target cuda --gpu v100 -p 16 2>&1; echo exit=$?", VTC_TOOL, model));
+  CHECK_THAT(bad, Catch::Contains("unknown GPU 'v100'") && Catch::Contains("h200") && Catch::Contains("exit=1"));
+  std::filesystem::remove(pred);
+}

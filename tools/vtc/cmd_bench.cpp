@@ -14,6 +14,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -38,6 +39,8 @@ struct BenchOptions {
   std::string weight_layout_types = "reference";
   std::string gpu = "h200";
   int32_t scale_layers = 0, sample_blocks = 1;
+  bool kernel_times = false;
+  std::string predicted;
   uint64_t bandwidth_mib = 1024;
   BenchSpec spec;
 };
@@ -256,8 +259,44 @@ int run_predicted(const BenchOptions& o) {
   return 0;
 }
 
+// A GPU: the same steps as the simulated device's report, each kernel
+// timed, against that report's --json when given (scripts/gpu-check).
+int run_kernel_times(const BenchOptions& o) {
+  if (o.target != "cuda") throw Error("bench: --kernel-times times CUDA kernels; it needs --target cuda");
+  if (o.model.empty()) throw Error("bench: give a MODEL");
+  std::optional<nlohmann::json> predicted;
+  if (!o.predicted.empty()) {
+    std::ifstream in(o.predicted);
+    if (!in) throw Error("bench: cannot read --predicted " + o.predicted);
+    try {
+      predicted = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(fmt::format("bench: --predicted {} is not JSON: {}", o.predicted, e.what()));
+    }
+    if (!predicted->value("predicted", false))
+      throw Error("bench: --predicted " + o.predicted + " is not a simulated `vtc bench --json` report");
+  }
+  PredictSpec spec;
+  spec.prompt_tokens = o.spec.prompt_tokens;
+  spec.batch_rows.clear();
+  if (o.spec.gen_tokens > 0) spec.batch_rows = {1, o.spec.batch_rows > 1 ? o.spec.batch_rows : 8};
+  spec.batch_context = o.spec.batch_context;
+  const auto steps = measure_cuda_steps(o.model, session_options(o, 0, 1), spec, predicted ? &*predicted : nullptr, log);
+  nlohmann::json j = {{"model", o.model}, {"measured", true}};
+  for (const MeasuredStep& step : steps) {
+    fmt::print("\n{}", step.table);
+    j["steps"].push_back(nlohmann::json::parse(step.json));
+  }
+  if (!o.json_out.empty()) {
+    std::ofstream out(o.json_out);
+    if (!(out << j.dump(1))) throw Error("bench: cannot write " + o.json_out);
+  }
+  return 0;
+}
+
 int run(const BenchOptions& o) {
   if (o.list_isas) return list_isas();
+  if (o.kernel_times) return run_kernel_times(o);
   if (on_simulated_device(o)) return run_predicted(o);
   if (o.model.empty() && !o.memory_bandwidth) throw Error("bench: give a MODEL (or --memory-bandwidth alone)");
   if (o.spec.repetitions < 1) throw Error("bench: --repetitions must be at least 1");
@@ -315,6 +354,12 @@ Runner add_bench(CLI::App& app) {
                   "cost-only run for steps too big to simulate whole; 1: every block)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_flag("--kernel-times", o->kernel_times,
+               "GPU: time every kernel of the same steps as the simulated device's report (prefill -p, decode of 1 "
+               "and --batch-rows rows) with CUDA events, per kernel family");
+  cmd->add_option("--predicted", o->predicted,
+                  "With --kernel-times: a simulated run's --json report, printed against the measured times")
+      ->check(CLI::ExistingFile);
   cmd->add_flag("--profile", o->profile, "Print vtc's time per op kind (pp and tg runs)");
   cmd->add_flag("--no-fuse", o->no_fuse, "CPU: compile a GGUF without the fusion passes (before/after comparisons)");
   cmd->add_flag("--no-fused-kernels", o->no_fused_kernels,

@@ -283,6 +283,9 @@ VTC_SIM_API int cuEventCreate(void** e, unsigned) {
 VTC_SIM_API int cuEventRecord(void* e, void* s) { return record(static_cast<Event*>(e), as_stream(s)); }
 VTC_SIM_API int cuEventQuery(void* e) { return query(static_cast<Event*>(e)); }
 VTC_SIM_API int cuEventSynchronize(void* e) { return wait(static_cast<Event*>(e)); }
+VTC_SIM_API int cuEventElapsedTime(float* ms, void* start, void* end) {
+  return elapsed_ms(ms, static_cast<Event*>(start), static_cast<Event*>(end));
+}
 VTC_SIM_API int cuEventDestroy_v2(void* e) {
   destroy_event(static_cast<Event*>(e));
   return kSuccess;

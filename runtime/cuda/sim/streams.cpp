@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +30,7 @@ thread_local std::string t_last_message;
 
 struct Event {
   uint64_t recorded = 0, reached = 0;
+  double reached_ms = 0;  // host time when `reached` last advanced (cuEventElapsedTime)
 };
 
 class Stream {
@@ -182,6 +184,8 @@ void execute(Op& op) {
     case Op::Kind::Record: {
       std::lock_guard<std::mutex> lock(g_mu);
       op.event->reached = std::max(op.event->reached, op.ticket);
+      op.event->reached_ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
       break;
     }
   }
@@ -265,6 +269,13 @@ int query(Event* e) {
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_sticky) return g_sticky;
   return e->reached >= e->recorded ? kSuccess : kNotReady;
+}
+
+int elapsed_ms(float* ms, Event* start, Event* end) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (start->reached < start->recorded || end->reached < end->recorded) return kNotReady;
+  *ms = float(end->reached_ms - start->reached_ms);
+  return kSuccess;
 }
 
 int wait(Event* e) {

@@ -102,6 +102,9 @@ void destroy_event(Event* e);
 int record(Event* e, Stream* s);
 int query(Event* e);
 int wait(Event* e);
+// cuEventElapsedTime: the simulator's host time between the two events
+// (not a GPU figure: only kernel timing's plumbing uses it here).
+int elapsed_ms(float* ms, Event* start, Event* end);
 
 // Runs one operation now (the stream threads call this).
 void execute(Op& op);
