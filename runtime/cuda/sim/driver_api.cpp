@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 
 #include "runtime/cuda/sim/memory.h"
@@ -25,10 +26,16 @@ namespace {
 constexpr const char* kDeviceName = "CUDA (simulated device)";
 constexpr char kImageMagic[] = "//VTCSIM1 ";  // the sim NVRTC's image: magic, length, newline, ELF
 
-struct Module {
+// One loaded kernel object.
+struct Object {
   ModuleMemory memory;
   void* handle = nullptr;
   int fd = -1;  // open while loaded: the loader knows a library by its path, /proc/self/fd/<fd>
+};
+
+// A module: its object, and in profile mode the instrumented variant.
+struct Module {
+  Object plain, profiled;
   std::map<std::string, Function> functions;
 };
 
@@ -169,46 +176,81 @@ VTC_SIM_API int cuStreamDestroy_v2(void* s) {
 }
 VTC_SIM_API int cuStreamSynchronize(void* s) { return synchronize(as_stream(s)); }
 
-// The image is an ELF shared object; it is loaded through a memfd so that
-// every module is its own copy (a kernel's __shared__ arrays and the
-// runtime table are per module).
-VTC_SIM_API int cuModuleLoadData(void** module, const void* image) {
-  const char* text = static_cast<const char*>(image);
-  if (std::strncmp(text, kImageMagic, sizeof kImageMagic - 1) != 0)
-    return fail_with(kInvalidImage, "not an image of the simulated device's NVRTC (a real cubin or PTX cannot run on it)");
+namespace {
+
+void unload(Object& o) {
+  if (o.handle) dlclose(o.handle);
+  if (o.fd >= 0) close(o.fd);
+  o = {};
+}
+
+// Loads the framed object at `text` into `o`; returns where the next frame
+// starts, or null with the error recorded.
+const char* load_object(const char* text, Object& o, int* rc) {
+  *rc = kSuccess;
+  if (std::strncmp(text, kImageMagic, sizeof kImageMagic - 1) != 0) {
+    *rc = fail_with(kInvalidImage, "not an image of the simulated device's NVRTC (a real cubin or PTX cannot run on it)");
+    return nullptr;
+  }
   char* end = nullptr;
   const unsigned long long bytes = std::strtoull(text + sizeof kImageMagic - 1, &end, 10);
-  if (!end || *end != '\n') return fail_with(kInvalidImage, "the simulated device's image header is damaged");
-  const int fd = memfd_create("vtc-sim-kernel", MFD_CLOEXEC);
-  if (fd < 0 || write(fd, end + 1, bytes) != ssize_t(bytes)) {
-    if (fd >= 0) close(fd);
-    return fail_with(kInvalidImage, "cannot stage the kernel image in a memfd");
+  if (!end || *end != '\n') {
+    *rc = fail_with(kInvalidImage, "the simulated device's image header is damaged");
+    return nullptr;
   }
-  const std::string path = fmt::format("/proc/self/fd/{}", fd);
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) {
-    close(fd);
-    return fail_with(kInvalidImage, fmt::format("dlopen of the kernel image failed: {}", dlerror()));
+  o.fd = memfd_create("vtc-sim-kernel", MFD_CLOEXEC);
+  if (o.fd < 0 || write(o.fd, end + 1, bytes) != ssize_t(bytes)) {
+    unload(o);
+    *rc = fail_with(kInvalidImage, "cannot stage the kernel image in a memfd");
+    return nullptr;
   }
-  auto bind = reinterpret_cast<void (*)(const VtcSimRuntime*)>(dlsym(handle, "vtc_sim_bind"));
+  const std::string path = fmt::format("/proc/self/fd/{}", o.fd);
+  o.handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!o.handle) {
+    *rc = fail_with(kInvalidImage, fmt::format("dlopen of the kernel image failed: {}", dlerror()));
+    unload(o);
+    return nullptr;
+  }
+  auto bind = reinterpret_cast<void (*)(const VtcSimRuntime*)>(dlsym(o.handle, "vtc_sim_bind"));
   if (!bind) {
-    dlclose(handle);
-    close(fd);
-    return fail_with(kInvalidImage, "the kernel image has no vtc_sim_bind");
+    unload(o);
+    *rc = fail_with(kInvalidImage, "the kernel image has no vtc_sim_bind");
+    return nullptr;
   }
   bind(runtime_table());
-  auto* m = new Module();
-  m->handle = handle;
-  m->memory = module_memory(handle);
-  m->fd = fd;
-  *module = m;
+  o.memory = module_memory(o.handle);
+  return end + 1 + bytes + 1;  // the object, then its newline
+}
+
+bool find_kernel(const Object& o, const char* name, KernelFn* fn, const VtcSimParams** params) {
+  *fn = reinterpret_cast<KernelFn>(dlsym(o.handle, fmt::format("vtc_sim_run_{}", name).c_str()));
+  *params = static_cast<const VtcSimParams*>(dlsym(o.handle, fmt::format("vtc_sim_params_{}", name).c_str()));
+  return *fn && *params;
+}
+
+}  // namespace
+
+// The image holds one framed ELF shared object, or two in profile mode
+// (nvrtc_api.cpp); each is loaded through a memfd so that every module is
+// its own copy (a kernel's __shared__ arrays and the runtime table are per
+// module).
+VTC_SIM_API int cuModuleLoadData(void** module, const void* image) {
+  auto m = std::make_unique<Module>();
+  int rc = kSuccess;
+  const char* next = load_object(static_cast<const char*>(image), m->plain, &rc);
+  if (!next) return rc;
+  if (std::strncmp(next, kImageMagic, sizeof kImageMagic - 1) == 0 && !load_object(next, m->profiled, &rc)) {
+    unload(m->plain);
+    return rc;
+  }
+  *module = m.release();
   return kSuccess;
 }
 VTC_SIM_API int cuModuleUnload(void* module) {
   auto* m = static_cast<Module*>(module);
   if (!m) return kInvalidHandle;
-  dlclose(m->handle);
-  close(m->fd);
+  unload(m->plain);
+  unload(m->profiled);
   delete m;
   return kSuccess;
 }
@@ -218,10 +260,14 @@ VTC_SIM_API int cuModuleGetFunction(void** fn, void* module, const char* name) {
   if (it == m->functions.end()) {
     Function f;
     f.entry = name;
-    f.fn = reinterpret_cast<KernelFn>(dlsym(m->handle, fmt::format("vtc_sim_run_{}", name).c_str()));
-    f.params = static_cast<const VtcSimParams*>(dlsym(m->handle, fmt::format("vtc_sim_params_{}", name).c_str()));
-    if (!f.fn || !f.params) return fail_with(kNotFound, fmt::format("the module has no kernel {}", name));
-    f.module = &m->memory;
+    if (!find_kernel(m->plain, name, &f.fn, &f.params))
+      return fail_with(kNotFound, fmt::format("the module has no kernel {}", name));
+    f.module = &m->plain.memory;
+    if (m->profiled.handle) {
+      if (!find_kernel(m->profiled, name, &f.profiled.fn, &f.profiled.params))
+        return fail_with(kNotFound, fmt::format("the module's profiled variant has no kernel {}", name));
+      f.profiled.module = &m->profiled.memory;
+    }
     it = m->functions.emplace(name, f).first;
   }
   *fn = &it->second;

@@ -4,7 +4,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "runtime/cuda/sim/profiler.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -43,12 +42,10 @@ size_t page_size() {
 
 }  // namespace
 
-// Profile mode (profiler.h) needs checked mode's instrumentation, so it
-// implies checked mode.
 bool checked_mode() {
   static const bool on = [] {
     const char* e = std::getenv("VTC_CUDA_SIM_CHECK");
-    return (e && *e && std::strcmp(e, "0") != 0) || profile_mode();
+    return e && *e && std::strcmp(e, "0") != 0;
   }();
   return on;
 }

@@ -46,19 +46,23 @@ enum : int { kOk = 0, kOutOfMemory = 1, kInvalidInput = 3, kInvalidProgram = 4, 
 
 // Checked mode adds GCC's kernel-address instrumentation with a call per
 // access (kernel_host.h defines the called functions; nothing of ASan's
-// runtime is needed).
+// runtime is needed). Profile mode builds a second, instrumented variant
+// that also counts special functions and dp4a (VTC_SIM_PROFILED); it runs
+// only inside profile windows (profiler.h), the first variant elsewhere.
+std::vector<std::string> flags_for(bool instrumented, bool profiled) {
+  std::vector<std::string> f = {"-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
+                                "-ffp-contract=off", "-fno-math-errno", "-w"};
+  if (instrumented)
+    for (const char* c : {"-DVTC_SIM_CHECKED", "-fsanitize=kernel-address", "-fsanitize-recover=kernel-address",
+                          "--param=asan-instrumentation-with-call-threshold=0", "--param=asan-stack=0",
+                          "--param=asan-globals=0"})
+      f.push_back(c);
+  if (profiled) f.push_back("-DVTC_SIM_PROFILED");
+  return f;
+}
+
 const std::vector<std::string>& compile_flags() {
-  static const std::vector<std::string> flags = [] {
-    std::vector<std::string> f = {"-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
-                                  "-ffp-contract=off", "-fno-math-errno", "-w"};
-    if (checked_mode())
-      for (const char* c : {"-DVTC_SIM_CHECKED", "-fsanitize=kernel-address", "-fsanitize-recover=kernel-address",
-                            "--param=asan-instrumentation-with-call-threshold=0", "--param=asan-stack=0",
-                            "--param=asan-globals=0"})
-        f.push_back(c);
-    if (profile_mode()) f.push_back("-DVTC_SIM_PROFILED");  // counts special functions and dp4a (kernel_host.h)
-    return f;
-  }();
+  static const std::vector<std::string> flags = flags_for(checked_mode(), false);
   return flags;
 }
 
@@ -190,19 +194,25 @@ int compile(Program& p) {
   std::ofstream(dir / "kernel_abi.h") << kKernelAbiHeader;
   std::ofstream(dir / "kernel_host.h") << kKernelHostHeader;
   std::ofstream(dir / name) << p.source << trampolines(entries);
-  std::vector<std::string> argv = {compiler()};
-  for (const auto& f : compile_flags()) argv.push_back(f);
-  for (const std::string& a : {std::string("-I") + dir.string(), std::string("-include"), (dir / "kernel_host.h").string(),
-                               std::string("-x"), std::string("c++"), (dir / name).string(), std::string("-o"),
-                               (dir / "kernel.so").string()})
-    argv.push_back(a);
+  // One object per variant; the image is their framed concatenation.
+  auto build = [&](const std::vector<std::string>& flags, std::string* log) {
+    std::vector<std::string> argv = {compiler()};
+    for (const auto& f : flags) argv.push_back(f);
+    for (const std::string& a : {std::string("-I") + dir.string(), std::string("-include"),
+                                 (dir / "kernel_host.h").string(), std::string("-x"), std::string("c++"),
+                                 (dir / name).string(), std::string("-o"), (dir / "kernel.so").string()})
+      argv.push_back(a);
+    const int status = run_compiler(argv, dir / "compile.log", log);
+    if (status == 0) {
+      const std::string object = read_all(dir / "kernel.so");
+      p.image += fmt::format("//VTCSIM1 {}\n", object.size()) + object + "\n";
+    }
+    return status;
+  };
   std::string log;
-  const int status = run_compiler(argv, dir / "compile.log", &log);
+  int status = build(compile_flags(), &log);
+  if (status == 0 && profile_mode()) status = build(flags_for(true, true), &log);
   p.log = nvrtc_style_log(log, name);
-  if (status == 0) {
-    const std::string object = read_all(dir / "kernel.so");
-    p.image = fmt::format("//VTCSIM1 {}\n", object.size()) + object + "\n";
-  }
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
   return status == 0 ? kOk : kCompilation;
@@ -215,6 +225,7 @@ int compile(Program& p) {
 VTC_SIM_API int nvrtcVersion(int* major, int* minor) {
   std::string key = std::string(kKernelAbiHeader) + kKernelHostHeader;
   for (const auto& f : compile_flags()) key += f;
+  if (profile_mode()) key += "+profiled";
   *major = 0;
   *minor = int(fnv1a(key) % 1000000);
   return kOk;

@@ -194,6 +194,8 @@ void BlockProfiler::finish_block() {
 
 bool block_sampled(uint64_t linear) { return linear % window().sample_every == 0; }
 
+bool profile_window_open() { return window().open.load(std::memory_order_relaxed); }
+
 bool skip_unsampled_blocks() {
   const Window& win = window();
   return win.open.load(std::memory_order_relaxed) && win.sample_every > 1;

@@ -2,9 +2,11 @@
 // a GPU would pay for each launch (profile_abi.h has the records).
 //
 // Algorithm:
-//  - Kernels are compiled with checked mode's instrumentation: every load
-//    and store calls back with its address, size and call site (the
-//    instrumented instruction's address in the kernel object).
+//  - Kernels are compiled twice: as usual, and with checked mode's
+//    instrumentation, where every load and store calls back with its
+//    address, size and call site (the instrumented instruction's address in
+//    the kernel object). Launches inside a profile window run the second;
+//    the rest of the program runs at the simulator's usual speed.
 //  - Requests. A warp's lanes run one after another as fibers, so a warp
 //    instruction is rebuilt from its lanes: each lane's accesses are kept
 //    in order until the warp next meets as a whole (a warp collective, a
@@ -83,6 +85,9 @@ void launch_end();
 // Profile sampling: whether block number `linear` of the launch is
 // profiled, and whether the others are skipped (a sampled window).
 bool block_sampled(uint64_t linear);
+// Whether a profile window is open (launches then run the instrumented
+// variant of their kernel).
+bool profile_window_open();
 bool skip_unsampled_blocks();
 
 // Window-level events the driver reports.

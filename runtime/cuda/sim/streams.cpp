@@ -150,6 +150,11 @@ void run_launch(Op& op) {
     }
   }
   Launch l{op.fn->fn, op.fn->entry, info, params.data(), op.grid, op.block, op.fn->module};
+  if (op.fn->profiled.fn && profile_window_open()) {  // profile mode: the instrumented variant
+    l.fn = op.fn->profiled.fn;
+    l.param_info = op.fn->profiled.params;
+    l.module = op.fn->profiled.module;
+  }
   static const bool trace = [] {
     const char* e = std::getenv("VTC_CUDA_SIM_TRACE");
     return e && *e && std::strcmp(e, "0") != 0;

@@ -49,6 +49,12 @@ struct Function {
   const VtcSimParams* params = nullptr;
   std::string entry;
   const ModuleMemory* module = nullptr;
+  // Profile mode: the instrumented variant, run inside profile windows.
+  struct Variant {
+    KernelFn fn = nullptr;
+    const VtcSimParams* params = nullptr;
+    const ModuleMemory* module = nullptr;
+  } profiled;
 };
 
 struct Event;
