@@ -6,39 +6,20 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
-#include <memory>
 #include <vector>
 
-#include "codegen/cuda/nvrtc.h"
 #include "runtime/cuda/cost_model.h"
 #include "runtime/cuda/driver.h"
 #include "support/error.h"
+#include "tests/cuda/sim_fixture.h"
 
 using namespace vtc::cuda;
 
 namespace {
 
-struct ProfiledSim {
-  std::unique_ptr<Device> dev;
-  std::unique_ptr<Nvrtc> nvrtc;
-  void* stream = nullptr;
+struct ProfiledSim : test::Sim {
   ProfiledSim() {
     if (!std::getenv("VTC_CUDA_SIM_PROFILE")) FAIL("run with VTC_CUDA_SIM_PROFILE=1 (ctest sets it)");
-    ::setenv("VTC_CUDA_DEVICE", "sim", 1);
-    std::string why;
-    dev = Device::open(0, &why);
-    if (!dev) FAIL("the simulated device does not open: " << why);
-    nvrtc = Nvrtc::load(&why);
-    if (!nvrtc) FAIL("the simulated NVRTC does not load: " << why);
-    stream = dev->create_stream();
-  }
-  ~ProfiledSim() { dev->destroy_stream(stream); }
-  void* kernel(const std::string& name, const std::string& params, const std::string& body) {
-    Kernel k;
-    k.entry = name;
-    k.what = "cost model test kernel " + name;
-    k.source = fmt::format("extern \"C\" __global__ void {}({}) {{\n{}\n}}\n", name, params, body);
-    return dev->function(dev->load_module(nvrtc->compile(k, dev->arch(), CodeKind::Cubin).image), name);
   }
   // One launch of `fn` (grid x blocks of `threads`) with buffers x and y,
   // inside its own profile window; returns the window.

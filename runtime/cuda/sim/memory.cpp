@@ -42,11 +42,13 @@ size_t page_size() {
 
 }  // namespace
 
+bool env_flag(const char* name) {
+  const char* e = std::getenv(name);
+  return e && *e && std::strcmp(e, "0") != 0;
+}
+
 bool checked_mode() {
-  static const bool on = [] {
-    const char* e = std::getenv("VTC_CUDA_SIM_CHECK");
-    return e && *e && std::strcmp(e, "0") != 0;
-  }();
+  static const bool on = env_flag("VTC_CUDA_SIM_CHECK");
   return on;
 }
 

@@ -19,6 +19,8 @@
 namespace vtc::cuda::sim {
 
 bool checked_mode();
+// Whether environment variable `name` is set to something other than "" or "0".
+bool env_flag(const char* name);
 
 struct Allocation {
   uintptr_t base = 0;

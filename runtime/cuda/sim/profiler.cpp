@@ -9,6 +9,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "runtime/cuda/sim/memory.h"
+
 namespace vtc::cuda::sim {
 namespace {
 
@@ -59,10 +61,7 @@ void add_counters(VtcSimLaunchProfile& to, const VtcSimLaunchProfile& from) {
 }  // namespace
 
 bool profile_mode() {
-  static const bool on = [] {
-    const char* e = std::getenv("VTC_CUDA_SIM_PROFILE");
-    return e && *e && std::strcmp(e, "0") != 0;
-  }();
+  static const bool on = env_flag("VTC_CUDA_SIM_PROFILE");
   return on;
 }
 

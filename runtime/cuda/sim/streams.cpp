@@ -155,10 +155,7 @@ void run_launch(Op& op) {
     l.param_info = op.fn->profiled.params;
     l.module = op.fn->profiled.module;
   }
-  static const bool trace = [] {
-    const char* e = std::getenv("VTC_CUDA_SIM_TRACE");
-    return e && *e && std::strcmp(e, "0") != 0;
-  }();
+  static const bool trace = env_flag("VTC_CUDA_SIM_TRACE");
   if (trace)
     std::fprintf(stderr, "vtc-sim: launch %s grid (%u,%u,%u) block (%u,%u,%u)\n", op.fn->entry.c_str(), op.grid.x,
                  op.grid.y, op.grid.z, op.block.x, op.block.y, op.block.z);
