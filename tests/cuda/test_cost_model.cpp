@@ -141,7 +141,7 @@ TEST_CASE("shared-memory bank conflicts: none, 2-way and 32-way", "[cost]") {
   s.dev->free(y);
 }
 
-TEST_CASE("copies and host waits are counted; the GPU table refuses an unknown name", "[cost]") {
+TEST_CASE("copies and host waits are counted and the GPU table refuses an unknown name", "[cost]") {
   ProfiledSim s;
   DevPtr x = s.dev->alloc(4096);
   std::vector<float> host(1024, 2.0f);
