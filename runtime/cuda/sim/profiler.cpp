@@ -74,6 +74,7 @@ void BlockProfiler::start(int warps, bool sampled) {
   counters_ = {};
   load_sectors_.clear();
   store_sectors_.clear();
+  if (sampled_) seen_.assign(kSeenSlots * 2, ~uint64_t(0));  // loads, then stores
 }
 
 void BlockProfiler::record(int warp, int lane, uintptr_t site, uintptr_t address, unsigned bytes, bool is_write,
@@ -134,6 +135,9 @@ void BlockProfiler::add_global(const Access* first, const Access* last) {
     for (uint64_t s = lo; s <= hi; ++s) {
       if (std::find(sectors, sectors + n, s) != sectors + n) continue;
       if (n < 64) sectors[n++] = s;
+      uint64_t& slot = seen_[(is_write ? kSeenSlots : 0) + (s * 0x9E3779B97F4A7C15ull >> 52)];
+      if (slot == s) continue;
+      slot = s;
       footprint.push_back(s);
     }
   }

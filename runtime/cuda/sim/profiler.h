@@ -77,6 +77,11 @@ class BlockProfiler {
   std::vector<std::vector<Access>> pending_;  // per warp
   VtcSimLaunchProfile counters_{};
   std::vector<uint64_t> load_sectors_, store_sectors_;  // this block's footprint (duplicates allowed)
+  // A direct-mapped filter of sectors already in the footprint: re-read
+  // activations (every warp of a GEMV reads the whole input) are pushed
+  // once instead of once per request.
+  static constexpr size_t kSeenSlots = 4096;
+  std::vector<uint64_t> seen_;
 };
 
 // The launch being run: per-worker block profilers add to it.
