@@ -136,6 +136,7 @@ struct Executor::Impl final : StateStorage {
   size_t pending = 0;        // their count
   std::vector<int32_t> held;  // ids collected early (their stage was needed)
   uint64_t last_seq = 0;  // steps queued so far
+  uint64_t wait_ns = 0;   // this thread's CPU time inside waits (not the executor's own)
   ExecutorStats stats;
   OpObserver observer;  // diffs only: set_observer()
 
@@ -190,15 +191,21 @@ struct Executor::Impl final : StateStorage {
 
   // --- waits, all counted -------------------------------------------------
 
+  // Waits run on this thread's CPU clock (the simulated device may work
+  // while a host thread waits): that time is the device's, not host_ns'.
   void sync() {
     ++stats.host_waits;
+    const uint64_t t0 = thread_cpu_ns();
     dev->sync(stream);
+    wait_ns += thread_cpu_ns() - t0;
   }
   // Waits for `event`; `pipelined`: newer work is queued behind it.
   void wait(void* event, bool pipelined) {
     if (dev->event_done(event)) return;
     ++(pipelined ? stats.collect_waits : stats.host_waits);
+    const uint64_t t0 = thread_cpu_ns();
     dev->wait(event);
+    wait_ns += thread_cpu_ns() - t0;
   }
 
   // --- load ---------------------------------------------------------------
@@ -723,7 +730,9 @@ struct Executor::Impl final : StateStorage {
     notify(req, *c.p);
     check_guards(*c.p);
     std::vector<HostTensor> out;
+    const uint64_t t0 = thread_cpu_ns();  // a copy to pageable memory waits for the stream
     for (const auto* v : c.step->kernels.returns) out.push_back(download(v, c));
+    wait_ns += thread_cpu_ns() - t0;
     sync();
     return out;
   }
@@ -823,18 +832,18 @@ std::string Executor::describe() const {
                      impl_->options.graphs ? "on" : "off");
 }
 
-// host_ns: the calling thread's CPU time, so the simulated kernels (on the
-// stream's own thread) and time blocked in waits are not in it.
+// host_ns: the calling thread's CPU time, less its time inside waits, so
+// neither the device's work nor the time blocked for it is in it.
 std::vector<HostTensor> Executor::run(const StepRequest& request) {
-  const uint64_t t0 = thread_cpu_ns();
+  const uint64_t t0 = thread_cpu_ns(), w0 = impl_->wait_ns;
   std::vector<HostTensor> out = impl_->run(request);
-  impl_->stats.host_ns += thread_cpu_ns() - t0;
+  impl_->stats.host_ns += thread_cpu_ns() - t0 - (impl_->wait_ns - w0);
   return out;
 }
 std::vector<int32_t> Executor::run_sampled(const StepRequest& request) {
-  const uint64_t t0 = thread_cpu_ns();
+  const uint64_t t0 = thread_cpu_ns(), w0 = impl_->wait_ns;
   std::vector<int32_t> out = impl_->run_sampled(request);
-  impl_->stats.host_ns += thread_cpu_ns() - t0;
+  impl_->stats.host_ns += thread_cpu_ns() - t0 - (impl_->wait_ns - w0);
   return out;
 }
 std::vector<int32_t> Executor::wait_sampled() { return impl_->collect(); }

@@ -96,7 +96,7 @@ struct ExecutorStats {
   uint64_t host_waits = 0;       // stream syncs and waits after which the device is idle
   uint64_t collect_waits = 0;    // blocking waits for step N's ids with step N+1 queued
   uint64_t kernels_generated_at_load = 0;  // distinct kernels codegen made at construction
-  uint64_t host_ns = 0;          // CPU time of the calling thread inside run()/run_sampled()
+  uint64_t host_ns = 0;          // the calling thread's CPU time in run()/run_sampled(), waits excluded
 };
 
 class Executor final : public Backend {

@@ -8,8 +8,10 @@
 //    every declared state of every slot (padding rows write none of them)
 //    equals the CPU's: integers exactly, floats within the diff tests'
 //    rel-L2 1e-2 (tests/diff/test_diff_cuda.cpp);
-// and a `vtc compile --target cuda` artifact serves with no kernel
-// generated at load.
+// and a `vtc compile --target cuda` artifact stores the launches codegen
+// makes for its IR and serves with no kernel generated at load. A hidden
+// case ("[.measure]") prints the host CPU time per decode step
+// (docs/cuda-executor-notes.md).
 //
 // Own main, like test_cuda_ops: without a usable device (a GPU, or
 // VTC_CUDA_DEVICE=sim) or the reference vocabulary it prints
@@ -20,6 +22,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <filesystem>
 
@@ -181,6 +184,42 @@ TEST_CASE("a cuda artifact serves with no kernel generated at load", "[sim]") {
   const vtc::HostTensor a = cpu.prefill(0, prompt, 0), b = s.prefill(0, prompt, 0);
   REQUIRE(a.shape == b.shape);
   CHECK(argmax_row(a, 0) == argmax_row(b, 0));
+}
+
+// Acceptance 4 of issue 39, run by hand (hidden tag): the executor's own
+// host CPU time per steady decode step (ExecutorStats::host_ns, the calling
+// thread's CPU time, so not the simulated kernels), batch 1, for the
+// synthetic model VTC_MEASURE_ARCH / VTC_MEASURE_SIZE (f16 matrices).
+TEST_CASE("host time per decode step", "[.measure]") {
+  const char* arch = std::getenv("VTC_MEASURE_ARCH");
+  const char* size = std::getenv("VTC_MEASURE_SIZE");
+  const std::string name = fmt::format("measure-{}-{}.gguf", arch ? arch : "llama", size ? size : "tiny");
+  const auto path = (std::filesystem::path(VTC_TEST_DATA_DIR) / name).string();
+  if (!std::filesystem::exists(path)) {
+    vtc::synth::Options o;
+    o.arch = arch ? arch : "llama";
+    o.size = size ? size : "tiny";
+    o.weight_type = vtc::GgmlType::F16;
+    o.vocab_path = vtc::synth::find_default_vocab(o.arch);
+    vtc::synth::write_model(o, path + ".partial");
+    std::filesystem::rename(path + ".partial", path);
+  }
+  vtc::Session gpu(path, {.target = "cuda", .n_ctx = 256, .n_slots = 1});
+  const std::vector<int32_t> prompt = {1, 450, 4996, 17354};
+  gpu.prefill(0, prompt, 0);
+  gpu.set_last_id(0, 450);
+  const vtc::DeviceSampling greedy = vtc::DeviceSampling::greedy();
+  const int steps = 12;
+  uint64_t ns0 = 0, n0 = 0;
+  for (int i = 0; i < steps; ++i) {
+    if (i == 2) ns0 = stats(gpu).host_ns, n0 = stats(gpu).steps;  // after the bucket's first steps
+    gpu.decode_sampled(std::vector<int32_t>{0}, std::vector<int32_t>{int32_t(prompt.size()) + i}, {&greedy, 1});
+    if (std::string(std::getenv("VTC_MEASURE_DRAIN") ? std::getenv("VTC_MEASURE_DRAIN") : "") == "1") gpu.finish_sampled();  // each step launched on an idle device
+  }
+  gpu.finish_sampled();
+  const ExecutorStats& s = stats(gpu);
+  fmt::print("{}: host CPU time per steady decode step: {:.1f} us over {} steps (host waits {}, collect waits {})\n", name,
+             double(s.host_ns - ns0) / 1e3 / double(s.steps - n0), s.steps - n0, s.host_waits, s.collect_waits);
 }
 
 int main(int argc, char** argv) {
