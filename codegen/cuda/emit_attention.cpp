@@ -35,10 +35,23 @@
 // folds it into the warp's (m, l, acc) after the loop; decode folds it into
 // the combine (the maximum over the slices and the sink, then l +=
 // exp(sink - max)), so it counts once per (token, head).
-// Scores: s = (q . k) * scale, or softcap * tanh(s * scale / softcap). The
-// accumulator is f32 (the CPU accumulates V in f16 for an f16 cache, as
-// ggml's CPU flash attention does; see docs/cuda.md). A query with no
-// visible key outputs zeros.
+// Scores: s = (q . k) * scale, or softcap * tanh(s * scale / softcap).
+// Numerics follow the CPU, which follows ggml's CPU flash attention
+// (runtime/cpu/kernels/attention.cpp), because with attention that matters
+// in the logits its f16 roundings do too (a sharp softmax over amplified
+// scores turned them into 1e-3..9e-3 rel-L2 against llama.cpp when CUDA
+// kept q and the accumulator in f32):
+//  - one-row regime (decode; prefill when the sequence has fewer than 64
+//    tokens in the step) with an f16 cache: q rounded to f16, and per key in
+//    order: if s > m { ms = exp(m - s); m = s; acc = f16(acc * ms) } else
+//    vs = exp(s - m); acc = f16(fma(v, vs, acc)); l = l * ms + vs. Decode
+//    walks the keys in one slice, as the CPU does, up to 256 of them;
+//  - tiled regime (prefill of 64+ tokens of a sequence), or an f32 cache:
+//    the same update in f32, q in f32;
+//  - decode past 256 keys: SPLITS slices, each as the one-row regime, merged
+//    in f32 (the CPU's split-KV chunks, though its chunk bounds depend on
+//    its thread count).
+// A query with no visible key outputs zeros.
 #include <fmt/format.h>
 
 #include "codegen/cuda/emit.h"
@@ -47,6 +60,10 @@ namespace vtc::cuda {
 namespace {
 
 constexpr int kSplits = 16;
+// Decode: the CPU walks the keys in order in one loop up to 256 of them (its
+// split-KV path starts where the reference's cache view, padded to 256
+// rows, reaches 512), so one slice does too; past that, SPLITS slices.
+constexpr int kOneRowMaxKeys = 256;
 
 // Heads of the flash loop: every position, or the entries of a selection row.
 constexpr const char* kPlainHead = "    for (long long j = j_begin; j < j_end; ++j) {\n";
@@ -117,6 +134,10 @@ Kernel kv_append(const ir::Op& op, const AttnShape& a, const std::string& what) 
 
 // The shared flash loop over keys [j_begin, j_end) of one (token, head).
 // With a selection it walks the row's entries [j_begin, j_end) instead.
+// The update is ggml's one-row step (see the header): a larger score
+// rescales the accumulator first, then v * vs is added; `acc16` (warp
+// uniform) rounds the accumulator to f16 after each of those, as the CPU
+// does with an f16 cache.
 std::string flash_loop(const AttnShape& a, double scale, double softcap, int64_t window, int64_t chunk,
                        bool selected) {
   const std::string load = a.kv_load;
@@ -132,11 +153,20 @@ std::string flash_loop(const AttnShape& a, double scale, double softcap, int64_t
       for (int i = 0; i < DL; ++i) if (lane + 32 * i < D) s += qv[i] * {2}(kr[lane + 32 * i]);
       s = vtc_warp_sum(s);
       s = {3};
-      const float m_new = fmaxf(m, s);
-      const float corr = expf(m - m_new), p = expf(s - m_new);
-      l = l * corr + p;
-      for (int i = 0; i < DL; ++i) if (lane + 32 * i < D) acc[i] = acc[i] * corr + p * {2}(vr[lane + 32 * i]);
-      m = m_new;
+      float ms = 1.0f, vs = 1.0f;
+      if (s > m) {{
+        ms = expf(m - s);
+        m = s;
+        for (int i = 0; i < DL; ++i) acc[i] = acc16 ? vtc_h2f(vtc_f2h(acc[i] * ms)) : acc[i] * ms;
+      }} else {{
+        vs = expf(s - m);
+      }}
+      for (int i = 0; i < DL; ++i)
+        if (lane + 32 * i < D) {{
+          const float u = fmaf({2}(vr[lane + 32 * i]), vs, acc[i]);
+          acc[i] = acc16 ? vtc_h2f(vtc_f2h(u)) : u;
+        }}
+      l = l * ms + vs;
     }}
 )",
                      mask, a.kv_ctype, load, score, selected ? kSelectedHead : kPlainHead);
@@ -156,6 +186,26 @@ std::string flash_prologue(const AttnShape& a) {
   float m = -__int_as_float(0x7f800000), l = 0.0f;
 )",
                      a.hq, a.hkv, a.d, a.page);
+}
+
+// After the prologue, with `acc16` defined: in ggml's one-row regime an f16
+// cache's query is rounded to f16 (the CPU converts it to K's type).
+constexpr const char* kRoundQuery = R"(  if (acc16)
+    for (int i = 0; i < DL; ++i) qv[i] = vtc_h2f(vtc_f2h(qv[i]));
+)";
+
+// Prefill: the CPU takes the one-row path for a sequence with fewer than
+// kTiledMinTokens tokens in the step, else its tiled f32 path (q in f32,
+// an f32 accumulator). A warp counts its sequence's tokens.
+constexpr int kTiledMinTokens = 64;  // the CPU's kAttentionTileQ (GGML_FA_TILE_Q)
+std::string prefill_regime(const AttnShape& a) {
+  if (a.kv_load.empty()) return "  const bool acc16 = false;\n";
+  return fmt::format(R"(  long long seq_tokens = 0;
+  for (long long u = lane; u < TOKENS; u += 32) seq_tokens += seq[u] == sq;
+  for (int o = 16; o > 0; o >>= 1) seq_tokens += __shfl_xor_sync(0xffffffffu, seq_tokens, o);
+  const bool acc16 = seq_tokens < {};
+)",
+                     kTiledMinTokens);
 }
 
 // Selection: row t of `sel` and whether it is strictly increasing then
@@ -274,6 +324,8 @@ Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string&
     unsupported(op, "non-causal attention runs only in a step of whole sequences (T rows) with no window, chunk or selection");
   const char* n_keys = width ? "SW" : causal ? "qp + 1" : "seq_end";
   if (!causal) body += kSequenceEnd;
+  body += prefill ? prefill_regime(a) : fmt::format("  const bool acc16 = {};\n", a.kv_load.empty() ? "false" : "true");
+  body += kRoundQuery;
   if (prefill) {
     kb.out(op.results[0], "out");
     body += fmt::format("  const long long j_begin = 0, j_end = {};\n", n_keys);
@@ -288,10 +340,10 @@ Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string&
   const ir::Dim part_floats = a.tokens * (a.hq * kSplits * (a.d + 2));
   kb.scratch(part_floats * 4);
   body += fmt::format(R"(  constexpr long long SPLITS = {0};
-  const long long n_kv = {1}, per = (n_kv + SPLITS - 1) / SPLITS;
-  const long long j_begin = blockIdx.y * per, j_end = min(n_kv, j_begin + per);
+  const long long n_kv = {1}, splits = qp + 1 > {2} ? SPLITS : 1, per = (n_kv + splits - 1) / splits;
+  const long long j_begin = min(n_kv, blockIdx.y * per), j_end = min(n_kv, j_begin + per);
 )",
-                      kSplits, n_keys);
+                      kSplits, n_keys, kOneRowMaxKeys);
   body += flash_loop(a, scale, softcap, window, chunk, width != 0);
   body += R"(  float* part = scratch + ((t * HQ + h) * SPLITS + blockIdx.y) * (D + 2);
   if (lane == 0) { part[0] = m; part[1] = l; }

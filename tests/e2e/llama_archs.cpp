@@ -3,8 +3,10 @@
 #include "tests/e2e/llama_archs.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -12,8 +14,12 @@
 #include <random>
 
 #include "frontends/gguf/gguf.h"
+#include "runtime/session.h"
 #include "samples/synthetic_model.h"
 #include "support/error.h"
+#include "tests/e2e/scale_attention.h"
+#include "tests/reference_logits.h"
+#include "tests/reference_tolerances.h"
 #include "tests/test_process.h"
 
 namespace vtc::test::llama_archs {
@@ -188,6 +194,75 @@ std::string model_path(const ArchModel& model, uint64_t seed, const std::string&
   run_capture(fmt::format("{} quantize {} {} {} --threads 1", VTC_REF_TOOL, model_path(model, seed, "f32"), partial, type));
   std::filesystem::rename(partial, path);
   return path.string();
+}
+
+// Bumped whenever scale_attention's rules or the gains change.
+constexpr int kAmplifyVersion = 1;
+
+std::string amplified_path(const ArchModel& model, uint64_t seed) {
+  std::lock_guard<std::recursive_mutex> lock(cache_mutex());
+  const auto path =
+      cache_dir() / fmt::format("{}-s{}-r{}-attn{}-f32.gguf", model.stem, seed, kRescaleVersion, kAmplifyVersion);
+  if (std::filesystem::exists(path)) return path.string();
+  const std::string partial = partial_name(path);
+  scale_attention(model_path(model, seed, "f32"), partial);
+  std::filesystem::rename(partial, path);
+  return path.string();
+}
+
+double PositionsMatch::worst() const { return rel_l2.empty() ? 0.0 : *std::max_element(rel_l2.begin(), rel_l2.end()); }
+
+std::string PositionsMatch::summary() const {
+  const auto mid = rel_l2.begin() + std::ptrdiff_t(std::min(prompt_tokens, rel_l2.size()));
+  const double prefill = mid == rel_l2.begin() ? 0.0 : *std::max_element(rel_l2.begin(), mid);
+  const double decode = mid == rel_l2.end() ? 0.0 : *std::max_element(mid, rel_l2.end());
+  const size_t same = size_t(std::mismatch(ours.begin(), ours.end(), theirs.begin(), theirs.end()).first - ours.begin());
+  return fmt::format("rel-L2 prefill max {:.2e}, decode max {:.2e}, whole run {:.2e}, greedy {}/{} identical", prefill,
+                     decode, whole, same, ours.size());
+}
+
+PositionsMatch match_positions(const std::string& path, const std::vector<int32_t>& prompt, int decodes,
+                               const std::string& target, int threads) {
+  PositionsMatch r;
+  r.prompt_tokens = prompt.size();
+  std::vector<std::vector<float>> rows;
+  {
+    Session s(path, {.target = target, .threads = threads, .n_ctx = 256});
+    const HostTensor logits = s.prefill(0, prompt, 0, true);
+    for (size_t i = 0; i < prompt.size(); ++i) rows.push_back(logits.row(int64_t(i)));
+    auto argmax = [](const std::vector<float>& v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); };
+    r.ours.push_back(argmax(rows.back()));
+    for (int i = 0; i < decodes; ++i) {
+      const int32_t pos = int32_t(prompt.size()) + i;
+      const HostTensor next = s.decode(std::vector<int32_t>{0}, std::vector<int32_t>{r.ours.back()}, std::vector<int32_t>{pos});
+      rows.push_back(next.row(0));
+      r.ours.push_back(argmax(rows.back()));
+    }
+  }
+  // The prompt's rows from one batch, as vtc's prefill; the decode rows from
+  // one-row graphs (--ubatch 1), as vtc's decode steps: llama.cpp's batched
+  // and one-row matmuls sum in different orders.
+  std::vector<int32_t> all = prompt;
+  all.insert(all.end(), r.ours.begin(), r.ours.end() - 1);
+  auto run = [&](const char* extra) {
+    ReferenceLogits ref = reference_logits(
+        VTC_REF_TOOL, fmt::format("{} --tokens {} --n-predict 1 --no-repack --threads 1{}", path, fmt::join(all, ","), extra));
+    if (!ref.all_finite || ref.logits.size() != rows.size())
+      throw Error(fmt::format("{}: the reference gave {} rows ({}), expected {}", path, ref.logits.size(),
+                              ref.all_finite ? "finite" : "not all finite", rows.size()));
+    return ref;
+  };
+  const ReferenceLogits batched = run(""), one_row = run(" --ubatch 1");
+  std::vector<float> all_ours, all_theirs;
+  for (size_t p = 0; p < rows.size(); ++p) {
+    const std::vector<float>& ref = (p < prompt.size() ? batched : one_row).logits[p];
+    r.rel_l2.push_back(relative_l2(rows[p], ref));
+    all_ours.insert(all_ours.end(), rows[p].begin(), rows[p].end());
+    all_theirs.insert(all_theirs.end(), ref.begin(), ref.end());
+    if (p + 1 >= prompt.size()) r.theirs.push_back(int32_t(std::max_element(ref.begin(), ref.end()) - ref.begin()));
+  }
+  r.whole = relative_l2(all_ours, all_theirs);
+  return r;
 }
 
 std::vector<int32_t> prompt(uint64_t seed, size_t n) {

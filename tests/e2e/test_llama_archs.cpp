@@ -6,7 +6,7 @@
 //
 // Per architecture (the ARCH-CASES lines at the end: llama dense and
 // Mixtral-layout MoE, the qwen family, and the architectures of issue 18),
-// four cases, plus a fifth for the sliding-window ones:
+// five cases, plus a sixth for the sliding-window ones:
 // - match: seeds 1, 2, 3; f32 and q8_0 (the rescaled f32 file through the
 //   reference's quantizer); a 12-token prompt in one prefill, logits at
 //   every position, then 16 greedy steps. f32: identical greedy tokens and
@@ -21,6 +21,11 @@
 //   (vtc::Error naming it) and by the reference (vtc-ref exits non-zero).
 // - chunked: prefill in chunks of 5, 4 and 3 tokens equals one 12-token
 //   prefill (rel-L2 <= 1e-5, identical greedy tokens).
+// - amplified: the attention-amplified f32 file (q/k x4, v/output x8;
+//   llama_archs.h, amplified_path), where attention dominates the logits:
+//   an 8-token prompt and 4 greedy decode steps against the reference at
+//   every position (rel-L2 <= 1e-3, identical greedy tokens), and silencing
+//   attention there moves the reference's logits by more than 1e-2.
 // - window (LLAMA_ARCHS_WINDOW_CASE): a 48-token prompt, longer than the
 //   generator's 32-token sliding window, matches the reference at the f32
 //   tolerance with identical greedy tokens.
@@ -32,14 +37,17 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <random>
 #include <nlohmann/json.hpp>
 
 #include "frontends/gguf/arch/arch.h"
+#include "frontends/gguf/dequant.h"
 #include "frontends/gguf/gguf.h"
 #include "runtime/cpu/kernels/kernels.h"
 #include "runtime/session.h"
 #include "support/error.h"
 #include "tests/e2e/llama_archs.h"
+#include "tests/e2e/scale_attention.h"
 #include "tests/e2e/logits_run.h"
 #include "tests/reference_tolerances.h"
 #include "tests/test_process.h"
@@ -274,6 +282,38 @@ void beyond_window(const std::string& arch, size_t prompt_tokens) {
   CHECK(ours.greedy == ref.greedy);
 }
 
+// Attention-amplified files (llama_archs.h, amplified_path: q/k x4,
+// v/output x8), f32: the run of kAmplifiedSeed (a prompt in one prefill,
+// then greedy decode steps) against the reference at every position
+// (rel-L2 <= 1e-3, identical greedy tokens), so the decode kernels are
+// compared too.
+// And the file is sensitive to attention: with v and the output projection
+// scaled by 0 instead (attention contributes nothing), the reference's
+// logits move by more than 10x the tolerance.
+void amplified(const std::string& arch) {
+  const la::ArchModel& model = la::arch_model(arch);
+  const uint64_t seed = la::kAmplifiedSeed;
+  const auto prompt = la::prompt(seed, la::kAmplifiedPromptTokens);
+  const std::string path = la::amplified_path(model, seed);
+  const la::PositionsMatch m = la::match_positions(path, prompt, la::kAmplifiedDecodes, "cpu", 2);
+  fmt::print("llama-archs {} seed {} f32 attention-amplified: {}\n", arch, seed, m.summary());
+  INFO(path << ": per position " << fmt::format("{:.1e}", fmt::join(m.rel_l2, " ")) << "; greedy vtc "
+            << fmt::format("{}", fmt::join(m.ours, ",")) << " reference " << fmt::format("{}", fmt::join(m.theirs, ",")));
+  CHECK(m.worst() <= test::kLogitsRelL2Tolerance);
+  CHECK(m.ours == m.theirs);
+
+  const std::string silent = test::unique_temp_path("attention_silent.gguf");
+  test::scale_attention(la::model_path(model, seed, "f32"), silent, {.qk = 4.0f, .vo = 0.0f});  // no attention output
+  const Run with = reference(path, prompt, false), without = reference(silent, prompt, false);
+  std::filesystem::remove(silent);
+  // Position 0 sees only its own key; with q/k amplified the later ones are
+  // where attention mixes positions.
+  const auto moved = rel_l2_per_position(without, with);
+  fmt::print("llama-archs {} seed {}: silencing attention moves the amplified file's reference logits by rel-L2 "
+             "min {:.2e} max {:.2e} (need > {:.0e})\n", arch, seed, min_of(moved), max_of(moved), kSensitivity);
+  CHECK(min_of(moved) > kSensitivity);
+}
+
 }  // namespace
 
 // The rescaler's table, on a hand-built file: no reference needed.
@@ -351,6 +391,123 @@ TEST_CASE("llama-archs rescaler: each tensor role gets its scale, and zero and r
   std::filesystem::remove(out);
 }
 
+// The attention scaler (vtc-scale-attn) on a hand-built file of every kind
+// of tensor it treats: no reference needed. Dequantized values must be
+// exactly the gain times the originals.
+TEST_CASE("attention scaler: q/k x4, v/output x8, exact on float and block types, fused qkv split",
+          "[e2e][llama-archs-rescale]") {
+  using test::AttentionPart;
+  CHECK(test::attention_part("blk.0.attn_q.weight") == AttentionPart::kQK);
+  CHECK(test::attention_part("blk.3.attn_k_norm.weight") == AttentionPart::kQK);
+  CHECK(test::attention_part("blk.0.attn_k_b.weight") == AttentionPart::kQK);
+  CHECK(test::attention_part("blk.0.attn_q.bias") == AttentionPart::kNone);
+  CHECK(test::attention_part("blk.0.attn_kv_a_mqa.weight") == AttentionPart::kQK);
+  CHECK(test::attention_part("blk.1.attn_output.weight") == AttentionPart::kVO);
+  CHECK(test::attention_part("blk.1.attn_v_b.weight") == AttentionPart::kVO);
+  CHECK(test::attention_part("blk.0.attn_qkv.weight") == AttentionPart::kQKV);
+  CHECK(test::attention_part("blk.0.attn_q_a.weight") == AttentionPart::kNone);  // before MLA's q_a norm
+  CHECK(test::attention_part("blk.0.attn_q.scale") == AttentionPart::kNone);
+  CHECK(test::attention_part("blk.0.attn_output.input_scale") == AttentionPart::kNone);
+  CHECK(test::attention_part("output.weight") == AttentionPart::kNone);
+
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  auto floats = [&](size_t n) {
+    std::vector<float> v(n);
+    for (float& x : v) x = u(rng);
+    return v;
+  };
+  auto bytes_of = [](const auto& v) {
+    std::vector<uint8_t> b(v.size() * sizeof(v[0]));
+    std::memcpy(b.data(), v.data(), b.size());
+    return b;
+  };
+  // Random blocks of `type` whose f16 scales are sane (the scaler's own
+  // offsets are what is under test, so they are found by dequantizing).
+  auto blocks = [&](GgmlType type, size_t n) {
+    const GgmlTypeTraits& t = ggml_traits(type);
+    std::vector<uint8_t> b(n / t.block_size * t.block_bytes);
+    for (uint8_t& x : b) x = uint8_t(rng());
+    if (type == GgmlType::MXFP4)
+      for (size_t i = 0; i < b.size(); i += t.block_bytes) b[i] = uint8_t(120 + rng() % 10);
+    return b;
+  };
+  auto sane = [&](GgmlType type, std::vector<uint8_t> b, size_t n) {
+    // Redraw until every dequantized value is finite and well inside f16.
+    std::vector<float> v(n);
+    for (int tries = 0; tries < 1000; ++tries) {
+      dequantize_row(type, b.data(), v.data(), int64_t(n));
+      bool ok = true;
+      for (float x : v) ok &= std::isfinite(x) && std::fabs(x) < 1e3f;
+      if (ok) return b;
+      b = blocks(type, n);
+    }
+    FAIL("no sane random blocks of " << ggml_type_name(type));
+    return b;
+  };
+  std::vector<uint16_t> halves(64);
+  for (uint16_t& h : halves) h = fp32_to_fp16(u(rng));
+
+  const std::string in = test::unique_temp_path("scale_attn_in.gguf"), out = test::unique_temp_path("scale_attn_out.gguf");
+  gguf::GgufWriter w;
+  w.set("general.architecture", "llama");
+  w.set("llama.embedding_length", uint32_t(64));
+  w.set("llama.attention.head_count", uint32_t(2));
+  w.set("llama.attention.head_count_kv", uint32_t(1));
+  const std::vector<std::pair<std::string, GgmlType>> quantized = {
+      {"blk.0.attn_v.weight", GgmlType::Q8_0},      {"blk.0.attn_output.weight", GgmlType::Q4_K},
+      {"blk.0.attn_k_b.weight", GgmlType::Q6_K},    {"blk.0.attn_v_b.weight", GgmlType::Q2_K},
+      {"blk.0.attn_q_b.weight", GgmlType::Q3_K},    {"blk.0.attn_q.weight", GgmlType::Q5_K},
+      {"blk.1.attn_q.weight", GgmlType::Q4_1},      {"blk.1.attn_k.weight", GgmlType::Q5_1},
+      {"blk.1.attn_v.weight", GgmlType::Q5_0},      {"blk.1.attn_output.weight", GgmlType::Q4_0},
+      {"blk.2.attn_q.weight", GgmlType::IQ4_NL},    {"blk.2.attn_k.weight", GgmlType::IQ4_XS},
+      {"blk.2.attn_v.weight", GgmlType::MXFP4}};
+  for (const auto& [name, type] : quantized) w.add_tensor(name, type, {256, 1}, sane(type, blocks(type, 256), 256));
+  w.add_tensor("blk.0.attn_k.weight", GgmlType::F16, {64}, bytes_of(halves));
+  w.add_tensor("blk.0.attn_q_norm.weight", GgmlType::F32, {32}, bytes_of(floats(32)));
+  w.add_tensor("blk.0.ffn_up.weight", GgmlType::F32, {32}, bytes_of(floats(32)));
+  w.add_tensor("blk.3.attn_qkv.weight", GgmlType::F32, {4, 128}, bytes_of(floats(4 * 128)));  // q 64, k 32, v 32 rows
+  w.add_tensor("blk.3.attn_qkv.bias", GgmlType::F32, {128}, bytes_of(floats(128)));
+  w.add_tensor("blk.4.attn_qkv.weight", GgmlType::F32, {4, 128}, bytes_of(floats(4 * 128)));  // a DeltaNet block's
+  w.add_tensor("blk.4.ssm_a", GgmlType::F32, {2}, bytes_of(floats(2)));
+  w.write(in);
+
+  const auto scaled = test::scale_attention(in, out);
+  CHECK(scaled.size() == quantized.size() + 3);
+  const auto a = gguf::GgufFile::open(in), b = gguf::GgufFile::open(out);
+  REQUIRE(a.tensors().size() == b.tensors().size());
+  CHECK(b.metadata().size() == a.metadata().size());
+  auto values = [](const gguf::TensorInfo& t) {
+    std::vector<float> v(t.n_elements);
+    dequantize_row(t.type, t.data, v.data(), int64_t(v.size()));
+    return v;
+  };
+  for (size_t i = 0; i < a.tensors().size(); ++i) {
+    const gguf::TensorInfo &ta = a.tensors()[i], &tb = b.tensors()[i];
+    REQUIRE(ta.name == tb.name);
+    const auto va = values(ta), vb = values(tb);
+    for (size_t e = 0; e < va.size(); ++e) {
+      float gain = 1.0f;
+      switch (test::attention_part(ta.name)) {
+        case AttentionPart::kQK: gain = 4.0f; break;
+        case AttentionPart::kVO: gain = 8.0f; break;
+        case AttentionPart::kQKV:  // rows of 4; q and k are the first 96 rows
+          if (ta.name.rfind("blk.3.", 0) == 0) gain = e / 4 < 96 ? 4.0f : 8.0f;
+          break;
+        case AttentionPart::kNone: break;
+      }
+      INFO(ta.name << " (" << ggml_type_name(ta.type) << ") value " << e);
+      REQUIRE(vb[e] == va[e] * gain);
+    }
+  }
+  std::vector<uint8_t> q8 = blocks(GgmlType::Q8_0, 32);
+  CHECK_THROWS_WITH(test::scale_values(GgmlType::Q8_0, q8.data(), 32, 3.0f, "t"), Catch::Contains("power of two"));
+  std::vector<uint8_t> iq3(ggml_traits(GgmlType::IQ3_S).block_bytes);
+  CHECK_THROWS_WITH(test::scale_values(GgmlType::IQ3_S, iq3.data(), 256, 4.0f, "t"), Catch::Contains("not supported"));
+  std::filesystem::remove(in);
+  std::filesystem::remove(out);
+}
+
 #define LLAMA_ARCHS_CASES(ARCH)                                                                                      \
   TEST_CASE("llama-archs " ARCH ": f32 and q8_0 match llama.cpp (3 seeds, 12-token prompt, 16 greedy steps)",       \
             "[e2e][reference][llama-archs]") {                                                                       \
@@ -365,6 +522,10 @@ TEST_CASE("llama-archs rescaler: each tensor role gets its scale, and zero and r
   }                                                                                                                  \
   TEST_CASE("llama-archs " ARCH ": prefill in chunks equals prefill in one shot", "[e2e][reference][llama-archs]") { \
     chunked(ARCH);                                                                                                   \
+  }                                                                                                                  \
+  TEST_CASE("llama-archs " ARCH ": attention-amplified f32 matches llama.cpp at prefill and decode positions",      \
+            "[e2e][reference][llama-archs]") {                                                                       \
+    amplified(ARCH);                                                                                                 \
   }
 
 // For the sliding-window architectures: a 48-token prompt, past the window.
