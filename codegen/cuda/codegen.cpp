@@ -83,7 +83,7 @@ Kernels emit_NgramRoll(const Ctx& c, const ir::Op& op) { return ngram(c, op); }
 Kernels emit_Fused(const Ctx& c, const ir::Op& op) {
   if (std::string why = why_op_by_op(op); !why.empty())
     throw Error(fmt::format("cuda: {} runs op by op ({}); generate_step wires it as a sequence", c.what, why));
-  return emit_fused(c.module, c.fn, op, c.what);
+  return emit_fused(op, c.what);
 }
 Kernels emit_Return(const Ctx& c, const ir::Op& op) { return none(c, op); }
 
@@ -166,15 +166,6 @@ std::string why_op_by_op(const ir::Op& fused) {
     return fmt::format("CUDA has no one-kernel form of a {} region: it runs its ops' kernels", ir::enum_name(kind));
   if (!fused_elementwise_composable(fused)) return "a value is not float, or an operand broadcasts where the body reshapes";
   return "";
-}
-
-std::vector<Kernel> generate_op(const ir::Module& module, const ir::Function& fn, const ir::Op& op) {
-  size_t index = 0;
-  for (size_t i = 0; i < fn.ops.size(); ++i)
-    if (fn.ops[i].get() == &op) index = i;
-  const std::string what = describe(fn, op, index);
-  Ctx ctx{module, fn, what};
-  return kEmit[static_cast<size_t>(op.kind)](ctx, op);
 }
 
 StepKernels generate_step(const ir::Module& module, const ir::Function& fn) {

@@ -94,7 +94,7 @@ Kernels emit_elementwise(const ir::Function& fn, const ir::Op& op, const std::st
 // and result is float and as large as the region (or broadcasts along
 // trailing dims), and every body op is elementwise arithmetic.
 bool fused_elementwise_composable(const ir::Op& op);
-Kernels emit_fused(const ir::Module& m, const ir::Function& fn, const ir::Op& op, const std::string& what);
+Kernels emit_fused(const ir::Op& op, const std::string& what);
 Kernels emit_layer_norm(const ir::Op& op, const std::string& what);
 Kernels emit_rms_norm(const ir::Op& op, const std::string& what);
 Kernels emit_softmax(const ir::Op& op, const std::string& what);

@@ -145,24 +145,12 @@ bool fused_elementwise_composable(const ir::Op& op) {
   return composable;
 }
 
-// One kernel for a fused elementwise region; falls back to a kernel per body
-// op (through the normal dispatch) when the region is not composable. Those
-// kernels read and write the body's values: generate_step wires such a
-// region as a sequence instead (codegen.cpp), aliasing the body's
-// arguments to the region's operands and its results to the body's returns.
-Kernels emit_fused(const ir::Module& m, const ir::Function& fn, const ir::Op& op, const std::string& what) {
+// One kernel for a fused elementwise region that composes (emit_Fused
+// checks; generate_step wires every other region as a sequence of its body
+// ops' kernels, codegen.cpp).
+Kernels emit_fused(const ir::Op& op, const std::string& what) {
   const ir::Function& body = *op.body;
   const ir::Dim n = numel(op.results[0].type());
-  const bool composable = fused_elementwise_composable(op);
-  if (!composable) {
-    Kernels out;
-    for (const auto& bop : body.ops) {
-      if (bop->kind == ir::OpKind::Return || bop->kind == ir::OpKind::Reshape) continue;
-      for (auto& k : generate_op(m, *op.body, *bop)) out.push_back(std::move(k));
-    }
-    (void)fn;
-    return out;
-  }
   KernelBuilder kb("fused", what);
   std::map<const ir::ValueData*, std::string> local;
   std::string code;

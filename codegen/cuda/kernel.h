@@ -96,9 +96,6 @@ struct KernelSource {
 // naming the first kernel that is missing, extra or different.
 void check_stored_kernels(const StepKernels& step, const std::vector<KernelSource>& stored);
 
-// Generates the kernels of one op. Throws vtc::Error naming the op for an
-// op or element type the CUDA target does not support.
-std::vector<Kernel> generate_op(const ir::Module& module, const ir::Function& fn, const ir::Op& op);
 // Why a verified `fused` op runs as a sequence of its body ops' kernels
 // rather than one kernel, by its kind (ir/fused_kinds.h); empty when one.
 std::string why_op_by_op(const ir::Op& fused);
