@@ -11,7 +11,7 @@
 // and a `vtc compile --target cuda` artifact stores the launches codegen
 // makes for its IR and serves with no kernel generated at load. A hidden
 // case ("[.measure]") prints the host CPU time per decode step
-// (docs/cuda-executor-notes.md).
+// (docs/cuda.md, "Prepared steps, buckets and the host's time per step").
 //
 // Own main, like test_cuda_ops: without a usable device (a GPU, or
 // VTC_CUDA_DEVICE=sim) or the reference vocabulary it prints
