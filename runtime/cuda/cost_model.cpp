@@ -14,6 +14,9 @@ namespace vtc::cuda {
 namespace {
 
 constexpr double kSector = 32;
+// An SM's L1 serves 128 bytes (4 sectors) per clock: a request touching
+// 32 sectors occupies it 8 clocks (why uncoalesced loads cost).
+constexpr double kL1SectorsPerClock = 4;
 
 std::optional<int64_t> shape_symbol(std::string_view name, const void* env) {
   const auto& shape = *static_cast<const StepShape*>(env);
@@ -92,7 +95,7 @@ void count(KernelCost& k, const VtcSimLaunchProfile& r, const GpuSpec& gpu) {
   k.requests = scale * double(r.load_requests + r.store_requests);
   k.sectors = scale * double(r.load_sectors + r.store_sectors);
   k.bytes_requested = scale * double(r.load_bytes + r.store_bytes);
-  k.l2_bytes = k.sectors * kSector;
+  k.l2_bytes = scale * double(r.l1_miss_sectors + r.store_sectors) * kSector;
   k.compulsory_bytes = scale * double(r.distinct_sectors) * kSector;
   k.dram_bytes = scale * (double(r.first_load_sectors + r.first_store_sectors) + far) * kSector;
   k.shared_requests = scale * double(r.shared_requests);
@@ -125,6 +128,7 @@ void price(KernelCost& k, const VtcSimLaunchProfile& r, const GpuSpec& gpu, bool
   const std::pair<const char*, double> terms[] = {
       {"dram", k.dram_bytes / gpu.hbm_bytes_per_s},
       {"l2", k.l2_bytes / gpu.l2_bytes_per_s},
+      {"l1", k.sectors / (kL1SectorsPerClock * per_clock)},
       {"shared", k.shared_wavefronts / per_clock},
       {"fp32", k.fp32_flops / gpu.fp32_flops},
       {"sfu", k.sfu / (gpu.sfu_per_clk_sm * per_clock)},

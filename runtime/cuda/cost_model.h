@@ -5,7 +5,8 @@
 //
 // Algorithm, per launch (one profile record):
 //  1. Scale the counts of a sampled launch by blocks / profiled blocks.
-//  2. Memory: L2 traffic is every sector of every request; DRAM traffic is
+//  2. Memory: L1 traffic is every sector of every request; L2 traffic the
+//     load sectors that miss the block's modelled L1, and stores; DRAM is
 //     the sectors first touched in the profile window plus the re-touched
 //     ones whose reuse distance (bytes touched by the launches between) is
 //     at least the GPU's L2 size.
@@ -17,6 +18,7 @@
 //     memory against the SM's limits, waves = blocks / (that x SMs); a grid
 //     of fewer blocks than SMs uses that fraction of the machine.
 //  5. Time = max(DRAM bytes / HBM bandwidth, L2 bytes / L2 bandwidth,
+//     L1 sectors / (4 per clock per SM),
 //     shared wavefronts / their rate, each work class / its peak rate),
 //     divided by the fraction of the machine used, plus a launch cost.
 // Per step: the sum over launches, the copies over PCIe, and the step's
@@ -77,7 +79,7 @@ struct KernelCost {
   double shared_requests = 0, shared_wavefronts = 0, shared_conflicts = 0;
   double fp32_flops = 0, sfu = 0, dp4a = 0, mma_f16 = 0, mma_s8 = 0, shuffles = 0, barriers = 0;
   double seconds = 0;  // predicted, launch cost included
-  std::string bound;   // what bounds it: dram, l2, shared, fp32, sfu, dp4a, mma, shuffle, launch
+  std::string bound;   // what bounds it: dram, l2, l1, shared, fp32, sfu, dp4a, mma, shuffle, launch
 };
 
 struct StepCost {

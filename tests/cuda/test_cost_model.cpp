@@ -56,6 +56,7 @@ TEST_CASE("coalesced 16-byte loads: 16 sectors a request, every byte once from D
   CHECK(r.store_requests == 1);
   CHECK(r.store_sectors == 4);  // 32 lanes x 4 bytes
   CHECK(r.distinct_sectors == 68);
+  CHECK(r.l1_miss_sectors == 64);  // nothing re-read: every load sector goes to L2
   CHECK(r.first_load_sectors == 64);
   CHECK(r.first_store_sectors == 4);
   const StepCost c = predict_step("test", p, nullptr, {}, find_gpu("h200"), 0);
@@ -101,6 +102,8 @@ TEST_CASE("a re-read sector: one sector a request, and a second launch finds it 
     CHECK(r->load_sectors == 16);   // each request one sector
   }
   CHECK(p.records[0].first_load_sectors == 1);
+  CHECK(p.records[0].l1_miss_sectors == 1);  // the first request brings the sector into the block's L1
+  CHECK(p.records[1].l1_miss_sectors == 1);  // a new block, a cold L1
   CHECK(p.records[1].first_load_sectors == 0);
   // The second launch re-reads the sector after the first touched 1 + 16 sectors.
   unsigned long long reused = 0;

@@ -26,6 +26,11 @@ extern "C" {
 
 #define VTC_SIM_WORK_SLOTS 8
 
+// The L1 each block is modelled with: 32 KiB of 32-byte sectors (an SM's
+// L1 is 128-256 KiB, shared by its resident blocks and carved with shared
+// memory), direct-mapped. An estimate: docs/cuda.md, "The cost model".
+#define VTC_SIM_L1_SECTORS 1024
+
 struct VtcSimLaunchProfile {
   char entry[128];
   unsigned grid[3], block[3];
@@ -33,6 +38,9 @@ struct VtcSimLaunchProfile {
   // Global memory, per warp-wide request.
   unsigned long long load_requests, store_requests;
   unsigned long long load_sectors, store_sectors;  // summed over requests
+  // Load sectors that miss the block's modelled L1 (VTC_SIM_L1_SECTORS,
+  // direct-mapped): what reaches L2. Stores always go to L2.
+  unsigned long long l1_miss_sectors;
   unsigned long long load_bytes, store_bytes;      // bytes the lanes asked for
   unsigned long long distinct_sectors;             // compulsory traffic / 32
   // Sectors this launch touches whose first touch in the window it is

@@ -74,7 +74,10 @@ void BlockProfiler::start(int warps, bool sampled) {
   counters_ = {};
   load_sectors_.clear();
   store_sectors_.clear();
-  if (sampled_) seen_.assign(kSeenSlots * 2, ~uint64_t(0));  // loads, then stores
+  if (sampled_) {
+    seen_.assign(kSeenSlots * 2, ~uint64_t(0));  // loads, then stores
+    l1_.assign(VTC_SIM_L1_SECTORS, ~uint64_t(0));
+  }
 }
 
 void BlockProfiler::record(int warp, int lane, uintptr_t site, uintptr_t address, unsigned bytes, bool is_write,
@@ -135,6 +138,11 @@ void BlockProfiler::add_global(const Access* first, const Access* last) {
     for (uint64_t s = lo; s <= hi; ++s) {
       if (std::find(sectors, sectors + n, s) != sectors + n) continue;
       if (n < 64) sectors[n++] = s;
+      if (!is_write) {
+        uint64_t& line = l1_[s % VTC_SIM_L1_SECTORS];
+        if (line != s) ++counters_.l1_miss_sectors;
+        line = s;
+      }
       uint64_t& slot = seen_[(is_write ? kSeenSlots : 0) + (s * 0x9E3779B97F4A7C15ull >> 52)];
       if (slot == s) continue;
       slot = s;

@@ -16,7 +16,9 @@
 //    of one SIMT instruction would.
 //  - Global requests: the distinct 32-byte sectors the lanes' bytes cover
 //    (sectors per request, as Nsight Compute reports l1tex's), the bytes
-//    asked for, and each sector into the launch's footprint.
+//    asked for, and each sector into the launch's footprint. Load sectors
+//    go through a per-block direct-mapped L1 model (VTC_SIM_L1_SECTORS);
+//    its misses are the L2 traffic.
 //  - Shared requests: lanes are served in phases of 128 bytes (32 lanes of
 //    <= 4 bytes, 16 of 8, 8 of 16); a phase takes as many wavefronts as the
 //    most distinct 4-byte words any of the 32 banks holds (the same word
@@ -82,6 +84,7 @@ class BlockProfiler {
   // once instead of once per request.
   static constexpr size_t kSeenSlots = 4096;
   std::vector<uint64_t> seen_;
+  std::vector<uint64_t> l1_;  // the block's modelled L1: a sector per slot
 };
 
 // The launch being run: per-worker block profilers add to it.
