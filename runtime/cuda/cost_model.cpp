@@ -68,12 +68,21 @@ double op_flops(const ir::Op& op, const StepShape& shape) {
 }
 
 
-// Whether a kernel reads a per-layer weight (a blk.N tensor).
-bool reads_layer_weight(const Kernel& k, const StepKernels& step) {
-  for (const KernelArg& a : k.args)
-    if (a.kind == KernelArg::Kind::Value)
-      for (const WeightBinding& w : step.weights)
-        if (w.value == a.value && w.weight.rfind("blk.", 0) == 0) return true;
+// Whether a kernel reads a weight (a per-layer one, blk.N, when
+// `layer_only`), directly or through aliases (a reshaped or viewed weight).
+bool reads_weight(const Kernel& k, const StepKernels& step, bool layer_only) {
+  for (const KernelArg& a : k.args) {
+    if (a.kind != KernelArg::Kind::Value) continue;
+    const ir::ValueData* v = a.value;
+    for (size_t hops = 0; hops <= step.aliases.size(); ++hops) {
+      auto alias = std::find_if(step.aliases.begin(), step.aliases.end(),
+                                [&](const ValueAlias& x) { return x.value == v; });
+      if (alias == step.aliases.end()) break;
+      v = alias->source;
+    }
+    for (const WeightBinding& w : step.weights)
+      if (w.value == v && (!layer_only || w.weight.rfind("blk.", 0) == 0)) return true;
+  }
   return false;
 }
 
@@ -160,13 +169,18 @@ StepCost predict_step(std::string step, const VtcSimProfile& profile, const Step
   s.summary.records = nullptr;
   s.layer_scale = layer_scale;
   const size_t n = step_kernels ? step_kernels->kernels.size() : 0;
-  // The layers span: from the first to the last kernel reading a blk.N weight.
+  // The layers span: from the first to the last kernel reading a blk.N
+  // weight, and the weightless kernels after it (the last residual add)
+  // up to the next kernel that reads a weight (the output norm or head).
   size_t first_layer = n, last_layer = 0;
   for (size_t i = 0; i < n; ++i)
-    if (reads_layer_weight(step_kernels->kernels[i], *step_kernels)) {
+    if (reads_weight(step_kernels->kernels[i], *step_kernels, true)) {
       first_layer = std::min(first_layer, i);
       last_layer = i;
     }
+  size_t next = last_layer + 1;
+  while (next < n && !reads_weight(step_kernels->kernels[next], *step_kernels, false)) ++next;
+  if (first_layer < n && next < n) last_layer = next - 1;
   const bool in_graph = profile.graph_launches > 0;
   for (uint64_t i = 0; i < profile.launches; ++i) {
     const VtcSimLaunchProfile& r = profile.records[i];
@@ -175,6 +189,7 @@ StepCost predict_step(std::string step, const VtcSimProfile& profile, const Step
     k.family = kernel_family(k.entry);
     if (n > 0 && step_kernels->kernels[i % n].entry == k.entry) {
       k.kernel = &step_kernels->kernels[i % n];
+      k.what = k.kernel->what;
       k.in_layers = i % n >= first_layer && i % n <= last_layer;
       if (k.kernel->op) k.fp32_flops = op_flops(*k.kernel->op, shape);
     }
@@ -311,7 +326,7 @@ std::string step_json(const StepCost& s, const GpuSpec& gpu) {
                              {"bound", r.bound()}});
   for (const KernelCost& k : s.kernels)
     j["launches"].push_back({{"entry", k.entry},
-                             {"what", k.kernel ? k.kernel->what : ""},
+                             {"what", k.what},
                              {"in_layers", k.in_layers},
                              {"blocks", k.blocks},
                              {"threads_per_block", k.threads_per_block},

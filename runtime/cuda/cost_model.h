@@ -69,7 +69,8 @@ std::string kernel_family(const std::string& entry);
 // One launch, priced.
 struct KernelCost {
   std::string entry, family;   // family: the op mnemonic (entry without its hash)
-  const Kernel* kernel = nullptr;  // the generated kernel, when matched
+  const Kernel* kernel = nullptr;  // the generated kernel, when matched (valid while the StepKernels live)
+  std::string what;                // its op, for the JSON report
   bool in_layers = false;      // between the first and last launch that reads a blk.N weight
   uint64_t blocks = 0, sampled_blocks = 0, threads_per_block = 0;
   int blocks_per_sm = 0;

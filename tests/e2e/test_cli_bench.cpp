@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -128,7 +129,8 @@ TEST_CASE("vtc bench --target cuda on the simulated device predicts and never me
   const std::string model = test::model_path("llama", "f32");
   const std::string pred = test::unique_temp_path("bench-pred.json");
   const std::string out = test::run_capture(fmt::format(
-      "VTC_CUDA_DEVICE=sim {} bench {} --target cuda --gpu h100 -p 16 --batch-rows 4 --batch-context 8 --json {}",
+      "VTC_CUDA_DEVICE=sim {} bench {} --target cuda --gpu h100 -p 16 --batch-rows 4 --batch-context 8 "
+      "--scale-layers 6 --json {}",
       VTC_TOOL, model, pred));
   INFO(out);
   CHECK_THAT(out, Catch::Contains("prefill, 16 tokens on NVIDIA H100") && Catch::Contains("PREDICTED") &&
@@ -145,8 +147,15 @@ TEST_CASE("vtc bench --target cuda on the simulated device predicts and never me
     for (const auto& f : step.at("families")) dram += f.at("dram_bytes").get<double>();
     CHECK(dram > 0);
   }
-  // A decode step reads every weight once: its DRAM bytes are at least the weights a token reads.
+  // --scale-layers 6 on the 2-layer model: each layer's kernels count 3
+  // times, the embedding and the head once.
   const auto& decode1 = j.at("steps").at(1);
+  std::map<std::string, double> launches;
+  for (const auto& f : decode1.at("families")) launches[f.at("family")] = f.at("launches").get<double>();
+  CHECK(launches["attn_decode"] == 6);
+  CHECK(launches["embed"] == 1);
+  CHECK(launches["gemv"] == 6 * 7 + 1);  // q, k, v, output, gate, up, down per layer; the head
+  // A decode step reads every weight once: its DRAM bytes are at least the weights a token reads.
   double dram = 0;
   for (const auto& f : decode1.at("families")) dram += f.at("dram_bytes").get<double>();
   CHECK(dram >= decode1.at("weight_bytes").get<double>());
