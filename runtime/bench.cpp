@@ -24,13 +24,13 @@ double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
-// Token ids as llama-bench uses them: arbitrary in-vocabulary values.
+}  // namespace
+
 std::vector<int32_t> bench_tokens(int64_t n, int64_t first, int64_t n_vocab) {
   std::vector<int32_t> ids(size_t(std::max<int64_t>(n, 0)));
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(((first + int64_t(i)) * 7919 + 13) % n_vocab);
   return ids;
 }
-}  // namespace
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;

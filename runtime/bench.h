@@ -50,6 +50,10 @@ struct BenchFigures {
   double stepn_median() const;
 };
 
+// Token ids as llama-bench uses them: arbitrary in-vocabulary values,
+// `n` of them starting at index `first`.
+std::vector<int32_t> bench_tokens(int64_t n, int64_t first, int64_t n_vocab);
+
 double median(std::vector<double> values);
 double spread(const std::vector<double>& values);  // max / min (1 for one value, 0 when empty)
 

@@ -22,12 +22,6 @@
 namespace vtc {
 namespace {
 
-std::vector<int32_t> tokens(int64_t n, int64_t first, int64_t n_vocab) {
-  std::vector<int32_t> ids(size_t(std::max<int64_t>(n, 0)));
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(((first + int64_t(i)) * 7919 + 13) % n_vocab);
-  return ids;
-}
-
 // The layers of the file (distinct blk.N prefixes) and the bytes one token
 // reads from the weights with the per-layer ones scaled to `layers`.
 struct WeightShape {
@@ -108,7 +102,7 @@ void run_steps(Session& session, const PredictSpec& spec, StepWindow& window,
     say(fmt::format("the prefill of {} tokens", spec.prompt_tokens));
     session.reset(0);
     window.begin();
-    session.prefill(0, tokens(spec.prompt_tokens, 0, session.n_vocab()), 0);
+    session.prefill(0, bench_tokens(spec.prompt_tokens, 0, session.n_vocab()), 0);
     const int64_t t = spec.prompt_tokens;
     window.end(fmt::format("prefill, {} tokens", t), "prefill", {{"T", t}, {"S", 1}, {"R", 1}, {"KEYS", (t + 1) / 2}});
   }
@@ -122,7 +116,7 @@ void run_steps(Session& session, const PredictSpec& spec, StepWindow& window,
     std::vector<SeqChunk> chunks;
     for (int32_t s = 0; s < b; ++s) {
       session.reset(s);
-      contexts.push_back(tokens(spec.batch_context, int64_t{s} * spec.batch_context, session.n_vocab()));
+      contexts.push_back(bench_tokens(spec.batch_context, int64_t{s} * spec.batch_context, session.n_vocab()));
     }
     for (int32_t s = 0; s < b; ++s) chunks.push_back({s, contexts[size_t(s)], 0, true});
     session.step(chunks);

@@ -188,6 +188,11 @@ nlohmann::json figures_json(const BenchFigures& f) {
   return j;
 }
 
+void write_json_file(const std::string& path, const nlohmann::json& j) {
+  std::ofstream out(path);
+  if (!(out << j.dump(1))) throw Error("bench: cannot write " + path);
+}
+
 void write_json(const BenchOptions& o, const std::optional<Bandwidth>& bw, uint64_t weight_bytes,
                 const std::optional<BenchFigures>& vtc, const BenchFigures& ref) {
   nlohmann::json j = {{"threads", o.threads}, {"repetitions", o.spec.repetitions}};
@@ -204,10 +209,7 @@ void write_json(const BenchOptions& o, const std::optional<Bandwidth>& bw, uint6
     j["vtc"] = figures_json(*vtc);
     if (o.vs_reference) j["llama.cpp"] = figures_json(ref);
   }
-  std::FILE* f = std::fopen(o.json_out.c_str(), "w");
-  if (!f) throw Error("bench: cannot write " + o.json_out);
-  std::fputs(j.dump(1).c_str(), f);
-  std::fclose(f);
+  write_json_file(o.json_out, j);
 }
 
 // --list-isas: the CPU kernel levels this machine and build run, lowest
@@ -218,6 +220,17 @@ int list_isas() {
     fmt::print("{}{}\n", cpu::isa_name(isa),
                isa == used ? (cpu::isa_forced() ? " (used: VTC_CPU_ISA)" : " (used: the best)") : "");
   return 0;
+}
+
+// The CUDA steps both reports run: the prefill of -p tokens, and (unless
+// -n 0) decode steps of 1 and --batch-rows (default 8) rows.
+PredictSpec cuda_steps(const BenchOptions& o) {
+  PredictSpec spec;
+  spec.prompt_tokens = o.spec.prompt_tokens;
+  spec.batch_rows.clear();
+  if (o.spec.gen_tokens > 0) spec.batch_rows = {1, o.spec.batch_rows > 1 ? o.spec.batch_rows : 8};
+  spec.batch_context = o.spec.batch_context;
+  return spec;
 }
 
 bool on_simulated_device(const BenchOptions& o) {
@@ -232,13 +245,9 @@ int run_predicted(const BenchOptions& o) {
   if (o.memory_bandwidth) throw Error("bench: --memory-bandwidth measures this CPU; not with the simulated device");
   if (o.model.empty()) throw Error("bench: give a MODEL");
   enable_simulated_profile();
-  PredictSpec spec;
+  PredictSpec spec = cuda_steps(o);
   spec.gpu = o.gpu;
   cuda::find_gpu(o.gpu);  // an unknown name fails before the model loads
-  spec.prompt_tokens = o.spec.prompt_tokens;
-  spec.batch_rows.clear();
-  if (o.spec.gen_tokens > 0) spec.batch_rows = {1, o.spec.batch_rows > 1 ? o.spec.batch_rows : 8};
-  spec.batch_context = o.spec.batch_context;
   spec.scale_layers = o.scale_layers;
   spec.sample_blocks = o.sample_blocks;
   log(fmt::format("simulated device: each step runs once in profile mode and is priced on {} "
@@ -250,12 +259,7 @@ int run_predicted(const BenchOptions& o) {
     fmt::print("\n{}", step.table);
     j["steps"].push_back(nlohmann::json::parse(step.json));
   }
-  if (!o.json_out.empty()) {
-    std::FILE* f = std::fopen(o.json_out.c_str(), "w");
-    if (!f) throw Error("bench: cannot write " + o.json_out);
-    std::fputs(j.dump(1).c_str(), f);
-    std::fclose(f);
-  }
+  if (!o.json_out.empty()) write_json_file(o.json_out, j);
   return 0;
 }
 
@@ -276,21 +280,14 @@ int run_kernel_times(const BenchOptions& o) {
     if (!predicted->value("predicted", false))
       throw Error("bench: --predicted " + o.predicted + " is not a simulated `vtc bench --json` report");
   }
-  PredictSpec spec;
-  spec.prompt_tokens = o.spec.prompt_tokens;
-  spec.batch_rows.clear();
-  if (o.spec.gen_tokens > 0) spec.batch_rows = {1, o.spec.batch_rows > 1 ? o.spec.batch_rows : 8};
-  spec.batch_context = o.spec.batch_context;
+  const PredictSpec spec = cuda_steps(o);
   const auto steps = measure_cuda_steps(o.model, session_options(o, 0, 1), spec, predicted ? &*predicted : nullptr, log);
   nlohmann::json j = {{"model", o.model}, {"measured", true}};
   for (const MeasuredStep& step : steps) {
     fmt::print("\n{}", step.table);
     j["steps"].push_back(nlohmann::json::parse(step.json));
   }
-  if (!o.json_out.empty()) {
-    std::ofstream out(o.json_out);
-    if (!(out << j.dump(1))) throw Error("bench: cannot write " + o.json_out);
-  }
+  if (!o.json_out.empty()) write_json_file(o.json_out, j);
   return 0;
 }
 
