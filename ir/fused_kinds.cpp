@@ -29,6 +29,43 @@ void check_elementwise(const Function& body) {
   }
 }
 
+// matmul_epilogue: matmul(arg, arg), then a chain of elementwise ops each
+// reading the previous value once (its other operands arguments), then
+// return(last chain value).
+EpilogueRegion decode_epilogue(const Function& body) {
+  constexpr FusedKind kind = FusedKind::MatmulEpilogue;
+  EpilogueRegion r;
+  const ValueData* last = nullptr;  // the chain's value so far
+  for (size_t i = 0; i < body.ops.size(); ++i) {
+    const Op& op = *body.ops[i];
+    auto fail = [&](std::string_view why) { broken(kind, i, op, why); };
+    if (i == 0) {
+      if (op.kind != OpKind::Matmul) fail("must be the region's matmul");
+      if (!is_arg(op.operands[0]) || !is_arg(op.operands[1])) fail("must read its input and weight from arguments");
+      r.matmul = &op;
+      last = op.results[0].data();
+      continue;
+    }
+    if (op.kind == OpKind::Return) {
+      if (r.chain.empty()) fail("ends the body before any epilogue op");
+      if (op.operands.size() != 1 || op.operands[0].data() != last) fail("must return the last epilogue value only");
+      if (i + 1 != body.ops.size()) fail("is not the body's last op");
+      return r;
+    }
+    if (!op.info().is_elementwise() || op.results.size() != 1) fail("is not an elementwise epilogue op");
+    size_t reads = 0;
+    for (const Value& v : op.operands) {
+      if (v.data() == last) ++reads;
+      else if (!is_arg(v)) fail("must read the previous epilogue value and otherwise only arguments");
+    }
+    if (reads != 1) fail("must read the previous epilogue value exactly once");
+    r.chain.push_back(&op);
+    last = op.results[0].data();
+  }
+  if (r.matmul == nullptr) broken(kind, "holds no matmul");
+  broken(kind, "has no return");
+}
+
 // Decodes the projection ops in body order (fused_kinds.h); a value that
 // no rule covers ends the decode with an error naming its op.
 class ProjectionDecoder {
@@ -153,14 +190,19 @@ FusedKind fused_kind(const Op& fused) {
 }
 
 ProjectionRegion decode_projection_region(FusedKind kind, const Function& body) {
-  if (kind == FusedKind::Elementwise) throw Error("an elementwise region is not a projection region");
+  if (kind == FusedKind::Elementwise || kind == FusedKind::MatmulEpilogue)
+    throw Error(fmt::format("a fused {} region is not a projection region", enum_name(kind)));
   return ProjectionDecoder(kind).decode(body);
 }
+
+EpilogueRegion decode_epilogue_region(const Function& body) { return decode_epilogue(body); }
 
 void check_fused_body(const Op& fused) {
   const FusedKind kind = fused_kind(fused);
   if (kind == FusedKind::Elementwise)
     check_elementwise(*fused.body);
+  else if (kind == FusedKind::MatmulEpilogue)
+    decode_epilogue_region(*fused.body);
   else
     decode_projection_region(kind, *fused.body);
 }

@@ -13,6 +13,13 @@
 //   qk_rope      a projection region holding one matmul -> reshape ->
 //                [rms_norm] -> rope chain and nothing else, with or without
 //                the prologue.
+//   matmul_epilogue  one matmul(input arg, weight arg), then a chain of one
+//                or more elementwise ops (the op table's Elementwise class:
+//                a bias or residual add, an activation, a scale), each
+//                reading the previous chain value (the matmul's value for
+//                the first) exactly once, every other operand an argument
+//                (a [T, N] residual, an [N] bias or scale); then the return
+//                of the last chain value only (EpilogueRegion below).
 //
 // A projection region's body, in order: at most one rms_norm(arg, gain arg
 // [D]) as prologue; matmuls that all read one value (the prologue's result,
@@ -56,6 +63,17 @@ struct ProjectionRegion {
 // Decodes the body of a projection region of this kind; throws vtc::Error
 // naming the kind and the first body op that breaks the contract.
 ProjectionRegion decode_projection_region(FusedKind kind, const Function& body);
+
+// A decoded matmul_epilogue region: the matmul, then the chain in body
+// order (chain.back() is the returned value's op).
+struct EpilogueRegion {
+  const Op* matmul = nullptr;
+  std::vector<const Op*> chain;
+};
+
+// Decodes the body of a matmul_epilogue region; throws vtc::Error naming
+// the kind and the first body op that breaks the contract.
+EpilogueRegion decode_epilogue_region(const Function& body);
 
 // Checks a fused op's body against its kind (the verifier's check); throws
 // vtc::Error naming the kind.
