@@ -2,15 +2,18 @@
 // per-op execution functions (one per row of ir/ops.def).
 #pragma once
 
+#include <fmt/format.h>
+#include <llvm/ADT/DenseMap.h>
+
 #include <cstdint>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "ir/module.h"
 #include "runtime/cpu/thread_pool.h"
 #include "runtime/state/host_states.h"
 #include "runtime/tensor.h"
+#include "support/error.h"
 #include "support/ggml_type.h"
 
 namespace vtc::cpu {
@@ -34,10 +37,23 @@ struct ExecContext {
   HostStates& states;
   ThreadPool& pool;
   const std::vector<int32_t>& slots;  // the step's sequences, by index
-  std::unordered_map<const ir::ValueData*, Buf>& bufs;
+  // Every value of the step, fused bodies included (described before the
+  // first op runs, so lookups never insert).
+  llvm::DenseMap<const ir::ValueData*, Buf>& bufs;
 
-  const Buf& in(const ir::Op& op, size_t i) const { return bufs.at(op.operands.at(i).data()); }
-  const Buf& out(const ir::Op& op, size_t i = 0) const { return bufs.at(op.results.at(i).data()); }
+  const Buf& buf(const ir::ValueData* v) const {
+    auto it = bufs.find(v);
+    if (it == bufs.end()) throw Error("cpu: a value has no buffer in this step");
+    return it->second;
+  }
+  const Buf& in(const ir::Op& op, size_t i) const {
+    if (i >= op.operands.size()) throw Error(fmt::format("cpu: '{}' has no operand {}", op.mnemonic(), i));
+    return buf(op.operands[i].data());
+  }
+  const Buf& out(const ir::Op& op, size_t i = 0) const {
+    if (i >= op.results.size()) throw Error(fmt::format("cpu: '{}' has no result {}", op.mnemonic(), i));
+    return buf(op.results[i].data());
+  }
 };
 
 using ExecFn = void (*)(ExecContext&, const ir::Op&);

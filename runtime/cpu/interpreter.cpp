@@ -21,6 +21,8 @@
 #include "runtime/cpu/interpreter.h"
 
 #include <fmt/format.h>
+#include <llvm/ADT/DenseMap.h>
+#include <llvm/ADT/DenseSet.h>
 
 #include <algorithm>
 #include <chrono>
@@ -29,7 +31,7 @@
 #include <memory>
 #include <new>
 #include <unordered_map>
-#include <unordered_set>
+#include <utility>
 
 #include "ir/op_attrs.h"
 #include "passes/memory_plan.h"
@@ -82,20 +84,24 @@ struct Interpreter::Impl {
   OpProfile profile;
   std::vector<uint8_t> host_arena, device_arena;
   std::map<std::string, passes::FunctionPlan> compiled_plans;  // by step
-  std::unordered_map<const ir::Function*, std::map<std::string, const ir::ValueData*>> plan_keys;
+  // Per-module tables keyed by IR pointers (DenseMap: pointer keys, no
+  // iteration order needed). An entry is looked up while none is added,
+  // since DenseMap moves its values when it grows.
+  llvm::DenseMap<const ir::Function*, std::map<std::string, const ir::ValueData*>> plan_keys;
   // Per fused op, the body values written straight into its results
   // (fixed for the module's lifetime; computed on first use, not per step).
-  std::unordered_map<const ir::Op*, std::unordered_map<const ir::ValueData*, ir::Value>> result_homes;
+  using ResultHomes = decltype(passes::body_result_homes(std::declval<const ir::Op&>()));
+  llvm::DenseMap<const ir::Op*, ResultHomes> result_homes;
   // Per fused op, its body's matmuls that read the same activations, keyed
   // by the first of each group (computed on first use).
   struct SharedMatmuls {
-    std::unordered_map<const ir::Op*, std::vector<const ir::Op*>> by_first;
-    std::unordered_set<const ir::Op*> later;  // members other than the first
+    llvm::DenseMap<const ir::Op*, std::vector<const ir::Op*>> by_first;
+    llvm::DenseSet<const ir::Op*> later;  // members other than the first
   };
-  std::unordered_map<const ir::Op*, SharedMatmuls> shared_matmuls;
+  llvm::DenseMap<const ir::Op*, SharedMatmuls> shared_matmuls;
   // Per fused op, its one-kernel form (null: op by op; fused_kernels.h).
   bool fused_kernels = true;
-  std::unordered_map<const ir::Op*, std::unique_ptr<FusedKernel>> fused_kernel_of;
+  llvm::DenseMap<const ir::Op*, std::unique_ptr<FusedKernel>> fused_kernel_of;
 
   Impl(const ir::Module& m, const gguf::GgufFile& f, HostStates& s, ThreadPool& p) : module(m), states(s), pool(p) {
     std::vector<PendingRepack> pending;
@@ -178,7 +184,7 @@ struct Interpreter::Impl {
     fmt::print(stderr, " {:.2f} s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
 
-  using BufMap = std::unordered_map<const ir::ValueData*, Buf>;
+  using BufMap = llvm::DenseMap<const ir::ValueData*, Buf>;
   std::vector<HostTensor> run(const StepRequest& req);
   const passes::FunctionPlan& step_plan(const ir::Function& fn, const SymbolEnv& env, passes::FunctionPlan& local);
   void describe_values(const ir::Function& fn, const SymbolEnv& env, BufMap& bufs);
@@ -303,8 +309,9 @@ void Interpreter::Impl::exec_op(ExecContext& ctx, const ir::Op& op, const Symbol
     const BoundWeight& w = weights.at(*ir::weight_symbol(op));
     bufs[op.results[0].data()].data = const_cast<uint8_t*>(w.data);
   } else if (op.info().is_alias()) {
+    uint8_t* const source = ctx.buf(op.operands[0].data()).data;
     Buf& r = bufs[op.results[0].data()];
-    r.data = bufs[op.operands[0].data()].data;
+    r.data = source;
     if (op.kind == ir::OpKind::View) {
       auto elems = ir::ViewAttrs::of(op).offset.evaluate(lookup_symbol, &env);
       if (!elems) throw Error("cpu: view offset is unbound");
@@ -320,17 +327,17 @@ void Interpreter::Impl::exec_op(ExecContext& ctx, const ir::Op& op, const Symbol
 void Interpreter::Impl::run_fused(ExecContext& ctx, const ir::Op& op, const SymbolEnv& env) {
   BufMap& bufs = ctx.bufs;
   const ir::Function& body = *op.body;
-  for (size_t a = 0; a < body.args.size(); ++a) bufs[body.args[a].data()].data = bufs[op.operands[a].data()].data;
+  for (size_t a = 0; a < body.args.size(); ++a) bufs[body.args[a].data()].data = ctx.buf(op.operands[a].data()).data;
   auto [entry, fresh] = result_homes.try_emplace(&op);
   if (fresh) entry->second = passes::body_result_homes(op);
   const auto& homes = entry->second;
-  for (const auto& [value, result] : homes) bufs[value].data = bufs[result.data()].data;
+  for (const auto& [value, result] : homes) bufs[value].data = ctx.buf(result.data()).data;
   if (!run_fused_kernel(ctx, op, env)) run_body_ops(ctx, op, env);
   const ir::Op& ret = *body.ops.back();
   for (size_t k = 0; k < ret.operands.size(); ++k) {
     if (homes.count(ret.operands[k].data())) continue;
-    const Buf& from = bufs[ret.operands[k].data()];
-    std::memcpy(bufs[op.results[k].data()].data, from.data, storage_bytes(from.elem, from.numel));
+    const Buf& from = ctx.buf(ret.operands[k].data());
+    std::memcpy(ctx.buf(op.results[k].data()).data, from.data, storage_bytes(from.elem, from.numel));
   }
   notify(ctx, op);  // body ops were reported as they ran
 }
@@ -374,7 +381,7 @@ void Interpreter::Impl::run_body_ops(ExecContext& ctx, const ir::Op& op, const S
 // that input and weights, and the memory plan keeps every body value live
 // across the whole fused op, so their results overwrite nothing.
 Interpreter::Impl::SharedMatmuls Interpreter::Impl::find_shared_matmuls(const ir::Function& body) {
-  std::unordered_map<const ir::ValueData*, std::vector<const ir::Op*>> by_input;
+  llvm::DenseMap<const ir::ValueData*, std::vector<const ir::Op*>> by_input;
   std::vector<const ir::ValueData*> order;
   for (const auto& inner : body.ops) {
     if (inner->kind != ir::OpKind::Matmul) continue;
@@ -387,7 +394,7 @@ Interpreter::Impl::SharedMatmuls Interpreter::Impl::find_shared_matmuls(const ir
     const auto& g = by_input[input];
     if (g.size() < 2) continue;
     shared.by_first[g.front()] = g;
-    shared.later.insert(g.begin() + 1, g.end());
+    for (auto it = g.begin() + 1; it != g.end(); ++it) shared.later.insert(*it);
   }
   return shared;
 }
@@ -419,7 +426,7 @@ void Interpreter::Impl::run_kernel(ExecContext& ctx, const ir::Op& op) {
 void Interpreter::Impl::notify(ExecContext& ctx, const ir::Op& op) {
   if (!observer) return;
   std::vector<std::optional<HostTensor>> results;
-  for (const auto& r : op.results) results.emplace_back(copy_out(ctx.bufs.at(r.data())));
+  for (const auto& r : op.results) results.emplace_back(copy_out(ctx.buf(r.data())));
   observer(op, results);
 }
 

@@ -532,12 +532,12 @@ void exec_MoeFfn(ExecContext& c, const ir::Op& op) {
   const ir::MoeExperts experts = ir::MoeExperts::of(op);
   auto f32_of = [&](ir::Value v, const char* what) -> const float* {
     if (!v) return nullptr;
-    const Buf& b = c.bufs.at(v.data());
+    const Buf& b = c.buf(v.data());
     require_f32(op, b, what);
     return b.as<float>();
   };
   auto stack = [&](ir::Value v, ir::Value scale, ir::Value bias) {
-    const Buf& b = c.bufs.at(v.data());
+    const Buf& b = c.buf(v.data());
     ExpertStack s{ggml_type_of(b.elem), b.data, b.shape[0], b.shape[1], b.shape[2]};
     s.scale = f32_of(scale, "expert scale");
     s.bias = f32_of(bias, "expert bias");
