@@ -4,7 +4,11 @@
 
 #include "ir/fused_kinds.h"
 
+#include <fmt/format.h>
+
 #include <numeric>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "ir/op_attrs.h"
@@ -86,6 +90,85 @@ struct RopeTile {
   }
 };
 
+// A matmul_epilogue region's chain on each box: every step reads the
+// previous value (the box for the first) and writes its own, row by row of
+// the box, with the kernel op by op execution calls for that op (so the
+// same bits: add, mul and scale round once per element on every path, gelu
+// is a table lookup per element, and silu's vector path covers the whole
+// row when N % 8 == 0, which the plan requires, as it does op by op).
+struct EpilogueStep {
+  ir::OpKind kind;
+  const float* other = nullptr;  // add/mul: the argument operand
+  bool broadcast = false;        // other is one [N] row for every token
+  bool chain_first = true;       // the chain value is operand 0 (keeps the op's operand order)
+  float factor = 0;              // scale
+  float* out = nullptr;          // where this value goes; null: the worker's scratch row
+};
+
+struct EpilogueTile {
+  std::vector<EpilogueStep> steps;
+  int64_t rows;
+
+  static void run(const void* context, const TileBox& box) {
+    const auto& e = *static_cast<const EpilogueTile*>(context);
+    const int64_t n = box.r1 - box.r0;
+    thread_local std::vector<float> scratch;
+    if (int64_t(scratch.size()) < n) scratch.resize(size_t(n));
+    for (int64_t t = box.t0; t < box.t1; ++t) {
+      const int64_t at = t * e.rows + box.r0;
+      const float* prev = box.out[0] + (t - box.t0) * box.ld;
+      for (const EpilogueStep& s : e.steps) {
+        float* dst = s.out != nullptr ? s.out + at : scratch.data();
+        const float* other = s.other == nullptr ? nullptr : s.other + (s.broadcast ? box.r0 : at);
+        switch (s.kind) {
+          case ir::OpKind::Add: s.chain_first ? add(prev, other, dst, n) : add(other, prev, dst, n); break;
+          case ir::OpKind::Mul: s.chain_first ? mul(prev, other, dst, n) : mul(other, prev, dst, n); break;
+          case ir::OpKind::Scale: scale(prev, s.factor, dst, n); break;
+          case ir::OpKind::Silu: silu(prev, dst, n); break;
+          case ir::OpKind::Gelu: gelu(prev, dst, n); break;
+          default: break;  // why_op_by_op admits no other op
+        }
+        prev = dst;
+      }
+    }
+  }
+};
+
+bool epilogue_tile_op(ir::OpKind k) {
+  return k == ir::OpKind::Add || k == ir::OpKind::Mul || k == ir::OpKind::Scale || k == ir::OpKind::Silu ||
+         k == ir::OpKind::Gelu;
+}
+
+// Why a decoded matmul_epilogue region has no tile form; empty when it has.
+std::string why_epilogue_op_by_op(const ir::EpilogueRegion& r) {
+  const ir::Op& mm = *r.matmul;
+  const ir::TensorType& out = mm.results[0].type();
+  if (mm.operands[0].type().elem.kind() != ir::ElemType::F32) return "the matmul's input is not f32";
+  const std::optional<int64_t> n_rows = mm.operands[1].type().shape.empty() ? std::nullopt : mm.operands[1].type().shape[0].constant();
+  const ir::Value* prev = &mm.results[0];
+  for (const ir::Op* op : r.chain) {
+    if (!epilogue_tile_op(op->kind))
+      return fmt::format("the epilogue op '{}' has no tile form on the CPU (add, mul, scale, silu and gelu have)", op->mnemonic());
+    if (op->results[0].type().elem.kind() != ir::ElemType::F32)
+      return fmt::format("the epilogue op '{}' makes a {} value, not f32", op->mnemonic(), op->results[0].type().elem.name());
+    if (op->kind == ir::OpKind::Silu && (!n_rows || *n_rows % 8 != 0))
+      return "a silu epilogue needs a matmul of N % 8 == 0 rows (silu's vector and tail paths round differently)";
+    if (op->kind == ir::OpKind::Add || op->kind == ir::OpKind::Mul) {
+      const bool chain_first = op->operands[0] == *prev;
+      const ir::TensorType& other = op->operands[chain_first ? 1 : 0].type();
+      if (other.elem.kind() != ir::ElemType::F32)
+        return fmt::format("the epilogue {}'s other operand is {}, not f32", op->mnemonic(), other.elem.name());
+      const bool full = other.shape == out.shape;
+      const bool row = other.shape.size() == 1 && !out.shape.empty() && other.shape[0] == out.shape.back();
+      if (!full && !(row && chain_first))
+        return fmt::format("the epilogue {} reads an operand of shape {}, neither the matmul's {} nor a row of its last dim after it",
+                           op->mnemonic(), ir::shape_str(other.shape), ir::shape_str(out.shape));
+    }
+    prev = &op->results[0];
+  }
+  return "";
+}
+
 }  // namespace
 
 struct FusedKernel::Plan {
@@ -97,6 +180,10 @@ struct FusedKernel::Plan {
   std::vector<const ir::Op*> all_matmuls;
   // A value the epilogues would keep in scratch is returned: always write it.
   bool intermediates_returned = false;
+  // A matmul_epilogue region: its matmul and chain (then the fields above
+  // are unused).
+  const ir::Op* epilogue_matmul = nullptr;
+  std::vector<const ir::Op*> epilogue_chain;
 };
 
 namespace {
@@ -120,6 +207,7 @@ FusedKernel::~FusedKernel() = default;
 std::string FusedKernel::why_op_by_op(const ir::Op& fused) {
   const ir::FusedKind kind = ir::fused_kind(fused);
   if (kind == ir::FusedKind::Elementwise) return "the CPU has no one-kernel form of an elementwise region";
+  if (kind == ir::FusedKind::MatmulEpilogue) return why_epilogue_op_by_op(ir::decode_epilogue_region(*fused.body));
   for (const auto& chain : ir::decode_projection_region(kind, *fused.body).ropes) {
     if (chain.qk_norm != nullptr) return "a rope chain holds a QK-norm (the rope epilogue rotates matmul rows)";
     if (chain.reshape == nullptr) return "a rope chain has no reshape to heads";
@@ -129,6 +217,13 @@ std::string FusedKernel::why_op_by_op(const ir::Op& fused) {
 
 std::unique_ptr<FusedKernel> FusedKernel::of(const ir::Op& fused) {
   if (!why_op_by_op(fused).empty()) return nullptr;
+  if (ir::fused_kind(fused) == ir::FusedKind::MatmulEpilogue) {
+    const ir::EpilogueRegion region = ir::decode_epilogue_region(*fused.body);
+    auto plan = std::make_unique<Plan>();
+    plan->epilogue_matmul = region.matmul;
+    plan->epilogue_chain = region.chain;
+    return std::unique_ptr<FusedKernel>(new FusedKernel(std::move(plan)));
+  }
   const ir::ProjectionRegion region = ir::decode_projection_region(ir::fused_kind(fused), *fused.body);
   auto plan = std::make_unique<Plan>();
   plan->norm = region.norm;
@@ -141,10 +236,53 @@ std::unique_ptr<FusedKernel> FusedKernel::of(const ir::Op& fused) {
   return std::unique_ptr<FusedKernel>(new FusedKernel(std::move(plan)));
 }
 
+// matmul_epilogue: one group of the one matmul, the chain as its epilogue.
+// The matmul and the intermediate chain values stay in scratch unless
+// materialized; the last value goes to the region's result.
+bool FusedKernel::run_epilogue(ExecContext& ctx, bool materialize) const {
+  const Plan& p = *plan_;
+  const ir::Op& mm = *p.epilogue_matmul;
+  const Buf& x = ctx.in(mm, 0);
+  const Buf& w = ctx.in(mm, 1);
+  const Buf& y = ctx.out(mm);
+  if (x.elem.kind() != ir::ElemType::F32) return false;
+  const int64_t n_tokens = x.rows(), cols = x.last_dim();
+  if (w.shape.size() != 2 || w.shape[1] != cols) return false;
+  const int64_t rows = w.shape[0];
+  if (y.numel != n_tokens * rows) return false;
+  EpilogueTile tile{{}, rows};
+  const ir::ValueData* prev = mm.results[0].data();
+  for (const ir::Op* op : p.epilogue_chain) {
+    EpilogueStep s{op->kind};
+    const Buf& out = ctx.out(*op);
+    if (out.numel != y.numel || out.elem.kind() != ir::ElemType::F32) return false;
+    if (op->kind == ir::OpKind::Add || op->kind == ir::OpKind::Mul) {
+      s.chain_first = op->operands[0].data() == prev;
+      const Buf& other = ctx.in(*op, s.chain_first ? 1 : 0);
+      if (other.elem.kind() != ir::ElemType::F32) return false;
+      s.broadcast = other.shape.size() == 1 && other.shape[0] == rows;  // one [N] row (T = 1: the same bytes)
+      if (!(other.numel == y.numel && other.shape == out.shape) && !(s.broadcast && s.chain_first)) return false;
+      s.other = other.as<float>();
+    } else if (op->kind == ir::OpKind::Scale) {
+      s.factor = float(ir::ScaleAttrs::of(*op).factor);
+    } else if (op->kind == ir::OpKind::Silu && rows % 8 != 0) {
+      return false;
+    }
+    s.out = materialize || op == p.epilogue_chain.back() ? out.as<float>() : nullptr;
+    tile.steps.push_back(s);
+    prev = op->results[0].data();
+  }
+  const MatmulOutput o{ggml_type_of(w.elem), w.data, rows, materialize ? y.as<float>() : nullptr, w.elem.layout()};
+  const MatmulGroup group{&o, 1, 0, {&EpilogueTile::run, &tile}, !materialize};
+  matmul_groups(&group, 1, cols, x.as<float>(), n_tokens, ctx.pool);
+  return true;
+}
+
 bool FusedKernel::run(ExecContext& ctx, bool materialize) const {
   const Plan& p = *plan_;
+  if (p.epilogue_matmul != nullptr) return run_epilogue(ctx, materialize);
   const bool in_scratch = !materialize && !p.intermediates_returned;
-  const Buf& x = ctx.bufs.at(p.input.data());
+  const Buf& x = ctx.buf(p.input.data());
   if (x.elem.kind() != ir::ElemType::F32) return false;
   const int64_t n_tokens = x.rows(), cols = x.last_dim();
   // Decode-sized steps stream the weights from DRAM; a work item that

@@ -21,10 +21,22 @@
 // the same float kernels to rows of whole 8-value vectors (silu's vector
 // and tail paths differ, so a swiglu group needs rows % 8 == 0).
 //
+// A matmul_epilogue region (one matmul, then a chain of elementwise ops) is
+// one matmul_groups group whose box epilogue applies the chain row by row:
+// add/mul with a [T, N] operand at the same index or an [N] row broadcast
+// over tokens, scale, silu, gelu, each through the kernel the op-by-op
+// interpreter calls for that op (exec_Add & co. in op_exec.cpp), in the
+// op's operand order; the matmul value and the chain's intermediate values
+// stay in the worker's scratch unless materialized. Same bits: add, mul
+// and scale round once per element on the vector and tail paths alike,
+// gelu is a per-element table lookup, and a chain with silu needs N % 8 ==
+// 0 (whole vectors per row, as op by op over the whole tensor).
+//
 // of() dispatches on the region's kind and takes its body as the verifier
 // decoded it (ir/fused_kinds.h): norm_matmul, swiglu and qk_rope regions
 // run as one kernel unless a rope chain holds a QK-norm or no reshape;
-// elementwise regions have no one-kernel form here. why_op_by_op() says
+// matmul_epilogue regions unless a chain op or operand shape is outside
+// the list above; elementwise regions have no one-kernel form here. why_op_by_op() says
 // which, for vtc compile's report. Left to op-by-op execution at run time
 // too: shapes that break a rule above, and a swiglu of fewer than 16
 // tokens (decode: pairing gate and up in one work item measured slower
@@ -62,6 +74,7 @@ class FusedKernel {
 
  private:
   explicit FusedKernel(std::unique_ptr<Plan> plan);
+  bool run_epilogue(ExecContext& ctx, bool materialize) const;
   std::unique_ptr<Plan> plan_;
 };
 
