@@ -4,8 +4,10 @@
 // op added to the table without a CUDA emitter fails to compile here.
 // generate_step walks a function in order: weights and alias ops become
 // bindings (no launch), every other op its emitter's kernels. A fused region
-// of kind `elementwise` becomes one kernel (emit_fused) when it composes;
-// other region kinds, and elementwise ones that do not compose, run their
+// of kind `elementwise` becomes one kernel (emit_fused) when it composes, one
+// of kind `matmul_epilogue` one GEMV/GEMM with the chain before its store
+// (emit_matmul_epilogue) when every chain op and operand has that form;
+// other region kinds, and those that do not compose, run their
 // body op by op, with the body's arguments aliased to the region's
 // operands and the region's results to the body's returned values.
 #include <fmt/format.h>
@@ -83,6 +85,7 @@ Kernels emit_NgramRoll(const Ctx& c, const ir::Op& op) { return ngram(c, op); }
 Kernels emit_Fused(const Ctx& c, const ir::Op& op) {
   if (std::string why = why_op_by_op(op); !why.empty())
     throw Error(fmt::format("cuda: {} runs op by op ({}); generate_step wires it as a sequence", c.what, why));
+  if (ir::fused_kind(op) == ir::FusedKind::MatmulEpilogue) return emit_matmul_epilogue(op, c.what);
   return emit_fused(op, c.what);
 }
 Kernels emit_Return(const Ctx& c, const ir::Op& op) { return none(c, op); }
@@ -162,6 +165,7 @@ void walk(const ir::Module& m, const ir::Function& fn, StepKernels& out) {
 
 std::string why_op_by_op(const ir::Op& fused) {
   const ir::FusedKind kind = ir::fused_kind(fused);
+  if (kind == ir::FusedKind::MatmulEpilogue) return matmul_epilogue_why_not(fused);
   if (kind != ir::FusedKind::Elementwise)
     return fmt::format("CUDA has no one-kernel form of a {} region: it runs its ops' kernels", ir::enum_name(kind));
   if (!fused_elementwise_composable(fused)) return "a value is not float, or an operand broadcasts where the body reshapes";

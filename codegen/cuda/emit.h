@@ -104,6 +104,16 @@ Kernels emit_top_k(const ir::Op& op, const std::string& what);
 // The `sample` op (emit_sample.cpp).
 Kernels emit_sample(const ir::Op& op, const std::string& what);
 Kernels emit_matmul(const ir::Op& op, const std::string& what);
+// A matmul_epilogue region (ir/fused_kinds.h) as one GEMV/GEMM kernel: the
+// chain applied to each output value before its one store (emit_matmul.cpp).
+// matmul_epilogue_why_not says why a region has no such kernel (empty: it
+// has); emit_matmul_epilogue requires that it has.
+std::string matmul_epilogue_why_not(const ir::Op& fused);
+Kernels emit_matmul_epilogue(const ir::Op& fused, const std::string& what);
+// The float expression of one elementwise op over its operands' float
+// expressions (emit_elementwise.cpp); empty for an op it has none for.
+// Sets needs_gelu when it calls vtc_gelu.
+std::string elementwise_scalar_expr(const ir::Op& op, const std::vector<std::string>& operands, bool& needs_gelu);
 // Mixture of experts (emit_moe.cpp).
 Kernels emit_moe_route(const ir::Op& op, const std::string& what);
 Kernels emit_moe_ffn(const ir::Op& op, const std::string& what);

@@ -99,6 +99,10 @@ Kernels emit_cast(const ir::Op& op, const std::string& what) {
 
 }  // namespace
 
+std::string elementwise_scalar_expr(const ir::Op& op, const std::vector<std::string>& operands, bool& needs_gelu) {
+  return scalar_expr(op, operands, needs_gelu);
+}
+
 Kernels emit_elementwise(const ir::Function&, const ir::Op& op, const std::string& what) {
   if (op.kind == ir::OpKind::Cast) return emit_cast(op, what);
   KernelBuilder kb(op.mnemonic(), what);

@@ -19,7 +19,11 @@
 // sums are f32.
 #include <fmt/format.h>
 
+#include <functional>
+#include <map>
+
 #include "codegen/cuda/emit.h"
+#include "ir/fused_kinds.h"
 #include "support/error.h"
 
 namespace vtc::cuda {
@@ -44,6 +48,16 @@ std::string round_activation(GgmlType w, const std::string& v) {
 
 namespace {
 
+// Stores output value v (a float expression) at (row, col) of the matmul's
+// [M, N] output: a C statement, in a kernel body where N is a constant.
+using StoreFn = std::function<std::string(const std::string& v, const std::string& row, const std::string& col)>;
+// What a matmul kernel reads (x, w: values the executor binds) and how it
+// binds its output parameters and stores (called once, after x and w).
+struct MatmulIo {
+  ir::Value x, w;
+  std::function<StoreFn(KernelBuilder&)> bind_out;
+};
+
 bool has_symbol(const ir::Dim& d, const std::string& sym) {
   const std::string s = d.str();
   for (size_t i = s.find(sym); i != std::string::npos; i = s.find(sym, i + 1)) {
@@ -57,10 +71,12 @@ bool has_symbol(const ir::Dim& d, const std::string& sym) {
 // K not a multiple of 32 (float weights only: quantized rows are whole
 // 32-value blocks), e.g. qwen4exp's hyper-connection projections (K = 8):
 // one thread per output, k in order, the activation rounded as above.
-Kernels emit_matmul_small_k(const ir::Op& op, const std::string& what, const ir::Dim& m, int64_t N, int64_t K) {
+Kernels emit_matmul_small_k(const ir::Op& op, const std::string& what, const ir::Dim& m, int64_t N, int64_t K,
+                            const MatmulIo& io) {
   const ir::ElemType& we = op.operands[1].type().elem;
   KernelBuilder kb("matmul_small_k", what);
-  const std::string x = kb.in(op.operands[0], "x"), w = kb.in(op.operands[1], "w"), y = kb.out(op.results[0], "y");
+  const std::string x = kb.in(io.x, "x"), w = kb.in(io.w, "w");
+  const StoreFn store = io.bind_out(kb);
   kb.body(fmt::format(R"(  constexpr long long N = {0}, K = {1};
   const long long M = {2};
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < M * N; i += (long long)gridDim.x * blockDim.x) {{
@@ -68,11 +84,11 @@ Kernels emit_matmul_small_k(const ir::Op& op, const std::string& what, const ir:
     const float* xr = {3} + r * K;
     float s = 0.0f;
     for (long long k = 0; k < K; ++k) s += {4} * {5};
-    {6}[i] = s;
+    {6}
   }}
 )",
                       N, K, kb.expr(m), x, load_as_float(we, w, "n * K + k"), round_activation(weight_type(we), "xr[k]"),
-                      y));
+                      store("s", "r", "n")));
   kb.launch(m * N, 128);
   return {kb.finish()};
 }
@@ -97,9 +113,10 @@ Kernels emit_embed_narrow(const ir::Op& op, const std::string& what, int64_t row
   return {kb.finish()};
 }
 
-}  // namespace
 
-Kernels emit_matmul(const ir::Op& op, const std::string& what) {
+// The GEMV/GEMM (or small-K) kernel of `op`, reading io.x and io.w and
+// storing each output value through io's store.
+Kernels matmul_kernels(const ir::Op& op, const std::string& what, const MatmulIo& io) {
   const ir::TensorType& xt = op.operands[0].type();
   const ir::TensorType& wt = op.operands[1].type();
   if (xt.elem.kind() != ir::ElemType::F32) unsupported(op, "the input must be f32, got " + xt.str());
@@ -111,11 +128,12 @@ Kernels emit_matmul(const ir::Op& op, const std::string& what) {
   if (*k_cols % 32 != 0) {
     if (wt.elem.kind() == ir::ElemType::Quant)
       unsupported(op, fmt::format("K = {} is not a multiple of 32", *k_cols));
-    return emit_matmul_small_k(op, what, m, *n_rows, *k_cols);
+    return emit_matmul_small_k(op, what, m, *n_rows, *k_cols, io);
   }
   const int64_t N = *n_rows, K = *k_cols, chunks = K / 32;
   KernelBuilder kb(has_symbol(m, "T") ? "gemm" : "gemv", what);
-  const std::string x = kb.in(op.operands[0], "x"), w = kb.in(op.operands[1], "w"), y = kb.out(op.results[0], "y");
+  const std::string x = kb.in(io.x, "x"), w = kb.in(io.w, "w");
+  const StoreFn store = io.bind_out(kb);
   const std::string deq = deq32_helper(wtype);
   kb.need(deq);
   const uint64_t row_bytes = *ggml_bytes_for(wtype, uint64_t(K));
@@ -141,11 +159,12 @@ Kernels emit_matmul(const ir::Op& op, const std::string& what) {
     }}
     for (int r = 0; r < 8 && m0 + r < M; ++r) {{  // M is warp-uniform: every lane stops together
       const float s = vtc_warp_sum(acc[r]);
-      if (lane == 0) {9}[(m0 + r) * N + n] = s;
+      if (lane == 0) {{ {9} }}
     }}
   }}
 )",
-                        N, K, chunks, row_bytes, kb.expr(m), w, deq, x, round_activation(wtype, "xr[l]"), y));
+                        N, K, chunks, row_bytes, kb.expr(m), w, deq, x, round_activation(wtype, "xr[l]"),
+                        store("s", "(m0 + r)", "n")));
     kb.launch(ir::Dim(N * 32), 128);
     return {kb.finish()};
   }
@@ -181,14 +200,127 @@ Kernels emit_matmul(const ir::Op& op, const std::string& what) {
     for (int i = 0; i < 4; ++i)
       for (int j = 0; j < 4; ++j) {{
         const long long mm = m0 + ty * 4 + i, nn = n0 + tx * 4 + j;
-        if (mm < M && nn < N) {9}[mm * N + nn] = acc[i][j];
+        if (mm < M && nn < N) {{ {9} }}
       }}
   }}
 )",
-                      N, K, chunks, row_bytes, kb.expr(m), x, round_activation(wtype, "v"), deq, w, y));
+                      N, K, chunks, row_bytes, kb.expr(m), x, round_activation(wtype, "v"), deq, w,
+                      store("acc[i][j]", "mm", "nn")));
   kb.launch(ir::Dim(((N + 63) / 64) * 256), 256, m, 64);
   return {kb.finish()};
 }
+
+// The chain of a matmul_epilogue region on one output value: each op
+// updates one float local; add, mul and scale as __fadd_rn/__fmul_rn (one
+// rounding each, never contracted into an FMA: their own kernels store
+// each value, so it is rounded on its own), the others the elementwise
+// kernels' formulas.
+std::string epilogue_op_expr(const ir::Op& op, const std::vector<std::string>& a, bool& gelu) {
+  switch (op.kind) {
+    case ir::OpKind::Add: return fmt::format("__fadd_rn({}, {})", a[0], a[1]);
+    case ir::OpKind::Mul: return fmt::format("__fmul_rn({}, {})", a[0], a[1]);
+    case ir::OpKind::Scale: return fmt::format("__fmul_rn({}, {})", a[0], flit(ir::ScaleAttrs::of(op).factor));
+    default: return elementwise_scalar_expr(op, a, gelu);
+  }
+}
+
+}  // namespace
+
+Kernels emit_matmul(const ir::Op& op, const std::string& what) {
+  const MatmulIo io{op.operands[0], op.operands[1], [&op](KernelBuilder& kb) -> StoreFn {
+                      const std::string y = kb.out(op.results[0], "y");
+                      return [y](const std::string& v, const std::string& row, const std::string& col) {
+                        return fmt::format("{}[{} * N + {}] = {};", y, row, col, v);
+                      };
+                    }};
+  return matmul_kernels(op, what, io);
+}
+
+std::string matmul_epilogue_why_not(const ir::Op& fused) {
+  const ir::EpilogueRegion r = ir::decode_epilogue_region(*fused.body);
+  const ir::Op& mm = *r.matmul;
+  const ir::TensorType& out = mm.results[0].type();
+  const ir::TensorType& wt = mm.operands[1].type();
+  if (mm.operands[0].type().elem.kind() != ir::ElemType::F32) return "the matmul's input is not f32";
+  if (wt.elem.layout() != WeightLayout::Rows || !quant_supported(weight_type(wt.elem)))
+    return fmt::format("weight type {} has no CUDA matmul kernel", wt.elem.name());
+  if (wt.shape.size() != 2 || !wt.shape[0].constant() || !wt.shape[1].constant()) return "the weight shape is not constant";
+  if (*wt.shape[1].constant() % 32 != 0 && wt.elem.kind() == ir::ElemType::Quant) return "K is not a multiple of 32";
+  const ir::ValueData* prev = mm.results[0].data();
+  for (const ir::Op* op : r.chain) {
+    const std::vector<std::string> probe(op->operands.size(), "x");
+    bool gelu = false;
+    if (epilogue_op_expr(*op, probe, gelu).empty())
+      return fmt::format("the epilogue op '{}' has no float formula", op->mnemonic());
+    if (op->results[0].type().elem.kind() != ir::ElemType::F32)
+      return fmt::format("the epilogue op '{}' makes a {} value, not f32", op->mnemonic(), op->results[0].type().elem.name());
+    for (const auto& v : op->operands) {
+      if (v.data() == prev) continue;
+      const ir::TensorType& t = v.type();
+      const bool row = t.shape.size() == 1 && !out.shape.empty() && t.shape[0] == out.shape.back();
+      if (!t.elem.is_float() || !(t.shape == out.shape || row))
+        return fmt::format("the epilogue {} reads {}, neither float of the matmul's shape {} nor a row of its last dim",
+                           op->mnemonic(), t.str(), ir::shape_str(out.shape));
+    }
+    prev = op->results[0].data();
+  }
+  return "";
+}
+
+// One GEMV/GEMM kernel: the matmul's value runs through the chain in
+// registers and only the region's result is stored. An operand of the
+// output's shape is read at the output's index, an [N] row at its column.
+Kernels emit_matmul_epilogue(const ir::Op& fused, const std::string& what) {
+  if (std::string why = matmul_epilogue_why_not(fused); !why.empty())
+    throw Error(fmt::format("cuda: {}: the matmul_epilogue region has no one-kernel form: {}", what, why));
+  const ir::EpilogueRegion r = ir::decode_epilogue_region(*fused.body);
+  const ir::Op& mm = *r.matmul;
+  // A body argument stands for the fused op's operand of its index.
+  auto outer = [&fused](const ir::Value& v) { return fused.operands[v->index]; };
+  const MatmulIo io{outer(mm.operands[0]), outer(mm.operands[1]), [&](KernelBuilder& kb) -> StoreFn {
+    // Per chain op, per operand: the chain value (-1) or a load's index.
+    std::vector<std::vector<int>> reads;
+    struct Load {
+      std::string param;
+      bool full;  // output-sized (else one [N] row)
+      ir::ElemType elem;
+    };
+    std::vector<Load> loads;
+    std::map<const ir::ValueData*, int> load_of;
+    const ir::ValueData* prev = mm.results[0].data();
+    for (const ir::Op* op : r.chain) {
+      std::vector<int> per;
+      for (const auto& v : op->operands) {
+        if (v.data() == prev) {
+          per.push_back(-1);
+          continue;
+        }
+        auto [it, fresh] = load_of.try_emplace(v.data(), int(loads.size()));
+        if (fresh)
+          loads.push_back({kb.in(outer(v), fmt::format("e{}", loads.size())), v.type().shape == mm.results[0].type().shape,
+                           v.type().elem});
+        per.push_back(it->second);
+      }
+      reads.push_back(std::move(per));
+      prev = op->results[0].data();
+    }
+    const std::string y = kb.out(fused.results[0], "y");
+    return [y, reads, loads, chain = r.chain, &kb](const std::string& v, const std::string& row, const std::string& col) {
+      std::string code = fmt::format("const long long e_i = {} * N + {}; float e_v = {};", row, col, v);
+      bool gelu = false;
+      for (size_t k = 0; k < chain.size(); ++k) {
+        std::vector<std::string> a;
+        for (int l : reads[k])
+          a.push_back(l < 0 ? "e_v" : load_as_float(loads[size_t(l)].elem, loads[size_t(l)].param, loads[size_t(l)].full ? "e_i" : col));
+        code += fmt::format(" e_v = {};", epilogue_op_expr(*chain[k], a, gelu));
+      }
+      if (gelu) kb.need("gelu");
+      return code + fmt::format(" {}[e_i] = e_v;", y);
+    };
+  }};
+  return matmul_kernels(mm, what, io);
+}
+
 
 Kernels emit_embed(const ir::Op& op, const std::string& what) {
   const ir::TensorType& tt = op.operands[0].type();

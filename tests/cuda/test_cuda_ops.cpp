@@ -30,6 +30,7 @@
 #include "ir/verifier.h"
 #include "runtime/cpu/exec_context.h"
 #include "runtime/cpu/cpu_backend.h"
+#include "codegen/cuda/kernel.h"
 #include "runtime/cuda/executor.h"
 #include "runtime/session.h"
 #include "samples/synthetic_model.h"
@@ -449,6 +450,58 @@ TEST_CASE("graph replay equals eager launches bit for bit over 16 decode steps o
     const HostTensor b = graphs.decode(slots, tokens, positions);
     REQUIRE(a.shape == b.shape);
     CHECK(a.bytes == b.bytes);
+  }
+}
+
+// A matmul_epilogue region is one GEMV / GEMM kernel (codegen/cuda/
+// emit_matmul.cpp) whose bits equal its ops run as their own kernels: the
+// same function written as plain ops, on the same executor and inputs.
+TEST_CASE("matmul_epilogue: one CUDA kernel with the bits of its ops' kernels", "[gpu][epilogue]") {
+  const std::string args =
+      "%h: tensor<{0} x 256 x f32, device>, %wo: tensor<{1} x 256 x {2}, device>, %b: tensor<{1} x f32, device>, "
+      "%g: tensor<{1} x f32, device>, %r: tensor<{0} x {1} x f32, device>";
+  const std::string chain =
+      "  %o = matmul(%h, %wo) : tensor<{0} x {1} x f32, device>\n"
+      "  %a = add(%o, %b) : tensor<{0} x {1} x f32, device>\n"
+      "  %e = gelu(%a) : tensor<{0} x {1} x f32, device>\n"
+      "  %s = silu(%e) : tensor<{0} x {1} x f32, device>\n"
+      "  %m = mul(%s, %g) : tensor<{0} x {1} x f32, device>\n"
+      "  %c = scale(%m) {{factor = 0.5}} : tensor<{0} x {1} x f32, device>\n"
+      "  %y = add(%r, %c) : tensor<{0} x {1} x f32, device>\n";
+  for (const char* wtype : {"f32", "f16", "q8_0", "q4_k"}) {
+    for (const auto& [step, rows] : {std::pair<std::string, std::string>{"decode", "S"}, {"prefill", "T"}}) {
+      INFO(wtype << " @" << step);
+      const std::string n = step == "decode" ? "48" : "72";
+      const std::string sig = fmt::format(fmt::runtime(args), rows, n, wtype);
+      const std::string body = fmt::format(fmt::runtime(chain), rows, n);
+      const std::string plain = fmt::format("func @{}({}) {{\n{}  return(%y)\n}}\n", step, sig, body);
+      std::string inner = body;
+      for (size_t at = 0; (at = inner.find("  %", at)) != std::string::npos; at += 4) inner.insert(at, "  ");
+      const std::string fused = fmt::format(
+          "func @{0}({1}) {{\n  %out = fused(%h, %wo, %b, %g, %r) {{kind = matmul_epilogue}} : tensor<{2} x {3} x f32, "
+          "device> body({1}) {{\n{4}    return(%y)\n  }}\n  return(%out)\n}}\n",
+          step, sig, rows, n, inner);
+      vtc::ir::Module mp = vtc::ir::parse(plain), mf = vtc::ir::parse(fused);
+      vtc::ir::verify(mp);
+      vtc::ir::verify(mf);
+      const vtc::ir::Function& ff = *mf.find_function(step);
+      REQUIRE(vtc::cuda::why_op_by_op(*ff.ops[0]).empty());
+      CHECK(vtc::cuda::generate_step(mf, ff).kernels.size() == 1);
+      CHECK(vtc::cuda::generate_step(mp, *mp.find_function(step)).kernels.size() == 7);
+      vtc::StateStoreConfig cfg{3, 64, 0};
+      vtc::StateStore sp(mp, cfg), sf(mf, cfg);
+      const std::vector<vtc::passes::FunctionPlan> no_plans;
+      vtc::cuda::Executor gp({mp, empty_gguf(), sp, no_plans}, {.graphs = false, .device = 0, .sentinels = true});
+      vtc::cuda::Executor gf({mf, empty_gguf(), sf, no_plans}, {.graphs = false, .device = 0, .sentinels = true});
+      std::mt19937 rng_p(77), rng_f(77);
+      const StepPlan plan{step, 3, 37, {}, {}};
+      const auto got_p = gp.run(make_request(*mp.find_function(step), plan, rng_p));
+      const auto got_f = gf.run(make_request(ff, plan, rng_f));
+      REQUIRE(got_p.size() == 1);
+      REQUIRE(got_f.size() == 1);
+      CHECK(got_f[0].shape == got_p[0].shape);
+      CHECK(got_f[0].bytes == got_p[0].bytes);
+    }
   }
 }
 
