@@ -2,10 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <sstream>
 
 #include "codegen/cuda/kernel.h"
+#include "ir/fused_kinds.h"
 #include "ir/op_attrs.h"
 #include "runtime/cpu/fused_kernels.h"
 #include "passes/pipelines.h"
@@ -38,6 +41,10 @@ StepCounts count_ops(const ir::Function& f) {
 
 namespace {
 
+std::string why_op_by_op_on(const std::string& target, const ir::Op& fused) {
+  return target == "cuda" ? cuda::why_op_by_op(fused) : cpu::FusedKernel::why_op_by_op(fused);
+}
+
 // One remark per step, kind and reason for the fused regions the target
 // runs op by op rather than as one kernel: a pass can form a region that
 // a backend gains nothing from, and the report says so instead of hiding it.
@@ -47,7 +54,7 @@ std::vector<std::string> op_by_op_remarks(const ir::Module& m, const std::string
     std::map<std::pair<std::string, std::string>, int> count;  // (kind, reason) -> regions
     for (const auto& op : f->ops) {
       if (op->kind != ir::OpKind::Fused) continue;
-      const std::string why = target == "cuda" ? cuda::why_op_by_op(*op) : cpu::FusedKernel::why_op_by_op(*op);
+      const std::string why = why_op_by_op_on(target, *op);
       if (!why.empty()) ++count[{std::string(ir::enum_name(ir::FusedAttrs::of(*op).kind)), why}];
     }
     for (const auto& [key, n] : count)
@@ -63,6 +70,33 @@ std::map<std::string, StepCounts> counts_of(const ir::Module& m) {
   return out;
 }
 }  // namespace
+
+std::vector<std::string> compile_stats(const CompiledModel& m) {
+  const int64_t layers = std::max<int64_t>(m.file.get_int(m.file.architecture() + ".block_count").value_or(1), 1);
+  std::vector<std::string> out;
+  for (const auto& f : m.module.functions) {
+    constexpr size_t kKinds = std::size(ir::EnumNames<ir::FusedKind>::names);
+    size_t per_kind[kKinds] = {}, regions = 0, op_by_op = 0;
+    for (const auto& op : f->ops) {
+      if (op->kind != ir::OpKind::Fused) continue;
+      ++per_kind[static_cast<size_t>(ir::fused_kind(*op))], ++regions;
+      if (!why_op_by_op_on(m.target, *op).empty()) ++op_by_op;
+    }
+    std::string kinds;
+    for (size_t k = 0; k < kKinds; ++k)
+      kinds += fmt::format("{}{} {:.3g}", k == 0 ? "" : ", ", ir::EnumNames<ir::FusedKind>::names[k],
+                           double(per_kind[k]) / double(layers));
+    auto ops = [&](const std::map<std::string, StepCounts>& counts) {
+      auto it = counts.find(f->name);
+      return it == counts.end() ? size_t(0) : it->second.ops;
+    };
+    out.push_back(fmt::format("stats: @{}: {} layer{}, {} ops ({} before passes), fused regions per layer: {}; op by op "
+                              "on {}: {} of {} regions",
+                              f->name, layers, layers == 1 ? "" : "s", ops(m.after), ops(m.before), kinds, m.target,
+                              op_by_op, regions));
+  }
+  return out;
+}
 
 CompiledModel compile_model(gguf::GgufFile file, const CompileOptions& options) {
   auto say = [&](const std::string& s) {

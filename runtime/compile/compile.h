@@ -64,6 +64,16 @@ struct CompiledModel {
   std::vector<cuda::StepKernels> cuda_steps = {};
 };
 
+// `vtc compile --stats`: one line per step function (module order):
+//   stats: @decode: 2 layers, 61 ops (142 before passes), fused regions per
+//   layer: elementwise 0.5, norm_matmul 1, ...; op by op on cpu: 0 of 9 regions
+// layers: the GGUF's <arch>.block_count (1 when absent); per layer: the
+// step's regions of each kind (every FusedKind, in ir/attr_enums.def order)
+// divided by the layers; op by op: the step's regions (all of them, not per
+// layer) that the target runs as their body's ops rather than one kernel
+// (cpu::FusedKernel::why_op_by_op, cuda::why_op_by_op).
+std::vector<std::string> compile_stats(const CompiledModel& m);
+
 // Builds and lowers the model in `file`. Throws vtc::Error.
 CompiledModel compile_model(gguf::GgufFile file, const CompileOptions& options);
 

@@ -312,7 +312,7 @@ TEST_CASE("vtc compile reports per phase and vtc run takes the artifact", "[comp
   for (const char* line : {"compile: building IR", "compile: running passes", "kernel launches per step",
                            "memory plan", "compile: writing", "compile: done"})
     CHECK(log.find(line) != std::string::npos);
-  CHECK(std::filesystem::exists(std::filesystem::path(dump) / "decode" / "02-fuse-qk-rope.vtcir"));
+  CHECK(std::filesystem::exists(std::filesystem::path(dump) / "decode" / "02-fuse.vtcir"));
   const std::string ids = " --tokens 1,450,4996,17354 -n 6 --temp 0 -t 2 -q 2>/dev/null";
   const std::string from_gguf = test::run_capture(fmt::format("{} run {}{}", VTC_TOOL, model, ids));
   const std::string from_vtc = test::run_capture(fmt::format("{} run {}{}", VTC_TOOL, out, ids));
@@ -321,6 +321,50 @@ TEST_CASE("vtc compile reports per phase and vtc run takes the artifact", "[comp
   CHECK(bad.find("exit=0") == std::string::npos);
   std::filesystem::remove(out);
   std::filesystem::remove_all(dump);
+}
+
+// `vtc compile --stats`: one line per step with the layer count, the op
+// counts and the fused regions per layer by kind, and how many regions the
+// target runs op by op (runtime/compile/compile.h, compile_stats). The
+// llama test model has 2 layers; per layer: Q/K/V and gate/up under their
+// norms (3 norm_matmul regions in 2 layers), one swiglu, and on the CPU the
+// output and down projections with their residual adds as matmul_epilogue.
+// On cuda the norm_matmul and swiglu regions run their ops' kernels.
+TEST_CASE("vtc compile --stats prints fused regions per layer by kind, per target", "[compile][cli][reference]") {
+  const std::string model = test::model_path("llama", "f32");
+  struct Expect {
+    const char* target;
+    const char* step;
+    const char* regions;  // "fused regions per layer: ..." up to the ';'
+    const char* op_by_op;
+  };
+  const Expect expect[] = {
+      {"cpu", "prefill", "elementwise 0, norm_matmul 1.5, swiglu 1, qk_rope 0, matmul_epilogue 2", "op by op on cpu: 0 of 9 regions"},
+      {"cpu", "decode", "elementwise 0, norm_matmul 1.5, swiglu 1, qk_rope 0, matmul_epilogue 2", "op by op on cpu: 0 of 9 regions"},
+      {"cuda", "prefill", "elementwise 0, norm_matmul 1.5, swiglu 1, qk_rope 0, matmul_epilogue 0", "op by op on cuda: 5 of 5 regions"},
+      {"cuda", "decode", "elementwise 0, norm_matmul 1.5, swiglu 1, qk_rope 0, matmul_epilogue 0", "op by op on cuda: 5 of 5 regions"},
+  };
+  for (const char* target : {"cpu", "cuda"}) {
+    const std::string out = temp_path(std::string("stats-") + target + ".vtc");
+    const std::string log = test::run_capture(
+        fmt::format("{} compile {} -o {} --target {} --stats 2>/dev/null; echo \"exit=$?\"", VTC_TOOL, model, out, target));
+    INFO(log);
+    CHECK(log.find("exit=0") != std::string::npos);
+    for (const Expect& e : expect) {
+      if (std::string(e.target) != target) continue;
+      const std::string head = fmt::format("stats: @{}: 2 layers, ", e.step);
+      const size_t at = log.find(head);
+      REQUIRE(at != std::string::npos);
+      const std::string line = log.substr(at, log.find('\n', at) - at);
+      INFO(line);
+      CHECK(line.find(std::string("fused regions per layer: ") + e.regions + "; ") != std::string::npos);
+      CHECK(line.find(e.op_by_op) != std::string::npos);
+    }
+    std::filesystem::remove(out);
+  }
+  // --help says what the line holds.
+  const std::string help = test::run_capture(fmt::format("{} compile --help", VTC_TOOL));
+  CHECK(help.find("--stats") != std::string::npos);
 }
 
 namespace {

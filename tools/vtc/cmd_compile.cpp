@@ -19,7 +19,7 @@ namespace {
 
 struct CompileCliOptions {
   std::string model, output;
-  bool pack = false, no_fuse = false, no_weight_layout = false, timing = false;
+  bool pack = false, no_fuse = false, no_weight_layout = false, timing = false, stats = false;
   std::string weight_layout_types = "reference";
   bool checksum_weights = false, no_checksum_weights = false;  // neither: on with --pack
   std::string dump_ir, dump_pass;
@@ -65,6 +65,8 @@ int run(CompileCliOptions& o) {
   fmt::print(stderr, "compile: reading {}\n", o.model);
   CompiledModel m = compile_model(gguf::GgufFile::open(o.model), o.compile);
   print_summary(m);
+  if (o.stats)
+    for (const auto& line : compile_stats(m)) fmt::print("{}\n", line);
   if (o.pack) {
     const auto layouts = packed_layouts(m);
     uint64_t bytes = 0;
@@ -129,6 +131,11 @@ Runner add_compile(CLI::App& app) {
   cmd->add_option("--dump-pass", o->dump_pass, "Dump only after passes whose name matches this regex");
   cmd->add_option("--disable-pass", o->disabled, "Skip this pass (repeatable; for bisecting)");
   cmd->add_flag("--print-pass-timing", o->timing, "Print the time of every pass");
+  cmd->add_flag("--stats", o->stats,
+                "Print to stdout, per step function, a line 'stats: @STEP: L layers, N ops (M before passes), fused "
+                "regions per layer: KIND n, ...; op by op on TARGET: k of r regions' (L: the GGUF's block count; per "
+                "layer: the step's regions of each kind / L; op by op: the step's regions the target does not run as "
+                "one kernel)");
   return [o] { return run(*o); };
 }
 
