@@ -2,6 +2,7 @@
 #include "runtime/cuda/executor.h"
 
 #include <fmt/format.h>
+#include <llvm/ADT/DenseMap.h>
 #include <time.h>
 
 #include <algorithm>
@@ -13,7 +14,6 @@
 #include <mutex>
 #include <set>
 #include <thread>
-#include <unordered_map>
 #include <utility>
 
 #include "codegen/cuda/kernel.h"
@@ -72,7 +72,7 @@ struct Prepared {
   SymbolEnv env;     // the bucket's bindings, PT_STRIDE included
   bool owns_arena = false;
   DevPtr arena = 0, scratch = 0, slots = 0, table = 0;
-  std::unordered_map<const ir::ValueData*, DevPtr> ptr;          // every value's address
+  llvm::DenseMap<const ir::ValueData*, DevPtr> ptr;              // every value's address
   std::vector<std::pair<const ir::ValueData*, DevPtr>> guards;  // sentinel regions (tests)
   std::vector<Launch> launches;
   std::vector<DevPtr> arg_dst;          // parallel to the function's arguments
@@ -80,6 +80,13 @@ struct Prepared {
   std::vector<uint64_t> stage_offset;   // args..., slots, table: offsets in the staging buffer
   uint64_t stage_bytes = 0;
   void* graph = nullptr;
+
+  // The address of a value a kernel, an argument or a return uses.
+  DevPtr at(const ir::ValueData* v) const {
+    auto it = ptr.find(v);
+    if (it == ptr.end()) throw Error(fmt::format("cuda: value %{} has no address in this step", v->name));
+    return it->second;
+  }
 };
 
 // Where a step symbol's value comes from: the slot count (arg -1) or an
@@ -381,8 +388,8 @@ struct Executor::Impl final : StateStorage {
   // The buffers the kernels touch: each root value (aliases resolved) with
   // its lifetime in launch indices, arguments from -1, returns to the end.
   struct Roots {
-    std::unordered_map<const ir::ValueData*, std::pair<const ir::ValueData*, ir::Dim>> alias;
-    std::unordered_map<const ir::ValueData*, std::string> weight_of;
+    llvm::DenseMap<const ir::ValueData*, std::pair<const ir::ValueData*, ir::Dim>> alias;
+    llvm::DenseMap<const ir::ValueData*, std::string> weight_of;
     std::vector<const ir::ValueData*> owners;
     std::vector<std::pair<int64_t, int64_t>> life;
   };
@@ -390,11 +397,11 @@ struct Executor::Impl final : StateStorage {
     Roots r;
     for (const auto& a : st.kernels.aliases) r.alias[a.value] = {a.source, a.offset_elems};
     for (const auto& w : st.kernels.weights) r.weight_of[w.value] = w.weight;
-    std::unordered_map<const ir::ValueData*, size_t> index;
+    llvm::DenseMap<const ir::ValueData*, size_t> index;
     auto touch = [&](const ir::ValueData* v, int64_t at) {
-      while (r.alias.count(v)) v = r.alias.at(v).first;
+      for (auto it = r.alias.find(v); it != r.alias.end(); it = r.alias.find(v)) v = it->second.first;
       if (r.weight_of.count(v)) return;
-      auto [it, fresh] = index.emplace(v, r.owners.size());
+      auto [it, fresh] = index.try_emplace(v, r.owners.size());
       if (fresh) r.owners.push_back(v), r.life.push_back({at, at});
       auto& [def, last] = r.life[it->second];
       def = std::min(def, at), last = std::max(last, at);
@@ -454,9 +461,13 @@ struct Executor::Impl final : StateStorage {
     for (const auto& [v, w] : r.weight_of) p.ptr[v] = weights.at(w);
     std::function<DevPtr(const ir::ValueData*)> addr = [&](const ir::ValueData* v) -> DevPtr {
       if (auto it = p.ptr.find(v); it != p.ptr.end()) return it->second;
-      if (!r.alias.count(v)) return 0;  // an alias of a value no kernel touches: unused
-      const auto& [src, off] = r.alias.at(v);
-      return p.ptr[v] = addr(src) + DevPtr(eval(off, p.env, "view offset") * v->type.elem.scalar_bytes());
+      auto alias = r.alias.find(v);
+      if (alias == r.alias.end()) return 0;  // an alias of a value no kernel touches: unused
+      const auto& [src, off] = alias->second;
+      // Computed before p.ptr[v] inserts (DenseMap moves its entries as it grows).
+      const DevPtr address = addr(src) + DevPtr(eval(off, p.env, "view offset") * v->type.elem.scalar_bytes());
+      p.ptr[v] = address;
+      return address;
     };
     for (const auto& a : st.kernels.aliases) addr(a.value);
   }
@@ -481,7 +492,7 @@ struct Executor::Impl final : StateStorage {
 
   uint64_t word(const Kernel& k, const KernelArg& a, const Prepared& p) {
     switch (a.kind) {
-      case KernelArg::Kind::Value: return p.ptr.at(a.value);
+      case KernelArg::Kind::Value: return p.at(a.value);
       case KernelArg::Kind::Symbol: return uint64_t(eval(ir::Dim::symbol(a.name), p.env, a.name));
       case KernelArg::Kind::StateRows:
       case KernelArg::Kind::StatePool: return state_base(a);
@@ -497,7 +508,7 @@ struct Executor::Impl final : StateStorage {
   void lay_out_staging(const Step& st, Prepared& p) {
     uint64_t off = 0;
     for (const auto& a : st.fn->args) {
-      p.arg_dst.push_back(p.ptr.at(a.data()));
+      p.arg_dst.push_back(p.at(a.data()));
       p.arg_bytes.push_back(value_bytes(a.type(), p.env));
       p.stage_offset.push_back(off);
       off += align_up(p.arg_bytes.back(), 64);
@@ -720,7 +731,7 @@ struct Executor::Impl final : StateStorage {
       t.bytes.resize(t.bytes.size() / uint64_t(c.p->rows) * uint64_t(c.rows));
       t.shape[0] = c.rows;
     }
-    dev->download(t.bytes.data(), c.p->ptr.at(v), t.bytes.size(), stream);
+    dev->download(t.bytes.data(), c.p->at(v), t.bytes.size(), stream);
     return t;
   }
 
@@ -810,7 +821,7 @@ struct Executor::Impl final : StateStorage {
     const ir::ValueData* ids = c.step->kernels.returns.back();
     if (!(ids->type.elem == ir::ElemType::I32) || ids->type.rank() != 1)
       throw Error(fmt::format("cuda: @{} does not return sampled ids last (got {})", req.step, ids->type.str()));
-    dev->download(stage[c.stage].ids, c.p->ptr.at(ids), uint64_t(c.rows) * 4, stream);
+    dev->download(stage[c.stage].ids, c.p->at(ids), uint64_t(c.rows) * 4, stream);
     finish(c);
     std::vector<int32_t> previous = collect();
     pending_stage = c.stage;
