@@ -138,7 +138,8 @@ ObservedRun observed_run(Session& s, bool observe) {
 // their results, and with an observer every body value, carry the bits of
 // the body run op by op. llama q4_k_m: x8 weights and normal rope; llama3
 // q4_0: rope_freqs; qwen2-yarn: Q/K/V biases (so its ropes stay outside
-// the region); llama f16: widened tiles.
+// the region); llama f16: widened tiles. Every model has matmul_epilogue
+// regions (a projection and its residual add).
 TEST_CASE("fused regions as one CPU kernel give the bits of op by op", "[e2e][reference][fused]") {
   const std::vector<std::pair<std::string, std::string>> models = {
       {"llama", "q4_k_m"}, {"llama3", "q4_0"}, {"qwen2-yarn", "f32"}, {"llama", "f16"}};
@@ -159,6 +160,7 @@ TEST_CASE("fused regions as one CPU kernel give the bits of op by op", "[e2e][re
       cpu::set_active_isa(before);
       CHECK(by_op.count("fused swiglu") == 1);
       CHECK(by_op.count("fused norm_matmul") == 1);
+      CHECK(by_op.count("fused matmul_epilogue") == 1);  // the output and down projections with their residual adds
       const bool same_logits = fused.logits == op_by_op.logits;  // not CHECKed directly: Catch would print megabytes
       const bool same_observed_logits = fused_observed.logits == op_by_op.logits;
       CHECK(same_logits);
