@@ -198,7 +198,7 @@ class Builder {
 
  private:
   Value one(OpKind kind, std::vector<Value> operands, std::vector<NamedAttr> attrs = {}) {
-    return create(kind, std::move(operands), std::move(attrs)).results.at(0);
+    return create(kind, std::move(operands), std::move(attrs)).results[0];
   }
 
   Module& m_;

@@ -7,10 +7,104 @@
 
 #include <algorithm>
 
+#include <llvm/ADT/DenseMap.h>
+#include <llvm/ADT/DenseSet.h>
+
 namespace vtc::ir {
 
+// --- def-use chains -----------------------------------------------------------
+
+namespace {
+
+// Records operand `i` of `op` in its value's use list.
+void link_use(Op& op, unsigned i, llvm::SmallVectorImpl<Value>& values, llvm::SmallVectorImpl<unsigned>& slots) {
+  ValueData* v = values[i].data();
+  if (v == nullptr) return;
+  slots[i] = static_cast<unsigned>(v->uses.size());
+  v->uses.push_back(Use{&op, i});
+}
+
+}  // namespace
+
+size_t Value::replace_all_uses_with(Value to) const {
+  if (to == *this) return 0;
+  llvm::SmallVector<Use, 2> moved = std::move(data_->uses);
+  data_->uses.clear();
+  for (const Use& u : moved) {
+    OperandList& list = u.user->operands;
+    list.values_[u.operand] = to;
+    list.use_slot_[u.operand] = static_cast<unsigned>(to->uses.size());
+    to->uses.push_back(u);
+  }
+  return moved.size();
+}
+
+void Op::set_operand(size_t i, Value v) {
+  // Unlink: the value's last use takes this slot's place in its list.
+  ValueData* old = operands.values_[i].data();
+  const unsigned k = operands.use_slot_[i];
+  if (old != nullptr && k < old->uses.size() && old->uses[k] == Use{this, static_cast<unsigned>(i)}) {
+    const Use last = old->uses.back();
+    old->uses[k] = last;
+    last.user->operands.use_slot_[last.operand] = k;
+    old->uses.pop_back();
+  }
+  operands.values_[i] = v;
+  link_use(*this, static_cast<unsigned>(i), operands.values_, operands.use_slot_);
+}
+
+void Op::set_operands(llvm::ArrayRef<Value> values) {
+  drop_operands();
+  operands.values_.assign(values.begin(), values.end());
+  operands.use_slot_.assign(values.size(), 0);
+  for (unsigned i = 0; i < values.size(); ++i) link_use(*this, i, operands.values_, operands.use_slot_);
+}
+
+void Op::drop_operands() {
+  for (size_t i = operands.size(); i-- > 0;) set_operand(i, Value());
+  operands.values_.clear();
+  operands.use_slot_.clear();
+}
+
+std::string check_use_lists(const Function& f) {
+  llvm::DenseSet<const Op*> live;
+  for (const auto& op : f.ops) live.insert(op.get());
+  auto where = [&](const Op& op) { return "'" + std::string(op.mnemonic()) + "'"; };
+  auto check_value = [&](Value v) -> std::string {
+    for (const Use& u : v.uses()) {
+      if (!live.count(u.user)) return "a use of a value is not an op of the function";
+      if (u.operand >= u.user->operands.size() || !(u.user->operands[u.operand] == v))
+        return "a use of a value names operand " + std::to_string(u.operand) + " of op " + where(*u.user) +
+               ", which reads another value";
+    }
+    return "";
+  };
+  for (Value a : f.args)
+    if (std::string why = check_value(a); !why.empty()) return why;
+  for (const auto& op : f.ops) {
+    for (unsigned i = 0; i < op->operands.size(); ++i) {
+      Value v = op->operands[i];
+      if (!v) continue;
+      bool found = false;
+      for (const Use& u : v.uses()) found = found || u == Use{op.get(), i};
+      if (!found) return "operand " + std::to_string(i) + " of op " + where(*op) + " is missing from its value's use list";
+      if (std::string why = check_value(v); !why.empty()) return why;
+    }
+    for (Value r : op->results)
+      if (std::string why = check_value(r); !why.empty()) return why;
+  }
+  return "";
+}
+
+Function::~Function() {
+  // Values die with the function; empty their lists first so destroying
+  // the ops does not walk them.
+  for (auto& v : values_) v->uses.clear();
+  ops.clear();
+}
+
 Op::Op() = default;
-Op::~Op() = default;
+Op::~Op() { drop_operands(); }
 
 const Attr* Op::attr(std::string_view name) const {
   for (const auto& a : attrs)
@@ -44,11 +138,11 @@ Value Function::add_arg(std::string name, TensorType type) {
   return v;
 }
 
-Op& Function::append(OpKind kind, std::vector<Value> operands, std::vector<TensorType> result_types,
+Op& Function::append(OpKind kind, llvm::ArrayRef<Value> operands, std::vector<TensorType> result_types,
                      std::vector<NamedAttr> attrs, std::vector<std::string> result_names) {
   auto op = std::make_unique<Op>();
   op->kind = kind;
-  op->operands = std::move(operands);
+  op->set_operands(operands);
   for (auto& a : attrs) op->set_attr(std::move(a.name), std::move(a.value));
   for (size_t i = 0; i < result_types.size(); ++i) {
     std::string name = i < result_names.size() ? std::move(result_names[i]) : std::string();
@@ -74,17 +168,29 @@ Function& Module::add_function(std::string name) {
   return *functions.back();
 }
 
-const WeightDecl* Module::find_weight(std::string_view name) const {
-  for (const auto& w : weights)
-    if (w.name == name) return &w;
-  return nullptr;
+namespace {
+
+// The declaration named `name` through `index`, rebuilding the index when
+// the vector grew or was rebuilt behind it.
+template <typename Decl>
+const Decl* find_decl(const std::vector<Decl>& decls, llvm::StringMap<unsigned>& index, std::string_view name) {
+  auto lookup = [&]() -> const Decl* {
+    auto it = index.find(llvm::StringRef(name.data(), name.size()));
+    if (it == index.end() || it->second >= decls.size() || decls[it->second].name != name) return nullptr;
+    return &decls[it->second];
+  };
+  if (const Decl* d = lookup()) return d;
+  if (index.size() == decls.size()) return nullptr;  // declarations are never renamed, only added
+  index.clear();
+  for (unsigned i = 0; i < decls.size(); ++i) index.try_emplace(decls[i].name, i);
+  return lookup();
 }
 
-const StateDecl* Module::find_state(std::string_view name) const {
-  for (const auto& s : states)
-    if (s.name == name) return &s;
-  return nullptr;
-}
+}  // namespace
+
+const WeightDecl* Module::find_weight(std::string_view name) const { return find_decl(weights, weight_index_, name); }
+
+const StateDecl* Module::find_state(std::string_view name) const { return find_decl(states, state_index_, name); }
 
 Function* Module::find_function(std::string_view name) const {
   for (const auto& f : functions)
@@ -101,11 +207,20 @@ struct Position {
   bool operator==(const Position&) const = default;
 };
 
-Position position_of(const Function& f, Value v) {
+using OpIndex = llvm::DenseMap<const Op*, long>;
+
+OpIndex index_ops(const Function& f) {
+  OpIndex index;
+  index.reserve(f.ops.size());
+  for (size_t i = 0; i < f.ops.size(); ++i) index[f.ops[i].get()] = static_cast<long>(i);
+  return index;
+}
+
+Position position_of(const OpIndex& index, Value v) {
   if (!v || !v->def) return {-1, v ? v->index : 0};
-  for (size_t i = 0; i < f.ops.size(); ++i)
-    if (f.ops[i].get() == v->def) return {static_cast<long>(i), v->index};
-  return {-2, 0};  // defined outside this function
+  auto it = index.find(v->def);
+  if (it == index.end()) return {-2, 0};  // defined outside this function
+  return {it->second, v->index};
 }
 
 bool fail(std::string* why, std::string msg) {
@@ -120,6 +235,7 @@ bool functions_equal(const Function& a, const Function& b, std::string* why) {
   for (size_t i = 0; i < a.args.size(); ++i)
     if (!(a.args[i].type() == b.args[i].type())) return fail(why, where + ": type of argument " + std::to_string(i) + " differs");
   if (a.ops.size() != b.ops.size()) return fail(why, where + ": op count differs");
+  const OpIndex index_a = index_ops(a), index_b = index_ops(b);
   for (size_t i = 0; i < a.ops.size(); ++i) {
     const Op& x = *a.ops[i];
     const Op& y = *b.ops[i];
@@ -131,7 +247,7 @@ bool functions_equal(const Function& a, const Function& b, std::string* why) {
       if (!(x.results[r].type() == y.results[r].type())) return fail(why, at + ": result type differs");
     if (x.operands.size() != y.operands.size()) return fail(why, at + ": operand count differs");
     for (size_t o = 0; o < x.operands.size(); ++o)
-      if (!(position_of(a, x.operands[o]) == position_of(b, y.operands[o])))
+      if (!(position_of(index_a, x.operands[o]) == position_of(index_b, y.operands[o])))
         return fail(why, at + ": operand " + std::to_string(o) + " refers to a different value");
     if (bool(x.body) != bool(y.body)) return fail(why, at + ": only one has a body");
     if (x.body && !functions_equal(*x.body, *y.body, why)) return false;

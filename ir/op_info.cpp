@@ -10,8 +10,9 @@ namespace {
 
 std::vector<OpInfo> build_table() {
   std::vector<OpInfo> table;
-#define VTC_OP(id, mnemonic, min_ops, max_ops, results, effect, op_class, infer)                          \
+#define VTC_OP(id, mnemonic, min_ops, max_ops, results, effect, op_class, pattern, infer)                 \
   table.push_back(OpInfo{OpKind::id, #id, mnemonic, min_ops, max_ops, results, Effect::effect, OpClass::op_class, \
+                         PatternKind::pattern,                                                                  \
                          &infer, declared_attrs(OpKind::id)});
 #include "ir/ops.def"
 #undef VTC_OP
@@ -29,6 +30,18 @@ const AttrSpec* OpInfo::find_attr(std::string_view name) const {
   for (const auto& a : attrs)
     if (a.name == name) return &a;
   return nullptr;
+}
+
+std::string_view pattern_kind_name(PatternKind k) {
+  switch (k) {
+    case PatternKind::Elementwise: return "elementwise";
+    case PatternKind::Broadcast: return "broadcast";
+    case PatternKind::Injective: return "injective";
+    case PatternKind::Reduction: return "reduction";
+    case PatternKind::OutEwiseFusable: return "out-elemwise-fusable";
+    case PatternKind::Opaque: return "opaque";
+  }
+  return "?";
 }
 
 const OpInfo& op_info(OpKind kind) { return table()[static_cast<size_t>(kind)]; }

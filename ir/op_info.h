@@ -19,10 +19,13 @@ enum class OpKind : uint16_t {
 
 // What an op does besides computing its results.
 enum class Effect : uint8_t { Pure, ReadsState, WritesState, ReadsWritesState, Transfer, Terminator };
-// The one property besides its effect that passes and backends ask of an op
-// (ops.def's `class` column): Elementwise ops form `elementwise` regions;
-// an Alias op's result is its operand 0's storage, reinterpreted.
-enum class OpClass : uint8_t { None, Elementwise, Alias };
+// ops.def's `class` column: an Alias op's result is its operand 0's
+// storage, reinterpreted.
+enum class OpClass : uint8_t { None, Alias };
+// ops.def's `pattern` column: what the fusion partitioner may merge an op
+// with (TVM's op pattern kinds, ordered from most to least fusable).
+enum class PatternKind : uint8_t { Elementwise, Broadcast, Injective, Reduction, OutEwiseFusable, Opaque };
+std::string_view pattern_kind_name(PatternKind k);
 
 std::string_view effect_name(Effect e);
 // Side effects that must not be silently dropped: state writes and transfers.
@@ -49,11 +52,14 @@ struct OpInfo {
   int num_results;            // -1: one or more (fused regions)
   Effect effect;
   OpClass op_class;
+  PatternKind pattern;
   InferFn infer;
   std::vector<AttrSpec> attrs;
 
   const AttrSpec* find_attr(std::string_view name) const;
-  bool is_elementwise() const { return op_class == OpClass::Elementwise; }
+  // Elementwise or broadcast: one output element per element of the
+  // inputs (what an `elementwise` region and a matmul epilogue hold).
+  bool is_elementwise() const { return pattern <= PatternKind::Broadcast; }
   bool is_alias() const { return op_class == OpClass::Alias; }
 };
 

@@ -12,7 +12,8 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
-#include <unordered_map>
+#include <llvm/ADT/StringMap.h>
+
 
 #include "support/error.h"
 
@@ -351,7 +352,7 @@ class Parser {
 
   // --- functions --------------------------------------------------------
   void define(const Token& name, Value v) {
-    if (!values_.emplace(name.text, v).second) error_at(name.loc, "redefinition of value %" + name.text);
+    if (!values_.try_emplace(name.text, v).second) error_at(name.loc, "redefinition of value %" + name.text);
   }
 
   Value use(const Token& name) {
@@ -515,7 +516,7 @@ class Parser {
 
   std::vector<Token> toks_;
   size_t pos_ = 0;
-  std::unordered_map<std::string, Value> values_;
+  llvm::StringMap<Value> values_;  // SSA names of the function being parsed
   bool in_body_ = false;
 };
 

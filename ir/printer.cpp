@@ -3,6 +3,8 @@
 // printer only uses data in the module, so unverified IR prints too.
 #include "ir/printer.h"
 
+#include <llvm/ADT/DenseMap.h>
+
 #include <unordered_map>
 #include <unordered_set>
 
@@ -71,7 +73,7 @@ class FunctionPrinter {
 
   const Function& f_;
   std::string indent_;
-  std::unordered_map<const ValueData*, std::string> names_;
+  llvm::DenseMap<const ValueData*, std::string> names_;
   std::unordered_set<std::string> used_;
   int next_number_ = 0;
 };

@@ -43,7 +43,7 @@ struct InferContext {
 // range and every operand is non-null (the verifier checks both first).
 std::vector<TensorType> infer_result_types(const Module& module, const Op& op);
 
-#define VTC_OP(id, mnemonic, min_ops, max_ops, results, effect, op_class, infer) void infer(InferContext&);
+#define VTC_OP(id, mnemonic, min_ops, max_ops, results, effect, op_class, pattern, infer) void infer(InferContext&);
 #include "ir/ops.def"
 #undef VTC_OP
 

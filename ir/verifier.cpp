@@ -30,6 +30,8 @@
 // broken op still defines its results, so one mistake yields one message.
 #include "ir/verifier.h"
 
+#include <llvm/ADT/DenseMap.h>
+
 #include <unordered_map>
 #include <unordered_set>
 
@@ -135,7 +137,7 @@ class Verifier {
   // "func @decode, op #3 'fused' body" for a fused body).
   void check_function(const Function& f, std::string label = {}) {
     if (label.empty()) label = "func @" + f.name;
-    std::unordered_map<const ValueData*, size_t> defined_at;  // op index + 1; args at 0
+    llvm::DenseMap<const ValueData*, size_t> defined_at;  // op index + 1; args at 0
     for (const auto& a : f.args) defined_at[a.data()] = 0;
     for (size_t i = 0; i < f.ops.size(); ++i) {
       const Op& op = *f.ops[i];
@@ -176,7 +178,7 @@ class Verifier {
   }
 
   bool check_op(const Function& f, const Op& op, size_t index, const std::string& where,
-                const std::unordered_map<const ValueData*, size_t>& defined_at) {
+                const llvm::DenseMap<const ValueData*, size_t>& defined_at) {
     const OpInfo& info = op.info();
     int n = static_cast<int>(op.operands.size());
     if (n < info.min_operands || (info.max_operands >= 0 && n > info.max_operands)) {
@@ -258,7 +260,7 @@ class Verifier {
   }
 
   bool check_ssa(const Function& f, const Op& op, const std::string& where,
-                 const std::unordered_map<const ValueData*, size_t>& defined_at) {
+                 const llvm::DenseMap<const ValueData*, size_t>& defined_at) {
     for (size_t i = 0; i < op.operands.size(); ++i) {
       Value v = op.operands[i];
       std::string which = "operand " + std::to_string(i);
@@ -376,15 +378,18 @@ class Verifier {
     return true;
   }
 
+  // The def-use chains first (every other check trusts them), then the
+  // results of side-effecting ops, which must be read.
   void check_uses(const Function& f, const std::string& label) {
-    std::unordered_set<const ValueData*> used;
-    for (const auto& op : f.ops)
-      for (const auto& v : op->operands) used.insert(v.data());
+    if (std::string why = check_use_lists(f); !why.empty()) {
+      report(label, "use-list", why);
+      return;
+    }
     for (size_t i = 0; i < f.ops.size(); ++i) {
       const Op& op = *f.ops[i];
       if (!has_side_effect(op.info().effect)) continue;
       for (size_t r = 0; r < op.results.size(); ++r) {
-        if (used.count(op.results[r].data())) continue;
+        if (!op.results[r].use_empty()) continue;
         report(label + ", op #" + std::to_string(i) + " '" + std::string(op.mnemonic()) + "'" + loc_str(op.loc),
                "effect", "result " + std::to_string(r) + " of a side-effecting op (" +
                              std::string(effect_name(op.info().effect)) + ") is never used");
@@ -394,7 +399,7 @@ class Verifier {
 
   const Module& m_;
   std::vector<std::string> errors_;
-  std::unordered_map<const ValueData*, std::string> body_arg_origin_;
+  llvm::DenseMap<const ValueData*, std::string> body_arg_origin_;
 };
 
 }  // namespace

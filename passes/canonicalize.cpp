@@ -2,12 +2,11 @@
 
 #include <fmt/format.h>
 
-#include <unordered_map>
-#include <unordered_set>
+#include <llvm/ADT/StringMap.h>
 
 #include "ir/op_attrs.h"
 #include "ir/printer.h"
-#include "passes/rewrite.h"
+#include "passes/pattern_driver.h"
 #include "support/error.h"
 
 namespace vtc::passes {
@@ -25,53 +24,69 @@ bool is_identity(const std::vector<int64_t>& perm) {
   return true;
 }
 
-// Folds one op; returns true if its result now has a replacement (or the op
-// was rewritten in place).
-bool fold(ir::Function& f, ir::Op& op) {
-  if (op.results.size() != 1 || op.operands.size() != 1) return false;
-  ir::Value x = op.operands[0], r = op.results[0];
-  switch (op.kind) {
-    case OpKind::Reshape: {
-      if (x.type().shape == r.type().shape && x.type() == r.type()) return replace_all_uses(f, r, x) > 0;
-      if (x->def && x->def->kind == OpKind::Reshape) {
-        op.operands[0] = x->def->operands[0];  // reshape(reshape(y)) -> reshape(y)
-        if (op.operands[0].type() == r.type()) replace_all_uses(f, r, op.operands[0]);
-        return true;
-      }
-      return false;
-    }
-    case OpKind::Transpose: {
-      auto q = perm_of(op);
-      if (is_identity(q) && x.type() == r.type()) return replace_all_uses(f, r, x) > 0;
-      if (x->def && x->def->kind == OpKind::Transpose) {
-        auto p = perm_of(*x->def);
-        if (p.size() != q.size()) return false;
-        // result dim i = mid dim q[i] = input dim p[q[i]].
-        std::vector<int64_t> composed(q.size());
-        for (size_t i = 0; i < q.size(); ++i) {
-          if (q[i] < 0 || static_cast<size_t>(q[i]) >= p.size()) return false;
-          composed[i] = p[static_cast<size_t>(q[i])];
-        }
-        ir::Value y = x->def->operands[0];
-        if (is_identity(composed) && y.type() == r.type()) return replace_all_uses(f, r, y) > 0;
-        op.operands[0] = y;
-        op.set_attr("perm", ir::Attr::of_ints(composed));
-        return true;
-      }
-      return false;
-    }
-    case OpKind::Cast:
-      if (x.type() == r.type()) return replace_all_uses(f, r, x) > 0;
-      return false;
-    case OpKind::Scale: {
-      if (ir::ScaleAttrs::of(op).factor == 1.0 && x.type() == r.type())
-        return replace_all_uses(f, r, x) > 0;
-      return false;
-    }
-    default:
-      return false;
-  }
+// --- fold patterns (docs/passes.md, canonicalize) ------------------------------
+
+bool same_type_single(const ir::Op& op) {
+  return op.results.size() == 1 && op.operands.size() == 1 && op.operands[0].type() == op.results[0].type();
 }
+
+// reshape(x) to x's own type -> x.
+bool fold_reshape_noop(ir::Op& op, PatternRewriter& rw) {
+  if (!same_type_single(op) || op.results[0].use_empty()) return false;
+  return rw.replace_all_uses(op.results[0], op.operands[0]) > 0;
+}
+
+// reshape(reshape(y)) -> reshape(y) (or y itself when the types match).
+bool fold_reshape_of_reshape(ir::Op& op, PatternRewriter& rw) {
+  ir::Value x = op.operands[0];
+  if (!x->def || x->def->kind != OpKind::Reshape) return false;
+  rw.set_operand(op, 0, x->def->operands[0]);
+  if (same_type_single(op)) rw.replace_all_uses(op.results[0], op.operands[0]);
+  return true;
+}
+
+// transpose with the identity perm -> x; transpose(transpose(y, p), q) ->
+// transpose(y, p∘q), or y when the composition is the identity.
+bool fold_transpose(ir::Op& op, PatternRewriter& rw) {
+  ir::Value x = op.operands[0], r = op.results[0];
+  auto q = perm_of(op);
+  if (is_identity(q) && x.type() == r.type()) return !r.use_empty() && rw.replace_all_uses(r, x) > 0;
+  if (!x->def || x->def->kind != OpKind::Transpose) return false;
+  auto p = perm_of(*x->def);
+  if (p.size() != q.size()) return false;
+  // result dim i = mid dim q[i] = input dim p[q[i]].
+  std::vector<int64_t> composed(q.size());
+  for (size_t i = 0; i < q.size(); ++i) {
+    if (q[i] < 0 || static_cast<size_t>(q[i]) >= p.size()) return false;
+    composed[i] = p[static_cast<size_t>(q[i])];
+  }
+  ir::Value y = x->def->operands[0];
+  if (is_identity(composed) && y.type() == r.type()) return !r.use_empty() && rw.replace_all_uses(r, y) > 0;
+  rw.set_operand(op, 0, y);
+  op.set_attr("perm", ir::Attr::of_ints(composed));
+  rw.changed_in_place(op);
+  return true;
+}
+
+// cast to x's own type -> x.
+bool fold_cast_noop(ir::Op& op, PatternRewriter& rw) {
+  if (!same_type_single(op) || op.results[0].use_empty()) return false;
+  return rw.replace_all_uses(op.results[0], op.operands[0]) > 0;
+}
+
+// scale by 1.0 -> x.
+bool fold_scale_one(ir::Op& op, PatternRewriter& rw) {
+  if (!same_type_single(op) || ir::ScaleAttrs::of(op).factor != 1.0 || op.results[0].use_empty()) return false;
+  return rw.replace_all_uses(op.results[0], op.operands[0]) > 0;
+}
+
+const RewritePattern kFolds[] = {
+    {"fold-reshape-noop", OpKind::Reshape, &fold_reshape_noop},
+    {"fold-reshape-of-reshape", OpKind::Reshape, &fold_reshape_of_reshape},
+    {"fold-transpose", OpKind::Transpose, &fold_transpose},
+    {"fold-cast-noop", OpKind::Cast, &fold_cast_noop},
+    {"fold-scale-one", OpKind::Scale, &fold_scale_one},
+};
 
 std::string cse_key(const ir::Op& op) {
   std::string key = std::to_string(static_cast<int>(op.kind)) + "(";
@@ -86,49 +101,25 @@ std::string cse_key(const ir::Op& op) {
 
 bool cse(ir::Function& f) {
   bool changed = false;
-  std::unordered_map<std::string, ir::Op*> seen;
+  llvm::StringMap<ir::Op*> seen;  // by cse_key
   for (auto& op : f.ops) {
     if (op->info().effect != ir::Effect::Pure || op->results.empty()) continue;
-    auto [it, inserted] = seen.emplace(cse_key(*op), op.get());
+    auto [it, inserted] = seen.try_emplace(cse_key(*op), op.get());
     if (inserted) continue;
     for (size_t r = 0; r < op->results.size(); ++r)
-      changed = replace_all_uses(f, op->results[r], it->second->results[r]) > 0 || changed;
+      changed = op->results[r].replace_all_uses_with(it->second->results[r]) > 0 || changed;
   }
   return changed;
 }
 
-bool dce(ir::Function& f) {
-  std::unordered_set<const ir::ValueData*> used;
-  std::vector<bool> live(f.ops.size(), false);
-  for (size_t i = f.ops.size(); i-- > 0;) {
-    const ir::Op& op = *f.ops[i];
-    bool root = ir::has_side_effect(op.info().effect) || op.info().effect == ir::Effect::Terminator;
-    bool needed = root;
-    for (ir::Value r : op.results) needed = needed || used.count(r.data());
-    if (!needed) continue;
-    live[i] = true;
-    for (ir::Value v : op.operands) used.insert(v.data());
-  }
-  size_t before = f.ops.size(), k = 0;
-  std::vector<std::unique_ptr<ir::Op>> kept;
-  kept.reserve(before);
-  for (auto& op : f.ops)
-    if (live[k++]) kept.push_back(std::move(op));
-  f.ops = std::move(kept);
-  return f.ops.size() != before;
-}
-
 }  // namespace
 
-bool CanonicalizePass::run(ir::Module& module, PassContext&) {
+bool CanonicalizePass::run(ir::Module& module, PassContext& context) {
   bool any = false;
   for (auto& fn : module.functions) {
-    ir::Function& f = *fn;
     for (int round = 0; round < 64; ++round) {
-      bool changed = false;
-      for (auto& op : f.ops) changed = fold(f, *op) || changed;
-      changed = cse(f) || changed;
-      changed = dce(f) || changed;
+      bool changed = apply_patterns_greedily(*fn, kFolds, name(), context.debug_log).changed();
+      changed = cse(*fn) || changed;
       if (!changed) break;
       any = true;
     }

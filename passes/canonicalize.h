@@ -1,8 +1,8 @@
 // canonicalize: local simplification, CSE and DCE, to a fixed point.
 //
 // Algorithm, per function, repeated until nothing changes:
-//  1. Fold (one forward sweep; each fold replaces all uses of the op's
-//     result and leaves the op dead):
+//  1. Fold patterns on the rewrite driver (passes/pattern_driver.h), which
+//     also erases the ops they leave dead; `--debug-passes` logs each:
 //     - reshape(x) to x's own shape            -> x
 //     - reshape(reshape(x))                    -> one reshape(x)
 //     - transpose(x) with the identity perm    -> x
@@ -12,10 +12,11 @@
 //     - scale(x) by 1.0                        -> x
 //  2. CSE: pure ops (Effect::Pure) with the same kind, operands, attributes
 //     and result types are merged into the first; weight loads included.
-//  3. DCE: an op is live if it is a root — side effects (state_write,
-//     attention, transfers: ir::has_side_effect) or the terminator — or one
-//     of its results is used by a live op. Dead ops are erased. state_read
-//     has no side effect and is removed when unused.
+//  3. DCE, by the driver: an op with no side effect (state_write,
+//     attention and transfers have one: ir::has_side_effect) that is not the
+//     terminator and whose results have no uses is erased, and its
+//     operands' definers are revisited, so dead chains go in one run.
+//     state_read has no side effect and is removed when unused.
 // The pass never changes a step's outputs or effects.
 #pragma once
 

@@ -3,8 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <unordered_map>
-#include <unordered_set>
+#include <llvm/ADT/DenseMap.h>
+#include <llvm/ADT/DenseSet.h>
+#include <llvm/ADT/SmallPtrSet.h>
 
 #include "ir/op_attrs.h"
 #include "passes/rewrite.h"
@@ -13,11 +14,18 @@
 namespace vtc::passes {
 namespace {
 
-using ValueMap = std::unordered_map<const ir::ValueData*, ir::Value>;
+using ValueMap = llvm::DenseMap<const ir::ValueData*, ir::Value>;
+using MemberSet = llvm::SmallPtrSet<const ir::Op*, 8>;
+
+ir::Value mapped_in(const ValueMap& map, ir::Value v) {
+  auto it = map.find(v.data());
+  if (it == map.end()) throw Error(fmt::format("fusion: value %{} has no counterpart in the region body", v->name));
+  return it->second;
+}
 
 class RegionBuilder {
  public:
-  explicit RegionBuilder(const std::unordered_set<const ir::Op*>& members) : members_(members) {
+  explicit RegionBuilder(const MemberSet& members) : members_(members) {
     body_ = std::make_unique<ir::Function>();
     body_->name = "body";
   }
@@ -34,7 +42,7 @@ class RegionBuilder {
 
   std::unique_ptr<ir::Function> finish(const std::vector<ir::Value>& outputs) {
     std::vector<ir::Value> returned;
-    for (ir::Value v : outputs) returned.push_back(mapped_.at(v.data()));
+    for (ir::Value v : outputs) returned.push_back(mapped_in(mapped_, v));
     body_->append(ir::OpKind::Return, returned, {});
     return std::move(body_);
   }
@@ -58,11 +66,11 @@ class RegionBuilder {
     for (size_t a = 0; a < region.body->args.size(); ++a) inner[region.body->args[a].data()] = map(region.operands[a]);
     for (const auto& op : region.body->ops) {
       if (op->kind == ir::OpKind::Return) {
-        for (size_t k = 0; k < op->operands.size(); ++k) mapped_[region.results[k].data()] = inner.at(op->operands[k].data());
+        for (size_t k = 0; k < op->operands.size(); ++k) mapped_[region.results[k].data()] = mapped_in(inner, op->operands[k]);
         continue;
       }
       std::vector<ir::Value> operands;
-      for (ir::Value v : op->operands) operands.push_back(inner.at(v.data()));
+      for (ir::Value v : op->operands) operands.push_back(mapped_in(inner, v));
       clone(*op, operands, [&](size_t r, ir::Value clone_result) { inner[op->results[r].data()] = clone_result; });
     }
   }
@@ -80,7 +88,7 @@ class RegionBuilder {
     for (size_t r = 0; r < copy.results.size(); ++r) on_result(r, copy.results[r]);
   }
 
-  const std::unordered_set<const ir::Op*>& members_;
+  const MemberSet& members_;
   std::unique_ptr<ir::Function> body_;
   ValueMap mapped_;
   std::vector<ir::Value> inputs_;
@@ -88,30 +96,30 @@ class RegionBuilder {
 
 // Every result of the set used outside it must be an output, used only
 // after the set's last op.
-void check_escapes(const ir::Function& f, const std::unordered_set<const ir::Op*>& members, size_t last,
+// (Through the members' use lists; `last` = 0 checks only the first rule.)
+void check_escapes(const ir::Function& f, const MemberSet& members, size_t last,
                    const std::vector<ir::Value>& outputs) {
-  for (size_t i = 0; i < f.ops.size(); ++i) {
-    const ir::Op& user = *f.ops[i];
-    if (members.count(&user)) continue;
-    for (ir::Value v : user.operands) {
-      if (!v->def || !members.count(v->def)) continue;
-      bool is_output = std::find(outputs.begin(), outputs.end(), v) != outputs.end();
-      if (!is_output || i < last)
-        throw Error(fmt::format("fusion: {} escapes the region to op #{} '{}'", describe(f, v), i, user.mnemonic()));
-    }
-  }
+  for (const ir::Op* member : members)
+    for (ir::Value v : member->results)
+      for (const ir::Use& use : v.uses()) {
+        if (members.count(use.user)) continue;
+        const bool is_output = std::find(outputs.begin(), outputs.end(), v) != outputs.end();
+        const size_t at = is_output && last == 0 ? 0 : op_index(f, use.user);
+        if (!is_output || at < last)
+          throw Error(fmt::format("fusion: {} escapes the region to op #{} '{}'", describe(f, v), at, use.user->mnemonic()));
+      }
 }
 
 // Ops between the set's first and last op that read a result of the set
 // (directly or through another such op) move, in order, to just after the
 // last op, so the fused op can take the last op's place. Throws if a member
 // itself reads one of them (the set is then not fusable as one region).
-void sink_readers(ir::Function& f, const std::unordered_set<const ir::Op*>& members) {
+void sink_readers(ir::Function& f, const MemberSet& members) {
   size_t first = f.ops.size(), last = 0;
   for (size_t i = 0; i < f.ops.size(); ++i)
     if (members.count(f.ops[i].get())) first = std::min(first, i), last = i;
   // Decide first, move after: a refusal leaves the function untouched.
-  std::unordered_set<const ir::ValueData*> produced, sunk_results;
+  llvm::DenseSet<const ir::ValueData*> produced, sunk_results;
   std::vector<bool> sink(f.ops.size(), false);
   for (size_t i = first; i <= last; ++i) {
     const ir::Op& op = *f.ops[i];
@@ -140,7 +148,7 @@ void sink_readers(ir::Function& f, const std::unordered_set<const ir::Op*>& memb
 ir::Op& fuse_ops(ir::Function& f, std::vector<ir::Op*> ops, const std::vector<ir::Value>& outputs,
                  const std::string& kind) {
   std::sort(ops.begin(), ops.end(), [&](const ir::Op* a, const ir::Op* b) { return op_index(f, a) < op_index(f, b); });
-  std::unordered_set<const ir::Op*> members(ops.begin(), ops.end());
+  MemberSet members(ops.begin(), ops.end());
   check_escapes(f, members, 0, outputs);  // only outputs escape (before anything moves)
   sink_readers(f, members);
   const size_t last = op_index(f, ops.back());
@@ -160,26 +168,9 @@ ir::Op& fuse_ops(ir::Function& f, std::vector<ir::Op*> ops, const std::vector<ir
   fused.body = std::move(body);
   fused.loc = ops.back()->loc;
   move_last_op_to(f, last + 1);
-  for (size_t k = 0; k < outputs.size(); ++k) replace_all_uses(f, outputs[k], fused.results[k]);
+  for (size_t k = 0; k < outputs.size(); ++k) outputs[k].replace_all_uses_with(fused.results[k]);
   std::erase_if(f.ops, [&](const std::unique_ptr<ir::Op>& op) { return members.count(op.get()) != 0; });
   return fused;
-}
-
-ir::Op* single_use_def(const ir::Function& f, ir::Value v, ir::OpKind kind) {
-  if (!v->def || v->def->kind != kind || use_count(f, v) != 1) return nullptr;
-  return v->def;
-}
-
-std::vector<ir::Op*> ops_of_kind(const ir::Function& f, ir::OpKind kind) {
-  std::vector<ir::Op*> out;
-  for (const auto& op : f.ops)
-    if (op->kind == kind) out.push_back(op.get());
-  return out;
-}
-
-bool is_region(const ir::Op* op, std::string_view kind) {
-  if (!op || op->kind != ir::OpKind::Fused) return false;
-  return ir::enum_name(ir::FusedAttrs::of(*op).kind) == kind;
 }
 
 }  // namespace vtc::passes

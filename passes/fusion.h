@@ -1,4 +1,5 @@
-// Building fused regions, shared by the fusion passes (fuse_*.cpp).
+// Building fused regions, for the fusion partitioner (fuse.cpp) through
+// the rewrite driver (PatternRewriter::fuse).
 //
 // fuse_ops() turns a set of ops of a function into one `fused` op whose body
 // holds clones of them:
@@ -27,15 +28,5 @@ namespace vtc::passes {
 
 ir::Op& fuse_ops(ir::Function& f, std::vector<ir::Op*> ops, const std::vector<ir::Value>& outputs,
                  const std::string& kind);
-
-// The op defining `v` if it has `kind` and `v` has exactly one use in `f`.
-ir::Op* single_use_def(const ir::Function& f, ir::Value v, ir::OpKind kind);
-
-// The ops of `f` with this kind, in order (a snapshot: fusing one of them
-// leaves the others valid).
-std::vector<ir::Op*> ops_of_kind(const ir::Function& f, ir::OpKind kind);
-
-// True for a `fused` op of the given kind.
-bool is_region(const ir::Op* op, std::string_view kind);
 
 }  // namespace vtc::passes

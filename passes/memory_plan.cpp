@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <llvm/ADT/DenseMap.h>
+
 #include <unordered_map>
 
 #include "passes/rewrite.h"
@@ -87,7 +89,10 @@ class Planner {
 
   void alias(ir::Value v, ir::Value of) {
     auto it = root_.find(of.data());
-    if (it != root_.end()) root_[v.data()] = it->second;  // an alias of a weight stays unplanned
+    if (it != root_.end()) {
+      const size_t buffer = it->second;  // read before the insert may grow the map
+      root_[v.data()] = buffer;
+    }  // else an alias of a weight stays unplanned
   }
 
   void extend(ir::Value v, int64_t at) {
@@ -139,7 +144,7 @@ class Planner {
   const ir::Function& f_;
   const std::map<std::string, int64_t>& bindings_;
   FunctionPlan plan_;
-  std::unordered_map<const ir::ValueData*, size_t> root_;  // value -> its buffer
+  llvm::DenseMap<const ir::ValueData*, size_t> root_;  // value -> its buffer
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 // after the module, so `vtc opt` output and dumps still parse as IR.
 #pragma once
 
+#include <iosfwd>
 #include <map>
 #include <memory>
 #include <string>
@@ -39,6 +40,9 @@ struct PassContext {
   // The manager drops all artifacts when a later pass changes the module,
   // since they describe the IR as it was.
   std::map<std::string, Artifact> artifacts;
+  // Where passes on the rewrite driver log each pattern application
+  // (--debug-passes); null when off.
+  std::ostream* debug_log = nullptr;
 };
 
 // For passes that take no options: throws vtc::Error naming the pass and

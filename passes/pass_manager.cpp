@@ -13,10 +13,7 @@
 #include "ir/verifier.h"
 #include "passes/bind_state.h"
 #include "passes/canonicalize.h"
-#include "passes/fuse_elementwise.h"
-#include "passes/fuse_norm_matmul.h"
-#include "passes/fuse_qk_rope.h"
-#include "passes/fuse_swiglu.h"
+#include "passes/fuse.h"
 #include "passes/memory_plan.h"
 #include "passes/placement.h"
 #include "passes/weight_layout.h"
@@ -92,10 +89,8 @@ std::vector<PipelineElement> parse_pipeline(std::string_view text) {
 const std::vector<PassRegistration>& registered_passes() {
   static const std::vector<PassRegistration> passes = {
       {"canonicalize", "folds view chains, CSE of pure ops, DCE", create_canonicalize},
-      {"fuse-qk-rope", "Q/K projection + reshape + QK-norm + RoPE into one qk_rope region", create_fuse_qk_rope},
-      {"fuse-swiglu", "gate/up matmuls + silu-mul into one swiglu region", create_fuse_swiglu},
-      {"fuse-norm-matmul", "rms_norm as the prologue of the matmuls (and regions) reading it", create_fuse_norm_matmul},
-      {"fuse-elementwise", "chains of single-use elementwise ops into one region", create_fuse_elementwise},
+      {"fuse", "the fusion partitioner: qk_rope, swiglu, norm_matmul, matmul_epilogue, elementwise regions from one table [kinds=K1+K2, target=cpu|cuda]",
+       create_fuse},
       {"weight-layout", "target=cpu: q4_0/q8_0/q4_k/q6_k matmul weights into the CPU's x8 layout (recorded in their type)",
        create_weight_layout},
       {"placement", "host/device per value for target=cpu|cuda; inserts and reports transfers", create_placement},
@@ -190,6 +185,7 @@ bool PassManager::run(ir::Module& module) {
     size_t remarks_before = context_.remarks.size();
     std::map<std::string, Artifact> artifacts_before = context_.artifacts;
     auto start = std::chrono::steady_clock::now();
+    context_.debug_log = options_.debug_passes ? &log() : nullptr;
     bool changed = pass.run(module, context_);
     record.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     record.changed = changed;

@@ -56,6 +56,7 @@ struct PassManagerOptions {
   std::vector<std::string> disabled_passes;  // by name
   bool print_timing = false;
   bool check_no_change = false;              // forced on in debug builds
+  bool debug_passes = false;                 // log every pattern application (the rewrite driver's)
   std::ostream* log = nullptr;               // remarks and timing; null: std::cerr
 };
 

@@ -1,8 +1,8 @@
 // The pass pipelines of each target, declared once.
 //
 // rewrite_pipeline(target): what changes the module —
-//   canonicalize, fuse-qk-rope, fuse-swiglu, fuse-norm-matmul,
-//   fuse-elementwise, canonicalize, [weight-layout{target=cpu},]
+//   canonicalize, fuse{target=T} (qk_rope, swiglu, norm_matmul, [cpu:
+//   matmul_epilogue,] elementwise), canonicalize, [weight-layout{target=cpu},]
 //   placement{target=T}
 // standard_pipeline(spec): the rewrite, then the lowering's plans —
 //   ..., memory-plan{T=N,R=M,S=M}, bind-state

@@ -55,7 +55,7 @@ bool PlacementPass::run(ir::Module& module, PassContext& context) {
       for (ir::Value a : f.args) a->type.placement = Placement::Host;
     // 1. Drop existing transfers.
     for (auto& op : f.ops)
-      if (is_transfer(op->kind)) replace_all_uses(f, op->results[0], op->operands[0]);
+      if (is_transfer(op->kind)) op->results[0].replace_all_uses_with(op->operands[0]);
     std::erase_if(f.ops, [](const std::unique_ptr<ir::Op>& op) { return is_transfer(op->kind); });
     // 3-4. Place each op and insert transfers before it.
     std::map<std::pair<const ir::ValueData*, Placement>, ir::Value> moved;
@@ -71,7 +71,8 @@ bool PlacementPass::run(ir::Module& module, PassContext& context) {
         if (const std::string* state = ir::state_symbol(*op))
           if (const ir::StateDecl* s = module.find_state(*state)) place = s->type.placement;
       }
-      for (auto& operand : op->operands) {
+      for (size_t k = 0; k < op->operands.size(); ++k) {
+        ir::Value operand = op->operands[k];
         if (operand.type().placement == place) continue;
         auto key = std::make_pair(static_cast<const ir::ValueData*>(operand.data()), place);
         auto it = moved.find(key);
@@ -88,7 +89,7 @@ bool PlacementPass::run(ir::Module& module, PassContext& context) {
           context.remarks.push_back("placement: inserted " + rec.str());
           it = moved.emplace(key, transfer.results[0]).first;
         }
-        operand = it->second;
+        op->set_operand(k, it->second);
       }
       for (ir::Value r : op->results) r->type.placement = place;
       if (op->body) place_body(*op->body, place);

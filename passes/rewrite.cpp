@@ -4,20 +4,6 @@
 
 namespace vtc::passes {
 
-size_t replace_all_uses(ir::Function& f, ir::Value from, ir::Value to) {
-  size_t n = 0;
-  for (auto& op : f.ops)
-    for (auto& operand : op->operands)
-      if (operand == from) operand = to, ++n;
-  return n;
-}
-
-size_t use_count(const ir::Function& f, ir::Value v) {
-  size_t n = 0;
-  for (const auto& op : f.ops) n += std::count(op->operands.begin(), op->operands.end(), v);
-  return n;
-}
-
 ir::Op& move_last_op_to(ir::Function& f, size_t index) {
   std::rotate(f.ops.begin() + static_cast<std::ptrdiff_t>(index), f.ops.end() - 1, f.ops.end());
   return *f.ops[index];

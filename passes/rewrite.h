@@ -7,10 +7,8 @@
 
 namespace vtc::passes {
 
-// Replaces every operand use of `from` by `to` in `f`. Returns the count.
-size_t replace_all_uses(ir::Function& f, ir::Value from, ir::Value to);
-// Number of operand uses of `v` in `f`.
-size_t use_count(const ir::Function& f, ir::Value v);
+// Use queries are the values' own (ir::Value::uses, has_one_use,
+// replace_all_uses_with: O(uses)); these helpers are about positions.
 // Moves the op most recently appended to `f` so that it sits at `index`.
 ir::Op& move_last_op_to(ir::Function& f, size_t index);
 // Index of `op` in `f.ops`; f.ops.size() if absent.

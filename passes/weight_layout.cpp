@@ -4,7 +4,7 @@
 
 #include <map>
 #include <optional>
-#include <unordered_map>
+#include <llvm/ADT/DenseMap.h>
 
 #include "ir/op_attrs.h"
 #include "support/error.h"
@@ -26,7 +26,7 @@ struct WeightUses {
 
 // Traces the values of `f` back to the declarations they load, recording
 // each use; a fused op's body arguments inherit their operand's origin.
-void trace_uses(ir::Function& f, bool in_body, std::unordered_map<const ir::ValueData*, std::string>& origin,
+void trace_uses(ir::Function& f, bool in_body, llvm::DenseMap<const ir::ValueData*, std::string>& origin,
                 std::map<std::string, WeightUses>& uses) {
   for (auto& op : f.ops) {
     if (op->kind == OpKind::Weight)
@@ -96,7 +96,7 @@ bool WeightLayoutPass::run(ir::Module& module, PassContext& context) {
   // 1. Uses.
   std::map<std::string, WeightUses> uses;
   for (auto& fn : module.functions) {
-    std::unordered_map<const ir::ValueData*, std::string> origin;
+    llvm::DenseMap<const ir::ValueData*, std::string> origin;
     trace_uses(*fn, false, origin, uses);
   }
   // 2. Eligibility, then the shared-tensor rule.

@@ -7,7 +7,8 @@ set -euo pipefail
 PACKAGES=(
   cmake ninja-build ccache g++ pkg-config git
   libfmt-dev catch2
-  llvm-14-tools  # FileCheck, for the IR goldens (vtc links no LLVM library)
+  llvm-14-dev    # LLVM ADT (libLLVMSupport, headers) for the IR, passes and step tables
+  llvm-14-tools  # FileCheck, for the IR goldens
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libicu-dev
   clang-14 libclang-rt-14-dev
   nodejs npm

@@ -20,6 +20,8 @@ Runner add_opt(CLI::App& app) {
   cmd->add_option("--dump-pass", opts->manager.dump_pass, "Only dump passes whose name matches this regex");
   cmd->add_option("--disable-pass", opts->manager.disabled_passes, "Skip the named pass (repeatable)");
   cmd->add_flag("--print-pass-timing", opts->manager.print_timing, "Print the time of every pass");
+  cmd->add_flag("--debug-passes", opts->manager.debug_passes,
+                "Log every rewrite-pattern application (canonicalize folds, fusions) to stderr");
   cmd->add_flag("--check-no-change", opts->manager.check_no_change,
                 "Catch a pass that reports no change but changed the module (always on in debug builds)");
   return [opts] { return passes::run_opt(*opts, std::cout); };
