@@ -34,7 +34,7 @@ const FusionRule kRules[] = {
     {.kind = FusedKind::NormMatmul, .shape = FusionShape::Prologue, .anchor = OpKind::RmsNorm,
      .prologue_of = OpKind::Matmul, .absorbs = kTakesNormPrologue, .targets = "*"},
     {.kind = FusedKind::MatmulEpilogue, .shape = FusionShape::Epilogue, .anchor = OpKind::Matmul,
-     .steps = kElementwiseEpilogue, .targets = "cpu"},
+     .steps = kElementwiseEpilogue, .targets = "*"},
     {.kind = FusedKind::Elementwise, .shape = FusionShape::Chain, .anchor = OpKind::Return,
      .patterns = kElementwiseOrBroadcast, .targets = "*"},
 };
