@@ -117,10 +117,11 @@ bool cse(ir::Function& f) {
 bool CanonicalizePass::run(ir::Module& module, PassContext& context) {
   bool any = false;
   for (auto& fn : module.functions) {
+    // Folds and DCE, then CSE; a CSE merge leaves duplicates dead and may
+    // enable folds, so the driver runs again, until CSE finds nothing.
     for (int round = 0; round < 64; ++round) {
-      bool changed = apply_patterns_greedily(*fn, kFolds, name(), context.debug_log).changed();
-      changed = cse(*fn) || changed;
-      if (!changed) break;
+      any = apply_patterns_greedily(*fn, kFolds, name(), context.debug_log).changed() || any;
+      if (!cse(*fn)) break;
       any = true;
     }
   }

@@ -327,9 +327,10 @@ TEST_CASE("vtc compile reports per phase and vtc run takes the artifact", "[comp
 // counts and the fused regions per layer by kind, and how many regions the
 // target runs op by op (runtime/compile/compile.h, compile_stats). The
 // llama test model has 2 layers; per layer: Q/K/V and gate/up under their
-// norms (3 norm_matmul regions in 2 layers), one swiglu, and on the CPU the
-// output and down projections with their residual adds as matmul_epilogue.
-// On cuda the norm_matmul and swiglu regions run their ops' kernels.
+// norms (3 norm_matmul regions in 2 layers), one swiglu, and the output and
+// down projections with their residual adds as matmul_epilogue. On cuda the
+// norm_matmul and swiglu regions run their ops' kernels; the epilogues are
+// one kernel each.
 TEST_CASE("vtc compile --stats prints fused regions per layer by kind, per target", "[compile][cli][reference]") {
   const std::string model = test::model_path("llama", "f32");
   struct Expect {
@@ -341,8 +342,8 @@ TEST_CASE("vtc compile --stats prints fused regions per layer by kind, per targe
   const Expect expect[] = {
       {"cpu", "prefill", "elementwise 0, norm_matmul 1.5, swiglu 1, qk_rope 0, matmul_epilogue 2", "op by op on cpu: 0 of 9 regions"},
       {"cpu", "decode", "elementwise 0, norm_matmul 1.5, swiglu 1, qk_rope 0, matmul_epilogue 2", "op by op on cpu: 0 of 9 regions"},
-      {"cuda", "prefill", "elementwise 0, norm_matmul 1.5, swiglu 1, qk_rope 0, matmul_epilogue 0", "op by op on cuda: 5 of 5 regions"},
-      {"cuda", "decode", "elementwise 0, norm_matmul 1.5, swiglu 1, qk_rope 0, matmul_epilogue 0", "op by op on cuda: 5 of 5 regions"},
+      {"cuda", "prefill", "elementwise 0, norm_matmul 1.5, swiglu 1, qk_rope 0, matmul_epilogue 2", "op by op on cuda: 5 of 9 regions"},
+      {"cuda", "decode", "elementwise 0, norm_matmul 1.5, swiglu 1, qk_rope 0, matmul_epilogue 2", "op by op on cuda: 5 of 9 regions"},
   };
   for (const char* target : {"cpu", "cuda"}) {
     const std::string out = temp_path(std::string("stats-") + target + ".vtc");

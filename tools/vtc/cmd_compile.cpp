@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <iostream>
 #include <optional>
 
 #include "runtime/compile/artifact.h"
@@ -19,7 +20,7 @@ namespace {
 
 struct CompileCliOptions {
   std::string model, output;
-  bool pack = false, no_fuse = false, no_weight_layout = false, timing = false, stats = false;
+  bool pack = false, no_fuse = false, no_weight_layout = false, timing = false, stats = false, debug_passes = false;
   std::string weight_layout_types = "reference";
   bool checksum_weights = false, no_checksum_weights = false;  // neither: on with --pack
   std::string dump_ir, dump_pass;
@@ -61,6 +62,9 @@ int run(CompileCliOptions& o) {
   o.compile.manager.disabled_passes = o.disabled;
   if (o.no_weight_layout) o.compile.manager.disabled_passes.push_back("weight-layout");
   o.compile.manager.print_timing = o.timing;
+  o.compile.manager.debug_passes = o.debug_passes;
+  // The log lines, the timing table and the remarks as they come.
+  if (o.debug_passes || o.timing) o.compile.manager.log = &std::cerr;
   o.compile.progress = [](const std::string& s) { fmt::print(stderr, "compile: {}\n", s); };
   fmt::print(stderr, "compile: reading {}\n", o.model);
   CompiledModel m = compile_model(gguf::GgufFile::open(o.model), o.compile);
@@ -131,6 +135,8 @@ Runner add_compile(CLI::App& app) {
   cmd->add_option("--dump-pass", o->dump_pass, "Dump only after passes whose name matches this regex");
   cmd->add_option("--disable-pass", o->disabled, "Skip this pass (repeatable; for bisecting)");
   cmd->add_flag("--print-pass-timing", o->timing, "Print the time of every pass");
+  cmd->add_flag("--debug-passes", o->debug_passes,
+                "Log every rewrite-pattern application (canonicalize folds, fusions) to stderr");
   cmd->add_flag("--stats", o->stats,
                 "Print to stdout, per step function, a line 'stats: @STEP: L layers, N ops (M before passes), fused "
                 "regions per layer: KIND n, ...; op by op on TARGET: k of r regions' (L: the GGUF's block count; per "
