@@ -1,9 +1,8 @@
 #include "runtime/sampler.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
-#include <cstring>
-#include <numeric>
 #include <random>
 #include <unordered_map>
 
@@ -18,117 +17,294 @@ SamplingParams SamplingParams::greedy() {
   return p;
 }
 
-struct Sampler::State {
-  SamplingParams params;
-  std::mt19937_64 rng;
-  uint64_t seed = 0;  // resolved by reset()
-  std::deque<int32_t> history;
-  // The last sample(): logits after penalties (indexed by id), and the
-  // survivors of the chain (`all`: every id, `ids` unused).
-  std::vector<float> work;
-  std::vector<int32_t> ids;
-  std::vector<float> weights;  // scratch: exp((logit - max) / T) of the survivors
-  bool all = true, greedy = true;
-  // last_candidates(), built on demand.
-  mutable std::vector<TokenCandidate> candidates;
-  mutable bool candidates_ready = true;
-};
-
 namespace {
+
+// llama_token_data: the element the reference's chain sorts, so that the
+// std:: algorithms below see the same sequences and make the same moves.
+struct Cand {
+  int32_t id;
+  float logit;
+  float p;
+};
 
 constexpr size_t kGreedyReported = 20;
 
-void apply_penalties(const SamplingParams& p, const std::deque<int32_t>& history, std::vector<float>& logits) {
-  if (history.empty() || (p.repeat_penalty == 1.0f && p.frequency_penalty == 0.0f &&
-                          p.presence_penalty == 0.0f))
-    return;
-  std::unordered_map<int32_t, int> counts;
-  for (int32_t t : history) counts[t]++;
-  for (auto& [token, count] : counts) {
-    if (token < 0 || size_t(token) >= logits.size()) continue;
-    float& logit = logits[size_t(token)];
-    logit = logit > 0 ? logit / p.repeat_penalty : logit * p.repeat_penalty;
-    logit -= float(count) * p.frequency_penalty + p.presence_penalty;
+// The comparator of every sort in llama-sampler.cpp: logit only, so the
+// order of ties is the algorithm's (libstdc++'s), reproduced by making the
+// same calls on the same sequences.
+inline bool by_logit(const Cand& a, const Cand& b) { return a.logit > b.logit; }
+
+// llama_token_data_array_partial_sort: the first `npartial` of `cur` by a
+// 128-bucket histogram over [-10, 10], each bucket above the cut sorted,
+// the cut bucket partially; `res` holds the buckets down to the cut.
+void bucket_partial_sort(const Cand* cur, size_t size, int npartial, std::vector<Cand>& res,
+                         std::vector<int>& bucket_idx) {
+  constexpr int nbuckets = 128;
+  constexpr float bucket_low = -10.0f;
+  constexpr float bucket_high = 10.0f;
+  constexpr float bucket_scale = nbuckets / (bucket_high - bucket_low);
+  constexpr float bucket_inter = -bucket_low * bucket_scale;
+  int histo[nbuckets] = {};
+  bucket_idx.clear();
+  bucket_idx.reserve(size);
+  for (size_t i = 0; i < size; ++i) {
+    int ib = int(bucket_scale * cur[i].logit + bucket_inter);
+    ib = std::max(0, std::min(nbuckets - 1, ib));
+    bucket_idx.push_back(ib);
+    ++histo[ib];
   }
-}
-
-// Best first: higher logit, then lower id.
-struct Better {
-  const float* l;
-  bool operator()(int32_t a, int32_t b) const { return l[a] > l[b] || (l[a] == l[b] && a < b); }
-};
-
-// The probability the chain uses for top-p and min-p: the softmax at
-// temperature 1 over the current set (max logit `m`, normalizer `z`),
-// rounded to float as the reference chain does.
-inline float prob_of(float logit, float m, double z) { return float(std::exp(double(logit) - m) / z); }
-
-// exp(x) for the draw's weights (x <= 0 there): Cephes' expf polynomial,
-// relative error ~1e-7, 0 below -87. Branch-free and call-free, so the
-// weight loop vectorizes; std::exp would be most of a sampled token's cost.
-[[gnu::always_inline]] inline float exp_weight(float x) {
-  x = x > -87.0f ? x : -87.0f;
-  const float n = (x * 1.44269504f + 12582912.0f) - 12582912.0f;  // round to nearest
-  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float y = p * r * r + r + 1.0f;
-  const int32_t bits = (int32_t(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return y * scale;
-}
-
-// The draw's weights over the whole vocabulary: w[i] = exp((l[i] - max) /
-// t); returns their sum. Eight explicit lanes, so the max and the sum
-// vectorize without reassociating (the result does not depend on the
-// compiler), and O3 for this loop only (the build's O2 does not vectorize).
-[[gnu::optimize("O3")]] double weights_all(const float* l, size_t n, float t, float* w) {
-  constexpr size_t L = 8;
-  float lane_max[L];
-  for (size_t j = 0; j < L; ++j) lane_max[j] = -INFINITY;
-  size_t i = 0;
-  for (; i + L <= n; i += L)
-    for (size_t j = 0; j < L; ++j) lane_max[j] = lane_max[j] > l[i + j] ? lane_max[j] : l[i + j];
-  float m = -INFINITY;
-  for (size_t j = 0; j < L; ++j) m = std::max(m, lane_max[j]);
-  for (; i < n; ++i) m = std::max(m, l[i]);
-  const float inv_t = 1.0f / t, mt = m * inv_t;
-  float lane_sum[L] = {};
-  for (i = 0; i + L <= n; i += L)
-    for (size_t j = 0; j < L; ++j) {
-      w[i + j] = exp_weight(l[i + j] * inv_t - mt);
-      lane_sum[j] += w[i + j];
-    }
-  double sum = 0;
-  for (; i < n; ++i) sum += w[i] = exp_weight(l[i] * inv_t - mt);
-  for (size_t j = 0; j < L; ++j) sum += lane_sum[j];
-  return sum;
-}
-
-// The k best ids (k < size), best first: one scan against the worst kept
-// one (a min-heap), so only the rare improvement costs more than a compare.
-void select_top_k(const float* l, size_t size, size_t k, std::vector<int32_t>& ids) {
-  ids.resize(k);
-  std::iota(ids.begin(), ids.end(), 0);
-  auto worse_on_top = [l](int32_t a, int32_t b) { return Better{l}(a, b); };  // heap top = the worst
-  std::make_heap(ids.begin(), ids.end(), worse_on_top);
-  for (size_t i = k; i < size; ++i) {
-    // Ids only grow, so a tie never beats a kept id.
-    if (l[i] > l[ids.front()]) {
-      std::pop_heap(ids.begin(), ids.end(), worse_on_top);
-      ids.back() = int32_t(i);
-      std::push_heap(ids.begin(), ids.end(), worse_on_top);
-    }
+  int nhave = 0;
+  int ib = nbuckets - 1;
+  for (; ib >= 0; --ib) {
+    nhave += histo[ib];
+    if (nhave >= npartial) break;
   }
-  std::sort_heap(ids.begin(), ids.end(), worse_on_top);
+  res.resize(size_t(nhave));
+  Cand* bucket_ptrs[nbuckets];
+  Cand* ptr = res.data();
+  for (int j = nbuckets - 1; j >= ib; --j) {
+    bucket_ptrs[nbuckets - 1 - j] = ptr;
+    ptr += histo[j];
+  }
+  for (size_t i = 0; i < size; ++i) {
+    const int j = bucket_idx[i];
+    if (j >= ib) *bucket_ptrs[nbuckets - 1 - j]++ = cur[i];
+  }
+  ptr = res.data();
+  int ndone = 0;
+  for (int j = nbuckets - 1; j > ib; --j) {
+    std::sort(ptr, ptr + histo[j], by_logit);
+    ptr += histo[j];
+    ndone += histo[j];
+  }
+  std::partial_sort(ptr, ptr + npartial - ndone, ptr + histo[ib], by_logit);
 }
 
 }  // namespace
+
+struct Sampler::State {
+  SamplingParams params;
+  std::mt19937 rng;
+  uint32_t seed = 0;  // resolved by reset()
+  // The penalty window (llama_sampler_penalties: the last penalty_last_n
+  // accepted tokens) and each token's count in it.
+  std::deque<int32_t> history;
+  std::unordered_map<int32_t, int> counts;
+
+  // The last sample(): logits after penalties (indexed by id), then the
+  // chain's candidate array (llama_token_data_array: cur, sorted).
+  std::vector<float> work;
+  std::vector<Cand> cur;
+  bool sorted = false;
+  std::vector<Cand> buf;  // the bucket sort's output
+  std::vector<int> bucket_idx;
+  bool greedy = true;
+  double sum = 1;  // the draw's normaliser (cur[i].p / sum is the probability)
+
+  mutable std::vector<TokenCandidate> candidates;
+  mutable bool candidates_ready = true;
+
+  void penalize();
+  void materialize();
+  void sort_inplace(size_t npartial);
+  void top_k(int32_t k);
+  void top_p(float p);
+  void min_p(float p);
+  void temperature(float t);
+  size_t dist();
+};
+
+// llama_sampler_penalties_apply.
+void Sampler::State::penalize() {
+  const SamplingParams& p = params;
+  if (p.penalty_last_n <= 0 || (p.repeat_penalty == 1.0f && p.frequency_penalty == 0.0f && p.presence_penalty == 0.0f))
+    return;
+  for (const auto& [token, count] : counts) {
+    if (token < 0 || size_t(token) >= work.size()) continue;
+    float& logit = work[size_t(token)];
+    if (logit <= 0) logit *= p.repeat_penalty;
+    else logit /= p.repeat_penalty;
+    logit -= float(count) * p.frequency_penalty + float(count > 0) * p.presence_penalty;
+  }
+}
+
+// The whole vocabulary in id order, unsorted (common_sampler's set_logits).
+void Sampler::State::materialize() {
+  const size_t V = work.size();
+  cur.resize(V);
+  for (size_t i = 0; i < V; ++i) cur[i] = Cand{int32_t(i), work[i], 0.0f};
+  sorted = false;
+}
+
+// llama_token_data_array_partial_sort_inplace.
+void Sampler::State::sort_inplace(size_t npartial) {
+  if (npartial <= 128) {
+    std::partial_sort(cur.begin(), cur.begin() + ptrdiff_t(npartial), cur.end(), by_logit);
+  } else {
+    bucket_partial_sort(cur.data(), cur.size(), int(npartial), buf, bucket_idx);
+    std::copy(buf.begin(), buf.begin() + ptrdiff_t(npartial), cur.begin());
+  }
+  cur.resize(npartial);
+  sorted = true;
+}
+
+// llama_sampler_top_k_impl on the unsorted vocabulary. For k <= 128 the
+// reference's std::partial_sort over the whole array is its heap select
+// (make_heap of the first k, then each later element that beats the top
+// swapped in by __pop_heap, then sort_heap); the same calls on a k + 1
+// slot heap (the last slot standing for the scanned element) give the
+// same heap, ties included, without building the array.
+void Sampler::State::top_k(int32_t k_in) {
+  const size_t V = work.size();
+  const size_t k = std::min(size_t(k_in), V);
+  if (k > 128) {
+    materialize();
+    sort_inplace(k);
+    return;
+  }
+  cur.resize(k + 1);
+  for (size_t i = 0; i < k; ++i) cur[i] = Cand{int32_t(i), work[i], 0.0f};
+  std::make_heap(cur.begin(), cur.begin() + ptrdiff_t(k), by_logit);
+  const float* l = work.data();
+  for (size_t i = k; i < V; ++i) {
+    if (l[i] > cur[0].logit) {
+      cur[k] = Cand{int32_t(i), l[i], 0.0f};
+      std::pop_heap(cur.begin(), cur.begin() + ptrdiff_t(k + 1), by_logit);
+    }
+  }
+  cur.resize(k);
+  std::sort_heap(cur.begin(), cur.end(), by_logit);
+  sorted = true;
+}
+
+// llama_sampler_top_p_apply (min_keep 0): softmax_impl without a sort
+// (float sum in the current order), then the head by cumulative float
+// probability, sorting adaptively (the top 256 by buckets first).
+void Sampler::State::top_p(float p) {
+  const size_t size = cur.size();
+  float max_l = cur[0].logit;
+  if (!sorted)
+    for (size_t i = 1; i < size; ++i) max_l = std::max(max_l, cur[i].logit);
+  float cum = 0.0f;
+  for (size_t i = 0; i < size; ++i) {
+    const float e = std::exp(cur[i].logit - max_l);
+    cur[i].p = e;
+    cum += e;
+  }
+  for (size_t i = 0; i < size; ++i) cur[i].p /= cum;
+
+  size_t k = size;
+  const Cand* pdata = cur.data();
+  if (!sorted && size > 1024) {
+    k = std::min<size_t>(256, size);
+    bucket_partial_sort(cur.data(), size, int(k), buf, bucket_idx);
+    pdata = buf.data();
+  } else if (!sorted) {
+    sort_inplace(k);
+    pdata = cur.data();
+  }
+  const bool sorted_now = sorted;
+  float cum_sum = 0.0f;
+  size_t last_idx = size;
+  for (size_t i = 0; i < size; ++i) {
+    cum_sum += pdata[i].p;
+    if (cum_sum >= p) {
+      last_idx = i + 1;
+      break;
+    }
+    if (!sorted_now && i == k - 1) {
+      k = size;
+      bucket_partial_sort(cur.data(), size, int(k), buf, bucket_idx);
+      pdata = buf.data();
+    }
+  }
+  if (!sorted_now) {
+    std::copy(buf.begin(), buf.begin() + ptrdiff_t(last_idx), cur.begin());
+    sorted = true;
+  }
+  cur.resize(last_idx);
+}
+
+// llama_sampler_min_p_apply (min_keep 0): unsorted, a filter at
+// max + logf(p) that keeps the order; sorted (or nothing passed), the
+// sorted head down to data[0] + logf(p).
+void Sampler::State::min_p(float p) {
+  if (cur.empty()) return;
+  if (!sorted) {
+    float max_logit = -FLT_MAX;
+    for (const Cand& c : cur) max_logit = std::max(max_logit, c.logit);
+    const float min_logit = max_logit + std::log(p);
+    size_t n = 0;
+    for (const Cand& c : cur)
+      if (c.logit >= min_logit) ++n;
+    if (n > 0) {
+      size_t j = 0;
+      for (size_t i = 0; i < cur.size(); ++i)
+        if (cur[i].logit >= min_logit) cur[j++] = cur[i];
+      cur.resize(j);
+      return;
+    }
+    sort_inplace(cur.size());
+  }
+  const float min_logit = cur[0].logit + std::log(p);
+  size_t i = 1;
+  for (; i < cur.size(); ++i)
+    if (cur[i].logit < min_logit) break;
+  cur.resize(i);
+}
+
+// llama_sampler_temp_impl: <= 0 keeps only the first maximum in the
+// current order (the others -inf); otherwise every logit divided.
+void Sampler::State::temperature(float t) {
+  if (cur.empty()) return;
+  if (t <= 0.0f) {
+    size_t max_i = 0;
+    float max_l = cur[0].logit;
+    for (size_t i = 1; i < cur.size(); ++i) {
+      if (cur[i].logit > max_l) {
+        cur[max_i].logit = -INFINITY;
+        max_i = i;
+        max_l = cur[i].logit;
+      } else {
+        cur[i].logit = -INFINITY;
+      }
+    }
+    return;
+  }
+  for (Cand& c : cur) c.logit /= t;
+}
+
+// llama_sampler_dist_apply: one uniform double per call (a single
+// candidate still draws), expf weights in float summed in double in the
+// current order, the first index whose running sum reaches sum * u.
+size_t Sampler::State::dist() {
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  const size_t size = cur.size();
+  if (size == 1) {
+    uniform(rng);
+    cur[0].p = 1.0f;
+    sum = 1.0;
+    return 0;
+  }
+  float max_l = cur[0].logit;
+  if (!sorted)
+    for (size_t i = 1; i < size; ++i) max_l = std::max(max_l, cur[i].logit);
+  double sum_cum = 0.0;
+  for (size_t i = 0; i < size; ++i) {
+    const float e = std::exp(cur[i].logit - max_l);
+    cur[i].p = e;
+    sum_cum += e;
+  }
+  sum = sum_cum;
+  const double rnd = uniform(rng);
+  const double target = sum_cum * rnd;
+  double run = 0.0;
+  for (size_t i = 0; i < size; ++i) {
+    run += cur[i].p;
+    if (run >= target) return i;
+  }
+  return size - 1;
+}
 
 Sampler::Sampler(const SamplingParams& params) : state_(std::make_unique<State>()) {
   state_->params = params;
@@ -139,22 +315,32 @@ Sampler::Sampler(Sampler&&) noexcept = default;
 Sampler& Sampler::operator=(Sampler&&) noexcept = default;
 
 void Sampler::reset() {
-  uint64_t seed = state_->params.seed;
-  if (seed == SamplingParams::kRandomSeed && !state_->params.seed_exact) {
+  State& s = *state_;
+  uint32_t seed = uint32_t(s.params.seed);
+  if (s.params.seed == SamplingParams::kRandomSeed && !s.params.seed_exact) {
     std::random_device rd;
-    seed = uint64_t(rd()) << 32 | rd();
+    seed = rd();
   }
-  state_->seed = seed;
-  state_->rng.seed(seed);
-  state_->history.clear();
+  s.seed = seed;
+  s.rng.seed(seed);
+  s.history.clear();
+  s.counts.clear();
 }
 
 uint64_t Sampler::seed() const { return state_->seed; }
 
+// llama_sampler_penalties_accept.
 void Sampler::accept(int32_t token) {
-  auto& h = state_->history;
-  h.push_back(token);
-  while (h.size() > size_t(std::max(0, state_->params.penalty_last_n))) h.pop_front();
+  State& s = *state_;
+  const int32_t n = s.params.penalty_last_n;
+  if (n <= 0) return;
+  s.counts[token]++;
+  if (s.history.size() >= size_t(n)) {
+    const int32_t old = s.history.front();
+    s.history.pop_front();
+    if (--s.counts[old] == 0) s.counts.erase(old);
+  }
+  s.history.push_back(token);
 }
 
 int32_t Sampler::sample(std::span<const float> logits) {
@@ -164,119 +350,34 @@ int32_t Sampler::sample(std::span<const float> logits) {
   s.work.assign(logits.begin(), logits.end());
   s.candidates_ready = false;
   s.candidates.clear();
+  s.cur.clear();
+  s.greedy = p.temperature <= 0.0f;
   if (V == 0) return 0;
-  apply_penalties(p, s.history, s.work);
-  const float* l = s.work.data();
+  s.penalize();
 
-  if (p.temperature <= 0.0f) {
-    // Greedy: the argmax, lowest id on ties (strict > keeps the first).
-    s.greedy = true;
+  // Greedy over the whole vocabulary (no truncation): the chain would
+  // leave the first maximum in id order and draw over {0, ..., 1, ..., 0},
+  // which picks id 0 only when the uniform is exactly 0.
+  if (s.greedy && p.top_k <= 0 && p.top_p >= 1.0f && p.min_p <= 0.0f) {
+    const float* l = s.work.data();
     size_t best = 0;
     for (size_t i = 1; i < V; ++i)
       if (l[i] > l[best]) best = i;
-    return int32_t(best);
-  }
-  s.greedy = false;
-  s.all = true;
-  s.ids.clear();
-  auto materialize = [&] {
-    if (!s.all) return;
-    s.ids.resize(V);
-    std::iota(s.ids.begin(), s.ids.end(), 0);
-    s.all = false;
-  };
-
-  // Top-k: select the k best (unordered), O(vocab).
-  if (p.top_k > 0 && size_t(p.top_k) < V) {
-    if (size_t(p.top_k) <= V / 16) {
-      select_top_k(l, V, size_t(p.top_k), s.ids);
-      s.all = false;
-    } else {
-      materialize();
-      std::nth_element(s.ids.begin(), s.ids.begin() + (p.top_k - 1), s.ids.end(), Better{l});
-      s.ids.resize(size_t(p.top_k));
+    if (std::isfinite(l[best])) {
+      std::uniform_real_distribution<double> uniform(0.0, 1.0);
+      const double rnd = uniform(s.rng);
+      if (V == 1) return 0;
+      return rnd == 0.0 ? 0 : int32_t(best);
     }
   }
 
-  if (p.top_p < 1.0f || p.min_p > 0.0f) {
-    // Softmax (temperature 1) over the current set.
-    float m = -INFINITY;
-    double z = 0;
-    if (s.all) {
-      for (size_t i = 0; i < V; ++i) m = std::max(m, l[i]);
-      for (size_t i = 0; i < V; ++i) z += std::exp(double(l[i]) - m);
-    } else {
-      for (int32_t id : s.ids) m = std::max(m, l[id]);
-      for (int32_t id : s.ids) z += std::exp(double(l[id]) - m);
-    }
-    if (p.top_p < 1.0f) {
-      // The smallest head, best first, whose mass reaches top_p: sort only
-      // growing slices of the head (each one selected with nth_element).
-      materialize();
-      const size_t n = s.ids.size();
-      size_t sorted = 0, chunk = 64;
-      double cumulative = 0;
-      while (sorted < n) {
-        const size_t end = std::min(n, sorted + chunk);
-        if (end < n) std::nth_element(s.ids.begin() + ptrdiff_t(sorted), s.ids.begin() + ptrdiff_t(end), s.ids.end(), Better{l});
-        std::sort(s.ids.begin() + ptrdiff_t(sorted), s.ids.begin() + ptrdiff_t(end), Better{l});
-        bool cut = false;
-        for (size_t i = sorted; i < end; ++i) {
-          cumulative += prob_of(l[s.ids[i]], m, z);
-          if (cumulative >= p.top_p) {
-            s.ids.resize(i + 1);
-            cut = true;
-            break;
-          }
-        }
-        if (cut) break;
-        sorted = end;
-        chunk *= 4;
-      }
-    }
-    if (p.min_p > 0.0f) {
-      // Keeps p >= p_max * min_p (the max survives every step before).
-      const float threshold = prob_of(m, m, z) * p.min_p;
-      if (s.all) {
-        s.ids.clear();
-        for (size_t i = 0; i < V; ++i)
-          if (prob_of(l[i], m, z) >= threshold) s.ids.push_back(int32_t(i));
-        s.all = false;
-      } else {
-        std::erase_if(s.ids, [&](int32_t id) { return prob_of(l[id], m, z) < threshold; });
-      }
-    }
-  }
-
-  // Temperature, then one draw by inverse CDF over the survivors.
-  const float t = p.temperature;
-  const size_t n = s.all ? V : s.ids.size();
-  s.weights.resize(n);
-  double sum = 0;
-  float* w = s.weights.data();
-  if (s.all) {
-    sum = weights_all(l, V, t, w);
-  } else {
-    float mt = -INFINITY;
-    for (int32_t id : s.ids) mt = std::max(mt, l[id] / t);
-    for (size_t i = 0; i < n; ++i) sum += w[i] = exp_weight(l[s.ids[i]] / t - mt);
-  }
-  const double u = double(s.rng() >> 11) * 0x1.0p-53;  // [0, 1)
-  const double target = u * sum;
-  double cumulative = 0;
-  size_t pick = n;
-  for (size_t i = 0; i < n; ++i) {
-    cumulative += w[i];
-    if (target < cumulative) {
-      pick = i;
-      break;
-    }
-  }
-  if (pick == n) {  // rounding at the very top: the last candidate with weight
-    pick = n - 1;
-    while (pick > 0 && w[pick] == 0.0f) --pick;
-  }
-  return s.all ? int32_t(pick) : s.ids[pick];
+  // The chain: top-k, top-p, min-p, temperature, dist.
+  if (p.top_k > 0) s.top_k(p.top_k);
+  else s.materialize();
+  if (p.top_p < 1.0f) s.top_p(p.top_p);
+  if (p.min_p > 0.0f) s.min_p(p.min_p);
+  s.temperature(p.temperature);
+  return s.cur[s.dist()].id;
 }
 
 const std::vector<TokenCandidate>& Sampler::last_candidates() const {
@@ -288,32 +389,27 @@ const std::vector<TokenCandidate>& Sampler::last_candidates() const {
   const size_t V = s.work.size();
   if (V == 0) return out;
   const float* l = s.work.data();
-  std::vector<int32_t> ids;
-  if (s.greedy || s.all) {
-    ids.resize(V);
-    std::iota(ids.begin(), ids.end(), 0);
-  } else {
-    ids = s.ids;
-  }
+  // Best first, lower id on ties.
+  auto better = [l](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); };
   if (s.greedy) {
     // The full softmax's top kGreedyReported, logits after penalties.
+    std::vector<int32_t> ids(V);
+    for (size_t i = 0; i < V; ++i) ids[i] = int32_t(i);
     float m = -INFINITY;
     for (size_t i = 0; i < V; ++i) m = std::max(m, l[i]);
     double z = 0;
     for (size_t i = 0; i < V; ++i) z += std::exp(double(l[i]) - m);
     const size_t keep = std::min(kGreedyReported, V);
-    std::partial_sort(ids.begin(), ids.begin() + ptrdiff_t(keep), ids.end(), Better{l});
+    std::partial_sort(ids.begin(), ids.begin() + ptrdiff_t(keep), ids.end(), better);
     ids.resize(keep);
     for (int32_t id : ids) out.push_back({id, l[id], float(std::exp(double(l[id]) - m) / z)});
     return out;
   }
-  // Survivors best first, logits after temperature, softmax over them.
-  std::sort(ids.begin(), ids.end(), Better{l});
-  const float t = s.params.temperature;
-  const float mt = l[ids.front()] / t;
-  double z = 0;
-  for (int32_t id : ids) z += std::exp(double(l[id] / t) - mt);
-  for (int32_t id : ids) out.push_back({id, l[id] / t, float(std::exp(double(l[id] / t) - mt) / z)});
+  // The survivors, logits after temperature, the draw's probabilities.
+  for (const Cand& c : s.cur) out.push_back({c.id, c.logit, float(double(c.p) / s.sum)});
+  std::stable_sort(out.begin(), out.end(), [](const TokenCandidate& a, const TokenCandidate& b) {
+    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+  });
   return out;
 }
 

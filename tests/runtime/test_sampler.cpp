@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <random>
+#include <vector>
 
 #include "runtime/sampler.h"
 
@@ -234,18 +235,100 @@ TEST_CASE("sampled draws follow the truncated, tempered softmax", "[sampler]") {
   }
 }
 
-TEST_CASE("seeds use all 64 bits, and an explicit 4294967295 is reproducible", "[sampler]") {
+TEST_CASE("the low 32 bits seed the generator, as llama-server's uint32 seed, and an explicit 4294967295 is reproducible", "[sampler]") {
   std::vector<float> logits(1000);
   for (size_t i = 0; i < logits.size(); ++i) logits[i] = float(std::sin(double(i)));
   const auto a = draws(only_temperature(1.0f, 1), logits, 50);
-  CHECK(a != draws(only_temperature(1.0f, (uint64_t(1) << 32) + 1), logits, 50));
-  CHECK(a != draws(only_temperature(1.0f, (uint64_t(1) << 33) + 1), logits, 50));
-  CHECK(draws(only_temperature(1.0f, (uint64_t(1) << 32) + 1), logits, 50) !=
-        draws(only_temperature(1.0f, (uint64_t(1) << 33) + 1), logits, 50));
+  CHECK(a == draws(only_temperature(1.0f, (uint64_t(1) << 32) + 1), logits, 50));
+  CHECK(a != draws(only_temperature(1.0f, 2), logits, 50));
+  CHECK(Sampler(only_temperature(1.0f, (uint64_t(1) << 33) + 7)).seed() == 7);
   SamplingParams exact = only_temperature(1.0f, SamplingParams::kRandomSeed);
   exact.seed_exact = true;
   CHECK(draws(exact, logits, 50) == draws(exact, logits, 50));
   // Without seed_exact, kRandomSeed (vtc run's convention) picks a random seed.
   const SamplingParams random = only_temperature(1.0f, SamplingParams::kRandomSeed);
   CHECK(draws(random, logits, 50) != draws(random, logits, 50));
+}
+
+// --- llama.cpp's draw, written out -------------------------------------------
+//
+// The reference chain for top-k (k <= 128) and temperature, as
+// src/llama-sampler.cpp runs it: the whole vocabulary as llama_token_data
+// in id order, std::partial_sort by logit alone (so ties land where
+// libstdc++ puts them), logits divided by the temperature, then dist:
+// expf(logit - max) in float, summed in double, one uniform double from
+// std::mt19937(seed), the first index whose running sum reaches sum * u.
+// The sampler replays the partial sort on a k + 1 slot heap; the order
+// must be the same, ties included, or the draws differ.
+
+namespace {
+
+struct TokenData {
+  int32_t id;
+  float logit, p;
+};
+
+std::vector<int32_t> reference_top_k_draws(const std::vector<float>& logits, int k, float temp, uint32_t seed, int n) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> out;
+  for (int t = 0; t < n; ++t) {
+    std::vector<TokenData> cur;
+    for (size_t i = 0; i < logits.size(); ++i) cur.push_back({int32_t(i), logits[i], 0.0f});
+    auto comp = [](const TokenData& a, const TokenData& b) { return a.logit > b.logit; };
+    std::partial_sort(cur.begin(), cur.begin() + k, cur.end(), comp);
+    cur.resize(size_t(k));
+    if (temp <= 0) {
+      size_t max_i = 0;
+      for (size_t i = 1; i < cur.size(); ++i)
+        if (cur[i].logit > cur[max_i].logit) cur[max_i].logit = -INFINITY, max_i = i;
+        else cur[i].logit = -INFINITY;
+    } else {
+      for (auto& c : cur) c.logit /= temp;
+    }
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    if (cur.size() == 1) {
+      u(rng);
+      out.push_back(cur[0].id);
+      continue;
+    }
+    double sum = 0;
+    for (auto& c : cur) sum += c.p = expf(c.logit - cur[0].logit);
+    const double target = sum * u(rng);
+    double run = 0;
+    size_t pick = cur.size() - 1;
+    for (size_t i = 0; i < cur.size(); ++i)
+      if ((run += cur[i].p) >= target) {
+        pick = i;
+        break;
+      }
+    out.push_back(cur[pick].id);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("top-k draws equal llama.cpp's partial sort and dist, ties included", "[sampler]") {
+  // Logits on a coarse grid: most values are shared by many ids.
+  std::mt19937 g(5);
+  std::vector<float> logits(3000);
+  for (auto& x : logits) x = float(int(g() % 9)) * 0.5f;
+  for (int k : {1, 2, 7, 40, 128})
+    for (float temp : {0.0f, 0.7f, 1.5f}) {
+      SamplingParams p = only_temperature(temp, 1234);
+      p.top_k = k;
+      INFO("top_k " << k << " T " << temp);
+      CHECK(draws(p, logits, 200) == reference_top_k_draws(logits, k, temp, 1234, 200));
+    }
+}
+
+TEST_CASE("greedy keeps the first maximum and still draws once", "[sampler]") {
+  // Ties at the maximum: without top-k the lowest id; with top-k the first
+  // one partial_sort leaves, which need not be the lowest.
+  std::vector<float> logits(500, 0.0f);
+  for (int i : {17, 250, 3, 499}) logits[size_t(i)] = 2.0f;
+  SamplingParams p = SamplingParams::greedy();
+  CHECK(draws(p, logits, 3) == std::vector<int32_t>{3, 3, 3});
+  p.top_k = 40;
+  CHECK(draws(p, logits, 3) == reference_top_k_draws(logits, 40, 0.0f, uint32_t(p.seed), 3));
 }
