@@ -85,7 +85,7 @@ void bucket_partial_sort(const Cand* cur, size_t size, int npartial, std::vector
 struct Sampler::State {
   SamplingParams params;
   std::mt19937 rng;
-  uint32_t seed = 0;  // resolved by reset()
+  uint64_t seed = 0;  // resolved by reset()
   // The penalty window (llama_sampler_penalties: the last penalty_last_n
   // accepted tokens) and each token's count in it.
   std::deque<int32_t> history;
@@ -316,13 +316,18 @@ Sampler& Sampler::operator=(Sampler&&) noexcept = default;
 
 void Sampler::reset() {
   State& s = *state_;
-  uint32_t seed = uint32_t(s.params.seed);
-  if (s.params.seed == SamplingParams::kRandomSeed && !s.params.seed_exact) {
+  uint64_t seed = s.params.seed;
+  if (seed == SamplingParams::kRandomSeed && !s.params.seed_exact) {
     std::random_device rd;
-    seed = rd();
+    seed = rd();  // llama.cpp's get_rng_seed: 32 random bits
   }
   s.seed = seed;
-  s.rng.seed(seed);
+  if (seed <= 0xFFFFFFFFull) {
+    s.rng.seed(uint32_t(seed));  // llama_sampler_dist: std::mt19937(seed)
+  } else {
+    std::seed_seq seq{uint32_t(seed), uint32_t(seed >> 32)};  // beyond llama.cpp's range: both halves count
+    s.rng.seed(seq);
+  }
   s.history.clear();
   s.counts.clear();
 }

@@ -28,10 +28,13 @@
 // off by default (DRY, typical, XTC, top-n-sigma, dynamic temperature,
 // mirostat) are not offered.
 //
-// Seeds: the low 32 bits seed the generator (llama-server's uint32 field).
-// kRandomSeed (llama.cpp's LLAMA_DEFAULT_SEED) asks for a random seed
-// unless `seed_exact` is set (the server sets it, so every explicit seed,
-// 4294967295 included, is reproducible; llama-server would draw randomly).
+// Seeds: a seed below 2^32 seeds std::mt19937 directly, as llama-server's
+// uint32 seed does. Larger seeds (vtc's API takes 64 bits) seed it through
+// std::seed_seq of both halves, so they stay distinct; llama-server would
+// truncate them. kRandomSeed (llama.cpp's LLAMA_DEFAULT_SEED) asks for a
+// random 32-bit seed unless `seed_exact` is set (the server sets it, so
+// every explicit seed, 4294967295 included, is reproducible; llama-server
+// would draw a random one).
 //
 // Cost per token: O(vocab), and no full sort unless llama.cpp sorts fully
 // (top-p or min-p without top-k on a spread distribution). Greedy without
@@ -63,11 +66,11 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;
   float presence_penalty = 0.0f;
   int32_t penalty_last_n = 64;  // window of accepted tokens the penalties see
-  // The low 32 bits seed the generator (as llama-server's uint32 seed).
-  // kRandomSeed (vtc run's `--seed` convention, llama.cpp's
-  // LLAMA_DEFAULT_SEED) asks for a random seed unless `seed_exact` is set:
-  // the server sets it, so every explicit seed of a request, 4294967295
-  // included, is reproducible.
+  // Below 2^32 the seed is llama.cpp's (std::mt19937(seed)); all 64 bits
+  // count (see above). kRandomSeed (vtc run's `--seed` convention,
+  // llama.cpp's LLAMA_DEFAULT_SEED) asks for a random seed unless
+  // `seed_exact` is set: the server sets it, so every explicit seed of a
+  // request, 4294967295 included, is reproducible.
   static constexpr uint64_t kRandomSeed = 0xFFFFFFFFull;
   uint64_t seed = kRandomSeed;
   bool seed_exact = false;
@@ -93,8 +96,8 @@ class Sampler {
   // Records a token (prompt or generated) for the penalties.
   void accept(int32_t token);
   void reset();
-  // The 32-bit seed in use: the given one's low 32 bits, or the random one
-  // kRandomSeed asked for (drawn again by reset()).
+  // The seed in use: the given one, or the random one kRandomSeed asked
+  // for (drawn again by reset()).
   uint64_t seed() const;
   // The candidates that survived the chain in the last sample(), most
   // probable first, with the draw's probabilities (for logprobs). Greedy

@@ -235,13 +235,15 @@ TEST_CASE("sampled draws follow the truncated, tempered softmax", "[sampler]") {
   }
 }
 
-TEST_CASE("the low 32 bits seed the generator, as llama-server's uint32 seed, and an explicit 4294967295 is reproducible", "[sampler]") {
+TEST_CASE("seeds use all 64 bits, below 2^32 as llama.cpp's mt19937, and an explicit 4294967295 is reproducible", "[sampler]") {
   std::vector<float> logits(1000);
   for (size_t i = 0; i < logits.size(); ++i) logits[i] = float(std::sin(double(i)));
   const auto a = draws(only_temperature(1.0f, 1), logits, 50);
-  CHECK(a == draws(only_temperature(1.0f, (uint64_t(1) << 32) + 1), logits, 50));
-  CHECK(a != draws(only_temperature(1.0f, 2), logits, 50));
-  CHECK(Sampler(only_temperature(1.0f, (uint64_t(1) << 33) + 7)).seed() == 7);
+  CHECK(a != draws(only_temperature(1.0f, (uint64_t(1) << 32) + 1), logits, 50));
+  CHECK(a != draws(only_temperature(1.0f, (uint64_t(1) << 33) + 1), logits, 50));
+  CHECK(draws(only_temperature(1.0f, (uint64_t(1) << 32) + 1), logits, 50) !=
+        draws(only_temperature(1.0f, (uint64_t(1) << 33) + 1), logits, 50));
+  CHECK(Sampler(only_temperature(1.0f, (uint64_t(1) << 33) + 7)).seed() == (uint64_t(1) << 33) + 7);
   SamplingParams exact = only_temperature(1.0f, SamplingParams::kRandomSeed);
   exact.seed_exact = true;
   CHECK(draws(exact, logits, 50) == draws(exact, logits, 50));

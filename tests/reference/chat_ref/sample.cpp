@@ -34,6 +34,7 @@
 // ("diverged_at": i, that id last in "ids").
 //
 // Output, one JSON object on stdout: {"ids": [...], "text": "...",
+// "text_end": [the text's byte length after each token, before the cut],
 // "finish_reason": "stop"|"length", "stop_type": "eos"|"word"|"limit"|
 // "rows" (the rows ran out)|"diverged", "stopping_word": "...",
 // "diverged_at": i or -1, "seed": the seed in use}. Exit 0; bad arguments
@@ -159,6 +160,7 @@ int cmd_sample(int argc, char** argv) {
 
   nlohmann::json out;
   std::vector<llama_token> ids;
+  std::vector<size_t> text_end;  // the text's length after each token, before a stop string cuts it
   std::string generated_text;
   size_t n_sent_text = 0;
   std::string stop_type = "rows", stopping_word;
@@ -182,6 +184,7 @@ int cmd_sample(int argc, char** argv) {
     // process_token, non-streaming.
     const std::string piece = common_token_to_piece(vocab, id, /*special=*/false);
     generated_text += piece;
+    text_end.push_back(generated_text.size());
     bool has_next = true;
     if (validate_utf8(generated_text) >= generated_text.size()) {
       size_t from = std::min(n_sent_text, generated_text.size());
@@ -226,6 +229,7 @@ int cmd_sample(int argc, char** argv) {
 
   out["ids"] = ids;
   out["text"] = generated_text;
+  out["text_end"] = text_end;
   out["finish_reason"] = stop_type == "eos" || stop_type == "word" ? "stop" : "length";
   out["stop_type"] = stop_type;
   out["stopping_word"] = stopping_word;
