@@ -106,7 +106,13 @@ def main():
         if "finish_reason" in run:
             finish_check(label, oracle, run["finish_reason"], failures)
     elif cmd == "serve":
-        resp = load(sys.argv[4])
+        try:
+            resp = load(sys.argv[4])
+        except ValueError:
+            with open(sys.argv[4], encoding="utf-8", errors="replace") as f:
+                body = f.read()
+            print(f"{label} | response | FAIL: not JSON: {body[:400]!r}")
+            return 1
         if "choices" not in resp:
             print(f"{label} | response | FAIL: {json.dumps(resp)[:400]}")
             return 1

@@ -36,9 +36,9 @@ command -v python3 >/dev/null || { echo "SKIPPED: python3 is not installed"; exi
 command -v curl >/dev/null || { echo "SKIPPED: curl is not installed"; exit 77; }
 
 mkdir -p "$WORK"
-MODEL="$WORK/parity-tiny-llama.gguf"
+MODEL="$WORK/parity-tiny-llama-tied.gguf"
 if [[ ! -f "$MODEL" ]]; then
-  "$VTC" gen-model --arch llama --size tiny --seed 42 -q -o "$MODEL.$$.gguf" && mv "$MODEL.$$.gguf" "$MODEL" ||
+  "$VTC" gen-model --arch llama --size tiny --seed 42 --tied -q -o "$MODEL.$$.gguf" && mv "$MODEL.$$.gguf" "$MODEL" ||
     { echo "vtc gen-model failed"; exit 1; }
 fi
 PID=""
@@ -119,9 +119,17 @@ print(json.dumps({"prompt": prompt, "max_tokens": int(sys.argv[2]), "temperature
     curl -s -X POST "http://127.0.0.1:$PORT/v1/completions" -H 'content-type: application/json' -d "$body" \
       >"$WORK/$leg.response.json"
     "${COMPARE[@]}" serve "$leg: serve vs llama.cpp" "$WORK/$leg.oracle-stop.json" "$WORK/$leg.response.json" || status=1
+    if ! kill -0 $PID 2>/dev/null; then
+      wait $PID
+      fail "$leg: serve vs llama.cpp" "vtc serve died (exit $?) on the request $WORK/$leg.request.json: $(tail -3 "$LOG")"
+      PID=""
+      break
+    fi
   done
-  kill -TERM $PID
-  wait $PID
-  PID=""
+  if [[ -n "$PID" ]]; then
+    kill -TERM $PID
+    wait $PID
+    PID=""
+  fi
 fi
 exit $status
