@@ -252,6 +252,33 @@ const char* const kStrMethods[] = {"strip",      "lstrip",    "rstrip",       "s
                                    "splitlines", "isdigit",   "isalpha",      "isalnum",      "isspace", "isupper",
                                    "islower",    "isnumeric", "removeprefix", "removesuffix", "zfill",   "swapcase"};
 
+// What llama.cpp's engine binds as attributes of undefined and of None (the
+// builtins of its value_undefined_t and value_none_t): `x.items()` is []
+// there when x is undefined or None, not an error; any other attribute is
+// undefined. The kind is what the builtin returns, whatever its arguments:
+// 's' "", 'l' [], 'i' 0, 'u' undefined, 'N' "None", 'f' the filter of that
+// name (default, tojson).
+struct EmptyBuiltin {
+  const char* name;
+  char kind;
+};
+const EmptyBuiltin kUndefinedBuiltins[] = {
+    {"default", 'f'},    {"capitalize", 's'}, {"first", 'u'},  {"items", 'l'},  {"join", 's'},     {"last", 'u'},
+    {"length", 'i'},     {"list", 'l'},       {"lower", 's'},  {"map", 'l'},    {"max", 'u'},      {"min", 'u'},
+    {"reject", 'l'},     {"rejectattr", 'l'}, {"replace", 's'}, {"reverse", 'l'}, {"safe", 's'},   {"select", 'l'},
+    {"selectattr", 'l'}, {"sort", 'l'},       {"string", 's'}, {"strip", 's'},  {"sum", 'i'},      {"title", 's'},
+    {"truncate", 's'},   {"unique", 'l'},     {"upper", 's'},  {"wordcount", 'i'}};
+const EmptyBuiltin kNoneBuiltins[] = {{"default", 'f'}, {"tojson", 'f'},     {"string", 'N'}, {"safe", 'N'},
+                                      {"items", 'l'},   {"map", 'l'},        {"reject", 'l'}, {"rejectattr", 'l'},
+                                      {"select", 'l'},  {"selectattr", 'l'}, {"unique", 'l'}};
+
+template <size_t N>
+const EmptyBuiltin* find_builtin(const EmptyBuiltin (&table)[N], const std::string& name) {
+  for (const EmptyBuiltin& b : table)
+    if (name == b.name) return &b;
+  return nullptr;
+}
+
 template <size_t N>
 bool contains(const char* const (&table)[N], const std::string& name) {
   for (const char* m : table)
@@ -304,6 +331,30 @@ Value Renderer::get_attr(const Value& obj, const std::string& name) {
     if (!contains(kListMethods, name)) return Value();
   } else if (obj.is_string()) {
     if (!contains(kStrMethods, name)) return Value();
+  } else if (obj.is_undefined() || obj.is_none()) {
+    const EmptyBuiltin* b =
+        obj.is_undefined() ? find_builtin(kUndefinedBuiltins, name) : find_builtin(kNoneBuiltins, name);
+    if (!b) return Value();
+    Value self = obj;
+    const char kind = b->kind;
+    return Value::callable(
+        [this, self, name, kind](Args& args) -> Value {
+          switch (kind) {
+            case 's':
+              return Value(std::string());
+            case 'l':
+              return Value::list();
+            case 'i':
+              return Value(0);
+            case 'N':
+              return Value("None");
+            case 'f':
+              return apply_filter(name, self, args);
+            default:
+              return Value();
+          }
+        },
+        name);
   } else if (obj.is_callable()) {
     // As llama.cpp's engine does (Python would give undefined): a template
     // reading a field of a method, e.g. schema.items.type, is broken.
@@ -316,6 +367,12 @@ Value Renderer::get_attr(const Value& obj, const std::string& name) {
 }
 
 Value Renderer::get_item(const Value& obj, const Value& key) {
+  // undefined[key] is undefined, as in llama.cpp's engine (which still
+  // refuses an unhashable key first).
+  if (obj.is_undefined()) {
+    if (key.is_callable()) fail("unhashable type: 'function'");
+    return Value();
+  }
   if (obj.is_dict()) {
     if (Value* v = obj.find(key)) return *v;
     return Value();
@@ -335,7 +392,10 @@ Value Renderer::get_item(const Value& obj, const Value& key) {
     return Value(cps[static_cast<size_t>(i)]);
   }
   if (key.is_string()) return get_attr(obj, key.as_string());
-  return Value();
+  // Other keys: llama.cpp's engine raises (None[0], [1][1.5]; Jinja2 would
+  // give undefined), except an undefined key.
+  if (key.is_undefined()) return Value();
+  fail(fmt::format("cannot subscript a {} with a {}", obj.type_name(), key.type_name()));
 }
 
 Value Renderer::slice(const Value& obj, const Value& start, const Value& stop, const Value& step) {

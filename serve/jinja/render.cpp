@@ -334,16 +334,14 @@ class Interpreter final : public Renderer {
         return d;
       }
       case Node::Kind::Attr: {
+        // An attribute of undefined is undefined (llama.cpp's engine; Jinja2
+        // would raise), except the few builtins it binds there (get_attr).
         Value obj = eval(*n.kids[0], scope);
-        if (obj.is_undefined())
-          fail(fmt::format("'{}' is undefined, so it has no attribute '{}'", describe(*n.kids[0]), n.name));
         return get_attr(obj, n.name);
       }
       case Node::Kind::Item: {
         Value obj = eval(*n.kids[0], scope);
         Value key = eval(*n.kids[1], scope);
-        if (obj.is_undefined())
-          fail(fmt::format("'{}' is undefined, so it cannot be subscripted", describe(*n.kids[0])));
         return get_item(obj, key);
       }
       case Node::Kind::Slice: {
@@ -363,11 +361,12 @@ class Interpreter final : public Renderer {
             Args args = eval_args(n, scope);
             return call_method(obj, attr.name, args);
           }
-          if (obj.is_undefined())
-            fail(fmt::format("'{}' is undefined, so it has no method '{}'", describe(*attr.kids[0]), attr.name));
           Value callee = get_attr(obj, attr.name);
-          if (!callee.is_callable())
+          if (!callee.is_callable()) {
+            if (obj.is_undefined())
+              fail(fmt::format("'{}' is undefined, so it has no method '{}'", describe(*attr.kids[0]), attr.name));
             fail(fmt::format("'{}' ({}) has no method '{}'", describe(*attr.kids[0]), obj.type_name(), attr.name));
+          }
           return call_value(n, callee, scope);
         }
         return call_value(n, eval(*n.kids[0], scope), scope);
@@ -378,13 +377,7 @@ class Interpreter final : public Renderer {
         return apply_filter(n.name, operand, args);
       }
       case Node::Kind::Test: {
-        Value operand;
-        // "x is defined" must not fail on an undefined object's attribute.
-        if (n.name == "defined" || n.name == "undefined") {
-          operand = eval_lenient(*n.kids[0], scope);
-        } else {
-          operand = eval(*n.kids[0], scope);
-        }
+        Value operand = eval(*n.kids[0], scope);
         Args args = eval_args(n, scope);
         return Value(apply_test(n.name, operand, args) != n.negated);
       }
@@ -417,18 +410,6 @@ class Interpreter final : public Renderer {
     }
     Args args = eval_args(n, scope);
     return callee.as_function()(args);
-  }
-
-  // Like eval, but an attribute or item of an undefined value is undefined.
-  Value eval_lenient(const Node& n, const ScopePtr& scope) {
-    if (n.kind == Node::Kind::Attr || n.kind == Node::Kind::Item) {
-      Guard g(*this, n.line);
-      Value obj = eval_lenient(*n.kids[0], scope);
-      if (obj.is_undefined()) return Value();
-      if (n.kind == Node::Kind::Attr) return get_attr(obj, n.name);
-      return get_item(obj, eval(*n.kids[1], scope));
-    }
-    return eval(n, scope);
   }
 
   static std::string describe(const Node& n) {

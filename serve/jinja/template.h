@@ -23,6 +23,9 @@
 //   - `+` with a string on one side concatenates, and None beside a string
 //     in + or ~ is "";
 //   - none|default(x) is x;
+//   - an attribute or item of undefined is undefined, not an error (Jinja2
+//     raises), and undefined.items() / none.items() are [] (the builtins
+//     llama.cpp binds on undefined and None; builtins.cpp lists them);
 //   - d.items/keys/values/get are the methods even where d has such a key,
 //     and an attribute of a function is an error;
 //   - no Markup: |safe is str(), |escape a plain string, so "..."|safe + x

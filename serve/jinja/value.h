@@ -2,7 +2,8 @@
 // to. It follows Python's data model as Jinja2 exposes it to templates:
 //
 //   undefined  a missing variable or key; prints as "", is falsy, iterates
-//              as empty; an attribute of it, or arithmetic on it, is an error.
+//              as empty; an attribute or item of it is undefined (as in
+//              llama.cpp's engine), arithmetic on it or calling it an error.
 //   none bool int float string   Python's None/True/int/float/str.
 //   list       a shared, mutable sequence (tuples are lists here).
 //   dict       a shared, mutable mapping that keeps insertion order, as

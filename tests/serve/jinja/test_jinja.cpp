@@ -131,6 +131,42 @@ TEST_CASE("if and expressions", "[jinja]") {
   });
 }
 
+// llama.cpp's engine (common/jinja/runtime.cpp, member_expression) makes an
+// attribute or item of undefined undefined, where Jinja2 raises; Command-R+'s
+// tool_use template reads json_spec.type of an absent additionalProperties.
+// What it still refuses stays an error ("errors are TemplateErrors").
+TEST_CASE("an attribute or item of undefined is undefined (llama.cpp)", "[jinja]") {
+  run_cases({
+      {"attribute chain", "[{{ nope.a }}{{ x.y.z }}{{ nope.a.b.c }}]", R"({"x": {}})", "[]"},
+      {"in an if", "{% if p.json_spec %}a{% else %}b{% endif %}", "{}", "b"},
+      {"item", "[{{ nope['k'] }}{{ nope[0] }}{{ x.y['k'][1] }}]", R"({"x": {}})", "[]"},
+      {"tests see undefined", "{{ nope.a is defined }} {{ nope['a'] is undefined }} {{ nope.a is none }}", "{}",
+       "False True False"},
+      {"filters see undefined", "{{ nope.a | default('d') }}|{{ nope.a | length }}|[{{ nope.a | string }}]", "{}",
+       "d|0|[]"},
+      {"comparisons", "{{ nope.type == 'array' }} {{ nope.type != 'array' }} {{ 'a' in nope.l }}", "{}",
+       "False True False"},
+      {"a dict subscripted by it", "{{ {'string': 'str'}[nope.type] is defined }}", "{}", "False"},
+      {"concatenated with a string", "{{ nope.a ~ 'x' }}{{ 'y' + nope.a }}", "{}", "xy"},
+      {"the macro pattern of Command-R+",
+       "{% macro t(spec) %}{% if {'string': 'str'}[spec.type] is defined %}S{% elif spec.type == 'object' %}"
+       "D[{{ t(spec.additionalProperties) }}]{% else %}Any{% endif %}{% endmacro %}{{ t(x) }}",
+       R"({"x": {"type": "object"}})", "D[Any]"},
+      {"the builtins bound on undefined", "{{ nope.items() | length }}|{{ nope.a.join(',') }}|{{ nope.default(5) }}",
+       "{}", "0||5"},
+      {"the builtins bound on None", "{{ x.items() | length }}|{{ x.string() }}|{{ x.a is defined }}",
+       R"({"x": null})", "0|None|False"},
+  });
+  // Still errors there: calling what is not a function, arithmetic on
+  // undefined, an attribute of a function, None[0] (Devstral's template
+  // reads message['content'][0]['text'] of a null content: both raise).
+  for (const char* bad : {"{{ nope.f() }}", "{{ nope.a() }}", "{{ nope.a + 1 }}", "{{ nope.a < 1 }}",
+                          "{{ x.items.type }}", "{{ nope.a[1:2] }}", "{{ n[0] }}", "{{ n[0]['text'] }}", "{{ [1][1.5] }}"}) {
+    INFO("template: " << bad);
+    CHECK_THROWS_AS(render(bad, json{{"x", json::object()}, {"n", nullptr}}), TemplateError);
+  }
+}
+
 TEST_CASE("for loops", "[jinja]") {
   run_cases({
       {"loop variables",
@@ -333,7 +369,7 @@ TEST_CASE("errors are TemplateErrors with a line", "[jinja]") {
       {"{% for x in %}{% endfor %}", 1, "unexpected"},
       {"{% foo %}", 1, "unknown statement"},
       {"\n\n{{ 'abc }}", 3, "unterminated string"},
-      {"{{ x.y.z }}", 1, "undefined"},
+      {"{{ x.y.z() }}", 1, "undefined"},
       {"{{ x.items.type }}", 1, "is a function"},
       {"{{ 1 - 'a' }}", 1, "unsupported operand"},
       {"{{ 1 / 0 }}", 1, "division by zero"},

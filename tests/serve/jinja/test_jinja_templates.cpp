@@ -347,6 +347,42 @@ TEST_CASE("every reference chat template renders as the reference's engine does"
   if (!mismatches.empty()) FAIL(report.str());
 }
 
+// Issue 41: a tool with a nested object parameter. Command-R+'s tool_use
+// template renders its type with json_to_python_type(json_spec.
+// additionalProperties), reading `.type` of undefined: llama.cpp's engine
+// yields undefined there, where vtc used to raise (a 400); the reference
+// then prints "Dict[str, Union[]]" (undefined is iterable there, as empty).
+// (An array parameter fails in both: json_spec.items is the dict method.)
+TEST_CASE("Command-R+ tool_use renders a nested object parameter as the reference does",
+          "[jinja][reference][chat-ref]") {
+  const fs::path path = templates_dir() / "CohereForAI-c4ai-command-r-plus-tool_use.jinja";
+  if (!fs::exists(path)) FAIL("no reference template at " << path.string() << ": run tests/reference/fetch.sh");
+  const char* tool_env = std::getenv("VTC_CHAT_REF");
+  const fs::path tool = tool_env && *tool_env ? fs::path(tool_env) : fs::path(VTC_CHAT_REF);
+  if (tool.empty() || !fs::exists(tool)) FAIL("vtc-chat-ref is not built: cmake --build build --target vtc-chat-ref");
+
+  ojson ctx = chat_context("tools", true, ojson::object());
+  ctx["tools"] = ojson::parse(R"([{"type": "function", "function": {"name": "book_trip",
+    "description": "Book a trip",
+    "parameters": {"type": "object", "properties": {
+      "city": {"type": "string", "description": "City name"},
+      "traveller": {"type": "object", "description": "Who travels",
+        "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}},
+      "extras": {"type": "object", "description": "Extra options", "additionalProperties": {"type": "string"}}},
+      "required": ["city", "traveller"]}}}])");
+
+  const fs::path scratch = fs::temp_directory_path() / ("vtc-jinja-cohere-" + std::to_string(::getpid()));
+  fs::create_directories(scratch);
+  write_file(scratch / "context.json", ctx.dump());
+  const Rendering reference = render_reference(tool, path, scratch / "context.json", scratch);
+  const Rendering ours = render_ours(read_file(path), ctx);
+  fs::remove_all(scratch);
+  INFO("reference: " << reference.text.substr(0, 2000));
+  REQUIRE(reference.ok);
+  CHECK_THAT(reference.text, Catch::Contains("traveller: Dict[str, Union[]]"));
+  CHECK(compare(reference, ours) == "");
+}
+
 // Truncated and corrupted templates: parsing and rendering either works or
 // throws TemplateError, never anything else, and always finishes.
 TEST_CASE("damaged reference templates fail cleanly", "[jinja][reference]") {
