@@ -27,9 +27,9 @@
 #include "runtime/sampler.h"
 #include "runtime/session.h"
 #include "samples/synthetic_model.h"
-#include "serve/grammar/grammar.h"
-#include "serve/grammar/json_schema.h"
-#include "serve/grammar/matcher.h"
+#include "serve/constraints/grammar/grammar.h"
+#include "serve/constraints/grammar/json_schema.h"
+#include "serve/constraints/grammar/matcher.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // Built-in chat formats, for `--chat-template NAME`.
 //
 // Chat requests normally render the model's own Jinja template on vtc's
-// Jinja engine (serve/chat_prompt.h). These built-ins are what a name picks,
+// Jinja engine (serve/chat/chat_prompt.h). These built-ins are what a name picks,
 // and what a model without a template gets (chatml). Like llama.cpp's
 // llama_chat_apply_template, a template (or a name) is recognised by
 // markers it must contain and formatted with a built-in implementation. Supported: chatml (Qwen), llama3,

@@ -1,4 +1,4 @@
-#include "serve/chat_layer.h"
+#include "serve/chat/chat_layer.h"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 #include <ctime>
 #include <map>
 
-#include "serve/api_error.h"
+#include "serve/api/common/api_error.h"
 #include "serve/jinja/template.h"
 
 namespace vtc::serve::chat_layer {

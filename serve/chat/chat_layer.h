@@ -1,7 +1,7 @@
 // What the llama.cpp reference's chat layer (common/chat.cpp,
 // common_chat_templates_apply) does to a chat request before and after a
 // Jinja chat template renders it, so that vtc hands a template the same
-// variables llama-server does (serve/chat_prompt.h uses it).
+// variables llama-server does (serve/chat/chat_prompt.h uses it).
 //
 // A template's capabilities are found as the reference finds them: by
 // rendering probe conversations through it once, at load (caps_of). The

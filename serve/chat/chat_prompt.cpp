@@ -1,4 +1,4 @@
-#include "serve/chat_prompt.h"
+#include "serve/chat/chat_prompt.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -7,9 +7,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "serve/api_error.h"
+#include "serve/api/common/fields.h"
 #include "serve/chat/generic_tools.h"
-#include "serve/chat_layer.h"
+#include "serve/chat/chat_layer.h"
 #include "serve/jinja/template.h"
 #include "support/error.h"
 
@@ -20,12 +20,8 @@ using nlohmann::ordered_json;
 
 namespace {
 
-[[noreturn]] void bad(const std::string& field, const std::string& message) { throw ApiError(400, message, field); }
-
-const ordered_json* field(const ordered_json& o, const char* name) {
-  auto it = o.find(name);
-  return it == o.end() || it->is_null() ? nullptr : &*it;
-}
+using fields::bad;
+using fields::field;
 
 void expect_string(const ordered_json* v, const std::string& name) {
   if (v && !v->is_string()) bad(name, fmt::format("'{}' must be a string", name));

@@ -15,7 +15,7 @@
 // Jinja templates run on vtc's engine (serve/jinja) and get what the
 // llama.cpp reference's chat layer (common/chat.cpp,
 // common_chat_templates_apply with its default inputs) gives them, so a
-// request renders the prompt llama-server renders (serve/chat_layer.h;
+// request renders the prompt llama-server renders (serve/chat/chat_layer.h;
 // tests/serve/chat_layer compares the two over the reference's templates):
 //   - messages in the reference's shape: content "" when null; content
 //     parts kept as parts for templates that take them, else joined with

@@ -61,12 +61,12 @@ ordered_json generic_prompt_messages(const ordered_json& messages, const ordered
   return out;
 }
 
-ordered_json generic_output_schema(const ordered_json& tools, const std::string& tool_choice,
+ordered_json generic_output_schema(const ordered_json& tools, serve::ToolChoice tool_choice,
                                    const std::string& function, bool parallel_tool_calls) {
   ordered_json calls = ordered_json::array();
   for (const auto& tool : tools) {
     const ordered_json& fn = tool["function"];
-    if (tool_choice == "function" && fn["name"] != function) continue;
+    if (tool_choice == serve::ToolChoice::Function && fn["name"] != function) continue;
     ordered_json call = {{"type", "object"},
                          {"properties",
                           {{"name", {{"type", "string"}, {"const", fn["name"]}}},
@@ -87,7 +87,7 @@ ordered_json generic_output_schema(const ordered_json& tools, const std::string&
                          {"properties", {{"tool_calls", {{"type", "array"}, {"items", one}, {"minItems", 1}}}}},
                          {"required", {"tool_calls"}}}
           : ordered_json{{"type", "object"}, {"properties", {{"tool_call", one}}}, {"required", {"tool_call"}}};
-  if (tool_choice != "auto") return tool_call;
+  if (tool_choice != serve::ToolChoice::Auto) return tool_call;
   const ordered_json response = {
       {"type", "object"}, {"properties", {{"response", {{"type", "string"}}}}}, {"required", {"response"}}};
   return {{"anyOf", {tool_call, response}}};

@@ -22,6 +22,7 @@
 #include <string_view>
 
 #include "serve/chat/output_parser.h"
+#include "serve/chat/tool_choice.h"
 
 namespace vtc::chat {
 
@@ -35,9 +36,9 @@ inline constexpr std::string_view kGenericToolsSource = "{#- vtc: generic JSON t
 nlohmann::ordered_json generic_prompt_messages(const nlohmann::ordered_json& messages,
                                                const nlohmann::ordered_json& tools);
 
-// The JSON schema the output is held to. tool_choice: "auto" (a call or a
-// response), "required" (a call), "function" (a call of `function` only).
-nlohmann::ordered_json generic_output_schema(const nlohmann::ordered_json& tools, const std::string& tool_choice,
+// The JSON schema the output is held to. tool_choice: Auto (a call or a
+// response), Required (a call), Function (a call of `function` only).
+nlohmann::ordered_json generic_output_schema(const nlohmann::ordered_json& tools, serve::ToolChoice tool_choice,
                                              const std::string& function, bool parallel_tool_calls);
 
 // The model's output read back: the calls, or the response as content.

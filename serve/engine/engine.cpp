@@ -1,4 +1,4 @@
-#include "serve/engine.h"
+#include "serve/engine/engine.h"
 
 #include <fmt/format.h>
 
@@ -7,9 +7,9 @@
 #include <limits>
 #include <numeric>
 
-#include "serve/grammar/matcher.h"
-#include "serve/prefix_cache.h"
-#include "serve/text_stream.h"
+#include "serve/constraints/grammar/matcher.h"
+#include "serve/engine/prefix_cache.h"
+#include "serve/engine/output.h"
 #include "support/error.h"
 
 namespace vtc::serve {
@@ -27,7 +27,7 @@ bool Request::poll(std::vector<TokenEvent>& out, std::chrono::milliseconds timeo
   return finished_;
 }
 
-std::string Request::finish_reason() const {
+FinishReason Request::finish_reason() const {
   std::lock_guard<std::mutex> lock(mu_);
   return reason_;
 }
@@ -48,11 +48,11 @@ void Request::push(TokenEvent e) {
   cv_.notify_all();
 }
 
-void Request::finish(const std::string& reason, const std::string& error) {
+void Request::finish(FinishReason reason, const std::string& error) {
   std::lock_guard<std::mutex> lock(mu_);
   if (finished_) return;
   finished_ = true;
-  reason_ = reason;
+  reason_ = std::move(reason);
   error_ = error;
   cv_.notify_all();
 }
@@ -69,19 +69,17 @@ struct Engine::Active {
   size_t prefilled;  // prompt tokens whose KV is written
   int32_t last = -1;  // the token to feed next (decode phase)
   int32_t n_past = 0;
-  Sampler sampler;
+  Generation gen;  // sampling, penalty window, stops, logprobs, finish (serve/engine/output.h)
   // Decoded by the backend's sampler: its settings, the seed resolved once,
   // and whether @last_ids already holds `last` (after a device step).
   bool device = false, ids_on_device = false;
   DeviceSampling device_params;
-  TextStream text;
   Clock::time_point started, first_token, last_token;
-  std::vector<float> work;  // the logits row after bias, bans and the constraint
   bool done = false;
 
   Active(std::shared_ptr<Request> r, int32_t s, size_t cached, const Tokenizer& tok)
-      : req(std::move(r)), slot(s), prefilled(cached), n_past(int32_t(cached)), sampler(req->params.sampling),
-        text(tok, req->params.stop, req->params.keep_special_text), started(Clock::now()) {}
+      : req(std::move(r)), slot(s), prefilled(cached), n_past(int32_t(cached)), gen(req->params, tok),
+        started(Clock::now()) {}
   bool decoding() const { return prefilled == req->params.prompt.size(); }
 };
 
@@ -127,7 +125,7 @@ std::shared_ptr<Request> Engine::submit(GenerationParams params) {
   r->params = std::move(params);
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) {
-    r->finish("cancelled", "the server is shutting down");
+    r->finish({Finish::Cancelled}, "the server is shutting down");
     return r;
   }
   queue_.push_back(r);
@@ -162,15 +160,15 @@ EngineGauges Engine::gauges() const {
   return gauges_;
 }
 
-void Engine::release(Active& a, const std::string& reason, const std::string& error) {
+void Engine::release(Active& a, FinishReason reason, const std::string& error) {
   session_->reset(a.slot);
   free_slots_.push_back(a.slot);
   a.done = true;
   if (a.req->generated_ > 0)
     a.req->generate_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - a.first_token).count();
-  metrics_.finished(reason);
+  metrics_.finished(reason.kind);
   metrics_.request_latency(std::chrono::duration<double>(Clock::now() - a.req->arrived()).count());
-  a.req->finish(reason, error);
+  a.req->finish(std::move(reason), error);
 }
 
 namespace {
@@ -197,8 +195,8 @@ void Engine::admit() {
       r = queue_.front();
       if (r->cancelled_ || cancel_all_) {
         queue_.pop_front();
-        metrics_.finished("cancelled");
-        r->finish("cancelled");
+        metrics_.finished(Finish::Cancelled);
+        r->finish({Finish::Cancelled});
         continue;
       }
     }
@@ -231,68 +229,31 @@ void Engine::admit() {
     active_.push_back(std::make_unique<Active>(r, slot, cached, *tokenizer_));
     Active& added = *active_.back();
     if (device_sampling_ && !embed)
-      if (auto d = device_settings(r->params, added.sampler.seed())) added.device = true, added.device_params = *d;
+      if (auto d = device_settings(r->params, added.gen.seed())) added.device = true, added.device_params = *d;
   }
 }
 
-
-// Draws from the model's row, through the request's logit bias, its bans
-// before min_tokens and its constraint when it has any (on a copy).
-int32_t Engine::draw(Active& a, std::span<const float> row) {
-  const GenerationParams& p = a.req->params;
-  const bool ban_ends = a.req->generated_ < p.min_tokens;
-  if (p.logit_bias.empty() && !p.constraint && !ban_ends) return a.sampler.sample(row);
-  a.work.assign(row.begin(), row.end());
-  const float minus_inf = -std::numeric_limits<float>::infinity();
-  for (const auto& [id, bias] : p.logit_bias) a.work[size_t(id)] += bias;
-  if (ban_ends) {
-    for (int32_t id : p.stop_token_ids) a.work[size_t(id)] = minus_inf;
-    if (!p.ignore_eos)
-      for (size_t id = 0; id < a.work.size(); ++id)
-        if (tokenizer_->is_eog(int32_t(id))) a.work[id] = minus_inf;
-  }
-  if (p.constraint) p.constraint->mask(a.work);
-  return a.sampler.sample(a.work);
-}
 
 void Engine::sample_row(Active& a, const float* logits) {
-  const GenerationParams& p = a.req->params;
-  const int64_t V = session_->n_vocab();
-  TokenEvent ev;
-  const std::span<const float> row(logits, size_t(V));
+  const std::span<const float> row(logits, size_t(session_->n_vocab()));
+  int32_t id;
   // A grammar that blows up (too many parser stacks) fails its own request.
   try {
-    ev.id = draw(a, row);
-    a.sampler.accept(ev.id);
-    if (p.constraint && !p.constraint->accept(ev.id)) {
-      release(a, "error", fmt::format("token {} was sampled outside the request's grammar", ev.id));
+    id = a.gen.draw(row);
+    if (!a.gen.accept(id)) {
+      release(a, {Finish::Error}, fmt::format("token {} was sampled outside the request's grammar", id));
       return;
     }
   } catch (const Error& e) {
-    release(a, "error", e.what());
+    release(a, {Finish::Error}, e.what());
     return;
   }
-  if (p.top_logprobs >= 0) {
-    // Log-softmax of the model's logits (before the sampling transforms).
-    const float mx = *std::max_element(row.begin(), row.end());
-    double sum = 0;
-    for (float x : row) sum += std::exp(double(x - mx));
-    const float lse = mx + float(std::log(sum));
-    ev.logprob = row[size_t(ev.id)] - lse;
-    std::vector<int32_t> idx(static_cast<size_t>(V));
-    std::iota(idx.begin(), idx.end(), 0);
-    const size_t k = std::min<size_t>(size_t(p.top_logprobs), idx.size());
-    std::partial_sort(idx.begin(), idx.begin() + ptrdiff_t(k), idx.end(),
-                      [&](int32_t x, int32_t y) { return row[size_t(x)] > row[size_t(y)] || (row[size_t(x)] == row[size_t(y)] && x < y); });
-    for (size_t i = 0; i < k; ++i) ev.top.emplace_back(idx[i], row[size_t(idx[i])] - lse);
-  }
   a.ids_on_device = false;
-  deliver(a, std::move(ev));
+  deliver(a, id, row);
 }
 
 // Streams a sampled token and finishes the request when it ends it.
-void Engine::deliver(Active& a, TokenEvent ev) {
-  const GenerationParams& p = a.req->params;
+void Engine::deliver(Active& a, int32_t id, std::span<const float> row) {
   const int32_t n = ++a.req->generated_;
   const Clock::time_point now = Clock::now();
   if (n == 1) {
@@ -303,17 +264,11 @@ void Engine::deliver(Active& a, TokenEvent ev) {
     metrics_.inter_token(std::chrono::duration<double>(now - a.last_token).count());
   }
   a.last_token = now;
-  const bool armed = n > p.min_tokens;
-  const bool eog = tokenizer_->is_eog(ev.id) && !p.ignore_eos;
-  const bool stop_id = armed && std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), ev.id) != p.stop_token_ids.end();
-  ev.text = eog || stop_id ? std::string() : a.text.push(ev.id, armed);
-  a.last = ev.id;
-  std::string reason;
-  if (eog || stop_id || a.text.stopped() || (p.constraint && p.constraint->finished())) reason = "stop";
-  else if (n >= p.max_tokens || a.n_past + 1 >= session_->n_ctx()) reason = "length";
-  if (!reason.empty()) ev.text += a.text.finish();  // releases held text (nothing after a stop string)
+  FinishReason finish;
+  TokenEvent ev = a.gen.emit(id, row, a.n_past, session_->n_ctx(), finish);
+  a.last = id;
   a.req->push(std::move(ev));
-  if (!reason.empty()) release(a, reason);
+  if (finish.kind != Finish::None) release(a, std::move(finish));
 }
 
 bool Engine::run_step() {
@@ -376,7 +331,7 @@ bool Engine::run_embed_step() {
   std::vector<Active*> owners;
   int64_t budget = session_->max_step_tokens();
   for (auto& a : active_)
-    if (a->req->params.embeddings && !a->done && a->decoding()) release(*a, "stop");  // an empty prompt
+    if (a->req->params.embeddings && !a->done && a->decoding()) release(*a, {Finish::Stop});  // an empty prompt
   // An encoder (bidirectional attention) reads each input whole in one
   // step: one that does not fit waits for the next (embedding_inputs
   // refuses inputs longer than the bound).
@@ -409,7 +364,7 @@ bool Engine::run_embed_step() {
     a.n_past = int32_t(a.prefilled);
     if (a.decoding()) {
       a.req->prompt_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - a.started).count();
-      release(a, "stop");
+      release(a, {Finish::Stop});
     }
   }
   metrics_.step(int64_t(chunks.size()), tokens, 0, std::chrono::duration<double>(Clock::now() - t0).count());
@@ -434,11 +389,9 @@ void Engine::run_device_decode(std::vector<Active*>& rows) {
   for (size_t i = 0; i < rows.size(); ++i) {
     Active& a = *rows[i];
     a.n_past += 1;
-    a.sampler.accept(ids[i]);
+    a.gen.accept(ids[i]);  // no grammar on device rows (device_settings)
     a.ids_on_device = true;
-    TokenEvent ev;
-    ev.id = ids[i];
-    deliver(a, std::move(ev));
+    deliver(a, ids[i], {});
   }
   metrics_.step(int64_t(rows.size()), int64_t(rows.size()), int64_t(rows.size()),
                 std::chrono::duration<double>(Clock::now() - t0).count());
@@ -456,7 +409,7 @@ void Engine::loop() {
       cancel_all = cancel_all_;
     }
     for (auto& a : active_)
-      if (a->req->cancelled_ || cancel_all) release(*a, "cancelled");
+      if (a->req->cancelled_ || cancel_all) release(*a, {Finish::Cancelled});
     std::erase_if(active_, [](const auto& a) { return a->done; });
     if (!cancel_all) admit();
     try {
@@ -465,7 +418,7 @@ void Engine::loop() {
     } catch (const std::exception& e) {
       // A failed step must not take the server down: fail the requests in
       // it (their slots are reset, so no state leaks into later requests).
-      for (auto& a : active_) release(*a, "error", e.what());
+      for (auto& a : active_) release(*a, {Finish::Error}, e.what());
     }
     std::erase_if(active_, [](const auto& a) { return a->done; });
     std::lock_guard<std::mutex> lock(mu_);
@@ -476,7 +429,7 @@ void Engine::loop() {
     gauges_.kv_pages_cached = cache_->cache.cached_pages();
     cv_.notify_all();
     if (cancel_all && active_.empty()) {
-      for (auto& r : queue_) r->finish("cancelled");
+      for (auto& r : queue_) r->finish({Finish::Cancelled});
       queue_.clear();
       return;
     }

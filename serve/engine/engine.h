@@ -56,7 +56,8 @@
 #include "frontends/gguf/tokenizer/tokenizer.h"
 #include "runtime/session.h"
 #include "runtime/sampler.h"
-#include "serve/metrics.h"
+#include "serve/engine/metrics.h"
+#include "serve/engine/request.h"
 
 namespace vtc::grammar {
 class TokenTable;
@@ -81,95 +82,12 @@ struct EngineOptions {
   // for the cuda target, off for the cpu (whose host sampler draws with
   // std::mt19937, as `vtc run` does).
   std::optional<bool> device_sampling;
-  // Also build the @embed step, for embeddings requests (serve/embeddings.h),
+  // Also build the @embed step, for embeddings requests (serve/api/embeddings/embeddings.h),
   // with their pooling ("" : the model's) and normalisation (-1 none, 0
   // max-abs int16, 1 taxicab, 2 euclidean, p > 2 p-norm).
   bool embeddings = false;
   std::string pooling;
   int embd_normalize = 2;
-};
-
-// Restricts which token may come next: a grammar (serve/grammar) behind
-// response_format or a tool call. One per request, used on the scheduler
-// thread only.
-class TokenConstraint {
- public:
-  virtual ~TokenConstraint() = default;
-  // Sets the logit of every token not allowed next to -inf (end-of-
-  // generation tokens included, unless the constraint may end here).
-  virtual void mask(std::span<float> logits) = 0;
-  // Advances past a sampled token; false when it was not allowed.
-  virtual bool accept(int32_t token) = 0;
-  // Nothing may follow: generation ends with finish_reason "stop".
-  virtual bool finished() const = 0;
-};
-
-struct GenerationParams {
-  std::vector<int32_t> prompt;
-  int32_t max_tokens = 16;
-  SamplingParams sampling;
-  std::vector<std::string> stop;
-  int32_t top_logprobs = -1;  // -1: no logprobs; else logprob of each token plus this many alternatives
-  // Added to the logits before sampling (OpenAI logit_bias; -100 bans).
-  std::vector<std::pair<int32_t, float>> logit_bias;
-  // vLLM's fields: generation also stops on these ids (the id's text is not
-  // sent); end-of-generation tokens do not stop it; before min_tokens
-  // tokens, end-of-generation and stop ids cannot be sampled and stop
-  // strings are not looked for.
-  std::vector<int32_t> stop_token_ids;
-  bool ignore_eos = false;
-  int32_t min_tokens = 0;
-  std::shared_ptr<TokenConstraint> constraint;
-  // Keep special tokens in the text (an output parser needs its markers).
-  bool keep_special_text = false;
-  // Read the prompt for its hidden states (Request::hidden) and generate
-  // nothing (max_tokens and sampling are ignored).
-  bool embeddings = false;
-};
-
-struct TokenEvent {
-  int32_t id = 0;
-  std::string text;  // released by this token (may be empty: held back or special)
-  float logprob = 0;
-  std::vector<std::pair<int32_t, float>> top;  // alternatives, most likely first
-};
-
-// Shared between an HTTP handler (reads) and the scheduler (writes).
-class Request {
- public:
-  // Waits up to `timeout` for new events; moves them into `out`. Returns
-  // true once the request has finished and every event was taken.
-  bool poll(std::vector<TokenEvent>& out, std::chrono::milliseconds timeout);
-  std::string finish_reason() const;  // "stop" | "length" | "cancelled" | "error"
-  std::string error() const;
-  int32_t prompt_tokens() const { return int32_t(params.prompt.size()); }
-  int32_t cached_tokens() const { return cached_.load(); }
-  int32_t completion_tokens() const { return generated_.load(); }
-  double prompt_ms() const { return prompt_ms_.load(); }
-  double generate_ms() const { return generate_ms_.load(); }
-  // Arrival (submit) time: latencies are measured from it.
-  std::chrono::steady_clock::time_point arrived() const { return arrived_; }
-  // An embeddings request's hidden states, [prompt tokens x n_embd] row-major,
-  // complete once it finished with "stop".
-  std::vector<float> hidden() const;
-
-  GenerationParams params;
-
- private:
-  friend class Engine;
-  void push(TokenEvent e);
-  void finish(const std::string& reason, const std::string& error = {});
-
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<TokenEvent> events_;
-  std::vector<float> hidden_;
-  bool finished_ = false;
-  std::string reason_, error_;
-  std::atomic<bool> cancelled_{false};
-  std::atomic<int32_t> cached_{0}, generated_{0};
-  std::atomic<double> prompt_ms_{0}, generate_ms_{0};
-  std::chrono::steady_clock::time_point arrived_ = std::chrono::steady_clock::now();
 };
 
 class Engine {
@@ -216,9 +134,8 @@ class Engine {
   bool run_embed_step();
   void run_device_decode(std::vector<Active*>& rows);
   void sample_row(Active& a, const float* logits);
-  int32_t draw(Active& a, std::span<const float> row);
-  void deliver(Active& a, TokenEvent ev);
-  void release(Active& a, const std::string& reason, const std::string& error = {});
+  void deliver(Active& a, int32_t id, std::span<const float> row);
+  void release(Active& a, FinishReason reason, const std::string& error = {});
 
   EngineOptions options_;
   bool device_sampling_ = false;

@@ -1,17 +1,29 @@
-#include "runtime/generate.h"
+#include "serve/engine/generate.h"
+
+#include <fmt/format.h>
 
 #include <chrono>
+#include <limits>
 
 #include "frontends/gguf/tokenizer/tokenizer.h"
 #include "runtime/session.h"
+#include "serve/engine/output.h"
 #include "support/error.h"
 
-namespace vtc {
+namespace vtc::serve {
 namespace {
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 }  // namespace
+
+std::string describe_finish(const FinishReason& f) {
+  std::string out(finish_name(f.kind));
+  if (f.kind == Finish::Stop && f.eog) out += " (end of generation)";
+  else if (f.kind == Finish::Stop && !f.matched_stop.empty()) out += fmt::format(" (stop string {:?})", f.matched_stop);
+  else if (f.kind == Finish::Length && f.context_full) out += " (context full)";
+  return out;
+}
 
 GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<const int32_t> prompt,
                         const GenerateOptions& o, const std::function<void(int32_t, const std::string&)>& on_piece) {
@@ -21,10 +33,14 @@ GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<
                 std::to_string(session.n_ctx()) + "; raise --ctx-size or shorten the prompt");
   GenerateResult result;
   result.prompt.assign(prompt.begin(), prompt.end());
-  Sampler sampler(o.sampling);
-  for (int32_t t : prompt) sampler.accept(t);
-  StreamingDecoder stream(tokenizer, /*skip_special=*/true);
+  GenerationParams params;
+  params.prompt = result.prompt;
+  params.max_tokens = o.n_predict < 0 ? std::numeric_limits<int32_t>::max() : o.n_predict;
+  params.sampling = o.sampling;
+  params.stop = o.stop;
+  Generation gen(params, tokenizer);
   session.reset(o.slot);
+  if (params.max_tokens == 0) return result;
 
   auto start = std::chrono::steady_clock::now();
   HostTensor logits = session.prefill(o.slot, prompt, 0, o.keep_logits);
@@ -34,26 +50,20 @@ GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<
 
   start = std::chrono::steady_clock::now();
   int32_t position = int32_t(prompt.size());
-  result.stop_reason = "length";
-  const SamplingParams& sp = o.sampling;
-  const bool on_device = o.device_sampling && !o.keep_logits && DeviceSampling::covers(sp);
-  const DeviceSampling device = DeviceSampling::of(sp, sampler.seed());
+  const bool on_device = o.device_sampling && !o.keep_logits && DeviceSampling::covers(o.sampling);
+  const DeviceSampling device = DeviceSampling::of(o.sampling, gen.seed());
   int32_t next_id = -1;  // drawn on the backend by the last decode
-  while (o.n_predict < 0 || int32_t(result.generated.size()) < o.n_predict) {
-    const int32_t token = next_id >= 0 ? next_id : sampler.sample(row);
-    sampler.accept(token);
+  for (;;) {
+    const int32_t token = next_id >= 0 ? next_id : gen.draw(row);
+    gen.accept(token);
     result.generated.push_back(token);
-    if (on_piece) on_piece(token, stream.push(token));
-    bool stop = false;
-    if (tokenizer.is_eog(token)) stop = true, result.stop_reason = "eog";
-    else if (o.n_predict >= 0 && int32_t(result.generated.size()) == o.n_predict) stop = true;
-    if (position >= session.n_ctx()) {
-      result.stop_reason = stop ? result.stop_reason : "context";
-      break;
-    }
+    const TokenEvent ev = gen.emit(token, {}, position, session.n_ctx(), result.finish);
+    result.text += ev.text;
+    if (on_piece) on_piece(token, ev.text);
+    const bool stop = result.finish.kind != Finish::None;
     // With keep_logits the last token is decoded too, so every generated
     // token has the row computed from it (see GenerateResult::logits).
-    if (stop && !o.keep_logits) break;
+    if (stop && (!o.keep_logits || position >= session.n_ctx())) break;
     if (on_device) {
       if (next_id < 0) session.set_last_id(o.slot, token);  // drawn on the host, from the prompt's logits
       const std::vector<int32_t> slot{o.slot}, pos{position++};
@@ -62,17 +72,13 @@ GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<
       continue;
     }
     HostTensor next = session.decode(std::vector<int32_t>{o.slot}, std::vector<int32_t>{token},
-                                          std::vector<int32_t>{position++});
+                                     std::vector<int32_t>{position++});
     row = next.row(0);
     if (o.keep_logits) result.logits.insert(result.logits.end(), row.begin(), row.end());
     if (stop) break;
-  }
-  if (on_piece) {
-    std::string tail = stream.flush();
-    if (!tail.empty()) on_piece(-1, tail);
   }
   result.generate_seconds = seconds_since(start);
   return result;
 }
 
-}  // namespace vtc
+}  // namespace vtc::serve

@@ -1,6 +1,9 @@
-// Text generation on a loaded model: prefill the prompt, then sample and
-// decode one token at a time until an end-of-generation token, the token
-// budget, or the end of the context.
+// `vtc run`'s generation on a loaded model: prefill the prompt, then draw
+// and decode one token at a time. Each token goes through the same
+// Generation as a `vtc serve` request (serve/engine/output.h: the prompt in
+// the penalty window, stops, finish reasons), so the same request gives
+// the same text from both; only the stepping differs (one sequence, the
+// @decode step, and optionally every logits row kept).
 #pragma once
 
 #include <cstdint>
@@ -10,14 +13,19 @@
 #include <vector>
 
 #include "runtime/sampler.h"
+#include "serve/engine/request.h"
 
 namespace vtc {
 class Session;
 class Tokenizer;
+}  // namespace vtc
+
+namespace vtc::serve {
 
 struct GenerateOptions {
   int32_t n_predict = 128;          // < 0: until end of generation or context
   SamplingParams sampling;
+  std::vector<std::string> stop;    // stop strings (llama-server's `stop`)
   int32_t slot = 0;
   bool keep_logits = false;          // record every prompt and generated row
   // Decode with the step's own `sample` op on the backend, the ids fed back
@@ -30,7 +38,8 @@ struct GenerateOptions {
 struct GenerateResult {
   std::vector<int32_t> prompt;
   std::vector<int32_t> generated;
-  std::string stop_reason;           // "eog" | "length" | "context"
+  std::string text;                  // what was printed: the released text (not the stop string)
+  FinishReason finish;
   double prompt_seconds = 0, generate_seconds = 0;
   // keep_logits: rows of n_vocab; one per prompt position, then one per
   // generated token, computed with that token as input (so row P+i
@@ -38,10 +47,14 @@ struct GenerateResult {
   std::vector<float> logits;
 };
 
-// on_piece receives each generated token's text as soon as it is complete
-// UTF-8 (multi-byte characters split across tokens are held back).
+// "stop (end of generation)", "stop (stop string "X")", "length",
+// "length (context full)": how `vtc run` reports the finish.
+std::string describe_finish(const FinishReason& f);
+
+// on_piece receives each generated token's released text (whole UTF-8
+// characters; text that may still become a stop string is held back).
 GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<const int32_t> prompt,
                         const GenerateOptions& options,
                         const std::function<void(int32_t id, const std::string& piece)>& on_piece = nullptr);
 
-}  // namespace vtc
+}  // namespace vtc::serve

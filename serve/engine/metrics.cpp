@@ -1,4 +1,4 @@
-#include "serve/metrics.h"
+#include "serve/engine/metrics.h"
 
 #include <fmt/format.h>
 
@@ -68,9 +68,9 @@ void Metrics::step(int64_t sequences, int64_t tokens, int64_t generated, double 
   window_.push_back({Clock::now(), tokens, generated});
 }
 
-void Metrics::finished(const std::string& reason) {
+void Metrics::finished(Finish reason) {
   std::lock_guard<std::mutex> lock(mu_);
-  ++finish_reasons_[reason];
+  ++finish_reasons_[std::string(finish_name(reason))];
 }
 
 int64_t Metrics::cached_prompt_tokens() const {

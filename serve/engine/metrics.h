@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "serve/engine/request.h"
+
 namespace vtc::serve {
 
 class Histogram {
@@ -49,7 +51,7 @@ class Metrics {
   // One scheduler step: how many sequences and tokens it carried, how many
   // of them were generated tokens (one per decode or first-token row).
   void step(int64_t sequences, int64_t tokens, int64_t generated, double seconds);
-  void finished(const std::string& reason);
+  void finished(Finish reason);
   // Request latencies, in seconds, as vLLM names them: arrival to first
   // token, between consecutive tokens of one request, arrival to finish.
   void first_token(double seconds);

@@ -1,4 +1,4 @@
-#include "serve/prefix_cache.h"
+#include "serve/engine/prefix_cache.h"
 
 #include <algorithm>
 

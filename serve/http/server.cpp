@@ -1,4 +1,4 @@
-#include "serve/http_server.h"
+#include "serve/http/server.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -20,58 +20,14 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "serve/embeddings.h"
-#include "serve/anthropic_api.h"
-#include "serve/openai_api.h"
-#include "serve/response_format.h"
-#include "serve/responses_api.h"
+#include "serve/api/common/json_text.h"
+#include "serve/http/router.h"
 #include "serve/webui/webui.h"
 #include "support/error.h"
 namespace vtc::serve {
 
 using nlohmann::json;
 using namespace std::chrono_literals;
-
-namespace {
-
-void send_json(httplib::Response& res, int status, const json& body) {
-  res.status = status;
-  res.set_content(body.dump(), "application/json");
-}
-
-void send_error(httplib::Response& res, int status, const std::string& message, const std::string& type,
-                const std::string& param = {}, const std::string& code = {}) {
-  send_json(res, status, error_body(message, type, param, code));
-}
-
-const char* endpoint_label(const std::string& path) {
-  static const char* known[] = {"/health", "/v1/models", "/v1/completions", "/v1/chat/completions",
-                                "/tokenize", "/detokenize", "/apply-template", "/metrics",
-                                "/v1/embeddings", "/embeddings", "/v1/responses", "/v1/messages",
-                                "/v1/messages/count_tokens"};
-  for (const char* k : known)
-    if (path == k) return k;
-  return "other";
-}
-
-// The endpoints that generate text (an encoder model answers them 501).
-bool is_generation_path(const std::string& path) {
-  return path == "/v1/completions" || path == "/v1/chat/completions" || path == "/v1/responses" || path == "/v1/messages";
-}
-
-bool write_all(httplib::DataSink& sink, const std::string& s) { return sink.write(s.data(), s.size()); }
-
-// An error body in the shape the path's API uses (Anthropic's on /v1/messages).
-json error_json(const std::string& path, int status, const std::string& message, const std::string& type,
-                const std::string& param = {}, const std::string& code = {}) {
-  return is_anthropic_path(path) ? anthropic_error_body(status, message) : error_body(message, type, param, code);
-}
-
-// The API key, as OpenAI clients send it (Authorization: Bearer KEY) or
-// as Anthropic's do (x-api-key: KEY).
-const char* kNoKeyMessage = "You didn't provide an API key (Authorization: Bearer KEY, or x-api-key: KEY).";
-
-}  // namespace
 
 // ---------------------------------------------------------------------------
 // The connection layer. httplib's accept loop calls process_and_close_socket
@@ -105,6 +61,21 @@ bool peer_read_closed() {
   pollfd p{c->fd, short(POLLRDHUP), 0};
   return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
+
+}  // namespace
+
+namespace http {
+bool peer_read_closed() { return vtc::serve::peer_read_closed(); }
+int connection_fd() { return tl_conn ? tl_conn->fd : -1; }
+void close_after_response() {
+  if (tl_conn) tl_conn->close_after = true;
+}
+void record_status(int status) {
+  if (tl_conn) tl_conn->last_status = status;
+}
+}  // namespace http
+
+namespace {
 
 int ms_until(Clock::time_point deadline) {
   const auto d = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
@@ -372,7 +343,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   // client may still be sending a body it was told not to).
   void reject(Conn& c, const std::string& path, int status, const std::string& message, const std::string& type,
               const std::string& code = {}, const std::string& extra_headers = {}) {
-    const std::string body = error_json(path, status, message, type, {}, code).dump();
+    const std::string body = http::error_json(path, status, message, type, {}, code).dump();
     const std::string resp = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{}Connection: close\r\n\r\n{}",
                                          status, reason_phrase(status), body.size(), extra_headers, body);
     send_all(c, resp.data(), resp.size());
@@ -528,7 +499,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
       const std::string* auth = h.get("authorization");
       const std::string* x_api_key = h.get("x-api-key");
       if (!(auth && equal_ct(*auth, "Bearer " + opt.api_key)) && !(x_api_key && equal_ct(*x_api_key, opt.api_key))) {
-        reject(c, h.path, 401, !auth && !x_api_key ? kNoKeyMessage : "Incorrect API key provided.",
+        reject(c, h.path, 401, !auth && !x_api_key ? http::kNoKeyMessage : "Incorrect API key provided.",
                "invalid_request_error", "invalid_api_key", "WWW-Authenticate: Bearer\r\n");
         return "key";
       }
@@ -587,7 +558,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   std::atomic<bool> stopping{false}, hard_stop{false};
 };
 
-const char* HttpServer::Impl::endpoint_label_of(const std::string& path) { return endpoint_label(path); }
+const char* HttpServer::Impl::endpoint_label_of(const std::string& path) { return http::endpoint_label(path); }
 
 HttpServer::HttpServer(const HttpOptions& o, Metrics& metrics)
     : options_(o), metrics_(metrics), impl_(std::make_shared<Impl>(*this, o)) {
@@ -667,227 +638,6 @@ void HttpServer::stop(int grace_ms) {
 void HttpServer::set_engine(Engine* engine, std::shared_ptr<const PromptTemplate> chat_template) {
   chat_template_ = std::move(chat_template);
   engine_ = engine;
-}
-
-namespace {
-
-// A non-streamed answer sends no byte (not even its status line) until its
-// choices are generated, so a load balancer may retry the request on another
-// replica when this one dies first (deploy/haproxy.cfg: retry-on
-// empty-response). The wait polls without taking the choices' tokens.
-// Returns false when it ended early: the client closed its sending side (it
-// may be gone or may still read, and only a write tells), or a failure that
-// whole_response meets again and answers.
-bool hold_until_generated(Engine& engine, Choices& choices) {
-  const int fd = tl_conn ? tl_conn->fd : -1;
-  int wait_ms = 1;  // short for short answers, up to 16 ms for long ones
-  try {
-    for (;;) {
-      choices.submit_rest(engine);
-      bool done = int32_t(choices.requests().size()) == choices.n();
-      for (const auto& request : choices.requests()) done = done && !request->finish_reason().empty();
-      if (done) return true;
-      if (peer_read_closed()) return false;
-      pollfd p{fd, short(POLLRDHUP), 0};
-      if (::poll(&p, fd < 0 ? 0 : 1, wait_ms) < 0 && errno != EINTR) return false;
-      wait_ms = std::min(16, wait_ms * 2);
-    }
-  } catch (const std::exception&) {
-    return false;
-  }
-}
-
-// Answers with a generation: server-sent events through a chunked content
-// provider (close-delimited for HTTP/1.0) when the request streams, else one
-// JSON body, held back until generated (above; a provider again once the
-// client half-closes). Every generating endpoint ends here. The provider
-// bodies (serve/response_format.h) never throw, so no request can end the
-// process; a client gone cancels the request's choices.
-void respond_with_generation(const httplib::Request& req, httplib::Response& res, Engine* engine,
-                             std::shared_ptr<const CompletionRequest> cr, std::shared_ptr<ResponseFormat> format) {
-  auto r = std::make_shared<Choices>(*engine, *cr);
-  // On a failed write (client gone) httplib calls this with false.
-  auto on_close = [engine, r](bool success) {
-    if (!success) r->cancel(*engine);
-  };
-  // HTTP/1.0 has no chunked encoding: its bodies are close-delimited.
-  const bool http10 = req.version == "HTTP/1.0";
-  auto provide = [&res, http10](const char* type, httplib::ContentProviderWithoutLength p,
-                                httplib::ContentProviderResourceReleaser done) {
-    if (http10) res.set_content_provider(type, std::move(p), std::move(done));
-    else res.set_chunked_content_provider(type, std::move(p), std::move(done));
-  };
-  auto sink_of = [](httplib::DataSink& sink) {
-    return ResponseSink{[&sink](const std::string& data) { return write_all(sink, data); },
-                        [&sink] { return sink.is_writable(); }};
-  };
-  if (cr->stream) {
-    res.set_header("Cache-Control", "no-cache");
-    provide("text/event-stream", [engine, r, cr, format, sink_of](size_t, httplib::DataSink& sink) {
-      const bool ok = stream_response(*engine, *r, *cr, *format, sink_of(sink));
-      if (ok) sink.done();
-      return ok;
-    }, on_close);
-    return;
-  }
-  if (hold_until_generated(*engine, *r)) {
-    // Status line, headers and body leave together.
-    std::string body;
-    whole_response(*engine, *r, *format, {[&body](const std::string& data) { body += data; return true; }, [] { return true; }});
-    res.set_content(body, "application/json");
-    return;
-  }
-  // The format reads *cr: both live as long as the provider.
-  provide("application/json", [engine, r, cr, format, sink_of](size_t, httplib::DataSink& sink) {
-    ResponseSink out = sink_of(sink);
-    // A client that half-closed may still read, or may be gone: a space
-    // before the JSON tells (a gone one answers with a reset, and the next
-    // write fails).
-    out.alive = [&sink] { return sink.is_writable() && (!peer_read_closed() || write_all(sink, " ")); };
-    const bool ok = whole_response(*engine, *r, *format, out);
-    if (ok) sink.done();
-    return ok;
-  }, on_close);
-}
-
-}  // namespace
-
-void HttpServer::routes() {
-  httplib::Server& s = *server_;
-  // Auth, readiness and draining, before any route runs (the connection
-  // layer checked them already, before reading the body; this is for a
-  // state that changed since). The connection closes after such an answer.
-  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (req.path == "/health" || is_webui_request(options_.webui, req.method, req.path))
-      return httplib::Server::HandlerResponse::Unhandled;
-    if (!options_.api_key.empty()) {
-      const std::string auth = req.get_header_value("Authorization"), x_api_key = req.get_header_value("x-api-key");
-      if (auth != "Bearer " + options_.api_key && x_api_key != options_.api_key) {
-        send_json(res, 401, error_json(req.path, 401, auth.empty() && x_api_key.empty() ? kNoKeyMessage : "Incorrect API key provided.",
-                                       "invalid_request_error", {}, "invalid_api_key"));
-        if (tl_conn) tl_conn->close_after = true;
-        return httplib::Server::HandlerResponse::Handled;
-      }
-    }
-    if (engine_.load() == nullptr || draining_) {
-      if (tl_conn) tl_conn->close_after = true;
-      res.set_header("Retry-After", "1");  // a proxy retries it elsewhere (deploy/haproxy.cfg)
-      send_json(res, 503, error_json(req.path, 503, draining_ ? "The server is shutting down." : "Loading model", "unavailable_error"));
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    if (is_generation_path(req.path) && !engine_.load()->generates_text()) {
-      send_json(res, 501, error_json(req.path, 501,
-                                     fmt::format("The model ({}) is an encoder: it computes embeddings and generates no "
-                                                 "text. Use /v1/embeddings.",
-                                                 engine_.load()->file().architecture()),
-                                     "not_supported_error"));
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-  // Unknown endpoints (and wrong methods) get an OpenAI-shaped body too.
-  s.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    if (res.status == 404) {
-      const bool known = std::string(endpoint_label(req.path)) != "other";
-      if (known) res.status = 405;
-      send_json(res, res.status,
-                error_json(req.path, res.status,
-                           known ? fmt::format("Method {} is not allowed on {}.", req.method, req.path)
-                                 : fmt::format("Unknown request URL: {} {}. Please check the URL for typos.", req.method, req.path),
-                           "invalid_request_error", {}, known ? "method_not_allowed" : "unknown_url"));
-    } else {
-      send_error(res, res.status, fmt::format("HTTP status {}", res.status), "invalid_request_error");
-    }
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-  s.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-    try {
-      std::rethrow_exception(ep);
-    } catch (const ApiError& e) {
-      send_json(res, e.status, error_json(req.path, e.status, e.what(), e.type, e.param, e.code));
-    } catch (const std::exception& e) {
-      send_json(res, 500, error_json(req.path, 500, e.what(), "server_error"));
-    } catch (...) {
-      send_json(res, 500, error_json(req.path, 500, "unknown error", "server_error"));
-    }
-  });
-  s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    if (tl_conn) tl_conn->last_status = res.status;
-    metrics_.request_done(endpoint_label(req.path), res.status);
-  });
-
-  if (options_.webui) s.Get("/", serve_webui);  // the built-in web chat (serve/webui)
-  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    if (engine_.load() == nullptr) send_error(res, 503, "Loading model", "unavailable_error");
-    else if (out_of_rotation_) {
-      json body = error_body("The server is shutting down.", "unavailable_error");
-      body["status"] = "draining";
-      send_json(res, 503, body);
-    } else send_json(res, 200, {{"status", "ok"}});
-  });
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_.render(engine_.load()->gauges()), "text/plain; version=0.0.4");
-  });
-  s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    Engine& e = *engine_.load();
-    send_json(res, 200,
-              {{"object", "list"},
-               {"data", json::array({{{"id", options_.model_name},
-                                      {"object", "model"},
-                                      {"created", int64_t(std::time(nullptr))},
-                                      {"owned_by", "vtc"},
-                                      {"meta", {{"n_ctx", e.n_ctx()}, {"n_vocab", e.n_vocab()}}}}})}});
-  });
-  // Ordered: chat templates and schema grammars see the client's key order.
-  auto parse_ordered_body = [](const httplib::Request& req) {
-    auto body = nlohmann::ordered_json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-    if (body.is_discarded())
-      throw ApiError(400, "We could not parse the JSON body of your request: it is not valid JSON.", {}, "invalid_json");
-    if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
-    return body;
-  };
-  auto parse_body = [parse_ordered_body](const httplib::Request& req) { return json(parse_ordered_body(req)); };
-  add_embeddings_routes(s, [this] { return engine_.load(); }, options_.model_name);  // serve/embeddings.h
-  s.Post("/tokenize", [this, parse_body](const httplib::Request& req, httplib::Response& res) {
-    send_json(res, 200, tokenize_response(parse_body(req), *engine_.load()));
-  });
-  s.Post("/detokenize", [this, parse_body](const httplib::Request& req, httplib::Response& res) {
-    send_json(res, 200, detokenize_response(parse_body(req), *engine_.load()));
-  });
-  // llama-server's /apply-template: the prompt a chat request renders to.
-  s.Post("/apply-template", [this, parse_ordered_body](const httplib::Request& req, httplib::Response& res) {
-    send_json(res, 200, {{"prompt", valid_utf8(chat_template_->render(chat_inputs_from_request(parse_ordered_body(req))))}});
-  });
-  for (bool chat : {false, true}) {
-    s.Post(chat ? "/v1/chat/completions" : "/v1/completions",
-           [this, chat, parse_ordered_body](const httplib::Request& req, httplib::Response& res) {
-             Engine* engine = engine_.load();
-             auto cr = std::make_shared<CompletionRequest>(parse_completion(parse_ordered_body(req), chat, *engine, *chat_template_));
-             ResponseInfo info{fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", next_id_++), options_.model_name,
-                               int64_t(std::time(nullptr)), chat};
-             respond_with_generation(req, res, engine, cr, chat_completion_format(info, *cr, engine->tokenizer()));
-           });
-  }
-  // The Responses and Messages APIs: translated into the chat request
-  // above (serve/responses_api.h, serve/anthropic_api.h), answered in
-  // their own shapes.
-  s.Post("/v1/responses", [this, parse_ordered_body](const httplib::Request& req, httplib::Response& res) {
-    Engine* engine = engine_.load();
-    const nlohmann::ordered_json body = parse_ordered_body(req);
-    auto cr = std::make_shared<CompletionRequest>(parse_responses_request(body, *engine, *chat_template_));
-    const ResponseInfo info{fmt::format("resp_{}", next_id_++), options_.model_name, int64_t(std::time(nullptr)), true};
-    respond_with_generation(req, res, engine, cr, responses_format(info, *cr, body));
-  });
-  s.Post("/v1/messages", [this, parse_ordered_body](const httplib::Request& req, httplib::Response& res) {
-    Engine* engine = engine_.load();
-    auto cr = std::make_shared<CompletionRequest>(parse_messages_request(parse_ordered_body(req), *engine, *chat_template_));
-    const ResponseInfo info{fmt::format("msg_{}", next_id_++), options_.model_name, int64_t(std::time(nullptr)), true};
-    respond_with_generation(req, res, engine, cr, messages_format(info, *cr, engine->tokenizer()));
-  });
-  s.Post("/v1/messages/count_tokens", [this, parse_ordered_body](const httplib::Request& req, httplib::Response& res) {
-    send_json(res, 200, count_tokens_response(parse_ordered_body(req), *chat_template_));
-  });
 }
 
 }  // namespace vtc::serve

@@ -1,5 +1,7 @@
-// The HTTP front of `vtc serve`: routes, API-key check, OpenAI-shaped
-// errors, SSE streaming, client-disconnect cancellation, and the limits
+// The HTTP front of `vtc serve`, the only user of cpp-httplib: the
+// connection layer (server.cpp) and the router (router.cpp: routes,
+// API-key check, OpenAI-shaped errors, SSE streaming, client-disconnect
+// cancellation). The connection layer holds the limits
 // that keep hostile or unlucky clients from starving or bloating it
 // (docs/serving.md, "Deployment and limits").
 //
@@ -30,9 +32,9 @@
 #include <string>
 #include <vector>
 
-#include "serve/chat_prompt.h"
-#include "serve/engine.h"
-#include "serve/metrics.h"
+#include "serve/chat/chat_prompt.h"
+#include "serve/engine/engine.h"
+#include "serve/engine/metrics.h"
 
 namespace httplib {
 class Server;
@@ -86,7 +88,9 @@ class HttpServer {
   struct Impl;
 
  private:
-  void routes();
+  struct Router;  // router.cpp: the endpoint table
+  void routes();  // router.cpp
+  void checks();  // router.cpp: auth, readiness, error answers
 
   HttpOptions options_;
   Metrics& metrics_;
@@ -96,7 +100,7 @@ class HttpServer {
   std::shared_ptr<const PromptTemplate> chat_template_;  // set with engine_, before it
   std::atomic<bool> draining_{false}, out_of_rotation_{false};
   std::atomic<uint64_t> next_id_{1};
-  // The listen()/stop() handshake (http_server.cpp, above listen()).
+  // The listen()/stop() handshake (server.cpp, above listen()).
   std::mutex listen_mutex_;
   bool listen_entered_ = false, stop_requested_ = false;
   std::atomic<bool> listen_returned_{false};

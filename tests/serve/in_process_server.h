@@ -12,10 +12,10 @@
 #include <thread>
 #include <utility>
 
-#include "serve/chat_prompt.h"
-#include "serve/engine.h"
-#include "serve/http_server.h"
-#include "serve/metrics.h"
+#include "serve/chat/chat_prompt.h"
+#include "serve/engine/engine.h"
+#include "serve/http/server.h"
+#include "serve/engine/metrics.h"
 
 namespace vtc::test {
 

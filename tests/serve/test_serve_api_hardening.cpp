@@ -13,10 +13,12 @@
 #include <sstream>
 #include <thread>
 
-#include "serve/engine.h"
-#include "serve/http_server.h"
-#include "serve/metrics.h"
-#include "serve/openai_api.h"
+#include "serve/engine/engine.h"
+#include "serve/http/server.h"
+#include "serve/engine/metrics.h"
+#include "serve/api/common/json_text.h"
+#include "serve/api/openai/completions.h"
+#include "serve/api/openai/tokenize.h"
 #include "tests/serve/in_process_server.h"
 #include "tests/serve/serve_fixtures.h"
 
@@ -118,6 +120,19 @@ serve::CompletionRequest completion_request(std::vector<int32_t> prompt, int32_t
 
 }  // namespace
 
+namespace {
+// One submitted request answered in the chat.completion / text_completion
+// shape, streamed or whole, through the shared generation loop.
+bool respond(vtc::serve::Engine& engine, const std::shared_ptr<vtc::serve::Request>& r, vtc::serve::CompletionRequest req,
+             const vtc::serve::ResponseInfo& info, const vtc::serve::ResponseSink& sink, bool stream) {
+  req.n = 1;
+  vtc::serve::Choices one(r);
+  auto format = vtc::serve::chat_completion_format(info, req, engine.tokenizer());
+  return stream ? vtc::serve::stream_response(engine, one, req, *format, sink)
+                : vtc::serve::whole_response(engine, one, *format, sink);
+}
+}  // namespace
+
 TEST_CASE("valid_utf8 replaces each byte that starts no well-formed sequence", "[serve][hardening]") {
   CHECK(serve::is_valid_utf8("plain é 😀 中"));
   CHECK(serve::valid_utf8("é😀") == "é😀");
@@ -188,8 +203,7 @@ TEST_CASE("token pieces that are not UTF-8 on their own give 200 with valid JSON
       creq.stream = stream;
       auto r = s.engine.submit(creq.gen);
       RecordingSink rec;
-      const bool ok = stream ? serve::write_stream(s.engine, r, creq, info, rec.sink())
-                             : serve::write_completion(s.engine, r, creq, info, rec.sink());
+      const bool ok = respond(s.engine, r, creq, info, rec.sink(), stream);
       CHECK(ok);
       std::vector<json> entries;
       if (stream) {
@@ -226,13 +240,12 @@ TEST_CASE("an exception inside a response ends that response only", "[serve][har
     if (stream) rec.throw_on_write = 1;  // the second write: a chunk or a keep-alive
     else rec.throw_on_alive = true;      // while waiting
     auto run = [&] {
-      return stream ? serve::write_stream(engine, r, req, info, rec.sink())
-                    : serve::write_completion(engine, r, req, info, rec.sink());
+      return respond(engine, r, req, info, rec.sink(), stream);
     };
     REQUIRE_NOTHROW(run());
     std::vector<serve::TokenEvent> rest;
     while (!r->poll(rest, 1000ms)) {}
-    CHECK(r->finish_reason() == "cancelled");  // the engine stops generating for it
+    CHECK(r->finish_reason().kind == serve::Finish::Cancelled);  // the engine stops generating for it
     if (stream) {
       CHECK(rec.written.find("\"error\"") != std::string::npos);
       CHECK(rec.written.find("data: [DONE]") != std::string::npos);
@@ -251,8 +264,7 @@ TEST_CASE("a generation cut by shutdown ends with finish_reason cancelled, strea
     auto r = engine.submit(req.gen);
     RecordingSink rec;
     auto writer = std::async(std::launch::async, [&] {
-      return stream ? serve::write_stream(engine, r, req, info, rec.sink())
-                    : serve::write_completion(engine, r, req, info, rec.sink());
+      return respond(engine, r, req, info, rec.sink(), stream);
     });
     while (r->completion_tokens() == 0) std::this_thread::sleep_for(5ms);
     engine.shutdown(0ms);

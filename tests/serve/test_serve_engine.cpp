@@ -6,9 +6,9 @@
 #include <numeric>
 #include <thread>
 
-#include "serve/engine.h"
-#include "serve/prefix_cache.h"
-#include "serve/text_stream.h"
+#include "serve/engine/engine.h"
+#include "serve/engine/prefix_cache.h"
+#include "serve/engine/output.h"
 #include "tests/serve/serve_fixtures.h"
 
 using namespace vtc;
@@ -26,7 +26,7 @@ Outcome collect(const std::shared_ptr<serve::Request>& r) {
   std::vector<serve::TokenEvent> events;
   while (!r->poll(events, 1000ms)) {}
   for (const auto& e : events) o.ids.push_back(e.id);
-  o.reason = r->finish_reason();
+  o.reason = std::string(vtc::serve::finish_name(r->finish_reason().kind));
   return o;
 }
 

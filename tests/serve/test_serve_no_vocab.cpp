@@ -10,9 +10,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "serve/engine.h"
-#include "serve/http_server.h"
-#include "serve/metrics.h"
+#include "serve/engine/engine.h"
+#include "serve/http/server.h"
+#include "serve/engine/metrics.h"
 #include "tests/gguf/no_vocab_copy.h"
 #include "tests/serve/in_process_server.h"
 #include "tests/serve/serve_fixtures.h"

@@ -15,7 +15,7 @@
 #include <regex>
 #include <string>
 
-#include "serve/openai_api.h"
+#include "serve/api/openai/completions.h"
 #include "tests/serve/in_process_server.h"
 #include "tests/serve/serve_fixtures.h"
 #include "tests/test_process.h"

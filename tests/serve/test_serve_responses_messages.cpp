@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "serve/anthropic_api.h"
-#include "serve/responses_api.h"
+#include "serve/api/anthropic/messages.h"
+#include "serve/api/responses/responses.h"
 #include "tests/serve/in_process_server.h"
 #include "tests/serve/serve_fixtures.h"
 

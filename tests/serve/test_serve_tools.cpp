@@ -24,7 +24,7 @@
 #include <sstream>
 #include <string>
 
-#include "serve/structured_output.h"
+#include "serve/api/common/structured_output.h"
 #include "tests/serve/in_process_server.h"
 #include "tests/serve/serve_fixtures.h"
 #include "tests/test_process.h"
@@ -235,7 +235,7 @@ TEST_CASE("tool_choice auto: text is free until the call marker, then the call i
   req.template_source.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   req.has_tools = true;
   req.tools_json = json::array({kWeatherTool}).dump();
-  req.tool_choice = "auto";
+  req.tool_choice = vtc::serve::ToolChoice::Auto;
   req.parallel_tool_calls = false;
   const auto g = serve::requested_grammar(nlohmann::ordered_json::object(), req);
   REQUIRE(g.has_value());

@@ -1,6 +1,6 @@
 // `vtc apply-template MODEL REQUEST.json`: prints the prompt an OpenAI chat
 // request renders to, exactly as `vtc serve` would feed it to the model
-// (serve/chat_prompt.h), without loading the weights. REQUEST.json is a
+// (serve/chat/chat_prompt.h), without loading the weights. REQUEST.json is a
 // chat completions body ("-" reads stdin); its messages, tools,
 // chat_template_kwargs, add_generation_prompt and reasoning_effort are used.
 #include <CLI/CLI.hpp>
@@ -14,8 +14,8 @@
 
 #include "frontends/gguf/tokenizer/tokenizer.h"
 #include "runtime/compile/artifact.h"
-#include "serve/api_error.h"
-#include "serve/chat_prompt.h"
+#include "serve/api/common/api_error.h"
+#include "serve/chat/chat_prompt.h"
 #include "support/error.h"
 #include "tools/vtc/commands.h"
 

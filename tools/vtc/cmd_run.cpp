@@ -12,14 +12,14 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "serve/api_error.h"
-#include "serve/chat_prompt.h"
+#include "serve/api/common/api_error.h"
+#include "serve/chat/chat_prompt.h"
+#include "serve/engine/generate.h"
 #include "frontends/gguf/tokenizer/tokenizer.h"
 #include "ir/printer.h"
 #include "runtime/compile/artifact.h"
 #include "runtime/session.h"
 #include "runtime/diff/state_snapshot.h"
-#include "runtime/generate.h"
 #include "support/error.h"
 #include "tools/vtc/commands.h"
 
@@ -34,7 +34,7 @@ struct RunOptions {
   std::vector<std::string> disabled_passes;
   int threads = 0;
   int64_t ctx = 0;
-  GenerateOptions gen;
+  serve::GenerateOptions gen;
 };
 
 std::vector<int32_t> parse_token_list(const std::string& text) {
@@ -61,8 +61,10 @@ std::vector<int32_t> prompt_ids(const RunOptions& o, const gguf::GgufFile& file,
   if (!o.tokens.empty()) return parse_token_list(o.tokens);
   // Without a vocabulary encode() throws the error that says to pass ids;
   // let it, before --chat looks for a template such a model cannot use.
-  if (!o.chat || !tok.has_vocab()) return tok.encode(o.prompt, /*add_special=*/true, /*parse_special=*/false);
-  // The server's path: the same template choice and rendering (serve/chat_prompt.h).
+  // Special tokens written in the prompt (<|im_start|>) are parsed, as
+  // llama.cpp's llama-completion and llama-server tokenize a prompt.
+  if (!o.chat || !tok.has_vocab()) return tok.encode(o.prompt, /*add_special=*/true, /*parse_special=*/true);
+  // The server's path: the same template choice and rendering (serve/chat/chat_prompt.h).
   auto tmpl = serve::PromptTemplate::load(file, tok, o.chat_template, o.chat_template_file);
   serve::ChatInputs in;
   if (!o.system.empty()) in.messages.push_back({{"role", "system"}, {"content", o.system}});
@@ -100,12 +102,14 @@ SessionOptions session_options(const RunOptions& o) {
   return s;
 }
 
-void dump_logits(const std::string& path, const GenerateResult& r, int64_t n_vocab) {
+void dump_logits(const std::string& path, const serve::GenerateResult& r, int64_t n_vocab) {
   std::ofstream out(path, std::ios::binary);
   out.write(reinterpret_cast<const char*>(r.logits.data()), std::streamsize(r.logits.size() * sizeof(float)));
   if (!out) throw Error(fmt::format("{}: cannot write logits", path));
   nlohmann::json j = {{"n_vocab", n_vocab}, {"rows", r.logits.size() / size_t(n_vocab)},
-                      {"prompt", r.prompt}, {"generated", r.generated}, {"dtype", "f32"}, {"byte_order", "little"}};
+                      {"prompt", r.prompt}, {"generated", r.generated}, {"dtype", "f32"}, {"byte_order", "little"},
+                      {"text", r.text}, {"finish_reason", serve::finish_name(r.finish.kind)},
+                      {"matched_stop", r.finish.matched_stop}};
   std::ofstream(path + ".json") << j.dump(1) << "\n";
 }
 
@@ -125,19 +129,18 @@ int run(const RunOptions& o) {
     fmt::print(stderr, "run: IR after every pass written to {}/<step>/NN-<pass>.vtcir\n", o.dump_ir);
   Tokenizer tok = Tokenizer::from_gguf(session.file());
   std::vector<int32_t> prompt = prompt_ids(o, session.file(), tok);
-  GenerateOptions gen = o.gen;
+  serve::GenerateOptions gen = o.gen;
   gen.keep_logits = !o.dump_logits.empty();
   gen.device_sampling = o.device_sampling == "auto" ? o.target == "cuda" : o.device_sampling == "on";
   if (!o.quiet && o.tokens.empty()) fmt::print("{}", o.chat ? "" : o.prompt);
   std::fflush(stdout);
   int step = 0;
   bool first_id = true;
-  GenerateResult r = generate(session, tok, prompt, gen, [&](int32_t id, const std::string& piece) {
+  serve::GenerateResult r = serve::generate(session, tok, prompt, gen, [&](int32_t id, const std::string& piece) {
     if (o.fingerprint && id >= 0) print_fingerprints(session, gen.slot, step++);
     if (o.quiet) return;
     // No vocabulary, no text: stream the ids, space-separated, instead.
     if (!tok.has_vocab()) {
-      if (id < 0) return;  // the decoder's tail: always empty here
       fmt::print("{}{}", first_id ? "" : " ", id);
       first_id = false;
     } else {
@@ -147,10 +150,10 @@ int run(const RunOptions& o) {
   });
   if (!o.quiet) fmt::print("\n");
   if (!o.dump_logits.empty()) dump_logits(o.dump_logits, r, session.n_vocab());
-  fmt::print(stderr, "run: prompt {} tokens in {:.3f}s ({:.1f} tok/s), generated {} tokens in {:.3f}s ({:.1f} tok/s), stop: {}\n",
+  fmt::print(stderr, "run: prompt {} tokens in {:.3f}s ({:.1f} tok/s), generated {} tokens in {:.3f}s ({:.1f} tok/s), finish: {}\n",
              r.prompt.size(), r.prompt_seconds, double(r.prompt.size()) / std::max(r.prompt_seconds, 1e-9),
              r.generated.size(), r.generate_seconds, double(r.generated.size()) / std::max(r.generate_seconds, 1e-9),
-             r.stop_reason);
+             serve::describe_finish(r.finish));
   if (o.quiet) fmt::print("{}\n", fmt::join(r.generated, ","));
   return 0;
 }
@@ -194,6 +197,10 @@ Runner add_run(CLI::App& app) {
   cmd->add_option("--presence-penalty", o->gen.sampling.presence_penalty, "Presence penalty")->capture_default_str();
   cmd->add_option("--frequency-penalty", o->gen.sampling.frequency_penalty, "Frequency penalty")->capture_default_str();
   cmd->add_option("--seed", o->gen.sampling.seed, "Sampling seed (4294967295: random)")->capture_default_str();
+  cmd->add_option("--stop", o->gen.stop,
+                  "Stop string (repeatable): generation ends at the first one in the text, which is not printed "
+                  "(llama-server's `stop`)")
+      ->allow_extra_args(false);
   cmd->add_option("--dump-ir", o->dump_ir,
                   "GGUF: write the IR after every pass to DIR/<step>/NN-<pass>.vtcir; .vtc: the lowered IR to "
                   "DIR/<step>/lowered.vtcir");

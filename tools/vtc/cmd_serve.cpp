@@ -24,10 +24,10 @@
 #include <thread>
 
 #include "frontends/gguf/chat_template.h"
-#include "serve/chat_prompt.h"
-#include "serve/embeddings.h"
-#include "serve/engine.h"
-#include "serve/http_server.h"
+#include "serve/chat/chat_prompt.h"
+#include "serve/api/embeddings/embeddings.h"
+#include "serve/engine/engine.h"
+#include "serve/http/server.h"
 #include "support/error.h"
 #include "tools/vtc/commands.h"
 

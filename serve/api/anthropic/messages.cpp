@@ -1,13 +1,14 @@
 // The Anthropic Messages API (anthropic_api.h): a Messages body as a chat
 // body, and the `message` object and event stream made from chat deltas.
-#include "serve/anthropic_api.h"
+#include "serve/api/anthropic/messages.h"
 
 #include <fmt/format.h>
 
 #include <set>
 
-#include "serve/body_fields.h"
-#include "serve/chat_output.h"
+#include "serve/api/common/fields.h"
+#include "serve/api/common/json_text.h"
+#include "serve/api/common/choice_output.h"
 
 namespace vtc::serve {
 
@@ -16,9 +17,9 @@ using nlohmann::ordered_json;
 
 namespace {
 
-using body_fields::bad;
-using body_fields::field;
-using body_fields::string_of;
+using fields::bad;
+using fields::field;
+using fields::string_of;
 
 // A string, or text blocks joined (system prompts, tool results).
 std::string text_of(const ordered_json& v, const std::string& at, const char* joiner) {
@@ -191,22 +192,21 @@ bool is_anthropic_path(const std::string& path) { return path == "/v1/messages" 
 // --- The message object and its events ------------------------------------------
 namespace {
 
-// The stop sequence generation ended on: the one whose first occurrence in
-// the generated text ends first ("" when none occurs).
-std::string matched_stop(const std::vector<std::string>& stops, const std::string& text) {
-  std::string best;
-  size_t best_end = std::string::npos;
-  for (const std::string& s : stops) {
-    const size_t at = text.find(s);
-    if (at != std::string::npos && at + s.size() < best_end) best = s, best_end = at + s.size();
+// Anthropic's stop_reason for how a message ended.
+std::string stop_reason_of(const ChoiceFinish& f) {
+  if (f.tool_calls) return "tool_use";
+  switch (f.kind) {
+    case Finish::Length: return "max_tokens";
+    case Finish::Stop: return f.matched_stop.empty() ? "end_turn" : "stop_sequence";
+    case Finish::None:
+    case Finish::Cancelled:
+    case Finish::Error: break;
   }
-  return best;
+  return "end_turn";
 }
 
-std::string stop_reason_of(const std::string& finish_reason, const std::string& stop_sequence) {
-  if (finish_reason == "tool_calls") return "tool_use";
-  if (finish_reason == "length") return "max_tokens";
-  return stop_sequence.empty() ? "end_turn" : "stop_sequence";
+json stop_sequence_of(const ChoiceFinish& f) {
+  return f.kind == Finish::Stop && !f.matched_stop.empty() ? json(f.matched_stop) : json(nullptr);
 }
 
 json tool_input(const std::string& arguments) {
@@ -216,25 +216,19 @@ json tool_input(const std::string& arguments) {
 
 class MessagesFormat final : public ResponseFormat {
  public:
-  MessagesFormat(const ResponseInfo& info, const CompletionRequest& req, const Tokenizer& tok)
-      : info_(info), req_(req), tok_(tok) {}
+  MessagesFormat(const ResponseInfo& info, const CompletionRequest& req) : info_(info), req_(req) {}
 
   std::string stream_start() override {
     json message = message_object(json::array(), nullptr, nullptr);
     message["usage"] = {{"input_tokens", req_.gen.prompt.size()}, {"output_tokens", 0}};
     return event("message_start", {{"message", message}}) + event("ping", json::object());
   }
-  std::string stream_token(int32_t, const TokenEvent& e, std::vector<json> deltas) override {
-    pieces_ += tok_.token_piece(e.id);
-    return apply(deltas);
-  }
-  std::string stream_finish(int32_t, std::vector<json> deltas, const std::string& finish_reason,
-                            const Request& r) override {
+  std::string stream_token(int32_t, const TokenEvent&, std::vector<json> deltas) override { return apply(deltas); }
+  std::string stream_finish(int32_t, std::vector<json> deltas, const ChoiceFinish& finish, const Request& r) override {
     std::string out = apply(deltas);  // then close: both number blocks, in this order
     out += close_block();
-    const std::string stop = finish_reason == "stop" ? matched_stop(req_.gen.stop, pieces_) : std::string();
     out += event("message_delta",
-                 {{"delta", {{"stop_reason", stop_reason_of(finish_reason, stop)}, {"stop_sequence", stop.empty() ? json(nullptr) : json(stop)}}},
+                 {{"delta", {{"stop_reason", stop_reason_of(finish)}, {"stop_sequence", stop_sequence_of(finish)}}},
                   {"usage", usage_of_message(r)}});
     return out + event("message_stop", json::object());
   }
@@ -247,8 +241,8 @@ class MessagesFormat final : public ResponseFormat {
   json body(const Choices& choices, const std::vector<std::vector<TokenEvent>>& events) override {
     const Request& r = *choices.requests()[0];
     ChoiceOutput out(req_);
-    std::string text, pieces;
-    for (const TokenEvent& e : events[0]) text += e.text, pieces += tok_.token_piece(e.id);
+    std::string text;
+    for (const TokenEvent& e : events[0]) text += e.text;
     out.feed(text);
     out.finish();
     const json msg = out.message();
@@ -261,9 +255,8 @@ class MessagesFormat final : public ResponseFormat {
       for (const json& call : msg["tool_calls"])
         content.push_back({{"type", "tool_use"}, {"id", call["id"]}, {"name", call["function"]["name"]},
                            {"input", tool_input(call["function"]["arguments"])}});
-    const std::string finish = out.finish_reason(r.finish_reason());
-    const std::string stop = finish == "stop" ? matched_stop(req_.gen.stop, pieces) : std::string();
-    json message = message_object(std::move(content), stop_reason_of(finish, stop), stop.empty() ? json(nullptr) : json(stop));
+    const ChoiceFinish finish = out.finish_reason(r.finish_reason());
+    json message = message_object(std::move(content), stop_reason_of(finish), stop_sequence_of(finish));
     message["usage"] = usage_of_message(r);
     return message;
   }
@@ -328,17 +321,21 @@ class MessagesFormat final : public ResponseFormat {
 
   ResponseInfo info_;
   const CompletionRequest& req_;
-  const Tokenizer& tok_;
   Block open_ = Block::None;
   int32_t index_ = 0;   // the next content block's
-  std::string pieces_;  // the generated tokens' text, for the stop sequence
 };
 
 }  // namespace
 
-std::unique_ptr<ResponseFormat> messages_format(const ResponseInfo& info, const CompletionRequest& req,
-                                                const Tokenizer& tok) {
-  return std::make_unique<MessagesFormat>(info, req, tok);
+std::unique_ptr<ResponseFormat> messages_format(const ResponseInfo& info, const CompletionRequest& req) {
+  return std::make_unique<MessagesFormat>(info, req);
+}
+
+GenerationAnswer messages_answer(const ordered_json& body, const Engine& engine, const PromptTemplate& tmpl,
+                                 const ResponseInfo& info) {
+  auto req = std::make_shared<CompletionRequest>(parse_messages_request(body, engine, tmpl));
+  std::shared_ptr<ResponseFormat> format = messages_format(info, *req);
+  return {std::move(req), std::move(format)};
 }
 
 }  // namespace vtc::serve

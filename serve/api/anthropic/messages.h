@@ -29,8 +29,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "serve/openai_api.h"
-#include "serve/response_format.h"
+#include "serve/api/common/generation_loop.h"
+#include "serve/api/openai/completions.h"
 
 namespace vtc::serve {
 
@@ -48,8 +48,11 @@ CompletionRequest parse_messages_request(const nlohmann::ordered_json& body, con
 nlohmann::json count_tokens_response(const nlohmann::ordered_json& body, const PromptTemplate& chat_template);
 
 // The format of a message answering a request. `req` must outlive it.
-std::unique_ptr<ResponseFormat> messages_format(const ResponseInfo& info, const CompletionRequest& req,
-                                                const Tokenizer& tok);
+std::unique_ptr<ResponseFormat> messages_format(const ResponseInfo& info, const CompletionRequest& req);
+
+// The endpoint: parse_messages_request and messages_format.
+GenerationAnswer messages_answer(const nlohmann::ordered_json& body, const Engine& engine,
+                                 const PromptTemplate& chat_template, const ResponseInfo& info);
 
 // {"type": "error", "error": {"type", "message"}}, the type named after the
 // HTTP status as Anthropic names it (400 invalid_request_error, 401

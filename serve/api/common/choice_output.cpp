@@ -1,7 +1,8 @@
-#include "serve/chat_output.h"
+#include "serve/api/common/choice_output.h"
 
 #include <optional>
 
+#include "serve/api/common/json_text.h"
 #include "serve/chat/output_parser.h"
 
 namespace vtc::serve {
@@ -23,7 +24,7 @@ std::optional<chat::ParseOptions> output_format(const CompletionRequest& req) {
   o.format = format;
   o.thinking_forced_open = chat::generation_prompt_opens_thinking(req.prompt_text, format);
   o.generation_prompt = req.generation_prompt;
-  o.parse_tool_calls = req.has_tools && req.tool_choice != "none";
+  o.parse_tool_calls = req.has_tools && req.tool_choice != ToolChoice::None;
   o.tools_json = o.parse_tool_calls ? req.tools_json : std::string();
   o.parallel_tool_calls = req.parallel_tool_calls;
   return o;
@@ -93,9 +94,14 @@ json ChoiceOutput::message() const {
   return msg;
 }
 
-std::string ChoiceOutput::finish_reason(const std::string& engine_reason) const {
-  if (parser_ && engine_reason == "stop" && !parser_->stream.message().tool_calls.empty()) return "tool_calls";
-  return engine_reason;
+ChoiceFinish ChoiceOutput::finish_reason(const FinishReason& engine) const {
+  ChoiceFinish f{engine.kind, false, engine.matched_stop};
+  f.tool_calls = parser_ && engine.kind == Finish::Stop && !parser_->stream.message().tool_calls.empty();
+  return f;
+}
+
+std::string_view openai_finish_reason(const ChoiceFinish& f) {
+  return f.tool_calls ? "tool_calls" : finish_name(f.kind);
 }
 
 }  // namespace vtc::serve

@@ -18,9 +18,22 @@
 #include <vector>
 
 #include "serve/chat/output_parser.h"
-#include "serve/openai_api.h"
+#include "serve/api/common/completion_request.h"
 
 namespace vtc::serve {
+
+// How a choice ended, as the APIs report it: each names it in its own words
+// (OpenAI's finish_reason below; the Responses status and the Messages
+// stop_reason in their folders), by a switch on `kind`, never a string
+// compare.
+struct ChoiceFinish {
+  Finish kind = Finish::None;
+  bool tool_calls = false;   // Finish::Stop after the model called a tool
+  std::string matched_stop;  // Finish::Stop by this stop string
+};
+
+// OpenAI's finish_reason: "tool_calls", else the engine's name (finish_name).
+std::string_view openai_finish_reason(const ChoiceFinish& f);
 
 // The output parser's settings for a request; nullopt when its text passes
 // through (completions, plain chat). Also decides keep_special_text.
@@ -41,7 +54,9 @@ class ChoiceOutput {
   // The whole message: {"role": "assistant", "content", ...} for chat,
   // {"content"} for completions.
   nlohmann::json message() const;
-  std::string finish_reason(const std::string& engine_reason) const;
+  // How the choice ended: the engine's reason, and whether the model
+  // called a tool (Finish::Stop with calls in the parsed message).
+  ChoiceFinish finish_reason(const FinishReason& engine) const;
 
  private:
   struct Parser;

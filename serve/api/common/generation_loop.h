@@ -1,11 +1,11 @@
 // How one API spells a generated response: OpenAI chat.completion (and
 // text_completion), the OpenAI Responses API, the Anthropic Messages API.
 //
-// The generation loop is written once (openai_response.cpp: stream_response
+// The generation loop is written once (generation_loop.cpp: stream_response
 // and whole_response): it waits on a request's choices, submits the rest,
 // cancels them when the client goes away, sends keep-alives, turns errors
 // and exceptions into one error answer, and splits each choice's text with
-// a ChoiceOutput (serve/chat_output.h) into chat deltas: {"content"},
+// a ChoiceOutput (serve/api/common/choice_output.h) into chat deltas: {"content"},
 // {"reasoning_content"}, {"tool_calls": [{index, id, type, function}]}.
 // A ResponseFormat only turns those deltas, the finish and the usage into
 // the bytes its API sends, so sampling, templates, tool grammars, structured
@@ -13,15 +13,26 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "serve/engine.h"
-#include "serve/openai_api.h"
+#include "serve/api/common/choice_output.h"
+#include "serve/api/common/completion_request.h"
+#include "serve/engine/engine.h"
+#include "serve/engine/parallel.h"
 
 namespace vtc::serve {
+
+// Where a chunked content provider writes. `write` returns false when the
+// client is gone; `alive` is checked while waiting (the HTTP layer's
+// is_writable).
+struct ResponseSink {
+  std::function<bool(const std::string&)> write;
+  std::function<bool()> alive;
+};
 
 class ResponseFormat {
  public:
@@ -33,9 +44,9 @@ class ResponseFormat {
   // One generated token of choice `index` and the deltas its text released
   // (none while the output parser holds text back).
   virtual std::string stream_token(int32_t index, const TokenEvent& token, std::vector<nlohmann::json> deltas) = 0;
-  // Choice `index` ended: what the parser held back until then, and its
-  // finish reason ("stop" | "length" | "tool_calls" | "cancelled").
-  virtual std::string stream_finish(int32_t index, std::vector<nlohmann::json> deltas, const std::string& finish_reason,
+  // Choice `index` ended: what the parser held back until then, and how
+  // it ended.
+  virtual std::string stream_finish(int32_t index, std::vector<nlohmann::json> deltas, const ChoiceFinish& finish,
                                     const Request& request) = 0;
   // Every choice ended.
   virtual std::string stream_end(const Choices& choices) = 0;
@@ -50,6 +61,18 @@ class ResponseFormat {
   virtual nlohmann::json error(const std::string& message) = 0;
 };
 
+// What a generating endpoint hands the HTTP layer: the parsed request and
+// the format its answer takes (the format reads the request: both live as
+// long as the answer).
+struct GenerationAnswer {
+  std::shared_ptr<const CompletionRequest> request;
+  std::shared_ptr<ResponseFormat> format;
+};
+
+// Submits the request's n choices (choice i > 0 gets its own grammar
+// constraint).
+std::shared_ptr<Choices> submit_choices(Engine& engine, const CompletionRequest& req);
+
 // The generation loop, as the body of a chunked content provider: waits for
 // the choices, writes the response through `format`, and returns false when
 // the client went away (the choices are then cancelled). Never throws: an
@@ -60,10 +83,6 @@ bool stream_response(Engine& engine, Choices& choices, const CompletionRequest& 
                      const ResponseSink& sink);
 bool whole_response(Engine& engine, Choices& choices, ResponseFormat& format, const ResponseSink& sink);
 
-// chat.completion (info.chat) or text_completion bodies and chunks, as
-// /v1/chat/completions and /v1/completions send them. `req` must outlive it.
-std::unique_ptr<ResponseFormat> chat_completion_format(const ResponseInfo& info, const CompletionRequest& req,
-                                                       const Tokenizer& tok);
 
 // An SSE event with a name (Responses and Messages name theirs; chat
 // completions send bare `data:` lines).

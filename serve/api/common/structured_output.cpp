@@ -1,4 +1,4 @@
-#include "serve/structured_output.h"
+#include "serve/api/common/structured_output.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -6,12 +6,13 @@
 #include <optional>
 
 
+#include "serve/api/common/fields.h"
+#include "serve/api/common/json_text.h"
 #include "serve/chat/generic_tools.h"
 #include "serve/chat/output_parser.h"
-#include "serve/grammar/grammar.h"
-#include "serve/grammar/json_schema.h"
-#include "serve/grammar/matcher.h"
-#include "serve/grammar/regex.h"
+#include "serve/constraints/grammar/grammar.h"
+#include "serve/constraints/grammar/json_schema.h"
+#include "serve/constraints/grammar/regex.h"
 
 namespace vtc::serve {
 
@@ -20,7 +21,7 @@ using nlohmann::ordered_json;
 
 namespace {
 
-[[noreturn]] void bad(const std::string& field, const std::string& message) { throw ApiError(400, message, field); }
+using fields::bad;
 
 // A GBNF string literal for `text`.
 std::string literal(std::string_view text) {
@@ -77,7 +78,7 @@ GrammarRequest tool_call_grammar(const CompletionRequest& req, bool lazy) {
     // The whole output is the generic format's JSON object, from its first
     // byte (no trigger): a call, or with "auto" a call or a response.
     const ordered_json schema = chat::generic_output_schema(ordered_json::parse(req.tools_json),
-                                                            lazy ? "auto" : req.tool_choice, req.tool_function,
+                                                            lazy ? ToolChoice::Auto : req.tool_choice, req.tool_function,
                                                             req.parallel_tool_calls);
     try {
       return {grammar::json_schema_to_gbnf(schema), ""};
@@ -90,7 +91,8 @@ GrammarRequest tool_call_grammar(const CompletionRequest& req, bool lazy) {
     if (lazy) return {};
     bad("tool_choice", fmt::format("'tool_choice': \"{}\" needs a tool-call grammar, which vtc has for the Hermes/Qwen, "
                                    "Llama 3 and Mistral Nemo template families, not for '{}'",
-                                   req.tool_choice == "function" ? req.tool_function : req.tool_choice,
+                                   req.tool_choice == ToolChoice::Function ? req.tool_function
+                                                                           : std::string(tool_choice_name(req.tool_choice)),
                                    chat::chat_format_name(format)));
   }
   grammar::SchemaGrammarBuilder b;
@@ -99,7 +101,7 @@ GrammarRequest tool_call_grammar(const CompletionRequest& req, bool lazy) {
   for (size_t k = 0; k < tools.size(); ++k) {
     const ordered_json& fn = tools[k]["function"];
     const std::string name = fn["name"].get<std::string>();
-    if (req.tool_choice == "function" && name != req.tool_function) continue;
+    if (req.tool_choice == ToolChoice::Function && name != req.tool_function) continue;
     const ordered_json params = fn.contains("parameters") ? fn["parameters"] : ordered_json{{"type", "object"}};
     std::string args;
     try {
@@ -185,78 +187,15 @@ std::optional<GrammarRequest> requested_grammar(const ordered_json& body, const 
       bad("regex", fmt::format("'regex': {}", e.what()));
     }
   }
-  if (req.chat && (req.tool_choice == "required" || req.tool_choice == "function"))
+  if (req.chat && (req.tool_choice == ToolChoice::Required || req.tool_choice == ToolChoice::Function))
     found.emplace_back("tool_choice", tool_call_grammar(req, false).gbnf);
   if (found.size() > 1)
     bad(found[1].first, fmt::format("'{}' and '{}' both constrain the output; give one", found[0].first, found[1].first));
   if (!found.empty()) return GrammarRequest{found[0].second, ""};
   // tool_choice auto: a call, once started, is held to its tool's schema.
-  if (req.chat && req.tool_choice == "auto" && req.has_tools)
+  if (req.chat && req.tool_choice == ToolChoice::Auto && req.has_tools)
     if (GrammarRequest lazy = tool_call_grammar(req, true); !lazy.gbnf.empty()) return lazy;
   return std::nullopt;
-}
-
-namespace {
-
-class GrammarConstraint final : public TokenConstraint {
- public:
-  GrammarConstraint(std::shared_ptr<const grammar::Grammar> g, std::shared_ptr<const grammar::TokenTable> t)
-      : matcher_(std::move(g), std::move(t)) {}
-  void mask(std::span<float> logits) override { matcher_.mask_logits(logits.data(), logits.size()); }
-  bool accept(int32_t token) override { return matcher_.accept(token); }
-  bool finished() const override { return matcher_.finished(); }
-
- private:
-  grammar::GrammarMatcher matcher_;
-};
-
-// Unconstrained until the generated text contains the trigger; from there
-// on, the grammar holds what follows it. Text after the trigger that the
-// grammar rejects (the model wrote the marker in prose) drops the match,
-// and the constraint waits for the next trigger.
-class LazyGrammarConstraint final : public TokenConstraint {
- public:
-  LazyGrammarConstraint(std::shared_ptr<const grammar::Grammar> g, std::shared_ptr<const grammar::TokenTable> t,
-                        std::string trigger)
-      : grammar_(std::move(g)), tokens_(std::move(t)), trigger_(std::move(trigger)) {}
-  void mask(std::span<float> logits) override {
-    if (matcher_) matcher_->mask_logits(logits.data(), logits.size());
-  }
-  bool accept(int32_t token) override {
-    if (matcher_) return matcher_->accept(token);
-    if (token < 0 || size_t(token) >= tokens_->size()) return true;
-    seen_ += tokens_->piece(token);
-    const size_t at = seen_.find(trigger_);
-    if (at == std::string::npos) {
-      if (seen_.size() > trigger_.size()) seen_.erase(0, seen_.size() - trigger_.size());
-      return true;
-    }
-    matcher_.emplace(grammar_, tokens_);
-    if (!matcher_->accept_bytes(seen_.substr(at + trigger_.size()))) matcher_.reset();
-    seen_.clear();
-    return true;
-  }
-  bool finished() const override { return matcher_ && matcher_->finished(); }
-
- private:
-  std::shared_ptr<const grammar::Grammar> grammar_;
-  std::shared_ptr<const grammar::TokenTable> tokens_;
-  std::string trigger_, seen_;
-  std::optional<grammar::GrammarMatcher> matcher_;
-};
-
-}  // namespace
-
-std::shared_ptr<TokenConstraint> grammar_constraint(const GrammarRequest& request, const Engine& engine) {
-  std::shared_ptr<const grammar::Grammar> g;
-  try {
-    g = grammar::parse_gbnf(request.gbnf);
-  } catch (const grammar::GrammarError& e) {
-    throw ApiError(400, fmt::format("grammar: {}", e.what()), "grammar");
-  }
-  if (!request.trigger.empty())
-    return std::make_shared<LazyGrammarConstraint>(std::move(g), engine.token_table(), request.trigger);
-  return std::make_shared<GrammarConstraint>(std::move(g), engine.token_table());
 }
 
 }  // namespace vtc::serve

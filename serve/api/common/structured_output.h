@@ -19,35 +19,19 @@
 //   tools on a built-in template (the generic JSON format,  the whole output is
 //                    chat/generic_tools.h)                 {"tool_call(s)": ..} or, with
 //                                                          "auto", {"response": TEXT}
-// The constraint masks every token the grammar does not allow before each
-// draw (the host sampler: such requests never use device sampling) and
-// advances over the drawn one; generation stops when nothing can follow.
+// The constraint that enforces it: serve/constraints/grammar_constraint.h.
 #pragma once
 
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <string>
 
-#include "serve/engine.h"
-#include "serve/openai_api.h"
+#include "serve/api/common/completion_request.h"
+#include "serve/constraints/grammar_constraint.h"
 
 namespace vtc::serve {
-
-// A grammar for a request's output. With a trigger, it applies only from
-// the first occurrence of the trigger text on (tool_choice auto: a tool
-// call, once started, is held to its schema; the text before is free).
-struct GrammarRequest {
-  std::string gbnf, trigger;
-};
 
 // The grammar the request asks for, or nullopt. `req` carries the chat
 // request's template source and tool choice (for tool-call grammars).
 std::optional<GrammarRequest> requested_grammar(const nlohmann::ordered_json& body, const CompletionRequest& req);
-
-// A TokenConstraint over the grammar for the engine's vocabulary (its token
-// table is built once per engine and shared). ApiError 400 when the
-// grammar does not parse.
-std::shared_ptr<TokenConstraint> grammar_constraint(const GrammarRequest& request, const Engine& engine);
 
 }  // namespace vtc::serve

@@ -1,14 +1,15 @@
-#include "serve/embeddings.h"
+#include "serve/api/embeddings/embeddings.h"
 
 #include <fmt/format.h>
-#include <httplib.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <memory>
 
-#include "serve/openai_api.h"
+#include "serve/api/common/completion_request.h"
+#include "serve/api/common/fields.h"
+#include "serve/api/common/json_text.h"
 #include "support/error.h"
 
 namespace vtc::serve {
@@ -192,9 +193,9 @@ std::vector<std::vector<float>> run_inputs(Engine& engine, const std::vector<std
     std::vector<TokenEvent> ignored;
     while (!r->poll(ignored, std::chrono::milliseconds(1000))) {
     }
-    const std::string reason = r->finish_reason();
-    if (reason == "cancelled") throw ApiError(503, "The server is shutting down.", {}, {}, "unavailable_error");
-    if (reason != "stop") throw ApiError(500, fmt::format("embedding failed: {}", r->error()), {}, {}, "server_error");
+    const Finish reason = r->finish_reason().kind;
+    if (reason == Finish::Cancelled) throw ApiError(503, "The server is shutting down.", {}, {}, "unavailable_error");
+    if (reason != Finish::Stop) throw ApiError(500, fmt::format("embedding failed: {}", r->error()), {}, {}, "server_error");
     out.push_back(r->hidden());
   }
   return out;
@@ -208,38 +209,19 @@ int normalize_of(const json& body, const Engine& engine) {
   return int(v->get<int64_t>());
 }
 
-void check_fields(const json& body, std::initializer_list<const char*> known) {
-  for (const auto& [key, value] : body.items()) {
-    bool ok = false;
-    for (const char* k : known) ok = ok || key == k;
-    if (!ok) throw ApiError(400, fmt::format("Unrecognized request argument supplied: {}", key), key);
-  }
-}
-
-json parse_object(const httplib::Request& req) {
-  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded())
-    throw ApiError(400, "We could not parse the JSON body of your request: it is not valid JSON.", {}, "invalid_json");
-  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
-  return body;
-}
-
-Engine& embeddings_engine(const std::function<Engine*()>& get) {
-  Engine& engine = *get();
+void check_enabled(const Engine& engine) {
   if (!engine.options().embeddings)
     throw ApiError(501, "This server does not support embeddings. Start it with `--embeddings`", {}, {},
                    "not_supported_error");
-  return engine;
 }
 
-void send(httplib::Response& res, const json& body) {
-  res.status = 200;
-  res.set_content(body.dump(), "application/json");
-}
+}  // namespace
 
 // POST /v1/embeddings.
 json openai_embeddings(const json& body, Engine& engine, const std::string& model_name) {
-  check_fields(body, {"input", "model", "encoding_format", "dimensions", "user", "embd_normalize"});
+  check_enabled(engine);
+  fields::expect_object(body);
+  fields::check_known(body, {"input", "model", "encoding_format", "dimensions", "user", "embd_normalize"});
   const Pooling pooling = serving_pooling(engine);
   if (pooling == Pooling::None)
     throw ApiError(400, "Pooling type 'none' is not OAI compatible. Please use a different pooling type "
@@ -277,7 +259,9 @@ json openai_embeddings(const json& body, Engine& engine, const std::string& mode
 // POST /embeddings: llama-server's shape, [{"index", "embedding": [[...]]}],
 // one vector per token with pooling none, else the pooled one.
 json native_embeddings(const json& body, Engine& engine) {
-  check_fields(body, {"input", "content", "model", "embd_normalize", "encoding_format"});
+  check_enabled(engine);
+  fields::expect_object(body);
+  fields::check_known(body, {"input", "content", "model", "embd_normalize", "encoding_format"});
   const char* field = body.contains("input") ? "input" : "content";
   if (!body.contains(field)) throw ApiError(400, "\"input\" or \"content\" must be provided", "input");
   const Pooling pooling = serving_pooling(engine);
@@ -300,19 +284,6 @@ json native_embeddings(const json& body, Engine& engine) {
     out.push_back({{"index", i}, {"embedding", std::move(vectors)}});
   }
   return out;
-}
-
-}  // namespace
-
-void add_embeddings_routes(httplib::Server& server, std::function<Engine*()> engine, std::string model_name) {
-  server.Post("/v1/embeddings", [engine, model_name](const httplib::Request& req, httplib::Response& res) {
-    Engine& e = embeddings_engine(engine);
-    send(res, openai_embeddings(parse_object(req), e, model_name));
-  });
-  server.Post("/embeddings", [engine](const httplib::Request& req, httplib::Response& res) {
-    Engine& e = embeddings_engine(engine);
-    send(res, native_embeddings(parse_object(req), e));
-  });
 }
 
 }  // namespace vtc::serve

@@ -1,6 +1,6 @@
 // Embeddings: POST /v1/embeddings (OpenAI's shape) and POST /embeddings
 // (llama-server's own), served when `vtc serve --embeddings` built the
-// @embed step (serve/engine.h, frontends/gguf/arch/arch.h).
+// @embed step (serve/engine/engine.h, frontends/gguf/arch/arch.h).
 //
 // What a vector is, as llama-server computes it:
 //   - the hidden state of every input token: for a decoder, the output of
@@ -30,11 +30,7 @@
 #include <vector>
 
 #include "frontends/gguf/gguf.h"
-#include "serve/engine.h"
-
-namespace httplib {
-class Server;
-}
+#include "serve/engine/engine.h"
 
 namespace vtc::serve {
 
@@ -65,8 +61,11 @@ std::vector<std::vector<int32_t>> embedding_inputs(const nlohmann::json& value, 
 // Little-endian float32 bytes in base64, as OpenAI's encoding_format=base64.
 std::string base64_floats(std::span<const float> v);
 
-// Registers POST /v1/embeddings and POST /embeddings. `engine` returns the
-// loaded engine (routes run only once it is set).
-void add_embeddings_routes(httplib::Server& server, std::function<Engine*()> engine, std::string model_name);
+// POST /v1/embeddings (OpenAI's shape) and POST /embeddings (llama-server's):
+// validate the parsed body (ApiError 400 naming the field; 501 when the
+// server was started without --embeddings), run its inputs, and build the
+// 200 body.
+nlohmann::json openai_embeddings(const nlohmann::json& body, Engine& engine, const std::string& model_name);
+nlohmann::json native_embeddings(const nlohmann::json& body, Engine& engine);
 
 }  // namespace vtc::serve

@@ -1,4 +1,4 @@
-#include "serve/openai_api.h"
+#include "serve/api/openai/completions.h"
 
 #include <fmt/format.h>
 
@@ -7,8 +7,10 @@
 #include <random>
 #include <set>
 
-#include "serve/chat_output.h"
-#include "serve/structured_output.h"
+#include "serve/api/common/choice_output.h"
+#include "serve/api/common/json_text.h"
+#include "serve/api/common/fields.h"
+#include "serve/api/common/structured_output.h"
 #include "support/error.h"
 
 namespace vtc::serve {
@@ -18,136 +20,13 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// Length of the well-formed UTF-8 sequence at s[i] (Unicode 15, table 3-7),
-// 0 when there is none.
-size_t utf8_at(std::string_view s, size_t i) {
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = b(i);
-  if (c < 0x80) return 1;
-  size_t n;
-  unsigned char lo = 0x80, hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) n = 2;
-  else if (c >= 0xE0 && c <= 0xEF) {
-    n = 3;
-    if (c == 0xE0) lo = 0xA0;
-    if (c == 0xED) hi = 0x9F;  // no surrogates
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    n = 4;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;  // at most U+10FFFF
-  } else {
-    return 0;
-  }
-  if (i + n > s.size()) return 0;
-  if (b(i + 1) < lo || b(i + 1) > hi) return 0;
-  for (size_t k = 2; k < n; ++k)
-    if (b(i + k) < 0x80 || b(i + k) > 0xBF) return 0;
-  return n;
-}
-
-}  // namespace
-
-bool is_valid_utf8(std::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    const size_t n = utf8_at(s, i);
-    if (n == 0) return false;
-    i += n;
-  }
-  return true;
-}
-
-std::string valid_utf8(std::string_view s) {
-  if (is_valid_utf8(s)) return std::string(s);
-  std::string out;
-  out.reserve(s.size() + 8);
-  for (size_t i = 0; i < s.size();) {
-    const size_t n = utf8_at(s, i);
-    if (n == 0) {
-      out += "\xEF\xBF\xBD";
-      ++i;
-    } else {
-      out.append(s, i, n);
-      i += n;
-    }
-  }
-  return out;
-}
-
-json bytes_json(std::string_view s) {
-  json b = json::array();
-  for (unsigned char c : s) b.push_back(int(c));
-  return b;
-}
-
-std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-json error_body(const std::string& message, const std::string& type, const std::string& param, const std::string& code) {
-  return {{"error",
-           {{"message", valid_utf8(message)},
-            {"type", type},
-            {"param", param.empty() ? json(nullptr) : json(valid_utf8(param))},
-            {"code", code.empty() ? json(nullptr) : json(code)}}}};
-}
-
-std::vector<int32_t> tokenize_request_text(const Tokenizer& tok, std::string_view text, bool add_special,
-                                           bool parse_special, const std::string& param) {
-  try {
-    return tok.encode(text, add_special, parse_special);
-  } catch (const Error& e) {
-    throw ApiError(400, e.what(), param);
-  }
-}
-
-namespace {
-
-const char* type_name(const json& v) {
-  switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::string: return "a string";
-    case json::value_t::array: return "an array";
-    case json::value_t::object: return "an object";
-    case json::value_t::number_float: return "a number";
-    default: return "an integer";
-  }
-}
-
-[[noreturn]] void bad(const std::string& field, const std::string& message) { throw ApiError(400, message, field); }
-
-void expect(const json& v, bool ok, const std::string& field, const char* what) {
-  if (!ok) bad(field, fmt::format("'{}' must be {}, got {}", field, what, type_name(v)));
-}
-
-// A field that is absent or null reads as nullopt.
-const json* field(const json& body, const std::string& name) {
-  auto it = body.find(name);
-  return it == body.end() || it->is_null() ? nullptr : &*it;
-}
-
-std::optional<int64_t> get_int(const json& body, const std::string& name, int64_t lo, int64_t hi) {
-  const json* v = field(body, name);
-  if (!v) return std::nullopt;
-  expect(*v, v->is_number_integer() || v->is_number_unsigned(), name, "an integer");
-  const int64_t x = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX) ? INT64_MAX : v->get<int64_t>();
-  if (x < lo || x > hi) bad(name, fmt::format("'{}' must be in [{}, {}], got {}", name, lo, hi, x));
-  return x;
-}
-
-std::optional<double> get_number(const json& body, const std::string& name, double lo, double hi) {
-  const json* v = field(body, name);
-  if (!v) return std::nullopt;
-  expect(*v, v->is_number(), name, "a number");
-  const double x = v->get<double>();
-  if (!(x >= lo && x <= hi)) bad(name, fmt::format("'{}' must be in [{}, {}], got {}", name, lo, hi, x));
-  return x;
-}
-
-std::optional<bool> get_bool(const json& body, const std::string& name) {
-  const json* v = field(body, name);
-  if (!v) return std::nullopt;
-  expect(*v, v->is_boolean(), name, "a boolean");
-  return v->get<bool>();
-}
+using fields::bad;
+using fields::expect;
+using fields::field;
+using fields::get_bool;
+using fields::get_int;
+using fields::get_number;
+using fields::type_name;
 
 std::vector<std::string> get_stop(const json& body) {
   const json* v = field(body, "stop");
@@ -175,7 +54,7 @@ void note_ignored_field(const std::string& key) {
 void check_known_fields(const json& body, bool chat) {
   static const std::set<std::string> common = {
       "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "presence_penalty",
-      "frequency_penalty", "repeat_penalty", "n", "stream", "stream_options", "logprobs", "logit_bias",
+      "frequency_penalty", "repeat_penalty", "repeat_last_n", "n", "stream", "stream_options", "logprobs", "logit_bias",
       "stop_token_ids", "ignore_eos", "min_tokens", "grammar", "regex", "json_schema"};
   static const std::set<std::string> completions = {"prompt", "echo", "suffix", "best_of"};
   static const std::set<std::string> chats = {"messages", "top_logprobs", "max_completion_tokens", "response_format",
@@ -260,7 +139,9 @@ std::vector<int32_t> completion_prompt(const json& body, const Engine& engine) {
   const json* v = field(body, "prompt");
   if (!v) bad("prompt", "'prompt' is required");
   if (v->is_array() && v->size() == 1 && (*v)[0].is_string()) v = &(*v)[0];
-  if (v->is_string()) return tokenize_request_text(engine.tokenizer(), v->get<std::string>(), true, false, "prompt");
+  // Special tokens in the text are parsed, as llama-server's tokenize_mixed
+  // does (add_special and parse_special both true).
+  if (v->is_string()) return tokenize_request_text(engine.tokenizer(), v->get<std::string>(), true, true, "prompt");
   expect(*v, v->is_array() && !v->empty(), "prompt", "a string, an array of one string, or an array of token ids");
   std::vector<int32_t> ids;
   for (const json& t : *v) {
@@ -296,25 +177,26 @@ void tool_choice_of(const json& body, CompletionRequest& r) {
   r.parallel_tool_calls = get_bool(body, "parallel_tool_calls").value_or(true);
   const json* v = field(body, "tool_choice");
   if (!v) {
-    r.tool_choice = r.has_tools ? "auto" : "none";
+    r.tool_choice = r.has_tools ? ToolChoice::Auto : ToolChoice::None;
     return;
   }
   if (v->is_string()) {
     const std::string c = v->get<std::string>();
-    if (c != "none" && c != "auto" && c != "required")
-      bad("tool_choice", fmt::format("'tool_choice' must be none, auto, required or a function, got '{}'", c));
-    r.tool_choice = c;
+    if (c == "none") r.tool_choice = ToolChoice::None;
+    else if (c == "auto") r.tool_choice = ToolChoice::Auto;
+    else if (c == "required") r.tool_choice = ToolChoice::Required;
+    else bad("tool_choice", fmt::format("'tool_choice' must be none, auto, required or a function, got '{}'", c));
   } else {
     expect(*v, v->is_object() && v->contains("function") && (*v)["function"].is_object() &&
                    (*v)["function"].contains("name") && (*v)["function"]["name"].is_string(),
            "tool_choice", "a string or {\"type\": \"function\", \"function\": {\"name\": ...}}");
-    r.tool_choice = "function";
+    r.tool_choice = ToolChoice::Function;
     r.tool_function = (*v)["function"]["name"].get<std::string>();
     bool known = false;
     for (const json& t : body["tools"]) known = known || t["function"]["name"] == r.tool_function;
     if (!known) bad("tool_choice", fmt::format("'tool_choice' names '{}', which is not in 'tools'", r.tool_function));
   }
-  if (r.tool_choice != "none" && !r.has_tools) bad("tool_choice", "'tool_choice' needs 'tools'");
+  if (r.tool_choice != ToolChoice::None && !r.has_tools) bad("tool_choice", "'tool_choice' needs 'tools'");
 }
 
 SamplingParams sampling_of(const json& body, int64_t n_ctx) {
@@ -326,7 +208,11 @@ SamplingParams sampling_of(const json& body, int64_t n_ctx) {
   s.presence_penalty = float(get_number(body, "presence_penalty", -2, 2).value_or(0.0));
   s.frequency_penalty = float(get_number(body, "frequency_penalty", -2, 2).value_or(0.0));
   s.repeat_penalty = float(get_number(body, "repeat_penalty", 0, 10).value_or(1.0));
-  s.penalty_last_n = int32_t(n_ctx);  // every generated token, as OpenAI's penalties
+  // llama-server's repeat_last_n: the penalty window (the prompt's last
+  // tokens, then the generated ones; serve/engine/output.h); -1 the whole
+  // context, 0 no penalties; 64 by default, as llama-server and vtc run.
+  const int64_t last_n = get_int(body, "repeat_last_n", -1, INT32_MAX).value_or(64);
+  s.penalty_last_n = int32_t(last_n < 0 ? n_ctx : last_n);
   // Every 64-bit seed is used as given (seed_exact: 4294967295 is not
   // vtc run's "random"); -2^63 .. 2^64-1, a negative one modulo 2^64.
   s.seed_exact = true;
@@ -347,7 +233,7 @@ SamplingParams sampling_of(const json& body, int64_t n_ctx) {
 CompletionRequest parse_completion(const nlohmann::ordered_json& ordered, bool chat, const Engine& engine,
                                    const PromptTemplate& tmpl) {
   const json body = ordered;  // validation reads the sorted form; templates and schemas keep the client's order
-  if (!body.is_object()) throw ApiError(400, fmt::format("the request body must be a JSON object, got {}", type_name(body)));
+  fields::expect_object(body);
   check_known_fields(body, chat);
   check_defaults_only(body, chat);
   CompletionRequest r;
@@ -431,46 +317,11 @@ ApiError with_field_names(const ApiError& e, const std::vector<std::pair<std::st
   return ApiError(e.status, message, param, e.code, e.type);
 }
 
-// --- Whole endpoints ------------------------------------------------------------
-
-json tokenize_response(const json& body, const Engine& engine) {
-  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
-  for (const auto& [k, v] : body.items())
-    if (k != "content" && k != "add_special" && k != "parse_special" && k != "with_pieces")
-      throw ApiError(400, fmt::format("Unrecognized request argument supplied: {}", k), k);
-  if (!body.contains("content") || !body["content"].is_string()) throw ApiError(400, "'content' must be a string", "content");
-  for (const char* flag : {"add_special", "parse_special", "with_pieces"})
-    if (body.contains(flag) && !body[flag].is_boolean()) throw ApiError(400, fmt::format("'{}' must be a boolean", flag), flag);
-  const Tokenizer& tok = engine.tokenizer();
-  const auto ids = tokenize_request_text(tok, body["content"].get<std::string>(), body.value("add_special", false),
-                                         body.value("parse_special", false), "content");
-  const bool pieces = body.value("with_pieces", false);
-  json tokens = json::array();
-  for (int32_t id : ids) {
-    if (!pieces) {
-      tokens.push_back(id);
-      continue;
-    }
-    const std::string piece = tok.token_piece(id);
-    tokens.push_back({{"id", id}, {"piece", valid_utf8(piece)}, {"bytes", bytes_json(piece)}});
-  }
-  return {{"tokens", tokens}};
-}
-
-json detokenize_response(const json& body, const Engine& engine) {
-  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
-  for (const auto& [k, v] : body.items())
-    if (k != "tokens") throw ApiError(400, fmt::format("Unrecognized request argument supplied: {}", k), k);
-  if (!body.contains("tokens") || !body["tokens"].is_array()) throw ApiError(400, "'tokens' must be an array of token ids", "tokens");
-  std::vector<int32_t> ids;
-  for (const json& t : body["tokens"]) {
-    if (!t.is_number_integer()) throw ApiError(400, "'tokens' must be an array of token ids", "tokens");
-    const int64_t id = t.get<int64_t>();
-    if (id < 0 || id >= engine.n_vocab())
-      throw ApiError(400, fmt::format("token id {} is outside the vocabulary [0, {})", id, engine.n_vocab()), "tokens");
-    ids.push_back(int32_t(id));
-  }
-  return {{"content", valid_utf8(engine.tokenizer().decode(ids))}};
+GenerationAnswer completions_answer(const nlohmann::ordered_json& body, bool chat, const Engine& engine,
+                                    const PromptTemplate& chat_template, const ResponseInfo& info) {
+  auto req = std::make_shared<CompletionRequest>(parse_completion(body, chat, engine, chat_template));
+  std::shared_ptr<ResponseFormat> format = chat_completion_format(info, *req, engine.tokenizer());
+  return {std::move(req), std::move(format)};
 }
 
 }  // namespace vtc::serve

@@ -1,13 +1,14 @@
 // The OpenAI Responses API (responses_api.h): a Responses body as a chat
 // body, and the `response` object and event stream made from chat deltas.
-#include "serve/responses_api.h"
+#include "serve/api/responses/responses.h"
 
 #include <fmt/format.h>
 
 #include <set>
 
-#include "serve/body_fields.h"
-#include "serve/chat_output.h"
+#include "serve/api/common/fields.h"
+#include "serve/api/common/json_text.h"
+#include "serve/api/common/choice_output.h"
 
 namespace vtc::serve {
 
@@ -16,9 +17,9 @@ using nlohmann::ordered_json;
 
 namespace {
 
-using body_fields::bad;
-using body_fields::field;
-using body_fields::string_of;
+using fields::bad;
+using fields::field;
+using fields::string_of;
 
 // A message item's or a tool output's text: a string, or text parts.
 std::string text_of(const ordered_json& content, const std::string& at) {
@@ -261,17 +262,16 @@ class ResponsesFormat final : public ResponseFormat {
       : info_(info), req_(req), settings_(std::move(settings)) {}
 
   std::string stream_start() override {
-    std::string out = event("response.created", {{"response", response_object("in_progress", json::array(), nullptr, "")}});
-    return out + event("response.in_progress", {{"response", response_object("in_progress", json::array(), nullptr, "")}});
+    std::string out = event("response.created", {{"response", response_object("in_progress", json::array(), nullptr, {})}});
+    return out + event("response.in_progress", {{"response", response_object("in_progress", json::array(), nullptr, {})}});
   }
   std::string stream_token(int32_t, const TokenEvent&, std::vector<json> deltas) override { return apply(deltas); }
-  std::string stream_finish(int32_t, std::vector<json> deltas, const std::string& finish_reason,
-                            const Request& r) override {
+  std::string stream_finish(int32_t, std::vector<json> deltas, const ChoiceFinish& finish, const Request& r) override {
     std::string out = apply(deltas);  // then close: both count events, in this order
     out += close_open();
-    const std::string status = status_of(finish_reason);
+    const std::string status = status_of(finish);
     return out + event(status == "completed" ? "response.completed" : "response.incomplete",
-                       {{"response", response_object(status, output_, usage_of_response(r), finish_reason)}});
+                       {{"response", response_object(status, output_, usage_of_response(r), finish)}});
   }
   std::string stream_end(const Choices&) override { return {}; }
   std::string stream_error(const std::string& message) override {
@@ -296,7 +296,7 @@ class ResponsesFormat final : public ResponseFormat {
     if (has_calls)
       for (const json& call : msg["tool_calls"])
         output.push_back(function_call_item(next_id("fc"), "completed", call, call["function"]["arguments"]));
-    const std::string finish = out.finish_reason(r.finish_reason());
+    const ChoiceFinish finish = out.finish_reason(r.finish_reason());
     return response_object(status_of(finish), std::move(output), usage_of_response(r), finish);
   }
   json error(const std::string& message) override { return error_body(message, "server_error"); }
@@ -304,11 +304,12 @@ class ResponsesFormat final : public ResponseFormat {
  private:
   enum class Open { None, Reasoning, Message };
 
-  static std::string status_of(const std::string& finish_reason) {
-    return finish_reason == "length" || finish_reason == "cancelled" ? "incomplete" : "completed";
+  // A response cut short (max_output_tokens, or cancelled) is incomplete.
+  static std::string status_of(const ChoiceFinish& f) {
+    return f.kind == Finish::Length || f.kind == Finish::Cancelled ? "incomplete" : "completed";
   }
 
-  json response_object(const std::string& status, json output, json usage, const std::string& finish_reason) const {
+  json response_object(const std::string& status, json output, json usage, const ChoiceFinish& finish) const {
     json r = settings_;
     r["id"] = info_.id;
     r["object"] = "response";
@@ -319,7 +320,8 @@ class ResponsesFormat final : public ResponseFormat {
     r["usage"] = std::move(usage);
     r["error"] = nullptr;
     r["incomplete_details"] = status == "incomplete"
-                                  ? json{{"reason", finish_reason == "length" ? "max_output_tokens" : finish_reason}}
+                                  ? json{{"reason", finish.kind == Finish::Length ? std::string_view("max_output_tokens")
+                                                                                  : openai_finish_reason(finish)}}
                                   : json(nullptr);
     return r;
   }
@@ -428,6 +430,13 @@ std::unique_ptr<ResponseFormat> responses_format(const ResponseInfo& info, const
                    {"store", false},
                    {"background", false}};
   return std::make_unique<ResponsesFormat>(info, req, std::move(settings));
+}
+
+GenerationAnswer responses_answer(const ordered_json& body, const Engine& engine, const PromptTemplate& tmpl,
+                                  const ResponseInfo& info) {
+  auto req = std::make_shared<CompletionRequest>(parse_responses_request(body, engine, tmpl));
+  std::shared_ptr<ResponseFormat> format = responses_format(info, *req, body);
+  return {std::move(req), std::move(format)};
 }
 
 }  // namespace vtc::serve

@@ -30,8 +30,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "serve/openai_api.h"
-#include "serve/response_format.h"
+#include "serve/api/common/generation_loop.h"
+#include "serve/api/openai/completions.h"
 
 namespace vtc::serve {
 
@@ -47,5 +47,9 @@ CompletionRequest parse_responses_request(const nlohmann::ordered_json& body, co
 // response object). `req` must outlive it.
 std::unique_ptr<ResponseFormat> responses_format(const ResponseInfo& info, const CompletionRequest& req,
                                                  const nlohmann::ordered_json& body);
+
+// The endpoint: parse_responses_request and responses_format.
+GenerationAnswer responses_answer(const nlohmann::ordered_json& body, const Engine& engine,
+                                  const PromptTemplate& chat_template, const ResponseInfo& info);
 
 }  // namespace vtc::serve

@@ -17,7 +17,7 @@
 
 #include <fmt/format.h>
 
-#include "serve/grammar/grammar.h"
+#include "serve/constraints/grammar/grammar.h"
 
 namespace vtc::grammar {
 namespace {

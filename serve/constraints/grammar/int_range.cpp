@@ -7,7 +7,7 @@
 // all zeros (hi's tail all nines). Negative parts are "-" and the range of
 // magnitudes. Unbounded sides are [1-9] [0-9]{n,15} tails (16 digits at
 // most, as the reference's integer rules).
-#include "serve/grammar/int_range.h"
+#include "serve/constraints/grammar/int_range.h"
 
 #include <vector>
 

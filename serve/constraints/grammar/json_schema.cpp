@@ -10,7 +10,7 @@
 // $refs resolve as JSON pointers into the document given to add_schema;
 // a ref being resolved is only named (not visited again), so recursive
 // schemas give recursive rules.
-#include "serve/grammar/json_schema.h"
+#include "serve/constraints/grammar/json_schema.h"
 
 #include <cmath>
 #include <functional>
@@ -21,9 +21,9 @@
 
 #include <fmt/format.h>
 
-#include "serve/grammar/grammar.h"
-#include "serve/grammar/int_range.h"
-#include "serve/grammar/regex.h"
+#include "serve/constraints/grammar/grammar.h"
+#include "serve/constraints/grammar/int_range.h"
+#include "serve/constraints/grammar/regex.h"
 
 namespace vtc::grammar {
 namespace {

@@ -17,7 +17,7 @@
 
 #include <fmt/format.h>
 
-#include "serve/grammar/matcher.h"
+#include "serve/constraints/grammar/matcher.h"
 
 namespace vtc::grammar {
 namespace {

@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "serve/grammar/grammar.h"
+#include "serve/constraints/grammar/grammar.h"
 
 namespace vtc {
 class Tokenizer;

@@ -9,7 +9,7 @@
 // the characters JSON must escape are taken out of it and offered in their
 // escaped form instead. Nesting and repetition counts are bounded, so an
 // untrusted pattern cannot recurse deeply or blow up the grammar.
-#include "serve/grammar/regex.h"
+#include "serve/constraints/grammar/regex.h"
 
 #include <algorithm>
 #include <vector>
@@ -17,7 +17,7 @@
 #include <fmt/format.h>
 
 #include "frontends/gguf/tokenizer/unicode_util.h"
-#include "serve/grammar/grammar.h"
+#include "serve/constraints/grammar/grammar.h"
 
 namespace vtc::grammar {
 namespace {

@@ -11,7 +11,7 @@
 #include <numeric>
 
 #include "frontends/gguf/tokenizer/tokenizer.h"
-#include "serve/grammar/matcher.h"
+#include "serve/constraints/grammar/matcher.h"
 
 namespace vtc::grammar {
 namespace {

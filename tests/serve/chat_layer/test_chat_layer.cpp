@@ -29,10 +29,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "serve/api_error.h"
+#include "serve/api/common/api_error.h"
 #include "serve/chat/generic_tools.h"
 #include "serve/chat/output_parser.h"
-#include "serve/chat_prompt.h"
+#include "serve/chat/chat_prompt.h"
 
 namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
@@ -339,11 +339,11 @@ TEST_CASE("generic tool-format output comes back as tool calls or content", "[ch
 
 TEST_CASE("the generic format's schema offers a call or a response", "[chat-layer]") {
   const ojson tools = ojson::parse(kWeatherTools);
-  const ojson automatic = vtc::chat::generic_output_schema(tools, "auto", "", true);
+  const ojson automatic = vtc::chat::generic_output_schema(tools, vtc::serve::ToolChoice::Auto, "", true);
   REQUIRE(automatic.contains("anyOf"));
   CHECK(automatic["anyOf"][1]["required"] == ojson::array({"response"}));
   CHECK(automatic["anyOf"][0]["properties"]["tool_calls"]["items"]["anyOf"].size() == 2);
-  const ojson named = vtc::chat::generic_output_schema(tools, "function", "get_time", false);
+  const ojson named = vtc::chat::generic_output_schema(tools, vtc::serve::ToolChoice::Function, "get_time", false);
   CHECK(named["properties"]["tool_call"]["properties"]["name"]["const"] == "get_time");
 }
 

@@ -7,10 +7,10 @@
 #include <functional>
 #include <random>
 
-#include "serve/grammar/grammar.h"
-#include "serve/grammar/json_schema.h"
-#include "serve/grammar/matcher.h"
-#include "serve/grammar/regex.h"
+#include "serve/constraints/grammar/grammar.h"
+#include "serve/constraints/grammar/json_schema.h"
+#include "serve/constraints/grammar/matcher.h"
+#include "serve/constraints/grammar/regex.h"
 
 using namespace vtc::grammar;
 

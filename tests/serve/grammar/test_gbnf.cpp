@@ -2,7 +2,7 @@
 // string matching through the stack-set engine.
 #include <catch2/catch.hpp>
 
-#include "serve/grammar/grammar.h"
+#include "serve/constraints/grammar/grammar.h"
 
 using vtc::grammar::GrammarError;
 using vtc::grammar::parse_gbnf;

@@ -5,9 +5,9 @@
 #include <cmath>
 #include <random>
 
-#include "serve/grammar/grammar.h"
-#include "serve/grammar/json_schema.h"
-#include "serve/grammar/matcher.h"
+#include "serve/constraints/grammar/grammar.h"
+#include "serve/constraints/grammar/json_schema.h"
+#include "serve/constraints/grammar/matcher.h"
 
 using namespace vtc::grammar;
 

@@ -8,10 +8,10 @@
 #include <fstream>
 #include <random>
 
-#include "serve/grammar/grammar.h"
-#include "serve/grammar/json_schema.h"
-#include "serve/grammar/matcher.h"
-#include "serve/grammar/regex.h"
+#include "serve/constraints/grammar/grammar.h"
+#include "serve/constraints/grammar/json_schema.h"
+#include "serve/constraints/grammar/matcher.h"
+#include "serve/constraints/grammar/regex.h"
 #include "tests/test_process.h"
 
 using namespace vtc::grammar;
