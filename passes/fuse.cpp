@@ -165,14 +165,9 @@ RewritePattern pattern_of(const FusionRule& rule) {
   throw Error("fuse: unknown fusion shape");
 }
 
-bool targets_include(std::string_view targets, std::string_view target) {
-  if (targets == "*" || target.empty()) return true;
-  for (size_t at = 0; at < targets.size();) {
-    size_t end = std::min(targets.find(',', at), targets.size());
-    if (targets.substr(at, end - at) == target) return true;
-    at = end + 1;
-  }
-  return false;
+// No target (a bare `fuse`): every row.
+bool targets_include(TargetMask targets, std::optional<Target> target) {
+  return !target || (targets & target_bit(*target)) != 0;
 }
 
 }  // namespace
@@ -191,9 +186,8 @@ std::unique_ptr<Pass> create_fuse(const PassOptions& options) {
   for (const auto& [key, value] : options.values)
     if (key != "kinds" && key != "target")
       throw Error(fmt::format("fuse: unknown option '{}' (options: kinds=K1+K2, target=cpu|cuda)", key));
-  const std::string target = options.get("target");
-  if (!target.empty() && target != "cpu" && target != "cuda")
-    throw Error(fmt::format("fuse: target must be cpu or cuda, got '{}'", target));
+  const std::optional<Target> target =
+      options.has("target") ? std::optional(options.get_target("fuse", Target::Cpu)) : std::nullopt;
   std::vector<const FusionRule*> rules;
   const std::string kinds = options.get("kinds");
   if (kinds.empty()) {

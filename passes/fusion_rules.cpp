@@ -28,15 +28,15 @@ const FusedKind kTakesNormPrologue[] = {FusedKind::QkRope, FusedKind::Swiglu};
 
 const FusionRule kRules[] = {
     {.kind = FusedKind::QkRope, .shape = FusionShape::Epilogue, .anchor = OpKind::Matmul, .steps = kQkRopeChain,
-     .targets = "*"},
+     .targets = kAnyTarget},
     {.kind = FusedKind::Swiglu, .shape = FusionShape::GatedPair, .anchor = OpKind::Matmul, .steps = kSiluGate,
-     .join = OpKind::Mul, .targets = "*"},
+     .join = OpKind::Mul, .targets = kAnyTarget},
     {.kind = FusedKind::NormMatmul, .shape = FusionShape::Prologue, .anchor = OpKind::RmsNorm,
-     .prologue_of = OpKind::Matmul, .absorbs = kTakesNormPrologue, .targets = "*"},
+     .prologue_of = OpKind::Matmul, .absorbs = kTakesNormPrologue, .targets = kAnyTarget},
     {.kind = FusedKind::MatmulEpilogue, .shape = FusionShape::Epilogue, .anchor = OpKind::Matmul,
-     .steps = kElementwiseEpilogue, .targets = "*"},
+     .steps = kElementwiseEpilogue, .targets = kAnyTarget},
     {.kind = FusedKind::Elementwise, .shape = FusionShape::Chain, .anchor = OpKind::Return,
-     .patterns = kElementwiseOrBroadcast, .targets = "*"},
+     .patterns = kElementwiseOrBroadcast, .targets = kAnyTarget},
 };
 
 }  // namespace

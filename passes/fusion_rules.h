@@ -22,11 +22,13 @@
 
 #include <llvm/ADT/ArrayRef.h>
 
+#include <cstdint>
 #include <optional>
 #include <string_view>
 
 #include "ir/attr_enums.h"
 #include "ir/module.h"
+#include "support/target.h"
 
 namespace vtc::passes {
 
@@ -50,6 +52,11 @@ struct ChainStep {
   bool (*accept)(const ir::Op&) = nullptr;
 };
 
+// A set of targets, one bit per Target.
+using TargetMask = uint8_t;
+constexpr TargetMask target_bit(Target t) { return TargetMask(1u << unsigned(t)); }
+constexpr TargetMask kAnyTarget = target_bit(Target::Cpu) | target_bit(Target::Cuda);
+
 struct FusionRule {
   ir::FusedKind kind;
   FusionShape shape;
@@ -61,8 +68,8 @@ struct FusionRule {
   PatternMask patterns = 0;                // Chain: which pattern kinds link
   // The backends that run this kind as one kernel (docs/passes.md); the
   // partitioner forms it only for a target listed here, or for any target
-  // when the row says "*" (a region is also a contract other passes read).
-  std::string_view targets = "*";
+  // (kAnyTarget: every one; a region is also a contract other passes read).
+  TargetMask targets = kAnyTarget;
 };
 
 // Every row, in the order the partitioner applies them.

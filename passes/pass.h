@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ir/module.h"
+#include "support/target.h"
 
 namespace vtc::passes {
 
@@ -25,6 +26,9 @@ struct PassOptions {
   bool has(std::string_view key) const { return values.count(std::string(key)) != 0; }
   std::string get(std::string_view key, std::string fallback = {}) const;
   int64_t get_int(std::string_view key, int64_t fallback) const;  // throws vtc::Error if malformed
+  // `target=cpu|cuda` through parse_target (support/target.h), or `fallback`
+  // when absent; throws vtc::Error prefixed by `pass` for a bad name.
+  Target get_target(std::string_view pass, Target fallback) const;
 };
 
 struct Artifact {

@@ -37,6 +37,16 @@ int64_t PassOptions::get_int(std::string_view key, int64_t fallback) const {
   return v;
 }
 
+Target PassOptions::get_target(std::string_view pass, Target fallback) const {
+  auto it = values.find("target");
+  if (it == values.end()) return fallback;
+  try {
+    return parse_target(it->second);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", pass, e.what()));
+  }
+}
+
 namespace {
 std::string trim(std::string_view s) {
   size_t b = s.find_first_not_of(" \t\n"), e = s.find_last_not_of(" \t\n");

@@ -7,14 +7,13 @@
 namespace vtc::passes {
 
 std::string rewrite_pipeline(const PipelineSpec& o) {
-  if (o.target != "cpu" && o.target != "cuda") throw Error(fmt::format("compile: target must be cpu or cuda, got '{}'", o.target));
   if (o.weight_layout_types != "reference" && o.weight_layout_types != "all")
     throw Error(fmt::format("compile: weight layout types must be reference or all, got '{}'", o.weight_layout_types));
-  const std::string fusion = o.optimize ? fmt::format("fuse{{target={}}},canonicalize,", o.target) : "";
+  const std::string fusion = o.optimize ? fmt::format("fuse{{target={}}},canonicalize,", target_name(o.target)) : "";
   // After fusion: it follows the weights into the regions' bodies.
   const std::string layout =
-      o.target == "cpu" ? fmt::format("weight-layout{{target=cpu,types={}}},", o.weight_layout_types) : "";
-  return fmt::format("canonicalize,{}{}placement{{target={}}}", fusion, layout, o.target);
+      o.target == Target::Cpu ? fmt::format("weight-layout{{target=cpu,types={}}},", o.weight_layout_types) : "";
+  return fmt::format("canonicalize,{}{}placement{{target={}}}", fusion, layout, target_name(o.target));
 }
 
 std::string standard_pipeline(const PipelineSpec& o) {

@@ -18,17 +18,19 @@
 #include <cstdint>
 #include <string>
 
+#include "support/target.h"
+
 namespace vtc::passes {
 
 struct PipelineSpec {
-  std::string target = "cpu";     // cpu | cuda
+  Target target = Target::Cpu;
   int64_t max_step_tokens = 512;  // T bound
   int64_t max_sequences = 4;      // S and R bound
   bool optimize = true;           // false: no fusion
   std::string weight_layout_types = "reference";  // cpu: weight-layout's `types`
 };
 
-// Throws vtc::Error for an unknown target, bound or layout choice.
+// Throws vtc::Error for a bad bound or layout choice.
 std::string rewrite_pipeline(const PipelineSpec& spec);
 std::string standard_pipeline(const PipelineSpec& spec);
 

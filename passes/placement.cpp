@@ -103,7 +103,7 @@ bool PlacementPass::run(ir::Module& module, PassContext& context) {
   }
   Artifact artifact{"placement", {}};
   artifact.lines.push_back(fmt::format("placement: target {}, {} transfer(s) inserted",
-                                       target_ == Target::Cpu ? "cpu" : "cuda", transfers_.size()));
+                                       target_name(target_), transfers_.size()));
   for (const auto& t : transfers_) artifact.lines.push_back("  " + t.str());
   context.artifacts["placement"] = std::move(artifact);
   return std::hash<std::string>{}(ir::print(module)) != before_hash;
@@ -113,9 +113,7 @@ std::unique_ptr<Pass> create_placement(const PassOptions& options) {
   for (const auto& [k, v] : options.values)
     if (k != "target" && k != "host_ops" && k != "max_transfers")
       throw Error(fmt::format("placement: unknown option '{}' (known: target, host_ops, max_transfers)", k));
-  std::string target = options.get("target", "cpu");
-  if (target != "cpu" && target != "cuda")
-    throw Error(fmt::format("placement: target must be cpu or cuda, got '{}'", target));
+  const Target target = options.get_target("placement", Target::Cpu);
   std::vector<std::string> host_ops;
   std::string list = options.get("host_ops");
   for (size_t i = 0; i < list.size();) {
@@ -124,7 +122,7 @@ std::unique_ptr<Pass> create_placement(const PassOptions& options) {
     if (bar > i) host_ops.push_back(list.substr(i, bar - i));
     i = bar + 1;
   }
-  return std::make_unique<PlacementPass>(target == "cpu" ? PlacementPass::Target::Cpu : PlacementPass::Target::Cuda,
+  return std::make_unique<PlacementPass>(target,
                                          std::move(host_ops), options.get_int("max_transfers", -1));
 }
 

@@ -45,7 +45,7 @@ struct TransferRecord {
 
 class PlacementPass final : public Pass {
  public:
-  enum class Target { Cpu, Cuda };
+  using Target = vtc::Target;
   PlacementPass(Target target, std::vector<std::string> host_ops, int64_t max_transfers);
   std::string_view name() const override { return "placement"; }
   bool run(ir::Module& module, PassContext& context) override;

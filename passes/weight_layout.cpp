@@ -151,14 +151,12 @@ std::unique_ptr<Pass> create_weight_layout(const PassOptions& options) {
   for (const auto& [k, v] : options.values)
     if (k != "target" && k != "types")
       throw Error(fmt::format("weight-layout: unknown option '{}' (known: target, types)", k));
-  const std::string target = options.get("target", "cpu");
-  if (target != "cpu" && target != "cuda")
-    throw Error(fmt::format("weight-layout: target must be cpu or cuda, got '{}'", target));
+  const Target target = options.get_target("weight-layout", Target::Cpu);
   const std::string types = options.get("types", "reference");
   if (types != "reference" && types != "all")
     throw Error(fmt::format("weight-layout: types must be reference or all, got '{}'", types));
   return std::make_unique<WeightLayoutPass>(
-      target == "cpu" ? WeightLayoutPass::Target::Cpu : WeightLayoutPass::Target::Cuda, types == "all");
+target, types == "all");
 }
 
 }  // namespace vtc::passes

@@ -47,7 +47,7 @@ namespace vtc::passes {
 
 class WeightLayoutPass final : public Pass {
  public:
-  enum class Target { Cpu, Cuda };
+  using Target = vtc::Target;
   explicit WeightLayoutPass(Target target, bool all_types = false) : target_(target), all_types_(all_types) {}
   std::string_view name() const override { return "weight-layout"; }
   bool run(ir::Module& module, PassContext& context) override;

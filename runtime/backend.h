@@ -26,6 +26,7 @@
 #include "runtime/state/state_store.h"
 #include "runtime/sampler.h"
 #include "runtime/tensor.h"
+#include "support/target.h"
 
 namespace vtc {
 
@@ -66,7 +67,7 @@ class Backend {
  public:
   virtual ~Backend() = default;
 
-  virtual std::string_view target() const = 0;  // "cpu" | "cuda"
+  virtual Target target() const = 0;
   // One line for reports: "CPU interpreter, 2 threads", "CUDA on ... (sm_90)".
   virtual std::string describe() const = 0;
 

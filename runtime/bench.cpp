@@ -75,7 +75,7 @@ BenchFigures bench_session(Session& session, const BenchSpec& spec, const BenchP
     if (progress)
       progress(fmt::format("rep {}/{}: pp{} {:.2f} tok/s, tg{} {:.2f} tok/s ({})", rep + 1, spec.repetitions,
                            spec.prompt_tokens, spec.prompt_tokens / pp, spec.gen_tokens, spec.gen_tokens / tg,
-                           session.target()));
+                           target_name(session.target())));
   }
   return f;
 }

@@ -88,7 +88,7 @@ struct StepWindow {
 Session open_session(const std::string& model, const SessionOptions& base, const PredictSpec& spec) {
   const int32_t rows = spec.batch_rows.empty() ? 1 : *std::max_element(spec.batch_rows.begin(), spec.batch_rows.end());
   SessionOptions o = base;
-  o.target = "cuda";
+  o.target = Target::Cuda;
   o.n_slots = std::max(rows, 1);
   o.n_ctx = std::max<int64_t>(spec.prompt_tokens, spec.batch_context + 4) + 16;
   o.max_step_tokens = std::max(o.max_step_tokens, spec.prompt_tokens);

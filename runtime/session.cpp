@@ -10,6 +10,7 @@
 #include <set>
 
 #include "ir/op_attrs.h"
+#include "ir/step_interface.h"
 #include "runtime/compile/compile.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cuda/executor.h"
@@ -18,6 +19,16 @@
 namespace vtc {
 
 namespace {
+using ir::StepKind;
+namespace step = ir::step;
+
+// A request for step `kind`; its arguments are set by the step interface's
+// names (ir/step_interface.h), which the Session checked the module against.
+StepRequest step_request(StepKind kind, std::vector<int32_t> slots) {
+  return StepRequest{std::string(ir::step_name(kind)), std::move(slots), {}};
+}
+void set_arg(StepRequest& req, std::string_view name, HostTensor value) { req.args[std::string(name)] = std::move(value); }
+
 CompileOptions compile_options(const SessionOptions& o) {
   CompileOptions c;
   c.target = o.target;
@@ -45,7 +56,7 @@ void check_tokens(std::span<const int32_t> tokens, int64_t n_vocab, const char* 
 
 // An artifact's stored CUDA kernels are what its executor must run.
 std::unique_ptr<Backend> make_backend(const BackendInputs& in, const CompiledModel& m, const SessionOptions& o) {
-  if (o.target == "cpu") return std::make_unique<cpu::CpuBackend>(in, cpu::CpuBackendOptions{o.threads, o.fused_kernels});
+  if (o.target == Target::Cpu) return std::make_unique<cpu::CpuBackend>(in, cpu::CpuBackendOptions{o.threads, o.fused_kernels});
   cuda::ExecutorOptions cuda{.graphs = o.cuda_graphs};
   if (!m.cuda_steps.empty()) cuda.kernels = &m.cuda_steps;
   else if (!m.kernels.empty()) cuda.stored_kernels = &m.kernels;
@@ -53,10 +64,8 @@ std::unique_ptr<Backend> make_backend(const BackendInputs& in, const CompiledMod
 }
 
 void check_target(const std::string& path, const SessionOptions& o) {
-  if (o.target != "cpu" && o.target != "cuda")
-    throw Error(fmt::format("session: the target must be cpu or cuda, got '{}'", o.target));
   if (o.max_step_tokens < 1) throw Error(fmt::format("session: max_step_tokens must be at least 1 (got {})", o.max_step_tokens));
-  if (o.target == "cuda")
+  if (o.target == Target::Cuda)
     if (std::string why = cuda::cuda_unavailable_reason(); !why.empty())
       throw Error(fmt::format("{}: the cuda target is unavailable here: {}", path, why));
 }
@@ -85,7 +94,7 @@ struct Session::Impl {
       : model(std::move(m)), states(model.module, cfg),
         backend(make_backend({model.module, model.file, states, model.plans}, model, o)),
         n_vocab(int64_t(model.file.find_tensor("token_embd.weight")->dims[1])), max_step_tokens(max_step),
-        generates_text(model.module.find_function("prefill") != nullptr), whole_sequences(has_bidirectional_attention(model.module)) {}
+        generates_text(model.module.find_function(ir::step_name(StepKind::Prefill)) != nullptr), whole_sequences(has_bidirectional_attention(model.module)) {}
 
   const bool generates_text;
   const bool whole_sequences;
@@ -105,9 +114,9 @@ struct Session::Impl {
       throw Error(fmt::format("decode: {} sampling settings for {} sequences", sampling.size(), slots.size()));
     std::vector<int32_t> seq(slots.size());
     std::iota(seq.begin(), seq.end(), 0);
-    StepRequest req{"decode", std::vector<int32_t>(slots.begin(), slots.end()), {}};
-    req.args["pos"] = HostTensor::i32(std::vector<int32_t>(positions.begin(), positions.end()));
-    req.args["seq"] = HostTensor::i32(seq);
+    StepRequest req = step_request(StepKind::Decode, std::vector<int32_t>(slots.begin(), slots.end()));
+    set_arg(req, step::kPos, HostTensor::i32(std::vector<int32_t>(positions.begin(), positions.end())));
+    set_arg(req, step::kSeq, HostTensor::i32(seq));
     std::vector<float> params;
     std::vector<int32_t> seeds;
     for (size_t i = 0; i < slots.size(); ++i) {
@@ -119,10 +128,10 @@ struct Session::Impl {
     HostTensor p{ir::ElemType::F32, {int64_t(slots.size()), 4}, {}};
     p.bytes.resize(params.size() * 4);
     std::memcpy(p.bytes.data(), params.data(), p.bytes.size());
-    req.args["sampling"] = std::move(p);
+    set_arg(req, step::kSampling, std::move(p));
     HostTensor seed = HostTensor::i32(seeds);
     seed.shape = {int64_t(slots.size()), 2};
-    req.args["seed"] = std::move(seed);
+    set_arg(req, step::kSeed, std::move(seed));
     return req;
   }
 
@@ -180,10 +189,10 @@ HostTensor Session::Impl::run_embed(std::span<const SeqChunk> chunks) {
     }
   }
   for (const SeqChunk& c : chunks) reserve(c.slot, c.n_past + int64_t(c.tokens.size()), "embed");
-  StepRequest req{"embed", std::move(slots), {}};
-  req.args["ids"] = HostTensor::i32(ids);
-  req.args["pos"] = HostTensor::i32(pos);
-  req.args["seq"] = HostTensor::i32(seq);
+  StepRequest req = step_request(StepKind::Embed, std::move(slots));
+  set_arg(req, step::kIds, HostTensor::i32(ids));
+  set_arg(req, step::kPos, HostTensor::i32(pos));
+  set_arg(req, step::kSeq, HostTensor::i32(seq));
   return std::move(backend->run(req).at(0));
 }
 
@@ -208,11 +217,11 @@ HostTensor Session::Impl::run_prefill(std::span<const SeqChunk> chunks, bool eve
   // changes. A failed reservation keeps the pages it already holds: they
   // belong to the slot and go back on reset().
   for (const SeqChunk& c : chunks) reserve(c.slot, c.n_past + int64_t(c.tokens.size()), "step");
-  StepRequest req{"prefill", std::move(slots), {}};
-  req.args["ids"] = HostTensor::i32(ids);
-  req.args["pos"] = HostTensor::i32(pos);
-  req.args["seq"] = HostTensor::i32(seq);
-  req.args["rows"] = HostTensor::i32(rows);
+  StepRequest req = step_request(StepKind::Prefill, std::move(slots));
+  set_arg(req, step::kIds, HostTensor::i32(ids));
+  set_arg(req, step::kPos, HostTensor::i32(pos));
+  set_arg(req, step::kSeq, HostTensor::i32(seq));
+  set_arg(req, step::kRows, HostTensor::i32(rows));
   HostTensor out = std::move(backend->run(req).at(0));
   if (silent) out.shape[0] = 0, out.bytes.clear();
   return out;
@@ -223,8 +232,9 @@ Session::Session(const std::string& path, const SessionOptions& o) {
   CompiledModel model = load_model(path, compile_options(o));
   if (model.target != o.target)
     throw Error(fmt::format("{}: compiled for target {}, but the session runs on {}; recompile with `vtc compile --target {}`",
-                            path, model.target, o.target, o.target));
-  if (o.embeddings && !model.module.find_function("embed"))
+                            path, target_name(model.target), target_name(o.target), target_name(o.target)));
+  ir::check_step_interface(model.module, path);
+  if (o.embeddings && !model.module.find_function(ir::step_name(StepKind::Embed)))
     throw Error(fmt::format("{}: the artifact was compiled without the @embed step; serve the GGUF itself with embeddings", path));
   const int32_t max_step = std::min<int32_t>(o.max_step_tokens, int32_t(plan_bound(model, "T", o.max_step_tokens)));
   if (o.n_slots > plan_bound(model, "S", o.n_slots))
@@ -245,7 +255,7 @@ Session::~Session() = default;
 
 const gguf::GgufFile& Session::file() const { return impl_->model.file; }
 const ir::Module& Session::module() const { return impl_->model.module; }
-const std::string& Session::target() const { return impl_->model.target; }
+Target Session::target() const { return impl_->model.target; }
 int64_t Session::n_ctx() const { return impl_->states.config().n_ctx; }
 int64_t Session::n_vocab() const { return impl_->n_vocab; }
 int32_t Session::max_step_tokens() const { return impl_->max_step_tokens; }
@@ -294,7 +304,7 @@ HostTensor Session::step(std::span<const SeqChunk> chunks) {
 }
 
 HostTensor Session::embed(std::span<const SeqChunk> chunks) {
-  if (!impl_->model.module.find_function("embed")) throw Error("embed: the session was built without embeddings");
+  if (!impl_->model.module.find_function(ir::step_name(StepKind::Embed))) throw Error("embed: the session was built without embeddings");
   impl_->check_chunks(chunks, "embed");
   return impl_->run_embed(chunks);
 }
@@ -302,7 +312,7 @@ HostTensor Session::embed(std::span<const SeqChunk> chunks) {
 void Session::set_last_id(int32_t slot, int32_t token) {
   require_text_generation("decode");
   check_tokens({&token, 1}, n_vocab(), "decode");
-  impl_->backend->write_slot_row(impl_->states.layout("last_ids"), slot, {reinterpret_cast<const uint8_t*>(&token), 4});
+  impl_->backend->write_slot_row(impl_->states.layout(step::kLastIds), slot, {reinterpret_cast<const uint8_t*>(&token), 4});
 }
 
 HostTensor Session::decode(std::span<const int32_t> slots, std::span<const int32_t> tokens,

@@ -29,11 +29,14 @@
 #include "ir/module.h"
 #include "passes/pass_manager.h"
 #include "runtime/backend.h"
+#include "support/target.h"
 
 namespace vtc {
 
 struct SessionOptions {
-  std::string target = "cpu";  // cpu | cuda
+  // A Target; a name (std::string, const char*) converts through
+  // parse_target, for callers that still hold a CLI string.
+  TargetOrName target = Target::Cpu;
   int threads = 0;        // cpu: 0 is all hardware threads
   int64_t n_ctx = 0;      // 0: the model's context length, capped at 4096
   int32_t n_slots = 1;    // concurrent sequences
@@ -78,7 +81,7 @@ class Session {
 
   const gguf::GgufFile& file() const;
   const ir::Module& module() const;  // lowered for the target
-  const std::string& target() const;
+  Target target() const;
   int64_t n_ctx() const;
   int64_t n_vocab() const;
   int32_t max_step_tokens() const;

@@ -13,6 +13,7 @@
 
 #include "ir/module.h"
 #include "runtime/tensor.h"
+#include "support/target.h"
 
 namespace vtc {
 
@@ -22,12 +23,12 @@ using SymbolEnv = std::unordered_map<std::string, int64_t>;
 std::optional<int64_t> lookup_symbol(std::string_view name, const void* env);
 
 // The sizes of `shape` under `env`; throws naming `what`, prefixed by
-// `backend` ("cpu", "cuda"), if a dim is unbound or negative.
+// the backend's target name, if a dim is unbound or negative.
 std::vector<int64_t> concrete_shape(const ir::Shape& shape, const SymbolEnv& env, const std::string& what,
-                                    std::string_view backend);
+                                    Target backend);
 
 // The symbols of `fn` bound by `req` (see above); also checks that each
 // argument has the function's element type and its concrete shape.
-SymbolEnv bind_step_symbols(const ir::Function& fn, const StepRequest& req, std::string_view backend);
+SymbolEnv bind_step_symbols(const ir::Function& fn, const StepRequest& req, Target backend);
 
 }  // namespace vtc

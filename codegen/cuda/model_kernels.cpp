@@ -9,7 +9,7 @@
 
 namespace vtc::cuda {
 
-std::string cuda_rewrite_pipeline() { return passes::rewrite_pipeline({.target = "cuda"}); }
+std::string cuda_rewrite_pipeline() { return passes::rewrite_pipeline({.target = Target::Cuda}); }
 
 ModelKernels generate_model(ir::Module module, const std::string& pipeline) {
   ModelKernels out;

@@ -507,7 +507,7 @@ json manifest_of(const CompiledModel& m, const std::string& artifact_path, bool 
   return {
       {"format_version", kArtifactFormat},
       {"vtc_version", VTC_VERSION_STRING},
-      {"target", m.target},
+      {"target", target_name(m.target)},
       {"pipeline", m.pipeline},
       {"model", json::parse(gguf::summary_json(g, {0, 8}))},
       {"chat_template", g.get_string("tokenizer.chat_template").value_or("")},
@@ -879,8 +879,13 @@ void validate_states(const ir::Module& m) {
 CompiledModel load_manifest(const std::string& path, const json& manifest) {
   if (get_u64(manifest, "format_version", "manifest") != kArtifactFormat)
     bad("format_version", fmt::format("is {} but the header says {}", shown(manifest.at("format_version")), kArtifactFormat));
-  const std::string target = get_str(manifest, "target", "manifest");
-  if (target != "cpu" && target != "cuda") bad("target", fmt::format("must be cpu or cuda, got '{}'", target));
+  const std::string target_text = get_str(manifest, "target", "manifest");
+  Target target = Target::Cpu;
+  try {
+    target = parse_target(target_text);
+  } catch (const Error& e) {
+    bad("target", fmt::format("must name a target: {}", e.what()));
+  }
   const json& report = member(manifest, "report", "manifest");
   if (!report.is_array()) bad("report", "must be an array of strings");
   std::vector<std::string> lines;

@@ -13,6 +13,7 @@
 #include "runtime/cpu/fused_kernels.h"
 #include "passes/pipelines.h"
 #include "frontends/gguf/arch/arch.h"
+#include "ir/step_interface.h"
 #include "ir/verifier.h"
 #include "passes/bind_state.h"
 #include "passes/placement.h"
@@ -41,14 +42,14 @@ StepCounts count_ops(const ir::Function& f) {
 
 namespace {
 
-std::string why_op_by_op_on(const std::string& target, const ir::Op& fused) {
-  return target == "cuda" ? cuda::why_op_by_op(fused) : cpu::FusedKernel::why_op_by_op(fused);
+std::string why_op_by_op_on(Target target, const ir::Op& fused) {
+  return target == Target::Cuda ? cuda::why_op_by_op(fused) : cpu::FusedKernel::why_op_by_op(fused);
 }
 
 // One remark per step, kind and reason for the fused regions the target
 // runs op by op rather than as one kernel: a pass can form a region that
 // a backend gains nothing from, and the report says so instead of hiding it.
-std::vector<std::string> op_by_op_remarks(const ir::Module& m, const std::string& target) {
+std::vector<std::string> op_by_op_remarks(const ir::Module& m, Target target) {
   std::vector<std::string> out;
   for (const auto& f : m.functions) {
     std::map<std::pair<std::string, std::string>, int> count;  // (kind, reason) -> regions
@@ -59,7 +60,7 @@ std::vector<std::string> op_by_op_remarks(const ir::Module& m, const std::string
     }
     for (const auto& [key, n] : count)
       out.push_back(fmt::format("fusion: @{}: {} {} region{} run op by op on {}: {}", f->name, n, key.first,
-                                n == 1 ? "" : "s", target, key.second));
+                                n == 1 ? "" : "s", target_name(target), key.second));
   }
   return out;
 }
@@ -92,7 +93,7 @@ std::vector<std::string> compile_stats(const CompiledModel& m) {
     };
     out.push_back(fmt::format("stats: @{}: {} layer{}, {} ops ({} before passes), fused regions per layer: {}; op by op "
                               "on {}: {} of {} regions",
-                              f->name, layers, layers == 1 ? "" : "s", ops(m.after), ops(m.before), kinds, m.target,
+                              f->name, layers, layers == 1 ? "" : "s", ops(m.after), ops(m.before), kinds, target_name(m.target),
                               op_by_op, regions));
   }
   return out;
@@ -107,6 +108,7 @@ CompiledModel compile_model(gguf::GgufFile file, const CompileOptions& options) 
   say(fmt::format("building IR for {} ({} tensors)", out.file.architecture(), out.file.tensors().size()));
   out.module = arch::build_module(out.file, {.embeddings = options.embeddings});
   ir::verify(out.module);
+  ir::check_step_interface(out.module, out.file.path());
   out.before = counts_of(out.module);
   say("running passes: " + out.pipeline);
   std::ostringstream quiet;  // remarks go to the caller's log only if it gave one
@@ -127,7 +129,7 @@ CompiledModel compile_model(gguf::GgufFile file, const CompileOptions& options) 
   }
   out.after = counts_of(out.module);
   for (auto& remark : op_by_op_remarks(out.module, out.target)) out.report.push_back(std::move(remark));
-  if (out.target == "cuda") {
+  if (out.target == Target::Cuda) {
     say("generating CUDA kernels");
     for (const auto& f : out.module.functions) {
       cuda::StepKernels step = cuda::generate_step(out.module, *f);

@@ -18,11 +18,12 @@
 #include "ir/module.h"
 #include "passes/memory_plan.h"
 #include "passes/pass_manager.h"
+#include "support/target.h"
 
 namespace vtc {
 
 struct CompileOptions {
-  std::string target = "cpu";     // cpu | cuda
+  Target target = Target::Cpu;
   int64_t max_step_tokens = 512;  // T bound: prefill runs in chunks of at most this
   int64_t max_sequences = 4;      // S and R bound: sequences (and logits rows) in one step
   bool optimize = true;           // false: no fusion (canonicalize + lowering only)
@@ -53,7 +54,7 @@ struct CompiledModel {
   gguf::GgufFile file;
   ir::Module module;                        // lowered
   std::vector<passes::FunctionPlan> plans;  // one per step
-  std::string target;
+  Target target = Target::Cpu;
   std::string pipeline;
   std::map<std::string, StepCounts> before, after;  // by step: as built, lowered
   std::vector<std::string> report;          // weight-layout summary, placement and bind-state artifacts

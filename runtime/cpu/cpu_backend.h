@@ -22,7 +22,7 @@ class CpuBackend final : public Backend {
   CpuBackend(const BackendInputs& inputs, const CpuBackendOptions& options);
   ~CpuBackend() override;
 
-  std::string_view target() const override { return "cpu"; }
+  Target target() const override { return Target::Cpu; }
   std::string describe() const override;
   std::vector<HostTensor> run(const StepRequest& request) override;
   std::vector<uint8_t> read_slot_row(const StateStore::Layout& state, int32_t slot) override;

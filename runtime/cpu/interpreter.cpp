@@ -210,7 +210,7 @@ std::vector<HostTensor> Interpreter::Impl::run(const StepRequest& req) {
   const ir::Function* fn = module.find_function(req.step);
   if (!fn) throw Error(fmt::format("cpu: the module has no step @{}", req.step));
   for (int32_t slot : req.slots) states.store().check_slot(slot);
-  SymbolEnv env = bind_step_symbols(*fn, req, "cpu");
+  SymbolEnv env = bind_step_symbols(*fn, req, Target::Cpu);
   BufMap bufs;
   place_buffers(*fn, env, req, bufs);
   return execute(*fn, env, req, bufs);
@@ -237,7 +237,7 @@ const passes::FunctionPlan& Interpreter::Impl::step_plan(const ir::Function& fn,
 void Interpreter::Impl::describe_values(const ir::Function& fn, const SymbolEnv& env, BufMap& bufs) {
   auto describe = [&](const ir::Value& v) {
     Buf& b = bufs[v.data()];
-    b.shape = concrete_shape(v.type().shape, env, "%" + v->name, "cpu");
+    b.shape = concrete_shape(v.type().shape, env, "%" + v->name, Target::Cpu);
     b.elem = v.type().elem;
     b.numel = product(b.shape);
   };

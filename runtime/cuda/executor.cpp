@@ -20,6 +20,7 @@
 #include "codegen/cuda/nvrtc.h"
 #include "passes/buffer_plan.h"
 #include "runtime/cuda/driver.h"
+#include "ir/step_interface.h"
 #include "runtime/step_symbols.h"
 #include "support/error.h"
 
@@ -258,7 +259,7 @@ struct Executor::Impl final : StateStorage {
     for (auto& [name, src] : found) st.symbols.push_back(src);
     for (size_t i = 0; i < st.symbols.size(); ++i)
       if (st.symbols[i].name == "S") st.s_index = i;
-    st.paddable = st.fn->name == "decode" && st.symbols.size() == 1;
+    st.paddable = st.fn->name == ir::step_name(ir::StepKind::Decode) && st.symbols.size() == 1;
     for (const auto& arg : st.fn->args) {
       std::vector<int64_t> dims;
       for (const auto& d : arg.type().shape) {
@@ -614,9 +615,9 @@ struct Executor::Impl final : StateStorage {
 
   Prepared& find_bucket(Step& st, const StepRequest& req, bool& graph) {
     std::vector<int64_t> key = symbol_values(st, req);
-    if (!args_match(st, req, key)) bind_step_symbols(*st.fn, req, "cuda");  // throws naming the argument
+    if (!args_match(st, req, key)) bind_step_symbols(*st.fn, req, Target::Cuda);  // throws naming the argument
     const bool observe = bool(observer);
-    graph = options.graphs && !observe && st.fn->name == "decode";
+    graph = options.graphs && !observe && st.fn->name == ir::step_name(ir::StepKind::Decode);
     if (graph && st.paddable && !options.sentinels)
       key[st.s_index] = bucket_rows(key[st.s_index], states.config().n_slots);
     auto& cache = st.prepared[observe ? 1 : 0];
@@ -638,8 +639,8 @@ struct Executor::Impl final : StateStorage {
     return s;
   }
 
-  // Arguments (padding rows: zeros, `seq` their own row; the decode
-  // contract, frontends/gguf/arch/step_graph.cpp), slots (padding: the
+  // Arguments (padding rows: zeros, %seq their own row; the decode
+  // contract, ir/step_interface.h), slots (padding: the
   // padding slot) and page tables (padding: the padding page), staged and
   // uploaded.
   void stage_inputs(const Step& st, const Prepared& p, const StepRequest& req, Stage& s) {
@@ -649,7 +650,7 @@ struct Executor::Impl final : StateStorage {
       uint8_t* dst = s.host + p.stage_offset[a];
       std::memcpy(dst, t.bytes.data(), t.bytes.size());
       std::memset(dst + t.bytes.size(), 0, p.arg_bytes[a] - t.bytes.size());
-      if (p.rows > real && st.fn->args[a]->name == "seq")
+      if (p.rows > real && st.fn->args[a]->name == ir::step::kSeq)
         for (int64_t r = real; r < p.rows; ++r) reinterpret_cast<int32_t*>(dst)[r] = int32_t(r);
     }
     auto* slots = reinterpret_cast<int32_t*>(s.host + p.stage_offset[st.fn->args.size()]);
@@ -803,7 +804,7 @@ struct Executor::Impl final : StateStorage {
     if (poison)
       for (Stage& s : stage) std::fill(s.ids, s.ids + kMaxSampledRows, 0);
     if (!feed) return;
-    const StateStore::Layout& ids = states.layout("last_ids");
+    const StateStore::Layout& ids = states.layout(ir::step::kLastIds);
     for (size_t i = 0; i < req.slots.size(); ++i) dev->upload(slot_row(ids, req.slots[i]), stage[cur].ids + i, 4, stream);
   }
 #endif

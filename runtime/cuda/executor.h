@@ -107,7 +107,7 @@ class Executor final : public Backend {
   ~Executor() override;
 
   const Device& device() const;
-  std::string_view target() const override { return "cuda"; }
+  Target target() const override { return Target::Cuda; }
   std::string describe() const override;
   std::vector<HostTensor> run(const StepRequest& request) override;
   std::vector<uint8_t> read_slot_row(const StateStore::Layout& state, int32_t slot) override;

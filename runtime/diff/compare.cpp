@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 
+#include "ir/step_interface.h"
 #include "support/error.h"
 
 namespace vtc::diff {
@@ -117,7 +118,7 @@ void accept_near_ties(const StepOutput& a, const StepOutput& b, const Tolerances
                               double(b.logits[size_t(*ib)]) - b.logits[size_t(*ia)]);
   if (!(gap <= tol.f32 * scale)) return;
   for (Row& r : rows)
-    if (r.verdict == Verdict::Diverged && (r.op == "sample" || r.name == "@last_ids")) {
+    if (r.verdict == Verdict::Diverged && (r.op == "sample" || r.name == ir::step_value(ir::StepKind::Decode, ir::step::kLastIds).ref())) {
       r.verdict = Verdict::Ok;
       r.rel_l2 = 0;  // the ids' own rel-L2 says nothing about the logits
       r.why = fmt::format("near-tie: ids {} and {} are {:.3g} apart, within f32 tolerance x max|logit| {:.3g}", *ia, *ib,

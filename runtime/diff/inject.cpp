@@ -4,12 +4,15 @@
 
 #include <cstring>
 
+#include "ir/step_interface.h"
 #include "support/error.h"
 
 namespace vtc::diff {
 namespace {
 
 #ifdef VTC_TEST_HOOKS
+std::string last_ids_ref() { return ir::step_value(ir::StepKind::Decode, ir::step::kLastIds).ref(); }
+
 // Remembers @last_ids after step 0 and feeds it to every decode step.
 class StaleIdsArm final : public Arm {
  public:
@@ -20,7 +23,7 @@ class StaleIdsArm final : public Arm {
   StepOutput prefill(std::span<const int32_t> prompt) override {
     StepOutput out = inner_->prefill(prompt);
     for (const StateSnapshot& s : out.states) {
-      if (s.name != "@last_ids") continue;
+      if (s.name != last_ids_ref()) continue;
       if (s.value.elem.kind() != ir::ElemType::I32 || s.value.numel() < 1)
         throw Error("inject stale-ids: @last_ids is not an i32 state");
       std::memcpy(&stale_, s.value.bytes.data(), sizeof stale_);

@@ -79,7 +79,7 @@ std::unique_ptr<Arm> make_cuda_arm(const ArmConfig& c) {
   if (std::string why = cuda::cuda_unavailable_reason(); !why.empty())
     throw Error(fmt::format("cuda target unavailable: {}; compare the CPU arms with --arms cpu,cpu-unfused", why));
   return std::make_unique<SessionArm>("cuda", "module lowered with the standard CUDA pipeline", c,
-                                      SessionOptions{.target = "cuda", .cuda_graphs = false});
+                                      SessionOptions{.target = Target::Cuda, .cuda_graphs = false});
 }
 
 }  // namespace vtc::diff

@@ -41,7 +41,7 @@ const std::string& cuda_artifact() {
     const std::string gguf = tiny_gguf();
     const std::string out = (std::filesystem::temp_directory_path() / fmt::format("vtc-cuda-{}.vtc", ::getpid())).string();
     vtc::CompileOptions o;
-    o.target = "cuda";
+    o.target = vtc::Target::Cuda;
     o.max_sequences = 2;
     vtc::save_artifact(vtc::compile_model(vtc::gguf::GgufFile::open(gguf), o), out, {});
     return out;
@@ -53,7 +53,7 @@ const std::string& cuda_artifact() {
 
 TEST_CASE("a cuda artifact loads and stores exactly the kernels codegen emits for its IR", "[artifact][reference]") {
   CompiledModel m = vtc::load_artifact(cuda_artifact());
-  CHECK(m.target == "cuda");
+  CHECK(m.target == vtc::Target::Cuda);
   CHECK(m.pipeline.find("placement{target=cuda},memory-plan{") != std::string::npos);
   REQUIRE(m.kernels.size() == m.module.functions.size());
   size_t kernels = 0;
@@ -98,13 +98,13 @@ TEST_CASE("a cuda artifact's stored kernels compile through NVRTC to PTX", "[art
 }
 
 TEST_CASE("a session refuses a cuda artifact on the cpu, and the cuda target where it cannot run", "[artifact][reference]") {
-  CHECK_THROWS_WITH(vtc::Session(cuda_artifact(), {.target = "cpu"}),
+  CHECK_THROWS_WITH(vtc::Session(cuda_artifact(), {.target = vtc::Target::Cpu}),
                     Catch::Contains("compiled for target cuda") && Catch::Contains("--target cpu"));
   if (std::string why = vtc::cuda::cuda_unavailable_reason(); !why.empty()) {
-    CHECK_THROWS_WITH(vtc::Session(cuda_artifact(), {.target = "cuda"}),
+    CHECK_THROWS_WITH(vtc::Session(cuda_artifact(), {.target = vtc::Target::Cuda}),
                       Catch::Contains("the cuda target is unavailable here") && Catch::Contains(why));
   } else {  // a GPU: the artifact runs as stored
-    vtc::Session s(cuda_artifact(), {.target = "cuda", .n_ctx = 64});
+    vtc::Session s(cuda_artifact(), {.target = vtc::Target::Cuda, .n_ctx = 64});
     const std::vector<int32_t> prompt = {1, 450, 4996, 17354};
     CHECK(s.prefill(0, prompt, 0).shape == std::vector<int64_t>{1, s.n_vocab()});
   }

@@ -93,8 +93,8 @@ std::vector<uint64_t> steady(const ExecutorStats& s) {
 TEST_CASE("64 decode steps over buckets 1, 4, 8, 2: planned and captured once per bucket, no host wait, the CPU's tokens and states",
           "[sim]") {
   const std::string path = tiny_llama();
-  vtc::Session cpu(path, {.target = "cpu", .threads = 2, .n_ctx = 96, .n_slots = 8});
-  vtc::Session gpu(path, {.target = "cuda", .n_ctx = 96, .n_slots = 8, .cuda_graphs = true});
+  vtc::Session cpu(path, {.target = vtc::Target::Cpu, .threads = 2, .n_ctx = 96, .n_slots = 8});
+  vtc::Session gpu(path, {.target = vtc::Target::Cuda, .n_ctx = 96, .n_slots = 8, .cuda_graphs = true});
   const std::vector<Phase> phases = {{{0}, 16}, {{0, 1, 2}, 16}, {{0, 1, 2, 3, 4, 5, 6, 7}, 16}, {{5, 0}, 16}};
   std::vector<int32_t> next_pos(8, -1), next_tok(8, 0);
   const vtc::DeviceSampling greedy = vtc::DeviceSampling::greedy();
@@ -149,7 +149,7 @@ TEST_CASE("a cuda artifact serves with no kernel generated at load", "[sim]") {
   const std::string gguf = tiny_llama();
   const std::string out = (std::filesystem::temp_directory_path() / fmt::format("vtc-cuda-exec-{}.vtc", ::getpid())).string();
   vtc::CompileOptions o;
-  o.target = "cuda";
+  o.target = vtc::Target::Cuda;
   o.max_sequences = 2;
   vtc::save_artifact(vtc::compile_model(vtc::gguf::GgufFile::open(gguf), o), out, {});
   // The stored launches are what codegen makes for the stored IR (their
@@ -176,10 +176,10 @@ TEST_CASE("a cuda artifact serves with no kernel generated at load", "[sim]") {
     CHECK(stored.weights.size() == made.weights.size());
     CHECK(stored.returns == made.returns);
   }
-  vtc::Session s(out, {.target = "cuda", .n_ctx = 64, .n_slots = 2});
+  vtc::Session s(out, {.target = vtc::Target::Cuda, .n_ctx = 64, .n_slots = 2});
   std::filesystem::remove(out);
   CHECK(stats(s).kernels_generated_at_load == 0);
-  vtc::Session cpu(gguf, {.target = "cpu", .threads = 2, .n_ctx = 64, .n_slots = 2});
+  vtc::Session cpu(gguf, {.target = vtc::Target::Cpu, .threads = 2, .n_ctx = 64, .n_slots = 2});
   const std::vector<int32_t> prompt = {1, 450, 4996, 17354};
   const vtc::HostTensor a = cpu.prefill(0, prompt, 0), b = s.prefill(0, prompt, 0);
   REQUIRE(a.shape == b.shape);
@@ -204,7 +204,7 @@ TEST_CASE("host time per decode step", "[.measure]") {
     vtc::synth::write_model(o, path + ".partial");
     std::filesystem::rename(path + ".partial", path);
   }
-  vtc::Session gpu(path, {.target = "cuda", .n_ctx = 256, .n_slots = 1});
+  vtc::Session gpu(path, {.target = vtc::Target::Cuda, .n_ctx = 256, .n_slots = 1});
   const std::vector<int32_t> prompt = {1, 450, 4996, 17354};
   gpu.prefill(0, prompt, 0);
   gpu.set_last_id(0, 450);

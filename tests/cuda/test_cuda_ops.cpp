@@ -360,7 +360,7 @@ TEST_CASE("tiny llama: prefill logits and greedy decode match the CPU", "[gpu][r
   cpu_options.threads = 2;
   cpu_options.n_ctx = 128;
   vtc::Session cpu(path, cpu_options);
-  vtc::Session gpu(path, {.target = "cuda", .n_ctx = 128, .n_slots = 1});
+  vtc::Session gpu(path, {.target = vtc::Target::Cuda, .n_ctx = 128, .n_slots = 1});
   const std::vector<int32_t> prompt = {1, 450, 4996, 17354, 1701, 432, 29916, 975};
   auto a = cpu.prefill(0, prompt, 0);
   auto b = gpu.prefill(0, prompt, 0);
@@ -389,8 +389,8 @@ std::string seed_scenario_difference(bool broken_executor) {
   }
   ::setenv("VTC_TEST_CUDA_POISON_HOST_IDS", "1", 1);
   if (broken_executor) ::setenv("VTC_TEST_CUDA_FEED_HOST_IDS", "1", 1);
-  vtc::Session cpu(path, {.target = "cpu", .threads = 2, .n_ctx = 64, .n_slots = 1});
-  vtc::Session gpu(path, {.target = "cuda", .n_ctx = 64, .n_slots = 1, .cuda_graphs = true});
+  vtc::Session cpu(path, {.target = vtc::Target::Cpu, .threads = 2, .n_ctx = 64, .n_slots = 1});
+  vtc::Session gpu(path, {.target = vtc::Target::Cuda, .n_ctx = 64, .n_slots = 1, .cuda_graphs = true});
   const std::vector<int32_t> prompt = {1, 450, 4996, 17354, 1701, 432};
   auto a = cpu.prefill(0, prompt, 0);
   gpu.prefill(0, prompt, 0);
@@ -431,8 +431,8 @@ TEST_CASE("graph replay equals eager launches bit for bit over 16 decode steps o
     o.vocab_path = vtc::synth::find_default_vocab("llama");
     vtc::synth::write_model(o, path);
   }
-  vtc::Session eager(path, {.target = "cuda", .n_ctx = 64, .n_slots = 3, .cuda_graphs = false});
-  vtc::Session graphs(path, {.target = "cuda", .n_ctx = 64, .n_slots = 3, .cuda_graphs = true});
+  vtc::Session eager(path, {.target = vtc::Target::Cuda, .n_ctx = 64, .n_slots = 3, .cuda_graphs = false});
+  vtc::Session graphs(path, {.target = vtc::Target::Cuda, .n_ctx = 64, .n_slots = 3, .cuda_graphs = true});
   const std::vector<int32_t> prompt = {1, 450, 4996, 17354};
   for (int32_t slot = 0; slot < 3; ++slot)
     for (vtc::Session* s : {&eager, &graphs}) s->prefill(slot, prompt, 0);

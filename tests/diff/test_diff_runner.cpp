@@ -186,7 +186,7 @@ TEST_CASE("the cuda arm's module is indexed and its taps match the cpu arm's", "
     DYNAMIC_SECTION(arch) {
       const std::string path = test::tiny_model(arch);
       CompileOptions cuda_options;
-      cuda_options.target = "cuda";
+      cuda_options.target = vtc::Target::Cuda;
       cuda_options.max_sequences = 1;
       const ir::Module lowered = compile_model(gguf::GgufFile::open(path), cuda_options).module;
       Session session(path, {.threads = 1, .n_ctx = 32, .n_slots = 1});

@@ -212,7 +212,7 @@ TEST_CASE("truncated or garbled artifacts are clear errors", "[compile][referenc
 TEST_CASE("a cuda artifact carries its kernel sources and the CPU session refuses it", "[compile][reference]") {
   const std::string path = test::model_path("llama", "f32"), vtc_path = temp_path("cuda.vtc");
   CompileOptions c;
-  c.target = "cuda";
+  c.target = vtc::Target::Cuda;
   CompiledModel m = compile_model(gguf::GgufFile::open(path), c);
   REQUIRE(m.kernels.count("decode"));
   REQUIRE_FALSE(m.kernels.at("decode").empty());
@@ -220,7 +220,7 @@ TEST_CASE("a cuda artifact carries its kernel sources and the CPU session refuse
   CompiledModel loaded = load_artifact(vtc_path);
   REQUIRE(loaded.kernels.at("decode").size() == m.kernels.at("decode").size());
   CHECK(loaded.kernels.at("decode")[0].source == m.kernels.at("decode")[0].source);
-  CHECK(loaded.target == "cuda");
+  CHECK(loaded.target == vtc::Target::Cuda);
   CHECK_THROWS_WITH(Session(vtc_path, options(true)), Catch::Contains("compiled for target cuda"));
   std::filesystem::remove(vtc_path);
 }
@@ -230,7 +230,7 @@ TEST_CASE("qwen35 on cuda: the decode step keeps its recurrent states, ids and s
   // nothing inside @decode may move to the host, and every op touching a
   // conv ring or delta-rule state runs on the device.
   CompileOptions c;
-  c.target = "cuda";
+  c.target = vtc::Target::Cuda;
   CompiledModel m = compile_model(gguf::GgufFile::open(test::model_path("qwen35", "f32")), c);
   const ir::Function* decode = m.module.find_function("decode");
   REQUIRE(decode != nullptr);
@@ -260,7 +260,7 @@ TEST_CASE("qwen4exp on cuda: n-gram hash, indexer, id feedback and every state s
   // @decode moves to the host; the only device-to-host traffic is the
   // sampled token the runtime streams (the returned %next).
   CompileOptions c;
-  c.target = "cuda";
+  c.target = vtc::Target::Cuda;
   CompiledModel m = compile_model(gguf::GgufFile::open(test::model_path("qwen4exp", "f32")), c);
   const ir::Function* decode = m.module.find_function("decode");
   REQUIRE(decode != nullptr);

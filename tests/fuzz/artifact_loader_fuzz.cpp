@@ -64,7 +64,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   try {
     vtc::CompiledModel m = vtc::load_artifact(path);
-    if (m.target != "cpu" || !small_enough(m)) return 0;
+    if (m.target != vtc::Target::Cpu || !small_enough(m)) return 0;
   } catch (const vtc::Error&) {
     return 0;
   }

@@ -10,6 +10,7 @@
 #include "frontends/gguf/arch/arch.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
+#include "ir/step_interface.h"
 #include "ir/verifier.h"
 #include "passes/memory_plan.h"
 #include "passes/pass_manager.h"
@@ -199,4 +200,60 @@ TEST_CASE("the pipeline runs on the dense llama module, each pass alone and toge
       }
     }
   }
+}
+
+// The step interface (ir/step_interface.h) is what the builder declares and
+// the Session fills; the check names any drift between them.
+TEST_CASE("step interface: the built steps match the table, and drift is named", "[passes][step-interface]") {
+  auto file = gguf::GgufFile::open(test::model_path("llama", "f32"));
+  ir::Module m = arch::build_module(file, {.embeddings = true});
+  REQUIRE(m.find_function("embed"));
+  CHECK(ir::step_interface_mismatches(m).empty());
+  REQUIRE_NOTHROW(ir::check_step_interface(m, "llama"));
+  // Every argument of every step is a table row, in the table's order.
+  for (ir::StepKind kind : ir::kAllStepKinds) {
+    const ir::Function* fn = m.find_function(ir::step_name(kind));
+    REQUIRE(fn);
+    std::vector<std::string> names, rows;
+    for (const ir::Value& a : fn->args) names.push_back(a->name);
+    for (const ir::StepValue* v : ir::step_args(kind)) rows.push_back(std::string(v->name));
+    CHECK(names == rows);
+  }
+
+  SECTION("a table row missing from a built step") {
+    for (ir::Value a : m.find_function("decode")->args)
+      if (a->name == "seed") a->name = "seeds";
+    const auto bad = ir::step_interface_mismatches(m);
+    REQUIRE(bad.size() == 2);
+    CHECK(bad[0] == "@decode lacks argument %seed (i32 [S x 2], written by the session)");
+    CHECK(bad[1] == "@decode takes argument %seeds, which the step interface does not list for @decode");
+    CHECK_THROWS_WITH(ir::check_step_interface(m, "llama"),
+                      Catch::StartsWith("llama: the step functions do not match the step interface "
+                                        "(ir/step_interface.h): @decode lacks argument %seed"));
+  }
+  SECTION("an argument of another shape") {
+    for (ir::Value a : m.find_function("prefill")->args)
+      if (a->name == "rows") a->type.shape = {ir::Dim::symbol("T")};
+    CHECK(ir::step_interface_mismatches(m) ==
+          std::vector<std::string>{"@prefill argument %rows is i32 [T] but the step interface says i32 [R]"});
+  }
+  SECTION("a state of another type") {
+    for (auto& s : m.states)
+      if (s.name == "last_ids") s.type.elem = ir::ElemType::I64;
+    CHECK(ir::step_interface_mismatches(m) ==
+          std::vector<std::string>{"state @last_ids is plain i64 [S] but the step interface says plain i32 [S]"});
+  }
+}
+
+TEST_CASE("a pass's target option is parsed by parse_target, naming the pass", "[passes]") {
+  for (const char* pass : {"fuse", "placement", "weight-layout"}) {
+    passes::PassManagerOptions o;
+    o.log = &sink;
+    passes::PassManager pm(o);
+    CHECK_THROWS_WITH(pm.add_pipeline(std::string(pass) + "{target=tpu}"),
+                      Catch::Contains(std::string(pass) + ": unknown target 'tpu' (valid: cpu, cuda)"));
+  }
+  CHECK(parse_target("cuda") == Target::Cuda);
+  CHECK(target_name(parse_target("cpu")) == "cpu");
+  CHECK_THROWS_WITH(parse_target("CUDA"), "unknown target 'CUDA' (valid: cpu, cuda)");
 }

@@ -31,7 +31,7 @@ TEST_CASE("step symbols: S from the slots, the rest from the arguments", "[runti
   StepRequest req{"decode", {0, 1}, {}};
   req.args["x"] = tensor(ir::ElemType::F32, {2, 3, 4});
   req.args["y"] = tensor(ir::ElemType::I32, {3});
-  SymbolEnv env = bind_step_symbols(*m.functions[0], req, "cuda");
+  SymbolEnv env = bind_step_symbols(*m.functions[0], req, vtc::Target::Cuda);
   CHECK(env.at("S") == 2);
   CHECK(env.at("T") == 3);
 }
@@ -41,11 +41,11 @@ TEST_CASE("step symbols: a conflicting binding is an error naming both, on every
   StepRequest req{"decode", {0, 1}, {}};
   req.args["x"] = tensor(ir::ElemType::F32, {2, 3, 4});
   req.args["y"] = tensor(ir::ElemType::I32, {5});
-  for (const char* backend : {"cpu", "cuda"}) {
+  for (vtc::Target backend : {vtc::Target::Cpu, vtc::Target::Cuda}) {
     CHECK_THROWS_WITH(bind_step_symbols(*m.functions[0], req, backend),
-                      std::string(backend) + ": argument %y dim 0 is 5 but T = 3");
+                      std::string(vtc::target_name(backend)) + ": argument %y dim 0 is 5 but T = 3");
   }
   req.args["y"] = tensor(ir::ElemType::I32, {3});
   req.slots = {0};  // S = 1, but %x says 2
-  CHECK_THROWS_WITH(bind_step_symbols(*m.functions[0], req, "cuda"), "cuda: argument %x dim 0 is 2 but S = 1");
+  CHECK_THROWS_WITH(bind_step_symbols(*m.functions[0], req, vtc::Target::Cuda), "cuda: argument %x dim 0 is 2 but S = 1");
 }

@@ -26,12 +26,14 @@
 #include "runtime/session.h"
 #include "support/error.h"
 #include "tools/vtc/commands.h"
+#include "tools/vtc/target_option.h"
 
 namespace vtc::cli {
 namespace {
 
 struct BenchOptions {
-  std::string model, ref_tool, json_out, target = "cpu";
+  std::string model, ref_tool, json_out, target_text = "cpu";  // --target, checked by target_check()
+  Target target = Target::Cpu;  // parse_target(target_text), when the command runs
   int threads = 2;
   bool vs_reference = false, reference_first = false, profile = false, no_fuse = false, memory_bandwidth = false;
   bool list_isas = false;
@@ -118,8 +120,7 @@ cpu::Interpreter* profiled(Session& session, bool on) {
 
 // vtc's figures; `weight_bytes` gets the bytes one token reads.
 BenchFigures run_vtc(const BenchOptions& o, uint64_t& weight_bytes) {
-  if (o.target != "cpu" && o.target != "cuda") throw Error("bench: --target must be cpu or cuda, got " + o.target);
-  if (o.target != "cpu" && o.profile) throw Error("bench: --profile times the CPU interpreter's ops; it needs --target cpu");
+  if (o.target != Target::Cpu && o.profile) throw Error("bench: --profile times the CPU interpreter's ops; it needs --target cpu");
   const int64_t ctx = std::max(o.spec.prompt_tokens, o.spec.gen_tokens) + 16;
   BenchFigures f;
   {
@@ -131,7 +132,7 @@ BenchFigures run_vtc(const BenchOptions& o, uint64_t& weight_bytes) {
     weight_bytes = weight_bytes_per_token(session.file());
     cpu::Interpreter* profile = profiled(session, o.profile);
     if (o.spec.prompt_tokens > 0 || o.spec.gen_tokens > 0) f = bench_session(session, o.spec, log);
-    if (o.target == "cpu")
+    if (o.target == Target::Cpu)
       f.kernels = fmt::format("{}{}", cpu::isa_name(cpu::active_isa()), cpu::isa_forced() ? " (VTC_CPU_ISA)" : "");
     if (profile) fmt::print(stderr, "time per op (all repetitions):\n{}", profile->profile().table());
   }
@@ -235,7 +236,7 @@ PredictSpec cuda_steps(const BenchOptions& o) {
 
 bool on_simulated_device(const BenchOptions& o) {
   std::string why;
-  return o.target == "cuda" && cuda::device_choice(&why) == cuda::DeviceChoice::Simulated;
+  return o.target == Target::Cuda && cuda::device_choice(&why) == cuda::DeviceChoice::Simulated;
 }
 
 // The simulated device: one profiled run of each step, priced on --gpu.
@@ -266,7 +267,7 @@ int run_predicted(const BenchOptions& o) {
 // A GPU: the same steps as the simulated device's report, each kernel
 // timed, against that report's --json when given (scripts/gpu-check).
 int run_kernel_times(const BenchOptions& o) {
-  if (o.target != "cuda") throw Error("bench: --kernel-times times CUDA kernels; it needs --target cuda");
+  if (o.target != Target::Cuda) throw Error("bench: --kernel-times times CUDA kernels; it needs --target cuda");
   if (o.model.empty()) throw Error("bench: give a MODEL");
   std::optional<nlohmann::json> predicted;
   if (!o.predicted.empty()) {
@@ -336,9 +337,10 @@ Runner add_bench(CLI::App& app) {
   cmd->add_flag("--reference-first", o->reference_first,
                 "With --vs-reference: run llama.cpp before vtc (scripts alternate the order between runs)");
   cmd->add_option("--ref-tool", o->ref_tool, "Path of the vtc-ref harness (default: $VTC_REF_TOOL, then build/bin/vtc-ref)");
-  cmd->add_option("--target", o->target,
+  cmd->add_option("--target", o->target_text,
                   "Where vtc runs: cpu or cuda (with VTC_CUDA_DEVICE=sim: the cost model's predicted step table "
                   "instead of timings)")
+      ->check(target_check())
       ->capture_default_str();
   cmd->add_option("--gpu", o->gpu,
                   "Simulated device: the GPU the counted step is priced for (h200, h100, a100, l40s, rtx4090)")
@@ -382,7 +384,10 @@ Runner add_bench(CLI::App& app) {
   cmd->add_flag("--list-isas", o->list_isas,
                 "Print the CPU kernel levels (scalar, avx2, avxvnni, avx512vnni, avx512bf16) this machine runs and "
                 "which one is used; VTC_CPU_ISA=LEVEL forces one");
-  return [o] { return run(*o); };
+  return [o] {
+    o->target = parse_target(o->target_text);
+    return run(*o);
+  };
 }
 
 }  // namespace vtc::cli

@@ -14,6 +14,7 @@
 #include "runtime/compile/compile.h"
 #include "support/error.h"
 #include "tools/vtc/commands.h"
+#include "tools/vtc/target_option.h"
 
 namespace vtc::cli {
 namespace {
@@ -24,6 +25,7 @@ struct CompileCliOptions {
   std::string weight_layout_types = "reference";
   bool checksum_weights = false, no_checksum_weights = false;  // neither: on with --pack
   std::string dump_ir, dump_pass;
+  std::string target = "cpu";  // --target, checked by target_check()
   std::vector<std::string> disabled;
   CompileOptions compile;
 };
@@ -55,6 +57,7 @@ int run(CompileCliOptions& o) {
     if (base.size() > 5 && base.ends_with(".gguf")) base.resize(base.size() - 5);
     o.output = base + ".vtc";
   }
+  o.compile.target = parse_target(o.target);
   o.compile.optimize = !o.no_fuse;
   o.compile.weight_layout_types = o.weight_layout_types;
   o.compile.manager.dump_dir = o.dump_ir;
@@ -107,8 +110,8 @@ Runner add_compile(CLI::App& app) {
   auto o = std::make_shared<CompileCliOptions>();
   cmd->add_option("model", o->model, "GGUF model")->required()->check(CLI::ExistingFile);
   cmd->add_option("-o,--output", o->output, "Artifact path (default: MODEL with .vtc instead of .gguf)");
-  cmd->add_option("--target", o->compile.target, "cpu | cuda (placement and, for cuda, kernels)")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
+  cmd->add_option("--target", o->target, "cpu | cuda (placement and, for cuda, kernels)")
+      ->check(target_check())
       ->capture_default_str();
   cmd->add_option("--max-step-tokens", o->compile.max_step_tokens,
                   "Largest step in tokens (T, R bounds of the memory plan; longer prompts run in chunks)")

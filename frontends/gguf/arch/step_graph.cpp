@@ -9,6 +9,7 @@
 
 #include <cmath>
 
+#include "ir/step_interface.h"
 #include "support/error.h"
 
 namespace vtc::arch {
@@ -149,7 +150,27 @@ void declare_kv_state(ir::Module& m, const BuildOptions& o, const Hparams& h, in
 
 namespace {
 
-TensorType i32(ir::Shape shape) { return {ElemType::I32, std::move(shape), ir::Placement::Device}; }
+using ir::StepKind;
+namespace step = ir::step;
+
+// A step function's arguments, declared from the step interface
+// (ir/step_interface.h), in its order: the builder names no argument itself.
+class StepArgs {
+ public:
+  StepArgs(Builder& b, StepKind kind) {
+    for (const ir::StepValue* v : ir::step_args(kind)) args_.emplace_back(v->name, b.arg(std::string(v->name), v->type()));
+  }
+  Value operator[](std::string_view name) const {
+    for (const auto& [n, v] : args_)
+      if (n == name) return v;
+    throw Error(fmt::format("step builder: the step interface gives this step no argument %{}", name));
+  }
+
+ private:
+  std::vector<std::pair<std::string_view, Value>> args_;
+};
+
+Builder step_builder(ir::Module& m, StepKind kind) { return Builder(m, std::string(ir::step_name(kind))); }
 
 void build_text_steps(ir::Module& m, const gguf::GgufFile& f, const Architecture& arch,
                       std::vector<std::string>& deferred);
@@ -172,16 +193,14 @@ ir::Module build_architecture(const gguf::GgufFile& f, const Architecture& arch,
   std::vector<std::string> deferred;
   arch.declare_states(m);
   if (arch.generates_text()) {
-    m.add_state("last_ids", ir::StateKind::Plain, {ElemType::I32, {Dim::symbol("S")}, ir::Placement::Device});
+    const ir::StepValue& last_ids = ir::step_value(StepKind::Decode, step::kLastIds);
+    m.add_state(std::string(last_ids.name), ir::StateKind::Plain, last_ids.type());
     build_text_steps(m, f, arch, deferred);
   }
   if (o.embeddings || !arch.generates_text()) {
-    Builder b(m, "embed");
-    const Dim T = Dim::symbol("T");
-    Value ids = b.arg("ids", i32({T}));
-    Value pos = b.arg("pos", i32({T}));
-    Value seq = b.arg("seq", i32({T}));
-    StepGraph g(m, f, arch.h, b, T, ids, pos, seq);
+    Builder b = step_builder(m, StepKind::Embed);
+    const StepArgs a(b, StepKind::Embed);
+    StepGraph g(m, f, arch.h, b, Dim::symbol("T"), a[step::kIds], a[step::kPos], a[step::kSeq]);
     b.ret({Builder::named(arch.embedding(g, arch.forward(g)), "embd")});
     deferred.insert(deferred.end(), g.deferred_errors.begin(), g.deferred_errors.end());
   }
@@ -198,32 +217,24 @@ void build_text_steps(ir::Module& m, const gguf::GgufFile& f, const Architecture
                       std::vector<std::string>& deferred) {
   const Hparams& h = arch.h;
   {
-    Builder b(m, "prefill");
-    const Dim T = Dim::symbol("T");
-    Value ids = b.arg("ids", i32({T}));
-    Value pos = b.arg("pos", i32({T}));
-    Value seq = b.arg("seq", i32({T}));
-    Value rows = b.arg("rows", i32({Dim::symbol("R")}));
-    StepGraph g(m, f, h, b, T, ids, pos, seq);
+    Builder b = step_builder(m, StepKind::Prefill);
+    const StepArgs a(b, StepKind::Prefill);
+    StepGraph g(m, f, h, b, Dim::symbol("T"), a[step::kIds], a[step::kPos], a[step::kSeq]);
     Value x = arch.forward(g);
-    b.ret({Builder::named(arch.head(g, b.gather(x, rows, 0)), "logits")});
+    b.ret({Builder::named(arch.head(g, b.gather(x, a[step::kRows], 0)), "logits")});
     deferred = g.deferred_errors;
   }
   {
-    Builder b(m, "decode");
-    const Dim S = Dim::symbol("S");
-    Value pos = b.arg("pos", i32({S}));
-    Value seq = b.arg("seq", i32({S}));
+    Builder b = step_builder(m, StepKind::Decode);
+    const StepArgs a(b, StepKind::Decode);
     // Sampling is part of the step: the next ids are drawn on the target
     // and fed back through @last_ids, so placement and the verifier cover
     // the whole id feedback path (the seed's stale-ids bug).
-    Value sampling = b.arg("sampling", {ElemType::F32, {S, 4}, ir::Placement::Device});
-    Value seed = b.arg("seed", i32({S, 2}));
-    Value ids = Builder::named(b.state_read("last_ids"), "ids");
-    StepGraph g(m, f, h, b, S, ids, pos, seq);
+    Value ids = Builder::named(b.state_read(step::kLastIds), std::string(step::kIds));
+    StepGraph g(m, f, h, b, Dim::symbol("S"), ids, a[step::kPos], a[step::kSeq]);
     Value logits = Builder::named(arch.head(g, arch.forward(g)), "logits");
-    Value next = Builder::named(b.sample(logits, sampling, seed, pos, kSampleMaxCandidates), "next");
-    b.state_write("last_ids", next);
+    Value next = Builder::named(b.sample(logits, a[step::kSampling], a[step::kSeed], a[step::kPos], kSampleMaxCandidates), "next");
+    b.state_write(step::kLastIds, next);
     b.ret({logits, next});
   }
 }
