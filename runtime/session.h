@@ -36,7 +36,7 @@ namespace vtc {
 struct SessionOptions {
   // A Target; a name (std::string, const char*) converts through
   // parse_target, for callers that still hold a CLI string.
-  TargetOrName target = Target::Cpu;
+  Target target = Target::Cpu;
   int threads = 0;        // cpu: 0 is all hardware threads
   int64_t n_ctx = 0;      // 0: the model's context length, capped at 4096
   int32_t n_slots = 1;    // concurrent sequences

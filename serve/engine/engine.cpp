@@ -100,7 +100,7 @@ Engine::Engine(const EngineOptions& o, Metrics& metrics) : options_(o), metrics_
   }
   session_ = std::make_unique<Session>(o.model, so);
   if (!o.embeddings) session_->require_text_generation("vtc serve without --embeddings");
-  device_sampling_ = o.device_sampling.value_or(o.target == "cuda");
+  device_sampling_ = o.device_sampling.value_or(o.target == Target::Cuda);
   tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(session_->file()));
   cache_ = std::make_unique<CacheHolder>(session_->states());
   for (int32_t s = o.parallel - 1; s >= 0; --s) free_slots_.push_back(s);

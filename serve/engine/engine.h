@@ -55,6 +55,7 @@
 
 #include "frontends/gguf/tokenizer/tokenizer.h"
 #include "runtime/session.h"
+#include "support/target.h"
 #include "runtime/sampler.h"
 #include "serve/engine/metrics.h"
 #include "serve/engine/request.h"
@@ -67,7 +68,7 @@ namespace vtc::serve {
 
 struct EngineOptions {
   std::string model;
-  std::string target = "cpu";  // cpu | cuda: the session's backend
+  Target target = Target::Cpu;  // the session's backend
   int threads = 0;
   int64_t n_ctx = 0;        // 0: the model's, at most 4096
   int32_t parallel = 4;     // slots

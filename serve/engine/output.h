@@ -18,7 +18,8 @@
 //      max_tokens or a full context.
 //
 // TextStream: tokens become text through a StreamingDecoder (whole UTF-8
-// characters only). Text that could still grow into a stop string is held
+// characters only; the first piece keeps its leading space, as llama-server
+// sends it: the text continues the prompt). Text that could still grow into a stop string is held
 // back: after each token, the longest suffix of the unreleased text that is
 // a prefix of some stop string stays pending, everything before it is
 // released. When stop strings appear, the text before the earliest one is
@@ -39,7 +40,7 @@ namespace vtc::serve {
 class TextStream {
  public:
   TextStream(const Tokenizer& tok, std::vector<std::string> stop, bool keep_special = false)
-      : decoder_(tok, /*skip_special=*/!keep_special), stop_(std::move(stop)) {}
+      : decoder_(tok, /*skip_special=*/!keep_special, /*continuation=*/true), stop_(std::move(stop)) {}
 
   // Adds a token; returns the text released by it. stopped() becomes true
   // when a stop string completed. Unarmed (before min_tokens), stop

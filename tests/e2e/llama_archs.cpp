@@ -17,6 +17,7 @@
 #include "runtime/session.h"
 #include "samples/synthetic_model.h"
 #include "support/error.h"
+#include "support/target.h"
 #include "tests/e2e/scale_attention.h"
 #include "tests/reference_logits.h"
 #include "tests/reference_tolerances.h"
@@ -227,7 +228,7 @@ PositionsMatch match_positions(const std::string& path, const std::vector<int32_
   r.prompt_tokens = prompt.size();
   std::vector<std::vector<float>> rows;
   {
-    Session s(path, {.target = target, .threads = threads, .n_ctx = 256});
+    Session s(path, {.target = parse_target(target), .threads = threads, .n_ctx = 256});
     const HostTensor logits = s.prefill(0, prompt, 0, true);
     for (size_t i = 0; i < prompt.size(); ++i) rows.push_back(logits.row(int64_t(i)));
     auto argmax = [](const std::vector<float>& v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); };

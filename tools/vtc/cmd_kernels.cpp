@@ -13,6 +13,7 @@
 #include "codegen/cuda/model_kernels.h"
 #include "codegen/cuda/nvrtc.h"
 #include "support/error.h"
+#include "support/target.h"
 #include "tools/vtc/commands.h"
 
 namespace vtc::cli {
@@ -54,7 +55,7 @@ int compile_all(const cuda::ModelKernels& mk, const KernelsOptions& o) {
 }
 
 int run(const KernelsOptions& o) {
-  if (o.target != "cuda") throw Error("kernels: --target must be cuda (the only code-generating target)");
+  if (parse_target(o.target) != Target::Cuda) throw Error("kernels: --target must be cuda (the only code-generating target)");
   cuda::ModelKernels mk = cuda::generate_model_file(o.model, o.pipeline);
   bool found = o.step.empty();
   for (const auto& s : mk.steps) {

@@ -22,6 +22,7 @@
 #include "runtime/diff/state_snapshot.h"
 #include "support/error.h"
 #include "tools/vtc/commands.h"
+#include "tools/vtc/target_option.h"
 
 namespace vtc::cli {
 namespace {
@@ -87,7 +88,7 @@ void dump_lowered_ir(const ir::Module& m, const std::string& dir) {
 
 SessionOptions session_options(const RunOptions& o) {
   SessionOptions s;
-  s.target = o.target;
+  s.target = parse_target(o.target);
   s.threads = o.threads;
   s.n_ctx = o.ctx;
   s.n_slots = 1;
@@ -131,7 +132,7 @@ int run(const RunOptions& o) {
   std::vector<int32_t> prompt = prompt_ids(o, session.file(), tok);
   serve::GenerateOptions gen = o.gen;
   gen.keep_logits = !o.dump_logits.empty();
-  gen.device_sampling = o.device_sampling == "auto" ? o.target == "cuda" : o.device_sampling == "on";
+  gen.device_sampling = o.device_sampling == "auto" ? parse_target(o.target) == Target::Cuda : o.device_sampling == "on";
   if (!o.quiet && o.tokens.empty()) fmt::print("{}", o.chat ? "" : o.prompt);
   std::fflush(stdout);
   int step = 0;
@@ -179,7 +180,7 @@ Runner add_run(CLI::App& app) {
   cmd->add_option("--target", o->target,
                   "Backend: cpu (the interpreter) or cuda (generated kernels; needs an NVIDIA driver and NVRTC). A .vtc "
                   "artifact must be compiled for the same target")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->check(target_check())
       ->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "CPU threads (0: all cores)")->capture_default_str();
   cmd->add_option("--device-sampling", o->device_sampling,

@@ -30,6 +30,7 @@
 #include "serve/http/server.h"
 #include "support/error.h"
 #include "tools/vtc/commands.h"
+#include "tools/vtc/target_option.h"
 
 namespace vtc::cli {
 namespace {
@@ -38,7 +39,7 @@ struct ServeOptions {
   serve::EngineOptions engine;
   serve::HttpOptions http;
   std::string chat_template, chat_template_file;
-  std::string device_sampling = "auto";
+  std::string device_sampling = "auto", target = "cpu";
   double shutdown_timeout = 10;
   double drain_delay = 0;
   std::string api_key_file;
@@ -133,6 +134,7 @@ int serve_main(ServeOptions o) {
   fmt::print(stderr, "serve: listening on http://{}:{} (loading {})\n", o.http.host, port, o.engine.model);
 
   if (o.device_sampling != "auto") o.engine.device_sampling = o.device_sampling == "on";
+  o.engine.target = parse_target(o.target);
   LoadedModel loaded = load_while_watching_signals(o, metrics, set);
   if (!loaded.engine) {
     // Stop the listener (it may not have started yet: http.stop() copes),
@@ -200,10 +202,10 @@ Runner add_serve(CLI::App& app) {
   cmd->add_option("--port", o->http.port, "Port (0: any free port, printed at start)")->capture_default_str()->check(CLI::Range(0, 65535));
   cmd->add_option("--parallel", o->engine.parallel, "Sequences decoded together (slots)")->capture_default_str()->check(CLI::Range(1, 512));
   cmd->add_option("-c,--ctx-size", o->engine.n_ctx, "Context per sequence (0: the model's, at most 4096)")->capture_default_str();
-  cmd->add_option("--target", o->engine.target,
+  cmd->add_option("--target", o->target,
                   "Backend: cpu (the interpreter) or cuda (generated kernels; needs an NVIDIA driver and NVRTC). A .vtc "
                   "artifact must be compiled for the same target")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->check(target_check())
       ->capture_default_str();
   cmd->add_option("-t,--threads", o->engine.threads, "CPU compute threads (0: all cores)")->capture_default_str();
   cmd->add_option("--device-sampling", o->device_sampling,

@@ -673,8 +673,8 @@ std::vector<std::string> Tokenizer::supported_pre_tokenizers() {
 // ---------------------------------------------------------------------------
 // Streaming
 
-StreamingDecoder::StreamingDecoder(const Tokenizer& tokenizer, bool skip_special)
-    : tok_(&tokenizer), skip_special_(skip_special) {}
+StreamingDecoder::StreamingDecoder(const Tokenizer& tokenizer, bool skip_special, bool continuation)
+    : tok_(&tokenizer), skip_special_(skip_special), continuation_(continuation) {}
 
 namespace {
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
@@ -685,7 +685,7 @@ std::string StreamingDecoder::push(int32_t id) {
   t.check_id(id);
   if (skip_special_ && t.is_special_type(id)) return {};
   const std::string& p = t.piece[id];
-  pending_.append(p, at_start_ && t.add_space_prefix && !p.empty() && p[0] == ' ' ? 1 : 0);
+  pending_.append(p, at_start_ && !continuation_ && t.add_space_prefix && !p.empty() && p[0] == ' ' ? 1 : 0);
   at_start_ = false;
   std::string out;
   size_t i = 0;

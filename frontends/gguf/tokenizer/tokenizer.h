@@ -121,7 +121,12 @@ class Tokenizer {
 // decode(ids, skip_special).
 class StreamingDecoder {
  public:
-  explicit StreamingDecoder(const Tokenizer& tokenizer, bool skip_special = false);
+  // continuation: the tokens continue text already written (a generation
+  // after its prompt), so the first piece keeps its leading space, as
+  // llama.cpp's token_to_piece gives it to llama-server; otherwise the
+  // tokens are a whole sequence and an SPM space prefix is dropped, as
+  // decode() does.
+  explicit StreamingDecoder(const Tokenizer& tokenizer, bool skip_special = false, bool continuation = false);
   std::string push(int32_t id);
   // Returns what is held (an incomplete character becomes U+FFFD) and resets
   // the decoder to the start of a new sequence.
@@ -132,6 +137,7 @@ class StreamingDecoder {
  private:
   const Tokenizer* tok_;
   bool skip_special_;
+  bool continuation_;
   bool at_start_ = true;
   std::string pending_;
 };
