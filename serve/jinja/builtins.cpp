@@ -290,6 +290,32 @@ bool contains(const char* const (&table)[N], const std::string& name) {
 
 void Renderer::fail(const std::string& message) const { throw TemplateError(message, line_); }
 
+RenderStats Renderer::stats() const {
+  RenderStats st;
+  st.steps = steps_;
+  st.bytes = bytes_;
+  st.scans = value_scan_count() - scan_base_;
+  st.work = st.steps + st.bytes / kBytesPerStep + st.scans / kScansPerStep;
+  return st;
+}
+
+void Renderer::check_work() {
+  const uint64_t work = steps_ + bytes_ / kBytesPerStep + (value_scan_count() - scan_base_) / kScansPerStep;
+  if (work > budget_)
+    fail(fmt::format("template exceeded its work limit ({} steps: evaluations, loop iterations x{}, bytes/{}, "
+                     "lookups/{})",
+                     budget_, kLoopIterationSteps, kBytesPerStep, kScansPerStep));
+}
+
+void Renderer::charge_value(const Value& v) {
+  if (v.is_string())
+    charge_bytes(v.as_string().size());
+  else if (v.is_list())
+    charge_bytes(16 * v.as_list().size());
+  else if (v.is_dict())
+    charge_bytes(32 * v.as_dict().size());
+}
+
 void Renderer::check_size(size_t bytes) {
   if (bytes > options_.max_output_bytes) fail(fmt::format("value larger than {} bytes", options_.max_output_bytes));
 }
@@ -468,6 +494,7 @@ Value Renderer::unary(const std::string& op, const Value& v) {
 }
 
 bool Renderer::less(const Value& a, const Value& b) {
+  ++value_scan_count();
   if (numeric(a) && numeric(b)) {
     if (a.is_float() || b.is_float()) return float_of(a) < float_of(b);
     return int_of(a) < int_of(b);
@@ -542,19 +569,37 @@ static std::string printf_format(Renderer& r, const std::string& fmtstr, const V
   return out;
 }
 
-Value Renderer::binary(const std::string& op, const Value& l, const Value& r) {
+Value Renderer::binary(const std::string& op, Value l, const Value& r) {
   if (op == "==") return Value(l == r);
   if (op == "!=") return Value(!(l == r));
   // '~', and '+' with a string on either side (where Python raises;
   // functionary-v3.2 adds a dict of tool-call arguments to a string),
   // concatenate str()s as llama.cpp's engine does; None or undefined beside
   // a string is "" there (a null message content prints as nothing).
+  // Linear: l's string grows in place when l is its only owner (geometric
+  // growth, so N appends copy O(total) bytes); otherwise one copy of each
+  // side into a new string.
   if (op == "~" || (op == "+" && (l.is_string() || r.is_string()))) {
-    auto text = [](const Value& v, const Value& other) {
-      return (v.is_none() || v.is_undefined()) && other.is_string() ? std::string() : v.str();
+    std::string scratch_l, scratch_r;
+    auto text = [](const Value& v, const Value& other, std::string& scratch) -> std::string_view {
+      if (v.is_string()) return v.as_string();
+      if ((v.is_none() || v.is_undefined()) && other.is_string()) return {};
+      scratch = v.str();
+      return scratch;
     };
-    std::string s = text(l, r) + text(r, l);
-    check_size(s.size());
+    const std::string_view right = text(r, l, scratch_r);
+    if (std::string* buf = l.unique_string()) {
+      check_size(buf->size() + right.size());
+      charge_bytes(right.size());
+      buf->append(right);
+      return l;
+    }
+    const std::string_view left = text(l, r, scratch_l);
+    check_size(left.size() + right.size());
+    charge_bytes(left.size() + right.size());
+    std::string s;
+    s.reserve(left.size() + right.size());
+    s.append(left).append(right);
     return Value(std::move(s));
   }
   if (op == "in" || op == "not in") {
@@ -630,22 +675,34 @@ Value Renderer::binary(const std::string& op, const Value& l, const Value& r) {
   }
   if (op == "+") {
     if (l.is_list() && r.is_list()) {
+      check_size((l.as_list().size() + r.as_list().size()) * sizeof(Value));
+      if (Value::List* own = l.unique_list()) {  // in place, as for strings
+        charge_bytes(16 * r.as_list().size());
+        own->insert(own->end(), r.as_list().begin(), r.as_list().end());
+        return l;
+      }
+      charge_bytes(16 * (l.as_list().size() + r.as_list().size()));
       Value::List out = l.as_list();
       out.insert(out.end(), r.as_list().begin(), r.as_list().end());
-      check_size(out.size() * sizeof(Value));
       return Value::list(std::move(out));
     }
   }
   if (op == "*" && (is_intlike(l) || is_intlike(r)) && (l.is_string() || r.is_string() || l.is_list() || r.is_list())) {
     const Value& seq = is_intlike(l) ? r : l;
     int64_t n = std::max<int64_t>(0, int_of(is_intlike(l) ? l : r));
+    const size_t unit = seq.is_string() ? seq.as_string().size() : seq.as_list().size() * sizeof(Value);
+    if (unit == 0) n = 0;  // '' * 10**18 is '' at once, not 10**18 empty appends
+    if (n > 0 && unit > options_.max_output_bytes / static_cast<size_t>(n)) check_size(options_.max_output_bytes + 1);
     if (seq.is_string()) {
       check_size(seq.as_string().size() * static_cast<size_t>(n));
+      charge_bytes(seq.as_string().size() * static_cast<size_t>(n));
       std::string out;
+      out.reserve(seq.as_string().size() * static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) out += seq.as_string();
       return Value(std::move(out));
     }
     check_size(seq.as_list().size() * static_cast<size_t>(n) * sizeof(Value));
+    charge_bytes(16 * seq.as_list().size() * static_cast<size_t>(n));
     Value::List out;
     for (int64_t i = 0; i < n; ++i) out.insert(out.end(), seq.as_list().begin(), seq.as_list().end());
     return Value::list(std::move(out));

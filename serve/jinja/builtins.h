@@ -27,6 +27,10 @@ class Renderer {
 
   // Throws a TemplateError at the line being evaluated.
   [[noreturn]] void fail(const std::string& message) const;
+  // The work done so far (template.h's units).
+  RenderStats stats() const;
+  // Adds to the work budget (the context's share), saturating.
+  void grant(uint64_t steps) { budget_ = budget_ + steps < budget_ ? UINT64_MAX : budget_ + steps; }
 
  protected:
   // A builtin global (range, namespace, raise_exception, ...), or undefined.
@@ -38,7 +42,9 @@ class Renderer {
   // The items a for loop visits: list items, dict keys, string characters.
   std::vector<Value> iterate(const Value& v);
   Value unary(const std::string& op, const Value& v);
-  Value binary(const std::string& op, const Value& l, const Value& r);
+  // l by value: a concatenation appends to l in place when l is the only
+  // owner of its string (or list), instead of copying it.
+  Value binary(const std::string& op, Value l, const Value& r);
   Value apply_filter(const std::string& name, const Value& v, Args& args);
   bool apply_test(const std::string& name, const Value& v, Args& args);
 
@@ -49,10 +55,27 @@ class Renderer {
   void check_no_cycle(const Value& container, const Value& item);
   Value call_method(const Value& obj, const std::string& name, Args& args);
 
+  // The work budget (template.h): each charge fails the render once the
+  // work passes options_.max_steps.
+  void charge_steps(uint64_t n = 1) {
+    steps_ += n;
+    check_work();
+  }
+  void charge_bytes(uint64_t n) {
+    bytes_ += n;
+    check_work();
+  }
+  // What a filter or method pays to read or return v: its size.
+  void charge_value(const Value& v);
+  void check_work();
+
   RenderOptions options_;
   int line_ = 0;
   int depth_ = 0;
   uint64_t steps_ = 0;
+  uint64_t bytes_ = 0;
+  uint64_t scan_base_ = value_scan_count();  // the thread's count when the render began
+  uint64_t budget_ = options_.max_steps;     // render_with adds the context's share
 
  private:
   bool less(const Value& a, const Value& b);

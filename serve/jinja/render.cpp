@@ -6,9 +6,21 @@
 // loop). `if` opens no scope. Macros are closures over the scope they were
 // defined in.
 //
-// Bounds: every node evaluation and loop iteration is a step (capped by
-// max_steps); nested evaluation is capped by max_depth; every output buffer
-// and every string or list an operator builds is capped by max_output_bytes.
+// Bounds: the work budget (template.h) charges a step per node evaluation
+// and loop iteration, the bytes of output, concatenations and what filters,
+// methods and calls read and return, and the elements lookups and
+// comparisons visit; nested evaluation is capped by max_depth; every output
+// buffer and every string or list an operator builds is capped by
+// max_output_bytes.
+//
+// Concatenation is linear. binary() appends to its left operand in place
+// when that Value is the only owner of its string (a temporary: the inner
+// `a ~ b` of `a ~ b ~ c`). For `{% set s = s ~ x %}` (and ns.s, and chains
+// s ~ x ~ y) the variable itself holds a reference, so exec_set evaluates
+// the operands, then clears the variable before folding (it is about to be
+// overwritten): s's buffer then has one owner and grows geometrically, as
+// CPython does for `s = s + x`. An alias (`{% set t = s %}`) keeps a second
+// owner, and the first append copies, as it must.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -52,8 +64,8 @@ class Interpreter final : public Renderer {
         --r.depth_;
         r.fail(fmt::format("template recursion deeper than {}", r.options_.max_depth));
       }
-      if (++r.steps_ > r.options_.max_steps) r.fail("template exceeded its evaluation step limit");
       r.line_ = line;
+      r.charge_steps(1);
     }
     ~Guard() {
       --r.depth_;
@@ -62,6 +74,7 @@ class Interpreter final : public Renderer {
   };
 
   void append(std::string& out, std::string_view s) {
+    charge_bytes(s.size());
     out += s;
     if (out.size() > options_.max_output_bytes)
       fail(fmt::format("template output exceeds {} bytes", options_.max_output_bytes));
@@ -180,28 +193,38 @@ class Interpreter final : public Renderer {
       items = std::move(kept);
     }
     const int64_t len = static_cast<int64_t>(items.size());
+    // One loop.cycle per loop, reading the current index (Jinja2's loop is
+    // one object too); a fresh dict of the other fields per iteration,
+    // built from shared keys without lookups.
+    static const Value kKeys[] = {"index", "index0", "revindex", "revindex0", "first",    "last",
+                                  "length", "depth", "depth0",   "previtem",  "nextitem", "cycle"};
+    auto index = std::make_shared<int64_t>(0);
+    const Value cycle = Value::callable(
+        [index](Args& a) {
+          if (a.positional.empty()) return Value();
+          return a.positional[static_cast<size_t>(*index) % a.positional.size()];
+        },
+        "loop.cycle");
     for (int64_t i = 0; i < len; ++i) {
-      if (++steps_ > options_.max_steps) fail("template exceeded its evaluation step limit");
+      charge_steps(kLoopIterationSteps);
+      *index = i;
       bind_targets(n.names, items[static_cast<size_t>(i)], *s);
-      Value loop = Value::dict();
-      loop.set("index", Value(i + 1));
-      loop.set("index0", Value(i));
-      loop.set("revindex", Value(len - i));
-      loop.set("revindex0", Value(len - i - 1));
-      loop.set("first", Value(i == 0));
-      loop.set("last", Value(i == len - 1));
-      loop.set("length", Value(len));
-      loop.set("depth", Value(1));
-      loop.set("depth0", Value(0));
-      loop.set("previtem", i > 0 ? items[static_cast<size_t>(i - 1)] : Value());
-      loop.set("nextitem", i + 1 < len ? items[static_cast<size_t>(i + 1)] : Value());
-      loop.set("cycle", Value::callable(
-                            [i](Args& a) {
-                              if (a.positional.empty()) return Value();
-                              return a.positional[static_cast<size_t>(i) % a.positional.size()];
-                            },
-                            "loop.cycle"));
-      s->vars["loop"] = loop;
+      const Value fields[] = {Value(i + 1),
+                              Value(i),
+                              Value(len - i),
+                              Value(len - i - 1),
+                              Value(i == 0),
+                              Value(i == len - 1),
+                              Value(len),
+                              Value(1),
+                              Value(0),
+                              i > 0 ? items[static_cast<size_t>(i - 1)] : Value(),
+                              i + 1 < len ? items[static_cast<size_t>(i + 1)] : Value(),
+                              cycle};
+      Value::Dict d;
+      d.reserve(std::size(kKeys));
+      for (size_t k = 0; k < std::size(kKeys); ++k) d.emplace_back(kKeys[k], fields[k]);
+      s->vars["loop"] = Value::dict(std::move(d));
       Flow f = exec(*n.kids[2], s, out);
       if (f == Flow::Break) break;
     }
@@ -219,10 +242,51 @@ class Interpreter final : public Renderer {
     for (size_t i = 0; i < names.size(); ++i) s.vars[names[i]] = parts[i];
   }
 
+  // `{% set s = s ~ x ~ y %}` or `{% set ns.s = ns.s ~ x %}` (~ or +):
+  // evaluates s and the operands in order, then clears the variable (it is
+  // about to be overwritten) so that s's buffer has one owner left and the
+  // folds append in place (see the top of the file). False, with nothing
+  // evaluated, for any other right-hand side.
+  bool eval_accumulation(const Node& n, const ScopePtr& scope, Value& result) {
+    std::vector<const Node*> chain;  // outermost first
+    const Node* leaf = n.kids[0].get();
+    while (leaf->kind == Node::Kind::Binary && (leaf->name == "~" || leaf->name == "+")) {
+      chain.push_back(leaf);
+      leaf = leaf->kids[0].get();
+    }
+    if (chain.empty()) return false;
+    const bool own_variable = !n.is_attr && n.names.size() == 1 && leaf->kind == Node::Kind::Name &&
+                              leaf->name == n.names[0] && scope->vars.count(n.names[0]);
+    const bool own_attribute = n.is_attr && leaf->kind == Node::Kind::Attr && leaf->name == n.names[1] &&
+                               leaf->kids[0]->kind == Node::Kind::Name && leaf->kids[0]->name == n.names[0];
+    if (!own_variable && !own_attribute) return false;
+    Value acc = eval(*leaf, scope);
+    std::vector<Value> operands;
+    for (size_t k = chain.size(); k-- > 0;) operands.push_back(eval(*chain[k]->kids[1], scope));
+    if (acc.is_string() || acc.is_list()) {
+      if (own_variable) {
+        scope->vars[n.names[0]] = Value();
+      } else if (Value obj = lookup(n.names[0], scope); obj.is_dict()) {
+        if (Value* slot = obj.find(n.names[1])) *slot = Value();  // the key keeps its place
+      }
+    }
+    for (size_t j = 0; j < operands.size(); ++j) {
+      const Node& op = *chain[chain.size() - 1 - j];
+      try {
+        Guard g(*this, op.line);
+        acc = binary(op.name, std::move(acc), operands[j]);
+      } catch (const TemplateError& e) {
+        relocate(e, op.line);
+      }
+    }
+    result = std::move(acc);
+    return true;
+  }
+
   void exec_set(const Node& n, const ScopePtr& scope) {
     Value v;
     if (n.kids[0]) {
-      v = eval(*n.kids[0], scope);
+      if (!eval_accumulation(n, scope, v)) v = eval(*n.kids[0], scope);
     } else {
       std::string body;
       Flow f = exec(*n.kids[1], scope, body);
@@ -359,7 +423,9 @@ class Interpreter final : public Renderer {
           Value obj = eval(*attr.kids[0], scope);
           if (has_method(obj, attr.name)) {
             Args args = eval_args(n, scope);
-            return call_method(obj, attr.name, args);
+            Value result = call_method(obj, attr.name, args);
+            charge_call(obj, args, result);
+            return result;
           }
           Value callee = get_attr(obj, attr.name);
           if (!callee.is_callable()) {
@@ -374,12 +440,16 @@ class Interpreter final : public Renderer {
       case Node::Kind::Filter: {
         Value operand = eval(*n.kids[0], scope);
         Args args = eval_args(n, scope);
-        return apply_filter(n.name, operand, args);
+        Value result = apply_filter(n.name, operand, args);
+        charge_call(operand, args, result);
+        return result;
       }
       case Node::Kind::Test: {
         Value operand = eval(*n.kids[0], scope);
         Args args = eval_args(n, scope);
-        return Value(apply_test(n.name, operand, args) != n.negated);
+        Value result(apply_test(n.name, operand, args) != n.negated);
+        charge_call(operand, args, Value());
+        return result;
       }
       case Node::Kind::Unary: {
         Value v = eval(*n.kids[0], scope);
@@ -391,7 +461,8 @@ class Interpreter final : public Renderer {
         if (n.name == "and") return l.truthy() ? eval(*n.kids[1], scope) : l;
         if (n.name == "or") return l.truthy() ? l : eval(*n.kids[1], scope);
         Value r = eval(*n.kids[1], scope);
-        return binary(n.name, l, r);
+        if (n.name == "in" || n.name == "not in") charge_value(r);  // a scan of r
+        return binary(n.name, std::move(l), r);
       }
       case Node::Kind::Cond:
         if (eval(*n.kids[0], scope).truthy()) return eval(*n.kids[1], scope);
@@ -409,7 +480,17 @@ class Interpreter final : public Renderer {
                        callee.is_undefined() ? "undefined" : callee.type_name()));
     }
     Args args = eval_args(n, scope);
-    return callee.as_function()(args);
+    Value result = callee.as_function()(args);
+    charge_call(Value(), args, result);
+    return result;
+  }
+
+  // A filter, test, method or call pays for the values it reads and returns.
+  void charge_call(const Value& operand, const Args& args, const Value& result) {
+    charge_value(operand);
+    for (auto& a : args.positional) charge_value(a);
+    for (auto& [k, a] : args.keyword) charge_value(a);
+    charge_value(result);
   }
 
   static std::string describe(const Node& n) {
@@ -442,10 +523,36 @@ Template Template::parse(std::string_view text) {
   return t;
 }
 
+// The JSON text size of a context, about: what its share of the budget is
+// proportional to.
+template <typename Json>
+static uint64_t json_size(const Json& j) {
+  if (j.is_string()) return j.template get_ref<const std::string&>().size() + 2;
+  uint64_t n = 2;
+  if (j.is_object())
+    for (auto it = j.begin(); it != j.end(); ++it) n += it.key().size() + 4 + json_size(it.value());
+  else if (j.is_array())
+    for (auto& v : j) n += 1 + json_size(v);
+  else
+    n = 4;
+  return n;
+}
+
 template <typename Json>
 static std::string render_with(const Node& root, const Json& context, const RenderOptions& options) {
   if (!context.is_object() && !context.is_null()) throw TemplateError("render context must be a JSON object", 0);
   Interpreter interp(options);
+  struct Report {  // fills options.stats however the render ends
+    const Interpreter& interp;
+    RenderStats* stats;
+    ~Report() {
+      if (stats) *stats = interp.stats();
+    }
+  } report{interp, options.stats};
+  const uint64_t size = json_size(context);
+  interp.grant(size > UINT64_MAX / std::max<uint64_t>(1, options.steps_per_context_byte)
+                   ? UINT64_MAX
+                   : size * options.steps_per_context_byte);
   auto scope = std::make_shared<Scope>();
   if (context.is_object())
     for (auto it = context.begin(); it != context.end(); ++it) scope->vars[it.key()] = Value::from_json(it.value());

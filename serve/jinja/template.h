@@ -42,10 +42,32 @@
 // are allowed.
 //
 // Every failure — bad syntax, a runtime type error, the template's own
-// raise_exception(...) — is a TemplateError naming the template line. Renders
-// are bounded: recursion depth, output size and evaluation steps are capped
-// (RenderOptions), so a hostile template fails instead of hanging or
-// exhausting memory.
+// raise_exception(...) — is a TemplateError naming the template line.
+//
+// A model file's chat template is untrusted code, so a render is bounded
+// (RenderOptions): recursion depth, the size of the output and of any one
+// value, and the render's work. Work is counted in steps, each 20-70 ns of
+// this engine's time on the 2-core dev VM:
+//   - one per node evaluated, kLoopIterationSteps (32) per loop iteration
+//     (it builds the loop object);
+//   - one per kBytesPerStep (8) bytes written: output, each concatenation
+//     (the bytes it copies), each value a filter, test, method or call
+//     reads or returns (its size: string bytes, 16 per list item, 32 per
+//     dict entry); fresh pages cost ~3.5 ns a byte there, tojson ~5;
+//   - one per kScansPerStep (2) elements visited by dict lookups, ==, in
+//     and sorting (a string compare counts 64 bytes as one element).
+// The budget is max_steps (4M) plus steps_per_context_byte (16) per byte of
+// the context (its JSON size): the slowest hostile templates measured stop
+// within ~0.25 s with a small context (the doubling loop in 0.1 s), and a
+// real conversation, work about linear in its size, keeps >3x headroom
+// (the corpus's heaviest, gemma-4, takes 2.4M steps for 400 messages and
+// 50 tools: 255 KB, a 8M budget). Past it the render fails with "template
+// exceeded its work limit (N steps ...)", a TemplateError like any other
+// (the serve layer's 400).
+// Concatenation is linear: `s ~ x` appends to s in place when s is its
+// buffer's only owner (a temporary, or the variable `{% set s = s ~ x %}`
+// assigns to, which gives its reference up first), growing it
+// geometrically, so building N bytes by appends copies O(N) bytes.
 #pragma once
 
 #include <cstddef>
@@ -73,13 +95,27 @@ class TemplateError : public vtc::Error {
   std::string bare_;
 };
 
+// What a render did, in the units of its work budget (see above).
+struct RenderStats {
+  uint64_t steps = 0;  // nodes evaluated + loop iterations
+  uint64_t bytes = 0;  // bytes written, copied or scanned
+  uint64_t scans = 0;  // elements visited by lookups and comparisons
+  uint64_t work = 0;   // steps + bytes / kBytesPerStep + scans / kScansPerStep
+};
+
+constexpr uint64_t kLoopIterationSteps = 32;
+constexpr uint64_t kBytesPerStep = 8;
+constexpr uint64_t kScansPerStep = 2;
+
 struct RenderOptions {
   // What strftime_now() formats (seconds since the epoch, UTC); < 0 uses
   // the clock. Tests fix it for reproducible output.
   int64_t now_epoch_s = -1;
-  size_t max_output_bytes = size_t{64} << 20;
-  int max_depth = 512;              // nested macro calls / expression depth
-  uint64_t max_steps = 50'000'000;  // loop iterations + node evaluations
+  size_t max_output_bytes = size_t{64} << 20;  // the output, and any one value
+  int max_depth = 512;                         // nested macro calls / expression depth
+  uint64_t max_steps = 4'000'000;              // the work budget, in steps (above),
+  uint64_t steps_per_context_byte = 16;        // plus this many per byte of the context
+  RenderStats* stats = nullptr;                // when set, filled in, also when the render fails
 };
 
 struct Node;

@@ -115,6 +115,11 @@ bool Value::truthy() const {
   return false;
 }
 
+uint64_t& value_scan_count() {
+  thread_local uint64_t count = 0;
+  return count;
+}
+
 Value* Value::find(const Value& key) const {
   if (kind_ != Kind::Dict) return nullptr;
   for (auto& [k, v] : *dict_)
@@ -123,8 +128,11 @@ Value* Value::find(const Value& key) const {
 }
 Value* Value::find(std::string_view key) const {
   if (kind_ != Kind::Dict) return nullptr;
-  for (auto& [k, v] : *dict_)
+  uint64_t& scanned = value_scan_count();
+  for (auto& [k, v] : *dict_) {
+    ++scanned;
     if (k.is_string() && k.as_string() == key) return &v;
+  }
   return nullptr;
 }
 void Value::set(const Value& key, Value v) const {
@@ -137,6 +145,7 @@ void Value::set(const Value& key, Value v) const {
 
 bool operator==(const Value& a, const Value& b) {
   using K = Value::Kind;
+  ++value_scan_count();
   auto numeric = [](const Value& v) { return v.is_number() || v.is_bool(); };
   if (numeric(a) && numeric(b)) {
     if (a.is_float() || b.is_float()) {
@@ -152,6 +161,7 @@ bool operator==(const Value& a, const Value& b) {
     case K::None:
       return true;
     case K::String:
+      value_scan_count() += std::min(a.s_->size(), b.s_->size()) / 64;  // memcmp: 64 bytes ~ one element
       return *a.s_ == *b.s_;
     case K::List: {
       if (a.list_ == b.list_) return true;

@@ -81,6 +81,12 @@ class Value {
   // Python truthiness: empty containers/strings, 0, None and undefined are false.
   bool truthy() const;
 
+  // The string or list itself when this Value is its only owner, else
+  // nullptr: a concatenation appends to it in place (no one can see the
+  // change), which makes `s = s ~ x` in a loop linear (render.cpp).
+  std::string* unique_string() { return kind_ == Kind::String && s_.use_count() == 1 ? s_.get() : nullptr; }
+  List* unique_list() { return kind_ == Kind::List && list_.use_count() == 1 ? list_.get() : nullptr; }
+
   // Dict access; nullptr when absent.
   Value* find(const Value& key) const;
   Value* find(std::string_view key) const;
@@ -120,6 +126,10 @@ class Value {
   std::shared_ptr<Dict> dict_;
   std::shared_ptr<Function> fn_;
 };
+
+// Elements visited by dict lookups and == on this thread, ever: a render's
+// work budget charges the difference over the render (render.cpp).
+uint64_t& value_scan_count();
 
 // A float as llama.cpp's engine prints it (str(), repr(), {{ }}; not
 // tojson): C's "%f", six decimals, less its trailing zeros, one kept:

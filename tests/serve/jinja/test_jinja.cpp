@@ -6,12 +6,15 @@
 // (template.h lists them), written from its source (common/jinja).
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <chrono>
+#include <functional>
 #include <thread>
 
 #include "serve/jinja/template.h"
 
 using nlohmann::json;
 using vtc::jinja::RenderOptions;
+using vtc::jinja::RenderStats;
 using vtc::jinja::Template;
 using vtc::jinja::TemplateError;
 
@@ -401,6 +404,8 @@ TEST_CASE("hostile templates are bounded", "[jinja]") {
   RenderOptions opts;
   opts.max_output_bytes = 1 << 20;
   opts.max_steps = 1'000'000;
+  RenderOptions roomy;  // the deep-list cases are about freeing and printing, not about work
+  roomy.max_steps = 100'000'000;
   // Infinite-ish work without output, huge output, deep recursion, deep nesting.
   CHECK_THROWS_AS(render("{% for i in range(1000000) %}{% for j in range(1000000) %}{% endfor %}{% endfor %}",
                          json::object(), opts),
@@ -422,15 +427,113 @@ TEST_CASE("hostile templates are bounded", "[jinja]") {
   CHECK_THROWS_AS(render("{% set l = [] %}{% set _ = l.append(l) %}{{ l }}"), TemplateError);
   CHECK_THROWS_AS(render("{% set ns = namespace() %}{% set ns.self = [ns] %}"), TemplateError);
   CHECK_THROWS_AS(
-      render("{% set ns = namespace(l=[]) %}{% for i in range(200000) %}{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l }}"),
+      render("{% set ns = namespace(l=[]) %}{% for i in range(200000) %}{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l }}",
+             json::object(), roomy),
       TemplateError);
-  CHECK(render("{% set l = [] %}{% for i in range(200000) %}{% set l = [l] %}{% endfor %}ok") == "ok");
+  CHECK(render("{% set l = [] %}{% for i in range(200000) %}{% set l = [l] %}{% endfor %}ok", json::object(), roomy) ==
+        "ok");
   CHECK_THROWS_AS(render("{% set l = [] %}{% for i in range(2000) %}{% set l = [l] %}{% if loop.last %}{{ l }}{% endif "
                          "%}{% endfor %}"),
                   TemplateError);
   std::string deep_ifs;
   for (int i = 0; i < 10000; ++i) deep_ifs += "{% if true %}";
   CHECK_THROWS_AS(render(deep_ifs), TemplateError);
+}
+
+namespace {
+
+double seconds_of(const std::function<void()>& f) {
+  auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A legitimate render to time hostile ones against: chatml over 100 turns.
+double baseline_seconds(int renders) {
+  const Template t = Template::parse(
+      "{% for m in messages %}{{ '<|im_start|>' + m.role + '\n' + m.content | trim + '<|im_end|>\n' }}{% endfor %}"
+      "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}");
+  json ctx = {{"messages", json::array()}, {"add_generation_prompt", true}};
+  for (int i = 0; i < 100; ++i)
+    ctx["messages"].push_back({{"role", i % 2 ? "assistant" : "user"}, {"content", std::string(200, 'a' + i % 26)}});
+  return seconds_of([&] {
+    for (int i = 0; i < renders; ++i) (void)t.render(ctx);
+  });
+}
+
+}  // namespace
+
+// Issue 41: the work budget (template.h) stops a hostile render in a
+// fraction of a second. The doubling loop used to run ~2 s (18 s loaded)
+// until the 64 MiB value cap stopped it.
+TEST_CASE("a hostile render stops at the work limit, quickly", "[jinja]") {
+  const double baseline = baseline_seconds(100);  // ~100 big-ish chat renders
+  const std::vector<std::string> hostile = {
+      "{% set s = namespace(v='x') %}{% for i in range(30) %}{% set s.v = s.v ~ s.v %}{% endfor %}{{ s.v | length }}",
+      "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+      "{% set l = range(100000)|list %}{% for i in range(100000) %}{% set _ = l|sort %}{% endfor %}",
+      "{% set l = range(1000)|list %}{% set b = [l] * 1000 %}{% for i in range(100000) %}{{ b|tojson }}{% endfor %}",
+      "{% set s = 'x' * 1000000 %}{% set l = [s] * 1000 %}{% for i in range(100000) %}{{ 'y' in l }}{% endfor %}",
+  };
+  for (const std::string& text : hostile) {
+    INFO("template: " << text);
+    RenderStats stats;
+    RenderOptions opts;
+    opts.stats = &stats;
+    std::string error;
+    const double t = seconds_of([&] {
+      try {
+        (void)render(text, json::object(), opts);
+      } catch (const TemplateError& e) {
+        error = e.what();
+      }
+    });
+    CHECK_THAT(error, Catch::Contains("work limit"));
+    CHECK(stats.work <= opts.max_steps + 8 * (uint64_t{64} << 20) / vtc::jinja::kBytesPerStep);
+    // The budget is about 0.25 s here; 100 ordinary renders take ~0.05 s.
+    WARN("hostile " << t << " s, 100 chat renders " << baseline << " s");
+    CHECK(t < 20 * baseline + 0.05);
+  }
+}
+
+// Issue 41: building a string by appends copies each byte O(1) times (it
+// copied the whole string on each append: 16 MiB took seconds).
+TEST_CASE("string concatenation is linear", "[jinja]") {
+  auto build = [](int kib, const char* op, RenderStats& stats) {
+    const std::string chunk(1024, 'a');
+    RenderOptions opts;
+    opts.max_steps = 1'000'000'000;  // the budget is not what this measures
+    opts.stats = &stats;
+    std::string text = "{% set ns = namespace(v='') %}{% for i in range(" + std::to_string(kib) +
+                       ") %}{% set ns.v = ns.v " + op + " '" + chunk + "' %}{% endfor %}{{ ns.v | length }}";
+    std::string out;
+    const double t = seconds_of([&] { out = render(text, json::object(), opts); });
+    CHECK(out == std::to_string(kib * 1024));
+    return t;
+  };
+  for (const char* op : {"~", "+"}) {
+    INFO("operator " << op);
+    RenderStats small, big;
+    double t8 = 1e9, t16 = 1e9;
+    for (int k = 0; k < 3; ++k) {
+      t8 = std::min(t8, build(8 * 1024, op, small));
+      t16 = std::min(t16, build(16 * 1024, op, big));
+    }
+    // Bytes written: the appended chunks and the output; quadratic would be
+    // ~8 GiB for 16 MiB.
+    CHECK(big.bytes < 3 * (uint64_t{16} << 20) + (uint64_t{1} << 20));
+    CHECK(big.bytes < 2.2 * small.bytes);
+    WARN("8 MiB " << t8 << " s, 16 MiB " << t16 << " s");
+    CHECK(t16 < 3 * t8);
+  }
+  // Chains and locals too; an alias keeps its value.
+  CHECK(render("{% set s = 'a' %}{% set t = s %}{% set s = s ~ 0 ~ '-' %}{% set s = s + '1' %}{{ s }}|{{ t }}") ==
+        "a0-1|a");
+  CHECK(render("{% set s = 'a' %}{% for i in range(2) %}{% set s = s ~ i %}{{ s }},{% endfor %}{{ s }}") ==
+        "a0,a01,a");  // a loop's set is local to the loop (as before; the reference agrees)
+  CHECK(render("{% set ns = namespace(l=[1]) %}{% set m = ns.l %}{% set ns.l = ns.l + [2] + [3] %}{{ ns.l }}|{{ m }}") ==
+        "123|1");
+  CHECK(render("{% set s = 'x' %}{% set s = s ~ s ~ s %}{{ s }}") == "xxx");
 }
 
 TEST_CASE("one parsed template renders on many threads", "[jinja]") {
