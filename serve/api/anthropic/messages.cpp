@@ -240,11 +240,7 @@ class MessagesFormat final : public ResponseFormat {
 
   json body(const Choices& choices, const std::vector<std::vector<TokenEvent>>& events) override {
     const Request& r = *choices.requests()[0];
-    ChoiceOutput out(req_);
-    std::string text;
-    for (const TokenEvent& e : events[0]) text += e.text;
-    out.feed(text);
-    out.finish();
+    const ChoiceOutput out = ChoiceOutput::whole(req_, events[0]);
     const json msg = out.message();
     json content = json::array();
     if (msg.contains("reasoning_content"))

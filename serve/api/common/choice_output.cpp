@@ -94,6 +94,15 @@ json ChoiceOutput::message() const {
   return msg;
 }
 
+ChoiceOutput ChoiceOutput::whole(const CompletionRequest& req, const std::vector<TokenEvent>& events) {
+  ChoiceOutput out(req);
+  std::string text;
+  for (const TokenEvent& e : events) text += e.text;
+  out.feed(text);
+  out.finish();
+  return out;
+}
+
 ChoiceFinish ChoiceOutput::finish_reason(const FinishReason& engine) const {
   ChoiceFinish f{engine.kind, false, engine.matched_stop};
   f.tool_calls = parser_ && engine.kind == Finish::Stop && !parser_->stream.message().tool_calls.empty();

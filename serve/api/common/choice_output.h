@@ -42,6 +42,9 @@ std::optional<chat::ParseOptions> output_format(const CompletionRequest& req);
 class ChoiceOutput {
  public:
   explicit ChoiceOutput(const CompletionRequest& req);
+  // A whole choice: its events' text fed and finished (message() and
+  // finish_reason() are then final).
+  static ChoiceOutput whole(const CompletionRequest& req, const std::vector<TokenEvent>& events);
   ~ChoiceOutput();
   ChoiceOutput(ChoiceOutput&&) noexcept;
   ChoiceOutput& operator=(ChoiceOutput&&) noexcept;

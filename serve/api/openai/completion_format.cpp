@@ -70,12 +70,6 @@ json base(const ResponseInfo& info, bool chunk) {
           {"model", info.model}};
 }
 
-std::string joined_text(const std::vector<TokenEvent>& events) {
-  std::string text;
-  for (const auto& e : events) text += e.text;
-  return text;
-}
-
 std::string data_line(const json& j) { return "data: " + dump_json(j) + "\n\n"; }
 
 }  // namespace
@@ -191,9 +185,7 @@ json completion_body(const ResponseInfo& info, const CompletionRequest& req, con
   double prompt_ms = 0, predicted_ms = 0;
   for (size_t i = 0; i < choices.requests().size(); ++i) {
     const Request& r = *choices.requests()[i];
-    ChoiceOutput out(req);
-    out.feed(joined_text(events[i]));
-    out.finish();
+    const ChoiceOutput out = ChoiceOutput::whole(req, events[i]);
     json choice = {{"index", i}, {"logprobs", logprobs_of(req, events[i], tok, req.echo_text.size())},
                    {"finish_reason", std::string(openai_finish_reason(out.finish_reason(r.finish_reason())))}};
     if (info.chat) choice["message"] = out.message();
