@@ -86,6 +86,13 @@ struct Sampler::State {
   SamplingParams params;
   std::mt19937 rng;
   uint64_t seed = 0;  // resolved by reset()
+  // The largest candidate logit (the first when sorted), the softmax's shift.
+  float max_logit() const {
+    float m = cur[0].logit;
+    if (!sorted)
+      for (size_t i = 1; i < cur.size(); ++i) m = std::max(m, cur[i].logit);
+    return m;
+  }
   // The penalty window (llama_sampler_penalties: the last penalty_last_n
   // accepted tokens) and each token's count in it.
   std::deque<int32_t> history;
@@ -182,9 +189,7 @@ void Sampler::State::top_k(int32_t k_in) {
 // probability, sorting adaptively (the top 256 by buckets first).
 void Sampler::State::top_p(float p) {
   const size_t size = cur.size();
-  float max_l = cur[0].logit;
-  if (!sorted)
-    for (size_t i = 1; i < size; ++i) max_l = std::max(max_l, cur[i].logit);
+  const float max_l = max_logit();
   float cum = 0.0f;
   for (size_t i = 0; i < size; ++i) {
     const float e = std::exp(cur[i].logit - max_l);
@@ -286,9 +291,7 @@ size_t Sampler::State::dist() {
     sum = 1.0;
     return 0;
   }
-  float max_l = cur[0].logit;
-  if (!sorted)
-    for (size_t i = 1; i < size; ++i) max_l = std::max(max_l, cur[i].logit);
+  const float max_l = max_logit();
   double sum_cum = 0.0;
   for (size_t i = 0; i < size; ++i) {
     const float e = std::exp(cur[i].logit - max_l);
