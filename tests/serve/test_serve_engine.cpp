@@ -106,12 +106,14 @@ TEST_CASE("stop strings are cut out and text that may start one is held back", "
   for (int32_t id : ids) out += ts.push(id);
   out += ts.finish();
   CHECK(ts.stopped());
-  CHECK(out == tok.decode(tok.encode("hello world, ", false, false)));
+  // The stream continues a prompt, so the SPM space prefix of the first
+  // piece stays (llama-server sends token_to_piece's text).
+  CHECK(out == " hello world, ");
   serve::TextStream plain(tok, {"zzz"});
   std::string all;
   for (int32_t id : ids) all += plain.push(id);
   all += plain.finish();
-  CHECK(all == tok.decode(ids));
+  CHECK(all == " hello world, stop here");
 }
 
 TEST_CASE("8 concurrent greedy requests give the same tokens as each alone", "[serve][reference]") {
