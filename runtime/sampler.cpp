@@ -27,6 +27,29 @@ struct Cand {
   float p;
 };
 
+// std::allocator that leaves a resized element uninitialised: the candidate
+// array is refilled whole before each use, so zeroing it on every
+// resize() to the vocabulary only costs time (3% of a sampled serve step).
+template <class T>
+struct UninitAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitAllocator<U>;
+  };
+  UninitAllocator() = default;
+  template <class U>
+  UninitAllocator(const UninitAllocator<U>&) noexcept {}
+  template <class U>
+  void construct(U* at) noexcept {
+    ::new (static_cast<void*>(at)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* at, Args&&... args) {
+    ::new (static_cast<void*>(at)) U(std::forward<Args>(args)...);
+  }
+};
+using CandVector = std::vector<Cand, UninitAllocator<Cand>>;
+
 constexpr size_t kGreedyReported = 20;
 
 // The comparator of every sort in llama-sampler.cpp: logit only, so the
@@ -37,7 +60,7 @@ inline bool by_logit(const Cand& a, const Cand& b) { return a.logit > b.logit; }
 // llama_token_data_array_partial_sort: the first `npartial` of `cur` by a
 // 128-bucket histogram over [-10, 10], each bucket above the cut sorted,
 // the cut bucket partially; `res` holds the buckets down to the cut.
-void bucket_partial_sort(const Cand* cur, size_t size, int npartial, std::vector<Cand>& res,
+void bucket_partial_sort(const Cand* cur, size_t size, int npartial, CandVector& res,
                          std::vector<int>& bucket_idx) {
   constexpr int nbuckets = 128;
   constexpr float bucket_low = -10.0f;
@@ -101,9 +124,14 @@ struct Sampler::State {
   // The last sample(): logits after penalties (indexed by id), then the
   // chain's candidate array (llama_token_data_array: cur, sorted).
   std::vector<float> work;
-  std::vector<Cand> cur;
+  CandVector cur;
   bool sorted = false;
-  std::vector<Cand> buf;  // the bucket sort's output
+  CandVector buf;  // the bucket sort's output
+  std::vector<double> prefix;  // dist(): the running sums of the weights
+  // dist_whole(): the whole vocabulary in id order, after temperature, and
+  // each id's weight (the array `cur` would hold, without building it).
+  std::vector<float> scaled, weights;
+  bool whole = false;
   std::vector<int> bucket_idx;
   bool greedy = true;
   double sum = 1;  // the draw's normaliser (cur[i].p / sum is the probability)
@@ -119,6 +147,7 @@ struct Sampler::State {
   void min_p(float p);
   void temperature(float t);
   size_t dist();
+  size_t dist_whole(float t);
 };
 
 // llama_sampler_penalties_apply.
@@ -292,21 +321,58 @@ size_t Sampler::State::dist() {
     return 0;
   }
   const float max_l = max_logit();
+  // The reference sums the weights in order, then walks the same running
+  // sums again to the first one >= sum * rnd. Keeping them makes the walk
+  // a binary search over the same doubles (they never decrease: every
+  // weight is >= 0), so the draw is the reference's, for one pass.
+  prefix.resize(size);
   double sum_cum = 0.0;
   for (size_t i = 0; i < size; ++i) {
     const float e = std::exp(cur[i].logit - max_l);
     cur[i].p = e;
     sum_cum += e;
+    prefix[i] = sum_cum;
   }
   sum = sum_cum;
   const double rnd = uniform(rng);
   const double target = sum_cum * rnd;
-  double run = 0.0;
-  for (size_t i = 0; i < size; ++i) {
-    run += cur[i].p;
-    if (run >= target) return i;
-  }
+  const auto first = std::lower_bound(prefix.begin(), prefix.end(), target);
+  if (first != prefix.end()) return size_t(first - prefix.begin());
   return size - 1;
+}
+
+// The chain without truncation (top-k, top-p and min-p off, temperature
+// > 0): materialize, temperature and dist over the whole vocabulary, the
+// same arithmetic in the same order, on flat arrays. Dividing by t > 0
+// keeps the order of the logits, so the largest scaled logit is the one
+// dist() would find.
+size_t Sampler::State::dist_whole(float t) {
+  const size_t V = work.size();
+  whole = true;
+  scaled.resize(V);
+  weights.resize(V);
+  prefix.resize(V);
+  for (size_t i = 0; i < V; ++i) scaled[i] = work[i] / t;
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  if (V == 1) {
+    uniform(rng);
+    weights[0] = 1.0f;
+    sum = 1.0;
+    return 0;
+  }
+  float max_l = scaled[0];
+  for (size_t i = 1; i < V; ++i) max_l = std::max(max_l, scaled[i]);
+  double sum_cum = 0.0;
+  for (size_t i = 0; i < V; ++i) {
+    const float e = std::exp(scaled[i] - max_l);
+    weights[i] = e;
+    sum_cum += e;
+    prefix[i] = sum_cum;
+  }
+  sum = sum_cum;
+  const double target = sum_cum * uniform(rng);
+  const auto first = std::lower_bound(prefix.begin(), prefix.end(), target);
+  return first != prefix.end() ? size_t(first - prefix.begin()) : V - 1;
 }
 
 Sampler::Sampler(const SamplingParams& params) : state_(std::make_unique<State>()) {
@@ -359,6 +425,7 @@ int32_t Sampler::sample(std::span<const float> logits) {
   s.candidates_ready = false;
   s.candidates.clear();
   s.cur.clear();
+  s.whole = false;
   s.greedy = p.temperature <= 0.0f;
   if (V == 0) return 0;
   s.penalize();
@@ -380,6 +447,7 @@ int32_t Sampler::sample(std::span<const float> logits) {
   }
 
   // The chain: top-k, top-p, min-p, temperature, dist.
+  if (!s.greedy && p.top_k <= 0 && p.top_p >= 1.0f && p.min_p <= 0.0f) return int32_t(s.dist_whole(p.temperature));
   if (p.top_k > 0) s.top_k(p.top_k);
   else s.materialize();
   if (p.top_p < 1.0f) s.top_p(p.top_p);
@@ -414,6 +482,8 @@ const std::vector<TokenCandidate>& Sampler::last_candidates() const {
     return out;
   }
   // The survivors, logits after temperature, the draw's probabilities.
+  if (s.whole)
+    for (size_t i = 0; i < V; ++i) out.push_back({int32_t(i), s.scaled[i], float(double(s.weights[i]) / s.sum)});
   for (const Cand& c : s.cur) out.push_back({c.id, c.logit, float(double(c.p) / s.sum)});
   std::stable_sort(out.begin(), out.end(), [](const TokenCandidate& a, const TokenCandidate& b) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);

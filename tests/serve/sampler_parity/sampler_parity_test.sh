@@ -94,6 +94,23 @@ for leg in greedy sampled; do
   fi
 done
 
+# 5. The whole vocabulary (top-k, top-p and min-p off: the server's
+# defaults), where vtc's sampler takes its flat-array path.
+leg=whole
+ARGS=(--temp 0.9 --top-k 0 --top-p 1 --min-p 0 --seed 7 "${PENALTIES[@]}")
+F="$WORK/$leg.f32"
+if "$VTC" run "$MODEL" -p "$PROMPT" -n $N -t 2 "${ARGS[@]}" --dump-logits "$F" >"$WORK/$leg.out" 2>"$WORK/$leg.err"; then
+  python3 -c 'import sys; t=open(sys.argv[1],encoding="utf-8",errors="replace").read(); p=sys.argv[2]; sys.stdout.write(t[len(p):] if t.startswith(p) else t)' \
+    "$WORK/$leg.out" "$PROMPT" >"$WORK/$leg.text"
+  if "$CHAT_REF" sample "$MODEL" "$F" "${ARGS[@]}" -n $N >"$WORK/$leg.oracle.json"; then
+    "${COMPARE[@]}" run "$leg: run vs llama.cpp" "$WORK/$leg.oracle.json" "$F.json" "$WORK/$leg.text" || status=1
+  else
+    fail "$leg: run vs llama.cpp" "vtc-chat-ref sample failed"
+  fi
+else
+  fail "$leg: run vs llama.cpp" "vtc run failed: $(tail -3 "$WORK/$leg.err")"
+fi
+
 # 4. serve vs llama.cpp: one server, both requests, the prompt as vtc run's ids.
 "$VTC" serve "$MODEL" --port 0 -t 2 2>"$LOG" &
 PID=$!
