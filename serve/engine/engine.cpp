@@ -27,6 +27,12 @@ bool Request::poll(std::vector<TokenEvent>& out, std::chrono::milliseconds timeo
   return finished_;
 }
 
+bool Request::wait_finished(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return finished_; });
+  return finished_;
+}
+
 FinishReason Request::finish_reason() const {
   std::lock_guard<std::mutex> lock(mu_);
   return reason_;

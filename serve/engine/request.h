@@ -103,6 +103,9 @@ class Request {
   // Waits up to `timeout` for new events; moves them into `out`. Returns
   // true once the request has finished and every event was taken.
   bool poll(std::vector<TokenEvent>& out, std::chrono::milliseconds timeout);
+  // Waits up to `timeout` for the finish, leaving the events queued (a
+  // caller that only waits for the end). True once finished.
+  bool wait_finished(std::chrono::milliseconds timeout);
   // Kind None until the request has finished.
   FinishReason finish_reason() const;
   std::string error() const;

@@ -18,9 +18,7 @@
 //       holds the whole body until it is generated.
 #include <fmt/format.h>
 #include <httplib.h>
-#include <poll.h>
 
-#include <cerrno>
 #include <ctime>
 #include <map>
 #include <mutex>
@@ -110,21 +108,24 @@ namespace {
 // A non-streamed answer sends no byte (not even its status line) until its
 // choices are generated, so a load balancer may retry the request on another
 // replica when this one dies first (deploy/haproxy.cfg: retry-on
-// empty-response). The wait polls without taking the choices' tokens.
+// empty-response). The wait takes none of the choices' tokens.
 // Returns false when it ended early: the client closed its sending side (it
 // may be gone or may still read, and only a write tells), or a failure that
 // whole_response meets again and answers.
 bool hold_until_generated(Engine& engine, Choices& choices) {
-  const int fd = connection_fd();
-  int wait_ms = 1;  // short for short answers, up to 16 ms for long ones
   try {
     for (;;) {
       choices.submit_rest(engine);
       if (choices.all_finished()) return true;
       if (peer_read_closed()) return false;
-      pollfd p{fd, short(POLLRDHUP), 0};
-      if (::poll(&p, fd < 0 ? 0 : 1, wait_ms) < 0 && errno != EINTR) return false;
-      wait_ms = std::min(16, wait_ms * 2);
+      // Sleep on the first unfinished choice: woken by its end at once (a
+      // socket poll with a backoff made a finished answer wait up to 16 ms),
+      // and every 16 ms to look at the connection and submit more choices.
+      for (const auto& request : choices.requests())
+        if (request->finish_reason().kind == Finish::None) {
+          request->wait_finished(std::chrono::milliseconds(16));
+          break;
+        }
     }
   } catch (const std::exception&) {
     return false;

@@ -13,8 +13,6 @@ namespace vtc::serve::http {
 // --- The connection the calling thread serves (server.cpp) -------------------
 // The client has closed its sending side (it may still read).
 bool peer_read_closed();
-// Its socket, -1 outside a handler.
-int connection_fd();
 // Close the connection once this response is written.
 void close_after_response();
 // The status of the answer just written (for the connection's log).

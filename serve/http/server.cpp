@@ -66,7 +66,6 @@ bool peer_read_closed() {
 
 namespace http {
 bool peer_read_closed() { return vtc::serve::peer_read_closed(); }
-int connection_fd() { return tl_conn ? tl_conn->fd : -1; }
 void close_after_response() {
   if (tl_conn) tl_conn->close_after = true;
 }

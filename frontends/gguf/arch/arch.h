@@ -22,7 +22,7 @@
 //       -> embd [T x n_embd] f32, only with BuildOptions::embeddings: every
 //       token's hidden state where the reference takes its embeddings
 //       (t_embd: for a decoder, the final norm's output, before the head).
-//       Pooling and normalisation are the caller's (serve/embeddings.h).
+//       Pooling and normalisation are the caller's (serve/api/embeddings/embeddings.h).
 // A step runs a list of S sequences, each bound to a state-store slot by
 // the runtime. %seq holds each token's index in that list (0..S-1); rows of
 // S-indexed states are the list's slots, in order.

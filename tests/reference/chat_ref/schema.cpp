@@ -1,6 +1,6 @@
 // vtc-chat-ref schema: the llama.cpp reference's JSON-schema-to-grammar
 // (common/json-schema-to-grammar.h) as an oracle for vtc's
-// (serve/grammar/json_schema.h).
+// (serve/constraints/grammar/json_schema.h).
 //
 //   vtc-chat-ref schema SCHEMA.json
 //
