@@ -9,8 +9,12 @@
 // (emit_matmul_epilogue) when every chain op and operand has that form;
 // other region kinds, and those that do not compose, run their
 // body op by op, with the body's arguments aliased to the region's
-// operands and the region's results to the body's returned values.
+// operands and the region's results to the body's returned values. Last,
+// share_activation_codes drops the decode GEMVs' repeated quantizations of
+// one x (emit_gemv.cpp).
 #include <fmt/format.h>
+
+#include <llvm/ADT/DenseMap.h>
 
 #include "codegen/cuda/emit.h"
 #include "ir/fused_kinds.h"
@@ -161,6 +165,40 @@ void walk(const ir::Module& m, const ir::Function& fn, StepKernels& out) {
   }
 }
 
+// Drops each quantize kernel whose activation codes the scratch already
+// holds: the same value (through offset-free aliases: a region's argument
+// is its operand) rounded by the same kernel, with no kernel in between
+// that uses the scratch for itself. q, k and v read one x, and the gate and
+// up projections another: each is quantized once.
+void share_activation_codes(StepKernels& step) {
+  llvm::DenseMap<const ir::ValueData*, const ir::ValueData*> source_of;
+  for (const ValueAlias& a : step.aliases)
+    if (a.offset_elems.constant() == 0) source_of[a.value] = a.source;
+  auto root = [&](const ir::ValueData* v) {
+    for (size_t hops = 0; hops <= step.aliases.size(); ++hops) {
+      auto it = source_of.find(v);
+      if (it == source_of.end()) break;
+      v = it->second;
+    }
+    return v;
+  };
+  const ir::ValueData* held = nullptr;
+  std::string held_by;
+  std::vector<Kernel> kept;
+  for (Kernel& k : step.kernels) {
+    if (k.writes_codes_of) {
+      const ir::ValueData* v = root(k.writes_codes_of);
+      if (v == held && k.entry == held_by) continue;
+      held = v, held_by = k.entry;
+    } else if (!k.reads_codes_of) {
+      for (const KernelArg& a : k.args)
+        if (a.kind == KernelArg::Kind::Scratch) held = nullptr;
+    }
+    kept.push_back(std::move(k));
+  }
+  step.kernels = std::move(kept);
+}
+
 }  // namespace
 
 std::string why_op_by_op(const ir::Op& fused) {
@@ -183,6 +221,7 @@ StepKernels generate_step(const ir::Module& module, const ir::Function& fn) {
   StepKernels out;
   out.function = fn.name;
   walk(module, fn, out);
+  share_activation_codes(out);
   return out;
 }
 

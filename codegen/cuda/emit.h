@@ -10,6 +10,8 @@
 // parameter s_<symbol>.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -67,6 +69,13 @@ std::string flit(double v);
 [[noreturn]] void unsupported(const ir::Op& op, const std::string& why);
 
 // Helper library: source for a named device helper and its dependencies.
+struct HelperSource {
+  std::vector<std::string> deps;
+  const char* source;
+};
+// The decode GEMV's chunk dot products and copies (helpers_dot.cpp); the
+// rest of the library is in helpers.cpp.
+const std::map<std::string, HelperSource>& dot_helpers();
 std::string helper_source(const std::string& name);
 std::vector<std::string> helper_deps(const std::string& name);
 std::string prelude_source();
@@ -104,6 +113,19 @@ Kernels emit_top_k(const ir::Op& op, const std::string& what);
 // The `sample` op (emit_sample.cpp).
 Kernels emit_sample(const ir::Op& op, const std::string& what);
 Kernels emit_matmul(const ir::Op& op, const std::string& what);
+// Stores output value v (a float expression) at (row, col) of a matmul's
+// [M, N] output: a C statement, in a kernel body where N is a constant.
+using StoreFn = std::function<std::string(const std::string& v, const std::string& row, const std::string& col)>;
+// What a matmul kernel reads (x, w: values the executor binds) and how it
+// binds its output parameters and stores (called once, after x and w).
+struct MatmulIo {
+  ir::Value x, w;
+  std::function<StoreFn(KernelBuilder&)> bind_out;
+};
+// The decode GEMV of an [M, K] x [N, K] matmul, M without the prefill
+// symbol (emit_gemv.cpp): a quantize kernel for integer-block weights,
+// then the GEMV.
+Kernels emit_gemv(const ir::Op& op, const std::string& what, const ir::Dim& m, int64_t N, int64_t K, const MatmulIo& io);
 // A matmul_epilogue region (ir/fused_kinds.h) as one GEMV/GEMM kernel: the
 // chain applied to each output value before its one store (emit_matmul.cpp).
 // matmul_epilogue_why_not says why a region has no such kernel (empty: it

@@ -3,20 +3,18 @@
 // y[m, n] = sum_k x[m, k] * w[n, k], w in GGUF layout (rows of blocks).
 // Two shapes of kernel, chosen from the row count M of x:
 //  - GEMV (M without the prefill symbol T: decode's S rows, the head's R
-//    rows): one warp per weight row n. Lane l walks the 32-value chunks
-//    l, l+32, ... of the row, decodes each once (deq32_<type>) and
-//    multiplies it into up to 8 activation rows held in registers; warp
-//    shuffles sum the lanes. Weights are read once per 8 rows of x.
+//    rows): emit_gemv.cpp (coalesced window staging, q8 activation codes
+//    and __dp4a for integer blocks).
 //  - GEMM (prefill, M = T...): 64x64 output tiles, 256 threads, 4x4
 //    outputs per thread; per 32-wide k step, 64 threads decode one chunk of
 //    a weight row each into shared memory and all threads stage 64x32
 //    activations, then multiply from shared memory.
 // K not a multiple of 32 (float weights only) and embedding tables of such
 // rows get plain one-thread-per-output kernels instead.
-// Numerics (docs/cuda.md): weights decode to the CPU's floats; activations
-// stay f32 for quantized weights (the CPU rounds them to q8 blocks first),
-// and are rounded to f16 / bf16 for f16 / bf16 weights as the CPU does;
-// sums are f32.
+// Numerics (docs/cuda.md): weights decode to the CPU's floats; in the GEMM
+// activations stay f32 for quantized weights (the CPU rounds them to q8
+// blocks first; the GEMV rounds them as the CPU does), and are rounded to
+// f16 / bf16 for f16 / bf16 weights as the CPU does; sums are f32.
 #include <fmt/format.h>
 
 #include <functional>
@@ -47,16 +45,6 @@ std::string round_activation(GgmlType w, const std::string& v) {
 }
 
 namespace {
-
-// Stores output value v (a float expression) at (row, col) of the matmul's
-// [M, N] output: a C statement, in a kernel body where N is a constant.
-using StoreFn = std::function<std::string(const std::string& v, const std::string& row, const std::string& col)>;
-// What a matmul kernel reads (x, w: values the executor binds) and how it
-// binds its output parameters and stores (called once, after x and w).
-struct MatmulIo {
-  ir::Value x, w;
-  std::function<StoreFn(KernelBuilder&)> bind_out;
-};
 
 bool has_symbol(const ir::Dim& d, const std::string& sym) {
   const std::string s = d.str();
@@ -131,43 +119,13 @@ Kernels matmul_kernels(const ir::Op& op, const std::string& what, const MatmulIo
     return emit_matmul_small_k(op, what, m, *n_rows, *k_cols, io);
   }
   const int64_t N = *n_rows, K = *k_cols, chunks = K / 32;
-  KernelBuilder kb(has_symbol(m, "T") ? "gemm" : "gemv", what);
+  if (!has_symbol(m, "T")) return emit_gemv(op, what, m, N, K, io);
+  KernelBuilder kb("gemm", what);
   const std::string x = kb.in(io.x, "x"), w = kb.in(io.w, "w");
   const StoreFn store = io.bind_out(kb);
   const std::string deq = deq32_helper(wtype);
   kb.need(deq);
   const uint64_t row_bytes = *ggml_bytes_for(wtype, uint64_t(K));
-  if (!has_symbol(m, "T")) {
-    kb.body(fmt::format(R"(  constexpr long long N = {0}, K = {1}, CHUNKS = {2}, ROW_BYTES = {3};
-  const long long M = {4};
-  const int lane = threadIdx.x & 31;
-  const long long n = blockIdx.x * (long long)(blockDim.x >> 5) + (threadIdx.x >> 5);
-  if (n >= N) return;
-  const u8* wr = (const u8*){5} + n * ROW_BYTES;
-  for (long long m0 = 0; m0 < M; m0 += 8) {{
-    float acc[8] = {{0, 0, 0, 0, 0, 0, 0, 0}};
-    for (long long c = lane; c < CHUNKS; c += 32) {{
-      float wv[32];
-      {6}(wr, c, wv);
-      for (int r = 0; r < 8; ++r) {{
-        if (m0 + r >= M) break;
-        const float* xr = {7} + (m0 + r) * K + 32 * c;
-        float s = 0.0f;
-        for (int l = 0; l < 32; ++l) s += wv[l] * {8};
-        acc[r] += s;
-      }}
-    }}
-    for (int r = 0; r < 8 && m0 + r < M; ++r) {{  // M is warp-uniform: every lane stops together
-      const float s = vtc_warp_sum(acc[r]);
-      if (lane == 0) {{ {9} }}
-    }}
-  }}
-)",
-                        N, K, chunks, row_bytes, kb.expr(m), w, deq, x, round_activation(wtype, "xr[l]"),
-                        store("s", "(m0 + r)", "n")));
-    kb.launch(ir::Dim(N * 32), 128);
-    return {kb.finish()};
-  }
   kb.body(fmt::format(R"(  constexpr long long N = {0}, K = {1}, CHUNKS = {2}, ROW_BYTES = {3};
   const long long M = {4};
   __shared__ float xs[64][33];

@@ -84,14 +84,9 @@ __device__ float vtc_block_max(float v) {
 
 namespace {
 
-// Quant decoders: name -> (deps, source).
-struct Helper {
-  std::vector<std::string> deps;
-  const char* source;
-};
-
-const std::map<std::string, Helper>& helpers() {
-  static const std::map<std::string, Helper> table = {
+// Quant decoders and the other shared helpers: name -> (deps, source).
+const std::map<std::string, HelperSource>& helpers() {
+  static const std::map<std::string, HelperSource> table = {
       {"gelu", {{}, R"(__device__ __forceinline__ float vtc_gelu(float v) {
   if (v <= -10.0f) return 0.0f;
   if (v >= 10.0f) return v;
@@ -293,15 +288,23 @@ const std::map<std::string, Helper>& helpers() {
 
 }  // namespace
 
+namespace {
+const HelperSource* find_helper(const std::string& name) {
+  for (const auto* table : {&helpers(), &dot_helpers()})
+    if (auto it = table->find(name); it != table->end()) return &it->second;
+  return nullptr;
+}
+}  // namespace
+
 std::string helper_source(const std::string& name) {
-  auto it = helpers().find(name);
-  if (it == helpers().end()) throw Error("cuda codegen: unknown device helper " + name);
-  return it->second.source;
+  const HelperSource* h = find_helper(name);
+  if (!h) throw Error("cuda codegen: unknown device helper " + name);
+  return h->source;
 }
 
 std::vector<std::string> helper_deps(const std::string& name) {
-  auto it = helpers().find(name);
-  return it == helpers().end() ? std::vector<std::string>{} : it->second.deps;
+  const HelperSource* h = find_helper(name);
+  return h ? h->deps : std::vector<std::string>{};
 }
 
 bool quant_supported(GgmlType t) {

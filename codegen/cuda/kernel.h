@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,15 @@ struct Kernel {
   int rows_per_block_y = 1;
   int block = 256;
   ir::Dim scratch_bytes = 0;  // size of the Scratch argument, if any
+  // Activation codes in the scratch (the decode GEMV's quantized x,
+  // emit_gemv.cpp): a quantize kernel writes those of one value, a GEMV
+  // reads them. generate_step drops a quantize whose codes the scratch
+  // still holds from an earlier one.
+  const ir::ValueData* writes_codes_of = nullptr;
+  const ir::ValueData* reads_codes_of = nullptr;
+  // FP32 work when it is not the op's (the cost model's op_flops): a
+  // quantize kernel, or a GEMV whose products run as __dp4a.
+  std::optional<ir::Dim> fp32_flops;
 };
 
 // A value that shares another's storage: reshape, view (at an element

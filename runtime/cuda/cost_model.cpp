@@ -191,7 +191,10 @@ StepCost predict_step(std::string step, const VtcSimProfile& profile, const Step
       k.kernel = &step_kernels->kernels[i % n];
       k.what = k.kernel->what;
       k.in_layers = i % n >= first_layer && i % n <= last_layer;
-      if (k.kernel->op) k.fp32_flops = op_flops(*k.kernel->op, shape);
+      if (k.kernel->fp32_flops)
+        k.fp32_flops = double(k.kernel->fp32_flops->evaluate(shape_symbol, &shape).value_or(0));
+      else if (k.kernel->op)
+        k.fp32_flops = op_flops(*k.kernel->op, shape);
     }
     count(k, r, gpu);
     price(k, r, gpu, in_graph);

@@ -155,8 +155,9 @@ vtc::StepRequest make_request(const vtc::ir::Function& fn, const StepPlan& plan,
   return req;
 }
 
-// Tolerances (docs/cuda.md): f32 paths differ by reassociation; quantized
-// matmuls keep f32 activations where the CPU rounds them to q8; attention
+// Tolerances (docs/cuda.md): f32 paths differ by reassociation; prefill
+// (GEMM) and expert matmuls keep f32 activations where the CPU rounds them
+// to q8 (decode GEMVs: result_tolerance below); attention
 // accumulates in f32 where the CPU uses f16 for an f16 cache.
 // The gpt-oss expert case (q8_0 stacks, swiglu_oai clamping at `limit`)
 // measured 2.2e-3 on the simulated device: the clamp turns the CPU's q8
@@ -167,6 +168,17 @@ double tolerance(const std::string& case_text) {
   if (case_text.find("matmul") != std::string::npos || case_text.find("moe_ffn") != std::string::npos) return 5e-4;
   if (case_text.find("attention") != std::string::npos) return 1e-4;
   return 1e-6;
+}
+
+// A decode step's matmul runs the GEMV, which rounds the activations to the
+// CPU's q8 codes (or f16/bf16) and forms the same exact integer block sums:
+// only float reassociation is left (a code or scale layout slip measures
+// above 1e-6).
+double result_tolerance(const std::string& case_text, const std::string& step) {
+  const bool plain_matmul = case_text.find("matmul(") != std::string::npos &&
+                            case_text.find("moe_ffn") == std::string::npos && case_text.find("fused") == std::string::npos;
+  if (plain_matmul && step == "decode") return 1e-10;
+  return tolerance(case_text);
 }
 
 // Plain and ring states must match exactly (they hold copies or the same
@@ -254,7 +266,7 @@ int run_case_file(const std::string& path, const std::vector<StepPlan>& plans, c
              c.text.find("sample(") != std::string::npos))
           CHECK(want[i].bytes == got[i].bytes);  // selected positions, expert ids, sampled tokens: exact
         else
-          CHECK(nmse(as_doubles(want[i]), as_doubles(got[i])) <= tolerance(c.text));
+          CHECK(nmse(as_doubles(want[i]), as_doubles(got[i])) <= result_tolerance(c.text, fn->name));
         ++checked;
       }
       check_states(cpu, gpu, cpu_states, c.text);
@@ -486,8 +498,11 @@ TEST_CASE("matmul_epilogue: one CUDA kernel with the bits of its ops' kernels", 
       vtc::ir::verify(mf);
       const vtc::ir::Function& ff = *mf.find_function(step);
       REQUIRE(vtc::cuda::why_op_by_op(*ff.ops[0]).empty());
-      CHECK(vtc::cuda::generate_step(mf, ff).kernels.size() == 1);
-      CHECK(vtc::cuda::generate_step(mp, *mp.find_function(step)).kernels.size() == 7);
+      // A decode GEMV on integer blocks adds its x's quantize launch
+      // (emit_gemv.cpp) to both forms.
+      const size_t quantize = (std::string(wtype) == "q8_0" || std::string(wtype) == "q4_k") && step == "decode" ? 1 : 0;
+      CHECK(vtc::cuda::generate_step(mf, ff).kernels.size() == 1 + quantize);
+      CHECK(vtc::cuda::generate_step(mp, *mp.find_function(step)).kernels.size() == 7 + quantize);
       vtc::StateStoreConfig cfg{3, 64, 0};
       vtc::StateStore sp(mp, cfg), sf(mf, cfg);
       const std::vector<vtc::passes::FunctionPlan> no_plans;

@@ -27,6 +27,26 @@
 
 typedef VtcSimDim3 uint3;
 typedef VtcSimDim3 dim3;
+// CUDA's vector types the kernels use, with their alignment: a copy of a
+// uint4 is one 16-byte access, as on a GPU (checked and profile modes see
+// __asan_load16/__asan_store16).
+struct __attribute__((aligned(8))) uint2 { unsigned x, y; };
+struct __attribute__((aligned(16))) uint4 { unsigned x, y, z, w; };
+static inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
+// One 8- or 16-byte access, as a GPU's ld.v2/ld.v4: a vector load the host
+// compiler keeps whole (it may split a struct load whose fields are read
+// one by one into 4-byte loads, which profile mode would count as such).
+typedef unsigned vtc_sim_u32x2 __attribute__((vector_size(8)));
+typedef unsigned vtc_sim_u32x4 __attribute__((vector_size(16)));
+static inline uint2 vtc_sim_load8(const void* p) {
+  const vtc_sim_u32x2 v = *(const vtc_sim_u32x2*)p;
+  return uint2{v[0], v[1]};
+}
+static inline uint4 vtc_sim_load16(const void* p) {
+  const vtc_sim_u32x4 v = *(const vtc_sim_u32x4*)p;
+  return uint4{v[0], v[1], v[2], v[3]};
+}
+static inline void vtc_sim_copy16(void* d, const void* s) { *(vtc_sim_u32x4*)d = *(const vtc_sim_u32x4*)s; }
 
 static const VtcSimRuntime* vtc_sim_rt;
 static thread_local const VtcSimThread* vtc_sim_self;
@@ -162,6 +182,8 @@ static inline float __sinf(float x) { return sinf(x); }
 static inline float __cosf(float x) { return cosf(x); }
 static inline float __tanhf(float x) { return tanhf(x); }
 static inline float __powf(float a, float b) { return powf(a, b); }
+// Round to nearest even (the host's default rounding mode), as cvt.rni.
+static inline int __float2int_rn(float x) { return (int)__builtin_nearbyintf(x); }
 static inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
 static inline bool isnan(float x) { return __builtin_isnan(x); }
 static inline bool isnan(double x) { return __builtin_isnan(x); }

@@ -1,0 +1,336 @@
+// The decode GEMV, y[m, n] = sum_k x[m, k] * w[n, k] for the few rows of a
+// decode step (M = S or R, no prefill symbol), every weight type.
+//
+// Algorithm:
+//  1. Integer-block weights (q4_0 ... q6_K, iq4_nl, iq4_xs, mxfp4): a
+//     quantize kernel first rounds x to the codes the CPU's dot products
+//     use (runtime/cpu/kernels/quant_scalar.cpp): q8_1 for the 32-value
+//     block types, q8_K for the 256-value super-block ones. Codes [M][K]
+//     int8 in windows of 1024 values, each chunk's two 16-byte halves
+//     apart (helpers_dot.cpp's code_layout), then one 8-byte scale record
+//     per 32 values, in the step's scratch buffer. generate_step drops a
+//     quantize whose codes the scratch already holds (q, k and v read one
+//     x), so an x is quantized once while the scratch keeps it.
+//  2. The GEMV: blocks of NW warps, each warp RPW weight rows. A row is
+//     walked in windows of KW values:
+//       - integer weights: lane c loads chunk c of the window of every
+//         activation row (up to MR = 8) into registers, with 16-byte loads
+//         that are consecutive across lanes; then for each of its rows the
+//         warp copies the row's window bytes into its shared buffer
+//         (consecutive lanes load consecutive 16-byte words from the
+//         16-byte boundary at or below the window, so any row alignment
+//         coalesces; the ragged last word byte by byte, never past the
+//         row), lane c decodes chunk c once (vload32_<type>) and dots it
+//         with every activation row (vtc_wdot, __dp4a). Each weight byte
+//         is read from DRAM and from shared memory once per 8 activation
+//         rows; the activation codes once per window per RPW rows.
+//       - float weights (f32/f16/bf16): the block stages the window's
+//         activations, rounded as the CPU rounds them, in shared memory;
+//         lane l takes values l, l+32, ... (conflict-free reads).
+//     Warp sums close each (row, activation row); lane 0 stores through
+//     the caller's store (a plain store or a matmul_epilogue chain).
+#include <fmt/format.h>
+
+#include <numeric>
+
+#include "codegen/cuda/emit.h"
+#include "support/error.h"
+
+namespace vtc::cuda {
+namespace {
+
+// Activation codes of the integer types: the CPU's vec_dot type.
+enum class Codes { None, Q8_1, Q8_K };
+
+// How a weight type's chunk dot is formed (helpers_dot.cpp): its
+// activation codes, the offset its codes carry and the vtc_wdot KIND.
+struct DotForm {
+  Codes codes;
+  int offset, kind;
+};
+
+DotForm dot_form(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: return {Codes::None, 0, 0};
+    case GgmlType::Q4_0: return {Codes::Q8_1, 8, 0};
+    case GgmlType::Q5_0: return {Codes::Q8_1, 16, 0};
+    case GgmlType::Q4_1: case GgmlType::Q5_1: return {Codes::Q8_1, 0, 1};
+    case GgmlType::Q2_K: case GgmlType::Q4_K: case GgmlType::Q5_K: return {Codes::Q8_K, 0, 3};
+    case GgmlType::Q3_K: return {Codes::Q8_K, 4, 2};
+    case GgmlType::Q6_K: return {Codes::Q8_K, 32, 2};
+    case GgmlType::IQ4_XS: return {Codes::Q8_K, 0, 2};
+    default: return {Codes::Q8_1, 0, 0};  // q8_0, iq4_nl, mxfp4
+  }
+}
+
+constexpr int kWarps = 8;     // warps per block
+constexpr int kActRows = 8;   // activation rows per pass (one weight load serves them all)
+
+// Rows per warp: a warp's activation chunks serve its RPW rows and a
+// block's activation reads (L1, then L2 once a block) its kWarps * RPW
+// rows, so more rows per warp cut x's traffic; fewer keep at least about
+// one block per SM of a large GPU (128 blocks) on short outputs.
+int rows_per_warp(int64_t n) { return n >= 16384 ? 8 : n >= 4096 ? 4 : n >= 2048 ? 2 : 1; }
+
+// Scratch: codes [M][K] int8, then [M][K/32] 8-byte scale records.
+ir::Dim codes_scratch_bytes(const ir::Dim& m, int64_t k) { return m * (k + (k / 32) * 8); }
+
+// Rounds x [M, K] to the CPU's activation codes, into the scratch.
+Kernel quantize_kernel(Codes codes, const ir::Value& x, const ir::Dim& m, int64_t K, const std::string& what) {
+  KernelBuilder kb(codes == Codes::Q8_1 ? "quantize_q8_1" : "quantize_q8_k", what);
+  kb.need("code_layout");
+  const std::string xp = kb.in(x, "x");
+  const std::string scratch = kb.scratch(codes_scratch_bytes(m, K));
+  const std::string head = fmt::format(R"(  constexpr long long K = {0};
+  const long long M = {1};
+  signed char* codes = (signed char*){2};
+  uint2* meta = (uint2*)((u8*){2} + M * K);
+  const int lane = threadIdx.x & 31;
+  const long long wid = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
+)",
+                                       K, kb.expr(m), scratch);
+  if (codes == Codes::Q8_1) {
+    // ggml's x86 quantize_row_q8_1: d = amax/127, q = nearest-even(x * 127/amax),
+    // d and s = d * sum(q) rounded to f16.
+    kb.body(head + fmt::format(R"(  if (wid >= M * (K / 32)) return;
+  const long long base = wid * 32;
+  const float v = {0}[base + lane];
+  const float amax = vtc_warp_max(fabsf(v));
+  const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+  const int q = __float2int_rn(__fmul_rn(v, id));
+  codes[(base / K) * K + vtc_code_at(base % K + lane, K)] = (signed char)q;
+  const float sum = vtc_warp_sum((float)q);
+  if (lane == 0) meta[wid] = make_uint2(__float_as_uint(vtc_h2f(vtc_f2h(d))), __float_as_uint(vtc_h2f(vtc_f2h(__fmul_rn(d, sum)))));
+)",
+                               xp));
+    kb.launch(m * (K / 32) * 32, 256);
+  } else {
+    // quantize_row_q8_K_ref: max = the first x of largest |x|, iscale =
+    // -127/max, q = min(127, nearest-even(iscale * x)), d = 1/iscale, and
+    // the code sums of each 16 values. Lane l holds x[l + 32 i].
+    kb.body(head + fmt::format(R"(  if (wid >= M * (K / 256)) return;
+  const long long base = wid * 256;
+  float v[8], amax = 0.0f, mx = 0.0f;
+  int at = 0x7fffffff;
+  for (int i = 0; i < 8; ++i) {{
+    v[i] = {0}[base + lane + 32 * i];
+    if (fabsf(v[i]) > amax) {{ amax = fabsf(v[i]); mx = v[i]; at = lane + 32 * i; }}
+  }}
+  for (int o = 16; o > 0; o >>= 1) {{
+    const float oa = __shfl_xor_sync(0xffffffffu, amax, o), om = __shfl_xor_sync(0xffffffffu, mx, o);
+    const int oat = __shfl_xor_sync(0xffffffffu, at, o);
+    if (oa > amax || (oa == amax && oat < at)) {{ amax = oa; mx = om; at = oat; }}
+  }}
+  const float iscale = amax != 0.0f ? -127.0f / mx : 0.0f;
+  for (int i = 0; i < 8; ++i) {{
+    const int q = amax != 0.0f ? min(127, __float2int_rn(__fmul_rn(iscale, v[i]))) : 0;
+    codes[(base / K) * K + vtc_code_at(base % K + lane + 32 * i, K)] = (signed char)q;
+    float s = (float)q;  // the code sum of this lane's 16-value group
+    for (int o = 8; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    const int lo = (int)__shfl_sync(0xffffffffu, s, 0), hi = (int)__shfl_sync(0xffffffffu, s, 16);
+    if (lane == 0)
+      meta[wid * 8 + i] = make_uint2(__float_as_uint(amax != 0.0f ? 1.0f / iscale : 0.0f), ((u32)lo & 0xffffu) | ((u32)hi << 16));
+  }}
+)",
+                               xp));
+    kb.launch(m * (K / 256) * 32, 256);
+  }
+  Kernel k = kb.finish();
+  k.writes_codes_of = x.data();
+  k.fp32_flops = m * K * 4;  // |x|, the max, the scaling, the sum per value
+  return k;
+}
+
+// The head shared by both bodies: sizes, the warp's weight buffer.
+std::string gemv_head(int64_t N, int64_t K, int64_t kw, uint64_t row_bytes, int64_t unit_values, uint64_t unit_bytes,
+                      int rpw, const std::string& m) {
+  // Each warp's buffer: the window, 15 bytes of realignment and the ragged
+  // end, rounded to 16 so every warp's buffer starts 16-byte aligned (a
+  // 16-byte shared store must be: 440 + 32 bytes would misalign warp 1);
+  // the 32 spare bytes also cover vtc_loadw's realigning load past a
+  // chunk's last bytes.
+  const uint64_t window_bytes = (uint64_t(kw / unit_values) * unit_bytes + 15) / 16 * 16;
+  return fmt::format(R"(  constexpr long long N = {0}, K = {1}, KW = {2}, ROW_BYTES = {3}, UV = {4}, UB = {5};
+  constexpr int NW = {6}, RPW = {7}, MR = {8};
+  const long long M = {9};
+  alignas(16) __shared__ u8 w_s[NW][{10} + 32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const long long row0 = (blockIdx.x * (long long)NW + warp) * RPW;
+)",
+                     N, K, kw, row_bytes, unit_values, unit_bytes, kWarps, rpw, kActRows, m, window_bytes);
+}
+
+// Copies row n's window [k0, k0 + kw) into the warp's buffer and sets
+// wwin to its first byte there.
+std::string stage_row(const std::string& w) {
+  return fmt::format(R"(        // The window's bytes, from the 16-byte boundary at or below them.
+        const unsigned long long s0 = (unsigned long long)((const u8*){0} + n * ROW_BYTES + (k0 / UV) * UB);
+        const unsigned long long a0 = s0 & ~15ull, e = s0 + (unsigned long long)(kw / UV) * UB, a1 = e & ~15ull;
+        __syncwarp();
+        for (unsigned long long o = 16ull * lane; a0 + o < a1; o += 512) vtc_copy16(&w_s[warp][o], (const u8*)(a0 + o));
+        // The ragged end (under 16 bytes) by one lane: byte stores of two
+        // lanes into one shared word would race in checked mode's view.
+        if (lane == 0)
+          for (unsigned long long o = a1 - a0; a0 + o < e; ++o) w_s[warp][o] = *(const u8*)(a0 + o);
+        __syncwarp();
+        const u8* wwin = &w_s[warp][s0 - a0];
+)",
+                     w);
+}
+
+// A pass over up to MR activation rows: its accumulators, and the
+// window loop (closed by the body).
+std::string open_pass() {
+  return R"(  for (long long m0 = 0; m0 < M; m0 += MR) {
+    const int mr = (int)min((long long)MR, M - m0);
+    float acc[RPW][MR];
+    for (int j = 0; j < RPW; ++j)
+      for (int r = 0; r < MR; ++r) acc[j][r] = 0.0f;
+    for (long long k0 = 0; k0 < K; k0 += KW) {
+      const int kw = (int)min(KW, K - k0);
+)";
+}
+
+// The warp sums and stores of a pass of activation rows.
+std::string close_rows(const StoreFn& store) {
+  return fmt::format(R"(    for (int j = 0; j < RPW; ++j) {{
+      const long long n = row0 + j;
+      if (n >= N) break;
+      for (int r = 0; r < MR; ++r) {{
+        if (r >= mr) break;  // warp-uniform
+        const float s = vtc_warp_sum(acc[j][r]);
+        if (lane == 0) {{ {} }}
+      }}
+    }}
+)",
+                     store("s", "(m0 + r)", "n"));
+}
+
+// Integer weights: activation chunks in registers, each weight chunk
+// decoded once and dotted with every activation row.
+std::string integer_body(const DotForm& form, const std::string& load_fn, const std::string& w, const std::string& xsrc,
+                         const StoreFn& store) {
+  // q8_1 codes of a weight with an offset need the halves' code sums; q8_K
+  // carries them as bsums.
+  std::string sums = "          xv[r].b0 = xv[r].b1 = 0;\n";
+  if (form.codes == Codes::Q8_K)
+    sums = "          xv[r].b0 = vtc_bsum(xm.y, 0), xv[r].b1 = vtc_bsum(xm.y, 1);\n";
+  else if (form.offset != 0)
+    sums = "          xv[r].b0 = vtc_code_sum(xv[r].q, 0, 4), xv[r].b1 = vtc_code_sum(xv[r].q, 4, 8);\n";
+  return fmt::format(R"(  const u8* xcodes = (const u8*){0};
+  const uint2* xmeta = (const uint2*)((const u8*){0} + M * K);
+{7}      const int nc = kw / 32;
+      // The block's warps take each window together, so the activation
+      // codes one warp loads are in L1 for the others.
+      __syncthreads();
+      vtc_xq xv[MR];
+      if (lane < nc)
+        for (int r = 0; r < MR; ++r) {{
+          if (r >= mr) break;
+          const u8* xr = xcodes + (m0 + r) * K + k0;
+          const uint4 lo = vtc_load16(xr + 16 * lane), hi = vtc_load16(xr + 16 * (nc + lane));
+          xv[r].q[0] = (int)lo.x, xv[r].q[1] = (int)lo.y, xv[r].q[2] = (int)lo.z, xv[r].q[3] = (int)lo.w;
+          xv[r].q[4] = (int)hi.x, xv[r].q[5] = (int)hi.y, xv[r].q[6] = (int)hi.z, xv[r].q[7] = (int)hi.w;
+          const uint2 xm = vtc_load8(xmeta + (m0 + r) * (K / 32) + k0 / 32 + lane);
+          xv[r].d = __uint_as_float(xm.x), xv[r].s = __uint_as_float(xm.y);
+{1}        }}
+      for (int j = 0; j < RPW; ++j) {{
+        const long long n = row0 + j;
+        if (n >= N) break;  // warp-uniform
+{2}        if (lane < nc) {{
+          vtc_wq wq;
+          // 16-byte words straight from the window where its blocks keep
+          // them aligned (q4_K, q5_K rows: 144 and 176 bytes a block).
+          if (UB % 16 == 0 && ((unsigned long long)wwin & 15) == 0) {3}<true>(wwin, lane, wq);
+          else {3}<false>(wwin, lane, wq);
+          for (int r = 0; r < MR; ++r) {{
+            if (r >= mr) break;
+            acc[j][r] += vtc_wdot<{4}, {5}>(wq, xv[r]);
+          }}
+        }}
+      }}
+    }}
+{6}  }}
+)",
+                     xsrc, sums, stage_row(w), load_fn, form.offset, form.kind, close_rows(store), open_pass());
+}
+
+// Float weights: the window's activations (rounded as the CPU rounds
+// them) staged in shared memory by the block; lane l takes values l, l+32.
+std::string float_body(GgmlType wtype, const std::string& w, const std::string& xsrc, const StoreFn& store) {
+  std::string wv;
+  if (wtype == GgmlType::F32) wv = "((const float*)wwin)[i]";
+  else if (wtype == GgmlType::F16) wv = "vtc_h2f(((const unsigned short*)wwin)[i])";
+  else wv = "vtc_bf2f(((const unsigned short*)wwin)[i])";
+  return fmt::format(R"(  __shared__ float x_s[MR][KW];
+  const float* xf = {0};
+{5}      __syncthreads();
+      for (int e = threadIdx.x; e < mr * kw; e += blockDim.x) {{
+        const int r = e / kw, i = e % kw;
+        const float v = xf[(m0 + r) * K + k0 + i];
+        x_s[r][i] = {1};
+      }}
+      __syncthreads();
+      for (int j = 0; j < RPW; ++j) {{
+        const long long n = row0 + j;
+        if (n >= N) break;  // warp-uniform
+{2}        for (int r = 0; r < MR; ++r) {{
+          if (r >= mr) break;
+          for (int i = lane; i < kw; i += 32) acc[j][r] += {3} * x_s[r][i];
+        }}
+      }}
+    }}
+{4}  }}
+)",
+                     xsrc, round_activation(wtype, "v"), stage_row(w), wv, close_rows(store), open_pass());
+}
+
+}  // namespace
+
+Kernels emit_gemv(const ir::Op& op, const std::string& what, const ir::Dim& m, int64_t N, int64_t K,
+                  const MatmulIo& io) {
+  const GgmlType wtype = weight_type(op.operands[1].type().elem);
+  const DotForm form = dot_form(wtype);
+  const GgmlTypeTraits& tr = ggml_traits(wtype);
+  const int64_t unit_values = tr.block_size, unit_bytes = tr.block_bytes;
+  if (K % 32 != 0 || K % unit_values != 0) throw Error(fmt::format("cuda: {}: K = {} is not whole blocks", what, K));
+  // Window: 1024 values (one 32-value chunk per lane) for integer blocks,
+  // 512 for float weights (their f32 activation staging is 4x larger).
+  const int64_t kw_max = form.codes == Codes::None ? 512 : 1024;
+  const int rpw = rows_per_warp(N);
+  Kernels out;
+  if (form.codes != Codes::None) out.push_back(quantize_kernel(form.codes, io.x, m, K, what));
+
+  KernelBuilder kb("gemv", what);
+  std::string xsrc;
+  if (form.codes != Codes::None) xsrc = kb.scratch(codes_scratch_bytes(m, K));
+  else xsrc = kb.in(io.x, "x");
+  const std::string w = kb.in(io.w, "w");
+  const StoreFn store = io.bind_out(kb);
+  kb.need("copy16");
+  const uint64_t row_bytes = *ggml_bytes_for(wtype, uint64_t(K));
+  std::string body = gemv_head(N, K, kw_max, row_bytes, unit_values, uint64_t(unit_bytes), rpw, kb.expr(m));
+  if (form.codes != Codes::None) {
+    std::string load_fn(ggml_type_name(wtype));
+    for (auto& ch : load_fn) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+    load_fn = "vload32_" + load_fn;
+    kb.need(load_fn);
+    body += integer_body(form, load_fn, w, xsrc, store);
+  } else {
+    body += float_body(wtype, w, xsrc, store);
+  }
+  kb.body(body);
+  const int64_t rows_per_block = int64_t(kWarps) * rpw;
+  kb.launch(ir::Dim(((N + rows_per_block - 1) / rows_per_block) * kWarps * 32), kWarps * 32);
+  Kernel k = kb.finish();
+  if (form.codes != Codes::None) {
+    k.reads_codes_of = io.x.data();
+    // The integer products run as __dp4a (counted); the float work is the
+    // per-chunk scaling: about 4 flops per (row, activation row, chunk).
+    k.fp32_flops = m * N * (K / 32) * 4;
+  }
+  out.push_back(std::move(k));
+  return out;
+}
+
+}  // namespace vtc::cuda
