@@ -234,6 +234,10 @@ std::string integer_body(const DotForm& form, const std::string& load_fn, const 
           const uint2 xm = vtc_load8(xmeta + (m0 + r) * (K / 32) + k0 / 32 + lane);
           xv[r].d = __uint_as_float(xm.x), xv[r].s = __uint_as_float(xm.y);
 {1}        }}
+      // Every warp's activation loads before any weight stream, so the
+      // weight bytes passing through L1 do not evict codes another warp
+      // still has to read.
+      __syncthreads();
       for (int j = 0; j < RPW; ++j) {{
         const long long n = row0 + j;
         if (n >= N) break;  // warp-uniform
