@@ -286,14 +286,13 @@ const std::map<std::string, HelperSource>& helpers() {
   return table;
 }
 
-}  // namespace
-
-namespace {
+// A helper of either table: this file's, or the decode GEMV's (helpers_dot.cpp).
 const HelperSource* find_helper(const std::string& name) {
   for (const auto* table : {&helpers(), &dot_helpers()})
     if (auto it = table->find(name); it != table->end()) return &it->second;
   return nullptr;
 }
+
 }  // namespace
 
 std::string helper_source(const std::string& name) {
