@@ -76,6 +76,8 @@ struct HelperSource {
 // The decode GEMV's chunk dot products and copies (helpers_dot.cpp); the
 // rest of the library is in helpers.cpp.
 const std::map<std::string, HelperSource>& dot_helpers();
+// The tensor-core instructions (helpers_mma.cpp).
+const std::map<std::string, HelperSource>& mma_helpers();
 std::string helper_source(const std::string& name);
 std::vector<std::string> helper_deps(const std::string& name);
 std::string prelude_source();

@@ -286,9 +286,10 @@ const std::map<std::string, HelperSource>& helpers() {
   return table;
 }
 
-// A helper of either table: this file's, or the decode GEMV's (helpers_dot.cpp).
+// A helper of any table: this file's, the decode GEMV's (helpers_dot.cpp)
+// or the tensor cores' (helpers_mma.cpp).
 const HelperSource* find_helper(const std::string& name) {
-  for (const auto* table : {&helpers(), &dot_helpers()})
+  for (const auto* table : {&helpers(), &dot_helpers(), &mma_helpers()})
     if (auto it = table->find(name); it != table->end()) return &it->second;
   return nullptr;
 }

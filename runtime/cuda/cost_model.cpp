@@ -113,7 +113,7 @@ void count(KernelCost& k, const VtcSimLaunchProfile& r, const GpuSpec& gpu) {
   k.sfu = scale * double(r.work[VTC_SIM_WORK_SFU]);
   k.dp4a = scale * double(r.work[VTC_SIM_WORK_DP4A]);
   k.mma_f16 = scale * double(r.work[VTC_SIM_WORK_MMA_F16] + r.work[VTC_SIM_WORK_MMA_BF16]) / 32;
-  k.mma_s8 = scale * double(r.work[VTC_SIM_WORK_MMA_S8]) / 32;
+  k.mma_s8 = scale * (double(r.work[VTC_SIM_WORK_MMA_S8]) + 0.5 * double(r.work[VTC_SIM_WORK_MMA_S8_K16])) / 32;
   k.shuffles = scale * double(r.shuffles);
   k.barriers = scale * double(r.block_barriers);
 }

@@ -38,12 +38,14 @@ struct Sim {
     }
     dev->destroy_stream(stream);
   }
-  // Compiles `body` as `extern "C" __global__ void NAME(PARAMS)` and returns its function.
-  void* kernel(const std::string& name, const std::string& params, const std::string& body) {
+  // Compiles `body` as `extern "C" __global__ void NAME(PARAMS)`, after
+  // `prefix` (device helpers), and returns its function.
+  void* kernel(const std::string& name, const std::string& params, const std::string& body,
+               const std::string& prefix = "") {
     Kernel k;
     k.entry = name;
     k.what = "test kernel " + name;
-    k.source = fmt::format("extern \"C\" __global__ void {}({}) {{\n{}\n}}\n", name, params, body);
+    k.source = prefix + fmt::format("extern \"C\" __global__ void {}({}) {{\n{}\n}}\n", name, params, body);
     return dev->function(dev->load_module(nvrtc->compile(k, dev->arch(), CodeKind::Cubin).image), name);
   }
   template <typename T>

@@ -26,12 +26,13 @@ namespace {
 constexpr size_t kFiberStackBytes = 128 << 10;
 constexpr int kWarp = 32;
 
-enum class Collective : int8_t { None = -1, Barrier = 0, Exchange = 1, Ballot = 2 };
+enum class Collective : int8_t { None = -1, Barrier = 0, Exchange = 1, Ballot = 2, Matrix = 3 };
 const char* collective_name(Collective c) {
   switch (c) {
     case Collective::Barrier: return "__syncwarp";
     case Collective::Exchange: return "a __shfl_*_sync";
     case Collective::Ballot: return "a vote (__ballot/__any/__all_sync)";
+    case Collective::Matrix: return "a matrix instruction (mma.sync/ldmatrix)";
     default: return "none";
   }
 }
@@ -46,8 +47,18 @@ enum class Status : uint8_t { Fresh, Ready, Waiting, Done };
 
 struct BlockRun;
 
+// A cp.async copy the thread issued and has not waited for.
+struct PendingCopy {
+  void* dst;
+  const void* src;  // null: zero-fill
+  unsigned bytes;
+  uint64_t group;   // the commit group it belongs to
+};
+
 struct Fiber {
   VtcSimThread thread{};
+  std::vector<PendingCopy> copies;  // issue order
+  uint64_t groups_committed = 0;    // the open group's number
   Context context;
   Status status = Status::Fresh;
   Barrier* waiting = nullptr;
@@ -80,6 +91,7 @@ struct BlockRun {
   std::vector<Barrier> warps;
   std::vector<uint64_t> slots;  // [warp][generation parity][lane]
   std::vector<uint64_t> slot_generation;  // the barrier generation each slot was posted in
+  std::vector<std::array<uint64_t, 4>> wide_slots;  // matrix instructions' posts, as `slots`
   Context scheduler;
   size_t next = 0;        // where the scheduler looks first
   std::string error;
@@ -275,6 +287,61 @@ unsigned ballot(const VtcSimThread* self, unsigned mask, int predicate) {
   return bits & mask;
 }
 
+// mma.sync and ldmatrix are .aligned: the whole warp executes them together.
+void gather(const VtcSimThread* self, const void* in, unsigned bytes, void* out) {
+  Fiber* f = self_fiber(self);
+  BlockRun& r = *f->run;
+  if (lanes_in_warp(r, f->warp) != kWarp)
+    fail(f, fmt::format("{}: a matrix instruction (mma.sync/ldmatrix) in warp {} of {} threads: it needs all 32 "
+                        "lanes",
+                        where(*f), f->warp, lanes_in_warp(r, f->warp)));
+  Barrier& b = r.warps[size_t(f->warp)];
+  const size_t base = (size_t(f->warp) * 2 + (b.generation & 1)) * kWarp;
+  std::memcpy(r.wide_slots[base + size_t(f->lane)].data(), in, std::min<unsigned>(bytes, 32));
+  arrive(f, b, r.warp_live[size_t(f->warp)], f->warp * kWarp, Collective::Matrix);
+  for (int l = 0; l < kWarp; ++l)
+    std::memcpy(static_cast<char*>(out) + size_t(l) * bytes, r.wide_slots[base + size_t(l)].data(), bytes);
+}
+
+void access(const VtcSimThread* self, const void* address, unsigned long bytes, int is_write, const void* site);
+
+// One cp.async copy done: checked and counted as the kernel's own global
+// read and shared write (one access each, as a GPU's 4/8/16-byte copy).
+void complete_copy(Fiber* f, const PendingCopy& c) {
+  static const char site_load = 0, site_store = 0;  // one call site each for profile mode's requests
+  if (checked_mode() || f->run->profile.sampled()) {
+    if (c.src) access(&f->thread, c.src, c.bytes, 0, &site_load);
+    access(&f->thread, c.dst, c.bytes, 1, &site_store);
+  }
+  if (c.src) std::memcpy(c.dst, c.src, c.bytes);
+  else std::memset(c.dst, 0, c.bytes);
+}
+
+void cp_async(const VtcSimThread* self, int op, void* dst, const void* src, unsigned bytes) {
+  Fiber* f = self_fiber(self);
+  switch (op) {
+    case VTC_SIM_CP_ISSUE:
+      if (bytes != 4 && bytes != 8 && bytes != 16)
+        fail(f, fmt::format("{}: cp.async of {} bytes (4, 8 or 16)", where(*f), bytes));
+      if ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) & (bytes - 1))
+        fail(f, fmt::format("{}: cp.async of {} bytes from {} to {}: both must be {}-byte aligned", where(*f), bytes,
+                            src, dst, bytes));
+      f->copies.push_back({dst, src, bytes, f->groups_committed});
+      return;
+    case VTC_SIM_CP_COMMIT: ++f->groups_committed; return;
+    default: {
+      // Groups numbered below committed - n are complete after the wait.
+      const uint64_t keep = bytes, done_below = f->groups_committed > keep ? f->groups_committed - keep : 0;
+      size_t kept = 0;
+      for (size_t i = 0; i < f->copies.size(); ++i) {
+        if (f->copies[i].group < done_below) complete_copy(f, f->copies[i]);
+        else f->copies[kept++] = f->copies[i];
+      }
+      f->copies.resize(kept);
+    }
+  }
+}
+
 // --- checked mode: every access of the kernel ---------------------------------
 
 extern const VtcSimRuntime kRuntime;
@@ -360,13 +427,16 @@ void count(const VtcSimThread* self, int cls, unsigned long n) {
   if (r.profile.sampled()) r.profile.count_work(cls, n);
 }
 
-const VtcSimRuntime kRuntime = {sync_block, sync_warp, exchange, ballot, access, count};
+const VtcSimRuntime kRuntime = {sync_block, sync_warp, exchange, ballot, access, count, gather, cp_async};
 
 void fiber_main(void* arg) {
   fiber_started();
   Fiber* f = static_cast<Fiber*>(arg);
   BlockRun& r = *f->run;
   r.launch->fn(r.launch->params, &f->thread);
+  // Copies still in flight land anyway, as on a GPU.
+  for (const PendingCopy& c : f->copies) complete_copy(f, c);
+  f->copies.clear();
   f->status = Status::Done;
   ++r.done;
   --r.live;
@@ -405,6 +475,7 @@ void reset(Worker& w, const Launch& l, unsigned bx, unsigned by, unsigned bz, ui
   r.warps.assign(warps, Barrier{});
   r.slots.assign(warps * 2 * kWarp, 0);
   r.slot_generation.assign(warps * 2 * kWarp, ~uint64_t(0));
+  r.wide_slots.assign(warps * 2 * kWarp, {});
   r.next = 0;
   r.error.clear();
   r.shared_begin = r.shared_end = 0;

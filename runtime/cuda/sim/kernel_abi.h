@@ -45,7 +45,20 @@ struct VtcSimRuntime {
   // Profile mode: `n` operations of work class `cls` (VTC_SIM_WORK_*) by
   // this thread, counted at the helper that performs them.
   void (*count)(const VtcSimThread* self, int cls, unsigned long n);
+  // Warp-wide matrix instructions (mma.sync, ldmatrix): every lane of a
+  // whole warp posts `bytes` (<= 32) of `in`; `out` receives all 32 lanes'
+  // posts, lane by lane (32 * bytes). Each lane then computes its own
+  // result registers from them, as the tensor core hands them out.
+  void (*gather)(const VtcSimThread* self, const void* in, unsigned bytes, void* out);
+  // cp.async (op VTC_SIM_CP_*): ISSUE queues a copy of `bytes` (4, 8 or 16)
+  // from `src` to `dst` (src null: zero-fill, cp.async's src-size 0),
+  // performed later, as on a GPU, so a read before the wait sees the old
+  // bytes; COMMIT closes the thread's open group; WAIT completes every
+  // committed group but the newest `bytes` of them (cp.async.wait_group).
+  void (*cp_async)(const VtcSimThread* self, int op, void* dst, const void* src, unsigned bytes);
 };
+
+enum { VTC_SIM_CP_ISSUE = 0, VTC_SIM_CP_COMMIT = 1, VTC_SIM_CP_WAIT = 2 };
 
 // Work classes the cost model counts at run time (per thread; a warp
 // instruction is 32 of them). FP32/integer arithmetic is not among them:
@@ -57,7 +70,8 @@ enum {
   VTC_SIM_WORK_MMA_F16 = 2,      // mma.sync m16n8k16 with f16 inputs, per warp-wide instruction
   VTC_SIM_WORK_MMA_BF16 = 3,     // mma.sync m16n8k16 with bf16 inputs
   VTC_SIM_WORK_MMA_S8 = 4,       // mma.sync m16n8k32 with s8 inputs
-  VTC_SIM_WORK_CLASSES = 5
+  VTC_SIM_WORK_MMA_S8_K16 = 5,   // mma.sync m16n8k16 with s8 inputs (half an m16n8k32)
+  VTC_SIM_WORK_CLASSES = 6
 };
 
 struct VtcSimParams {

@@ -217,6 +217,107 @@ static inline unsigned __dp4a(unsigned a, unsigned b, unsigned c) {
   return c;
 }
 
+// --- tensor cores: mma.sync, ldmatrix, cp.async ------------------------------
+// Exactly the PTX instructions' register semantics (PTX ISA, "Matrix
+// Fragments for mma.m16n8k16 / m16n8k32", "ldmatrix", "cp.async"): every
+// lane posts its fragment registers, the warp meets (the runtime's gather),
+// and each lane computes its own result registers from all 32 lanes' posts.
+// Lane l is in group g = l / 4 at t = l % 4 of it. A wrong fragment layout
+// in a kernel therefore gives wrong values here as on a GPU.
+// An integer mma accumulates exactly (int32, wrapping); an f16/bf16 mma
+// forms each exact product and adds them to C one by one in f32, k in
+// order (a GPU's tensor core adds in its own order and width: results may
+// differ in the last bits).
+struct VtcSimFrag {
+  unsigned a[4], b[2];
+};
+VTC_SIM_UNCHECKED static inline void vtc_sim_gather(const void* in, unsigned bytes, void* out) {
+  const VtcSimThread* self = vtc_sim_self;
+  vtc_sim_rt->gather(self, in, bytes, out);
+  vtc_sim_self = self;
+}
+VTC_SIM_UNCHECKED static inline unsigned vtc_sim_lane() {
+  const VtcSimThread* t = vtc_sim_self;
+  return (t->thread_idx.x + t->block_dim.x * (t->thread_idx.y + t->block_dim.y * t->thread_idx.z)) & 31u;
+}
+// Element (row r, k) of A and (k, col c) of B as posted by the warp, for
+// m16n8k32 / m16n8k16 with 8-bit elements (KB = 32 or 16).
+template <int KB>
+VTC_SIM_UNCHECKED static inline int vtc_sim_s8_a(const VtcSimFrag* w, int r, int k) {
+  const unsigned reg = (unsigned)(r / 8 + 2 * (k / 16));
+  return (int)(signed char)(w[(r % 8) * 4 + (k % 16) / 4].a[reg] >> (8 * (k % 4)));
+}
+VTC_SIM_UNCHECKED static inline int vtc_sim_s8_b(const VtcSimFrag* w, int k, int c) {
+  return (int)(signed char)(w[c * 4 + (k % 16) / 4].b[k / 16] >> (8 * (k % 4)));
+}
+// The same for 16-bit elements (m16n8k16), as raw halves.
+VTC_SIM_UNCHECKED static inline unsigned short vtc_sim_h_a(const VtcSimFrag* w, int r, int k) {
+  return (unsigned short)(w[(r % 8) * 4 + (k % 8) / 2].a[r / 8 + 2 * (k / 8)] >> (16 * (k % 2)));
+}
+VTC_SIM_UNCHECKED static inline unsigned short vtc_sim_h_b(const VtcSimFrag* w, int k, int c) {
+  return (unsigned short)(w[c * 4 + (k % 8) / 2].b[k / 8] >> (16 * (k % 2)));
+}
+// mma.sync.aligned.m16n8k{KB}.row.col.s32.s8.s8.s32: d = a * b + c. A has
+// KB / 8 registers, B KB / 16; C and D: rows g, g + 8, columns 2t, 2t + 1.
+template <int KB>
+VTC_SIM_UNCHECKED static inline void vtc_sim_mma_s8(int* d, const unsigned* a, const unsigned* b, const int* c) {
+  VtcSimFrag mine = {}, warp[32];
+  for (int i = 0; i < KB / 8; ++i) mine.a[i] = a[i];
+  for (int i = 0; i < KB / 16; ++i) mine.b[i] = b[i];
+  vtc_sim_gather(&mine, sizeof mine, warp);
+  VTC_SIM_COUNT(KB == 32 ? VTC_SIM_WORK_MMA_S8 : VTC_SIM_WORK_MMA_S8_K16, 1);
+  const int lane = (int)vtc_sim_lane(), g = lane / 4, t = lane % 4;
+  for (int i = 0; i < 4; ++i) {
+    const int r = g + 8 * (i / 2), col = 2 * t + i % 2;
+    unsigned acc = (unsigned)c[i];
+    for (int k = 0; k < KB; ++k) acc += (unsigned)(vtc_sim_s8_a<KB>(warp, r, k) * vtc_sim_s8_b(warp, k, col));
+    d[i] = (int)acc;
+  }
+}
+// mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32.
+template <bool BF16>
+VTC_SIM_UNCHECKED static inline void vtc_sim_mma_f16(float* d, const unsigned* a, const unsigned* b, const float* c) {
+  VtcSimFrag mine = {{a[0], a[1], a[2], a[3]}, {b[0], b[1]}}, warp[32];
+  vtc_sim_gather(&mine, sizeof mine, warp);
+  VTC_SIM_COUNT(BF16 ? VTC_SIM_WORK_MMA_BF16 : VTC_SIM_WORK_MMA_F16, 1);
+  auto value = [](unsigned short h) { return BF16 ? __builtin_bit_cast(float, (unsigned)h << 16) : vtc_sim_h2f(h); };
+  const int lane = (int)vtc_sim_lane(), g = lane / 4, t = lane % 4;
+  for (int i = 0; i < 4; ++i) {
+    const int r = g + 8 * (i / 2), col = 2 * t + i % 2;
+    float acc = c[i];
+    for (int k = 0; k < 16; ++k) acc += value(vtc_sim_h_a(warp, r, k)) * value(vtc_sim_h_b(warp, k, col));
+    d[i] = acc;
+  }
+}
+// ldmatrix.sync.aligned.m8n8.x{N}{.trans}.shared.b16: lanes 8j .. 8j + 7
+// give the 16-byte rows of matrix j; register j of lane l gets row l / 4,
+// halves 2 (l % 4) and 2 (l % 4) + 1 (.trans: column l / 4, rows 2 (l % 4)
+// and 2 (l % 4) + 1). The row reads are the kernel's own shared loads.
+VTC_SIM_UNCHECKED static inline void vtc_sim_ldmatrix_rows(const void* p, const void** rows) {
+  vtc_sim_gather(&p, sizeof p, rows);
+}
+template <int N, bool TRANS>
+static inline void vtc_sim_ldmatrix(unsigned* r, const void* p) {
+  const void* rows[32];
+  vtc_sim_ldmatrix_rows(p, rows);
+  const int lane = (int)vtc_sim_lane();
+  for (int j = 0; j < N; ++j) {
+    if (!TRANS) {
+      r[j] = *(const unsigned*)((const char*)rows[8 * j + lane / 4] + 4 * (lane % 4));
+    } else {
+      const unsigned lo = *(const unsigned short*)((const char*)rows[8 * j + 2 * (lane % 4)] + 2 * (lane / 4));
+      const unsigned hi = *(const unsigned short*)((const char*)rows[8 * j + 2 * (lane % 4) + 1] + 2 * (lane / 4));
+      r[j] = lo | (hi << 16);
+    }
+  }
+}
+// cp.async.{ca,cg}.shared.global [dst], [src], n{, src-size 0}; commit_group; wait_group n.
+VTC_SIM_UNCHECKED static inline void vtc_sim_cp_async(void* dst, const void* src, unsigned bytes) {
+  vtc_sim_rt->cp_async(vtc_sim_self, VTC_SIM_CP_ISSUE, dst, src, bytes);
+}
+VTC_SIM_UNCHECKED static inline void vtc_sim_cp_commit() { vtc_sim_rt->cp_async(vtc_sim_self, VTC_SIM_CP_COMMIT, 0, 0, 0); }
+VTC_SIM_UNCHECKED static inline void vtc_sim_cp_wait(unsigned n) { vtc_sim_rt->cp_async(vtc_sim_self, VTC_SIM_CP_WAIT, 0, 0, n); }
+
 // --- atomics: blocks run on several host threads, so these are real ----------
 static inline int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
 static inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }

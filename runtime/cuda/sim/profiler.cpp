@@ -94,7 +94,9 @@ void BlockProfiler::count_warp_collective(int kind) {
   if (!sampled_) return;
   if (kind == 0) ++counters_.warp_syncs;
   else if (kind == 1) ++counters_.shuffles;
-  else ++counters_.votes;
+  else if (kind == 2) ++counters_.votes;
+  // kind 3, a matrix instruction (mma, ldmatrix): counted as its work class
+  // and its shared loads, not as a warp collective.
 }
 
 void BlockProfiler::flush_warp(int warp) {
