@@ -128,6 +128,26 @@ struct MatmulIo {
 // symbol (emit_gemv.cpp): a quantize kernel for integer-block weights,
 // then the GEMV.
 Kernels emit_gemv(const ir::Op& op, const std::string& what, const ir::Dim& m, int64_t N, int64_t K, const MatmulIo& io);
+// Integer-block weights' activation codes (emit_gemv.cpp), shared by the
+// GEMV and the tensor-core GEMM: the CPU's vec_dot type of a weight type,
+// the offset its codes carry and the vtc_wdot KIND (helpers_dot.cpp).
+enum class Codes { None, Q8_1, Q8_K };
+struct DotForm {
+  Codes codes;
+  int offset, kind;
+};
+DotForm dot_form(GgmlType t);
+// Scratch of the codes of an [M, K] x: codes [M][K] int8 in the
+// code_layout, then [M][K/32] 8-byte scale records.
+ir::Dim codes_scratch_bytes(const ir::Dim& m, int64_t k);
+Kernel quantize_kernel(Codes codes, const ir::Value& x, const ir::Dim& m, int64_t K, const std::string& what);
+// The chunk decoder of an integer-block type (helpers_dot.cpp): vload32_<type>.
+std::string vload32_helper(GgmlType t);
+// The prefill matmul on tensor cores (emit_gemm.cpp): integer-block and
+// f16/bf16 weights with K a multiple of 256; gemm_mma_supported says which.
+bool gemm_mma_supported(GgmlType w, int64_t K);
+Kernels emit_gemm_mma(const ir::Op& op, const std::string& what, const ir::Dim& m, int64_t N, int64_t K,
+                      const MatmulIo& io);
 // A matmul_epilogue region (ir/fused_kinds.h) as one GEMV/GEMM kernel: the
 // chain applied to each output value before its one store (emit_matmul.cpp).
 // matmul_epilogue_why_not says why a region has no such kernel (empty: it

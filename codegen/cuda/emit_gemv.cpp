@@ -39,15 +39,16 @@
 namespace vtc::cuda {
 namespace {
 
-// Activation codes of the integer types: the CPU's vec_dot type.
-enum class Codes { None, Q8_1, Q8_K };
+constexpr int kWarps = 8;     // warps per block
+constexpr int kActRows = 8;   // activation rows per pass (one weight load serves them all)
 
-// How a weight type's chunk dot is formed (helpers_dot.cpp): its
-// activation codes, the offset its codes carry and the vtc_wdot KIND.
-struct DotForm {
-  Codes codes;
-  int offset, kind;
-};
+// Rows per warp: a warp's activation chunks serve its RPW rows and a
+// block's activation reads (L1, then L2 once a block) its kWarps * RPW
+// rows, so more rows per warp cut x's traffic; fewer keep at least about
+// one block per SM of a large GPU (128 blocks) on short outputs.
+int rows_per_warp(int64_t n) { return n >= 16384 ? 8 : n >= 4096 ? 4 : n >= 2048 ? 2 : 1; }
+
+}  // namespace
 
 DotForm dot_form(GgmlType t) {
   switch (t) {
@@ -63,14 +64,11 @@ DotForm dot_form(GgmlType t) {
   }
 }
 
-constexpr int kWarps = 8;     // warps per block
-constexpr int kActRows = 8;   // activation rows per pass (one weight load serves them all)
-
-// Rows per warp: a warp's activation chunks serve its RPW rows and a
-// block's activation reads (L1, then L2 once a block) its kWarps * RPW
-// rows, so more rows per warp cut x's traffic; fewer keep at least about
-// one block per SM of a large GPU (128 blocks) on short outputs.
-int rows_per_warp(int64_t n) { return n >= 16384 ? 8 : n >= 4096 ? 4 : n >= 2048 ? 2 : 1; }
+std::string vload32_helper(GgmlType t) {
+  std::string name(ggml_type_name(t));
+  for (auto& ch : name) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  return "vload32_" + name;
+}
 
 // Scratch: codes [M][K] int8, then [M][K/32] 8-byte scale records.
 ir::Dim codes_scratch_bytes(const ir::Dim& m, int64_t k) { return m * (k + (k / 32) * 8); }
@@ -140,6 +138,8 @@ Kernel quantize_kernel(Codes codes, const ir::Value& x, const ir::Dim& m, int64_
   k.fp32_flops = m * K * 4;  // |x|, the max, the scaling, the sum per value
   return k;
 }
+
+namespace {
 
 // The head shared by both bodies: sizes, the warp's weight buffer.
 std::string gemv_head(int64_t N, int64_t K, int64_t kw, uint64_t row_bytes, int64_t unit_values, uint64_t unit_bytes,
@@ -315,9 +315,7 @@ Kernels emit_gemv(const ir::Op& op, const std::string& what, const ir::Dim& m, i
   const uint64_t row_bytes = *ggml_bytes_for(wtype, uint64_t(K));
   std::string body = gemv_head(N, K, kw_max, row_bytes, unit_values, uint64_t(unit_bytes), rpw, kb.expr(m));
   if (form.codes != Codes::None) {
-    std::string load_fn(ggml_type_name(wtype));
-    for (auto& ch : load_fn) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-    load_fn = "vload32_" + load_fn;
+    const std::string load_fn = vload32_helper(wtype);
     kb.need(load_fn);
     body += integer_body(form, load_fn, w, xsrc, store);
   } else {

@@ -120,6 +120,7 @@ Kernels matmul_kernels(const ir::Op& op, const std::string& what, const MatmulIo
   }
   const int64_t N = *n_rows, K = *k_cols, chunks = K / 32;
   if (!has_symbol(m, "T")) return emit_gemv(op, what, m, N, K, io);
+  if (gemm_mma_supported(wtype, K)) return emit_gemm_mma(op, what, m, N, K, io);
   KernelBuilder kb("gemm", what);
   const std::string x = kb.in(io.x, "x"), w = kb.in(io.w, "w");
   const StoreFn store = io.bind_out(kb);

@@ -153,6 +153,25 @@ __device__ __forceinline__ float vtc_wdot(const vtc_wq& q, const vtc_xq& x) {
   return r;
 }
 )"}},
+      // The tensor-core GEMM's form of vtc_wdot (emit_gemm.cpp): the mma's
+      // integer sums s0, s1 of a chunk's halves (or the whole chunk's in s0
+      // when HALVES is false: the halves share their multiplier), the
+      // weight chunk's record w = (d, dm, mw, the bytes a0 a1 m0 m1) and
+      // the activation's x = (d, s or the halves' code sums).
+      {"mma_scale", {{}, R"(template <int O, int KIND, bool HALVES>
+__device__ __forceinline__ float vtc_mma_scale(int s0, int s1, float4 w, uint2 x) {
+  const int p = __float_as_int(w.w);
+  const int a0 = (int)(signed char)(p & 255), a1 = (int)(signed char)((p >> 8) & 255);
+  const int m0 = (int)(signed char)((p >> 16) & 255), m1 = (int)(signed char)(p >> 24);
+  const int b0 = (int)(short)(x.y & 0xffffu), b1 = (int)(short)(x.y >> 16);
+  const int isum = HALVES ? a0 * (s0 - O * b0) + a1 * (s1 - O * b1) : a0 * (s0 - O * (b0 + b1));
+  const float xd = __uint_as_float(x.x);
+  float r = (xd * w.x) * (float)isum;
+  if (KIND == 1) r += w.z * __uint_as_float(x.y);
+  if (KIND == 3) r -= (xd * w.y) * (float)(m0 * b0 + m1 * b1);
+  return r;
+}
+)"}},
       // The GEMV's activation code layout (emit_gemv.cpp): windows of 1024
       // values; in each, the first 16 bytes of every 32-value chunk, then
       // the second 16, so lane c's two 16-byte loads of chunk c are
