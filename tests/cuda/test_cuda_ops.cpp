@@ -523,9 +523,10 @@ TEST_CASE("matmul_epilogue: one CUDA kernel with the bits of its ops' kernels", 
       vtc::ir::verify(mf);
       const vtc::ir::Function& ff = *mf.find_function(step);
       REQUIRE(vtc::cuda::why_op_by_op(*ff.ops[0]).empty());
-      // A decode GEMV on integer blocks adds its x's quantize launch
-      // (emit_gemv.cpp) to both forms.
-      const size_t quantize = (std::string(wtype) == "q8_0" || std::string(wtype) == "q4_k") && step == "decode" ? 1 : 0;
+      // A matmul on integer blocks (the decode GEMV, the prefill
+      // tensor-core GEMM) adds its x's quantize launch (emit_gemv.cpp) to
+      // both forms.
+      const size_t quantize = std::string(wtype) == "q8_0" || std::string(wtype) == "q4_k" ? 1 : 0;
       CHECK(vtc::cuda::generate_step(mf, ff).kernels.size() == 1 + quantize);
       CHECK(vtc::cuda::generate_step(mp, *mp.find_function(step)).kernels.size() == 7 + quantize);
       vtc::StateStoreConfig cfg{3, 64, 0};
