@@ -101,7 +101,8 @@ Kernels integer_gemm(const ir::Op& op, const std::string& what, const ir::Dim& m
   alignas(16) __shared__ u8 wc_s[32][272];
   alignas(16) __shared__ u8 x_s[64][272];
   __shared__ float4 wm_s[32][9];
-  __shared__ uint2 xm_s[64][9];
+  // [chunk][row]: rows 2t and 2t + 1 of a tile are one 16-byte load.
+  alignas(16) __shared__ uint2 xm_s[8][64 + 2];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
   const int wr = 16 * (warp & 1), wt = 32 * (warp >> 1);
   const long long n0 = blockIdx.x * 32LL;
@@ -151,7 +152,7 @@ Kernels integer_gemm(const ir::Op& op, const std::string& what, const ir::Dim& m
         const uint2 xm = mm < M ? xmeta[mm * (K / 32) + k0 / 32 + c] : make_uint2(0u, 0u);
         const int* xq = (const int*)&x_s[r][32 * c];
         (void)xq;
-        xm_s[r][c] = make_uint2(xm.x, {12});
+        xm_s[c][r] = make_uint2(xm.x, {12});
       }}
       __syncthreads();
       // The next step's raw weight bytes stream in during the mma.
@@ -169,8 +170,9 @@ Kernels integer_gemm(const ir::Op& op, const std::string& what, const ir::Dim& m
           unsigned b[2] = {{xr[t], xr[4 + t]}};
           int s0[4] = {{0, 0, 0, 0}}, s1[4] = {{0, 0, 0, 0}};
           {14}
+          const uint4 xm = vtc_load16(&xm_s[c][wt + 8 * j + 2 * t]);
           for (int i = 0; i < 4; ++i)
-            acc[j][i] += vtc_mma_scale<{16}, {17}, {18}>(s0[i], s1[i], i < 2 ? ma : mb, xm_s[wt + 8 * j + 2 * t + (i & 1)][c]);
+            acc[j][i] += vtc_mma_scale<{16}, {17}, {18}>(s0[i], s1[i], i < 2 ? ma : mb, (i & 1) ? make_uint2(xm.z, xm.w) : make_uint2(xm.x, xm.y));
         }}
       }}
       __syncthreads();
