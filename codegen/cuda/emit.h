@@ -128,6 +128,24 @@ struct MatmulIo {
 // symbol (emit_gemv.cpp): a quantize kernel for integer-block weights,
 // then the GEMV.
 Kernels emit_gemv(const ir::Op& op, const std::string& what, const ir::Dim& m, int64_t N, int64_t K, const MatmulIo& io);
+// One output of a multi-part GEMV (emit_gemv_parts): a weight of N rows,
+// or a pair of them (a swiglu's gate and up) whose two sums per row
+// `combine` makes one value of (C expressions of the two sums; sets its
+// bool when the expression calls vtc_gelu), stored through bind_out.
+struct GemvPart {
+  ir::Value w;
+  std::optional<ir::Value> w_pair;
+  int64_t n = 0;
+  std::function<StoreFn(KernelBuilder&)> bind_out;
+  std::function<std::string(const std::string&, const std::string&, bool&)> combine;
+};
+// Several GEMVs of one x in one launch (a projection region's q, k, v, or
+// its gate/up pair with the activation): each part's blocks after the
+// previous part's, one quantize for all. The weight types must take the
+// same activation codes (gemv_parts_mergeable).
+bool gemv_parts_mergeable(const std::vector<GgmlType>& types);
+Kernels emit_gemv_parts(const std::vector<GemvPart>& parts, const ir::Value& x, const std::string& what,
+                        const ir::Dim& m, int64_t K);
 // Integer-block weights' activation codes (emit_gemv.cpp), shared by the
 // GEMV and the tensor-core GEMM: the CPU's vec_dot type of a weight type,
 // the offset its codes carry and the vtc_wdot KIND (helpers_dot.cpp).

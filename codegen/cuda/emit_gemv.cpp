@@ -141,27 +141,25 @@ Kernel quantize_kernel(Codes codes, const ir::Value& x, const ir::Dim& m, int64_
 
 namespace {
 
-// The head shared by both bodies: sizes, the warp's weight buffer.
-std::string gemv_head(int64_t N, int64_t K, int64_t kw, uint64_t row_bytes, int64_t unit_values, uint64_t unit_bytes,
-                      int rpw, const std::string& m) {
+// The head shared by every part: sizes, each warp's weight buffer (the
+// largest window of the parts), the lanes.
+std::string gemv_head(int64_t K, int64_t kw, uint64_t window_bytes, const std::string& m) {
   // Each warp's buffer: the window, 15 bytes of realignment and the ragged
   // end, rounded to 16 so every warp's buffer starts 16-byte aligned (a
   // 16-byte shared store must be: 440 + 32 bytes would misalign warp 1);
   // the 32 spare bytes also cover vtc_loadw's realigning load past a
   // chunk's last bytes.
-  const uint64_t window_bytes = (uint64_t(kw / unit_values) * unit_bytes + 15) / 16 * 16;
-  return fmt::format(R"(  constexpr long long N = {0}, K = {1}, KW = {2}, ROW_BYTES = {3}, UV = {4}, UB = {5};
-  constexpr int NW = {6}, RPW = {7}, MR = {8};
-  const long long M = {9};
-  alignas(16) __shared__ u8 w_s[NW][{10} + 32];
+  return fmt::format(R"(  constexpr long long K = {0}, KW = {1};
+  constexpr int NW = {2}, MR = {3};
+  const long long M = {4};
+  alignas(16) __shared__ u8 w_s[NW][{5} + 32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const long long row0 = (blockIdx.x * (long long)NW + warp) * RPW;
 )",
-                     N, K, kw, row_bytes, unit_values, unit_bytes, kWarps, rpw, kActRows, m, window_bytes);
+                     K, kw, kWarps, kActRows, m, window_bytes);
 }
 
-// Copies row n's window [k0, k0 + kw) into the warp's buffer and sets
-// wwin to its first byte there.
+// Copies row n's window [k0, k0 + kw) of weight `w` into the warp's buffer
+// and sets wwin to its first byte there.
 std::string stage_row(const std::string& w) {
   return fmt::format(R"(        // The window's bytes, from the 16-byte boundary at or below them.
         const unsigned long long s0 = (unsigned long long)((const u8*){0} + n * ROW_BYTES + (k0 / UV) * UB);
@@ -178,38 +176,47 @@ std::string stage_row(const std::string& w) {
                      w);
 }
 
-// A pass over up to MR activation rows: its accumulators, and the
-// window loop (closed by the body).
+// A pass over up to MR activation rows: the accumulators of each of the
+// part's NQ weights, and the window loop (closed by the body).
 std::string open_pass() {
   return R"(  for (long long m0 = 0; m0 < M; m0 += MR) {
     const int mr = (int)min((long long)MR, M - m0);
-    float acc[RPW][MR];
-    for (int j = 0; j < RPW; ++j)
-      for (int r = 0; r < MR; ++r) acc[j][r] = 0.0f;
+    float acc[NQ][RPW][MR];
+    for (int q = 0; q < NQ; ++q)
+      for (int j = 0; j < RPW; ++j)
+        for (int r = 0; r < MR; ++r) acc[q][j][r] = 0.0f;
     for (long long k0 = 0; k0 < K; k0 += KW) {
       const int kw = (int)min(KW, K - k0);
 )";
 }
 
-// The warp sums and stores of a pass of activation rows.
-std::string close_rows(const StoreFn& store) {
+// The warp sums and stores of a pass of activation rows: the value of the
+// row, or the pair's combination of its two weights' sums.
+std::string close_rows(const GemvPart& part, KernelBuilder& kb, const StoreFn& store) {
+  std::string value = "s0";
+  if (part.combine) {
+    bool gelu = false;
+    value = part.combine("s0", "s1", gelu);
+    if (gelu) kb.need("gelu");
+  }
   return fmt::format(R"(    for (int j = 0; j < RPW; ++j) {{
       const long long n = row0 + j;
       if (n >= N) break;
       for (int r = 0; r < MR; ++r) {{
         if (r >= mr) break;  // warp-uniform
-        const float s = vtc_warp_sum(acc[j][r]);
-        if (lane == 0) {{ {} }}
+        const float s0 = vtc_warp_sum(acc[0][j][r]);
+        const float s1 = NQ > 1 ? vtc_warp_sum(acc[NQ - 1][j][r]) : 0.0f;
+        (void)s1;
+        if (lane == 0) {{ const float v = {0}; {1} }}
       }}
     }}
 )",
-                     store("s", "(m0 + r)", "n"));
+                     value, store("v", "(m0 + r)", "n"));
 }
 
 // Integer weights: activation chunks in registers, each weight chunk
 // decoded once and dotted with every activation row.
-std::string integer_body(const DotForm& form, const std::string& load_fn, const std::string& w, const std::string& xsrc,
-                         const StoreFn& store) {
+std::string integer_body(const DotForm& form, const std::string& load_fn, const std::string& close) {
   // q8_1 codes of a weight with an offset need the halves' code sums; q8_K
   // carries them as bsums.
   std::string sums = "          xv[r].b0 = xv[r].b1 = 0;\n";
@@ -217,9 +224,7 @@ std::string integer_body(const DotForm& form, const std::string& load_fn, const 
     sums = "          xv[r].b0 = vtc_bsum(xm.y, 0), xv[r].b1 = vtc_bsum(xm.y, 1);\n";
   else if (form.offset != 0)
     sums = "          xv[r].b0 = vtc_code_sum(xv[r].q, 0, 4), xv[r].b1 = vtc_code_sum(xv[r].q, 4, 8);\n";
-  return fmt::format(R"(  const u8* xcodes = (const u8*){0};
-  const uint2* xmeta = (const uint2*)((const u8*){0} + M * K);
-{7}      const int nc = kw / 32;
+  return fmt::format(R"({5}      const int nc = kw / 32;
       // The block's warps take each window together, so the activation
       // codes one warp loads are in L1 for the others.
       __syncthreads();
@@ -233,7 +238,7 @@ std::string integer_body(const DotForm& form, const std::string& load_fn, const 
           xv[r].q[4] = (int)hi.x, xv[r].q[5] = (int)hi.y, xv[r].q[6] = (int)hi.z, xv[r].q[7] = (int)hi.w;
           const uint2 xm = vtc_load8(xmeta + (m0 + r) * (K / 32) + k0 / 32 + lane);
           xv[r].d = __uint_as_float(xm.x), xv[r].s = __uint_as_float(xm.y);
-{1}        }}
+{0}        }}
       // Every warp's activation loads before any weight stream, so the
       // weight bytes passing through L1 do not evict codes another warp
       // still has to read.
@@ -241,98 +246,146 @@ std::string integer_body(const DotForm& form, const std::string& load_fn, const 
       for (int j = 0; j < RPW; ++j) {{
         const long long n = row0 + j;
         if (n >= N) break;  // warp-uniform
-{2}        if (lane < nc) {{
-          vtc_wq wq;
-          // 16-byte words straight from the window where its blocks keep
-          // them aligned (q4_K, q5_K rows: 144 and 176 bytes a block).
-          if (UB % 16 == 0 && ((unsigned long long)wwin & 15) == 0) {3}<true>(wwin, lane, wq);
-          else {3}<false>(wwin, lane, wq);
-          for (int r = 0; r < MR; ++r) {{
-            if (r >= mr) break;
-            acc[j][r] += vtc_wdot<{4}, {5}>(wq, xv[r]);
+        for (int q = 0; q < NQ; ++q) {{
+          const u8* wq = q == 0 ? wp0 : wp1;
+{1}          if (lane < nc) {{
+            vtc_wq wv;
+            // 16-byte words straight from the window where its blocks keep
+            // them aligned (q4_K, q5_K rows: 144 and 176 bytes a block).
+            if (UB % 16 == 0 && ((unsigned long long)wwin & 15) == 0) {2}<true>(wwin, lane, wv);
+            else {2}<false>(wwin, lane, wv);
+            for (int r = 0; r < MR; ++r) {{
+              if (r >= mr) break;
+              acc[q][j][r] += vtc_wdot<{3}, {4}>(wv, xv[r]);
+            }}
           }}
         }}
       }}
     }}
 {6}  }}
 )",
-                     xsrc, sums, stage_row(w), load_fn, form.offset, form.kind, close_rows(store), open_pass());
+                     sums, stage_row("wq"), load_fn, form.offset, form.kind, open_pass(), close);
 }
 
 // Float weights: the window's activations (rounded as the CPU rounds
 // them) staged in shared memory by the block; lane l takes values l, l+32.
-std::string float_body(GgmlType wtype, const std::string& w, const std::string& xsrc, const StoreFn& store) {
+std::string float_body(GgmlType wtype, const std::string& close) {
   std::string wv;
   if (wtype == GgmlType::F32) wv = "((const float*)wwin)[i]";
   else if (wtype == GgmlType::F16) wv = "vtc_h2f(((const unsigned short*)wwin)[i])";
   else wv = "vtc_bf2f(((const unsigned short*)wwin)[i])";
-  return fmt::format(R"(  __shared__ float x_s[MR][KW];
-  const float* xf = {0};
-{5}      __syncthreads();
+  return fmt::format(R"({4}      __syncthreads();
       for (int e = threadIdx.x; e < mr * kw; e += blockDim.x) {{
         const int r = e / kw, i = e % kw;
         const float v = xf[(m0 + r) * K + k0 + i];
-        x_s[r][i] = {1};
+        x_s[r][i] = {0};
       }}
       __syncthreads();
       for (int j = 0; j < RPW; ++j) {{
         const long long n = row0 + j;
         if (n >= N) break;  // warp-uniform
-{2}        for (int r = 0; r < MR; ++r) {{
-          if (r >= mr) break;
-          for (int i = lane; i < kw; i += 32) acc[j][r] += {3} * x_s[r][i];
+        for (int q = 0; q < NQ; ++q) {{
+          const u8* wq = q == 0 ? wp0 : wp1;
+{1}          for (int r = 0; r < MR; ++r) {{
+            if (r >= mr) break;
+            for (int i = lane; i < kw; i += 32) acc[q][j][r] += {2} * x_s[r][i];
+          }}
         }}
       }}
     }}
-{4}  }}
+{3}  }}
 )",
-                     xsrc, round_activation(wtype, "v"), stage_row(w), wv, close_rows(store), open_pass());
+                     round_activation(wtype, "v"), stage_row("wq"), wv, close, open_pass());
 }
 
 }  // namespace
 
-Kernels emit_gemv(const ir::Op& op, const std::string& what, const ir::Dim& m, int64_t N, int64_t K,
-                  const MatmulIo& io) {
-  const GgmlType wtype = weight_type(op.operands[1].type().elem);
-  const DotForm form = dot_form(wtype);
-  const GgmlTypeTraits& tr = ggml_traits(wtype);
-  const int64_t unit_values = tr.block_size, unit_bytes = tr.block_bytes;
-  if (K % 32 != 0 || K % unit_values != 0) throw Error(fmt::format("cuda: {}: K = {} is not whole blocks", what, K));
+bool gemv_parts_mergeable(const std::vector<GgmlType>& types) {
+  if (types.empty()) return false;
+  const Codes codes = dot_form(types[0]).codes;
+  for (GgmlType t : types)
+    if (!quant_supported(t) || dot_form(t).codes != codes) return false;
+  return true;
+}
+
+Kernels emit_gemv_parts(const std::vector<GemvPart>& parts, const ir::Value& x, const std::string& what,
+                        const ir::Dim& m, int64_t K) {
+  std::vector<GgmlType> types;
+  for (const GemvPart& p : parts) types.push_back(weight_type(p.w.type().elem));
+  if (!gemv_parts_mergeable(types))
+    throw Error(fmt::format("cuda: {}: the GEMV parts' weight types take different activation codes", what));
+  const Codes codes = dot_form(types[0]).codes;
   // Window: 1024 values (one 32-value chunk per lane) for integer blocks,
   // 512 for float weights (their f32 activation staging is 4x larger).
-  const int64_t kw_max = form.codes == Codes::None ? 512 : 1024;
-  const int rpw = rows_per_warp(N);
+  const int64_t kw_max = codes == Codes::None ? 512 : 1024;
+  uint64_t window_bytes = 0;
+  for (GgmlType t : types) {
+    const GgmlTypeTraits& tr = ggml_traits(t);
+    if (K % 32 != 0 || K % tr.block_size != 0) throw Error(fmt::format("cuda: {}: K = {} is not whole blocks", what, K));
+    window_bytes = std::max(window_bytes, (uint64_t(kw_max / tr.block_size) * tr.block_bytes + 15) / 16 * 16);
+  }
   Kernels out;
-  if (form.codes != Codes::None) out.push_back(quantize_kernel(form.codes, io.x, m, K, what));
+  if (codes != Codes::None) out.push_back(quantize_kernel(codes, x, m, K, what));
 
   KernelBuilder kb("gemv", what);
-  std::string xsrc;
-  if (form.codes != Codes::None) xsrc = kb.scratch(codes_scratch_bytes(m, K));
-  else xsrc = kb.in(io.x, "x");
-  const std::string w = kb.in(io.w, "w");
-  const StoreFn store = io.bind_out(kb);
-  kb.need("copy16");
-  const uint64_t row_bytes = *ggml_bytes_for(wtype, uint64_t(K));
-  std::string body = gemv_head(N, K, kw_max, row_bytes, unit_values, uint64_t(unit_bytes), rpw, kb.expr(m));
-  if (form.codes != Codes::None) {
-    const std::string load_fn = vload32_helper(wtype);
-    kb.need(load_fn);
-    body += integer_body(form, load_fn, w, xsrc, store);
+  std::string body = gemv_head(K, kw_max, window_bytes, kb.expr(m));
+  if (codes != Codes::None) {
+    const std::string xsrc = kb.scratch(codes_scratch_bytes(m, K));
+    body += fmt::format("  const u8* xcodes = (const u8*){0};\n  const uint2* xmeta = (const uint2*)((const u8*){0} + M * K);\n", xsrc);
   } else {
-    body += float_body(wtype, w, xsrc, store);
+    body += fmt::format("  __shared__ float x_s[MR][KW];\n  const float* xf = {};\n", kb.in(x, "x"));
+  }
+  kb.need("copy16");
+  // Each part's blocks follow the previous part's: blockIdx.x picks the part.
+  int64_t first_block = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const GemvPart& part = parts[i];
+    const GgmlType wtype = types[i];
+    const GgmlTypeTraits& tr = ggml_traits(wtype);
+    const int rpw = rows_per_warp(part.n);
+    const int64_t blocks = (part.n + int64_t(kWarps) * rpw - 1) / (int64_t(kWarps) * rpw);
+    const std::string w0 = kb.in(part.w, fmt::format("w{}", i));
+    const std::string w1 = part.w_pair ? kb.in(*part.w_pair, fmt::format("w{}u", i)) : w0;
+    const StoreFn store = part.bind_out(kb);
+    std::string part_body;
+    if (codes != Codes::None) {
+      const std::string load_fn = vload32_helper(wtype);
+      kb.need(load_fn);
+      part_body = integer_body(dot_form(wtype), load_fn, close_rows(part, kb, store));
+    } else {
+      part_body = float_body(wtype, close_rows(part, kb, store));
+    }
+    body += fmt::format(R"(  {0}if (blockIdx.x < {1}) {{
+  constexpr long long N = {2}, ROW_BYTES = {3}, UV = {4}, UB = {5};
+  constexpr int RPW = {6}, NQ = {7};
+  const long long row0 = ((blockIdx.x - {8}) * (long long)NW + warp) * RPW;
+  const u8* wp0 = (const u8*){9};
+  const u8* wp1 = (const u8*){10};
+  (void)wp1;
+{11}  }}
+)",
+                        i == 0 ? "" : "else ", first_block + blocks, part.n, *ggml_bytes_for(wtype, uint64_t(K)),
+                        tr.block_size, tr.block_bytes, rpw, part.w_pair ? 2 : 1, first_block, w0, w1, part_body);
+    first_block += blocks;
   }
   kb.body(body);
-  const int64_t rows_per_block = int64_t(kWarps) * rpw;
-  kb.launch(ir::Dim(((N + rows_per_block - 1) / rows_per_block) * kWarps * 32), kWarps * 32);
+  kb.launch(ir::Dim(first_block * kWarps * 32), kWarps * 32);
   Kernel k = kb.finish();
-  if (form.codes != Codes::None) {
-    k.reads_codes_of = io.x.data();
+  if (codes != Codes::None) {
+    k.reads_codes_of = x.data();
     // The integer products run as __dp4a (counted); the float work is the
     // per-chunk scaling: about 4 flops per (row, activation row, chunk).
-    k.fp32_flops = m * N * (K / 32) * 4;
+    int64_t rows = 0;
+    for (const GemvPart& p : parts) rows += p.n * (p.w_pair ? 2 : 1);
+    k.fp32_flops = m * rows * (K / 32) * 4;
   }
   out.push_back(std::move(k));
   return out;
+}
+
+Kernels emit_gemv(const ir::Op&, const std::string& what, const ir::Dim& m, int64_t N, int64_t, const MatmulIo& io) {
+  const int64_t K = *io.w.type().shape[1].constant();
+  return emit_gemv_parts({{io.w, std::nullopt, N, io.bind_out, nullptr}}, io.x, what, m, K);
 }
 
 }  // namespace vtc::cuda
