@@ -16,6 +16,10 @@
 
 #include <llvm/ADT/DenseMap.h>
 
+#include <functional>
+#include <optional>
+#include <set>
+
 #include "codegen/cuda/emit.h"
 #include "ir/fused_kinds.h"
 #include "ir/op_attrs.h"
@@ -114,16 +118,19 @@ std::string describe(const ir::Function& fn, const ir::Op& op, size_t index) {
                      types.empty() ? "" : " -> ", types);
 }
 
-void walk(const ir::Module& m, const ir::Function& fn, StepKernels& out);
+// Emits an op's kernels itself instead of walk (true: handled).
+using OpHook = std::function<bool(const ir::Op& op, size_t index, StepKernels& out)>;
+
+void walk(const ir::Module& m, const ir::Function& fn, StepKernels& out, const OpHook& hook = {});
 
 // Non-elementwise regions: the body's ops in order, wired by aliases.
-void lower_region_as_sequence(const ir::Module& m, const ir::Op& op, StepKernels& out) {
+void lower_region_as_sequence(const ir::Module& m, const ir::Op& op, StepKernels& out, const OpHook& hook = {}) {
   const ir::Function& body = *op.body;
   for (size_t i = 0; i < body.args.size() && i < op.operands.size(); ++i)
     out.aliases.push_back({body.args[i].data(), op.operands[i].data(), 0});
   StepKernels inner;
   inner.function = out.function;
-  walk(m, body, inner);
+  walk(m, body, inner, hook);
   for (auto& k : inner.kernels) out.kernels.push_back(std::move(k));
   for (auto& a : inner.aliases) out.aliases.push_back(a);
   for (auto& w : inner.weights) out.weights.push_back(w);
@@ -131,9 +138,106 @@ void lower_region_as_sequence(const ir::Module& m, const ir::Op& op, StepKernels
     out.aliases.push_back({op.results[i].data(), inner.returns[i], 0});
 }
 
-void walk(const ir::Module& m, const ir::Function& fn, StepKernels& out) {
+// A matmul GEMV part storing its result plainly.
+GemvPart plain_part(const ir::Op& mm, size_t i) {
+  const std::string name = fmt::format("y{}", i);
+  return {mm.operands[1], std::nullopt, *mm.operands[1].type().shape[0].constant(),
+          [&mm, name](KernelBuilder& kb) -> StoreFn {
+            const std::string y = kb.out(mm.results[0], name);
+            return [y](const std::string& v, const std::string& row, const std::string& col) {
+              return fmt::format("{}[{} * N + {}] = {};", y, row, col, v);
+            };
+          },
+          nullptr};
+}
+
+// The GEMV parts of a projection region (norm_matmul, swiglu, qk_rope) in
+// a decode step, and the body ops they take over; empty when its matmuls
+// do not merge into one launch: prefill GEMMs, different K, weight types
+// that take different activation codes, or an intermediate value the body
+// returns (the merged kernel does not write a swiglu's gate and up).
+std::vector<GemvPart> projection_parts(const ir::Op& op, std::set<const ir::Op*>& taken) {
+  const ir::FusedKind kind = ir::fused_kind(op);
+  if (kind != ir::FusedKind::NormMatmul && kind != ir::FusedKind::Swiglu && kind != ir::FusedKind::QkRope) return {};
+  const ir::ProjectionRegion r = ir::decode_projection_region(kind, *op.body);
+  if (r.matmuls.size() < 2) return {};
+  // Every matmul value is stored (a rope chain's too), but a pair's gate,
+  // up and silu values are not.
+  std::set<const ir::ValueData*> unstored;
+  for (const auto& sp : r.swiglu)
+    for (const ir::Op* o : {sp.gate, sp.silu, sp.up}) unstored.insert(o->results[0].data());
+  for (const auto& body_op : op.body->ops)
+    if (body_op->kind == ir::OpKind::Return)
+      for (const auto& v : body_op->operands)
+        if (unstored.count(v.data())) return {};
+  std::vector<GgmlType> types;
+  std::optional<int64_t> k;
+  for (const ir::Op* mm : r.matmuls) {
+    const ir::TensorType& xt = mm->operands[0].type();
+    const ir::TensorType& wt = mm->operands[1].type();
+    if (xt.elem.kind() != ir::ElemType::F32 || wt.elem.layout() != WeightLayout::Rows || wt.shape.size() != 2) return {};
+    const auto n = wt.shape[0].constant(), kk = wt.shape[1].constant();
+    if (!n || !kk || *kk % 32 != 0 || (k && *k != *kk)) return {};
+    k = *kk;
+    if (dims_product(xt.shape, 0, xt.shape.size() - 1).str().find('T') != std::string::npos) return {};
+    types.push_back(weight_type(wt.elem));
+  }
+  if (!gemv_parts_mergeable(types)) return {};
+  std::vector<GemvPart> parts;
+  for (const ir::Op* mm : r.plain) parts.push_back(plain_part(*mm, parts.size())), taken.insert(mm);
+  for (const auto& rc : r.ropes) parts.push_back(plain_part(*rc.matmul, parts.size())), taken.insert(rc.matmul);
+  for (const auto& sp : r.swiglu) {
+    if (sp.gate->operands[1].type().elem != sp.up->operands[1].type().elem) {
+      // Two weight types: two plain parts, the activation op by op.
+      parts.push_back(plain_part(*sp.gate, parts.size())), taken.insert(sp.gate);
+      parts.push_back(plain_part(*sp.up, parts.size())), taken.insert(sp.up);
+      continue;
+    }
+    GemvPart pair = plain_part(*sp.mul, parts.size());
+    pair.w = sp.gate->operands[1];
+    pair.w_pair = sp.up->operands[1];
+    pair.n = *sp.gate->operands[1].type().shape[0].constant();
+    const bool silu_first = sp.mul->operands[0].data() == sp.silu->results[0].data();
+    pair.combine = [silu = sp.silu, mul = sp.mul, silu_first](const std::string& g, const std::string& u, bool& gelu) {
+      const std::string act = elementwise_scalar_expr(*silu, {g}, gelu);
+      return elementwise_scalar_expr(*mul, silu_first ? std::vector<std::string>{act, u} : std::vector<std::string>{u, act},
+                                     gelu);
+    };
+    parts.push_back(std::move(pair));
+    for (const ir::Op* o : {sp.gate, sp.silu, sp.up, sp.mul}) taken.insert(o);
+  }
+  return parts;
+}
+
+// A projection region of a decode step as its body's kernels, but its
+// matmuls (and a swiglu's activation) as one multi-part GEMV launch where
+// the first matmul was; false when they do not merge (projection_parts).
+bool lower_projection_region(const ir::Module& m, const ir::Op& op, StepKernels& out) {
+  std::set<const ir::Op*> taken;
+  std::vector<GemvPart> parts = projection_parts(op, taken);
+  if (parts.empty()) return false;
+  bool emitted = false;
+  const OpHook hook = [&](const ir::Op& body_op, size_t index, StepKernels& inner) {
+    if (!taken.count(&body_op)) return false;
+    if (emitted) return true;
+    emitted = true;
+    const std::string what = describe(*op.body, body_op, index) + " [one launch for the region's matmuls]";
+    const ir::Dim m_rows = dims_product(body_op.operands[0].type().shape, 0, body_op.operands[0].type().shape.size() - 1);
+    const int64_t k = *body_op.operands[1].type().shape[1].constant();
+    for (auto& kern : emit_gemv_parts(parts, body_op.operands[0], what, m_rows, k)) {
+      kern.op = &body_op;
+      inner.kernels.push_back(std::move(kern));
+    }
+    return true;
+  };
+  lower_region_as_sequence(m, op, out, hook);
+  return true;
+}
+
+void walk(const ir::Module& m, const ir::Function& fn, StepKernels& out, const OpHook& hook) {
   for (size_t i = 0; i < fn.ops.size(); ++i) {
     const ir::Op& op = *fn.ops[i];
+    if (hook && hook(op, i, out)) continue;
     switch (op.kind) {
       case ir::OpKind::Weight:
         out.weights.push_back({op.results[0].data(), *ir::weight_symbol(op)});
@@ -153,7 +257,7 @@ void walk(const ir::Module& m, const ir::Function& fn, StepKernels& out) {
         break;
     }
     if (op.body && !why_op_by_op(op).empty()) {
-      lower_region_as_sequence(m, op, out);
+      if (!lower_projection_region(m, op, out)) lower_region_as_sequence(m, op, out);
       continue;
     }
     const std::string what = describe(fn, op, i);

@@ -371,13 +371,15 @@ Kernels emit_gemv_parts(const std::vector<GemvPart>& parts, const ir::Value& x, 
   kb.body(body);
   kb.launch(ir::Dim(first_block * kWarps * 32), kWarps * 32);
   Kernel k = kb.finish();
+  int64_t rows = 0;
+  for (const GemvPart& p : parts) rows += p.n * (p.w_pair ? 2 : 1);
   if (codes != Codes::None) {
     k.reads_codes_of = x.data();
     // The integer products run as __dp4a (counted); the float work is the
     // per-chunk scaling: about 4 flops per (row, activation row, chunk).
-    int64_t rows = 0;
-    for (const GemvPart& p : parts) rows += p.n * (p.w_pair ? 2 : 1);
     k.fp32_flops = m * rows * (K / 32) * 4;
+  } else {
+    k.fp32_flops = m * rows * K * 2;  // every part's multiply-adds, not only the first op's
   }
   out.push_back(std::move(k));
   return out;
