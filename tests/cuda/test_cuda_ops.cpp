@@ -546,6 +546,83 @@ TEST_CASE("matmul_epilogue: one CUDA kernel with the bits of its ops' kernels", 
   }
 }
 
+// A decode step's projection regions run their matmuls as one multi-part
+// GEMV launch (codegen.cpp's lower_projection_region): the attention's
+// norm_matmul region (v plain, q and k through their ropes, q6_K and q4_K
+// weights: one quantize for both) and the FFN's swiglu region (gate and up
+// in one warp row, the activation before the store). Launch counts, and
+// the bits of the same bodies written as plain ops (separate GEMVs, silu
+// and mul kernels).
+TEST_CASE("projection regions: one GEMV launch with the bits of their ops' kernels", "[gpu][epilogue]") {
+  const std::string attn_body =
+      "    %n = rms_norm(%x, %g) {{eps = 1e-6}} : tensor<S x 256 x f32, device>\n"
+      "    %v = matmul(%n, %wv) : tensor<S x 64 x f32, device>\n"
+      "    %q = matmul(%n, %wq) : tensor<S x 128 x f32, device>\n"
+      "    %q3 = reshape(%q) {{shape = [S, 4, 32]}} : tensor<S x 4 x 32 x f32, device>\n"
+      "    %qr = rope(%q3, %pos) {{base = 10000.0, mode = normal, n_rot = 32}} : tensor<S x 4 x 32 x f32, device>\n"
+      "    %k = matmul(%n, %wk) : tensor<S x 64 x f32, device>\n"
+      "    %k3 = reshape(%k) {{shape = [S, 2, 32]}} : tensor<S x 2 x 32 x f32, device>\n"
+      "    %kr = rope(%k3, %pos) {{base = 10000.0, mode = normal, n_rot = 32}} : tensor<S x 2 x 32 x f32, device>\n";
+  const std::string ffn_body =
+      "    %n = rms_norm(%x, %g) {{eps = 1e-6}} : tensor<S x 256 x f32, device>\n"
+      "    %a = matmul(%n, %wg) : tensor<S x 96 x f32, device>\n"
+      "    %s = silu(%a) : tensor<S x 96 x f32, device>\n"
+      "    %b = matmul(%n, %wu) : tensor<S x 96 x f32, device>\n"
+      "    %y = mul(%s, %b) : tensor<S x 96 x f32, device>\n";
+  struct Case {
+    std::string name, sig, body, returns, results, kind;
+    size_t fused_launches, plain_launches;
+  };
+  const std::vector<Case> cases = {
+      {"attention projections",
+       "%x: tensor<S x 256 x f32, device>, %g: tensor<256 x f32, device>, %wv: tensor<64 x 256 x q6_k, device>, "
+       "%wq: tensor<128 x 256 x q4_k, device>, %wk: tensor<64 x 256 x q4_k, device>, %pos: tensor<S x i32, device>",
+       attn_body, "%v, %qr, %kr",
+       "tensor<S x 64 x f32, device>, tensor<S x 4 x 32 x f32, device>, tensor<S x 2 x 32 x f32, device>", "norm_matmul",
+       5, 7},
+      {"swiglu",
+       "%x: tensor<S x 256 x f32, device>, %g: tensor<256 x f32, device>, %wg: tensor<96 x 256 x q8_0, device>, "
+       "%wu: tensor<96 x 256 x q8_0, device>",
+       ffn_body, "%y", "tensor<S x 96 x f32, device>", "swiglu", 3, 6},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const std::string body = fmt::format(fmt::runtime(c.body));
+    const std::string plain = fmt::format("func @decode({}) {{\n{}    return({})\n}}\n", c.sig, body, c.returns);
+    std::string args;  // the region's operands: every function argument, in order
+    for (size_t at = 0; (at = c.sig.find('%', at)) != std::string::npos; ++at)
+      args += (args.empty() ? "" : ", ") + c.sig.substr(at, c.sig.find(':', at) - at);
+    const std::string fused = fmt::format(
+        "func @decode({0}) {{\n  %out = fused({1}) {{kind = {2}}} : {3} body({0}) {{\n{4}    return({5})\n  }}\n  return(%out)\n}}\n",
+        c.sig, args, c.kind, c.results, body, c.returns);
+    std::string fused_text = fused;
+    if (c.returns.find(',') != std::string::npos) {  // several results: name them all
+      fused_text.replace(fused_text.find("%out = "), 7, "%o1, %o2, %o3 = ");
+      fused_text.replace(fused_text.rfind("return(%out)"), 12, "return(%o1, %o2, %o3)");
+    }
+    vtc::ir::Module mp = vtc::ir::parse(plain), mf = vtc::ir::parse(fused_text);
+    vtc::ir::verify(mp);
+    vtc::ir::verify(mf);
+    CHECK(vtc::cuda::generate_step(mf, *mf.find_function("decode")).kernels.size() == c.fused_launches);
+    CHECK(vtc::cuda::generate_step(mp, *mp.find_function("decode")).kernels.size() == c.plain_launches);
+    vtc::StateStoreConfig cfg{3, 64, 0};
+    vtc::StateStore sp(mp, cfg), sf(mf, cfg);
+    const std::vector<vtc::passes::FunctionPlan> no_plans;
+    vtc::cuda::Executor gp({mp, empty_gguf(), sp, no_plans}, {.graphs = false, .device = 0, .sentinels = true});
+    vtc::cuda::Executor gf({mf, empty_gguf(), sf, no_plans}, {.graphs = false, .device = 0, .sentinels = true});
+    std::mt19937 rng_p(78), rng_f(78);
+    const StepPlan plan{"decode", 3, 3, {}, {}};
+    const auto got_p = gp.run(make_request(*mp.find_function("decode"), plan, rng_p));
+    const auto got_f = gf.run(make_request(*mf.find_function("decode"), plan, rng_f));
+    REQUIRE(got_f.size() == got_p.size());
+    for (size_t i = 0; i < got_p.size(); ++i) {
+      INFO("result " << i);
+      CHECK(got_f[i].shape == got_p[i].shape);
+      CHECK(got_f[i].bytes == got_p[i].bytes);
+    }
+  }
+}
+
 int main(int argc, char** argv) {
   if (std::string why = vtc::cuda::cuda_unavailable_reason(); !why.empty()) {
     fmt::print("SKIPPED: no usable GPU: {}\n", why);
