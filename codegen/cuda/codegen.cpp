@@ -9,7 +9,9 @@
 // (emit_matmul_epilogue) when every chain op and operand has that form;
 // other region kinds, and those that do not compose, run their
 // body op by op, with the body's arguments aliased to the region's
-// operands and the region's results to the body's returned values. Last,
+// operands and the region's results to the body's returned values; a
+// projection region's matmuls in a decode step as one multi-part GEMV
+// (lower_projection_region). Last,
 // share_activation_codes drops the decode GEMVs' repeated quantizations of
 // one x (emit_gemv.cpp).
 #include <fmt/format.h>
@@ -309,7 +311,9 @@ std::string why_op_by_op(const ir::Op& fused) {
   const ir::FusedKind kind = ir::fused_kind(fused);
   if (kind == ir::FusedKind::MatmulEpilogue) return matmul_epilogue_why_not(fused);
   if (kind != ir::FusedKind::Elementwise)
-    return fmt::format("CUDA has no one-kernel form of a {} region: it runs its ops' kernels", ir::enum_name(kind));
+    return fmt::format("CUDA has no one-kernel form of a {} region: it runs its ops' kernels (a decode step's "
+                       "matmuls as one GEMV launch)",
+                       ir::enum_name(kind));
   if (!fused_elementwise_composable(fused)) return "a value is not float, or an operand broadcasts where the body reshapes";
   return "";
 }
