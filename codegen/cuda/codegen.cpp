@@ -211,22 +211,53 @@ std::vector<GemvPart> projection_parts(const ir::Op& op, std::set<const ir::Op*>
   return parts;
 }
 
+// The region's rms_norm prologue, when one kernel can normalize and
+// quantize its rows for the merged GEMV (integer weights; only the matmuls
+// read the normalized rows; a [K] gain), else null.
+const ir::Op* fusable_norm(const ir::Op& region, const std::vector<GemvPart>& parts) {
+  const ir::ProjectionRegion r = ir::decode_projection_region(ir::fused_kind(region), *region.body);
+  if (!r.norm || dot_form(weight_type(parts[0].w.type().elem)).codes == Codes::None) return nullptr;
+  const ir::Value& y = r.norm->results[0];
+  const auto k = y.type().shape.back().constant();
+  if (!k || numel(r.norm->operands[1].type()) != ir::Dim(*k) || r.norm->operands[0].type().elem.kind() != ir::ElemType::F32)
+    return nullptr;
+  std::set<const ir::Op*> matmuls(r.matmuls.begin(), r.matmuls.end());
+  for (const auto& op : region.body->ops)
+    for (const auto& v : op->operands)
+      if (v.data() == y.data() && !matmuls.count(op.get())) return nullptr;
+  return r.norm;
+}
+
 // A projection region of a decode step as its body's kernels, but its
 // matmuls (and a swiglu's activation) as one multi-part GEMV launch where
-// the first matmul was; false when they do not merge (projection_parts).
+// the first matmul was, and its rms_norm fused with the activations'
+// quantize where it can be; false when the matmuls do not merge
+// (projection_parts).
 bool lower_projection_region(const ir::Module& m, const ir::Op& op, StepKernels& out) {
   std::set<const ir::Op*> taken;
   std::vector<GemvPart> parts = projection_parts(op, taken);
   if (parts.empty()) return false;
+  const ir::Op* norm = fusable_norm(op, parts);
+  if (norm) taken.insert(norm);
   bool emitted = false;
   const OpHook hook = [&](const ir::Op& body_op, size_t index, StepKernels& inner) {
     if (!taken.count(&body_op)) return false;
+    const std::string what = describe(*op.body, body_op, index);
+    if (&body_op == norm) {
+      const ir::TensorType& t = body_op.results[0].type();
+      const int64_t k = *t.shape.back().constant();
+      Kernel kern = norm_quantize_kernel(body_op, dot_form(weight_type(parts[0].w.type().elem)).codes,
+                                         dims_product(t.shape, 0, t.shape.size() - 1), k, what + " [with the quantize]");
+      kern.op = &body_op;
+      inner.kernels.push_back(std::move(kern));
+      return true;
+    }
     if (emitted) return true;
     emitted = true;
-    const std::string what = describe(*op.body, body_op, index) + " [one launch for the region's matmuls]";
     const ir::Dim m_rows = dims_product(body_op.operands[0].type().shape, 0, body_op.operands[0].type().shape.size() - 1);
     const int64_t k = *body_op.operands[1].type().shape[1].constant();
-    for (auto& kern : emit_gemv_parts(parts, body_op.operands[0], what, m_rows, k)) {
+    for (auto& kern : emit_gemv_parts(parts, body_op.operands[0], what + " [one launch for the region's matmuls]", m_rows, k)) {
+      if (norm && kern.writes_codes_of) continue;  // the norm's kernel wrote the codes
       kern.op = &body_op;
       inner.kernels.push_back(std::move(kern));
     }

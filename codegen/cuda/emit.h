@@ -159,6 +159,9 @@ DotForm dot_form(GgmlType t);
 // code_layout, then [M][K/32] 8-byte scale records.
 ir::Dim codes_scratch_bytes(const ir::Dim& m, int64_t k);
 Kernel quantize_kernel(Codes codes, const ir::Value& x, const ir::Dim& m, int64_t K, const std::string& what);
+// An rms_norm [M, K] (gain [K]) whose result only matmuls read, fused with
+// the quantize of that result: the normalized rows never reach memory.
+Kernel norm_quantize_kernel(const ir::Op& norm, Codes codes, const ir::Dim& m, int64_t K, const std::string& what);
 // The chunk decoder of an integer-block type (helpers_dot.cpp): vload32_<type>.
 std::string vload32_helper(GgmlType t);
 // The prefill matmul on tensor cores (emit_gemm.cpp): integer-block and

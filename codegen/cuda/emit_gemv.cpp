@@ -73,54 +73,39 @@ std::string vload32_helper(GgmlType t) {
 // Scratch: codes [M][K] int8, then [M][K/32] 8-byte scale records.
 ir::Dim codes_scratch_bytes(const ir::Dim& m, int64_t k) { return m * (k + (k / 32) * 8); }
 
-// Rounds x [M, K] to the CPU's activation codes, into the scratch.
-Kernel quantize_kernel(Codes codes, const ir::Value& x, const ir::Dim& m, int64_t K, const std::string& what) {
-  KernelBuilder kb(codes == Codes::Q8_1 ? "quantize_q8_1" : "quantize_q8_k", what);
-  kb.need("code_layout");
-  const std::string xp = kb.in(x, "x");
-  const std::string scratch = kb.scratch(codes_scratch_bytes(m, K));
-  const std::string head = fmt::format(R"(  constexpr long long K = {0};
-  const long long M = {1};
-  signed char* codes = (signed char*){2};
-  uint2* meta = (uint2*)((u8*){2} + M * K);
-  const int lane = threadIdx.x & 31;
-  const long long wid = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
-)",
-                                       K, kb.expr(m), scratch);
-  if (codes == Codes::Q8_1) {
-    // ggml's x86 quantize_row_q8_1: d = amax/127, q = nearest-even(x * 127/amax),
-    // d and s = d * sum(q) rounded to f16.
-    kb.body(head + fmt::format(R"(  if (wid >= M * (K / 32)) return;
-  const long long base = wid * 32;
-  const float v = {0}[base + lane];
-  const float amax = vtc_warp_max(fabsf(v));
+namespace {
+
+// The rounding of one block of activation values to codes and its scale
+// record: q8_1 (ggml's x86 quantize_row_q8_1: d = amax/127, q =
+// nearest-even(x * 127/amax), d and s = d * sum(q) rounded to f16) for a
+// warp's 32 values, lane l's value `v`; or q8_K (quantize_row_q8_K_ref:
+// max = the first x of largest |x|, iscale = -127/max, q = min(127,
+// nearest-even(iscale * x)), d = 1/iscale, and the code sums of each 16
+// values) for a warp's 256, lane l's v[i] = x[l + 32 i]. The code expects
+// `base` (the block's first value, flattened), `wid` (the block's scale
+// record) and K, codes, meta, lane in scope.
+std::string q8_1_block() {
+  return R"(  const float amax = vtc_warp_max(fabsf(v));
   const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
   const int q = __float2int_rn(__fmul_rn(v, id));
   codes[(base / K) * K + vtc_code_at(base % K + lane, K)] = (signed char)q;
   const float sum = vtc_warp_sum((float)q);
   if (lane == 0) meta[wid] = make_uint2(__float_as_uint(vtc_h2f(vtc_f2h(d))), __float_as_uint(vtc_h2f(vtc_f2h(__fmul_rn(d, sum)))));
-)",
-                               xp));
-    kb.launch(m * (K / 32) * 32, 256);
-  } else {
-    // quantize_row_q8_K_ref: max = the first x of largest |x|, iscale =
-    // -127/max, q = min(127, nearest-even(iscale * x)), d = 1/iscale, and
-    // the code sums of each 16 values. Lane l holds x[l + 32 i].
-    kb.body(head + fmt::format(R"(  if (wid >= M * (K / 256)) return;
-  const long long base = wid * 256;
-  float v[8], amax = 0.0f, mx = 0.0f;
+)";
+}
+
+std::string q8_k_block() {
+  return R"(  float amax = 0.0f, mx = 0.0f;
   int at = 0x7fffffff;
-  for (int i = 0; i < 8; ++i) {{
-    v[i] = {0}[base + lane + 32 * i];
-    if (fabsf(v[i]) > amax) {{ amax = fabsf(v[i]); mx = v[i]; at = lane + 32 * i; }}
-  }}
-  for (int o = 16; o > 0; o >>= 1) {{
+  for (int i = 0; i < 8; ++i)
+    if (fabsf(v[i]) > amax) { amax = fabsf(v[i]); mx = v[i]; at = lane + 32 * i; }
+  for (int o = 16; o > 0; o >>= 1) {
     const float oa = __shfl_xor_sync(0xffffffffu, amax, o), om = __shfl_xor_sync(0xffffffffu, mx, o);
     const int oat = __shfl_xor_sync(0xffffffffu, at, o);
-    if (oa > amax || (oa == amax && oat < at)) {{ amax = oa; mx = om; at = oat; }}
-  }}
+    if (oa > amax || (oa == amax && oat < at)) { amax = oa; mx = om; at = oat; }
+  }
   const float iscale = amax != 0.0f ? -127.0f / mx : 0.0f;
-  for (int i = 0; i < 8; ++i) {{
+  for (int i = 0; i < 8; ++i) {
     const int q = amax != 0.0f ? min(127, __float2int_rn(__fmul_rn(iscale, v[i]))) : 0;
     codes[(base / K) * K + vtc_code_at(base % K + lane + 32 * i, K)] = (signed char)q;
     float s = (float)q;  // the code sum of this lane's 16-value group
@@ -128,14 +113,80 @@ Kernel quantize_kernel(Codes codes, const ir::Value& x, const ir::Dim& m, int64_
     const int lo = (int)__shfl_sync(0xffffffffu, s, 0), hi = (int)__shfl_sync(0xffffffffu, s, 16);
     if (lane == 0)
       meta[wid * 8 + i] = make_uint2(__float_as_uint(amax != 0.0f ? 1.0f / iscale : 0.0f), ((u32)lo & 0xffffu) | ((u32)hi << 16));
-  }}
+  }
+)";
+}
+
+std::string codes_head(int64_t K, const std::string& m, const std::string& scratch) {
+  return fmt::format(R"(  constexpr long long K = {0};
+  const long long M = {1};
+  signed char* codes = (signed char*){2};
+  uint2* meta = (uint2*)((u8*){2} + M * K);
+  const int lane = threadIdx.x & 31;
 )",
-                               xp));
+                     K, m, scratch);
+}
+
+}  // namespace
+
+// Rounds x [M, K] to the CPU's activation codes, into the scratch: one
+// warp per block of values.
+Kernel quantize_kernel(Codes codes, const ir::Value& x, const ir::Dim& m, int64_t K, const std::string& what) {
+  KernelBuilder kb(codes == Codes::Q8_1 ? "quantize_q8_1" : "quantize_q8_k", what);
+  kb.need("code_layout");
+  const std::string xp = kb.in(x, "x");
+  const std::string head = codes_head(K, kb.expr(m), kb.scratch(codes_scratch_bytes(m, K))) +
+                           "  const long long wid = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;\n";
+  if (codes == Codes::Q8_1) {
+    kb.body(head + fmt::format("  if (wid >= M * (K / 32)) return;\n  const long long base = wid * 32;\n  const float v = {}[base + lane];\n", xp) +
+            q8_1_block());
+    kb.launch(m * (K / 32) * 32, 256);
+  } else {
+    kb.body(head + fmt::format("  if (wid >= M * (K / 256)) return;\n  const long long base = wid * 256;\n  float v[8];\n"
+                               "  for (int i = 0; i < 8; ++i) v[i] = {}[base + lane + 32 * i];\n",
+                               xp) +
+            q8_k_block());
     kb.launch(m * (K / 256) * 32, 256);
   }
   Kernel k = kb.finish();
   k.writes_codes_of = x.data();
   k.fp32_flops = m * K * 4;  // |x|, the max, the scaling, the sum per value
+  return k;
+}
+
+// rms_norm then the quantize of its result, one block of 256 per row: the
+// norm's sum of squares and scale exactly as emit_rms_norm (the same
+// double accumulation and block sum, (x * s) * w), then each warp rounds
+// blocks w, w + 8, ... of the normalized row; the normalized row itself is
+// never stored.
+Kernel norm_quantize_kernel(const ir::Op& norm, Codes codes, const ir::Dim& m, int64_t K, const std::string& what) {
+  KernelBuilder kb(codes == Codes::Q8_1 ? "rms_norm_q8_1" : "rms_norm_q8_k", what);
+  kb.need("code_layout");
+  const std::string x = kb.in(norm.operands[0], "x"), g = kb.in(norm.operands[1], "gain");
+  const int64_t bv = codes == Codes::Q8_1 ? 32 : 256;
+  const std::string load =
+      codes == Codes::Q8_1 ? "const float v = (xr[c0 + lane] * s) * gr[c0 + lane];\n"
+                           : "float v[8];\n  for (int i = 0; i < 8; ++i) v[i] = (xr[c0 + lane + 32 * i] * s) * gr[c0 + lane + 32 * i];\n";
+  kb.body(codes_head(K, kb.expr(m), kb.scratch(codes_scratch_bytes(m, K))) +
+          fmt::format(R"(  const int warp = threadIdx.x >> 5;
+  for (long long r = blockIdx.x; r < M; r += gridDim.x) {{
+    const float* xr = {0} + r * K;
+    const float* gr = {1};
+    double acc = 0.0;
+    for (long long c = threadIdx.x; c < K; c += blockDim.x) acc += (double)xr[c] * (double)xr[c];
+    acc = vtc_block_sum_d(acc);
+    const float mean = (float)(acc / (double)K);
+    const float s = 1.0f / sqrtf(mean + {2});
+    for (long long b = warp; b < K / {3}; b += blockDim.x >> 5) {{
+  const long long c0 = b * {3}, base = r * K + c0, wid = r * (K / {3}) + b;
+  {4}{5}    }}
+  }}
+)",
+                      x, g, flit(ir::RmsNormAttrs::of(norm).eps), bv, load, codes == Codes::Q8_1 ? q8_1_block() : q8_k_block()));
+  kb.launch(m * 256, 256);
+  Kernel k = kb.finish();
+  k.writes_codes_of = norm.results[0].data();
+  k.fp32_flops = m * K * 7;  // the norm's square, sum and scale, then the quantize's 4
   return k;
 }
 
