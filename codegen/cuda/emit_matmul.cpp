@@ -17,6 +17,7 @@
 // f16 / bf16 for f16 / bf16 weights as the CPU does; sums are f32.
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <functional>
 #include <map>
 
@@ -120,7 +121,13 @@ Kernels matmul_kernels(const ir::Op& op, const std::string& what, const MatmulIo
   }
   const int64_t N = *n_rows, K = *k_cols, chunks = K / 32;
   if (!has_symbol(m, "T")) return emit_gemv(op, what, m, N, K, io);
-  if (gemm_mma_supported(wtype, K)) return emit_gemm_mma(op, what, m, N, K, io);
+  // VTC_CUDA_GEMM=fma keeps the FP32 tiles below (before/after figures,
+  // or to rule the tensor-core path out on a GPU): docs/cuda.md.
+  static const bool fma_forced = [] {
+    const char* v = std::getenv("VTC_CUDA_GEMM");
+    return v && std::string(v) == "fma";
+  }();
+  if (gemm_mma_supported(wtype, K) && !fma_forced) return emit_gemm_mma(op, what, m, N, K, io);
   KernelBuilder kb("gemm", what);
   const std::string x = kb.in(io.x, "x"), w = kb.in(io.w, "w");
   const StoreFn store = io.bind_out(kb);

@@ -80,7 +80,7 @@ GemvCost price_gemv(const std::string& type, int64_t n, int64_t k, int32_t rows,
   c.weight_bytes = double(req.args["w"].bytes.size());
   for (const auto& kc : step.kernels) {
     const double us = (kc.seconds - gpu_spec.launch_s) * 1e6;  // eager launches; their cost is the step floor's term
-    if (kc.family != "gemv" && kc.family != "gemm_mma") {
+    if (kc.family != "gemv" && kc.family != "gemm_mma" && kc.family != "gemm") {
       c.quantize_us += us;
       continue;
     }
