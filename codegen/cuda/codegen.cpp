@@ -239,10 +239,24 @@ bool lower_projection_region(const ir::Module& m, const ir::Op& op, StepKernels&
   if (parts.empty()) return false;
   const ir::Op* norm = fusable_norm(op, parts);
   if (norm) taken.insert(norm);
+  // The rope chains' ropes: one launch where the last one was (every chain's
+  // QK-norm has run by then; only the return reads a rope's result).
+  std::vector<const ir::Op*> ropes;
+  for (const auto& rc : ir::decode_projection_region(ir::fused_kind(op), *op.body).ropes) ropes.push_back(rc.rope);
+  if (ropes.size() < 2) ropes.clear();
+  for (const ir::Op* r : ropes) taken.insert(r);
   bool emitted = false;
   const OpHook hook = [&](const ir::Op& body_op, size_t index, StepKernels& inner) {
     if (!taken.count(&body_op)) return false;
     const std::string what = describe(*op.body, body_op, index);
+    if (body_op.kind == ir::OpKind::Rope) {
+      if (&body_op != ropes.back()) return true;
+      for (auto& kern : emit_rope_ops(ropes, what + " [one launch for the region's ropes]")) {
+        kern.op = &body_op;
+        inner.kernels.push_back(std::move(kern));
+      }
+      return true;
+    }
     if (&body_op == norm) {
       const ir::TensorType& t = body_op.results[0].type();
       const int64_t k = *t.shape.back().constant();

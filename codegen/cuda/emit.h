@@ -100,6 +100,8 @@ std::string rope_rotation(bool neox);
 // Emitters, one per op family. `fn` and `op` describe the op; they return
 // the kernels in launch order.
 using Kernels = std::vector<Kernel>;
+// Several rope ops in one launch, one grid-stride loop each (emit_rope.cpp).
+Kernels emit_rope_ops(const std::vector<const ir::Op*>& ops, const std::string& what);
 Kernels emit_elementwise(const ir::Function& fn, const ir::Op& op, const std::string& what);
 // True when a fused elementwise region compiles to one kernel: every operand
 // and result is float and as large as the region (or broadcasts along

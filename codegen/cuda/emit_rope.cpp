@@ -1,5 +1,6 @@
 // RoPE: one thread per (token, head, rotated pair), plus a copy of the
-// unrotated tail of each head.
+// unrotated tail of each head. Several rope ops (a projection region's q
+// and k) can share one launch: one grid-stride loop each.
 //
 // The angle follows the CPU kernel exactly where it can: theta starts at the
 // position and is multiplied by theta_scale = base^(-2/n_rot) once per pair
@@ -54,7 +55,11 @@ std::string rope_rotation(bool neox) {
               : "    y0 = __fmaf_rn(x0, c, -__fmul_rn(x1, s));\n    y1 = __fmaf_rn(x0, s, __fmul_rn(x1, c));\n";
 }
 
-Kernels emit_rope(const ir::Op& op, const std::string& what) {
+namespace {
+
+// One rope op's grid-stride loop, in its own scope, with its parameters
+// bound in kb; `threads` gets the loop's trip count.
+std::string rope_loop(const ir::Op& op, KernelBuilder& kb, size_t index, ir::Dim& threads) {
   const ir::TensorType& xt = op.operands[0].type();
   if (xt.elem.kind() != ir::ElemType::F32 || xt.rank() != 3) unsupported(op, "x must be [T, H, D] f32, got " + xt.str());
   const ir::RopeAttrs attrs = ir::RopeAttrs::of(op);
@@ -73,11 +78,11 @@ Kernels emit_rope(const ir::Op& op, const std::string& what) {
     rope_yarn_corr_dims(n_rot, attrs.n_ctx_orig, base, float(attrs.beta_fast), float(attrs.beta_slow), corr);
     mscale = rope_yarn_mscale(attn_factor, freq_scale);
   }
-  KernelBuilder kb(op.mnemonic(), what);
-  const std::string x = kb.in(op.operands[0], "x"), pos = kb.in(op.operands[1], "pos");
+  const std::string sfx = index == 0 ? "" : fmt::format("{}", index);
+  const std::string x = kb.in(op.operands[0], "x" + sfx), pos = kb.in(op.operands[1], "pos" + sfx);
   const bool has_ff = op.operands.size() == 3;
-  const std::string ff = has_ff ? kb.in(op.operands[2], "freq_factors") : "";
-  const std::string y = kb.out(op.results[0], "y");
+  const std::string ff = has_ff ? kb.in(op.operands[2], "freq_factors" + sfx) : "";
+  const std::string y = kb.out(op.results[0], "y" + sfx);
   const ir::Dim tokens = xt.shape[0];
   const int64_t pairs = n_rot / 2, tail = *head_dim - n_rot, per_head = pairs + tail;
   std::string angle = fmt::format("    const float extrapolated = theta / {};\n    float th = {} * extrapolated;\n",
@@ -90,7 +95,9 @@ Kernels emit_rope(const ir::Op& op, const std::string& what) {
         flit(corr[0]), flit(corr[1]), flit(ext));
   const bool neox = attrs.mode != ir::RopeMode::Normal;
   const std::string rotate = rope_rotation(neox);
-  kb.body(fmt::format(R"(  constexpr long long H = {0}, D = {1}, PAIRS = {2}, PER_HEAD = {3};
+  threads = tokens * (*heads * per_head);
+  return fmt::format(R"(  {{
+  constexpr long long H = {0}, D = {1}, PAIRS = {2}, PER_HEAD = {3};
   for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < {4} * H * PER_HEAD; e += (long long)gridDim.x * blockDim.x) {{
     const long long t = e / (H * PER_HEAD), h = (e / PER_HEAD) % H, i = e % PER_HEAD;
     const float* xs = {5} + (t * H + h) * D;
@@ -104,11 +111,30 @@ Kernels emit_rope(const ir::Op& op, const std::string& what) {
     float y0, y1;
 {14}    ys[a] = y0; ys[b] = y1;
   }}
+  }}
 )",
                       *heads, *head_dim, pairs, per_head, kb.expr(tokens), x, y, pos, flit(theta_scale), n_rot, angle,
                       flit(mscale), neox ? "i" : "2 * i", neox ? pairs : 1, rotate, multi ? section_component(op) : "",
-                      multi ? "t * 4 + comp" : "t"));
-  kb.launch(tokens * (*heads * per_head), 256);
+                      multi ? "t * 4 + comp" : "t");
+}
+
+}  // namespace
+
+Kernels emit_rope(const ir::Op& op, const std::string& what) { return emit_rope_ops({&op}, what); }
+
+Kernels emit_rope_ops(const std::vector<const ir::Op*>& ops, const std::string& what) {
+  KernelBuilder kb(ops[0]->mnemonic(), what);
+  // Each op's loop strides over the whole grid, sized for the largest
+  // (the sum of the trip counts: Dims have no max).
+  ir::Dim total = 0;
+  std::string body;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    ir::Dim threads = 0;
+    body += rope_loop(*ops[i], kb, i, threads);
+    total = i == 0 ? threads : total + threads;
+  }
+  kb.body(body);
+  kb.launch(total, 256);
   return {kb.finish()};
 }
 
