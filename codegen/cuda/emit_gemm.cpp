@@ -89,7 +89,8 @@ Kernels integer_gemm(const ir::Op& op, const std::string& what, const ir::Dim& m
   if (form.codes == Codes::Q8_K) sums = "xm.y";
   else if (form.kind == 1) sums = "xm.y";
   else if (form.offset != 0)
-    sums = "((u32)vtc_code_sum(xq, 0, 4) & 0xffffu) | ((u32)vtc_code_sum(xq, 4, 8) << 16)";
+    sums = "((u32)vtc_code_sum((const int*)&x_s[r][32 * c], 0, 4) & 0xffffu) | "
+           "((u32)vtc_code_sum((const int*)&x_s[r][32 * c], 4, 8) << 16)";
   const std::string mma = halves ? R"(unsigned ah0[2] = {a[0], a[1]}, ah1[2] = {a[2], a[3]};
           vtc_mma_s8_k16(s0, ah0, &b[0]);
           vtc_mma_s8_k16(s1, ah1, &b[1]);)"
@@ -150,8 +151,6 @@ Kernels integer_gemm(const ir::Op& op, const std::string& what, const ir::Dim& m
         const int r = e >> 3, c = e & 7;
         const long long mm = m0 + r;
         const uint2 xm = mm < M ? xmeta[mm * (K / 32) + k0 / 32 + c] : make_uint2(0u, 0u);
-        const int* xq = (const int*)&x_s[r][32 * c];
-        (void)xq;
         xm_s[c][r] = make_uint2(xm.x, {12});
       }}
       __syncthreads();

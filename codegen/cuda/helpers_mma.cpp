@@ -24,25 +24,21 @@ namespace vtc::cuda {
 const std::map<std::string, HelperSource>& mma_helpers() {
   static const std::map<std::string, HelperSource> table = {
       {"mma", {{}, R"(#ifdef __CUDA_ARCH__
-__device__ __forceinline__ void vtc_mma_s8_k32(int* d, const unsigned* a, const unsigned* b) {
-  asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-               : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
+// The three instructions of 4 A, 2 B and 4 C/D registers; C is D.
+#define VTC_MMA_A4B2(NAME, T, C, PTX)                                                                \
+  __device__ __forceinline__ void NAME(T* d, const unsigned* a, const unsigned* b) {                  \
+    asm volatile(PTX " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"                          \
+                 : "+" C(d[0]), "+" C(d[1]), "+" C(d[2]), "+" C(d[3])                                  \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));                 \
+  }
+VTC_MMA_A4B2(vtc_mma_s8_k32, int, "r", "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32")
+VTC_MMA_A4B2(vtc_mma_f16, float, "f", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32")
+VTC_MMA_A4B2(vtc_mma_bf16, float, "f", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32")
+#undef VTC_MMA_A4B2
 __device__ __forceinline__ void vtc_mma_s8_k16(int* d, const unsigned* a, const unsigned* b) {
   asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
                : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
                : "r"(a[0]), "r"(a[1]), "r"(b[0]));
-}
-__device__ __forceinline__ void vtc_mma_f16(float* d, const unsigned* a, const unsigned* b) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-__device__ __forceinline__ void vtc_mma_bf16(float* d, const unsigned* a, const unsigned* b) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 __device__ __forceinline__ unsigned vtc_smem_addr(const void* p) {
   unsigned a;

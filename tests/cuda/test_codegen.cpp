@@ -178,6 +178,29 @@ TEST_CASE("a compile error names the kernel and shows the generated line", "[nvr
   }
 }
 
+// The tensor cores' inline PTX (mma.sync, ldmatrix, cp.async;
+// codegen/cuda/helpers_mma.cpp) reaches ptxas only when a kernel is
+// assembled: every prefill GEMM kind compiles to a CUBIN for sm_80 and
+// sm_90, so a wrong operand count or constraint fails here, not on a GPU.
+TEST_CASE("the tensor-core GEMM kernels assemble to CUBIN for sm_80 and sm_90", "[nvrtc]") {
+  for (const char* w : {"f16", "bf16", "q4_0", "q4_k", "q6_k", "q8_0"}) {
+    INFO("weight type " << w);
+    const std::string text = fmt::format(
+        "func @prefill(%x: tensor<T x 512 x f32, device>, %w: tensor<40 x 512 x {}, device>) {{\n"
+        "  %y = matmul(%x, %w) : tensor<T x 40 x f32, device>\n  return(%y)\n}}\n",
+        w);
+    auto mk = vtc::cuda::generate_model(vtc::ir::parse(text));
+    size_t mma = 0;
+    for (const auto& s : mk.steps)
+      for (const auto* k : s.unique()) {
+        if (k->entry.rfind("gemm_mma_", 0) != 0) continue;
+        ++mma;
+        for (int arch : {80, 90}) CHECK(!nvrtc().compile(*k, arch, CodeKind::Cubin).image.empty());
+      }
+    CHECK(mma == 1);
+  }
+}
+
 TEST_CASE("the kernel cache hits on the same source and arch only", "[nvrtc]") {
   ScopedCache cache("hits");
   vtc::cuda::Kernel k;

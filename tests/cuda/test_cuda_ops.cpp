@@ -232,6 +232,21 @@ void check_states(vtc::Backend& cpu, vtc::Backend& gpu, const vtc::StateStore& s
 // executor, step by step as `plans` says (steps a case lacks are skipped),
 // and compares every result and state; returns how many results it compared.
 // With `only`, just the cases whose text contains it.
+// The same request (drawn from one seed) on two modules' CUDA executors:
+// the results of a function written as plain ops and as a fused region.
+std::pair<std::vector<vtc::HostTensor>, std::vector<vtc::HostTensor>> run_plain_and_fused(
+    const vtc::ir::Module& mp, const vtc::ir::Module& mf, const std::string& step, const StepPlan& plan, uint32_t seed) {
+  vtc::StateStoreConfig cfg{3, 64, 0};
+  vtc::StateStore sp(mp, cfg), sf(mf, cfg);
+  const std::vector<vtc::passes::FunctionPlan> no_plans;
+  vtc::cuda::Executor gp({mp, empty_gguf(), sp, no_plans}, {.graphs = false, .device = 0, .sentinels = true});
+  vtc::cuda::Executor gf({mf, empty_gguf(), sf, no_plans}, {.graphs = false, .device = 0, .sentinels = true});
+  std::mt19937 rng_p(seed), rng_f(seed);
+  auto got_p = gp.run(make_request(*mp.find_function(step), plan, rng_p));
+  auto got_f = gf.run(make_request(*mf.find_function(step), plan, rng_f));
+  return {std::move(got_p), std::move(got_f)};
+}
+
 int run_case_file(const std::string& path, const std::vector<StepPlan>& plans, const std::string& only = "") {
   const auto cases = vtc::ir::split_source_cases(read(path));
   int checked = 0;
@@ -529,15 +544,7 @@ TEST_CASE("matmul_epilogue: one CUDA kernel with the bits of its ops' kernels", 
       const size_t quantize = std::string(wtype) == "q8_0" || std::string(wtype) == "q4_k" ? 1 : 0;
       CHECK(vtc::cuda::generate_step(mf, ff).kernels.size() == 1 + quantize);
       CHECK(vtc::cuda::generate_step(mp, *mp.find_function(step)).kernels.size() == 7 + quantize);
-      vtc::StateStoreConfig cfg{3, 64, 0};
-      vtc::StateStore sp(mp, cfg), sf(mf, cfg);
-      const std::vector<vtc::passes::FunctionPlan> no_plans;
-      vtc::cuda::Executor gp({mp, empty_gguf(), sp, no_plans}, {.graphs = false, .device = 0, .sentinels = true});
-      vtc::cuda::Executor gf({mf, empty_gguf(), sf, no_plans}, {.graphs = false, .device = 0, .sentinels = true});
-      std::mt19937 rng_p(77), rng_f(77);
-      const StepPlan plan{step, 3, 37, {}, {}};
-      const auto got_p = gp.run(make_request(*mp.find_function(step), plan, rng_p));
-      const auto got_f = gf.run(make_request(ff, plan, rng_f));
+      const auto [got_p, got_f] = run_plain_and_fused(mp, mf, step, StepPlan{step, 3, 37, {}, {}}, 77);
       REQUIRE(got_p.size() == 1);
       REQUIRE(got_f.size() == 1);
       CHECK(got_f[0].shape == got_p[0].shape);
@@ -607,15 +614,7 @@ TEST_CASE("projection regions: one GEMV launch with the bits of their ops' kerne
     vtc::ir::verify(mf);
     CHECK(vtc::cuda::generate_step(mf, *mf.find_function("decode")).kernels.size() == c.fused_launches);
     CHECK(vtc::cuda::generate_step(mp, *mp.find_function("decode")).kernels.size() == c.plain_launches);
-    vtc::StateStoreConfig cfg{3, 64, 0};
-    vtc::StateStore sp(mp, cfg), sf(mf, cfg);
-    const std::vector<vtc::passes::FunctionPlan> no_plans;
-    vtc::cuda::Executor gp({mp, empty_gguf(), sp, no_plans}, {.graphs = false, .device = 0, .sentinels = true});
-    vtc::cuda::Executor gf({mf, empty_gguf(), sf, no_plans}, {.graphs = false, .device = 0, .sentinels = true});
-    std::mt19937 rng_p(78), rng_f(78);
-    const StepPlan plan{"decode", 3, 3, {}, {}};
-    const auto got_p = gp.run(make_request(*mp.find_function("decode"), plan, rng_p));
-    const auto got_f = gf.run(make_request(*mf.find_function("decode"), plan, rng_f));
+    const auto [got_p, got_f] = run_plain_and_fused(mp, mf, "decode", StepPlan{"decode", 3, 3, {}, {}}, 78);
     REQUIRE(got_f.size() == got_p.size());
     for (size_t i = 0; i < got_p.size(); ++i) {
       INFO("result " << i);
