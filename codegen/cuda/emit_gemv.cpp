@@ -154,39 +154,40 @@ Kernel quantize_kernel(Codes codes, const ir::Value& x, const ir::Dim& m, int64_
   return k;
 }
 
-// rms_norm then the quantize of its result, one block of 256 per row: the
-// norm's sum of squares and scale exactly as emit_rms_norm (the same
-// double accumulation and block sum, (x * s) * w), then each warp rounds
-// blocks w, w + 8, ... of the normalized row; the normalized row itself is
-// never stored.
+// rms_norm then the quantize of its result: NB blocks of 256 per row,
+// each with 8 warps rounding one block of values each. Every block of a
+// row computes the norm's sum of squares and scale exactly as
+// emit_rms_norm (the same double accumulation over the whole row and block
+// sum, (x * s) * w), so a row's blocks agree and the row is spread over
+// the GPU instead of one SM; the normalized row itself is never stored.
 Kernel norm_quantize_kernel(const ir::Op& norm, Codes codes, const ir::Dim& m, int64_t K, const std::string& what) {
   KernelBuilder kb(codes == Codes::Q8_1 ? "rms_norm_q8_1" : "rms_norm_q8_k", what);
   kb.need("code_layout");
   const std::string x = kb.in(norm.operands[0], "x"), g = kb.in(norm.operands[1], "gain");
-  const int64_t bv = codes == Codes::Q8_1 ? 32 : 256;
+  const int64_t bv = codes == Codes::Q8_1 ? 32 : 256, nb = (K / bv + 7) / 8;
   const std::string load =
       codes == Codes::Q8_1 ? "const float v = (xr[c0 + lane] * s) * gr[c0 + lane];\n"
                            : "float v[8];\n  for (int i = 0; i < 8; ++i) v[i] = (xr[c0 + lane + 32 * i] * s) * gr[c0 + lane + 32 * i];\n";
   kb.body(codes_head(K, kb.expr(m), kb.scratch(codes_scratch_bytes(m, K))) +
-          fmt::format(R"(  const int warp = threadIdx.x >> 5;
-  for (long long r = blockIdx.x; r < M; r += gridDim.x) {{
-    const float* xr = {0} + r * K;
-    const float* gr = {1};
-    double acc = 0.0;
-    for (long long c = threadIdx.x; c < K; c += blockDim.x) acc += (double)xr[c] * (double)xr[c];
-    acc = vtc_block_sum_d(acc);
-    const float mean = (float)(acc / (double)K);
-    const float s = 1.0f / sqrtf(mean + {2});
-    for (long long b = warp; b < K / {3}; b += blockDim.x >> 5) {{
-  const long long c0 = b * {3}, base = r * K + c0, wid = r * (K / {3}) + b;
-  {4}{5}    }}
-  }}
-)",
-                      x, g, flit(ir::RmsNormAttrs::of(norm).eps), bv, load, codes == Codes::Q8_1 ? q8_1_block() : q8_k_block()));
-  kb.launch(m * 256, 256);
+          fmt::format(R"(  constexpr long long NB = {3};
+  const long long r = blockIdx.x / NB, b = (blockIdx.x % NB) * 8 + (threadIdx.x >> 5);
+  if (r >= M) return;
+  const float* xr = {0} + r * K;
+  const float* gr = {1};
+  double acc = 0.0;
+  for (long long c = threadIdx.x; c < K; c += blockDim.x) acc += (double)xr[c] * (double)xr[c];
+  acc = vtc_block_sum_d(acc);
+  const float mean = (float)(acc / (double)K);
+  const float s = 1.0f / sqrtf(mean + {2});
+  if (b >= K / {4}) return;
+  const long long c0 = b * {4}, base = r * K + c0, wid = r * (K / {4}) + b;
+  {5}{6})",
+                      x, g, flit(ir::RmsNormAttrs::of(norm).eps), nb, bv, load,
+                      codes == Codes::Q8_1 ? q8_1_block() : q8_k_block()));
+  kb.launch(m * (nb * 256), 256);
   Kernel k = kb.finish();
   k.writes_codes_of = norm.results[0].data();
-  k.fp32_flops = m * K * 7;  // the norm's square, sum and scale, then the quantize's 4
+  k.fp32_flops = m * K * (2 * nb + 4);  // each block's squares and sum, then the quantize's 4
   return k;
 }
 

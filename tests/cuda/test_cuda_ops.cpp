@@ -564,7 +564,7 @@ TEST_CASE("matmul_epilogue: one CUDA kernel with the bits of its ops' kernels", 
 // quantize, separate GEMVs, silu and mul kernels).
 TEST_CASE("projection regions: one GEMV launch with the bits of their ops' kernels", "[gpu][epilogue]") {
   const std::string attn_body =
-      "    %n = rms_norm(%x, %g) {{eps = 1e-6}} : tensor<S x 256 x f32, device>\n"
+      "    %n = rms_norm(%x, %g) {{eps = 1e-6}} : tensor<S x 2304 x f32, device>\n"
       "    %v = matmul(%n, %wv) : tensor<S x 64 x f32, device>\n"
       "    %q = matmul(%n, %wq) : tensor<S x 128 x f32, device>\n"
       "    %q3 = reshape(%q) {{shape = [S, 4, 32]}} : tensor<S x 4 x 32 x f32, device>\n"
@@ -573,7 +573,7 @@ TEST_CASE("projection regions: one GEMV launch with the bits of their ops' kerne
       "    %k3 = reshape(%k) {{shape = [S, 2, 32]}} : tensor<S x 2 x 32 x f32, device>\n"
       "    %kr = rope(%k3, %pos) {{base = 10000.0, mode = normal, n_rot = 32}} : tensor<S x 2 x 32 x f32, device>\n";
   const std::string ffn_body =
-      "    %n = rms_norm(%x, %g) {{eps = 1e-6}} : tensor<S x 256 x f32, device>\n"
+      "    %n = rms_norm(%x, %g) {{eps = 1e-6}} : tensor<S x 512 x f32, device>\n"
       "    %a = matmul(%n, %wg) : tensor<S x 96 x f32, device>\n"
       "    %s = silu(%a) : tensor<S x 96 x f32, device>\n"
       "    %b = matmul(%n, %wu) : tensor<S x 96 x f32, device>\n"
@@ -584,14 +584,14 @@ TEST_CASE("projection regions: one GEMV launch with the bits of their ops' kerne
   };
   const std::vector<Case> cases = {
       {"attention projections",
-       "%x: tensor<S x 256 x f32, device>, %g: tensor<256 x f32, device>, %wv: tensor<64 x 256 x q6_k, device>, "
-       "%wq: tensor<128 x 256 x q4_k, device>, %wk: tensor<64 x 256 x q4_k, device>, %pos: tensor<S x i32, device>",
+       "%x: tensor<S x 2304 x f32, device>, %g: tensor<2304 x f32, device>, %wv: tensor<64 x 2304 x q6_k, device>, "
+       "%wq: tensor<128 x 2304 x q4_k, device>, %wk: tensor<64 x 2304 x q4_k, device>, %pos: tensor<S x i32, device>",
        attn_body, "%v, %qr, %kr",
        "tensor<S x 64 x f32, device>, tensor<S x 4 x 32 x f32, device>, tensor<S x 2 x 32 x f32, device>", "norm_matmul",
        3, 7},
       {"swiglu",
-       "%x: tensor<S x 256 x f32, device>, %g: tensor<256 x f32, device>, %wg: tensor<96 x 256 x q8_0, device>, "
-       "%wu: tensor<96 x 256 x q8_0, device>",
+       "%x: tensor<S x 512 x f32, device>, %g: tensor<512 x f32, device>, %wg: tensor<96 x 512 x q8_0, device>, "
+       "%wu: tensor<96 x 512 x q8_0, device>",
        ffn_body, "%y", "tensor<S x 96 x f32, device>", "swiglu", 2, 6},
   };
   for (const Case& c : cases) {
