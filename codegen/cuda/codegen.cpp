@@ -158,10 +158,7 @@ GemvPart plain_part(const ir::Op& mm, size_t i) {
 // do not merge into one launch: prefill GEMMs, different K, weight types
 // that take different activation codes, or an intermediate value the body
 // returns (the merged kernel does not write a swiglu's gate and up).
-std::vector<GemvPart> projection_parts(const ir::Op& op, std::set<const ir::Op*>& taken) {
-  const ir::FusedKind kind = ir::fused_kind(op);
-  if (kind != ir::FusedKind::NormMatmul && kind != ir::FusedKind::Swiglu && kind != ir::FusedKind::QkRope) return {};
-  const ir::ProjectionRegion r = ir::decode_projection_region(kind, *op.body);
+std::vector<GemvPart> projection_parts(const ir::Op& op, const ir::ProjectionRegion& r, std::set<const ir::Op*>& taken) {
   if (r.matmuls.size() < 2) return {};
   // Every matmul value is stored (a rope chain's too), but a pair's gate,
   // up and silu values are not.
@@ -181,7 +178,7 @@ std::vector<GemvPart> projection_parts(const ir::Op& op, std::set<const ir::Op*>
     const auto n = wt.shape[0].constant(), kk = wt.shape[1].constant();
     if (!n || !kk || *kk % 32 != 0 || (k && *k != *kk)) return {};
     k = *kk;
-    if (dims_product(xt.shape, 0, xt.shape.size() - 1).str().find('T') != std::string::npos) return {};
+    if (has_symbol(dims_product(xt.shape, 0, xt.shape.size() - 1), "T")) return {};
     types.push_back(weight_type(wt.elem));
   }
   if (!gemv_parts_mergeable(types)) return {};
@@ -214,8 +211,7 @@ std::vector<GemvPart> projection_parts(const ir::Op& op, std::set<const ir::Op*>
 // The region's rms_norm prologue, when one kernel can normalize and
 // quantize its rows for the merged GEMV (integer weights; only the matmuls
 // read the normalized rows; a [K] gain), else null.
-const ir::Op* fusable_norm(const ir::Op& region, const std::vector<GemvPart>& parts) {
-  const ir::ProjectionRegion r = ir::decode_projection_region(ir::fused_kind(region), *region.body);
+const ir::Op* fusable_norm(const ir::Op& region, const ir::ProjectionRegion& r, const std::vector<GemvPart>& parts) {
   if (!r.norm || dot_form(weight_type(parts[0].w.type().elem)).codes == Codes::None) return nullptr;
   const ir::Value& y = r.norm->results[0];
   const auto k = y.type().shape.back().constant();
@@ -234,15 +230,18 @@ const ir::Op* fusable_norm(const ir::Op& region, const std::vector<GemvPart>& pa
 // quantize where it can be; false when the matmuls do not merge
 // (projection_parts).
 bool lower_projection_region(const ir::Module& m, const ir::Op& op, StepKernels& out) {
+  const ir::FusedKind kind = ir::fused_kind(op);
+  if (kind != ir::FusedKind::NormMatmul && kind != ir::FusedKind::Swiglu && kind != ir::FusedKind::QkRope) return false;
+  const ir::ProjectionRegion r = ir::decode_projection_region(kind, *op.body);  // decoded once, read below
   std::set<const ir::Op*> taken;
-  std::vector<GemvPart> parts = projection_parts(op, taken);
+  std::vector<GemvPart> parts = projection_parts(op, r, taken);
   if (parts.empty()) return false;
-  const ir::Op* norm = fusable_norm(op, parts);
+  const ir::Op* norm = fusable_norm(op, r, parts);
   if (norm) taken.insert(norm);
   // The rope chains' ropes: one launch where the last one was (every chain's
   // QK-norm has run by then; only the return reads a rope's result).
   std::vector<const ir::Op*> ropes;
-  for (const auto& rc : ir::decode_projection_region(ir::fused_kind(op), *op.body).ropes) ropes.push_back(rc.rope);
+  for (const auto& rc : r.ropes) ropes.push_back(rc.rope);
   if (ropes.size() < 2) ropes.clear();
   for (const ir::Op* r : ropes) taken.insert(r);
   bool emitted = false;

@@ -126,6 +126,9 @@ struct MatmulIo {
   ir::Value x, w;
   std::function<StoreFn(KernelBuilder&)> bind_out;
 };
+// Whether dim `d` names step symbol `sym` as a whole word (emit_matmul.cpp):
+// a matmul's rows with the prefill symbol T run the GEMM, others the GEMV.
+bool has_symbol(const ir::Dim& d, const std::string& sym);
 // The decode GEMV of an [M, K] x [N, K] matmul, M without the prefill
 // symbol (emit_gemv.cpp): a quantize kernel for integer-block weights,
 // then the GEMV.

@@ -45,8 +45,6 @@ std::string round_activation(GgmlType w, const std::string& v) {
   return v;
 }
 
-namespace {
-
 bool has_symbol(const ir::Dim& d, const std::string& sym) {
   const std::string s = d.str();
   for (size_t i = s.find(sym); i != std::string::npos; i = s.find(sym, i + 1)) {
@@ -56,6 +54,8 @@ bool has_symbol(const ir::Dim& d, const std::string& sym) {
   }
   return false;
 }
+
+namespace {
 
 // K not a multiple of 32 (float weights only: quantized rows are whole
 // 32-value blocks), e.g. qwen4exp's hyper-connection projections (K = 8):
