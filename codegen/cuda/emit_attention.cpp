@@ -54,6 +54,9 @@
 // A query with no visible key outputs zeros.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <optional>
+
 #include "codegen/cuda/emit.h"
 
 namespace vtc::cuda {
@@ -262,37 +265,222 @@ int64_t selection_width(const ir::Op& op) {
 }
 
 // Split-K combine: merges the SPLITS partial (m, l, acc) of each (token, head).
-Kernel combine(const ir::Op& op, const AttnShape& a, const ir::Dim& part_floats, const std::string& what) {
+Kernel combine(const ir::Op& op, const AttnShape& a, int splits, const std::string& what) {
+  const ir::Dim part_floats = a.tokens * (a.hq * splits * (a.d + 2));
   KernelBuilder cb("attn_combine", what + " [split-K combine]");
   cb.scratch(part_floats * 4);
   const bool sinks = has_sinks(op);
   if (sinks) cb.in(sinks_operand(op, a), "sinks");
   const std::string o = cb.out(op.results[0], "out");
+  // A thread per output element, a warp per block: a decode step's few
+  // heads still spread over the SMs.
   cb.body(fmt::format(R"(  constexpr long long HQ = {0}, D = {1}, SPLITS = {2};
-  constexpr int DL = ({1} + 31) / 32;
-  const int lane = threadIdx.x & 31;
-  const long long w = blockIdx.x * (long long)(blockDim.x >> 5) + (threadIdx.x >> 5);
-  if (w >= {3} * HQ) return;
+  const long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (e >= {3} * HQ * D) return;
+  const long long w = e / D, d = e % D;
   const float* part = scratch + w * SPLITS * (D + 2);
   float mx = -__int_as_float(0x7f800000);
   for (int s = 0; s < SPLITS; ++s) if (part[s * (D + 2) + 1] > 0.0f) mx = fmaxf(mx, part[s * (D + 2)]);
-{5}  float l = {6}, acc[DL];
-  for (int i = 0; i < DL; ++i) acc[i] = 0.0f;
+{5}  float l = {6}, acc = 0.0f;
   for (int s = 0; s < SPLITS; ++s) {{
     const float* ps = part + s * (D + 2);
     if (ps[1] <= 0.0f) continue;
     const float f = expf(ps[0] - mx);
     l += ps[1] * f;
-    for (int i = 0; i < DL; ++i) if (lane + 32 * i < D) acc[i] += ps[2 + lane + 32 * i] * f;
+    acc += ps[2 + d] * f;
   }}
-  for (int i = 0; i < DL; ++i)
-    if (lane + 32 * i < D) {4}[w * D + lane + 32 * i] = l > 0.0f ? acc[i] / l : 0.0f;
+  {4}[e] = l > 0.0f ? acc / l : 0.0f;
 )",
-                      a.hq, a.d, kSplits, cb.expr(a.tokens), o, sinks ? "  const float sk = sinks[w % HQ];\n  mx = fmaxf(mx, sk);\n" : "",
+                      a.hq, a.d, splits, cb.expr(a.tokens), o, sinks ? "  const float sk = sinks[w % HQ];\n  mx = fmaxf(mx, sk);\n" : "",
                       sinks ? "expf(sk - mx)" : "0.0f"));
-  cb.launch(a.tokens * (a.hq * 32), 128);
+  cb.launch(a.tokens * (a.hq * a.d), 32);
   return cb.finish();
 }
+
+// --- Flash decoding: the GQA group's heads in one block, 16-byte K/V loads ---
+//
+// The shape of the fast decode kernel, or nullopt where it does not apply
+// (a selection, or a row that is not whole 16-byte chunks of at most 32
+// lanes: MLA's 576-wide latent heads keep the warp-per-head kernel).
+struct FlashDecodeShape {
+  int cw = 0;    // elements per 16-byte chunk (8 f16, 4 f32)
+  int c = 0;     // chunks per K/V row
+  int lk = 0;    // lanes per key (a power of two >= c)
+  int kp = 0;    // keys per pass of a warp (32 / lk)
+  int gb = 0;    // query heads per block (a divisor of the group, <= 8)
+  int nsub = 0;  // blocks per (token, KV head): group / gb
+  int hpg = 0;   // heads each lane group owns in the update: ceil(gb / kp)
+  int y = 0;     // blocks along the keys (grid y); 4 warp slices each
+};
+
+// Two blocks per SM of a 132-SM H100/H200 at one row: the key blocks a
+// (token, KV head) gets, so a long context keeps every SM reading.
+constexpr int kTargetBlocks = 264;
+constexpr int kDecodeWarps = 4;
+// Past the one-row regime a warp's slice has at least this many keys
+// (fewer makes the partials' traffic a visible share of the K/V bytes).
+constexpr int kMinSliceKeys = 32;
+
+std::optional<FlashDecodeShape> flash_decode_shape(const AttnShape& a, int64_t width) {
+  FlashDecodeShape f;
+  f.cw = a.kv_load.empty() ? 4 : 8;
+  if (width || a.d % f.cw != 0 || a.d / f.cw > 32) return std::nullopt;
+  f.c = int(a.d / f.cw);
+  f.lk = 1;
+  while (f.lk < f.c) f.lk *= 2;
+  f.kp = 32 / f.lk;
+  const int group = int(a.hq / a.hkv);
+  f.gb = 1;
+  for (int g = 1; g <= std::min(group, 8); ++g)
+    if (group % g == 0) f.gb = g;
+  f.nsub = group / f.gb;
+  f.hpg = (f.gb + f.kp - 1) / f.kp;
+  f.y = int(std::clamp<int64_t>((kTargetBlocks + a.hkv * f.nsub - 1) / (a.hkv * f.nsub), 1, 64));
+  return f;
+}
+
+// Setup: the block's (token, KV head, head subgroup), the query chunks of
+// its heads (f16-rounded with an f16 cache: the one-row regime) and the
+// warp's slice [j_begin, j_end) of the visible keys [lo, qp].
+std::string flash_decode_prologue(const AttnShape& a, const FlashDecodeShape& f, int64_t window, int64_t chunk) {
+  std::string lo = "  long long lo = 0;\n";
+  if (window > 0) lo += fmt::format("  lo = max(lo, qp - {} + 1);\n", window);
+  if (chunk > 0) lo += fmt::format("  lo = max(lo, (qp / {0}) * {0});\n", chunk);
+  return fmt::format(R"(  constexpr long long HQ = {0}, HKV = {1}, D = {2}, PAGE = {3}, ROW = {1} * {2};
+  constexpr int CW = {4}, C = {5}, LK = {6}, KP = {7}, GB = {8}, NSUB = {9}, HPG = {10}, Y = {11}, NW = {12};
+  const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5, kl = lane % LK, kg = lane / LK;
+  const bool has_chunk = kl < C;
+  const long long b = blockIdx.x;
+  if (b >= TOKENS * HKV * NSUB) return;
+  const long long t = b / (HKV * NSUB), kvh = (b / NSUB) % HKV, h0 = kvh * (HQ / HKV) + (b % NSUB) * GB;
+  const long long qp = pos[t], sq = seq[t];
+  float qv[GB][CW];
+  for (int h = 0; h < GB; ++h)
+    for (int i = 0; i < CW; ++i) {{
+      const float x = has_chunk ? q[(t * HQ + h0 + h) * D + kl * CW + i] : 0.0f;
+      qv[h][i] = acc16 ? vtc_h2f(vtc_f2h(x)) : x;
+    }}
+  float m[HPG], l[HPG], acc[HPG][CW];
+  for (int u = 0; u < HPG; ++u) {{
+    m[u] = -__int_as_float(0x7f800000), l[u] = 0.0f;
+    for (int i = 0; i < CW; ++i) acc[u][i] = 0.0f;
+  }}
+{13}  const long long n_kv = qp + 1, n = max(0ll, n_kv - lo);
+  long long per = n, used = 1;
+  if (n_kv > {14}) {{
+    per = max((long long){15}, (n + Y * NW - 1) / (Y * NW));
+    per = (per + KP - 1) / KP * KP;
+    used = (n + per - 1) / per;
+  }}
+  const long long slice = blockIdx.y * NW + wi;
+  const long long j_begin = slice < used ? lo + slice * per : n_kv, j_end = min(n_kv, j_begin + per);
+)",
+                     a.hq, a.hkv, a.d, a.page, f.cw, f.c, f.lk, f.kp, f.gb, f.nsub, f.hpg, f.y, kDecodeWarps, lo,
+                     kOneRowMaxKeys, kMinSliceKeys);
+}
+
+// One 16-byte chunk of a K or V row into floats.
+std::string unpack_chunk(const AttnShape& a, const std::string& w, const std::string& out) {
+  if (a.kv_load.empty())
+    return fmt::format("      {1}[0] = __uint_as_float({0}.x), {1}[1] = __uint_as_float({0}.y), {1}[2] = __uint_as_float({0}.z), "
+                       "{1}[3] = __uint_as_float({0}.w);\n",
+                       w, out);
+  return fmt::format(R"(      {{
+        const unsigned u[4] = {{{0}.x, {0}.y, {0}.z, {0}.w}};
+        for (int i = 0; i < 4; ++i) {1}[2 * i] = vtc_h2f((unsigned short)(u[i] & 0xffffu)), {1}[2 * i + 1] = vtc_h2f((unsigned short)(u[i] >> 16));
+      }}
+)",
+                     w, out);
+}
+
+// The key loop: a pass reads KP keys' K chunks (LK lanes a key), reduces
+// each head's dot over the key's lanes, then walks the KP keys in order,
+// each lane group updating the heads it owns with ggml's one-row step (a
+// shuffle brings each head's score from the key's first lane).
+std::string flash_decode_loop(const AttnShape& a, double scale, double softcap) {
+  const std::string score = softcap != 0.0 ? fmt::format("{} * tanhf(s[h] * {})", flit(softcap), flit(scale / softcap))
+                                           : fmt::format("s[h] * {}", flit(scale));
+  return fmt::format(R"(  for (long long j = j_begin; j < j_end; j += KP) {{
+    const long long jk = j + kg;
+    float s[GB];
+    for (int h = 0; h < GB; ++h) s[h] = 0.0f;
+    if (jk < j_end && has_chunk) {{
+      const long long row = (long long)page_table[sq * s_PT_STRIDE + jk / PAGE] * PAGE + jk % PAGE;
+      const uint4 kw = vtc_load16(k_pool + row * ROW + kvh * D + kl * CW);
+      float kf[CW];
+{1}      for (int h = 0; h < GB; ++h)
+        for (int i = 0; i < CW; ++i) s[h] = fmaf(qv[h][i], kf[i], s[h]);
+    }}
+    for (int h = 0; h < GB; ++h) {{
+      for (int o = LK / 2; o > 0; o >>= 1) s[h] += __shfl_xor_sync(0xffffffffu, s[h], o);
+      s[h] = {0};
+    }}
+    for (int kk = 0; kk < KP && j + kk < j_end; ++kk) {{
+      const long long jj = j + kk;
+      const long long row = (long long)page_table[sq * s_PT_STRIDE + jj / PAGE] * PAGE + jj % PAGE;
+      float vf[CW];
+      if (has_chunk) {{
+        const uint4 vw = vtc_load16(v_pool + row * ROW + kvh * D + kl * CW);
+{2}      }} else {{
+        for (int i = 0; i < CW; ++i) vf[i] = 0.0f;
+      }}
+      for (int h = 0; h < GB; ++h) {{
+        const float sc = __shfl_sync(0xffffffffu, s[h], kk * LK);
+        if (h % KP != kg) continue;
+        const int u = h / KP;
+        float ms = 1.0f, vs = 1.0f;
+        if (sc > m[u]) {{
+          ms = expf(m[u] - sc);
+          m[u] = sc;
+          for (int i = 0; i < CW; ++i) acc[u][i] = acc16 ? vtc_h2f(vtc_f2h(acc[u][i] * ms)) : acc[u][i] * ms;
+        }} else {{
+          vs = expf(sc - m[u]);
+        }}
+        for (int i = 0; i < CW; ++i) {{
+          const float x = fmaf(vf[i], vs, acc[u][i]);
+          acc[u][i] = acc16 ? vtc_h2f(vtc_f2h(x)) : x;
+        }}
+        l[u] = l[u] * ms + vs;
+      }}
+    }}
+  }}
+)",
+                     score, unpack_chunk(a, "kw", "kf"), unpack_chunk(a, "vw", "vf"));
+}
+
+// The block's NW warp slices merged in f32 through shared memory into one
+// partial (m, l, acc[D]) per head at key block blockIdx.y, for the combine.
+constexpr const char* kFlashDecodeMerge = R"(  __shared__ float ws[NW][GB][D + 2];
+  __shared__ float wf[NW][GB], wm[GB], wl[GB];
+  for (int u = 0; u < HPG; ++u) {
+    const int h = kg + KP * u;
+    if (h >= GB) continue;
+    if (has_chunk)
+      for (int i = 0; i < CW; ++i) ws[wi][h][2 + kl * CW + i] = acc[u][i];
+    if (kl == 0) ws[wi][h][0] = m[u], ws[wi][h][1] = l[u];
+  }
+  __syncthreads();
+  if (threadIdx.x < GB) {
+    const int h = threadIdx.x;
+    float mx = -__int_as_float(0x7f800000), ls = 0.0f;
+    for (int w = 0; w < NW; ++w) if (ws[w][h][1] > 0.0f) mx = fmaxf(mx, ws[w][h][0]);
+    for (int w = 0; w < NW; ++w) {
+      wf[w][h] = ws[w][h][1] > 0.0f ? expf(ws[w][h][0] - mx) : 0.0f;
+      ls += ws[w][h][1] * wf[w][h];
+    }
+    wm[h] = mx, wl[h] = ls;
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < GB * D; e += blockDim.x) {
+    const int h = e / D, d = e % D;
+    float* part = scratch + ((t * HQ + h0 + h) * Y + blockIdx.y) * (D + 2);
+    if (d == 0) part[0] = wm[h], part[1] = wl[h];
+    if (wl[h] <= 0.0f) continue;
+    float x = 0.0f;
+    for (int w = 0; w < NW; ++w) if (wf[w][h] > 0.0f) x += ws[w][h][2 + d] * wf[w][h];
+    part[2 + d] = x;
+  }
+)";
 
 }  // namespace
 
@@ -313,9 +501,6 @@ Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string&
   if (width) kb.in(op.operands[5], "sel");
   const bool sinks = has_sinks(op);
   if (sinks) kb.in(sinks_operand(op, a), "sinks");
-  const std::string tokens = kb.expr(a.tokens);
-  std::string body = fmt::format("  const long long TOKENS = {};\n", tokens) + flash_prologue(a);
-  if (width) body += selection_prologue(width);
   // Keys (or selection entries) to walk: [0, n_keys). Without the causal
   // mask (an encoder) a query reads every key of its sequence in the step:
   // up to the largest position of that sequence's tokens.
@@ -323,8 +508,23 @@ Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string&
   if (!causal && (!prefill || width || window > 0 || chunk > 0))
     unsupported(op, "non-causal attention runs only in a step of whole sequences (T rows) with no window, chunk or selection");
   const char* n_keys = width ? "SW" : causal ? "qp + 1" : "seq_end";
+  std::string body = fmt::format("  const long long TOKENS = {};\n", kb.expr(a.tokens));
+  body += prefill ? "" : fmt::format("  const bool acc16 = {};\n", a.kv_load.empty() ? "false" : "true");
+  const auto flash = prefill ? std::nullopt : flash_decode_shape(a, width);
+  if (flash) {
+    kb.scratch(a.tokens * (a.hq * flash->y * (a.d + 2) * 4));
+    kb.need("copy16");
+    kb.body(body + flash_decode_prologue(a, *flash, window, chunk) + flash_decode_loop(a, scale, softcap) +
+            kFlashDecodeMerge);
+    kb.launch(a.tokens * (a.hkv * flash->nsub * kDecodeWarps * 32), kDecodeWarps * 32, ir::Dim(flash->y), 1);
+    out.push_back(kb.finish());
+    out.push_back(combine(op, a, flash->y, what));
+    return out;
+  }
+  body += flash_prologue(a);
+  if (width) body += selection_prologue(width);
   if (!causal) body += kSequenceEnd;
-  body += prefill ? prefill_regime(a) : fmt::format("  const bool acc16 = {};\n", a.kv_load.empty() ? "false" : "true");
+  if (prefill) body += prefill_regime(a);
   body += kRoundQuery;
   if (prefill) {
     kb.out(op.results[0], "out");
@@ -337,8 +537,9 @@ Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string&
     out.push_back(kb.finish());
     return out;
   }
-  const ir::Dim part_floats = a.tokens * (a.hq * kSplits * (a.d + 2));
-  kb.scratch(part_floats * 4);
+  // Decode with a selection, or rows the flash kernel does not cover: a warp
+  // per (token, head, slice) of kSplits.
+  kb.scratch(a.tokens * (a.hq * kSplits * (a.d + 2) * 4));
   body += fmt::format(R"(  constexpr long long SPLITS = {0};
   const long long n_kv = {1}, splits = qp + 1 > {2} ? SPLITS : 1, per = (n_kv + splits - 1) / splits;
   const long long j_begin = min(n_kv, blockIdx.y * per), j_end = min(n_kv, j_begin + per);
@@ -352,8 +553,7 @@ Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string&
   kb.body(body);
   kb.launch(a.tokens * (a.hq * 32), 128, ir::Dim(kSplits), 1);
   out.push_back(kb.finish());
-
-  out.push_back(combine(op, a, part_floats, what));
+  out.push_back(combine(op, a, kSplits, what));
   return out;
 }
 

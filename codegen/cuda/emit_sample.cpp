@@ -1,9 +1,22 @@
 // Device-side sampling.
 //
-// emit_sample: the IR's `sample` op (docs/ir.md "### sample"), one block of
-// 256 threads per row (grid-stride over the rows), the row length and max_k
-// constants of the kernel. Per row, params = (temperature, top_k, top_p,
-// min_p):
+// emit_sample: the IR's `sample` op (docs/ir.md "### sample") in two
+// kernels, the row length and max_k constants of both:
+//  1. sample_partial: the row in chunks of kChunk logits, one block of 256
+//     threads per (chunk, row), 8 logits a thread; each
+//     block writes its chunk's candidates: greedy rows their first maximum,
+//     the others the chunk's best k in the order below (indices -1 past
+//     them). The vocabulary is read once, by many blocks at a time (a
+//     128k vocabulary is 63 blocks a row), where one block per row made
+//     k passes over it on one SM.
+//  2. sample: one block per row picks from the chunks' candidates with the
+//     same rules (the global best k are among the chunks' best k, and the
+//     order is by value and index, so the picks are those of one pass over
+//     the row), then draws.
+// Each pass of a selection takes the best element after the previous pick
+// among those the threads hold in registers (vtc_block_best_regs): a warp
+// reduction by shuffles, then one across the block's 8 warps.
+// Per row, params = (temperature, top_k, top_p, min_p):
 //   - temperature <= 0 (or NaN): greedy, argmax's reduction and rule
 //     (emit_reduce.cpp: first maximum, NaN never wins, a row with nothing
 //     above -inf gives 0);
@@ -30,6 +43,60 @@
 
 namespace vtc::cuda {
 
+namespace {
+
+constexpr long long kChunk = 2048;  // logits per partial block (8 KiB of shared memory)
+
+// Kernel 1: each (chunk, row) block's candidates into scratch: values
+// [rows][NB][K] floats, then indices [rows][NB][K] ints.
+Kernel sample_partial(const ir::Op& op, const std::string& what, int64_t vocab, int64_t k_cap, int64_t nb) {
+  KernelBuilder kb("sample_partial", what + " [per-chunk candidates]");
+  const std::string x = kb.in(op.operands[0], "logits"), prm = kb.in(op.operands[1], "params");
+  const ir::Dim rows = op.operands[0].type().shape[0];
+  kb.scratch(rows * (nb * k_cap * 8));
+  kb.need("block_argmax");
+  kb.need("block_best_regs");
+  kb.body(fmt::format(R"(  constexpr long long N = {0}, CH = {1}, NB = {2};
+  constexpr int MAX_K = {3}, K = {4}, NPT = CH / 256;
+  __shared__ float sv[256];
+  __shared__ long long si[256];
+  const long long r = blockIdx.y, c0 = blockIdx.x * CH, n = min(CH, N - c0);
+  const float* xr = {6} + r * N + c0;
+  float* ov = scratch + (r * NB + blockIdx.x) * K;
+  int* oi = (int*)(scratch + {5} * NB * K) + (r * NB + blockIdx.x) * K;
+  const float temp = {7}[r * 4], top_k = {7}[r * 4 + 1];
+  int filled = 0;
+  if (!(temp > 0.0f)) {{
+    const long long best = vtc_block_argmax(xr, n, sv, si);
+    if (threadIdx.x == 0) {{ ov[0] = sv[0]; oi[0] = best == 0x7fffffffffffffffLL ? -1 : (int)(c0 + best); }}
+    filled = 1;
+  }} else {{
+    int k = MAX_K;
+    if (top_k >= 1.0f && top_k < (float)MAX_K) k = (int)top_k;
+    if (k > K) k = K;
+    float v[NPT];
+    int g[NPT];
+    for (int e = 0; e < NPT; ++e) {{
+      const long long c = threadIdx.x + 256 * e;
+      v[e] = c < n ? xr[c] : 0.0f;
+      g[e] = c < n ? (int)(c0 + c) : -1;
+    }}
+    float pv = 0.0f; int pi = -1;
+    for (; filled < k; ++filled) {{
+      pi = vtc_block_best_regs<NPT>(v, g, pv, pi, sv, (int*)si, &pv);
+      if (pi < 0) break;
+      if (threadIdx.x == 0) {{ ov[filled] = pv; oi[filled] = pi; }}
+    }}
+  }}
+  for (int j = filled + threadIdx.x; j < K; j += blockDim.x) oi[j] = -1;
+)",
+                      vocab, kChunk, nb, ir::SampleAttrs::of(op).max_k, k_cap, kb.expr(rows), x, prm));
+  kb.launch(ir::Dim(nb * 256), 256, rows, 1);
+  return kb.finish();
+}
+
+}  // namespace
+
 Kernels emit_sample(const ir::Op& op, const std::string& what) {
   const ir::TensorType& lt = op.operands[0].type();
   if (lt.rank() != 2 || lt.elem.kind() != ir::ElemType::F32)
@@ -38,16 +105,18 @@ Kernels emit_sample(const ir::Op& op, const std::string& what) {
   if (!vocab || *vocab <= 0) unsupported(op, "the vocabulary must be a positive constant, got " + lt.str());
   const int64_t max_k = ir::SampleAttrs::of(op).max_k;
   if (max_k < 1 || max_k > 256) unsupported(op, fmt::format("max_k = {} must be in [1, 256]", max_k));
+  const int64_t k_cap = std::min(max_k, *vocab), nb = (*vocab + kChunk - 1) / kChunk;
+  Kernels out{sample_partial(op, what, *vocab, k_cap, nb)};
   KernelBuilder kb(op.mnemonic(), what);
-  const std::string x = kb.in(op.operands[0], "logits"), prm = kb.in(op.operands[1], "params"),
-                    seed = kb.in(op.operands[2], "seed"), pos = kb.in(op.operands[3], "pos"),
-                    y = kb.out(op.results[0], "tokens");
-  kb.need("block_argmax");
-  kb.need("block_best_after");
+  const std::string prm = kb.in(op.operands[1], "params"), seed = kb.in(op.operands[2], "seed"),
+                    pos = kb.in(op.operands[3], "pos"), y = kb.out(op.results[0], "tokens");
   const ir::Dim rows = lt.shape[0];
-  // {0} V, {1} rows, {2} max_k, {3} K = min(max_k, V): the candidate arrays.
-  kb.body(fmt::format(R"(  constexpr long long N = {0};
-  constexpr int MAX_K = {2};
+  kb.scratch(rows * (nb * k_cap * 8));
+  kb.need("block_argmax");
+  kb.need("block_best_regs");
+  // {0} the candidates a row (NB x K), {1} rows, {2} max_k, {3} K.
+  kb.body(fmt::format(R"(  constexpr long long NC = {0};
+  constexpr int MAX_K = {2}, NPT = (int)((NC + 255) / 256);
   constexpr int K = {3};
   __shared__ float sv[256];
   __shared__ long long si[256];
@@ -55,23 +124,32 @@ Kernels emit_sample(const ir::Op& op, const std::string& what) {
   __shared__ int cand_i[K];
   __shared__ float sp[K];
   for (long long r = blockIdx.x; r < {1}; r += gridDim.x) {{
-    const float* xr = {4} + r * N;
-    const float temp = {5}[r * 4], top_k = {5}[r * 4 + 1];
+    const float* xr = scratch + r * NC;
+    const int* xi = (const int*)(scratch + {1} * NC) + r * NC;
+    const float temp = {4}[r * 4], top_k = {4}[r * 4 + 1];
     if (!(temp > 0.0f)) {{
-      const long long best = vtc_block_argmax(xr, N, sv, si);
-      if (threadIdx.x == 0) {8}[r] = best == 0x7fffffffffffffffLL ? 0 : (int)best;
+      const long long best = vtc_block_argmax(xr, NC, sv, si, xi);
+      if (threadIdx.x == 0) {7}[r] = best == 0x7fffffffffffffffLL ? 0 : (int)best;
+      __syncthreads();
       continue;
     }}
     int k = MAX_K;
     if (top_k >= 1.0f && top_k < (float)MAX_K) k = (int)top_k;
     if (k > K) k = K;
-    float pv = 0.0f; long long pi = -1;
+    float v[NPT];
+    int g[NPT];
+    for (int e = 0; e < NPT; ++e) {{
+      const long long c = threadIdx.x + 256 * e;
+      v[e] = c < NC ? xr[c] : 0.0f;
+      g[e] = c < NC ? xi[c] : -1;
+    }}
+    float pv = 0.0f; int pi = -1;
     for (int j = 0; j < k; ++j) {{
-      pi = vtc_block_best_after(xr, N, pv, pi, sv, si, &pv);
+      pi = vtc_block_best_regs<NPT>(v, g, pv, pi, sv, (int*)si, &pv);
       if (threadIdx.x == 0) {{ cand_v[j] = pv; cand_i[j] = (int)pi; }}
     }}
     if (threadIdx.x == 0) {{
-      const float top_p = {5}[r * 4 + 2], min_p = {5}[r * 4 + 3];
+      const float top_p = {4}[r * 4 + 2], min_p = {4}[r * 4 + 3];
       float total = 0.0f;
       for (int j = 0; j < k; ++j) {{ sp[j] = expf((cand_v[j] - cand_v[0]) / temp); total += sp[j]; }}
       int keep = k;
@@ -84,8 +162,8 @@ Kernels emit_sample(const ir::Op& op, const std::string& what) {
       if (keep < 1) keep = 1;
       float kept = 0.0f;
       for (int j = 0; j < keep; ++j) kept += sp[j];
-      const unsigned long long key = (unsigned long long)(unsigned int){6}[r * 2] | ((unsigned long long)(unsigned int){6}[r * 2 + 1] << 32);
-      unsigned long long z = key + 0x9E3779B97F4A7C15ULL * ((unsigned long long)(long long){7}[r] + 1ULL);
+      const unsigned long long key = (unsigned long long)(unsigned int){5}[r * 2] | ((unsigned long long)(unsigned int){5}[r * 2 + 1] << 32);
+      unsigned long long z = key + 0x9E3779B97F4A7C15ULL * ((unsigned long long)(long long){6}[r] + 1ULL);
       z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
       z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
       z ^= z >> 31;
@@ -93,14 +171,15 @@ Kernels emit_sample(const ir::Op& op, const std::string& what) {
       int pick = keep - 1;
       float acc = 0.0f;
       for (int j = 0; j < keep; ++j) {{ acc += sp[j]; if (u < acc) {{ pick = j; break; }} }}
-      {8}[r] = cand_i[pick];
+      {7}[r] = cand_i[pick];
     }}
     __syncthreads();
   }}
 )",
-                      *vocab, kb.expr(rows), max_k, std::min(max_k, *vocab), x, prm, seed, pos, y));
+                      nb * k_cap, kb.expr(rows), max_k, k_cap, prm, seed, pos, y));
   kb.launch(rows * 256, 256);
-  return {kb.finish()};
+  out.push_back(kb.finish());
+  return out;
 }
 
 }  // namespace vtc::cuda

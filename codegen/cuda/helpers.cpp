@@ -106,11 +106,13 @@ const std::map<std::string, HelperSource>& helpers() {
       // A row's first maximum over the block (NaN never wins), as argmax
       // and greedy sampling choose it; 0x7fffffffffffffff when nothing is
       // above -inf. sv/si: blockDim.x shared slots; every thread gets it.
-      {"block_argmax", {{}, R"(__device__ long long vtc_block_argmax(const float* xr, long long N, float* sv, long long* si) {
+      // With `idx`, element c stands for index idx[c] (< 0: no element), in
+      // increasing c order: a list of candidates (sampling's second pass).
+      {"block_argmax", {{}, R"(__device__ long long vtc_block_argmax(const float* xr, long long N, float* sv, long long* si, const int* idx = 0) {
   float bv = -__int_as_float(0x7f800000);
   long long bi = 0x7fffffffffffffffLL;
   for (long long c = threadIdx.x; c < N; c += blockDim.x)
-    if (xr[c] > bv) { bv = xr[c]; bi = c; }
+    if ((!idx || idx[c] >= 0) && xr[c] > bv) { bv = xr[c]; bi = idx ? (long long)idx[c] : c; }
   __syncthreads();
   sv[threadIdx.x] = bv; si[threadIdx.x] = bi;
   __syncthreads();
@@ -127,13 +129,14 @@ const std::map<std::string, HelperSource>& helpers() {
       // The best element of a row in the top_k order strictly after the
       // previous pick (pi < 0: the best of all), over the block: top_k and
       // sampling's candidates. Returns its index (-1: none left) and its
-      // value in *v, for every thread.
-      {"block_best_after", {{"order_before"}, R"(__device__ long long vtc_block_best_after(const float* xr, long long N, float pv, long long pi, float* sv, long long* si, float* v) {
+      // value in *v, for every thread. `idx` as for vtc_block_argmax.
+      {"block_best_after", {{"order_before"}, R"(__device__ long long vtc_block_best_after(const float* xr, long long N, float pv, long long pi, float* sv, long long* si, float* v, const int* idx = 0) {
   float bv = 0.0f; long long bi = -1;
   for (long long c = threadIdx.x; c < N; c += blockDim.x) {
     const float x = xr[c];
-    if (pi >= 0 && !vtc_before(pv, pi, x, c)) continue;
-    if (bi < 0 || vtc_before(x, c, bv, bi)) { bv = x; bi = c; }
+    const long long g = idx ? (long long)idx[c] : c;
+    if (g < 0 || (pi >= 0 && !vtc_before(pv, pi, x, g))) continue;
+    if (bi < 0 || vtc_before(x, g, bv, bi)) { bv = x; bi = g; }
   }
   __syncthreads();
   sv[threadIdx.x] = bv; si[threadIdx.x] = bi;
@@ -147,6 +150,42 @@ const std::map<std::string, HelperSource>& helpers() {
   }
   *v = sv[0];
   return si[0];
+}
+)"}},
+      // vtc_block_best_after over NPT elements each thread holds in
+      // registers (v[e] of index g[e], g < 0: none): a warp reduction by
+      // shuffles, then warp 0 reduces the warps' bests (sv/si: 33 slots).
+      // Sampling's passes: no shared or global reads per pass.
+      {"block_best_regs", {{"order_before"}, R"(template <int NPT>
+__device__ int vtc_block_best_regs(const float* v, const int* g, float pv, int pi, float* sv, int* si, float* out) {
+  float bv = 0.0f; int bi = -1;
+  for (int e = 0; e < NPT; ++e) {
+    if (g[e] < 0 || (pi >= 0 && !vtc_before(pv, pi, v[e], g[e]))) continue;
+    if (bi < 0 || vtc_before(v[e], g[e], bv, bi)) { bv = v[e]; bi = g[e]; }
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+    if (oi >= 0 && (bi < 0 || vtc_before(ov, oi, bv, bi))) { bv = ov; bi = oi; }
+  }
+  __syncthreads();
+  const int lane = threadIdx.x & 31;
+  if (lane == 0) { sv[threadIdx.x >> 5] = bv; si[threadIdx.x >> 5] = bi; }
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    const bool has = lane < (int)(blockDim.x >> 5);
+    bv = has ? sv[lane] : 0.0f;
+    bi = has ? si[lane] : -1;
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (oi >= 0 && (bi < 0 || vtc_before(ov, oi, bv, bi))) { bv = ov; bi = oi; }
+    }
+    if (lane == 0) { sv[32] = bv; si[32] = bi; }
+  }
+  __syncthreads();
+  *out = sv[32];
+  return si[32];
 }
 )"}},
       {"iq4_values", {{}, R"(__device__ __constant__ signed char vtc_iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};

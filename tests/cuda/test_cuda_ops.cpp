@@ -231,7 +231,8 @@ void check_states(vtc::Backend& cpu, vtc::Backend& gpu, const vtc::StateStore& s
 // Runs every case of an op-case file on the CPU interpreter and the CUDA
 // executor, step by step as `plans` says (steps a case lacks are skipped),
 // and compares every result and state; returns how many results it compared.
-// With `only`, just the cases whose text contains it.
+// With `only`, just the cases whose text contains it; `n_ctx` is the
+// positions a slot may hold.
 // The same request (drawn from one seed) on two modules' CUDA executors:
 // the results of a function written as plain ops and as a fused region.
 std::pair<std::vector<vtc::HostTensor>, std::vector<vtc::HostTensor>> run_plain_and_fused(
@@ -247,7 +248,8 @@ std::pair<std::vector<vtc::HostTensor>, std::vector<vtc::HostTensor>> run_plain_
   return {std::move(got_p), std::move(got_f)};
 }
 
-int run_case_file(const std::string& path, const std::vector<StepPlan>& plans, const std::string& only = "") {
+int run_case_file(const std::string& path, const std::vector<StepPlan>& plans, const std::string& only = "",
+                  int64_t n_ctx = 64) {
   const auto cases = vtc::ir::split_source_cases(read(path));
   int checked = 0;
   for (const auto& c : cases) {
@@ -255,7 +257,7 @@ int run_case_file(const std::string& path, const std::vector<StepPlan>& plans, c
     INFO("op case at " << path << ":" << c.first_line);
     vtc::ir::Module m = vtc::ir::parse(c.text, {c.first_line});
     vtc::ir::verify(m);
-    vtc::StateStoreConfig cfg{3, 64, 0};
+    vtc::StateStoreConfig cfg{3, n_ctx, 0};
     vtc::StateStore cpu_states(m, cfg), gpu_states(m, cfg);
     const std::vector<vtc::passes::FunctionPlan> no_plans;
     vtc::cpu::CpuBackend cpu({m, empty_gguf(), cpu_states, no_plans}, {.threads = 2});
@@ -266,7 +268,8 @@ int run_case_file(const std::string& path, const std::vector<StepPlan>& plans, c
       if (!fn) continue;
       INFO("step " << p << " (@" << fn->name << ")");
       auto req = make_request(*fn, plans[p], rng);
-      std::vector<int64_t> need(req.slots.size(), 16);  // positions each slot must hold
+      // Positions each slot must hold (make_arg's defaults: up to T in prefill).
+      std::vector<int64_t> need(req.slots.size(), std::max<int64_t>(16, plans[p].pos.empty() ? plans[p].tokens : 0));
       for (size_t t = 0; t < plans[p].pos.size(); ++t) {
         int64_t& n = need.at(size_t(plans[p].seq.at(t)));
         n = std::max<int64_t>(n, plans[p].pos[t] + 1);
@@ -327,6 +330,17 @@ TEST_CASE("tensor-core prefill GEMM: CPU vs CUDA on every weight type, ragged ti
 // included, and none of the other's.
 TEST_CASE("non-causal attention: CPU vs CUDA with interleaved sequences", "[gpu]") {
   CHECK(run_case_file(VTC_CUDA_OP_CASES, {{"prefill", 2, 9, {0, 1, 0, 0, 1, 0, 1, 1, 0}, {}}}, "causal = false") == 1);
+}
+
+// Decode past the one-row regime (more than 256 keys): the flash-decoding
+// kernel splits the keys over warps and blocks, merged in f32 in the block
+// and by the combine; the CPU splits them its own way. A 600-token prefill
+// of sequence 0, then a decode of sequence 0 (601 keys) beside a new
+// sequence 1 (one key), for every attention case (GQA, f32 cache, window
+// and softcap, sinks, chunks).
+TEST_CASE("attention decode past 256 keys: CPU vs CUDA over split slices", "[gpu]") {
+  const std::vector<StepPlan> plans = {{"prefill", 1, 600, {}, {}}, {"decode", 2, 2, {0, 1}, {600, 0}}};
+  CHECK(run_case_file(VTC_CUDA_OP_CASES, plans, "attention(", 1024) >= 8);
 }
 
 // Recurrent states over several steps: a prefill of two interleaved
