@@ -55,6 +55,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 
 #include "codegen/cuda/emit.h"
@@ -482,6 +483,204 @@ constexpr const char* kFlashDecodeMerge = R"(  __shared__ float ws[NW][GB][D + 2
   }
 )";
 
+// --- Prefill on tensor cores ---
+//
+// attn_prefill_mma: a block per (tile of 16 step tokens, KV head, head
+// subgroup), a warp per query head of the group, f16 cache only. For each
+// sequence among the tile's rows in the tiled regime (64+ tokens in the
+// step), key tiles of 16 are staged in shared memory (cp.async through
+// the page table, rows padded by 16 bytes: conflict-free ldmatrix), then
+// per warp: S = Q K^T by m16n8k16 (Q's f16 fragments held in registers,
+// K's by ldmatrix), scale/softcap and the masks per element (the row's
+// sequence, causal or the sequence end, window, chunk), the online softmax
+// per row (max over the 4 lanes of a row; each lane keeps a partial sum),
+// P rounded to f16 in place as the A fragment of O += P V (V's by
+// ldmatrix.trans). Rows in the one-row regime (fewer than 64 tokens of
+// their sequence) run ggml's one-row loop, a row at a time per warp, as
+// attn_prefill does, so short prompts keep the CPU's roundings.
+// Rows of other sequences in a tile are masked, so a tile that mixes
+// sequences walks each one's keys in turn.
+std::optional<int> prefill_mma_heads(const AttnShape& a, int64_t width) {
+  if (width || a.kv_load.empty() || a.d % 16 != 0 || a.d > 256) return std::nullopt;
+  const int group = int(a.hq / a.hkv);
+  int gb = 1;
+  for (int g = 1; g <= std::min(group, 8); ++g)
+    if (group % g == 0) gb = g;
+  return gb;
+}
+
+std::string prefill_mma_prologue(const AttnShape& a, int gb, bool causal, int64_t window, int64_t chunk) {
+  std::string lo = "0ll";
+  if (window > 0) lo = fmt::format("max({}, s_pos[r] - {} + 1)", lo, window);
+  if (chunk > 0) lo = fmt::format("max({}, (s_pos[r] / {}) * {})", lo, chunk, chunk);
+  return fmt::format(R"(  constexpr long long HQ = {0}, HKV = {1}, D = {2}, PAGE = {3}, ROW = {1} * {2};
+  constexpr int G = {0} / {1}, GB = {4}, NSUB = G / GB, NW = GB, DT = D / 16, NT = D / 8, KC = D / 8, PAD = D + 8;
+  constexpr int DL = ({2} + 31) / 32;
+  const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
+  const long long b = blockIdx.x, t0 = (long long)blockIdx.y * 16;
+  const long long kvh = (b / NSUB) % HKV, h = kvh * G + (b % NSUB) * GB + wi;
+  __shared__ int s_seq[16];
+  __shared__ long long s_pos[16], s_cnt[16], s_end[16];
+  alignas(16) __shared__ unsigned short ks[16][PAD];
+  alignas(16) __shared__ unsigned short vs[16][PAD];
+  if (threadIdx.x < 16) {{
+    const long long t = t0 + threadIdx.x;
+    s_seq[threadIdx.x] = t < TOKENS ? seq[t] : -1;
+    s_pos[threadIdx.x] = t < TOKENS ? pos[t] : 0;
+  }}
+  __syncthreads();
+  for (int r = wi; r < 16; r += NW) {{
+    const int sr = s_seq[r];
+    long long c = 0, e = 0;
+    if (sr >= 0)
+      for (long long u = lane; u < TOKENS; u += 32)
+        if (seq[u] == sr) ++c, e = max(e, (long long)pos[u] + 1);
+    for (int o = 16; o > 0; o >>= 1) c += __shfl_xor_sync(0xffffffffu, c, o), e = max(e, __shfl_xor_sync(0xffffffffu, e, o));
+    if (lane == 0) s_cnt[r] = c, s_end[r] = e;
+  }}
+  __syncthreads();
+  auto tiled = [&](int r) {{ return s_seq[r] >= 0 && s_cnt[r] >= {5}; }};
+  auto row_hi = [&](int r) {{ return {6}; }};
+  auto row_lo = [&](int r) {{ return (long long){7}; }};
+)",
+                     a.hq, a.hkv, a.d, a.page, gb, kTiledMinTokens, causal ? "s_pos[r] + 1" : "s_end[r]", lo);
+}
+
+// Q's fragments (f16, rows g and g + 8 of the tile; zero for rows not in
+// the tiled regime), the accumulators, then the walk over each sequence.
+std::string prefill_mma_walk(double scale, double softcap) {
+  const std::string score = softcap != 0.0 ? fmt::format("{} * tanhf(x * {})", flit(softcap), flit(scale / softcap))
+                                           : fmt::format("x * {}", flit(scale));
+  return fmt::format(R"(  unsigned qa[DT][4];
+  for (int k = 0; k < DT; ++k)
+    for (int i = 0; i < 4; ++i) {{
+      const int r = g + 8 * (i & 1), col = 16 * k + 2 * tq + 8 * (i >> 1);
+      const float* qr = q + ((t0 + r) * HQ + h) * D + col;
+      const bool ok = tiled(r);
+      qa[k][i] = (unsigned)vtc_f2h(ok ? qr[0] : 0.0f) | ((unsigned)vtc_f2h(ok ? qr[1] : 0.0f) << 16);
+    }}
+  float o[NT][4], mr[2] = {{-__int_as_float(0x7f800000), -__int_as_float(0x7f800000)}}, lr[2] = {{0.0f, 0.0f}};
+  for (int n = 0; n < NT; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  for (int r0 = 0; r0 < 16; ++r0) {{
+    if (!tiled(r0)) continue;
+    const int sq = s_seq[r0];
+    bool seen = false;
+    for (int r = 0; r < r0; ++r) seen |= tiled(r) && s_seq[r] == sq;
+    if (seen) continue;
+    long long hi = 0, lo = 0x7fffffffffffffffLL;
+    for (int r = 0; r < 16; ++r)
+      if (tiled(r) && s_seq[r] == sq) hi = max(hi, row_hi(r)), lo = min(lo, row_lo(r));
+    bool mine[2];
+    long long rhi[2], rlo[2];
+    for (int rr = 0; rr < 2; ++rr) {{
+      const int r = g + 8 * rr;
+      mine[rr] = tiled(r) && s_seq[r] == sq;
+      rhi[rr] = mine[rr] ? row_hi(r) : 0;
+      rlo[rr] = mine[rr] ? row_lo(r) : 0;
+    }}
+    for (long long kt = lo / 16 * 16; kt < hi; kt += 16) {{
+      for (int c = threadIdx.x; c < 16 * KC; c += blockDim.x) {{
+        const int kr = c / KC, kc = c % KC;
+        const long long j = kt + kr;
+        const bool ok = j < hi;
+        const long long row = ok ? (long long)page_table[sq * s_PT_STRIDE + j / PAGE] * PAGE + j % PAGE : 0;
+        vtc_cp_async16(&ks[kr][8 * kc], k_pool + row * ROW + kvh * D + 8 * kc, ok);
+        vtc_cp_async16(&vs[kr][8 * kc], v_pool + row * ROW + kvh * D + 8 * kc, ok);
+      }}
+      vtc_cp_commit();
+      vtc_cp_wait<0>();
+      __syncthreads();
+      float sc[2][4] = {{{{0.0f, 0.0f, 0.0f, 0.0f}}, {{0.0f, 0.0f, 0.0f, 0.0f}}}};
+      for (int k = 0; k < DT; ++k) {{
+        unsigned kb4[4];
+        vtc_ldmatrix_x4(kb4, &ks[(lane & 7) + 8 * (lane >> 4)][16 * k + 8 * ((lane >> 3) & 1)]);
+        vtc_mma_f16(sc[0], qa[k], kb4);
+        vtc_mma_f16(sc[1], qa[k], kb4 + 2);
+      }}
+      float rmax[2] = {{-__int_as_float(0x7f800000), -__int_as_float(0x7f800000)}};
+      for (int nt = 0; nt < 2; ++nt)
+        for (int i = 0; i < 4; ++i) {{
+          const int rr = i >> 1;
+          const long long j = kt + 8 * nt + 2 * tq + (i & 1);
+          const float x = sc[nt][i];
+          sc[nt][i] = mine[rr] && j >= rlo[rr] && j < rhi[rr] ? {0} : -__int_as_float(0x7f800000);
+          rmax[rr] = fmaxf(rmax[rr], sc[nt][i]);
+        }}
+      float corr[2];
+      for (int rr = 0; rr < 2; ++rr) {{
+        rmax[rr] = fmaxf(rmax[rr], __shfl_xor_sync(0xffffffffu, rmax[rr], 1));
+        rmax[rr] = fmaxf(rmax[rr], __shfl_xor_sync(0xffffffffu, rmax[rr], 2));
+        const float mn = fmaxf(mr[rr], rmax[rr]);
+        corr[rr] = mn == -__int_as_float(0x7f800000) ? 1.0f : expf(mr[rr] - mn);
+        mr[rr] = mn;
+        lr[rr] *= corr[rr];
+      }}
+      unsigned pa[4];
+      for (int nt = 0; nt < 2; ++nt)
+        for (int rr = 0; rr < 2; ++rr) {{
+          float p[2];
+          for (int u = 0; u < 2; ++u) {{
+            const float x = sc[nt][2 * rr + u];
+            p[u] = x == -__int_as_float(0x7f800000) ? 0.0f : expf(x - mr[rr]);
+            lr[rr] += p[u];
+          }}
+          pa[2 * nt + rr] = (unsigned)vtc_f2h(p[0]) | ((unsigned)vtc_f2h(p[1]) << 16);
+        }}
+      for (int n = 0; n < NT; ++n) o[n][0] *= corr[0], o[n][1] *= corr[0], o[n][2] *= corr[1], o[n][3] *= corr[1];
+      for (int n2 = 0; n2 < NT / 2; ++n2) {{
+        unsigned vb4[4];
+        vtc_ldmatrix_x4_trans(vb4, &vs[(lane & 7) + 8 * ((lane >> 3) & 1)][16 * n2 + 8 * (lane >> 4)]);
+        vtc_mma_f16(o[2 * n2], pa, vb4);
+        vtc_mma_f16(o[2 * n2 + 1], pa, vb4 + 2);
+      }}
+      __syncthreads();
+    }}
+  }}
+  for (int rr = 0; rr < 2; ++rr) {{
+    lr[rr] += __shfl_xor_sync(0xffffffffu, lr[rr], 1);
+    lr[rr] += __shfl_xor_sync(0xffffffffu, lr[rr], 2);
+  }}
+)",
+                     score);
+}
+
+// The tiled rows' sinks and stores, then the one-row rows.
+std::string prefill_mma_finish(const AttnShape& a, double scale, double softcap, int64_t window, int64_t chunk,
+                               bool causal, bool sinks) {
+  std::string s;
+  if (sinks)
+    s += R"(  for (int rr = 0; rr < 2; ++rr) {
+    const float sk = sinks[h], mn = fmaxf(mr[rr], sk), cr = expf(mr[rr] - mn);
+    lr[rr] = lr[rr] * cr + expf(sk - mn);
+    for (int n = 0; n < NT; ++n) o[n][2 * rr] *= cr, o[n][2 * rr + 1] *= cr;
+  }
+)";
+  s += R"(  for (int rr = 0; rr < 2; ++rr) {
+    const int r = g + 8 * rr;
+    if (!tiled(r)) continue;
+    float* orow = out + ((t0 + r) * HQ + h) * D + 2 * tq;
+    for (int n = 0; n < NT; ++n) {
+      orow[8 * n] = lr[rr] > 0.0f ? o[n][2 * rr] / lr[rr] : 0.0f;
+      orow[8 * n + 1] = lr[rr] > 0.0f ? o[n][2 * rr + 1] / lr[rr] : 0.0f;
+    }
+  }
+  for (int r = 0; r < 16; ++r) {
+    if (s_seq[r] < 0 || tiled(r)) continue;
+    const long long t = t0 + r, qp = s_pos[r], sq = s_seq[r];
+    const bool acc16 = true;
+    float qv[DL], acc[DL], m = -__int_as_float(0x7f800000), l = 0.0f;
+    for (int i = 0; i < DL; ++i) {
+      qv[i] = lane + 32 * i < D ? vtc_h2f(vtc_f2h(q[(t * HQ + h) * D + lane + 32 * i])) : 0.0f;
+      acc[i] = 0.0f;
+    }
+)";
+  s += fmt::format("    const long long j_begin = 0, j_end = {};\n", causal ? "qp + 1" : "s_end[r]");
+  s += flash_loop(a, scale, softcap, window, chunk, false);
+  if (sinks) s += kSinkFold;
+  s += "    for (int i = 0; i < DL; ++i)\n      if (lane + 32 * i < D) out[(t * HQ + h) * D + lane + 32 * i] = l > 0.0f ? acc[i] / l : 0.0f;\n  }\n";
+  return s;
+}
+
 }  // namespace
 
 Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string& what) {
@@ -491,7 +690,13 @@ Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string&
   const int64_t window = attrs.window, chunk = attrs.chunk, width = selection_width(op);
   Kernels out{kv_append(op, a, what)};
   const bool prefill = a.tokens.str().find('T') != std::string::npos;
-  KernelBuilder kb(prefill ? "attn_prefill" : "attn_decode", what);
+  const bool sinks = has_sinks(op);
+  // VTC_CUDA_ATTN=scalar keeps the warp-per-(token, head) kernels
+  // (before/after figures, or to rule the new ones out on a GPU).
+  const char* attn_env = std::getenv("VTC_CUDA_ATTN");
+  const bool scalar_forced = attn_env && std::string(attn_env) == "scalar";
+  const auto mma_heads = prefill && !scalar_forced ? prefill_mma_heads(a, width) : std::nullopt;
+  KernelBuilder kb(prefill ? (mma_heads ? "attn_prefill_mma" : "attn_prefill") : "attn_decode", what);
   kb.in(op.operands[0], "q");
   kb.in(op.operands[3], "pos");
   kb.in(op.operands[4], "seq");
@@ -499,7 +704,6 @@ Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string&
   kb.state_pool(a.state, 1, "v_pool", "const " + a.kv_ctype + "*");
   kb.page_table();
   if (width) kb.in(op.operands[5], "sel");
-  const bool sinks = has_sinks(op);
   if (sinks) kb.in(sinks_operand(op, a), "sinks");
   // Keys (or selection entries) to walk: [0, n_keys). Without the causal
   // mask (an encoder) a query reads every key of its sequence in the step:
@@ -509,8 +713,22 @@ Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string&
     unsupported(op, "non-causal attention runs only in a step of whole sequences (T rows) with no window, chunk or selection");
   const char* n_keys = width ? "SW" : causal ? "qp + 1" : "seq_end";
   std::string body = fmt::format("  const long long TOKENS = {};\n", kb.expr(a.tokens));
+  if (mma_heads) {
+    const int gb = *mma_heads;
+    kb.out(op.results[0], "out");
+    kb.need("mma");
+    kb.body(body + prefill_mma_prologue(a, gb, causal, window, chunk) + prefill_mma_walk(scale, softcap) +
+            prefill_mma_finish(a, scale, softcap, window, chunk, causal, sinks));
+    kb.launch(ir::Dim(a.hq / gb * 32 * gb), gb * 32, a.tokens, 16);
+    Kernel k = kb.finish();
+    // The products run as mma (counted); the softmax's few operations per
+    // score are the FP32 work.
+    k.fp32_flops = a.tokens * (a.hq * 8) * ir::Dim::symbol("KEYS");
+    out.push_back(std::move(k));
+    return out;
+  }
   body += prefill ? "" : fmt::format("  const bool acc16 = {};\n", a.kv_load.empty() ? "false" : "true");
-  const auto flash = prefill ? std::nullopt : flash_decode_shape(a, width);
+  const auto flash = prefill || scalar_forced ? std::nullopt : flash_decode_shape(a, width);
   if (flash) {
     kb.scratch(a.tokens * (a.hq * flash->y * (a.d + 2) * 4));
     kb.need("copy16");

@@ -367,6 +367,24 @@ void add_run(StepPlan& plan, int32_t seq, int32_t first, int32_t count) {
 
 }  // namespace
 
+// Prefill attention on tensor cores with sequences mixed in its 16-token
+// tiles: sequences 0 and 1 (70 tokens each: the tiled regime) in runs of
+// 5 interleaved with sequence 2 (10 tokens: the one-row regime, which the
+// same kernel walks a row at a time), then a second chunk continuing
+// sequences 1 and 0 past the first chunk's keys.
+TEST_CASE("attention prefill: tensor-core tiles mixing sequences and regimes, CPU vs CUDA", "[gpu][mma]") {
+  StepPlan first{"prefill", 3, 0, {}, {}}, second{"prefill", 3, 0, {}, {}};
+  for (int32_t run = 0; run < 14; ++run) {
+    add_run(first, 0, 5 * run, 5);
+    if (run < 10) add_run(first, 2, run, 1);
+    add_run(first, 1, 5 * run, 5);
+  }
+  add_run(second, 1, 70, 40);
+  add_run(second, 0, 70, 30);
+  add_run(second, 1, 110, 30);
+  CHECK(run_case_file(VTC_CUDA_OP_CASES, {first, second}, "attention(", 256) >= 8);
+}
+
 // The QSA indexer feeding attention, over a history long enough that the
 // selection drops blocks (W <= 11, contexts up to 38): a first prefill
 // chunk of two sequences, a second chunk continuing both (sequence 1 first
