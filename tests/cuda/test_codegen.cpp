@@ -333,28 +333,36 @@ const char* kSample = R"(func @decode(%logits: tensor<S x 32000 x f32, device>, 
 
 }  // namespace
 
-// The op's kernel reads no draw counter (the row's pos is the counter), so
-// it is one block per row over the whole grid, with only the op's values and
-// S as parameters.
-TEST_CASE("sample: one block per row, no counter or state, compiles to PTX", "[nvrtc]") {
+// The op's kernels read no draw counter (the row's pos is the counter) and
+// no state: only the op's values, the step's scratch (the candidates) and S.
+TEST_CASE("sample: per-chunk candidates over many blocks, then a block per row, no counter or state, compiles to PTX", "[nvrtc]") {
   ScopedCache cache("sample-op");
   const auto ks = kernels_of(kSample);
-  REQUIRE(ks.size() == 1);
-  const auto& k = ks[0];
-  CHECK(find_kernel(ks, "sample_") == 0);
-  CHECK(k.threads_x == vtc::ir::Dim::symbol("S") * 256);
-  CHECK(k.block == 256);
-  int values = 0;
-  for (const auto& a : k.args) {
-    INFO("argument " << a.name);
-    CHECK((a.kind == vtc::cuda::KernelArg::Kind::Value || a.kind == vtc::cuda::KernelArg::Kind::Symbol));
-    values += a.kind == vtc::cuda::KernelArg::Kind::Value;
+  REQUIRE(ks.size() == 2);
+  const auto& partial = ks[size_t(find_kernel(ks, "sample_partial_"))];
+  const auto& pick = ks[1];
+  CHECK(find_kernel(ks, "sample_partial_") == 0);
+  CHECK(pick.entry.rfind("sample_", 0) == 0);
+  // 32000 logits: 16 chunks of 2048 a row, rows along grid y.
+  CHECK(partial.threads_x == vtc::ir::Dim(16 * 256));
+  CHECK(partial.rows_y == vtc::ir::Dim::symbol("S"));
+  CHECK(pick.threads_x == vtc::ir::Dim::symbol("S") * 256);
+  CHECK(pick.block == 256);
+  for (const auto* k : {&partial, &pick}) {
+    int values = 0;
+    for (const auto& a : k->args) {
+      INFO(k->entry << " argument " << a.name);
+      CHECK((a.kind == vtc::cuda::KernelArg::Kind::Value || a.kind == vtc::cuda::KernelArg::Kind::Symbol ||
+             a.kind == vtc::cuda::KernelArg::Kind::Scratch));
+      values += a.kind == vtc::cuda::KernelArg::Kind::Value;
+    }
+    CHECK(values == (k == &partial ? 2 : 4));  // logits, params | params, seed, pos, tokens
   }
-  CHECK(values == 5);  // logits, params, seed, pos, tokens
-  CHECK(k.source.find("constexpr long long N = 32000;") != std::string::npos);
-  CHECK(k.source.find("constexpr int K = 256;") != std::string::npos);
-  CHECK(k.source.find("0x9E3779B97F4A7C15ULL * ((unsigned long long)(long long)pos[r] + 1ULL)") != std::string::npos);
-  for (int arch : {80, 90}) CHECK(nvrtc().compile(k, arch, CodeKind::Ptx).image.find(".entry " + k.entry) != std::string::npos);
+  CHECK(partial.source.find("constexpr long long N = 32000, CH = 2048, NB = 16;") != std::string::npos);
+  CHECK(pick.source.find("constexpr int K = 256;") != std::string::npos);
+  CHECK(pick.source.find("0x9E3779B97F4A7C15ULL * ((unsigned long long)(long long)pos[r] + 1ULL)") != std::string::npos);
+  for (const auto* k : {&partial, &pick})
+    for (int arch : {80, 90}) CHECK(nvrtc().compile(*k, arch, CodeKind::Ptx).image.find(".entry " + k->entry) != std::string::npos);
   // A vocabulary the kernel cannot bake in is refused by name.
   std::string symbolic = kSample;
   symbolic.replace(symbolic.find("S x 32000"), 9, "S x V");

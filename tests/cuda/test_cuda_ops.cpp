@@ -268,8 +268,10 @@ int run_case_file(const std::string& path, const std::vector<StepPlan>& plans, c
       if (!fn) continue;
       INFO("step " << p << " (@" << fn->name << ")");
       auto req = make_request(*fn, plans[p], rng);
-      // Positions each slot must hold (make_arg's defaults: up to T in prefill).
-      std::vector<int64_t> need(req.slots.size(), std::max<int64_t>(16, plans[p].pos.empty() ? plans[p].tokens : 0));
+      // Positions each slot must hold (make_arg's defaults: up to T in
+      // prefill, within the context: cases without a KV state may exceed it).
+      std::vector<int64_t> need(req.slots.size(),
+                                std::clamp<int64_t>(plans[p].pos.empty() ? plans[p].tokens : 0, 16, n_ctx));
       for (size_t t = 0; t < plans[p].pos.size(); ++t) {
         int64_t& n = need.at(size_t(plans[p].seq.at(t)));
         n = std::max<int64_t>(n, plans[p].pos[t] + 1);
