@@ -34,6 +34,7 @@ class KernelBuilder {
   std::string slots();       // const int* slots
   std::string page_table();  // const int* page_table, stride PT_STRIDE
   std::string scratch(const ir::Dim& bytes);  // float* scratch
+  std::string counters(const ir::Dim& ints);  // int* counters (Kind::Counters)
   std::string extra(const std::string& name, const std::string& ctype);
 
   // A dim as a C expression of type long long.

@@ -373,11 +373,23 @@ std::string flash_decode_prologue(const AttnShape& a, const FlashDecodeShape& f,
     per = (per + KP - 1) / KP * KP;
     used = (n + per - 1) / per;
   }}
+  // This step's K/V rows: the loop reads key qp from them (no block waits
+  // for another's store); block (y 0, subgroup 0) stores them in the pool.
+  const float* k_new = k + t * ROW;
+  const float* v_new = v + t * ROW;
+  if (blockIdx.y == 0 && b % NSUB == 0) {{
+    const long long prow = (long long)page_table[sq * s_PT_STRIDE + qp / PAGE] * PAGE + qp % PAGE;
+    for (int i = threadIdx.x; i < D; i += blockDim.x) {{
+      k_pool[prow * ROW + kvh * D + i] = {16};
+      v_pool[prow * ROW + kvh * D + i] = {17};
+    }}
+  }}
   const long long slice = blockIdx.y * NW + wi;
   const long long j_begin = slice < used ? lo + slice * per : n_kv, j_end = min(n_kv, j_begin + per);
 )",
                      a.hq, a.hkv, a.d, a.page, f.cw, f.c, f.lk, f.kp, f.gb, f.nsub, f.hpg, f.y, kDecodeWarps, lo,
-                     kOneRowMaxKeys, kMinSliceKeys);
+                     kOneRowMaxKeys, kMinSliceKeys, a.kv_load.empty() ? "k_new[kvh * D + i]" : "vtc_f2h(k_new[kvh * D + i])",
+                     a.kv_load.empty() ? "v_new[kvh * D + i]" : "vtc_f2h(v_new[kvh * D + i])");
 }
 
 // One 16-byte chunk of a K or V row into floats.
@@ -399,6 +411,8 @@ std::string unpack_chunk(const AttnShape& a, const std::string& w, const std::st
 // each lane group updating the heads it owns with ggml's one-row step (a
 // shuffle brings each head's score from the key's first lane).
 std::string flash_decode_loop(const AttnShape& a, double scale, double softcap) {
+  // Key qp comes from this step's f32 rows, as the pool will hold it.
+  auto as_stored = [&](const std::string& x) { return a.kv_load.empty() ? x : "vtc_h2f(vtc_f2h(" + x + "))"; };
   const std::string score = softcap != 0.0 ? fmt::format("{} * tanhf(s[h] * {})", flit(softcap), flit(scale / softcap))
                                            : fmt::format("s[h] * {}", flit(scale));
   return fmt::format(R"(  for (long long j = j_begin; j < j_end; j += KP) {{
@@ -406,10 +420,14 @@ std::string flash_decode_loop(const AttnShape& a, double scale, double softcap) 
     float s[GB];
     for (int h = 0; h < GB; ++h) s[h] = 0.0f;
     if (jk < j_end && has_chunk) {{
-      const long long row = (long long)page_table[sq * s_PT_STRIDE + jk / PAGE] * PAGE + jk % PAGE;
-      const uint4 kw = vtc_load16(k_pool + row * ROW + kvh * D + kl * CW);
       float kf[CW];
-{1}      for (int h = 0; h < GB; ++h)
+      if (jk == qp) {{
+        for (int i = 0; i < CW; ++i) kf[i] = {3};
+      }} else {{
+        const long long row = (long long)page_table[sq * s_PT_STRIDE + jk / PAGE] * PAGE + jk % PAGE;
+        const uint4 kw = vtc_load16(k_pool + row * ROW + kvh * D + kl * CW);
+{1}      }}
+      for (int h = 0; h < GB; ++h)
         for (int i = 0; i < CW; ++i) s[h] = fmaf(qv[h][i], kf[i], s[h]);
     }}
     for (int h = 0; h < GB; ++h) {{
@@ -420,7 +438,9 @@ std::string flash_decode_loop(const AttnShape& a, double scale, double softcap) 
       const long long jj = j + kk;
       const long long row = (long long)page_table[sq * s_PT_STRIDE + jj / PAGE] * PAGE + jj % PAGE;
       float vf[CW];
-      if (has_chunk) {{
+      if (has_chunk && jj == qp) {{
+        for (int i = 0; i < CW; ++i) vf[i] = {4};
+      }} else if (has_chunk) {{
         const uint4 vw = vtc_load16(v_pool + row * ROW + kvh * D + kl * CW);
 {2}      }} else {{
         for (int i = 0; i < CW; ++i) vf[i] = 0.0f;
@@ -446,7 +466,8 @@ std::string flash_decode_loop(const AttnShape& a, double scale, double softcap) 
     }}
   }}
 )",
-                     score, unpack_chunk(a, "kw", "kf"), unpack_chunk(a, "vw", "vf"));
+                     score, unpack_chunk(a, "kw", "kf"), unpack_chunk(a, "vw", "vf"), as_stored("k_new[kvh * D + kl * CW + i]"),
+                     as_stored("v_new[kvh * D + kl * CW + i]"));
 }
 
 // The block's NW warp slices merged in f32 through shared memory into one
@@ -482,6 +503,44 @@ constexpr const char* kFlashDecodeMerge = R"(  __shared__ float ws[NW][GB][D + 2
     part[2 + d] = x;
   }
 )";
+
+// The split-K combine, done by the last of the Y key blocks of a (token,
+// KV head, subgroup) to finish (a counter per block column, left at zero
+// for the next step): it merges the Y partials of its heads exactly as
+// attn_combine does (the maximum over the partials with keys, and the
+// sink; then l and acc in partial order) and writes the output. The
+// partials are read through volatile loads after the fence: other SMs
+// wrote them in this launch.
+std::string flash_decode_combine(bool sinks) {
+  return fmt::format(R"(  __shared__ int s_last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {{
+    s_last = atomicAdd(&counters[b], 1) == Y - 1;
+    if (s_last) counters[b] = 0;
+  }}
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  for (int e = threadIdx.x; e < GB * D; e += blockDim.x) {{
+    const int h = e / D, d = e % D;
+    const volatile float* part = scratch + (t * HQ + h0 + h) * Y * (D + 2);
+    float mx = -__int_as_float(0x7f800000);
+    for (int y = 0; y < Y; ++y) if (part[y * (D + 2) + 1] > 0.0f) mx = fmaxf(mx, part[y * (D + 2)]);
+{0}    float l = {1}, acc = 0.0f;
+    for (int y = 0; y < Y; ++y) {{
+      const volatile float* py = part + y * (D + 2);
+      if (py[1] <= 0.0f) continue;
+      const float f = expf(py[0] - mx);
+      l += py[1] * f;
+      acc += py[2 + d] * f;
+    }}
+    out[(t * HQ + h0 + h) * D + d] = l > 0.0f ? acc / l : 0.0f;
+  }}
+)",
+                     sinks ? "    const float sk = sinks[h0 + h];\n    mx = fmaxf(mx, sk);\n" : "",
+                     sinks ? "expf(sk - mx)" : "0.0f");
+}
 
 // --- Prefill on tensor cores ---
 //
@@ -688,7 +747,6 @@ Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string&
   const ir::AttentionAttrs attrs = ir::AttentionAttrs::of(op);
   const double scale = attrs.scale, softcap = attrs.softcap;
   const int64_t window = attrs.window, chunk = attrs.chunk, width = selection_width(op);
-  Kernels out{kv_append(op, a, what)};
   const bool prefill = a.tokens.str().find('T') != std::string::npos;
   const bool sinks = has_sinks(op);
   // VTC_CUDA_ATTN=scalar keeps the warp-per-(token, head) kernels
@@ -696,12 +754,18 @@ Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string&
   const char* attn_env = std::getenv("VTC_CUDA_ATTN");
   const bool scalar_forced = attn_env && std::string(attn_env) == "scalar";
   const auto mma_heads = prefill && !scalar_forced ? prefill_mma_heads(a, width) : std::nullopt;
+  const auto flash = prefill || scalar_forced ? std::nullopt : flash_decode_shape(a, width);
+  // Flash decoding stores this step's K/V rows itself (one launch fewer).
+  Kernels out;
+  if (!flash) out.push_back(kv_append(op, a, what));
   KernelBuilder kb(prefill ? (mma_heads ? "attn_prefill_mma" : "attn_prefill") : "attn_decode", what);
   kb.in(op.operands[0], "q");
+  if (flash) kb.in(op.operands[1], "k"), kb.in(op.operands[2], "v");
   kb.in(op.operands[3], "pos");
   kb.in(op.operands[4], "seq");
-  kb.state_pool(a.state, 0, "k_pool", "const " + a.kv_ctype + "*");
-  kb.state_pool(a.state, 1, "v_pool", "const " + a.kv_ctype + "*");
+  const std::string pool_type = (flash ? "" : "const ") + a.kv_ctype + "*";
+  kb.state_pool(a.state, 0, "k_pool", pool_type);
+  kb.state_pool(a.state, 1, "v_pool", pool_type);
   kb.page_table();
   if (width) kb.in(op.operands[5], "sel");
   if (sinks) kb.in(sinks_operand(op, a), "sinks");
@@ -728,15 +792,15 @@ Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string&
     return out;
   }
   body += prefill ? "" : fmt::format("  const bool acc16 = {};\n", a.kv_load.empty() ? "false" : "true");
-  const auto flash = prefill || scalar_forced ? std::nullopt : flash_decode_shape(a, width);
   if (flash) {
+    kb.out(op.results[0], "out");
     kb.scratch(a.tokens * (a.hq * flash->y * (a.d + 2) * 4));
+    kb.counters(a.tokens * (a.hkv * flash->nsub));
     kb.need("copy16");
     kb.body(body + flash_decode_prologue(a, *flash, window, chunk) + flash_decode_loop(a, scale, softcap) +
-            kFlashDecodeMerge);
+            kFlashDecodeMerge + flash_decode_combine(sinks));
     kb.launch(a.tokens * (a.hkv * flash->nsub * kDecodeWarps * 32), kDecodeWarps * 32, ir::Dim(flash->y), 1);
     out.push_back(kb.finish());
-    out.push_back(combine(op, a, flash->y, what));
     return out;
   }
   body += flash_prologue(a);

@@ -34,6 +34,8 @@ struct KernelArg {
     PageTable,  // int32 [S][PT_STRIDE]: each sequence's KV pages
     Scratch,    // a per-step scratch buffer of scratch_bytes
     Extra,      // a pointer the executor supplies by name (sampler buffers)
+    Counters,   // int32 [counter_ints], zero when the bucket is made; a kernel
+                // leaves every counter it uses at zero again
   };
   Kind kind = Kind::Value;
   const ir::ValueData* value = nullptr;  // Value
@@ -56,6 +58,7 @@ struct Kernel {
   int rows_per_block_y = 1;
   int block = 256;
   ir::Dim scratch_bytes = 0;  // size of the Scratch argument, if any
+  ir::Dim counter_ints = 0;   // size of the Counters argument, if any
   // Activation codes in the scratch (the decode GEMV's quantized x,
   // emit_gemv.cpp): a quantize kernel writes those of one value, a GEMV
   // reads them. generate_step drops a quantize whose codes the scratch

@@ -55,6 +55,12 @@ std::string KernelBuilder::scratch(const ir::Dim& bytes) {
   return add({KernelArg::Kind::Scratch, nullptr, "scratch", "", 0, "float*"});
 }
 
+std::string KernelBuilder::counters(const ir::Dim& ints) {
+  kernel_.counter_ints = ints;
+  expr(ints);
+  return add({KernelArg::Kind::Counters, nullptr, "counters", "", 0, "int*"});
+}
+
 std::string KernelBuilder::extra(const std::string& name, const std::string& ctype) {
   return add({KernelArg::Kind::Extra, nullptr, name, "", 0, ctype});
 }

@@ -73,6 +73,7 @@ struct Prepared {
   SymbolEnv env;     // the bucket's bindings, PT_STRIDE included
   bool owns_arena = false;
   DevPtr arena = 0, scratch = 0, slots = 0, table = 0;
+  DevPtr counters = 0;  // zeroed once; kernels leave them at zero (KernelArg::Kind::Counters)
   llvm::DenseMap<const ir::ValueData*, DevPtr> ptr;              // every value's address
   std::vector<std::pair<const ir::ValueData*, DevPtr>> guards;  // sentinel regions (tests)
   std::vector<Launch> launches;
@@ -500,6 +501,7 @@ struct Executor::Impl final : StateStorage {
       case KernelArg::Kind::Slots: return p.slots;
       case KernelArg::Kind::PageTable: return p.table;
       case KernelArg::Kind::Scratch: return p.scratch;
+      case KernelArg::Kind::Counters: return p.counters;
       case KernelArg::Kind::Extra: break;
     }
     throw Error(fmt::format("cuda: kernel {} ({}) takes a pointer '{}' the executor does not supply", k.entry, k.what, a.name));
@@ -531,6 +533,13 @@ struct Executor::Impl final : StateStorage {
     uint64_t scratch = 0;
     for (const auto& k : st.kernels.kernels) scratch = std::max<uint64_t>(scratch, uint64_t(eval(k.scratch_bytes, p->env, "scratch")));
     place_arena(st, *p, plan.arena_bytes, scratch, graph);
+    uint64_t counter_ints = 0;
+    for (const auto& k : st.kernels.kernels)
+      counter_ints = std::max<uint64_t>(counter_ints, uint64_t(eval(k.counter_ints, p->env, "counters")));
+    if (counter_ints) {
+      p->counters = dev->alloc(counter_ints * 4);
+      dev->memset(p->counters, 0, counter_ints * 4, stream);
+    }
     p->slots = dev->alloc(uint64_t(p->rows) * 4 + 4);
     p->table = dev->alloc(uint64_t(p->rows * pt_stride) * 4 + 4);
     bind_values(st, r, plan, *p);
@@ -542,6 +551,7 @@ struct Executor::Impl final : StateStorage {
   void release(Prepared& p) {
     if (p.graph) dev->destroy_graph(p.graph);
     if (p.owns_arena) dev->free(p.arena);
+    if (p.counters) dev->free(p.counters);
     dev->free(p.slots);
     dev->free(p.table);
   }
