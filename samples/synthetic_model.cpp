@@ -35,6 +35,8 @@ const std::map<std::string, ModelShape>& size_table() {
       // Llama-3-8B's widths with 2 of its 32 layers: small enough for the
       // simulated device, priced as 32 layers by `vtc bench --scale-layers 32`.
       {"8b-2l", {4096, 14336, 2, 32, 8, 128, 8192}},
+      // Llama-3-70B's widths with 1 of its 80 layers (`--scale-layers 80`).
+      {"70b-1l", {8192, 28672, 1, 64, 8, 128, 8192}},
   };
   return table;
 }
@@ -899,7 +901,7 @@ uint32_t ple_eos(const VocabInfo& v, const std::string& vocab_path) {
 }  // namespace
 
 const std::vector<std::string>& known_sizes() {
-  static const std::vector<std::string> sizes = {"tiny", "small", "125m", "0.5b", "0.56b", "1b", "8b-2l"};
+  static const std::vector<std::string> sizes = {"tiny", "small", "125m", "0.5b", "0.56b", "1b", "8b-2l", "70b-1l"};
   return sizes;
 }
 

@@ -355,12 +355,6 @@ std::string flash_decode_prologue(const AttnShape& a, const FlashDecodeShape& f,
   if (b >= TOKENS * HKV * NSUB) return;
   const long long t = b / (HKV * NSUB), kvh = (b / NSUB) % HKV, h0 = kvh * (HQ / HKV) + (b % NSUB) * GB;
   const long long qp = pos[t], sq = seq[t];
-  float qv[GB][CW];
-  for (int h = 0; h < GB; ++h)
-    for (int i = 0; i < CW; ++i) {{
-      const float x = has_chunk ? q[(t * HQ + h0 + h) * D + kl * CW + i] : 0.0f;
-      qv[h][i] = acc16 ? vtc_h2f(vtc_f2h(x)) : x;
-    }}
   float m[HPG], l[HPG], acc[HPG][CW];
   for (int u = 0; u < HPG; ++u) {{
     m[u] = -__int_as_float(0x7f800000), l[u] = 0.0f;
@@ -386,6 +380,16 @@ std::string flash_decode_prologue(const AttnShape& a, const FlashDecodeShape& f,
   }}
   const long long slice = blockIdx.y * NW + wi;
   const long long j_begin = slice < used ? lo + slice * per : n_kv, j_end = min(n_kv, j_begin + per);
+  // The query chunks of the block's heads, 16 bytes a load, only in a warp
+  // with keys (a long context's idle key blocks read nothing).
+  float qv[GB][CW];
+  for (int h = 0; h < GB; ++h)
+    for (int i4 = 0; i4 < CW; i4 += 4) {{
+      uint4 w = make_uint4(0u, 0u, 0u, 0u);
+      if (has_chunk && j_begin < j_end) w = vtc_load16(q + (t * HQ + h0 + h) * D + kl * CW + i4);
+      const float x[4] = {{__uint_as_float(w.x), __uint_as_float(w.y), __uint_as_float(w.z), __uint_as_float(w.w)}};
+      for (int u = 0; u < 4; ++u) qv[h][i4 + u] = acc16 ? vtc_h2f(vtc_f2h(x[u])) : x[u];
+    }}
 )",
                      a.hq, a.hkv, a.d, a.page, f.cw, f.c, f.lk, f.kp, f.gb, f.nsub, f.hpg, f.y, kDecodeWarps, lo,
                      kOneRowMaxKeys, kMinSliceKeys, a.kv_load.empty() ? "k_new[kvh * D + i]" : "vtc_f2h(k_new[kvh * D + i])",
@@ -477,7 +481,7 @@ constexpr const char* kFlashDecodeMerge = R"(  __shared__ float ws[NW][GB][D + 2
   for (int u = 0; u < HPG; ++u) {
     const int h = kg + KP * u;
     if (h >= GB) continue;
-    if (has_chunk)
+    if (has_chunk && l[u] > 0.0f)
       for (int i = 0; i < CW; ++i) ws[wi][h][2 + kl * CW + i] = acc[u][i];
     if (kl == 0) ws[wi][h][0] = m[u], ws[wi][h][1] = l[u];
   }

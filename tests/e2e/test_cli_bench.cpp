@@ -153,6 +153,10 @@ TEST_CASE("vtc bench --target cuda on the simulated device predicts and never me
   std::map<std::string, double> launches;
   for (const auto& f : decode1.at("families")) launches[f.at("family")] = f.at("launches").get<double>();
   CHECK(launches["attn_decode"] == 6);
+  // Decode attention is one launch: it stores the step's K/V rows and
+  // combines its key slices itself.
+  CHECK(launches["kv_append"] == 0);
+  CHECK(launches["attn_combine"] == 0);
   CHECK(launches["embed"] == 1);
   // Per layer: q, k and v in one launch, the output, gate and up (with the
   // activation) in one, down; then the head.
