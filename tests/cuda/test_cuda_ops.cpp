@@ -337,16 +337,16 @@ TEST_CASE("non-causal attention: CPU vs CUDA with interleaved sequences", "[gpu]
 // Decode past the one-row regime (more than 256 keys): the flash-decoding
 // kernel splits the keys over warps and blocks, merged in f32 in the block
 // and by the last block to finish; the CPU splits them its own way. A
-// 700-token prefill of sequence 0 (past 640 keys the MHA case's 5 key
-// blocks a head all hold keys), then a decode of sequence 0 (701 keys)
+// 400-token prefill of sequence 0 (past 384 keys the MHA case's 3 key
+// blocks a head all hold keys), then a decode of sequence 0 (401 keys)
 // beside a new sequence 1 (one key), then one more of each (in reverse
 // batch order), which reads the rows the first decode stored, for every
 // attention case (GQA, MHA, f32 cache, window and softcap, sinks, chunks).
 TEST_CASE("attention decode past 256 keys: CPU vs CUDA over split slices", "[gpu]") {
-  const std::vector<StepPlan> plans = {{"prefill", 1, 700, {}, {}},
-                                       {"decode", 2, 2, {0, 1}, {700, 0}},
-                                       {"decode", 2, 2, {1, 0}, {1, 701}}};
-  CHECK(run_case_file(VTC_CUDA_OP_CASES, plans, "attention(", 1024) >= 8);
+  const std::vector<StepPlan> plans = {{"prefill", 1, 400, {}, {}},
+                                       {"decode", 2, 2, {0, 1}, {400, 0}},
+                                       {"decode", 2, 2, {1, 0}, {1, 401}}};
+  CHECK(run_case_file(VTC_CUDA_OP_CASES, plans, "attention(", 512) >= 8);
 }
 
 // Recurrent states over several steps: a prefill of two interleaved
