@@ -47,6 +47,24 @@ namespace {
 
 constexpr long long kChunk = 2048;  // logits per partial block (8 KiB of shared memory)
 
+// The row's k (top_k when 1 <= top_k < max_k, at most K) and the NPT
+// elements each thread holds for the selection: v[e] of index g[e], -1
+// past `count` (kernel text, inside the row's scope).
+std::string row_k_and_registers(const std::string& count, const std::string& value, const std::string& index) {
+  return fmt::format(R"(    int k = MAX_K;
+    if (top_k >= 1.0f && top_k < (float)MAX_K) k = (int)top_k;
+    if (k > K) k = K;
+    float v[NPT];
+    int g[NPT];
+    for (int e = 0; e < NPT; ++e) {{
+      const long long c = threadIdx.x + 256 * e;
+      v[e] = c < {0} ? {1} : 0.0f;
+      g[e] = c < {0} ? {2} : -1;
+    }}
+)",
+                     count, value, index);
+}
+
 // Kernel 1: each (chunk, row) block's candidates into scratch: values
 // [rows][NB][K] floats, then indices [rows][NB][K] ints.
 Kernel sample_partial(const ir::Op& op, const std::string& what, int64_t vocab, int64_t k_cap, int64_t nb) {
@@ -71,17 +89,7 @@ Kernel sample_partial(const ir::Op& op, const std::string& what, int64_t vocab, 
     if (threadIdx.x == 0) {{ ov[0] = sv[0]; oi[0] = best == 0x7fffffffffffffffLL ? -1 : (int)(c0 + best); }}
     filled = 1;
   }} else {{
-    int k = MAX_K;
-    if (top_k >= 1.0f && top_k < (float)MAX_K) k = (int)top_k;
-    if (k > K) k = K;
-    float v[NPT];
-    int g[NPT];
-    for (int e = 0; e < NPT; ++e) {{
-      const long long c = threadIdx.x + 256 * e;
-      v[e] = c < n ? xr[c] : 0.0f;
-      g[e] = c < n ? (int)(c0 + c) : -1;
-    }}
-    float pv = 0.0f; int pi = -1;
+{8}    float pv = 0.0f; int pi = -1;
     for (; filled < k; ++filled) {{
       pi = vtc_block_best_regs<NPT>(v, g, pv, pi, sv, (int*)si, &pv);
       if (pi < 0) break;
@@ -90,7 +98,8 @@ Kernel sample_partial(const ir::Op& op, const std::string& what, int64_t vocab, 
   }}
   for (int j = filled + threadIdx.x; j < K; j += blockDim.x) oi[j] = -1;
 )",
-                      vocab, kChunk, nb, ir::SampleAttrs::of(op).max_k, k_cap, kb.expr(rows), x, prm));
+                      vocab, kChunk, nb, ir::SampleAttrs::of(op).max_k, k_cap, kb.expr(rows), x, prm,
+                      row_k_and_registers("n", "xr[c]", "(int)(c0 + c)")));
   kb.launch(ir::Dim(nb * 256), 256, rows, 1);
   return kb.finish();
 }
@@ -133,17 +142,7 @@ Kernels emit_sample(const ir::Op& op, const std::string& what) {
       __syncthreads();
       continue;
     }}
-    int k = MAX_K;
-    if (top_k >= 1.0f && top_k < (float)MAX_K) k = (int)top_k;
-    if (k > K) k = K;
-    float v[NPT];
-    int g[NPT];
-    for (int e = 0; e < NPT; ++e) {{
-      const long long c = threadIdx.x + 256 * e;
-      v[e] = c < NC ? xr[c] : 0.0f;
-      g[e] = c < NC ? xi[c] : -1;
-    }}
-    float pv = 0.0f; int pi = -1;
+{8}    float pv = 0.0f; int pi = -1;
     for (int j = 0; j < k; ++j) {{
       pi = vtc_block_best_regs<NPT>(v, g, pv, pi, sv, (int*)si, &pv);
       if (threadIdx.x == 0) {{ cand_v[j] = pv; cand_i[j] = (int)pi; }}
@@ -176,7 +175,7 @@ Kernels emit_sample(const ir::Op& op, const std::string& what) {
     __syncthreads();
   }}
 )",
-                      nb * k_cap, kb.expr(rows), max_k, k_cap, prm, seed, pos, y));
+                      nb * k_cap, kb.expr(rows), max_k, k_cap, prm, seed, pos, y, row_k_and_registers("NC", "xr[c]", "xi[c]")));
   kb.launch(rows * 256, 256);
   out.push_back(kb.finish());
   return out;

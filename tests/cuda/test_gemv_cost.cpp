@@ -34,6 +34,21 @@ const vtc::gguf::GgufFile& empty_gguf() {
   return file;
 }
 
+// `req` run twice on the simulated device, one block in `sample_every`
+// run and counted: a warm-up (modules loaded, buffers placed; sampled too,
+// as a prefill's every block would take minutes on the host), then the
+// profiled run, priced on an H200.
+vtc::cuda::StepCost profiled_step(vtc::cuda::Executor& gpu, const vtc::StepRequest& req, const std::string& name,
+                                  uint64_t sample_every = kSample) {
+  vtc::cuda::sim_profile_begin(sample_every);
+  gpu.run(req);
+  (void)vtc::cuda::sim_profile_end();
+  vtc::cuda::sim_profile_begin(sample_every);
+  gpu.run(req);
+  const VtcSimProfile& profile = vtc::cuda::sim_profile_end();
+  return vtc::cuda::predict_step(name, profile, nullptr, {}, vtc::cuda::find_gpu("h200"), 0);
+}
+
 struct GemvCost {
   double weight_bytes = 0, dram = 0, compulsory = 0, kernel_us = 0, quantize_us = 0;
   double sectors_per_request = 0, shared_conflicts = 0;
@@ -66,16 +81,8 @@ GemvCost price_gemv(const std::string& type, int64_t n, int64_t k, int32_t rows,
     for (auto& b : t.bytes) b = uint8_t(rng() % 0x3C);  // finite f16 scales; values do not matter here
     req.args[a->name] = std::move(t);
   }
-  // Warm-up: modules loaded, buffers placed (sampled too: a prefill's every
-  // block would take minutes on the host).
-  vtc::cuda::sim_profile_begin(kSample);
-  gpu.run(req);
-  (void)vtc::cuda::sim_profile_end();
-  vtc::cuda::sim_profile_begin(kSample);
-  gpu.run(req);
-  const VtcSimProfile& profile = vtc::cuda::sim_profile_end();
   const auto& gpu_spec = vtc::cuda::find_gpu("h200");
-  const vtc::cuda::StepCost step = vtc::cuda::predict_step("gemv", profile, nullptr, {}, gpu_spec, 0);
+  const vtc::cuda::StepCost step = profiled_step(gpu, req, "gemv");
   GemvCost c;
   c.weight_bytes = double(req.args["w"].bytes.size());
   for (const auto& kc : step.kernels) {
@@ -242,14 +249,8 @@ AttnCost price_attention(int64_t context, bool prefill = false) {
   req.args["v"] = floats({n, 8, 128});
   req.args["pos"] = ints([&](int64_t i) { return int32_t(prefill ? i : context - 1); });
   req.args["seq"] = ints([](int64_t) { return 0; });
-  vtc::cuda::sim_profile_begin(kSample);
-  gpu.run(req);
-  (void)vtc::cuda::sim_profile_end();
-  vtc::cuda::sim_profile_begin(kSample);
-  gpu.run(req);
-  const VtcSimProfile& profile = vtc::cuda::sim_profile_end();
   const auto& gpu_spec = vtc::cuda::find_gpu("h200");
-  const vtc::cuda::StepCost step = vtc::cuda::predict_step("attention", profile, nullptr, {}, gpu_spec, 0);
+  const vtc::cuda::StepCost step = profiled_step(gpu, req, "attention");
   AttnCost c;
   for (const auto& kc : step.kernels) c.mma_flops += kc.mma_f16 * 4096;
   c.kv_bytes = 2.0 * double(context) * 8 * 128 * 2;
@@ -322,12 +323,8 @@ double price_sample(int32_t rows, bool greedy, std::string* table) {
   req.args["pos"] = tensor(vtc::ir::ElemType::I32, {rows, 1}, [&](size_t i) { return int32_t(i); });
   req.args["pos"].shape = {rows};
   for (int32_t s = 0; s < rows; ++s) req.slots.push_back(s);
-  gpu.run(req);  // warm-up: modules loaded, buffers placed
-  vtc::cuda::sim_profile_begin(1);
-  gpu.run(req);
-  const VtcSimProfile& profile = vtc::cuda::sim_profile_end();
   const auto& gpu_spec = vtc::cuda::find_gpu("h200");
-  const vtc::cuda::StepCost step = vtc::cuda::predict_step("sample", profile, nullptr, {}, gpu_spec, 0);
+  const vtc::cuda::StepCost step = profiled_step(gpu, req, "sample", 1);
   double us_total = 0;
   for (const auto& kc : step.kernels) {
     const double us = (kc.seconds - gpu_spec.launch_s) * 1e6;
