@@ -13,16 +13,26 @@
 // floor(pos[t] / chunk) * chunk with chunked attention (llama4).
 //
 // Kernels:
-//  1. kv_append: one thread per (token, K/V element) stores the rows.
-//  2. prefill (rows with the symbol T): flash attention, one warp per
-//     (token, query head); each lane holds dims lane, lane+32, ... of q and the
-//     output accumulator; per key a warp sum gives the score, and the
-//     online softmax (running max m, sum l) rescales the accumulator.
-//  3. decode (other rows, one token per sequence): split-K flash decoding.
-//     Grid y = SPLITS: each warp handles one slice of the keys and writes
-//     (m, l, acc[D]) to scratch; attn_combine merges the slices per (token,
-//     head) with weights exp(m_i - max m). Long contexts then use
-//     S * Hq * SPLITS warps instead of S * Hq.
+//  1. kv_append: one thread per (token, K/V element) stores the rows
+//     (every path but flash decoding, which stores them itself).
+//  2. prefill (rows with the symbol T), f16 cache, head_dim a multiple of
+//     16 up to 256, no selection: attn_prefill_mma, flash attention on
+//     tensor cores (16-token tiles, a warp per query head of a KV group,
+//     m16n8k16 for Q K^T and P V; see "Prefill on tensor cores" below);
+//     rows in the one-row regime walk the loop of 3 inside it.
+//  3. prefill otherwise: attn_prefill, one warp per (token, query head);
+//     each lane holds dims lane, lane+32, ... of q and the output
+//     accumulator; per key a warp sum gives the score, and the online
+//     softmax (running max m, sum l) rescales the accumulator.
+//  4. decode (one token per sequence), rows of whole 16-byte chunks of at
+//     most 32 lanes, no selection: attn_decode, flash decoding in one
+//     launch (a block per (token, KV head) holding the group's heads; the
+//     keys split over warps and key blocks, merged in shared memory and by
+//     the last key block to finish; see "Flash decoding" below).
+//  5. decode otherwise: split-K, a warp per (token, head, slice of
+//     SPLITS): (m, l, acc[D]) to scratch, then attn_combine merges the
+//     slices per (token, head) with weights exp(m_i - max m).
+// VTC_CUDA_ATTN=scalar takes 1, 3 and 5 everywhere.
 // Selection (optional operand 5, selected [T, W] i32 from indexer_select):
 // the flash loop walks row t's W entries instead of the positions 0..pos[t]
 // (decode splits the entries), skipping -1, positions after pos[t] and
@@ -34,7 +44,8 @@
 // per query head that joins the softmax denominator with no value. Prefill
 // folds it into the warp's (m, l, acc) after the loop; decode folds it into
 // the combine (the maximum over the slices and the sink, then l +=
-// exp(sink - max)), so it counts once per (token, head).
+// exp(sink - max)), so it counts once per (token, head); flash decoding's
+// last key block does the same.
 // Scores: s = (q . k) * scale, or softcap * tanh(s * scale / softcap).
 // Numerics follow the CPU, which follows ggml's CPU flash attention
 // (runtime/cpu/kernels/attention.cpp), because with attention that matters
@@ -47,10 +58,13 @@
 //    vs = exp(s - m); acc = f16(fma(v, vs, acc)); l = l * ms + vs. Decode
 //    walks the keys in one slice, as the CPU does, up to 256 of them;
 //  - tiled regime (prefill of 64+ tokens of a sequence), or an f32 cache:
-//    the same update in f32, q in f32;
-//  - decode past 256 keys: SPLITS slices, each as the one-row regime, merged
-//    in f32 (the CPU's split-KV chunks, though its chunk bounds depend on
-//    its thread count).
+//    the same update in f32, q in f32; on tensor cores (kernel 2) q and
+//    the softmax weights P are rounded to f16 for the mma, as llama.cpp's
+//    CUDA flash attention does (about 1e-7 NMSE against the CPU's f32);
+//  - decode past 256 keys: slices (SPLITS, or flash decoding's slices of
+//    at least 32 keys), each as the one-row regime, merged in f32 (the
+//    CPU's split-KV chunks, though its chunk bounds depend on its thread
+//    count).
 // A query with no visible key outputs zeros.
 #include <fmt/format.h>
 
