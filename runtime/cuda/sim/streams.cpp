@@ -18,10 +18,13 @@
 namespace vtc::cuda::sim {
 
 // One lock and one condition for all streams and events: waits are rare
-// and short next to the kernels they wait for.
+// and short next to the kernels they wait for. Never destroyed: when a
+// failure leaves a context alive at exit, its streams' workers still wait
+// on the condition, and destroying a condition with waiters blocks forever
+// (glibc), so a failing test would hang until its timeout.
 namespace {
-std::mutex g_mu;
-std::condition_variable g_cv;
+std::mutex& g_mu = *new std::mutex;
+std::condition_variable& g_cv = *new std::condition_variable;
 int g_sticky = 0;
 std::string g_sticky_message;
 thread_local int t_last_code = 0;
