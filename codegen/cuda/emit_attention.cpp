@@ -336,6 +336,16 @@ constexpr int kDecodeWarps = 4;
 // (fewer makes the partials' traffic a visible share of the K/V bytes).
 constexpr int kMinSliceKeys = 32;
 
+// The query heads of a KV group one block of the flash kernels holds: the
+// largest divisor of the group up to 8 (registers: each head's q chunks).
+int heads_per_block(const AttnShape& a) {
+  const int group = int(a.hq / a.hkv);
+  int gb = 1;
+  for (int g = 1; g <= std::min(group, 8); ++g)
+    if (group % g == 0) gb = g;
+  return gb;
+}
+
 std::optional<FlashDecodeShape> flash_decode_shape(const AttnShape& a, int64_t width) {
   FlashDecodeShape f;
   f.cw = a.kv_load.empty() ? 4 : 8;
@@ -345,18 +355,17 @@ std::optional<FlashDecodeShape> flash_decode_shape(const AttnShape& a, int64_t w
   while (f.lk < f.c) f.lk *= 2;
   f.kp = 32 / f.lk;
   const int group = int(a.hq / a.hkv);
-  f.gb = 1;
-  for (int g = 1; g <= std::min(group, 8); ++g)
-    if (group % g == 0) f.gb = g;
+  f.gb = heads_per_block(a);
   f.nsub = group / f.gb;
   f.hpg = (f.gb + f.kp - 1) / f.kp;
   f.y = int(std::clamp<int64_t>((kTargetBlocks + a.hkv * f.nsub - 1) / (a.hkv * f.nsub), 1, 64));
   return f;
 }
 
-// Setup: the block's (token, KV head, head subgroup), the query chunks of
-// its heads (f16-rounded with an f16 cache: the one-row regime) and the
-// warp's slice [j_begin, j_end) of the visible keys [lo, qp].
+// Setup: the block's (token, KV head, head subgroup), the store of the
+// step's K/V rows, the warp's slice [j_begin, j_end) of the visible keys
+// [lo, qp], then the query chunks of its heads (f16-rounded with an f16
+// cache: the one-row regime).
 std::string flash_decode_prologue(const AttnShape& a, const FlashDecodeShape& f, int64_t window, int64_t chunk) {
   std::string lo = "  long long lo = 0;\n";
   if (window > 0) lo += fmt::format("  lo = max(lo, qp - {} + 1);\n", window);
@@ -579,11 +588,7 @@ std::string flash_decode_combine(bool sinks) {
 // sequences walks each one's keys in turn.
 std::optional<int> prefill_mma_heads(const AttnShape& a, int64_t width) {
   if (width || a.kv_load.empty() || a.d % 16 != 0 || a.d > 256) return std::nullopt;
-  const int group = int(a.hq / a.hkv);
-  int gb = 1;
-  for (int g = 1; g <= std::min(group, 8); ++g)
-    if (group % g == 0) gb = g;
-  return gb;
+  return heads_per_block(a);
 }
 
 std::string prefill_mma_prologue(const AttnShape& a, int gb, bool causal, int64_t window, int64_t chunk) {
