@@ -158,17 +158,19 @@ __device__ __forceinline__ float vtc_wdot(const vtc_wq& q, const vtc_xq& x) {
       // when HALVES is false: the halves share their multiplier), the
       // weight chunk's record w = (d, dm, mw, the bytes a0 a1 m0 m1) and
       // the activation's x = (d, s or the halves' code sums).
+      // The prefill GEMM's scaling of one mma's int32 sums for one (weight
+      // row, activation row): vtc_wdot's formula on the operands it reads
+      // (d, dm or mw, the packed multipliers a0 a1 m0 m1 a byte each; the
+      // activation's d and its halves' code sums or s).
       {"mma_scale", {{}, R"(template <int O, int KIND, bool HALVES>
-__device__ __forceinline__ float vtc_mma_scale(int s0, int s1, float4 w, uint2 x) {
-  const int p = __float_as_int(w.w);
+__device__ __forceinline__ float vtc_mma_scale(int s0, int s1, float wd, float wm, u32 p, float xd, u32 xs) {
   const int a0 = (int)(signed char)(p & 255), a1 = (int)(signed char)((p >> 8) & 255);
   const int m0 = (int)(signed char)((p >> 16) & 255), m1 = (int)(signed char)(p >> 24);
-  const int b0 = (int)(short)(x.y & 0xffffu), b1 = (int)(short)(x.y >> 16);
+  const int b0 = (int)(short)(xs & 0xffffu), b1 = (int)(short)(xs >> 16);
   const int isum = HALVES ? a0 * (s0 - O * b0) + a1 * (s1 - O * b1) : a0 * (s0 - O * (b0 + b1));
-  const float xd = __uint_as_float(x.x);
-  float r = (xd * w.x) * (float)isum;
-  if (KIND == 1) r += w.z * __uint_as_float(x.y);
-  if (KIND == 3) r -= (xd * w.y) * (float)(m0 * b0 + m1 * b1);
+  float r = (xd * wd) * (float)isum;
+  if (KIND == 1) r += wm * __uint_as_float(xs);
+  if (KIND == 3) r -= (xd * wm) * (float)(m0 * b0 + m1 * b1);
   return r;
 }
 )"}},

@@ -40,6 +40,7 @@ uint64_t value_bytes(const ir::TensorType& t, const SymbolEnv& env) {
 }
 
 uint64_t align_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+constexpr uint64_t kWeightTailBytes = 32;
 
 uint64_t thread_cpu_ns() {
   timespec ts{};
@@ -333,7 +334,10 @@ struct Executor::Impl final : StateStorage {
         throw Error(fmt::format("cuda: weight @{}: tensor '{}' is stored in the {} layout and declared {}; the CUDA kernels "
                                 "read the rows layout (a model packed by `vtc compile --pack --target cpu` runs on the CPU)",
                                 w.name, w.source, weight_layout_name(t->stored_layout), w.type.elem.name()));
-      DevPtr p = dev->alloc(t->n_bytes);
+      // 32 readable bytes past the tensor: the prefill GEMM's decoders read
+      // a chunk's bytes as the aligned 16-byte words that cover them
+      // (codegen/cuda/emit_gemm.cpp), one word past the last chunk at most.
+      DevPtr p = dev->alloc(t->n_bytes + kWeightTailBytes);
       dev->upload(p, t->data, t->n_bytes, stream);
       weights[w.name] = p;
     }

@@ -578,8 +578,9 @@ TEST_CASE("matmul_epilogue: one CUDA kernel with the bits of its ops' kernels", 
       REQUIRE(vtc::cuda::why_op_by_op(*ff.ops[0]).empty());
       // A matmul on integer blocks (the decode GEMV, the prefill
       // tensor-core GEMM) adds its x's quantize launch (emit_gemv.cpp) to
-      // both forms.
-      const size_t quantize = std::string(wtype) == "q8_0" || std::string(wtype) == "q4_k" ? 1 : 0;
+      // both forms, and the f16 prefill GEMM its x's rounding to f16.
+      const bool integer = std::string(wtype) == "q8_0" || std::string(wtype) == "q4_k";
+      const size_t quantize = integer || (std::string(wtype) == "f16" && step == "prefill") ? 1 : 0;
       CHECK(vtc::cuda::generate_step(mf, ff).kernels.size() == 1 + quantize);
       CHECK(vtc::cuda::generate_step(mp, *mp.find_function(step)).kernels.size() == 7 + quantize);
       const auto [got_p, got_f] = run_plain_and_fused(mp, mf, step, StepPlan{step, 3, 37, {}, {}}, 77);
