@@ -147,7 +147,11 @@ Kernel kv_append(const ir::Op& op, const AttnShape& a, const std::string& what) 
 )",
                       a.hkv * a.d, a.page, kb.expr(a.tokens), pos, pt, seq, k, v, kp, store_k, vp, store_v));
   kb.launch(a.tokens * (a.hkv * a.d), 256);
-  return kb.finish();
+  Kernel kern = kb.finish();
+  // Two roundings an element at most; without this the cost model would
+  // charge the attention op's flops to its first kernel.
+  kern.fp32_flops = a.tokens * (a.hkv * a.d * 2);
+  return kern;
 }
 
 // The shared flash loop over keys [j_begin, j_end) of one (token, head).

@@ -304,13 +304,16 @@ void gather(const VtcSimThread* self, const void* in, unsigned bytes, void* out)
 }
 
 void access(const VtcSimThread* self, const void* address, unsigned long bytes, int is_write, const void* site);
+// access()'s is_write for a load that bypasses L1 (cp.async.cg).
+constexpr int kLoadL2Only = 2;
 
 // One cp.async copy done: checked and counted as the kernel's own global
 // read and shared write (one access each, as a GPU's 4/8/16-byte copy).
+// The read is cp.async.cg's: cached in L2, not in L1.
 void complete_copy(Fiber* f, const PendingCopy& c) {
   static const char site_load = 0, site_store = 0;  // one call site each for profile mode's requests
   if (checked_mode() || f->run->profile.sampled()) {
-    if (c.src) access(&f->thread, c.src, c.bytes, 0, &site_load);
+    if (c.src) access(&f->thread, c.src, c.bytes, kLoadL2Only, &site_load);
     access(&f->thread, c.dst, c.bytes, 1, &site_store);
   }
   if (c.src) std::memcpy(c.dst, c.src, c.bytes);
@@ -395,12 +398,13 @@ void access(const VtcSimThread* self, const void* address, unsigned long bytes, 
   const bool profiled = r.profile.sampled();
   auto record = [&](Space space) {
     if (profiled)
-      r.profile.record(f->warp, f->lane, reinterpret_cast<uintptr_t>(site), a, unsigned(bytes), is_write != 0, space);
+      r.profile.record(f->warp, f->lane, reinterpret_cast<uintptr_t>(site), a, unsigned(bytes), is_write == 1, space);
   };
+  const Space global = is_write == kLoadL2Only ? Space::GlobalL2Only : Space::Global;
   // Most accesses are global: the allocations this block touched lately
   // come first (they overlap nothing below).
   for (const auto& [begin, end] : r.recent)
-    if (inside(a, bytes, begin, end)) return record(Space::Global);
+    if (inside(a, bytes, begin, end)) return record(global);
   find_shared(r);
   if (inside(a, bytes, r.shared_begin, r.shared_end)) {
     record(Space::Shared);
@@ -416,9 +420,9 @@ void access(const VtcSimThread* self, const void* address, unsigned long bytes, 
       if (inside(a, bytes, begin, end)) return;
   if (auto alloc = find_allocation(a, bytes)) {
     r.recent[r.recent_next++ % r.recent.size()] = {alloc->base, alloc->base + alloc->size};
-    return record(Space::Global);
+    return record(global);
   }
-  fail(f, fmt::format("{}: {} {} bytes at {:#x}, outside every buffer: {}{}", where(*f), is_write ? "writes" : "reads",
+  fail(f, fmt::format("{}: {} {} bytes at {:#x}, outside every buffer: {}{}", where(*f), is_write == 1 ? "writes" : "reads",
                       bytes, a, describe_address(a), name_parameter(*r.launch, a)));
 }
 

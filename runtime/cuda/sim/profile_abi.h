@@ -28,8 +28,13 @@ extern "C" {
 
 // The L1 each block is modelled with: 32 KiB of 32-byte sectors (an SM's
 // L1 is 128-256 KiB, shared by its resident blocks and carved with shared
-// memory), direct-mapped. An estimate: docs/cuda.md, "The cost model".
+// memory), 16-way set-associative with hashed set indices and
+// least-recently-used replacement, as a GPU's L1 is highly associative (a
+// direct-mapped model made data a multiple of 32 KiB apart, such as a
+// GEMV's activation codes and their scale records, evict each other). An
+// estimate: docs/cuda.md, "The cost model".
 #define VTC_SIM_L1_SECTORS 1024
+#define VTC_SIM_L1_WAYS 16
 
 struct VtcSimLaunchProfile {
   char entry[128];
@@ -39,7 +44,7 @@ struct VtcSimLaunchProfile {
   unsigned long long load_requests, store_requests;
   unsigned long long load_sectors, store_sectors;  // summed over requests
   // Load sectors that miss the block's modelled L1 (VTC_SIM_L1_SECTORS,
-  // direct-mapped): what reaches L2. Stores always go to L2.
+  // VTC_SIM_L1_WAYS-way): what reaches L2. Stores always go to L2.
   unsigned long long l1_miss_sectors;
   unsigned long long load_bytes, store_bytes;      // bytes the lanes asked for
   unsigned long long distinct_sectors;             // compulsory traffic / 32

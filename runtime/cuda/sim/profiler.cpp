@@ -123,6 +123,21 @@ void BlockProfiler::flush_warp(int warp) {
   acc.clear();
 }
 
+bool BlockProfiler::l1_touch(uint64_t sector) {
+  // The sector's set, from a hash of its address (as a GPU's caches hash
+  // theirs: rows a power of two apart do not pile into one set), most
+  // recently used first: a hit moves it to the front; a miss drops the
+  // last and enters at the front.
+  constexpr uint64_t kSets = VTC_SIM_L1_SECTORS / VTC_SIM_L1_WAYS;
+  uint64_t* set = &l1_[((sector * 0x9E3779B97F4A7C15ull) >> 32) % kSets * VTC_SIM_L1_WAYS];
+  int at = 0;
+  while (at < VTC_SIM_L1_WAYS && set[at] != sector) ++at;
+  const bool hit = at < VTC_SIM_L1_WAYS;
+  for (int w = hit ? at : VTC_SIM_L1_WAYS - 1; w > 0; --w) set[w] = set[w - 1];
+  set[0] = sector;
+  return hit;
+}
+
 void BlockProfiler::add_request(const Access* first, const Access* last) {
   if (first->space == Space::Shared) add_shared(first, last);
   else add_global(first, last);
@@ -141,9 +156,7 @@ void BlockProfiler::add_global(const Access* first, const Access* last) {
       if (std::find(sectors, sectors + n, s) != sectors + n) continue;
       if (n < 64) sectors[n++] = s;
       if (!is_write) {
-        uint64_t& line = l1_[s % VTC_SIM_L1_SECTORS];
-        if (line != s) ++counters_.l1_miss_sectors;
-        line = s;
+        if (first->space == Space::GlobalL2Only || !l1_touch(s)) ++counters_.l1_miss_sectors;
       }
       uint64_t& slot = seen_[(is_write ? kSeenSlots : 0) + (s * 0x9E3779B97F4A7C15ull >> 52)];
       if (slot == s) continue;

@@ -17,8 +17,9 @@
 //  - Global requests: the distinct 32-byte sectors the lanes' bytes cover
 //    (sectors per request, as Nsight Compute reports l1tex's), the bytes
 //    asked for, and each sector into the launch's footprint. Load sectors
-//    go through a per-block direct-mapped L1 model (VTC_SIM_L1_SECTORS);
-//    its misses are the L2 traffic.
+//    go through a per-block L1 model (VTC_SIM_L1_SECTORS in sets of
+//    VTC_SIM_L1_WAYS, least recently used out); its misses are the L2
+//    traffic.
 //  - Shared requests: lanes are served in phases of 128 bytes (32 lanes of
 //    <= 4 bytes, 16 of 8, 8 of 16); a phase takes as many wavefronts as the
 //    most distinct 4-byte words any of the 32 banks holds (the same word
@@ -46,7 +47,8 @@ namespace vtc::cuda::sim {
 
 bool profile_mode();
 
-enum class Space : uint8_t { Global, Shared };
+// GlobalL2Only: a load cached in L2 only (cp.async.cg), never in the L1 model.
+enum class Space : uint8_t { Global, Shared, GlobalL2Only };
 
 // One block's counters on one worker; reset per block, merged per launch.
 class BlockProfiler {
@@ -84,7 +86,8 @@ class BlockProfiler {
   // once instead of once per request.
   static constexpr size_t kSeenSlots = 4096;
   std::vector<uint64_t> seen_;
-  std::vector<uint64_t> l1_;  // the block's modelled L1: a sector per slot
+  std::vector<uint64_t> l1_;  // the block's modelled L1: its sets, most recently used first
+  bool l1_touch(uint64_t sector);  // true on a hit; the sector is then the set's newest
 };
 
 // The launch being run: per-worker block profilers add to it.
