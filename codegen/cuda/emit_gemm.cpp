@@ -49,6 +49,37 @@ constexpr int64_t kStep = 128;  // values of K per step (integer weights)
 // Halves with their own multipliers need one k16 mma per half.
 bool split_halves(GgmlType t) { return t == GgmlType::Q2_K || t == GgmlType::Q3_K || t == GgmlType::Q6_K; }
 
+// Both GEMMs' loop over the 128-row activation tiles, opened, with warp
+// w's 64 x 64 accumulators zeroed: 4 A tiles x 8 B tiles x the 4 values
+// of an mma's C fragment.
+constexpr const char* kTileOpen = R"(  for (long long m0 = blockIdx.y * 128LL; m0 < M; m0 += gridDim.y * 128LL) {
+    float acc[4][8][4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
+)";
+
+// Warp w's stores (C fragment value q of tile (i, j) is weight row
+// n0 + wr + 16i + g + 8 (q / 2), activation row m0 + wt + 8j + 2t + q % 2),
+// then the tile loop's close.
+std::string tile_close(const std::string& store) {
+  return fmt::format(R"(#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {{
+          const long long nn = n0 + wr + 16 * i + g + 8 * (q >> 1), mm = m0 + wt + 8 * j + 2 * t + (q & 1);
+          if (mm < M && nn < N) {{ {} }}
+        }}
+  }}
+)",
+                     store);
+}
+
 Kernels integer_gemm(const ir::Op& op, const std::string& what, const ir::Dim& m, int64_t N, int64_t K,
                      const MatmulIo& io) {
   const GgmlType wtype = weight_type(op.operands[1].type().elem);
@@ -102,15 +133,7 @@ Kernels integer_gemm(const ir::Op& op, const std::string& what, const ir::Dim& m
   const u8* xcodes = (const u8*){4};
   const uint2* xmeta = (const uint2*)((const u8*){4} + M * K);
   const u8* wbase = (const u8*){5};
-  for (long long m0 = blockIdx.y * 128LL; m0 < M; m0 += gridDim.y * 128LL) {{
-    float acc[4][8][4];
-    #pragma unroll
-    for (int i = 0; i < 4; ++i)
-      #pragma unroll
-      for (int j = 0; j < 8; ++j)
-        #pragma unroll
-        for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
-    for (long long k0 = 0; k0 < K; k0 += 128) {{
+{17}    for (long long k0 = 0; k0 < K; k0 += 128) {{
       // This step's activation codes, by cp.async (zero-filled past M).
       for (int e = tid; e < 128 * 8; e += 128) {{
         const int r = e >> 3, c = (e >> 1) & 3, h = e & 1;
@@ -194,19 +217,9 @@ Kernels integer_gemm(const ir::Op& op, const std::string& what, const ir::Dim& m
       }}
       __syncthreads();
     }}
-    #pragma unroll
-    for (int i = 0; i < 4; ++i)
-      #pragma unroll
-      for (int j = 0; j < 8; ++j)
-        #pragma unroll
-        for (int q = 0; q < 4; ++q) {{
-          const long long nn = n0 + wr + 16 * i + g + 8 * (q >> 1), mm = m0 + wt + 8 * j + 2 * t + (q & 1);
-          if (mm < M && nn < N) {{ {12} }}
-        }}
-  }}
-)",
+{12})",
                       N, K, row_bytes, kb.expr(m), codes, w, load_fn, form.kind, sums, mma, form.offset, halves,
-                      store("acc[i][j][q]", "mm", "nn"), plain, need_wm, need_sums, per_step));
+                      tile_close(store("acc[i][j][q]", "mm", "nn")), plain, need_wm, need_sums, per_step, kTileOpen));
   kb.launch(ir::Dim(((N + 127) / 128) * 128), 128, m, 128);
   Kernel k = kb.finish();
   k.reads_codes_of = io.x.data();
@@ -287,15 +300,7 @@ Kernels float_gemm(const ir::Op& op, const std::string& what, const ir::Dim& m, 
   const unsigned short* wp = (const unsigned short*){3};
   const unsigned short* xp = (const unsigned short*){4};
   const bool w_aligned = ((unsigned long long)wp & 15) == 0;
-  for (long long m0 = blockIdx.y * 128LL; m0 < M; m0 += gridDim.y * 128LL) {{
-    float acc[4][8][4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
-    {{
+{9}    {{
       {5}
     }}
     for (long long k0 = 0; k0 < K; k0 += 32) {{
@@ -323,19 +328,9 @@ Kernels float_gemm(const ir::Op& op, const std::string& what, const ir::Dim& m, 
       }}
       __syncthreads();
     }}
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {{
-          const long long nn = n0 + wr + 16 * i + g + 8 * (q >> 1), mm = m0 + wt + 8 * j + 2 * t + (q & 1);
-          if (mm < M && nn < N) {{ {8} }}
-        }}
-  }}
-)",
+{8})",
                       N, K, kb.expr(m), w, xs, stage_float_tiles("0", "0"), stage_float_tiles("s ^ 1", "k0 + 32"),
-                      bf16 ? "vtc_mma_bf16" : "vtc_mma_f16", store("acc[i][j][q]", "mm", "nn")));
+                      bf16 ? "vtc_mma_bf16" : "vtc_mma_f16", tile_close(store("acc[i][j][q]", "mm", "nn")), kTileOpen));
   kb.launch(ir::Dim(((N + 127) / 128) * 128), 128, m, 128);
   Kernel k = kb.finish();
   k.reads_codes_of = io.x.data();
