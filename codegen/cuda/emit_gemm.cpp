@@ -60,6 +60,9 @@ constexpr const char* kTileOpen = R"(  for (long long m0 = blockIdx.y * 128LL; m
       for (int j = 0; j < 8; ++j)
 #pragma unroll
         for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
+    // The tile's activation rows, to a whole 8-row B tile: a short prefill
+    // stages and multiplies only those (warp-uniform skips below).
+    const int mrows = (int)min(128LL, (M - m0 + 7) / 8 * 8);
 )";
 
 // Warp w's stores (C fragment value q of tile (i, j) is weight row
@@ -135,7 +138,7 @@ Kernels integer_gemm(const ir::Op& op, const std::string& what, const ir::Dim& m
   const u8* wbase = (const u8*){5};
 {17}    for (long long k0 = 0; k0 < K; k0 += 128) {{
       // This step's activation codes, by cp.async (zero-filled past M).
-      for (int e = tid; e < 128 * 8; e += 128) {{
+      for (int e = tid; e < mrows * 8; e += 128) {{
         const int r = e >> 3, c = (e >> 1) & 3, h = e & 1;
         const long long mm = m0 + r;
         vtc_cp_async16(&x_s[r][32 * c + 16 * h], xcodes + (mm < M ? mm : 0) * K + vtc_code_at(k0 + 32 * c + 16 * h, K), mm < M);
@@ -166,6 +169,7 @@ Kernels integer_gemm(const ir::Op& op, const std::string& what, const ir::Dim& m
       // Activation scale records: d, then the halves' code sums or s.
       for (int e = tid; e < 4 * 128; e += 128) {{
         const int r = e & 127, c = e >> 7;
+        if (r >= mrows) continue;
         const long long mm = m0 + r;
         const uint2 xm = mm < M ? xmeta[mm * (K / 32) + k0 / 32 + c] : make_uint2(0u, 0u);
         xd_s[c][r] = __uint_as_float(xm.x);
@@ -177,7 +181,7 @@ Kernels integer_gemm(const ir::Op& op, const std::string& what, const ir::Dim& m
       // chunk (the weights' per-super-block ones once a step).
       float wdv[8], wmv[8];
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {{
+      for (int c = 0; c < 4 && wt < mrows; ++c) {{
         if (!PER_STEP || c == 0) {{
 #pragma unroll
           for (int i = 0; i < 8; ++i) {{
@@ -199,6 +203,7 @@ Kernels integer_gemm(const ir::Op& op, const std::string& what, const ir::Dim& m
         }}
         #pragma unroll
         for (int j = 0; j < 8; ++j) {{
+          if (wt + 8 * j >= mrows) break;
           const u32* xr = (const u32*)&x_s[wt + 8 * j + g][32 * c];
           unsigned b[2] = {{xr[t], xr[4 + t]}};
           const uint2 xs = NEED_SUMS ? vtc_load8(&xs_s[c][wt + 8 * j + 2 * t]) : make_uint2(0u, 0u);
@@ -266,7 +271,7 @@ std::string stage_float_tiles(const std::string& buf, const std::string& k) {
           else
             for (int i = 0; i < 4; ++i)
               ((u32*)&w_s[{0}][r][8 * o])[i] = n < N ? (u32)src[2 * i] | ((u32)src[2 * i + 1] << 16) : 0u;
-          vtc_cp_async16(&x_s[{0}][r][8 * o], xp + (mm < M ? mm : 0) * K + {1} + 8 * o, mm < M);
+          if (r < mrows) vtc_cp_async16(&x_s[{0}][r][8 * o], xp + (mm < M ? mm : 0) * K + {1} + 8 * o, mm < M);
         }}
         vtc_cp_commit();)",
                      buf, k);
@@ -314,12 +319,13 @@ Kernels float_gemm(const ir::Op& op, const std::string& what, const ir::Dim& m, 
       vtc_cp_wait<1>();
       __syncthreads();
 #pragma unroll
-      for (int kk = 0; kk < 32; kk += 16) {{
+      for (int kk = 0; kk < 32 && wt < mrows; kk += 16) {{
         unsigned a[4][4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) vtc_ldmatrix_x4(a[i], &w_s[s][wr + 16 * i + (lane & 15)][kk + 8 * (lane >> 4)]);
 #pragma unroll
         for (int j = 0; j < 8; ++j) {{
+          if (wt + 8 * j >= mrows) break;
           unsigned b[2];
           vtc_ldmatrix_x2(b, &x_s[s][wt + 8 * j + (lane & 7)][kk + 8 * ((lane >> 3) & 1)]);
 #pragma unroll
