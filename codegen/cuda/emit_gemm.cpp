@@ -35,7 +35,11 @@
 //     warp w's 4 A fragments by ldmatrix.x4, its 8 B fragments by
 //     ldmatrix.x2, and 32 m16n8k16 mma with f32 accumulators per 16 of K.
 // Shared rows are padded so the fragment reads of a warp's 32 lanes fall
-// in 32 different banks (a row stride of 4 words mod 32).
+// in 32 different banks: integer rows of 36 words (4 mod 32) for the
+// lanes' 4-byte fragment loads; f16 rows of 20 words, so ldmatrix's 8 rows
+// of 16 bytes fall in 8 different 4-bank groups.
+// A short prefill stages and multiplies only its activation rows, rounded
+// up to a whole 8-row B tile (warp-uniform skips).
 #include <fmt/format.h>
 
 #include "codegen/cuda/emit.h"
