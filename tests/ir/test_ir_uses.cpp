@@ -101,7 +101,10 @@ TEST_CASE("use queries are linear in the function: 100k ops against 10k", "[ir][
     large = std::min(large, query_seconds(1, 100000, &checked));
   }
   INFO("10 x 10k ops: " << small * 1e3 << " ms; 1 x 100k ops: " << large * 1e3 << " ms");
-  CHECK(large / small < 3);
+  // A scan per query is 10x; linear is about 1x, but one 100k-op function
+  // misses caches the 10k ones hit, and a CI run beside other tests has
+  // measured 3.1x: the bound sits between.
+  CHECK(large / small < 5);
   CHECK(checked == 4 * 10 * 10000 + 3 * 100000);
 }
 
