@@ -153,15 +153,13 @@ __device__ __forceinline__ float vtc_wdot(const vtc_wq& q, const vtc_xq& x) {
   return r;
 }
 )"}},
-      // The tensor-core GEMM's form of vtc_wdot (emit_gemm.cpp): the mma's
-      // integer sums s0, s1 of a chunk's halves (or the whole chunk's in s0
-      // when HALVES is false: the halves share their multiplier), the
-      // weight chunk's record w = (d, dm, mw, the bytes a0 a1 m0 m1) and
-      // the activation's x = (d, s or the halves' code sums).
-      // The prefill GEMM's scaling of one mma's int32 sums for one (weight
-      // row, activation row): vtc_wdot's formula on the operands it reads
-      // (d, dm or mw, the packed multipliers a0 a1 m0 m1 a byte each; the
-      // activation's d and its halves' code sums or s).
+      // The tensor-core GEMM's form of vtc_wdot (emit_gemm.cpp) for one
+      // (weight row, activation row): the mma's integer sums s0, s1 of a
+      // chunk's halves (or the whole chunk's in s0 when HALVES is false:
+      // the halves share their multiplier), the weight chunk's d, its dm
+      // (KIND 3) or mw (KIND 1), its packed multipliers p = a0 a1 m0 m1 a
+      // byte each, and the activation's d and xs (its halves' code sums,
+      // or s for KIND 1).
       {"mma_scale", {{}, R"(template <int O, int KIND, bool HALVES>
 __device__ __forceinline__ float vtc_mma_scale(int s0, int s1, float wd, float wm, u32 p, float xd, u32 xs) {
   const int a0 = (int)(signed char)(p & 255), a1 = (int)(signed char)((p >> 8) & 255);
