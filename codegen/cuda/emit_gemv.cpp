@@ -48,6 +48,15 @@ constexpr int kActRows = 8;   // activation rows per pass (one weight load serve
 // one block per SM of a large GPU (128 blocks) on short outputs.
 int rows_per_warp(int64_t n) { return n >= 16384 ? 8 : n >= 4096 ? 4 : n >= 2048 ? 2 : 1; }
 
+// The bytes a block takes in the GEMV's window where the decoder reads it
+// restaged (0: in place). q3_K's 110-byte blocks are 2-byte aligned in
+// place; unaligned, its chunk decode took 11 shared loads (53% of HBM,
+// bound by shared memory) where the aligned one takes 5.
+int staged_block_bytes(GgmlType t) { return t == GgmlType::Q3_K ? 112 : 0; }
+
+// vload32_<type> -> vload32s_<type>, its form for the restaged window.
+std::string staged_load(const std::string& load_fn) { return "vload32s_" + load_fn.substr(8); }
+
 }  // namespace
 
 DotForm dot_form(GgmlType t) {
@@ -228,6 +237,27 @@ std::string stage_row(const std::string& w) {
                      w);
 }
 
+// The same for a type whose blocks the decoder reads restaged at SB bytes
+// a block (16-byte aligned, q3_K's 110 at 112): lane l copies piece l % P
+// of block l / P (P = SB / 16 pieces a block) by the two aligned global
+// words that cover it; the last piece's bytes past the block are the next
+// block's or the row's readable tail (executor.cpp's kWeightTailBytes).
+std::string stage_row_restrided(const std::string& w) {
+  return fmt::format(R"(        const u8* src = (const u8*){0} + n * ROW_BYTES + (k0 / UV) * UB;
+        constexpr int P = SB / 16;
+        __syncwarp();
+        if (lane < P * (kw / UV)) {{
+          u32 t[4];
+          vtc_loadw<4, false>(src + UB * (lane / P) + 16 * (lane % P), t);
+          const uint4 piece = make_uint4(t[0], t[1], t[2], t[3]);
+          vtc_copy16(&w_s[warp][SB * (lane / P) + 16 * (lane % P)], &piece);
+        }}
+        __syncwarp();
+        const u8* wwin = &w_s[warp][0];
+)",
+                     w);
+}
+
 // A pass over up to MR activation rows: the accumulators of each of the
 // part's NQ weights, and the window loop (closed by the body).
 std::string open_pass() {
@@ -268,7 +298,7 @@ std::string close_rows(const GemvPart& part, KernelBuilder& kb, const StoreFn& s
 
 // Integer weights: activation chunks in registers, each weight chunk
 // decoded once and dotted with every activation row.
-std::string integer_body(const DotForm& form, const std::string& load_fn, const std::string& close) {
+std::string integer_body(const DotForm& form, const std::string& load_fn, bool restrided, const std::string& close) {
   // q8_1 codes of a weight with an offset need the halves' code sums; q8_K
   // carries them as bsums.
   std::string sums = "          xv[r].b0 = xv[r].b1 = 0;\n";
@@ -276,6 +306,13 @@ std::string integer_body(const DotForm& form, const std::string& load_fn, const 
     sums = "          xv[r].b0 = vtc_bsum(xm.y, 0), xv[r].b1 = vtc_bsum(xm.y, 1);\n";
   else if (form.offset != 0)
     sums = "          xv[r].b0 = vtc_code_sum(xv[r].q, 0, 4), xv[r].b1 = vtc_code_sum(xv[r].q, 4, 8);\n";
+  // 16-byte words straight from the window where its blocks keep them
+  // aligned (q4_K, q5_K rows: 144 and 176 bytes a block, or restaged).
+  const std::string decode =
+      restrided ? fmt::format("            {}(wwin, lane, wv);\n", staged_load(load_fn))
+                : fmt::format("            if (UB % 16 == 0 && ((unsigned long long)wwin & 15) == 0) {0}<true>(wwin, lane, wv);\n"
+                              "            else {0}<false>(wwin, lane, wv);\n",
+                              load_fn);
   return fmt::format(R"({5}      const int nc = kw / 32;
       // The block's warps take each window together, so the activation
       // codes one warp loads are in L1 for the others.
@@ -302,11 +339,7 @@ std::string integer_body(const DotForm& form, const std::string& load_fn, const 
           const u8* wq = q == 0 ? wp0 : wp1;
 {1}          if (lane < nc) {{
             vtc_wq wv;
-            // 16-byte words straight from the window where its blocks keep
-            // them aligned (q4_K, q5_K rows: 144 and 176 bytes a block).
-            if (UB % 16 == 0 && ((unsigned long long)wwin & 15) == 0) {2}<true>(wwin, lane, wv);
-            else {2}<false>(wwin, lane, wv);
-            for (int r = 0; r < MR; ++r) {{
+{2}            for (int r = 0; r < MR; ++r) {{
               if (r >= mr) break;
               acc[q][j][r] += vtc_wdot<{3}, {4}>(wv, xv[r]);
             }}
@@ -316,7 +349,8 @@ std::string integer_body(const DotForm& form, const std::string& load_fn, const 
     }}
 {6}  }}
 )",
-                     sums, stage_row("wq"), load_fn, form.offset, form.kind, open_pass(), close);
+                     sums, restrided ? stage_row_restrided("wq") : stage_row("wq"), decode, form.offset, form.kind,
+                     open_pass(), close);
 }
 
 // Float weights: the window's activations (rounded as the CPU rounds
@@ -374,7 +408,8 @@ Kernels emit_gemv_parts(const std::vector<GemvPart>& parts, const ir::Value& x, 
   for (GgmlType t : types) {
     const GgmlTypeTraits& tr = ggml_traits(t);
     if (K % 32 != 0 || K % tr.block_size != 0) throw Error(fmt::format("cuda: {}: K = {} is not whole blocks", what, K));
-    window_bytes = std::max(window_bytes, (uint64_t(kw_max / tr.block_size) * tr.block_bytes + 15) / 16 * 16);
+    const uint64_t block_bytes = staged_block_bytes(t) ? staged_block_bytes(t) : tr.block_bytes;
+    window_bytes = std::max(window_bytes, (uint64_t(kw_max / tr.block_size) * block_bytes + 15) / 16 * 16);
   }
   Kernels out;
   if (codes != Codes::None) out.push_back(quantize_kernel(codes, x, m, K, what));
@@ -403,12 +438,12 @@ Kernels emit_gemv_parts(const std::vector<GemvPart>& parts, const ir::Value& x, 
     if (codes != Codes::None) {
       const std::string load_fn = vload32_helper(wtype);
       kb.need(load_fn);
-      part_body = integer_body(dot_form(wtype), load_fn, close_rows(part, kb, store));
+      part_body = integer_body(dot_form(wtype), load_fn, staged_block_bytes(wtype) != 0, close_rows(part, kb, store));
     } else {
       part_body = float_body(wtype, close_rows(part, kb, store));
     }
     body += fmt::format(R"(  {0}if (blockIdx.x < {1}) {{
-  constexpr long long N = {2}, ROW_BYTES = {3}, UV = {4}, UB = {5};
+  constexpr long long N = {2}, ROW_BYTES = {3}, UV = {4}, UB = {5}{12};
   constexpr int RPW = {6}, NQ = {7};
   const long long row0 = ((blockIdx.x - {8}) * (long long)NW + warp) * RPW;
   const u8* wp0 = (const u8*){9};
@@ -417,7 +452,8 @@ Kernels emit_gemv_parts(const std::vector<GemvPart>& parts, const ir::Value& x, 
 {11}  }}
 )",
                         i == 0 ? "" : "else ", first_block + blocks, part.n, *ggml_bytes_for(wtype, uint64_t(K)),
-                        tr.block_size, tr.block_bytes, rpw, part.w_pair ? 2 : 1, first_block, w0, w1, part_body);
+                        tr.block_size, tr.block_bytes, rpw, part.w_pair ? 2 : 1, first_block, w0, w1, part_body,
+                        staged_block_bytes(wtype) ? fmt::format(", SB = {}", staged_block_bytes(wtype)) : "");
     first_block += blocks;
   }
   kb.body(body);

@@ -252,24 +252,37 @@ __device__ __forceinline__ void vload32_q2_k(const u8* w, int c, vtc_wq& q) {
   q.d = vtc_h2f((unsigned short)(dd & 0xffffu)), q.dm = vtc_h2f((unsigned short)(dd >> 16)), q.mw = 0.0f;
 }
 )"}},
+      // q3_K: chunk j of the super-block at b (110 bytes: hmask 32, qs 64,
+      // scales 12, d). The scales and d arrive as one 16-byte word (the
+      // last 2 bytes are the next block's or the row's readable tail):
+      // scale s = 8 * half + 2k + p has its low nibble in byte s & 7
+      // (shifted by 4 * half) and its high 2 bits in byte 8 + (s & 3)
+      // (shifted by 2 * (s >> 2)); bytes 2k, 2k + 1 and 8 + 2(k & 1), + 1
+      // are halfwords of the words, picked without indexed registers.
+      // vload32_q3_k reads blocks in place (the GEMM, from global memory);
+      // vload32s_q3_k reads the GEMV's window restaged at 112 bytes a
+      // block, every load 16-byte aligned.
       {"vload32_q3_k", {{"dot_common"}, R"(template <bool A16>
-__device__ __forceinline__ void vload32_q3_k(const u8* w, int c, vtc_wq& q) {
-  const u8* b = w + 110 * (c >> 3);
-  const int j = c & 7, half = j >> 2, k = j & 3, shift = 2 * k;
-  const u8* sc = b + 96;
+__device__ __forceinline__ void vtc_q3k_chunk(const u8* b, int j, vtc_wq& q) {
+  const int half = j >> 2, k = j & 3, shift = 2 * k;
   u32 v[8], h[8];
-  vtc_loadw<8, false>(b + 32 + 32 * half, v);
-  vtc_loadw<8, false>(b, h);
+  vtc_loadw<8, A16>(b + 32 + 32 * half, v);
+  vtc_loadw<8, A16>(b, h);
   for (int i = 0; i < 8; ++i) q.q[i] = (int)(((v[i] >> shift) & 0x03030303u) | (((h[i] >> j) & 0x01010101u) << 2));
-  int a[2];
-  for (int p = 0; p < 2; ++p) {
-    const int s = 8 * half + 2 * k + p;
-    const int lo = s < 8 ? (sc[s] & 0xf) : (sc[s - 8] >> 4);
-    const int hi = (sc[8 + s % 4] >> (2 * (s / 4))) & 3;
-    a[p] = (lo | (hi << 4)) - 32;
-  }
-  q.a0 = a[0], q.a1 = a[1], q.m0 = q.m1 = 0;
+  const u32 lo2 = (A16 ? vtc_w32a4(b + 96 + 4 * (k >> 1)) : vtc_w32a2(b + 96 + 4 * (k >> 1))) >> (16 * (k & 1));
+  const u32 hi2 = (A16 ? vtc_w32a4(b + 104) : vtc_w32a2(b + 104)) >> (16 * (k & 1));
+  const int lsh = 4 * half, hsh = 2 * (2 * half + (k >> 1));
+  q.a0 = (int)(((lo2 >> lsh) & 15u) | (((hi2 >> hsh) & 3u) << 4)) - 32;
+  q.a1 = (int)((((lo2 >> 8) >> lsh) & 15u) | ((((hi2 >> 8) >> hsh) & 3u) << 4)) - 32;
+  q.m0 = q.m1 = 0;
   q.d = vtc_wh(b + 108), q.dm = 0.0f, q.mw = 0.0f;
+}
+template <bool A16>
+__device__ __forceinline__ void vload32_q3_k(const u8* w, int c, vtc_wq& q) {
+  vtc_q3k_chunk<false>(w + 110 * (c >> 3), c & 7, q);
+}
+__device__ __forceinline__ void vload32s_q3_k(const u8* w, int c, vtc_wq& q) {
+  vtc_q3k_chunk<true>(w + 112 * (c >> 3), c & 7, q);
 }
 )"}},
       {"vload32_q4_k", {{"dot_common"}, R"(template <bool A16>

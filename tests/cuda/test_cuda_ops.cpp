@@ -257,7 +257,9 @@ int run_case_file(const std::string& path, const std::vector<StepPlan>& plans, c
     INFO("op case at " << path << ":" << c.first_line);
     vtc::ir::Module m = vtc::ir::parse(c.text, {c.first_line});
     vtc::ir::verify(m);
-    vtc::StateStoreConfig cfg{3, n_ctx, 0};
+    int32_t slots = 3;
+    for (const StepPlan& plan : plans) slots = std::max(slots, plan.seqs);
+    vtc::StateStoreConfig cfg{slots, n_ctx, 0};
     vtc::StateStore cpu_states(m, cfg), gpu_states(m, cfg);
     const std::vector<vtc::passes::FunctionPlan> no_plans;
     vtc::cpu::CpuBackend cpu({m, empty_gguf(), cpu_states, no_plans}, {.threads = 2});
@@ -305,26 +307,44 @@ TEST_CASE("op cases: CPU interpreter vs CUDA executor by NMSE, with sentinels", 
   CHECK(run_case_file(VTC_CUDA_OP_CASES, {{"prefill", 1, 7, {}, {}}, {"decode", 3, 7, {}, {}}}) > 50);
 }
 
-// The tensor-core GEMM on every weight type it takes, past its tile edges:
-// 100 tokens (two 64-row tiles, the second ragged), 72 outputs (32-row
-// tiles, the last ragged), K = 768 (three 256-value steps: the cp.async
-// prefetch of the next step's weights; rows of q4_0 and kin are not
-// 16-byte multiples, so the staging realigns).
-TEST_CASE("tensor-core prefill GEMM: CPU vs CUDA on every weight type, ragged tiles", "[gpu][mma]") {
+// Runs one matmul x[rows, K] * w[N, K] of every weight type the integer
+// and float paths take through the case runner: `step` is "prefill" (T
+// rows: the GEMM) or "decode" (S rows: the GEMV). Returns the cases compared.
+int run_matmul_types(const std::string& step, int64_t n, int64_t k, int32_t rows) {
+  const std::string sym = step == "prefill" ? "T" : "S";
   std::string text;
   for (const char* w : {"f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k",
                         "iq4_nl", "iq4_xs", "mxfp4"})
     text += fmt::format(
-        "// -----\n// gemm {0}\nfunc @prefill(%x: tensor<T x 768 x f32, device>, %w: tensor<72 x 768 x {0}, device>) "
-        "{{\n  %y = matmul(%x, %w) : tensor<T x 72 x f32, device>\n  return(%y)\n}}\n",
-        w);
-  const std::string path = fmt::format("{}/vtc_gemm_cases_{}.vtcir", std::filesystem::temp_directory_path().string(), ::getpid());
+        "// -----\n// matmul {0}\nfunc @{1}(%x: tensor<{2} x {4} x f32, device>, %w: tensor<{3} x {4} x {0}, device>) "
+        "{{\n  %y = matmul(%x, %w) : tensor<{2} x {3} x f32, device>\n  return(%y)\n}}\n",
+        w, step, sym, n, k);
+  const std::string path =
+      fmt::format("{}/vtc_matmul_cases_{}_{}.vtcir", std::filesystem::temp_directory_path().string(), step, ::getpid());
   {
     std::ofstream(path) << text.substr(std::string("// -----\n").size());
   }
-  const int compared = run_case_file(path, {{"prefill", 1, 100, {}, {}}});
+  const int compared = step == "prefill" ? run_case_file(path, {{"prefill", 1, rows, {}, {}}})
+                                         : run_case_file(path, {{"decode", rows, 1, {}, {}}});
   std::filesystem::remove(path);
-  CHECK(compared == 15);
+  return compared;
+}
+
+// The tensor-core GEMM on every weight type it takes, past its tile edges:
+// 100 tokens (one 128-row activation tile, ragged), 72 outputs (a ragged
+// 128-row weight tile), K = 768 (six 128-value steps: the cp.async
+// prefetch of the next step; rows of q4_0 and q3_K are not 16-byte
+// multiples, so the decoders realign).
+TEST_CASE("tensor-core prefill GEMM: CPU vs CUDA on every weight type, ragged tiles", "[gpu][mma]") {
+  CHECK(run_matmul_types("prefill", 72, 768, 100) == 15);
+}
+
+// The decode GEMV on every weight type over several windows: K = 2304 is
+// two 1024-value windows and a ragged 256 (q3_K's restaged window holds 4
+// super-blocks, then 1), and 9 decode rows are a full pass of 8 activation
+// rows and a pass of one.
+TEST_CASE("decode GEMV: CPU vs CUDA on every weight type, several windows", "[gpu]") {
+  CHECK(run_matmul_types("decode", 72, 2304, 9) == 15);
 }
 
 // Bidirectional attention (an encoder) with two sequences interleaved in

@@ -146,9 +146,7 @@ TEST_CASE("decode GEMV on the 8B-shaped llama's matrices, every weight type, pri
         CHECK(c.compulsory >= 0.95 * c.dram);
         if (rows == 1) {
           one_row_us = c.kernel_us;
-          // q3_K is shared-memory bound (its hmask bytes are read by all 8
-          // chunks of a super-block): 53% today, an open item of issue 42.
-          CHECK(floor_us / c.kernel_us >= (type == "q3_k" ? 0.5 : 0.85));
+          CHECK(floor_us / c.kernel_us >= 0.85);
         } else {
           // 8 rows: L2-bound on the activation codes every block re-reads
           // (integer types, 1.4x to 2.2x one row), shared-bound on the
