@@ -165,6 +165,20 @@ DotForm dot_form(GgmlType t);
 // code_layout, then [M][K/32] 8-byte scale records.
 ir::Dim codes_scratch_bytes(const ir::Dim& m, int64_t k);
 Kernel quantize_kernel(Codes codes, const ir::Value& x, const ir::Dim& m, int64_t K, const std::string& what);
+// Regions of a kernel's scratch (bytes): its whole size, and the offsets
+// a kernel reads from and writes to.
+struct ScratchRegions {
+  ir::Dim total, from, to;
+};
+// The same rounding of f32 rows [M, K] that a kernel left in the scratch
+// at regions.from, to codes at regions.to (the MoE's expert activations).
+Kernel quantize_scratch_kernel(Codes codes, const ir::Dim& m, int64_t K, const ScratchRegions& regions,
+                               const std::string& what);
+// Statements loading lane `lane`'s 32-value chunk of a codes window into
+// the vtc_xq `xq` (declared by the caller), each line after `indent`:
+// they read the window's codes at `xr` (nc chunks: the code_layout's two
+// 16-byte halves apart) and its scale records at `xmr`.
+std::string activation_chunk(const DotForm& form, const std::string& indent);
 // An rms_norm [M, K] (gain [K]) whose result only matmuls read, fused with
 // the quantize of that result: the normalized rows never reach memory.
 Kernel norm_quantize_kernel(const ir::Op& norm, Codes codes, const ir::Dim& m, int64_t K, const std::string& what);

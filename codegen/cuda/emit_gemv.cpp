@@ -126,25 +126,23 @@ std::string q8_k_block() {
 )";
 }
 
-std::string codes_head(int64_t K, const std::string& m, const std::string& scratch) {
+// `codes_at`: the codes' first byte (the scratch, or a region of it).
+std::string codes_head(int64_t K, const std::string& m, const std::string& codes_at) {
   return fmt::format(R"(  constexpr long long K = {0};
   const long long M = {1};
-  signed char* codes = (signed char*){2};
-  uint2* meta = (uint2*)((u8*){2} + M * K);
+  signed char* codes = (signed char*)({2});
+  uint2* meta = (uint2*)((u8*)codes + M * K);
   const int lane = threadIdx.x & 31;
 )",
-                     K, m, scratch);
+                     K, m, codes_at);
 }
 
-}  // namespace
-
-// Rounds x [M, K] to the CPU's activation codes, into the scratch: one
-// warp per block of values.
-Kernel quantize_kernel(Codes codes, const ir::Value& x, const ir::Dim& m, int64_t K, const std::string& what) {
-  KernelBuilder kb(codes == Codes::Q8_1 ? "quantize_q8_1" : "quantize_q8_k", what);
+// The quantize kernel's body: the f32 rows at `xp` [M, K] to codes at
+// `codes_at`, one warp per block of values.
+void quantize_body(KernelBuilder& kb, Codes codes, const std::string& xp, const ir::Dim& m, int64_t K,
+                   const std::string& codes_at) {
   kb.need("code_layout");
-  const std::string xp = kb.in(x, "x");
-  const std::string head = codes_head(K, kb.expr(m), kb.scratch(codes_scratch_bytes(m, K))) +
+  const std::string head = codes_head(K, kb.expr(m), codes_at) +
                            "  const long long wid = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;\n";
   if (codes == Codes::Q8_1) {
     kb.body(head + fmt::format("  if (wid >= M * (K / 32)) return;\n  const long long base = wid * 32;\n  const float v = {}[base + lane];\n", xp) +
@@ -157,10 +155,54 @@ Kernel quantize_kernel(Codes codes, const ir::Value& x, const ir::Dim& m, int64_
             q8_k_block());
     kb.launch(m * (K / 256) * 32, 256);
   }
+}
+
+}  // namespace
+
+// Rounds x [M, K] to the CPU's activation codes, into the scratch: one
+// warp per block of values.
+Kernel quantize_kernel(Codes codes, const ir::Value& x, const ir::Dim& m, int64_t K, const std::string& what) {
+  KernelBuilder kb(codes == Codes::Q8_1 ? "quantize_q8_1" : "quantize_q8_k", what);
+  const std::string xp = kb.in(x, "x");
+  quantize_body(kb, codes, xp, m, K, kb.scratch(codes_scratch_bytes(m, K)));
   Kernel k = kb.finish();
   k.writes_codes_of = x.data();
   k.fp32_flops = m * K * 4;  // |x|, the max, the scaling, the sum per value
   return k;
+}
+
+Kernel quantize_scratch_kernel(Codes codes, const ir::Dim& m, int64_t K, const ScratchRegions& regions,
+                               const std::string& what) {
+  KernelBuilder kb(codes == Codes::Q8_1 ? "quantize_q8_1" : "quantize_q8_k", what);
+  const std::string scratch = kb.scratch(regions.total);
+  quantize_body(kb, codes, fmt::format("((const float*)((const u8*){} + ({})))", scratch, kb.expr(regions.from)), m, K,
+                fmt::format("(u8*){} + ({})", scratch, kb.expr(regions.to)));
+  Kernel k = kb.finish();
+  k.fp32_flops = m * K * 4;
+  return k;
+}
+
+std::string activation_chunk(const DotForm& form, const std::string& indent) {
+  // q8_1 codes of a weight with an offset need the halves' code sums; q8_K
+  // carries them as bsums.
+  std::string sums = "xq.b0 = xq.b1 = 0;";
+  if (form.codes == Codes::Q8_K)
+    sums = "xq.b0 = vtc_bsum(xm.y, 0), xq.b1 = vtc_bsum(xm.y, 1);";
+  else if (form.offset != 0)
+    sums = "xq.b0 = vtc_code_sum(xq.q, 0, 4), xq.b1 = vtc_code_sum(xq.q, 4, 8);";
+  const std::string lines[] = {
+      "{",
+      "  const uint4 lo = vtc_load16(xr + 16 * lane), hi = vtc_load16(xr + 16 * (nc + lane));",
+      "  xq.q[0] = (int)lo.x, xq.q[1] = (int)lo.y, xq.q[2] = (int)lo.z, xq.q[3] = (int)lo.w;",
+      "  xq.q[4] = (int)hi.x, xq.q[5] = (int)hi.y, xq.q[6] = (int)hi.z, xq.q[7] = (int)hi.w;",
+      "  const uint2 xm = vtc_load8(xmr + lane);",
+      "  xq.d = __uint_as_float(xm.x), xq.s = __uint_as_float(xm.y);",
+      "  " + sums,
+      "}",
+  };
+  std::string out;
+  for (const auto& l : lines) out += indent + l + "\n";
+  return out;
 }
 
 // rms_norm then the quantize of its result: NB blocks of 256 per row,
@@ -299,13 +341,6 @@ std::string close_rows(const GemvPart& part, KernelBuilder& kb, const StoreFn& s
 // Integer weights: activation chunks in registers, each weight chunk
 // decoded once and dotted with every activation row.
 std::string integer_body(const DotForm& form, const std::string& load_fn, bool restrided, const std::string& close) {
-  // q8_1 codes of a weight with an offset need the halves' code sums; q8_K
-  // carries them as bsums.
-  std::string sums = "          xv[r].b0 = xv[r].b1 = 0;\n";
-  if (form.codes == Codes::Q8_K)
-    sums = "          xv[r].b0 = vtc_bsum(xm.y, 0), xv[r].b1 = vtc_bsum(xm.y, 1);\n";
-  else if (form.offset != 0)
-    sums = "          xv[r].b0 = vtc_code_sum(xv[r].q, 0, 4), xv[r].b1 = vtc_code_sum(xv[r].q, 4, 8);\n";
   // 16-byte words straight from the window where its blocks keep them
   // aligned (q4_K, q5_K rows: 144 and 176 bytes a block, or restaged).
   const std::string decode =
@@ -313,6 +348,10 @@ std::string integer_body(const DotForm& form, const std::string& load_fn, bool r
                 : fmt::format("            if (UB % 16 == 0 && ((unsigned long long)wwin & 15) == 0) {0}<true>(wwin, lane, wv);\n"
                               "            else {0}<false>(wwin, lane, wv);\n",
                               load_fn);
+  const std::string sums = "          vtc_xq& xq = xv[r];\n"
+                           "          const u8* xr = xcodes + (m0 + r) * K + k0;\n"
+                           "          const uint2* xmr = xmeta + (m0 + r) * (K / 32) + k0 / 32;\n" +
+                           activation_chunk(form, "          ");
   return fmt::format(R"({5}      const int nc = kw / 32;
       // The block's warps take each window together, so the activation
       // codes one warp loads are in L1 for the others.
@@ -321,12 +360,6 @@ std::string integer_body(const DotForm& form, const std::string& load_fn, bool r
       if (lane < nc)
         for (int r = 0; r < MR; ++r) {{
           if (r >= mr) break;
-          const u8* xr = xcodes + (m0 + r) * K + k0;
-          const uint4 lo = vtc_load16(xr + 16 * lane), hi = vtc_load16(xr + 16 * (nc + lane));
-          xv[r].q[0] = (int)lo.x, xv[r].q[1] = (int)lo.y, xv[r].q[2] = (int)lo.z, xv[r].q[3] = (int)lo.w;
-          xv[r].q[4] = (int)hi.x, xv[r].q[5] = (int)hi.y, xv[r].q[6] = (int)hi.z, xv[r].q[7] = (int)hi.w;
-          const uint2 xm = vtc_load8(xmeta + (m0 + r) * (K / 32) + k0 / 32 + lane);
-          xv[r].d = __uint_as_float(xm.x), xv[r].s = __uint_as_float(xm.y);
 {0}        }}
       // Every warp's activation loads before any weight stream, so the
       // weight bytes passing through L1 do not evict codes another warp

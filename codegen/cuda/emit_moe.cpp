@@ -1,25 +1,39 @@
 // Mixture of experts: moe_route and moe_ffn (docs/ir.md), with the CPU
 // kernels' numerics (runtime/cpu/kernels/moe.cpp).
 //
-// moe_route: one thread per token, the E probabilities in a local array.
-//   softmax: max, e = exp(x - max) summed in double in expert order, then
+// moe_route: one warp per token (as topk-moe.cu), the E probabilities and
+//   scores in the warp's shared rows, lane l on experts l, l + 32, ...
+//   softmax: max, e = exp(x - max) summed in double (a warp sum), then
 //   e * (1/sum) (the softmax kernel's formula); sigmoid: 1 / (1 + exp(-x)).
-//   Top-k picks k times "the best expert strictly after the previous pick"
-//   in the top_k order (value descending, NaN last, lower index first), so
-//   ids come out largest first with ties to the lower index. The weights are
+//   Top-k: k warp-wide picks of the best expert not yet picked in the
+//   top_k order (value descending, NaN last, lower index first), which is
+//   the CPU's "best strictly after the previous pick", so ids come out
+//   largest first with ties to the lower index. The weights are
 //   the picked probabilities (picked on the selection scores: p plus the
 //   selection bias, with grouped routing's excluded groups at -inf), for
 //   softmax_weight softmaxed over the k, summed in double; with `norm`
 //   divided by max(sum, 6.103515625e-5); times `scale` unless it is
 //   absent, 0 or 1.
 //
-// moe_ffn: two launches, one row per (token t, slot j), r = t * k + j.
-//   moe_up: one warp per (r, f): lanes walk the 32-value chunks of expert
-//     ids[r]'s gate and up rows f (deq32_<type>, as the GEMV), warp sums,
-//     then h[r][f] = silu(g) * u into scratch [T * k][F].
+// moe_ffn: one row per (token t, slot j), r = t * k + j. Quantized
+// stacks whose gate and up take the same activation codes run on codes,
+// as the CPU's per-expert matmuls round their rows (emit_gemv.cpp's
+// quantize and vtc_wdot, so the integer block sums are the CPU's exact
+// ones), in four launches:
+//   quantize: x's rows to the gate/up stacks' codes (q8_1 or q8_K) in the
+//     scratch (with `weight_input`, llama4, first a kernel scaling each
+//     slot's row, x[t] * weights[r] in f32, then those T * k rows);
+//   moe_up: one warp per (r, f): lane c decodes chunk c of each
+//     1024-value window of expert ids[r]'s gate and up rows f straight
+//     from global memory (vload32_<type>) and dots it with the row's
+//     codes (__dp4a), warp sums, then h[r][f] = act(g, u) into scratch;
+//   quantize: h's rows to the down stack's codes;
 //   moe_down: one warp per (t, d): for j = 0 .. k-1 in order, the dot of
-//     down row d of expert ids[t*k+j] with h[r], times weights[r], added
-//     as the CPU adds the slot views (o = y0 * w0, then o += yj * wj).
+//     down row d of expert ids[t*k+j] with h[r]'s codes, times weights[r],
+//     added as the CPU adds the slot views (o = y0 * w0, then o += yj * wj).
+// Float stacks (f32, f16, bf16) run moe_up and moe_down alone, each lane
+// decoding its chunks to floats (deq32_<type>) and dotting them with the
+// f32 rows, rounded to f16 / bf16 for f16 / bf16 stacks as matmul does.
 //   A merged gate_up stack [E][2F][D] is one parameter: expert e's gate
 //   row f is its row f, the up row its row F + f. Per-expert scales
 //   multiply the warp sums (g *= gs[e], u *= us[e]; the down dot times
@@ -29,14 +43,10 @@
 //   gb[e][f], u += ub[e][f]; the down dot + db[e][d] before the routing
 //   weight), and `activation = swiglu_oai` replaces silu(g) * u by
 //   min(g, limit) / (1 + exp(alpha * -min(g, limit))) * (clamp(u, +-limit) + 1).
-//   With `weight_input` (llama4) moe_up reads x[t] * weights[r] (an f32
-//   product, as the CPU scales the gathered rows) and moe_down adds the
-//   slot results unweighted.
-//   Weights decode to the CPU's floats; activations stay f32 for quantized
-//   stacks and are rounded to f16 / bf16 for f16 / bf16 stacks, as matmul
-//   does (docs/cuda.md "Numerics"). An id outside [0, E) contributes zeros
-//   (the CPU throws; moe_route only produces ids in range). Every expert
-//   row is re-read per (token, slot): correct, not yet a grouped GEMM.
+//   With `weight_input` moe_down adds the slot results unweighted. An id
+//   outside [0, E) contributes zeros (the CPU throws; moe_route only
+//   produces ids in range). Every expert row is re-read per (token, slot):
+//   correct, not yet a grouped GEMM.
 #include <fmt/format.h>
 
 #include "codegen/cuda/emit.h"
@@ -56,68 +66,90 @@ void require_f32(const ir::Op& op, size_t i, const char* what) {
     unsupported(op, fmt::format("{} must be f32, got {}", what, op.operands[i].type().str()));
 }
 
-// The probabilities p[E] of token row `lr`.
+// moe_route runs one warp per token row (topk-moe.cu's shape): the row's
+// probabilities p and selection scores q in the warp's shared rows, lane l
+// taking experts l, l + 32, ...
+
+// The probabilities p[E] of token row `lr`: softmax's max and double sum
+// as warp reductions (the double sum of E floats in another order than
+// the CPU's: equal unless a sum's last double bit decides a float).
 std::string route_probs(ir::MoeGating gating) {
-  if (gating == ir::MoeGating::Sigmoid) return "    for (long long e = 0; e < E; ++e) p[e] = 1.0f / (1.0f + expf(-lr[e]));\n";
-  if (gating == ir::MoeGating::SoftmaxWeight) return "    for (long long e = 0; e < E; ++e) p[e] = lr[e];\n";
+  if (gating == ir::MoeGating::Sigmoid)
+    return "    for (long long e = lane; e < E; e += 32) p[e] = 1.0f / (1.0f + expf(-lr[e]));\n";
+  if (gating == ir::MoeGating::SoftmaxWeight) return "    for (long long e = lane; e < E; e += 32) p[e] = lr[e];\n";
   return R"(    float mx = -__int_as_float(0x7f800000);
-    for (long long e = 0; e < E; ++e) mx = fmaxf(mx, lr[e]);
+    for (long long e = lane; e < E; e += 32) mx = fmaxf(mx, lr[e]);
+    mx = vtc_warp_max(mx);
     double sum = 0.0;
-    for (long long e = 0; e < E; ++e) { const float v = expf(lr[e] - mx); p[e] = v; sum += (double)v; }
-    const float inv = (float)(1.0 / sum);
-    for (long long e = 0; e < E; ++e) p[e] *= inv;
+    for (long long e = lane; e < E; e += 32) { const float v = expf(lr[e] - mx); p[e] = v; sum += (double)v; }
+    const float inv = (float)(1.0 / vtc_warp_sum_d(sum));
+    for (long long e = lane; e < E; e += 32) p[e] *= inv;
+)";
+}
+
+// The warp's best of the candidates (bv, bi) of its lanes (bi < 0: none),
+// in the top_k order; every lane ends with the same pick.
+std::string warp_best() {
+  return R"(      for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+        const long long oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (oi >= 0 && (bi < 0 || vtc_before(ov, oi, bv, bi))) bv = ov, bi = oi;
+      }
 )";
 }
 
 // The selection scores q[E]: p plus the selection bias `sb`, with the
 // experts of all but the GU best groups (of GS experts, scored by their
-// two best q summed in double) set to -inf, as the CPU's mask_groups.
+// two best q summed in double) set to -inf, as the CPU's mask_groups:
+// lane g scores group g, then GU warp picks keep groups.
 std::string route_scores(const std::string& sb, int64_t groups, int64_t groups_used) {
-  std::string s = fmt::format("    float q[E];\n    for (long long e = 0; e < E; ++e) q[e] = {};\n",
+  std::string s = fmt::format("    for (long long e = lane; e < E; e += 32) q[e] = {};\n    __syncwarp();\n",
                               sb.empty() ? "p[e]" : "p[e] + " + sb + "[e]");
   if (groups <= 1) return s;
   s += fmt::format(R"(    {{
       constexpr long long G = {0}, GU = {1}, GS = E / G;
-      float gs[G];
-      for (long long g = 0; g < G; ++g) {{
+      float gsc = 0.0f;
+      if (lane < G) {{
         long long b0 = -1, b1 = -1;
-        for (long long e = g * GS; e < (g + 1) * GS; ++e) if (b0 < 0 || vtc_before(q[e], e, q[b0], b0)) b0 = e;
-        for (long long e = g * GS; e < (g + 1) * GS; ++e) if (e != b0 && (b1 < 0 || vtc_before(q[e], e, q[b1], b1))) b1 = e;
+        for (long long e = lane * GS; e < (lane + 1) * GS; ++e) if (b0 < 0 || vtc_before(q[e], e, q[b0], b0)) b0 = e;
+        for (long long e = lane * GS; e < (lane + 1) * GS; ++e) if (e != b0 && (b1 < 0 || vtc_before(q[e], e, q[b1], b1))) b1 = e;
         double sum = (double)q[b0];
         if (b1 >= 0) sum += (double)q[b1];
-        gs[g] = (float)sum;
+        gsc = (float)sum;
       }}
-      bool keep[G] = {{}};
+      u32 keep = 0;
       for (long long j = 0; j < GU; ++j) {{
-        long long best = -1;
-        for (long long g = 0; g < G; ++g) if (!keep[g] && (best < 0 || vtc_before(gs[g], g, gs[best], best))) best = g;
-        keep[best] = true;
+        float bv = gsc;
+        long long bi = lane < G && !((keep >> lane) & 1u) ? lane : -1;
+{2}        keep |= 1u << bi;
       }}
-      for (long long e = 0; e < E; ++e) if (!keep[e / GS]) q[e] = -__int_as_float(0x7f800000);
+      __syncwarp();
+      for (long long e = lane; e < E; e += 32) if (!((keep >> (e / GS)) & 1u)) q[e] = -__int_as_float(0x7f800000);
+      __syncwarp();
     }}
 )",
-                   groups, groups_used);
+                   groups, groups_used, warp_best());
   return s;
 }
 
-// Top-k of the scores q into ir, their probabilities p into wr, then the
-// softmax over the k (softmax_weight), normalization and scale.
+// Top-k of the scores q: k warp picks, each the best expert not yet picked
+// (the CPU's "best strictly after the previous pick" in the same strict
+// order); lane 0 stores each id into ir and its probability into wr, then
+// applies the softmax over the k (softmax_weight), normalization and scale.
 std::string route_select(bool softmax_weight, bool norm, double scale) {
-  std::string s = R"(    long long prev = -1;
-    float pv = 0.0f;
-    double wsum = 0.0;
+  std::string s = R"(    u32 picked = 0;  // bit i: expert lane + 32 i
     for (long long j = 0; j < KS; ++j) {
-      long long best = -1;
       float bv = 0.0f;
-      for (long long e = 0; e < E; ++e) {
-        if (prev >= 0 && !vtc_before(pv, prev, q[e], e)) continue;
-        if (best < 0 || vtc_before(q[e], e, bv, best)) { best = e; bv = q[e]; }
+      long long bi = -1;
+      for (long long i = 0; lane + 32 * i < E; ++i) {
+        const long long e = lane + 32 * i;
+        if (!((picked >> i) & 1u) && (bi < 0 || vtc_before(q[e], e, bv, bi))) bi = e, bv = q[e];
       }
-      ir[j] = (int)best;
-      wr[j] = p[best];
-      prev = best;
-      pv = bv;
+)" + warp_best() + R"(      if ((bi & 31) == lane) picked |= 1u << (bi >> 5);
+      if (lane == 0) ir[j] = (int)bi, wr[j] = p[bi];
     }
+    if (lane != 0) continue;
+    double wsum = 0.0;
 )";
   if (softmax_weight)
     s += R"(    {
@@ -208,12 +240,83 @@ std::string activation(const ir::Op& op) {
                      limit);
 }
 
+// The integer form of moe_ffn: quantized stacks whose gate and up take
+// the same activation codes.
+bool on_codes(const MoeShape& s) {
+  const DotForm g = dot_form(s.gate), u = dot_form(s.up), d = dot_form(s.down);
+  return g.codes != Codes::None && g.codes == u.codes && d.codes != Codes::None;
+}
+
+// The integer form's scratch: the up rows' codes at 0 (the quantize
+// kernel's layout, so a GEMV's quantize of the same x serves it), h
+// [T * k][F] f32, h's codes, then (weight_input) the pre-scaled rows
+// x[t] * weights[r] in f32; each region 16-byte aligned. The up rows are
+// x's T rows, or with weight_input the T * k scaled ones.
+struct CodesScratch {
+  ir::Dim x_rows, h, h_codes, scaled, total;
+};
+CodesScratch codes_scratch(const ir::Op& op, const MoeShape& s) {
+  const int64_t x_row = (s.model + s.model / 32 * 8 + 15) / 16 * 16;
+  CodesScratch c;
+  c.x_rows = weight_input(op) ? s.tokens * s.k : s.tokens;
+  c.h = c.x_rows * x_row;
+  c.h_codes = c.h + s.tokens * (s.k * s.ffn * 4);
+  c.scaled = c.h_codes + s.tokens * (s.k * ((s.ffn + s.ffn / 32 * 8 + 15) / 16 * 16));
+  c.total = weight_input(op) ? c.scaled + s.tokens * (s.k * s.model * 4) : c.scaled;
+  return c;
+}
+
+// weight_input's rows: scaled[r] = x[r / k] * weights[r], the f32 product
+// the CPU scales its gathered rows by.
+Kernel scale_rows_kernel(const ir::Op& op, const std::string& what, const MoeShape& s, const CodesScratch& cs) {
+  KernelBuilder kb("moe_scale_rows", what);
+  const std::string x = kb.in(op.operands[0], "x"), w = kb.in(op.operands[1], "weights");
+  const std::string scratch = kb.scratch(cs.total);
+  kb.body(fmt::format(R"(  constexpr long long D = {0}, KS = {1};
+  const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i >= ({2}) * D) return;
+  float* scaled = (float*)((u8*){3} + ({4}));
+  scaled[i] = __fmul_rn({5}[(i / D / KS) * D + i % D], {6}[i / D]);
+)",
+                      s.model, s.k, kb.expr(cs.x_rows), scratch, kb.expr(cs.scaled), x, w));
+  kb.launch(cs.x_rows * s.model, 256);
+  return kb.finish();
+}
+
+// A warp's integer dot of weight row `row` (type t, K values) with the
+// codes of activation row `xrow` at `codes` (M rows), accumulated into
+// `acc`: lane c takes chunk c of each 1024-value window, decoded by
+// vload32_<type> from global memory and dotted by vtc_wdot.
+std::string codes_dot(KernelBuilder& kb, GgmlType t, int64_t K, const std::string& row, const std::string& codes,
+                      const std::string& m, const std::string& xrow, const std::string& acc) {
+  const DotForm form = dot_form(t);
+  const GgmlTypeTraits& tr = ggml_traits(t);
+  const std::string load = vload32_helper(t);
+  kb.need(load);
+  return fmt::format(R"(    for (long long k0 = 0; k0 < {0}; k0 += 1024) {{
+      const int nc = (int)(min(1024ll, {0} - k0) / 32);
+      if (lane >= nc) continue;
+      vtc_xq xq;
+      const u8* xr = {1} + ({3}) * {0} + k0;
+      const uint2* xmr = (const uint2*)({1} + ({2}) * {0}) + ({3}) * {0} / 32 + k0 / 32;
+{4}      vtc_wq wq;
+      const u8* wwin = {5} + (k0 / {6}) * {7};
+      if ({7} % 16 == 0 && ((unsigned long long)wwin & 15) == 0) {8}<true>(wwin, lane, wq);
+      else {8}<false>(wwin, lane, wq);
+      {9} += vtc_wdot<{10}, {11}>(wq, xq);
+    }}
+)",
+                     K, codes, m, xrow, activation_chunk(form, "      "), row, tr.block_size, tr.block_bytes, load, acc,
+                     form.offset, form.kind);
+}
+
 Kernel moe_up_kernel(const ir::Op& op, const std::string& what, const MoeShape& s) {
   KernelBuilder kb("moe_up", what);
   const ir::MoeExperts& st = s.stacks;
-  const std::string x = kb.in(op.operands[0], "x"), ids = kb.in(op.operands[2], "ids");
+  const bool codes = on_codes(s);
+  const std::string x = codes ? "" : kb.in(op.operands[0], "x"), ids = kb.in(op.operands[2], "ids");
   // weight_input (llama4): the slot's routing weight scales its input row.
-  const std::string wi = weight_input(op) ? kb.in(op.operands[1], "weights") + "[r]" : "";
+  const std::string wi = weight_input(op) && !codes ? kb.in(op.operands[1], "weights") + "[r]" : "";
   std::string gate, up, gate_row = "(e * F + f)", up_row = "(e * F + f)";
   if (st.merged()) {
     gate = up = kb.in(st.gate_up, "gate_up");
@@ -234,9 +337,17 @@ Kernel moe_up_kernel(const ir::Op& op, const std::string& what, const MoeShape& 
     gb = kb.in(st.gate_bias, "gate_bias"), ub = kb.in(st.up_bias, "up_bias");
   }
   const ir::Dim rows = s.tokens * s.k;
-  const std::string h = kb.scratch(rows * (s.ffn * 4));
-  kb.need(deq32_helper(s.gate));
-  kb.need(deq32_helper(s.up));
+  std::string h, x_codes;
+  if (codes) {
+    const CodesScratch cs = codes_scratch(op, s);
+    const std::string scratch = kb.scratch(cs.total);
+    h = fmt::format("((float*)((u8*){} + ({})))", scratch, kb.expr(cs.h));
+    x_codes = fmt::format("((const u8*){})", scratch);
+  } else {
+    h = kb.scratch(rows * (s.ffn * 4));
+    kb.need(deq32_helper(s.gate));
+    kb.need(deq32_helper(s.up));
+  }
   std::string body = fmt::format(R"(  constexpr long long E = {0}, F = {1}, D = {2}, KS = {3}, CH = D / 32, GROW = {4}, UROW = {5};
   const long long R = {6};
   const int lane = threadIdx.x & 31;
@@ -245,14 +356,21 @@ Kernel moe_up_kernel(const ir::Op& op, const std::string& what, const MoeShape& 
   const long long r = wid / F, f = wid % F, e = (long long){7}[r];
   float g = 0.0f, u = 0.0f;
   if (e >= 0 && e < E) {{
-    const float* xr = {8} + (r / KS) * D;
-    const u8* gr = (const u8*){9} + {11} * GROW;
-    const u8* ur = (const u8*){10} + {12} * UROW;
+    const u8* gr = (const u8*){8} + {10} * GROW;
+    const u8* ur = (const u8*){9} + {11} * UROW;
 )",
                                  s.experts, s.ffn, s.model, s.k, row_bytes(s.gate, s.model),
-                                 row_bytes(s.up, s.model), kb.expr(rows), ids, x, gate, up, gate_row, up_row);
-  body += chunk_dot(deq32_helper(s.gate), "gr", "xr", s.gate, "g", "CH", "    ", wi);
-  body += chunk_dot(deq32_helper(s.up), "ur", "xr", s.up, "u", "CH", "    ", wi);
+                                 row_bytes(s.up, s.model), kb.expr(rows), ids, gate, up, gate_row, up_row);
+  if (codes) {
+    // The up rows: x's (row r / KS), or weight_input's scaled ones (row r).
+    const std::string x_rows = kb.expr(codes_scratch(op, s).x_rows), x_row = weight_input(op) ? "r" : "r / KS";
+    body += codes_dot(kb, s.gate, s.model, "gr", x_codes, x_rows, x_row, "g");
+    body += codes_dot(kb, s.up, s.model, "ur", x_codes, x_rows, x_row, "u");
+  } else {
+    body += fmt::format("    const float* xr = {} + (r / KS) * D;\n", x);
+    body += chunk_dot(deq32_helper(s.gate), "gr", "xr", s.gate, "g", "CH", "    ", wi);
+    body += chunk_dot(deq32_helper(s.up), "ur", "xr", s.up, "u", "CH", "    ", wi);
+  }
   body += R"(  }
   g = vtc_warp_sum(g);
   u = vtc_warp_sum(u);
@@ -274,7 +392,12 @@ Kernel moe_up_kernel(const ir::Op& op, const std::string& what, const MoeShape& 
   body += fmt::format("  if (lane == 0) {0}[r * F + f] = {1};\n", h, activation(op));
   kb.body(body);
   kb.launch(rows * (s.ffn * 32), 128);
-  return kb.finish();
+  Kernel k = kb.finish();
+  if (codes) {
+    if (!weight_input(op)) k.reads_codes_of = op.operands[0].data();  // x's codes, as a GEMV reads them
+    k.fp32_flops = rows * (s.ffn * 2) * (s.model / 32) * 4;  // per chunk scaling; the products are __dp4a
+  }
+  return k;
 }
 
 Kernel moe_down_kernel(const ir::Op& op, const std::string& what, const MoeShape& s) {
@@ -283,9 +406,13 @@ Kernel moe_down_kernel(const ir::Op& op, const std::string& what, const MoeShape
                     down = kb.in(s.stacks.down, "down");
   const std::string ds = s.stacks.down_scale ? kb.in(s.stacks.down_scale, "down_scale") : "";
   const std::string db = s.stacks.down_bias ? kb.in(s.stacks.down_bias, "down_bias") : "";
-  const std::string h = kb.scratch(s.tokens * (s.k * s.ffn * 4));
+  const bool codes = on_codes(s);
+  const std::string h = codes ? "" : kb.scratch(s.tokens * (s.k * s.ffn * 4));
+  const CodesScratch cs = codes_scratch(op, s);
+  const std::string h_codes =
+      codes ? fmt::format("((const u8*){} + ({}))", kb.scratch(cs.total), kb.expr(cs.h_codes)) : "";
   const std::string y = kb.out(op.results[0], "y");
-  kb.need(deq32_helper(s.down));
+  if (!codes) kb.need(deq32_helper(s.down));
   std::string body = fmt::format(R"(  constexpr long long E = {0}, F = {1}, D = {2}, KS = {3}, CH = F / 32, ROW = {4};
   const long long T = {5};
   const int lane = threadIdx.x & 31;
@@ -298,11 +425,15 @@ Kernel moe_down_kernel(const ir::Op& op, const std::string& what, const MoeShape
     float acc = 0.0f;
     if (e >= 0 && e < E) {{
       const u8* dr = (const u8*){7} + (e * D + d) * ROW;
-      const float* hr = {8} + r * F;
 )",
                                  s.experts, s.ffn, s.model, s.k, row_bytes(s.down, s.ffn), kb.expr(s.tokens), ids,
-                                 down, h);
-  body += chunk_dot(deq32_helper(s.down), "dr", "hr", s.down, "acc", "CH", "      ");
+                                 down);
+  if (codes) {
+    body += codes_dot(kb, s.down, s.ffn, "dr", h_codes, "T * KS", "r", "acc");
+  } else {
+    body += fmt::format("      const float* hr = {} + r * F;\n", h);
+    body += chunk_dot(deq32_helper(s.down), "dr", "hr", s.down, "acc", "CH", "      ");
+  }
   // The down result times the expert's scale, plus its bias, then the routing weight.
   const std::string scaled = ds.empty() ? "" : fmt::format(" * (e >= 0 && e < E ? {}[e] : 0.0f)", ds);
   // (An unbiased op keeps the unbiased text.)
@@ -317,7 +448,9 @@ Kernel moe_down_kernel(const ir::Op& op, const std::string& what, const MoeShape
                       w, y, sum, weight_input(op) ? "" : fmt::format(" * {}[r]", w));
   kb.body(body);
   kb.launch(s.tokens * (s.model * 32), 128);
-  return kb.finish();
+  Kernel k = kb.finish();
+  if (codes) k.fp32_flops = s.tokens * (s.k * s.model) * (s.ffn / 32) * 4;
+  return k;
 }
 
 }  // namespace
@@ -331,29 +464,54 @@ Kernels emit_moe_route(const ir::Op& op, const std::string& what) {
   if (k < 1 || k > experts) unsupported(op, fmt::format("k = {} must be in [1, {}]", k, experts));
   const bool bias = op.operands.size() > 1;
   if (bias) require_f32(op, 1, "the selection bias");
+  if (experts > 32 * 32) unsupported(op, fmt::format("E = {} experts: at most 1024 (32 a lane)", experts));
+  if (attrs.groups > 32) unsupported(op, fmt::format("{} expert groups: at most 32 (one a lane)", attrs.groups));
   KernelBuilder kb(op.mnemonic(), what);
   const std::string logits = kb.in(op.operands[0], "logits");
   const std::string sb = bias ? kb.in(op.operands[1], "sb") : "";
   const std::string w = kb.out(op.results[0], "weights"), ids = kb.out(op.results[1], "ids");
   kb.need("order_before");
   const ir::Dim tokens = dims_product(lt.shape, 0, lt.shape.size() - 1);
+  constexpr int kWarpsPerBlock = 4;
   kb.body(fmt::format(R"(  constexpr long long E = {0}, KS = {1};
-  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < {2}; t += (long long)gridDim.x * blockDim.x) {{
+  constexpr int WPB = {6};
+  __shared__ float p_s[WPB][E], q_s[WPB][E];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (long long t = blockIdx.x * (long long)WPB + warp; t < {2}; t += (long long)gridDim.x * WPB) {{
     const float* lr = {3} + t * E;
     float* wr = {4} + t * KS;
     int* ir = {5} + t * KS;
-    float p[E];
+    float* p = p_s[warp];
+    float* q = q_s[warp];
+    __syncwarp();
 )",
-                      experts, k, kb.expr(tokens), logits, w, ids) +
+                      experts, k, kb.expr(tokens), logits, w, ids, kWarpsPerBlock) +
           route_probs(attrs.gating) + route_scores(sb, attrs.groups, attrs.groups_used) +
           route_select(attrs.gating == ir::MoeGating::SoftmaxWeight, attrs.norm, attrs.scale) + "  }\n");
-  kb.launch(tokens, 64);
+  kb.launch(tokens * 32, 32 * kWarpsPerBlock);
   return {kb.finish()};
 }
 
 Kernels emit_moe_ffn(const ir::Op& op, const std::string& what) {
   const MoeShape s = moe_shape(op);
-  return {moe_up_kernel(op, what, s), moe_down_kernel(op, what, s)};
+  if (!on_codes(s)) return {moe_up_kernel(op, what, s), moe_down_kernel(op, what, s)};
+  // The up rows to the gate/up stacks' codes, moe_up, h to the down
+  // stack's codes, moe_down.
+  const CodesScratch cs = codes_scratch(op, s);
+  const ir::Dim rows = s.tokens * s.k;
+  const Codes up_codes = dot_form(s.gate).codes;
+  Kernels out;
+  if (weight_input(op)) {
+    out.push_back(scale_rows_kernel(op, what + " [the scaled rows]", s, cs));
+    out.push_back(quantize_scratch_kernel(up_codes, rows, s.model, {cs.total, cs.scaled, 0}, what + " [rows to codes]"));
+  } else {
+    out.push_back(quantize_kernel(up_codes, op.operands[0], s.tokens, s.model, what + " [x to codes]"));
+  }
+  out.push_back(moe_up_kernel(op, what, s));
+  out.push_back(quantize_scratch_kernel(dot_form(s.down).codes, rows, s.ffn, {cs.total, cs.h, cs.h_codes},
+                                        what + " [h to codes]"));
+  out.push_back(moe_down_kernel(op, what, s));
+  return out;
 }
 
 }  // namespace vtc::cuda

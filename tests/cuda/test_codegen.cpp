@@ -568,7 +568,8 @@ TEST_CASE("moe_route and moe_ffn: routing options, expert decoders, scratch and 
   CHECK(f32[0].source.find("const float v = expf(lr[e] - mx);") != std::string::npos);
   CHECK(f32[0].source.find("fmaxf((float)wsum, 6.103515625e-5f)") != std::string::npos);
   CHECK(f32[0].source.find("wr[j] *=") == std::string::npos);
-  CHECK(f32[0].source.find("float p[E];") != std::string::npos);
+  CHECK(f32[0].source.find("__shared__ float p_s[WPB][E], q_s[WPB][E];") != std::string::npos);  // a warp a row
+  CHECK(f32[0].threads_x == vtc::ir::Dim::symbol("S") * 32);
   CHECK(f32[1].source.find("deq32_f32(gr, c, wv);") != std::string::npos);
   CHECK(f32[1].source.find("(g / (1.0f + expf(-g))) * u") != std::string::npos);
   CHECK(f32[2].source.find("o = j == 0 ? yj : o + yj;") != std::string::npos);
@@ -586,13 +587,23 @@ TEST_CASE("moe_route and moe_ffn: routing options, expert decoders, scratch and 
   CHECK(f16[1].source.find("vtc_h2f(vtc_f2h(xr[32 * c + l]))") != std::string::npos);
   CHECK(f16[2].source.find("vtc_h2f(vtc_f2h(hr[32 * c + l]))") != std::string::npos);
   // Case 3: q8_0 without renormalization; case 4: q4_k gate/up, q6_k down.
+  // Quantized stacks run on codes: x's quantize, moe_up, h's quantize
+  // (from the scratch), moe_down, the dots by __dp4a.
   auto q8 = decode_of(2);
+  REQUIRE(q8.size() == 5);
   CHECK(q8[0].source.find("6.103515625e-5f") == std::string::npos);
-  CHECK(q8[1].source.find("deq32_q8_0(ur, c, wv);") != std::string::npos);
-  CHECK(q8[1].source.find("xr[32 * c + l];") != std::string::npos);  // f32 activations
+  CHECK(find_kernel(q8, "quantize_q8_1_") == 1);
+  CHECK(q8[1].writes_codes_of == q8[2].reads_codes_of);
+  CHECK(q8[2].source.find("vload32_q8_0<true>(wwin, lane, wq);") != std::string::npos);
+  CHECK(q8[2].source.find("g += vtc_wdot<0, 0>(wq, xq);") != std::string::npos);
+  CHECK(q8[3].entry.rfind("quantize_q8_1_", 0) == 0);
+  CHECK(q8[4].source.find("acc += vtc_wdot<0, 0>(wq, xq);") != std::string::npos);
   auto k = decode_of(3);
-  CHECK(k[1].source.find("deq32_q4_k(gr, c, wv);") != std::string::npos);
-  CHECK(k[2].source.find("deq32_q6_k(dr, c, wv);") != std::string::npos);
+  REQUIRE(k.size() == 5);
+  CHECK(find_kernel(k, "quantize_q8_k_") == 1);
+  CHECK(k[2].source.find("vload32_q4_k<true>(wwin, lane, wq);") != std::string::npos);
+  CHECK(k[4].source.find("vload32_q6_k<true>(wwin, lane, wq);") != std::string::npos);
+  CHECK(k[4].source.find("vtc_wdot<32, 2>(wq, xq)") != std::string::npos);
   CHECK(k[0].source.find("wr[j] *= 0x1p-1f;") != std::string::npos);
   // The split unscaled form has no scale parameter and no multiply.
   CHECK(f32[1].source.find("gate_scale") == std::string::npos);
