@@ -11,7 +11,9 @@
 // body op by op, with the body's arguments aliased to the region's
 // operands and the region's results to the body's returned values; a
 // projection region's matmuls in a decode step as one multi-part GEMV
-// (lower_projection_region). Last,
+// (lower_projection_region), and in a prefill step its rms_norm with the
+// GEMMs' quantize and its swiglu activations with their products
+// (lower_prefill_region). Last,
 // share_activation_codes drops the decode GEMVs' repeated quantizations of
 // one x (emit_gemv.cpp).
 #include <fmt/format.h>
@@ -280,6 +282,97 @@ bool lower_projection_region(const ir::Module& m, const ir::Op& op, StepKernels&
   return true;
 }
 
+// The rms_norm prologue of a prefill projection region when one kernel
+// can normalize its rows into the activation codes of every GEMM that
+// reads them (integer-block weights taking one code form, one K; only
+// those matmuls read the normalized rows; a [K] gain), else null.
+const ir::Op* prefill_fusable_norm(const ir::Op& region, const ir::ProjectionRegion& r) {
+  if (!r.norm || r.norm->operands[0].type().elem.kind() != ir::ElemType::F32) return nullptr;
+  const ir::Value& y = r.norm->results[0];
+  const auto k = y.type().shape.back().constant();
+  if (!k || numel(r.norm->operands[1].type()) != ir::Dim(*k)) return nullptr;
+  std::optional<Codes> codes;
+  for (const auto& op : region.body->ops)
+    for (const auto& v : op->operands) {
+      if (v.data() != y.data()) continue;
+      if (op->kind != ir::OpKind::Matmul) return nullptr;
+      const ir::TensorType& wt = op->operands[1].type();
+      if (wt.elem.layout() != WeightLayout::Rows || wt.shape.size() != 2) return nullptr;
+      const GgmlType t = weight_type(wt.elem);
+      if (!gemm_mma_supported(t, *k) || dot_form(t).codes == Codes::None) return nullptr;
+      if (codes && *codes != dot_form(t).codes) return nullptr;
+      codes = dot_form(t).codes;
+    }
+  return codes ? r.norm : nullptr;
+}
+
+// Whether a swiglu pair's activation and product can run as one kernel:
+// f32 values of one size, the activation read only by the product.
+bool activation_fusable(const ir::Op& region, const ir::ProjectionRegion::SwigluPair& sp) {
+  const ir::Value& a = sp.silu->results[0];
+  for (const ir::Value& v : {sp.silu->operands[0], a, sp.mul->operands[0], sp.mul->operands[1], sp.mul->results[0]})
+    if (v.type().elem.kind() != ir::ElemType::F32 || numel(v.type()) != numel(a.type())) return false;
+  for (const auto& op : region.body->ops)
+    if (op.get() != sp.mul)
+      for (const auto& v : op->operands)
+        if (v.data() == a.data()) return false;
+  return true;
+}
+
+// A projection region of a prefill step as its body's kernels, except an
+// rms_norm fused with the quantize of the GEMMs that read it
+// (norm_quantize_kernel; their own quantize kernels dropped) and each
+// swiglu pair's activation and product as one kernel
+// (emit_swiglu_activation); false when neither applies.
+bool lower_prefill_region(const ir::Module& m, const ir::Op& op, StepKernels& out) {
+  const ir::FusedKind kind = ir::fused_kind(op);
+  if (kind != ir::FusedKind::NormMatmul && kind != ir::FusedKind::Swiglu && kind != ir::FusedKind::QkRope) return false;
+  const ir::ProjectionRegion r = ir::decode_projection_region(kind, *op.body);
+  if (r.matmuls.empty()) return false;
+  for (const ir::Op* mm : r.matmuls) {
+    const ir::TensorType& xt = mm->operands[0].type();
+    if (!has_symbol(dims_product(xt.shape, 0, xt.shape.size() - 1), "T")) return false;
+  }
+  const ir::Op* norm = prefill_fusable_norm(op, r);
+  std::map<const ir::Op*, const ir::Op*> act_of_mul;  // a pair's product -> its activation
+  for (const auto& sp : r.swiglu)
+    if (activation_fusable(op, sp)) act_of_mul[sp.mul] = sp.silu;
+  if (!norm && act_of_mul.empty()) return false;
+  std::set<const ir::Op*> acts;
+  for (const auto& [mul, act] : act_of_mul) acts.insert(act);
+  const OpHook hook = [&](const ir::Op& body_op, size_t index, StepKernels& inner) {
+    const std::string what = describe(*op.body, body_op, index);
+    Kernels kernels;
+    if (&body_op == norm) {
+      const ir::TensorType& t = body_op.results[0].type();
+      const int64_t k = *t.shape.back().constant();
+      const ir::Op* reader = nullptr;
+      for (const ir::Op* mm : r.matmuls)
+        if (mm->operands[0].data() == norm->results[0].data()) reader = mm;
+      kernels.push_back(norm_quantize_kernel(body_op, dot_form(weight_type(reader->operands[1].type().elem)).codes,
+                                             dims_product(t.shape, 0, t.shape.size() - 1), k,
+                                             what + " [with the GEMMs' quantize]"));
+    } else if (acts.count(&body_op)) {
+      return true;  // runs with its product
+    } else if (auto it = act_of_mul.find(&body_op); it != act_of_mul.end()) {
+      kernels = emit_swiglu_activation(*it->second, body_op, what + " [with its activation]");
+    } else if (norm && body_op.kind == ir::OpKind::Matmul && body_op.operands[0].data() == norm->results[0].data()) {
+      Ctx ctx{m, *op.body, what};
+      for (auto& k : kEmit[static_cast<size_t>(body_op.kind)](ctx, body_op))
+        if (!k.writes_codes_of) kernels.push_back(std::move(k));  // the norm's kernel wrote the codes
+    } else {
+      return false;
+    }
+    for (auto& k : kernels) {
+      k.op = &body_op;
+      inner.kernels.push_back(std::move(k));
+    }
+    return true;
+  };
+  lower_region_as_sequence(m, op, out, hook);
+  return true;
+}
+
 void walk(const ir::Module& m, const ir::Function& fn, StepKernels& out, const OpHook& hook) {
   for (size_t i = 0; i < fn.ops.size(); ++i) {
     const ir::Op& op = *fn.ops[i];
@@ -303,7 +396,7 @@ void walk(const ir::Module& m, const ir::Function& fn, StepKernels& out, const O
         break;
     }
     if (op.body && !why_op_by_op(op).empty()) {
-      if (!lower_projection_region(m, op, out)) lower_region_as_sequence(m, op, out);
+      if (!lower_projection_region(m, op, out) && !lower_prefill_region(m, op, out)) lower_region_as_sequence(m, op, out);
       continue;
     }
     const std::string what = describe(fn, op, i);
@@ -356,7 +449,8 @@ std::string why_op_by_op(const ir::Op& fused) {
   if (kind == ir::FusedKind::MatmulEpilogue) return matmul_epilogue_why_not(fused);
   if (kind != ir::FusedKind::Elementwise)
     return fmt::format("CUDA has no one-kernel form of a {} region: it runs its ops' kernels (a decode step's "
-                       "matmuls as one GEMV launch)",
+                       "matmuls as one GEMV launch; a prefill's rms_norm with its GEMMs' quantize and a swiglu's "
+                       "activation with its product)",
                        ir::enum_name(kind));
   if (!fused_elementwise_composable(fused)) return "a value is not float, or an operand broadcasts where the body reshapes";
   return "";

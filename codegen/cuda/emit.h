@@ -199,6 +199,9 @@ Kernels emit_matmul_epilogue(const ir::Op& fused, const std::string& what);
 // expressions (emit_elementwise.cpp); empty for an op it has none for.
 // Sets needs_gelu when it calls vtc_gelu.
 std::string elementwise_scalar_expr(const ir::Op& op, const std::vector<std::string>& operands, bool& needs_gelu);
+// A swiglu's activation and product, act(g) * u, as one kernel over f32
+// values of one shape (a prefill's swiglu region: its GEMMs write g and u).
+Kernels emit_swiglu_activation(const ir::Op& act, const ir::Op& mul, const std::string& what);
 // Mixture of experts (emit_moe.cpp).
 Kernels emit_moe_route(const ir::Op& op, const std::string& what);
 Kernels emit_moe_ffn(const ir::Op& op, const std::string& what);

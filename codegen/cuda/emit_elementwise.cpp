@@ -128,6 +128,28 @@ Kernels emit_elementwise(const ir::Function&, const ir::Op& op, const std::strin
   return {kb.finish()};
 }
 
+Kernels emit_swiglu_activation(const ir::Op& silu, const ir::Op& mul, const std::string& what) {
+  KernelBuilder kb("swiglu_act", what);
+  const ir::TensorType& yt = mul.results[0].type();
+  const ir::Value& u = mul.operands[0].data() == silu.results[0].data() ? mul.operands[1] : mul.operands[0];
+  const std::string g = kb.in(silu.operands[0], "g"), up = kb.in(u, "u");
+  const std::string y = kb.out(mul.results[0], "y");
+  bool gelu = false;
+  const std::string act = scalar_expr(silu, {g + "[i]"}, gelu);
+  const bool silu_first = mul.operands[0].data() == silu.results[0].data();
+  const std::string e = scalar_expr(mul, silu_first ? std::vector<std::string>{act, up + "[i]"}
+                                                    : std::vector<std::string>{up + "[i]", act},
+                                    gelu);
+  const ir::Dim n = numel(yt);
+  kb.body(fmt::format(
+      "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < {}; i += (long long)gridDim.x * blockDim.x) {{\n"
+      "    {}[i] = {};\n  }}\n",
+      kb.expr(n), y, e));
+  if (gelu) kb.need("gelu");
+  kb.launch(n, 256);
+  return {kb.finish()};
+}
+
 bool fused_elementwise_composable(const ir::Op& op) {
   const ir::Function& body = *op.body;
   const ir::Dim n = numel(op.results[0].type());

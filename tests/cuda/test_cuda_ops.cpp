@@ -618,69 +618,80 @@ TEST_CASE("matmul_epilogue: one CUDA kernel with the bits of its ops' kernels", 
 // plain, q and k through their ropes, q6_K and q4_K weights: one set of
 // q8_K codes for both; the two ropes in one launch: 3 launches) and the
 // FFN's swiglu region (gate and up
-// in one warp row, the activation before the store; 2 launches). Launch
-// counts, and the bits of the same bodies written as plain ops (rms_norm,
-// quantize, separate GEMVs, silu and mul kernels).
+// in one warp row, the activation before the store; 2 launches). A
+// prefill step's (lower_prefill_region) run a GEMM per matmul after the
+// same norm-and-quantize kernel, and the swiglu's activation with its
+// product (attention 6 launches, FFN 4). Launch counts, and the bits of
+// the same bodies written as plain ops (rms_norm, quantize, separate
+// GEMVs or GEMMs, silu and mul kernels).
 TEST_CASE("projection regions: one GEMV launch with the bits of their ops' kernels", "[gpu][epilogue]") {
   const std::string attn_body =
-      "    %n = rms_norm(%x, %g) {{eps = 1e-6}} : tensor<S x 2304 x f32, device>\n"
-      "    %v = matmul(%n, %wv) : tensor<S x 64 x f32, device>\n"
-      "    %q = matmul(%n, %wq) : tensor<S x 128 x f32, device>\n"
-      "    %q3 = reshape(%q) {{shape = [S, 4, 32]}} : tensor<S x 4 x 32 x f32, device>\n"
-      "    %qr = rope(%q3, %pos) {{base = 10000.0, mode = normal, n_rot = 32}} : tensor<S x 4 x 32 x f32, device>\n"
-      "    %k = matmul(%n, %wk) : tensor<S x 64 x f32, device>\n"
-      "    %k3 = reshape(%k) {{shape = [S, 2, 32]}} : tensor<S x 2 x 32 x f32, device>\n"
-      "    %kr = rope(%k3, %pos) {{base = 10000.0, mode = normal, n_rot = 32}} : tensor<S x 2 x 32 x f32, device>\n";
+      "    %n = rms_norm(%x, %g) {{eps = 1e-6}} : tensor<{R} x 2304 x f32, device>\n"
+      "    %v = matmul(%n, %wv) : tensor<{R} x 64 x f32, device>\n"
+      "    %q = matmul(%n, %wq) : tensor<{R} x 128 x f32, device>\n"
+      "    %q3 = reshape(%q) {{shape = [{R}, 4, 32]}} : tensor<{R} x 4 x 32 x f32, device>\n"
+      "    %qr = rope(%q3, %pos) {{base = 10000.0, mode = normal, n_rot = 32}} : tensor<{R} x 4 x 32 x f32, device>\n"
+      "    %k = matmul(%n, %wk) : tensor<{R} x 64 x f32, device>\n"
+      "    %k3 = reshape(%k) {{shape = [{R}, 2, 32]}} : tensor<{R} x 2 x 32 x f32, device>\n"
+      "    %kr = rope(%k3, %pos) {{base = 10000.0, mode = normal, n_rot = 32}} : tensor<{R} x 2 x 32 x f32, device>\n";
   const std::string ffn_body =
-      "    %n = rms_norm(%x, %g) {{eps = 1e-6}} : tensor<S x 512 x f32, device>\n"
-      "    %a = matmul(%n, %wg) : tensor<S x 96 x f32, device>\n"
-      "    %s = silu(%a) : tensor<S x 96 x f32, device>\n"
-      "    %b = matmul(%n, %wu) : tensor<S x 96 x f32, device>\n"
-      "    %y = mul(%s, %b) : tensor<S x 96 x f32, device>\n";
+      "    %n = rms_norm(%x, %g) {{eps = 1e-6}} : tensor<{R} x 512 x f32, device>\n"
+      "    %a = matmul(%n, %wg) : tensor<{R} x 96 x f32, device>\n"
+      "    %s = silu(%a) : tensor<{R} x 96 x f32, device>\n"
+      "    %b = matmul(%n, %wu) : tensor<{R} x 96 x f32, device>\n"
+      "    %y = mul(%s, %b) : tensor<{R} x 96 x f32, device>\n";
   struct Case {
     std::string name, sig, body, returns, results, kind;
-    size_t fused_launches, plain_launches;
+    size_t fused_launches, plain_launches, prefill_fused_launches, prefill_plain_launches;
   };
   const std::vector<Case> cases = {
       {"attention projections",
-       "%x: tensor<S x 2304 x f32, device>, %g: tensor<2304 x f32, device>, %wv: tensor<64 x 2304 x q6_k, device>, "
-       "%wq: tensor<128 x 2304 x q4_k, device>, %wk: tensor<64 x 2304 x q4_k, device>, %pos: tensor<S x i32, device>",
+       "%x: tensor<{R} x 2304 x f32, device>, %g: tensor<2304 x f32, device>, %wv: tensor<64 x 2304 x q6_k, device>, "
+       "%wq: tensor<128 x 2304 x q4_k, device>, %wk: tensor<64 x 2304 x q4_k, device>, %pos: tensor<{R} x i32, device>",
        attn_body, "%v, %qr, %kr",
-       "tensor<S x 64 x f32, device>, tensor<S x 4 x 32 x f32, device>, tensor<S x 2 x 32 x f32, device>", "norm_matmul",
-       3, 7},
+       "tensor<{R} x 64 x f32, device>, tensor<{R} x 4 x 32 x f32, device>, tensor<{R} x 2 x 32 x f32, device>", "norm_matmul",
+       3, 7, 6, 7},
       {"swiglu",
-       "%x: tensor<S x 512 x f32, device>, %g: tensor<512 x f32, device>, %wg: tensor<96 x 512 x q8_0, device>, "
+       "%x: tensor<{R} x 512 x f32, device>, %g: tensor<512 x f32, device>, %wg: tensor<96 x 512 x q8_0, device>, "
        "%wu: tensor<96 x 512 x q8_0, device>",
-       ffn_body, "%y", "tensor<S x 96 x f32, device>", "swiglu", 2, 6},
+       ffn_body, "%y", "tensor<{R} x 96 x f32, device>", "swiglu", 2, 6, 4, 6},
   };
-  for (const Case& c : cases) {
-    INFO(c.name);
-    const std::string body = fmt::format(fmt::runtime(c.body));
-    const std::string plain = fmt::format("func @decode({}) {{\n{}    return({})\n}}\n", c.sig, body, c.returns);
-    std::string args;  // the region's operands: every function argument, in order
-    for (size_t at = 0; (at = c.sig.find('%', at)) != std::string::npos; ++at)
-      args += (args.empty() ? "" : ", ") + c.sig.substr(at, c.sig.find(':', at) - at);
-    const std::string fused = fmt::format(
-        "func @decode({0}) {{\n  %out = fused({1}) {{kind = {2}}} : {3} body({0}) {{\n{4}    return({5})\n  }}\n  return(%out)\n}}\n",
-        c.sig, args, c.kind, c.results, body, c.returns);
-    std::string fused_text = fused;
-    if (c.returns.find(',') != std::string::npos) {  // several results: name them all
-      fused_text.replace(fused_text.find("%out = "), 7, "%o1, %o2, %o3 = ");
-      fused_text.replace(fused_text.rfind("return(%out)"), 12, "return(%o1, %o2, %o3)");
+  for (const std::string step : {"decode", "prefill"})
+    for (const Case& c0 : cases) {
+      INFO(c0.name << ", " << step);
+      const std::string sym = step == "decode" ? "S" : "T";
+      auto at = [&](const std::string& text) { return fmt::format(fmt::runtime(text), fmt::arg("R", sym)); };
+      Case c = c0;
+      c.sig = at(c0.sig), c.results = at(c0.results);
+      const std::string body = at(c0.body);
+      const std::string plain = fmt::format("func @{}({}) {{\n{}    return({})\n}}\n", step, c.sig, body, c.returns);
+      std::string args;  // the region's operands: every function argument, in order
+      for (size_t a = 0; (a = c.sig.find('%', a)) != std::string::npos; ++a)
+        args += (args.empty() ? "" : ", ") + c.sig.substr(a, c.sig.find(':', a) - a);
+      const std::string fused = fmt::format(
+          "func @{6}({0}) {{\n  %out = fused({1}) {{kind = {2}}} : {3} body({0}) {{\n{4}    return({5})\n  }}\n  return(%out)\n}}\n",
+          c.sig, args, c.kind, c.results, body, c.returns, step);
+      std::string fused_text = fused;
+      if (c.returns.find(',') != std::string::npos) {  // several results: name them all
+        fused_text.replace(fused_text.find("%out = "), 7, "%o1, %o2, %o3 = ");
+        fused_text.replace(fused_text.rfind("return(%out)"), 12, "return(%o1, %o2, %o3)");
+      }
+      vtc::ir::Module mp = vtc::ir::parse(plain), mf = vtc::ir::parse(fused_text);
+      vtc::ir::verify(mp);
+      vtc::ir::verify(mf);
+      const bool decode = step == "decode";
+      CHECK(vtc::cuda::generate_step(mf, *mf.find_function(step)).kernels.size() ==
+            (decode ? c.fused_launches : c.prefill_fused_launches));
+      CHECK(vtc::cuda::generate_step(mp, *mp.find_function(step)).kernels.size() ==
+            (decode ? c.plain_launches : c.prefill_plain_launches));
+      const auto [got_p, got_f] = run_plain_and_fused(mp, mf, step, StepPlan{step, decode ? 3 : 1, decode ? 3 : 37, {}, {}}, 78);
+      REQUIRE(got_f.size() == got_p.size());
+      for (size_t i = 0; i < got_p.size(); ++i) {
+        INFO("result " << i);
+        CHECK(got_f[i].shape == got_p[i].shape);
+        CHECK(got_f[i].bytes == got_p[i].bytes);
+      }
     }
-    vtc::ir::Module mp = vtc::ir::parse(plain), mf = vtc::ir::parse(fused_text);
-    vtc::ir::verify(mp);
-    vtc::ir::verify(mf);
-    CHECK(vtc::cuda::generate_step(mf, *mf.find_function("decode")).kernels.size() == c.fused_launches);
-    CHECK(vtc::cuda::generate_step(mp, *mp.find_function("decode")).kernels.size() == c.plain_launches);
-    const auto [got_p, got_f] = run_plain_and_fused(mp, mf, "decode", StepPlan{"decode", 3, 3, {}, {}}, 78);
-    REQUIRE(got_f.size() == got_p.size());
-    for (size_t i = 0; i < got_p.size(); ++i) {
-      INFO("result " << i);
-      CHECK(got_f[i].shape == got_p[i].shape);
-      CHECK(got_f[i].bytes == got_p[i].bytes);
-    }
-  }
 }
 
 int main(int argc, char** argv) {
