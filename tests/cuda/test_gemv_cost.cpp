@@ -37,6 +37,14 @@ const vtc::gguf::GgufFile& empty_gguf() {
   return file;
 }
 
+// Every case here prices the simulated device's counts in profile mode
+// (never a GPU's) on an H200: the GPU table's entry.
+const vtc::cuda::GpuSpec& profiled_h200() {
+  if (!std::getenv("VTC_CUDA_SIM_PROFILE")) FAIL("run with VTC_CUDA_SIM_PROFILE=1 (ctest sets it)");
+  ::setenv("VTC_CUDA_DEVICE", "sim", 1);
+  return vtc::cuda::find_gpu("h200");
+}
+
 // `req` run twice on the simulated device, one block in `sample_every`
 // run and counted: a warm-up (modules loaded, buffers placed; sampled too,
 // as a prefill's every block would take minutes on the host), then the
@@ -112,9 +120,7 @@ GemvCost price_gemv(const std::string& type, int64_t n, int64_t k, int32_t rows,
 }  // namespace
 
 TEST_CASE("decode GEMV on the 8B-shaped llama's matrices, every weight type, priced on an H200", "[cost]") {
-  if (!std::getenv("VTC_CUDA_SIM_PROFILE")) FAIL("run with VTC_CUDA_SIM_PROFILE=1 (ctest sets it)");
-  ::setenv("VTC_CUDA_DEVICE", "sim", 1);  // priced from the simulated device's counts, never a GPU's
-  const auto& h200 = vtc::cuda::find_gpu("h200");
+  const auto& h200 = profiled_h200();
   struct Shape {
     int64_t n, k;
   };
@@ -168,16 +174,15 @@ TEST_CASE("decode GEMV on the 8B-shaped llama's matrices, every weight type, pri
 // it stands is in docs/cuda.md, held here at the figure reached so it does
 // not get worse).
 TEST_CASE("prefill GEMM on tensor cores: 512 tokens of the 8B-shaped llama's matrices, priced on an H200", "[cost]") {
-  if (!std::getenv("VTC_CUDA_SIM_PROFILE")) FAIL("run with VTC_CUDA_SIM_PROFILE=1 (ctest sets it)");
-  ::setenv("VTC_CUDA_DEVICE", "sim", 1);
-  const auto& h200 = vtc::cuda::find_gpu("h200");
+  const auto& h200 = profiled_h200();
   const int32_t tokens = 512;
   std::string table = "| type | N x K | mma share of the FLOPs | predicted us | % of tensor peak | bound |\n|---|---|---|---|---|---|\n";
   for (const std::string type : {"q4_k", "q6_k", "q8_0", "f16"}) {
     if (const char* only = std::getenv("VTC_GEMV_COST_TYPES");
         only && ("," + std::string(only) + ",").find("," + type + ",") == std::string::npos)
       continue;
-    const int64_t n = 4096, k = 4096;
+    int64_t n = 4096, k = 4096;
+    if (const char* shape = std::getenv("VTC_GEMV_COST_SHAPE")) n = std::atoll(shape), k = std::atoll(std::strchr(shape, ',') + 1);
     INFO(type << " " << n << " x " << k << ", " << tokens << " tokens");
     const GemvCost c = price_gemv(type, n, k, tokens, true);
     const double flops = 2.0 * tokens * double(n) * double(k);
@@ -193,6 +198,20 @@ TEST_CASE("prefill GEMM on tensor cores: 512 tokens of the 8B-shaped llama's mat
 }
 
 namespace {
+
+// Each launch of `step`, launch cost aside, added to `us` and `dram` and
+// written as a row of a table headed kLaunchTable (its label first).
+constexpr const char* kLaunchTable = "| {} | kernel | predicted us | DRAM MB | L2 MB | sectors/req | bound |\n|---|---|---|---|---|---|---|\n";
+void add_launches(const vtc::cuda::StepCost& step, const std::string& label, double& us, double& dram,
+                  std::string& rows) {
+  const double launch_s = vtc::cuda::find_gpu("h200").launch_s;
+  for (const auto& kc : step.kernels) {
+    const double kernel_us = (kc.seconds - launch_s) * 1e6;
+    us += kernel_us, dram += kc.dram_bytes;
+    rows += fmt::format("| {} | {} | {:.2f} | {:.1f} | {:.1f} | {:.1f} | {} |\n", label, kc.family, kernel_us,
+                        kc.dram_bytes / 1e6, kc.l2_bytes / 1e6, kc.sectors / std::max(1.0, kc.requests), kc.bound);
+  }
+}
 
 struct AttnCost {
   double kv_bytes = 0, kernel_us = 0, dram = 0, mma_flops = 0;
@@ -250,18 +269,11 @@ AttnCost price_attention(int64_t context, bool prefill = false) {
   req.args["v"] = floats({n, 8, 128});
   req.args["pos"] = ints([&](int64_t i) { return int32_t(prefill ? i : context - 1); });
   req.args["seq"] = ints([](int64_t) { return 0; });
-  const auto& gpu_spec = vtc::cuda::find_gpu("h200");
   const vtc::cuda::StepCost step = profiled_step(gpu, req, "attention");
   AttnCost c;
   for (const auto& kc : step.kernels) c.mma_flops += kc.mma_f16 * 4096;
   c.kv_bytes = 2.0 * double(context) * 8 * 128 * 2;
-  for (const auto& kc : step.kernels) {
-    const double us = (kc.seconds - gpu_spec.launch_s) * 1e6;
-    c.kernel_us += us;
-    c.dram += kc.dram_bytes;
-    c.table_rows += fmt::format("| {} | {} | {:.2f} | {:.1f} | {:.1f} | {:.1f} | {} |\n", context, kc.family, us,
-                                kc.dram_bytes / 1e6, kc.l2_bytes / 1e6, kc.sectors / std::max(1.0, kc.requests), kc.bound);
-  }
+  add_launches(step, std::to_string(context), c.kernel_us, c.dram, c.table_rows);
   return c;
 }
 
@@ -270,10 +282,8 @@ AttnCost price_attention(int64_t context, bool prefill = false) {
 // Issue 42, acceptance 4: decode attention at 4096 and 32768 cached tokens
 // within 1.5x of its K/V bytes over HBM bandwidth (launch costs aside).
 TEST_CASE("decode attention at 4096 and 32768 cached tokens, priced on an H200", "[cost]") {
-  if (!std::getenv("VTC_CUDA_SIM_PROFILE")) FAIL("run with VTC_CUDA_SIM_PROFILE=1 (ctest sets it)");
-  ::setenv("VTC_CUDA_DEVICE", "sim", 1);
-  const auto& h200 = vtc::cuda::find_gpu("h200");
-  std::string table = "| context | kernel | predicted us | DRAM MB | L2 MB | sectors/req | bound |\n|---|---|---|---|---|---|---|\n";
+  const auto& h200 = profiled_h200();
+  std::string table = fmt::format(kLaunchTable, "context");
   for (int64_t context : {4096, 32768}) {
     const AttnCost c = price_attention(context);
     const double bound_us = c.kv_bytes / h200.hbm_bytes_per_s * 1e6;
@@ -343,8 +353,7 @@ double price_sample(int32_t rows, bool greedy, std::string* table) {
 // microseconds for the per-row pick (each row's 63 x 40 candidates); one
 // block per row making 40 passes over 128k logits on one SM took hundreds.
 TEST_CASE("sampling over a 128k vocabulary, priced on an H200", "[cost]") {
-  if (!std::getenv("VTC_CUDA_SIM_PROFILE")) FAIL("run with VTC_CUDA_SIM_PROFILE=1 (ctest sets it)");
-  ::setenv("VTC_CUDA_DEVICE", "sim", 1);
+  profiled_h200();
   std::string table = "| rows | mode | kernel | blocks | predicted us | L2 MB | bound |\n|---|---|---|---|---|---|---|\n";
   for (int32_t rows : {1, 8})
     for (bool greedy : {true, false}) {
@@ -361,9 +370,7 @@ TEST_CASE("sampling over a 128k vocabulary, priced on an H200", "[cost]") {
 // mma instructions, and the predicted time is printed against the f16
 // tensor-core peak.
 TEST_CASE("prefill attention on tensor cores: 512 tokens of the 8B-shaped llama, priced on an H200", "[cost]") {
-  if (!std::getenv("VTC_CUDA_SIM_PROFILE")) FAIL("run with VTC_CUDA_SIM_PROFILE=1 (ctest sets it)");
-  ::setenv("VTC_CUDA_DEVICE", "sim", 1);
-  const auto& h200 = vtc::cuda::find_gpu("h200");
+  const auto& h200 = profiled_h200();
   const int64_t tokens = 512;
   const AttnCost c = price_attention(tokens, true);
   const double flops = 4.0 * 32 * 128 * double(tokens * (tokens + 1) / 2);
@@ -421,14 +428,8 @@ MoeCost price_moe(int32_t rows) {
     }
     req.args[a->name] = std::move(t);
   }
-  const auto& h200 = vtc::cuda::find_gpu("h200");
-  const vtc::cuda::StepCost step = profiled_step(gpu, req, "moe", 4);
   MoeCost c;
-  for (const auto& kc : step.kernels) {
-    const double us = (kc.seconds - h200.launch_s) * 1e6;
-    c.us += us, c.dram += kc.dram_bytes;
-    c.table_rows += fmt::format("| {} | {} | {:.2f} | {:.2f} | {} |\n", rows, kc.family, us, kc.dram_bytes / 1e6, kc.bound);
-  }
+  add_launches(profiled_step(gpu, req, "moe", 4), std::to_string(rows), c.us, c.dram, c.table_rows);
   return c;
 }
 
@@ -440,14 +441,12 @@ MoeCost price_moe(int32_t rows) {
 // overall (76% predicted; 9% when the experts decoded to floats and dotted
 // f32 rows; the routing and the two quantizes are launches of their own).
 TEST_CASE("decode MoE expert FFN at qwen3moe's shape, priced on an H200", "[cost]") {
-  if (!std::getenv("VTC_CUDA_SIM_PROFILE")) FAIL("run with VTC_CUDA_SIM_PROFILE=1 (ctest sets it)");
-  ::setenv("VTC_CUDA_DEVICE", "sim", 1);
-  const auto& h200 = vtc::cuda::find_gpu("h200");
-  std::string table = "| rows | kernel | predicted us | DRAM MB | bound |\n|---|---|---|---|---|\n";
+  const auto& h200 = profiled_h200();
+  std::string table = fmt::format(kLaunchTable, "rows");
   for (int32_t rows : {1, 8}) {
     const MoeCost c = price_moe(rows);
     const double floor_us = c.dram / h200.hbm_bytes_per_s * 1e6;
-    table += c.table_rows + fmt::format("| {} | **total** | {:.2f} | {:.2f} | {:.0f}% of HBM |\n", rows, c.us, c.dram / 1e6,
+    table += c.table_rows + fmt::format("| {} | **total** | {:.2f} | {:.1f} | | | {:.0f}% of HBM |\n", rows, c.us, c.dram / 1e6,
                                         100 * floor_us / c.us);
     INFO(rows << " rows: " << c.us << " us for " << c.dram / 1e6 << " MB");
     if (rows == 1) CHECK(floor_us / c.us >= 0.65);
