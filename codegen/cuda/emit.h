@@ -187,6 +187,22 @@ std::string vload32_helper(GgmlType t);
 // The prefill matmul on tensor cores (emit_gemm.cpp): integer-block and
 // f16/bf16 weights with K a multiple of 256; gemm_mma_supported says which.
 bool gemm_mma_supported(GgmlType w, int64_t K);
+// The integer GEMM grouped by expert (emit_moe.cpp's prefill experts, as
+// llama.cpp's mmid): grid rows walk a table of tiles in the scratch (a
+// count, then (expert, first, end) per tile, into the rows sorted by
+// expert), each tile up to 128 of one expert's rows r, and the results
+// land at their rows of an [R][N] f32 scratch region. Offsets in bytes.
+struct GemmGrouping {
+  ir::Dim scratch_bytes, codes_at, perm_at, tiles_at, out_at;
+  ir::Dim rows;                 // R = T * k
+  int64_t experts = 0, slots = 0;
+  bool codes_per_token = true;  // the codes' row of r: r / k (x's), or r
+  int64_t rows_per_expert = 0, first_row = 0;  // expert e's weight row n: e * rows_per_expert + first_row + n
+};
+// The GEMM's kernel alone for weight type `wtype` (codes already in the
+// scratch): the plain one when `grouped` is null.
+Kernel integer_gemm_kernel(GgmlType wtype, const std::string& what, const ir::Dim& m, int64_t N, int64_t K,
+                           const MatmulIo& io, const GemmGrouping* grouped);
 Kernels emit_gemm_mma(const ir::Op& op, const std::string& what, const ir::Dim& m, int64_t N, int64_t K,
                       const MatmulIo& io);
 // A matmul_epilogue region (ir/fused_kinds.h) as one GEMV/GEMM kernel: the

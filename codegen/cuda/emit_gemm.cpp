@@ -87,18 +87,38 @@ std::string tile_close(const std::string& store) {
                      store);
 }
 
-Kernels integer_gemm(const ir::Op& op, const std::string& what, const ir::Dim& m, int64_t N, int64_t K,
-                     const MatmulIo& io) {
-  const GgmlType wtype = weight_type(op.operands[1].type().elem);
+}  // namespace
+
+// The integer GEMM's kernel: plain (x's M rows of codes at the scratch's
+// start, weight rows 0 .. N-1) or grouped by expert (GemmGrouping).
+Kernel integer_gemm_kernel(GgmlType wtype, const std::string& what, const ir::Dim& m, int64_t N, int64_t K,
+                           const MatmulIo& io, const GemmGrouping* grouped) {
   const DotForm form = dot_form(wtype);
   const bool halves = split_halves(wtype);
-  Kernels out;
-  out.push_back(quantize_kernel(form.codes, io.x, m, K, what));
-
-  KernelBuilder kb("gemm_mma", what);
-  const std::string codes = kb.scratch(codes_scratch_bytes(m, K));
+  KernelBuilder kb(grouped ? "gemm_mma_grouped" : "gemm_mma", what);
+  const std::string scratch = kb.scratch(grouped ? grouped->scratch_bytes : codes_scratch_bytes(m, K));
+  const std::string codes = grouped ? fmt::format("((const u8*){} + ({}))", scratch, kb.expr(grouped->codes_at)) : scratch;
   const std::string w = kb.in(io.w, "w");
-  const StoreFn store = io.bind_out(kb);
+  StoreFn store;
+  std::string preamble, tile_open = kTileOpen, x_row = "mm", w_row = "n0 + r";
+  if (grouped) {
+    const GemmGrouping& g = *grouped;
+    preamble = fmt::format(
+        "  constexpr long long KS = {0};\n  const int* perm = (const int*)((const u8*){1} + ({2}));\n"
+        "  const int* tiles = (const int*)((const u8*){1} + ({3}));\n  float* yout = (float*)((u8*){1} + ({4}));\n",
+        g.slots, scratch, kb.expr(g.perm_at), kb.expr(g.tiles_at), kb.expr(g.out_at));
+    tile_open = R"(  for (long long ti = blockIdx.y; ti < (long long)tiles[0]; ti += gridDim.y) {
+    const long long expert = tiles[1 + 3 * ti], lo = tiles[2 + 3 * ti], m0 = 0;
+    const long long M = tiles[3 + 3 * ti] - lo;  // the tile's rows (the outer M counts the codes' rows)
+)" + std::string(kTileOpen).substr(std::string(kTileOpen).find('\n') + 1);
+    x_row = g.codes_per_token ? "((long long)perm[lo + mm] / KS)" : "((long long)perm[lo + mm])";
+    w_row = fmt::format("expert * {} + {} + n0 + r", g.rows_per_expert, g.first_row);
+    store = [](const std::string& v, const std::string& row, const std::string& col) {
+      return fmt::format("yout[(long long)perm[lo + {}] * N + {}] = {};", row, col, v);
+    };
+  } else {
+    store = io.bind_out(kb);
+  }
   const std::string load_fn = vload32_helper(wtype);
   kb.need(load_fn);
   kb.need("code_layout");
@@ -140,12 +160,12 @@ Kernels integer_gemm(const ir::Op& op, const std::string& what, const ir::Dim& m
   const u8* xcodes = (const u8*){4};
   const uint2* xmeta = (const uint2*)((const u8*){4} + M * K);
   const u8* wbase = (const u8*){5};
-{17}    for (long long k0 = 0; k0 < K; k0 += 128) {{
+{18}{17}    for (long long k0 = 0; k0 < K; k0 += 128) {{
       // This step's activation codes, by cp.async (zero-filled past M).
       for (int e = tid; e < mrows * 8; e += 128) {{
         const int r = e >> 3, c = (e >> 1) & 3, h = e & 1;
         const long long mm = m0 + r;
-        vtc_cp_async16(&x_s[r][32 * c + 16 * h], xcodes + (mm < M ? mm : 0) * K + vtc_code_at(k0 + 32 * c + 16 * h, K), mm < M);
+        vtc_cp_async16(&x_s[r][32 * c + 16 * h], xcodes + (mm < M ? {19} : 0) * K + vtc_code_at(k0 + 32 * c + 16 * h, K), mm < M);
       }}
       vtc_cp_commit();
       // Decode while the codes land: weight chunk (r, c) from the row's
@@ -154,7 +174,7 @@ Kernels integer_gemm(const ir::Op& op, const std::string& what, const ir::Dim& m
         const int r = e >> 2, c = e & 3;
         vtc_wq q;
         if (n0 + r < N) {{
-          {6}<false>(wbase + (n0 + r) * ROW_BYTES, (int)(k0 >> 5) + c, q);
+          {6}<false>(wbase + ({20}) * ROW_BYTES, (int)(k0 >> 5) + c, q);
         }} else {{
           #pragma unroll
           for (int i = 0; i < 8; ++i) q.q[i] = 0;
@@ -175,7 +195,7 @@ Kernels integer_gemm(const ir::Op& op, const std::string& what, const ir::Dim& m
         const int r = e & 127, c = e >> 7;
         if (r >= mrows) continue;
         const long long mm = m0 + r;
-        const uint2 xm = mm < M ? xmeta[mm * (K / 32) + k0 / 32 + c] : make_uint2(0u, 0u);
+        const uint2 xm = mm < M ? xmeta[{19} * (K / 32) + k0 / 32 + c] : make_uint2(0u, 0u);
         xd_s[c][r] = __uint_as_float(xm.x);
         if (NEED_SUMS) xs_s[c][r] = {8};
       }}
@@ -228,15 +248,24 @@ Kernels integer_gemm(const ir::Op& op, const std::string& what, const ir::Dim& m
     }}
 {12})",
                       N, K, row_bytes, kb.expr(m), codes, w, load_fn, form.kind, sums, mma, form.offset, halves,
-                      tile_close(store("acc[i][j][q]", "mm", "nn")), plain, need_wm, need_sums, per_step, kTileOpen));
-  kb.launch(ir::Dim(((N + 127) / 128) * 128), 128, m, 128);
+                      tile_close(store("acc[i][j][q]", "mm", "nn")), plain, need_wm, need_sums, per_step,
+                      tile_open, preamble, x_row, w_row));
+  kb.launch(ir::Dim(((N + 127) / 128) * 128), 128, grouped ? grouped->rows + 128 * grouped->experts : m, 128);
   Kernel k = kb.finish();
-  k.reads_codes_of = io.x.data();
+  if (!grouped) k.reads_codes_of = io.x.data();
   // The integer products run as mma (counted); the float work is the
   // per-chunk scaling, about 4 flops per (row, activation row, chunk).
-  k.fp32_flops = m * N * (K / 32) * 4;
-  out.push_back(std::move(k));
-  return out;
+  k.fp32_flops = (grouped ? grouped->rows : m) * N * (K / 32) * 4;
+  return k;
+}
+
+namespace {
+
+Kernels integer_gemm(const ir::Op& op, const std::string& what, const ir::Dim& m, int64_t N, int64_t K,
+                     const MatmulIo& io) {
+  const GgmlType wtype = weight_type(op.operands[1].type().elem);
+  return {quantize_kernel(dot_form(wtype).codes, io.x, m, K, what),
+          integer_gemm_kernel(wtype, what, m, N, K, io, nullptr)};
 }
 
 // Rounds x [M, K] to the weight's 16-bit type as the CPU rounds it, into

@@ -310,6 +310,30 @@ std::string codes_dot(KernelBuilder& kb, GgmlType t, int64_t K, const std::strin
                      form.offset, form.kind);
 }
 
+// The statements taking an expert's gate and up sums g and u (of row f,
+// expert e in scope) through the split form's scales (the merged form
+// scales only down) and the per-expert biases (ggml_add_id, after the
+// scale: [E, F] each, or the merged [E, 2F] gate_up bias whose gate and up
+// rows match the stack's).
+std::string gate_up_epilogue(KernelBuilder& kb, const ir::Op& op, const MoeShape& s) {
+  const ir::MoeExperts& st = s.stacks;
+  std::string out;
+  if (st.gate_scale)
+    out += fmt::format("  if (e >= 0 && e < E) {{\n    g *= {0}[e];\n    u *= {1}[e];\n  }}\n", kb.in(st.gate_scale, "gate_scale"),
+                       kb.in(st.up_scale, "up_scale"));
+  std::string gb, ub, gb_row = "e * F + f", ub_row = "e * F + f";
+  if (st.merged() && st.gate_up_bias) {
+    gb = ub = kb.in(st.gate_up_bias, "gate_up_bias");
+    gb_row = "e * 2 * F + f", ub_row = "e * 2 * F + F + f";
+  } else if (st.gate_bias) {
+    gb = kb.in(st.gate_bias, "gate_bias"), ub = kb.in(st.up_bias, "up_bias");
+  }
+  if (!gb.empty())
+    out += fmt::format("  if (e >= 0 && e < E) {{\n    g += {0}[{1}];\n    u += {2}[{3}];\n  }}\n", gb, gb_row, ub, ub_row);
+  (void)op;
+  return out;
+}
+
 Kernel moe_up_kernel(const ir::Op& op, const std::string& what, const MoeShape& s) {
   KernelBuilder kb("moe_up", what);
   const ir::MoeExperts& st = s.stacks;
@@ -323,18 +347,6 @@ Kernel moe_up_kernel(const ir::Op& op, const std::string& what, const MoeShape& 
     gate_row = "(e * 2 * F + f)", up_row = "(e * 2 * F + F + f)";
   } else {
     gate = kb.in(st.gate, "gate"), up = kb.in(st.up, "up");
-  }
-  // The split form's scales (the merged form scales only down).
-  const std::string gs = st.gate_scale ? kb.in(st.gate_scale, "gate_scale") : "",
-                    us = st.up_scale ? kb.in(st.up_scale, "up_scale") : "";
-  // Per-expert biases (ggml_add_id), added after the scale: [E, F] each, or
-  // the merged [E, 2F] gate_up bias whose gate and up rows match the stack's.
-  std::string gb, ub, gb_row = "e * F + f", ub_row = "e * F + f";
-  if (st.merged() && st.gate_up_bias) {
-    gb = ub = kb.in(st.gate_up_bias, "gate_up_bias");
-    gb_row = "e * 2 * F + f", ub_row = "e * 2 * F + F + f";
-  } else if (st.gate_bias) {
-    gb = kb.in(st.gate_bias, "gate_bias"), ub = kb.in(st.up_bias, "up_bias");
   }
   const ir::Dim rows = s.tokens * s.k;
   std::string h, x_codes;
@@ -375,21 +387,7 @@ Kernel moe_up_kernel(const ir::Op& op, const std::string& what, const MoeShape& 
   g = vtc_warp_sum(g);
   u = vtc_warp_sum(u);
 )";
-  if (!gs.empty())
-    body += fmt::format(R"(  if (e >= 0 && e < E) {{
-    g *= {0}[e];
-    u *= {1}[e];
-  }}
-)",
-                        gs, us);
-  if (!gb.empty())
-    body += fmt::format(R"(  if (e >= 0 && e < E) {{
-    g += {0}[{1}];
-    u += {2}[{3}];
-  }}
-)",
-                        gb, gb_row, ub, ub_row);
-  body += fmt::format("  if (lane == 0) {0}[r * F + f] = {1};\n", h, activation(op));
+  body += gate_up_epilogue(kb, op, s) + fmt::format("  if (lane == 0) {0}[r * F + f] = {1};\n", h, activation(op));
   kb.body(body);
   kb.launch(rows * (s.ffn * 32), 128);
   Kernel k = kb.finish();
@@ -398,6 +396,17 @@ Kernel moe_up_kernel(const ir::Op& op, const std::string& what, const MoeShape& 
     k.fp32_flops = rows * (s.ffn * 2) * (s.model / 32) * 4;  // per chunk scaling; the products are __dp4a
   }
   return k;
+}
+
+// A slot's share of the output (e, r, d in scope): the down result `acc`
+// times the expert's scale, plus its bias, then the routing weight
+// (unweighted with weight_input). An unscaled, unbiased op keeps the plain
+// text.
+std::string slot_result(const ir::Op& op, const std::string& acc, const std::string& ds, const std::string& db,
+                        const std::string& w) {
+  std::string sum = acc + (ds.empty() ? "" : fmt::format(" * (e >= 0 && e < E ? {}[e] : 0.0f)", ds));
+  if (!db.empty()) sum = fmt::format("({} + (e >= 0 && e < E ? {}[e * D + d] : 0.0f))", sum, db);
+  return sum + (weight_input(op) ? "" : fmt::format(" * {}[r]", w));
 }
 
 Kernel moe_down_kernel(const ir::Op& op, const std::string& what, const MoeShape& s) {
@@ -434,23 +443,194 @@ Kernel moe_down_kernel(const ir::Op& op, const std::string& what, const MoeShape
     body += fmt::format("      const float* hr = {} + r * F;\n", h);
     body += chunk_dot(deq32_helper(s.down), "dr", "hr", s.down, "acc", "CH", "      ");
   }
-  // The down result times the expert's scale, plus its bias, then the routing weight.
-  const std::string scaled = ds.empty() ? "" : fmt::format(" * (e >= 0 && e < E ? {}[e] : 0.0f)", ds);
-  // (An unbiased op keeps the unbiased text.)
-  std::string sum = "vtc_warp_sum(acc)" + scaled;
-  if (!db.empty()) sum = fmt::format("({} + (e >= 0 && e < E ? {}[e * D + d] : 0.0f))", sum, db);
   body += fmt::format(R"(    }}
-    const float yj = {2}{3};
+    const float yj = {2};
     o = j == 0 ? yj : o + yj;
   }}
   if (lane == 0) {1}[t * D + d] = o;
 )",
-                      w, y, sum, weight_input(op) ? "" : fmt::format(" * {}[r]", w));
+                      w, y, slot_result(op, "vtc_warp_sum(acc)", ds, db, w));
   kb.body(body);
   kb.launch(s.tokens * (s.model * 32), 128);
   Kernel k = kb.finish();
   if (codes) k.fp32_flops = s.tokens * (s.k * s.model) * (s.ffn / 32) * 4;
   return k;
+}
+
+// ---- Prefill experts grouped by expert (llama.cpp's mmid) ----
+//
+// A prefill's (token, slot) rows sorted by expert once (moe_sort: a
+// thread per expert counts its rows, then writes them in row order), then the tensor-core GEMM over tiles of up
+// to 128 rows of one expert (integer_gemm_kernel's grouped form: each
+// expert's weight rows are read once per tile instead of once per row):
+// gate and up into the scratch at their rows, the activation (scales,
+// biases, act) into h, h's quantize, the down GEMM, and a combine kernel
+// adding the slots in order with the routing weights.
+
+bool grouped_prefill(const MoeShape& s) {
+  return on_codes(s) && has_symbol(s.tokens, "T") && gemm_mma_supported(s.gate, s.model) &&
+         gemm_mma_supported(s.up, s.model) && gemm_mma_supported(s.down, s.ffn);
+}
+
+// The grouped form's scratch (bytes; each region 16-byte aligned): the up
+// rows' codes at 0 (x's T rows, or weight_input's T * k scaled ones), the
+// sorted rows perm [R], the tile table (a count, then (expert, first,
+// end) per tile: at most R / 128 + E tiles), g, u and h [R][F] f32, h's
+// codes, the down GEMM's rows y [R][D] f32, then weight_input's scaled
+// rows.
+struct GroupedScratch {
+  ir::Dim rows, x_rows, perm, tiles, g, u, h, h_codes, y, scaled, total;
+};
+GroupedScratch grouped_scratch(const ir::Op& op, const MoeShape& s) {
+  const auto round16 = [](int64_t b) { return (b + 15) / 16 * 16; };
+  GroupedScratch c;
+  c.rows = s.tokens * s.k;
+  c.x_rows = weight_input(op) ? c.rows : s.tokens;
+  c.perm = c.x_rows * round16(s.model + s.model / 32 * 8);
+  c.tiles = c.perm + c.rows * 16;
+  c.g = c.tiles + c.rows * 16 + 16 * (s.experts + 1);
+  c.u = c.g + c.rows * (s.ffn * 4);
+  c.h = c.u + c.rows * (s.ffn * 4);
+  c.h_codes = c.h + c.rows * (s.ffn * 4);
+  c.y = c.h_codes + c.rows * round16(s.ffn + s.ffn / 32 * 8);
+  c.scaled = c.y + c.rows * (s.model * 4);
+  c.total = weight_input(op) ? c.scaled + c.rows * (s.model * 4) : c.scaled;
+  return c;
+}
+
+Kernel moe_sort_kernel(const ir::Op& op, const std::string& what, const MoeShape& s, const GroupedScratch& gs) {
+  KernelBuilder kb("moe_sort", what);
+  const std::string ids = kb.in(op.operands[2], "ids");
+  const std::string scratch = kb.scratch(gs.total);
+  kb.body(fmt::format(R"(  constexpr int E = {0};
+  const long long R = {1};
+  int* perm = (int*)((u8*){2} + ({3}));
+  int* tiles = (int*)((u8*){2} + ({4}));
+  __shared__ int cnt[E];
+  // Thread e counts expert e's rows, then writes them in row order (no
+  // atomics: the order is stable, and every count is one thread's).
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {{
+    int n = 0;
+    for (long long r = 0; r < R; ++r) n += {5}[r] == e;
+    cnt[e] = n;
+  }}
+  __syncthreads();
+  if (threadIdx.x == 0) {{
+    int off = 0, nt = 0;
+    for (int e = 0; e < E; ++e) {{
+      for (int j = 0; j < cnt[e]; j += 128, ++nt)
+        tiles[1 + 3 * nt] = e, tiles[2 + 3 * nt] = off + j, tiles[3 + 3 * nt] = off + min(cnt[e], j + 128);
+      const int n = cnt[e];
+      cnt[e] = off;
+      off += n;
+    }}
+    tiles[0] = nt;
+  }}
+  __syncthreads();
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {{
+    int at = cnt[e];
+    for (long long r = 0; r < R; ++r)
+      if ({5}[r] == e) perm[at++] = (int)r;
+  }}
+)",
+                      s.experts, kb.expr(gs.rows), scratch, kb.expr(gs.perm), kb.expr(gs.tiles), ids));
+  kb.launch(256, 256);
+  return kb.finish();
+}
+
+// One grouped GEMM into the rows of the [R][N] f32 region at `out_at`:
+// weight rows first_row + n of expert e's rows_per_expert in `stack` (N
+// of them, K wide) against the codes at `codes_at` (`codes_rows` rows,
+// row r / k when codes_per_token, else r).
+Kernel grouped_gemm(const std::string& what, const MoeShape& s, const GroupedScratch& gs, GgmlType t,
+                    const ir::Value& x, const ir::Value& stack, int64_t N, int64_t K, int64_t rows_per_expert,
+                    int64_t first_row, const ir::Dim& codes_at, const ir::Dim& codes_rows, bool codes_per_token,
+                    const ir::Dim& out_at) {
+  GemmGrouping g;
+  g.scratch_bytes = gs.total, g.codes_at = codes_at, g.perm_at = gs.perm, g.tiles_at = gs.tiles, g.out_at = out_at;
+  g.rows = gs.rows, g.experts = s.experts, g.slots = s.k, g.codes_per_token = codes_per_token;
+  g.rows_per_expert = rows_per_expert, g.first_row = first_row;
+  return integer_gemm_kernel(t, what, codes_rows, N, K, {x, stack, nullptr}, &g);
+}
+
+// h = act(g, u) per (row, f) with the expert's scales and biases, as
+// moe_up applies them to its sums.
+Kernel grouped_act_kernel(const ir::Op& op, const std::string& what, const MoeShape& s, const GroupedScratch& gs) {
+  KernelBuilder kb("moe_act", what);
+  const std::string ids = kb.in(op.operands[2], "ids");
+  const std::string scratch = kb.scratch(gs.total);
+  std::string body = fmt::format(R"(  constexpr long long E = {0}, F = {1};
+  const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i >= ({2}) * F) return;
+  const long long r = i / F, f = i % F, e = (long long){3}[r];
+  float g = ((const float*)((const u8*){4} + ({5})))[i], u = ((const float*)((const u8*){4} + ({6})))[i];
+  (void)f;
+)",
+                                 s.experts, s.ffn, kb.expr(gs.rows), ids, scratch, kb.expr(gs.g), kb.expr(gs.u));
+  body += gate_up_epilogue(kb, op, s);
+  body += fmt::format("  ((float*)((u8*){} + ({})))[i] = {};\n", scratch, kb.expr(gs.h), activation(op));
+  kb.body(body);
+  kb.launch(gs.rows * s.ffn, 256);
+  return kb.finish();
+}
+
+// o[t][d]: the slots' down rows in order, each through slot_result, as
+// moe_down adds them.
+Kernel grouped_combine_kernel(const ir::Op& op, const std::string& what, const MoeShape& s, const GroupedScratch& gs) {
+  KernelBuilder kb("moe_combine", what);
+  const std::string w = kb.in(op.operands[1], "weights"), ids = kb.in(op.operands[2], "ids");
+  const std::string ds = s.stacks.down_scale ? kb.in(s.stacks.down_scale, "down_scale") : "";
+  const std::string db = s.stacks.down_bias ? kb.in(s.stacks.down_bias, "down_bias") : "";
+  const std::string scratch = kb.scratch(gs.total), y = kb.out(op.results[0], "y");
+  kb.body(fmt::format(R"(  constexpr long long E = {0}, D = {1}, KS = {2};
+  const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i >= ({3}) * D) return;
+  const long long t = i / D, d = i % D;
+  const float* yr = (const float*)((const u8*){4} + ({5}));
+  float o = 0.0f;
+  for (long long j = 0; j < KS; ++j) {{
+    const long long r = t * KS + j, e = (long long){6}[r];
+    const float acc = e >= 0 && e < E ? yr[r * D + d] : 0.0f;
+    const float yj = {7};
+    o = j == 0 ? yj : o + yj;
+  }}
+  {8}[i] = o;
+)",
+                      s.experts, s.model, s.k, kb.expr(s.tokens), scratch, kb.expr(gs.y), ids,
+                      slot_result(op, "acc", ds, db, w), y));
+  kb.launch(s.tokens * s.model, 256);
+  return kb.finish();
+}
+
+// The grouped prefill's launches (see above).
+Kernels grouped_moe_ffn(const ir::Op& op, const std::string& what, const MoeShape& s) {
+  const GroupedScratch gs = grouped_scratch(op, s);
+  const ir::MoeExperts& st = s.stacks;
+  Kernels out;
+  const Codes up_codes = dot_form(s.gate).codes;
+  if (weight_input(op)) {
+    const CodesScratch cs{gs.x_rows, 0, 0, gs.scaled, gs.total};
+    out.push_back(scale_rows_kernel(op, what + " [the scaled rows]", s, cs));
+    out.push_back(quantize_scratch_kernel(up_codes, gs.rows, s.model, {gs.total, gs.scaled, 0}, what + " [rows to codes]"));
+  } else {
+    out.push_back(quantize_kernel(up_codes, op.operands[0], s.tokens, s.model, what + " [x to codes]"));
+  }
+  out.push_back(moe_sort_kernel(op, what + " [rows by expert]", s, gs));
+  const bool per_token = !weight_input(op);
+  const ir::Value& gate = st.merged() ? st.gate_up : st.gate;
+  const ir::Value& up = st.merged() ? st.gate_up : st.up;
+  const int64_t stride = st.merged() ? 2 * s.ffn : s.ffn;
+  out.push_back(grouped_gemm(what + " [gate]", s, gs, s.gate, op.operands[0], gate, s.ffn, s.model, stride, 0, 0,
+                             gs.x_rows, per_token, gs.g));
+  out.push_back(grouped_gemm(what + " [up]", s, gs, s.up, op.operands[0], up, s.ffn, s.model, stride,
+                             st.merged() ? s.ffn : 0, 0, gs.x_rows, per_token, gs.u));
+  out.push_back(grouped_act_kernel(op, what + " [activation]", s, gs));
+  out.push_back(quantize_scratch_kernel(dot_form(s.down).codes, gs.rows, s.ffn, {gs.total, gs.h, gs.h_codes},
+                                        what + " [h to codes]"));
+  out.push_back(grouped_gemm(what + " [down]", s, gs, s.down, op.operands[0], st.down, s.model, s.ffn, s.model, 0,
+                             gs.h_codes, gs.rows, false, gs.y));
+  out.push_back(grouped_combine_kernel(op, what + " [slots]", s, gs));
+  return out;
 }
 
 }  // namespace
@@ -495,6 +675,7 @@ Kernels emit_moe_route(const ir::Op& op, const std::string& what) {
 Kernels emit_moe_ffn(const ir::Op& op, const std::string& what) {
   const MoeShape s = moe_shape(op);
   if (!on_codes(s)) return {moe_up_kernel(op, what, s), moe_down_kernel(op, what, s)};
+  if (grouped_prefill(s)) return grouped_moe_ffn(op, what, s);
   // The up rows to the gate/up stacks' codes, moe_up, h to the down
   // stack's codes, moe_down.
   const CodesScratch cs = codes_scratch(op, s);

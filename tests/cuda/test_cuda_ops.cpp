@@ -717,9 +717,17 @@ int main(int argc, char** argv) {
 // same logits (weights by NMSE, expert ids exactly), then the expert FFN
 // over every expert type (rounding activations as the CPU does, so by
 // 1e-9), and over the merged gate_up, per-expert-scale, bias + swiglu_oai
-// (gpt-oss), MXFP4 and weight_input (llama4) forms: 11 cases of 3
-// results, 2 of 2 (the router alone: qwen3moe's 128 experts, DeepSeek
-// V3's 256 with a selection bias and groups), each as @decode and @prefill.
+// (gpt-oss), MXFP4 and weight_input (llama4) forms: 13 cases of 3 results
+// (the q4_k/q6_k one and the last two run the grouped prefill: integer
+// stacks with D and F multiples of 128), 2 of 2 (the router alone:
+// qwen3moe's 128 experts, DeepSeek V3's 256 with a selection bias and
+// groups), each as @decode and @prefill.
 TEST_CASE("moe cases: CPU vs CUDA routing and expert FFN", "[gpu]") {
-  CHECK(run_case_file(VTC_CUDA_MOE_CASES, {{"prefill", 1, 7, {}, {}}, {"decode", 3, 7, {}, {}}}) == 11 * 2 * 3 + 2 * 2 * 2);
+  CHECK(run_case_file(VTC_CUDA_MOE_CASES, {{"prefill", 1, 7, {}, {}}, {"decode", 3, 7, {}, {}}}) == 13 * 2 * 3 + 2 * 2 * 2);
+}
+
+// The grouped prefill past one tile an expert: 300 tokens x 2 slots over 4
+// experts (about 150 rows each: two tiles, the second ragged).
+TEST_CASE("moe cases: the grouped prefill over several tiles an expert", "[gpu]") {
+  CHECK(run_case_file(VTC_CUDA_MOE_CASES, {{"prefill", 1, 300, {}, {}}}, "grouped prefill") == 2 * 3);
 }
