@@ -318,9 +318,10 @@ std::string codes_dot(KernelBuilder& kb, GgmlType t, int64_t K, const std::strin
 std::string gate_up_epilogue(KernelBuilder& kb, const ir::Op& op, const MoeShape& s) {
   const ir::MoeExperts& st = s.stacks;
   std::string out;
-  if (st.gate_scale)
-    out += fmt::format("  if (e >= 0 && e < E) {{\n    g *= {0}[e];\n    u *= {1}[e];\n  }}\n", kb.in(st.gate_scale, "gate_scale"),
-                       kb.in(st.up_scale, "up_scale"));
+  if (st.gate_scale) {
+    const std::string gs = kb.in(st.gate_scale, "gate_scale"), us = kb.in(st.up_scale, "up_scale");  // in this order
+    out += fmt::format("  if (e >= 0 && e < E) {{\n    g *= {0}[e];\n    u *= {1}[e];\n  }}\n", gs, us);
+  }
   std::string gb, ub, gb_row = "e * F + f", ub_row = "e * F + f";
   if (st.merged() && st.gate_up_bias) {
     gb = ub = kb.in(st.gate_up_bias, "gate_up_bias");
