@@ -507,13 +507,22 @@ Kernel moe_sort_kernel(const ir::Op& op, const std::string& what, const MoeShape
   const long long R = {1};
   int* perm = (int*)((u8*){2} + ({3}));
   int* tiles = (int*)((u8*){2} + ({4}));
-  __shared__ int cnt[E];
   // Thread e counts expert e's rows, then writes them in row order (no
-  // atomics: the order is stable, and every count is one thread's).
-  for (int e = threadIdx.x; e < E; e += blockDim.x) {{
-    int n = 0;
-    for (long long r = 0; r < R; ++r) n += {5}[r] == e;
-    cnt[e] = n;
+  // atomics: the order is stable, and each count is one thread's), over
+  // the ids staged in shared memory 4096 at a time (every thread reads the
+  // same id at once: a broadcast).
+  __shared__ int cnt[E], ids_s[4096];
+  for (int e = threadIdx.x; e < E; e += blockDim.x) cnt[e] = 0;
+  for (long long c0 = 0; c0 < R; c0 += 4096) {{
+    const int n = (int)min(4096LL, R - c0);
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += blockDim.x) ids_s[i] = {5}[c0 + i];
+    __syncthreads();
+    for (int e = threadIdx.x; e < E; e += blockDim.x) {{
+      int k = 0;
+      for (int i = 0; i < n; ++i) k += ids_s[i] == e;
+      cnt[e] += k;
+    }}
   }}
   __syncthreads();
   if (threadIdx.x == 0) {{
@@ -521,17 +530,20 @@ Kernel moe_sort_kernel(const ir::Op& op, const std::string& what, const MoeShape
     for (int e = 0; e < E; ++e) {{
       for (int j = 0; j < cnt[e]; j += 128, ++nt)
         tiles[1 + 3 * nt] = e, tiles[2 + 3 * nt] = off + j, tiles[3 + 3 * nt] = off + min(cnt[e], j + 128);
-      const int n = cnt[e];
-      cnt[e] = off;
-      off += n;
+      const int k = cnt[e];
+      cnt[e] = off;  // now expert e's next place
+      off += k;
     }}
     tiles[0] = nt;
   }}
-  __syncthreads();
-  for (int e = threadIdx.x; e < E; e += blockDim.x) {{
-    int at = cnt[e];
-    for (long long r = 0; r < R; ++r)
-      if ({5}[r] == e) perm[at++] = (int)r;
+  for (long long c0 = 0; c0 < R; c0 += 4096) {{
+    const int n = (int)min(4096LL, R - c0);
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += blockDim.x) ids_s[i] = {5}[c0 + i];
+    __syncthreads();
+    for (int e = threadIdx.x; e < E; e += blockDim.x)
+      for (int i = 0; i < n; ++i)
+        if (ids_s[i] == e) perm[cnt[e]++] = (int)(c0 + i);
   }}
 )",
                       s.experts, kb.expr(gs.rows), scratch, kb.expr(gs.perm), kb.expr(gs.tiles), ids));
