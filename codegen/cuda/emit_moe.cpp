@@ -45,8 +45,10 @@
 //   min(g, limit) / (1 + exp(alpha * -min(g, limit))) * (clamp(u, +-limit) + 1).
 //   With `weight_input` moe_down adds the slot results unweighted. An id
 //   outside [0, E) contributes zeros (the CPU throws; moe_route only
-//   produces ids in range). Every expert row is re-read per (token, slot):
-//   correct, not yet a grouped GEMM.
+//   produces ids in range). These kernels re-read an expert's rows per
+//   (token, slot); a prefill with integer stacks and D, F multiples of 128
+//   runs grouped by expert instead ("Prefill experts grouped by expert",
+//   below: moe_sort, the tensor-core GEMM over one expert's row tiles).
 #include <fmt/format.h>
 
 #include "codegen/cuda/emit.h"
