@@ -249,6 +249,10 @@ bool on_codes(const MoeShape& s) {
   return g.codes != Codes::None && g.codes == u.codes && d.codes != Codes::None;
 }
 
+// Bytes a row of codes takes in a scratch region: K codes and their
+// 8-byte records, rounded to 16 so the next row or region stays aligned.
+int64_t codes_row_bytes(int64_t k) { return (k + k / 32 * 8 + 15) / 16 * 16; }
+
 // The integer form's scratch: the up rows' codes at 0 (the quantize
 // kernel's layout, so a GEMV's quantize of the same x serves it), h
 // [T * k][F] f32, h's codes, then (weight_input) the pre-scaled rows
@@ -258,31 +262,44 @@ struct CodesScratch {
   ir::Dim x_rows, h, h_codes, scaled, total;
 };
 CodesScratch codes_scratch(const ir::Op& op, const MoeShape& s) {
-  const int64_t x_row = (s.model + s.model / 32 * 8 + 15) / 16 * 16;
   CodesScratch c;
   c.x_rows = weight_input(op) ? s.tokens * s.k : s.tokens;
-  c.h = c.x_rows * x_row;
+  c.h = c.x_rows * codes_row_bytes(s.model);
   c.h_codes = c.h + s.tokens * (s.k * s.ffn * 4);
-  c.scaled = c.h_codes + s.tokens * (s.k * ((s.ffn + s.ffn / 32 * 8 + 15) / 16 * 16));
+  c.scaled = c.h_codes + s.tokens * (s.k * codes_row_bytes(s.ffn));
   c.total = weight_input(op) ? c.scaled + s.tokens * (s.k * s.model * 4) : c.scaled;
   return c;
 }
 
 // weight_input's rows: scaled[r] = x[r / k] * weights[r], the f32 product
-// the CPU scales its gathered rows by.
-Kernel scale_rows_kernel(const ir::Op& op, const std::string& what, const MoeShape& s, const CodesScratch& cs) {
+// the CPU scales its gathered rows by, at byte `scaled_at` of a scratch of
+// `total` bytes.
+Kernel scale_rows_kernel(const ir::Op& op, const std::string& what, const MoeShape& s, const ir::Dim& scaled_at,
+                         const ir::Dim& total) {
   KernelBuilder kb("moe_scale_rows", what);
   const std::string x = kb.in(op.operands[0], "x"), w = kb.in(op.operands[1], "weights");
-  const std::string scratch = kb.scratch(cs.total);
+  const std::string scratch = kb.scratch(total);
+  const ir::Dim rows = s.tokens * s.k;
   kb.body(fmt::format(R"(  constexpr long long D = {0}, KS = {1};
   const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   if (i >= ({2}) * D) return;
   float* scaled = (float*)((u8*){3} + ({4}));
   scaled[i] = __fmul_rn({5}[(i / D / KS) * D + i % D], {6}[i / D]);
 )",
-                      s.model, s.k, kb.expr(cs.x_rows), scratch, kb.expr(cs.scaled), x, w));
-  kb.launch(cs.x_rows * s.model, 256);
+                      s.model, s.k, kb.expr(rows), scratch, kb.expr(scaled_at), x, w));
+  kb.launch(rows * s.model, 256);
   return kb.finish();
+}
+
+// The up rows to the gate/up stacks' codes at the scratch's start: x's
+// quantize, or with weight_input the scaled rows (at `scaled_at`) and
+// their quantize.
+Kernels up_rows_to_codes(const ir::Op& op, const std::string& what, const MoeShape& s, const ir::Dim& scaled_at,
+                         const ir::Dim& total) {
+  const Codes codes = dot_form(s.gate).codes;
+  if (!weight_input(op)) return {quantize_kernel(codes, op.operands[0], s.tokens, s.model, what + " [x to codes]")};
+  return {scale_rows_kernel(op, what + " [the scaled rows]", s, scaled_at, total),
+          quantize_scratch_kernel(codes, s.tokens * s.k, s.model, {total, scaled_at, 0}, what + " [rows to codes]")};
 }
 
 // A warp's integer dot of weight row `row` (type t, K values) with the
@@ -317,7 +334,7 @@ std::string codes_dot(KernelBuilder& kb, GgmlType t, int64_t K, const std::strin
 // scales only down) and the per-expert biases (ggml_add_id, after the
 // scale: [E, F] each, or the merged [E, 2F] gate_up bias whose gate and up
 // rows match the stack's).
-std::string gate_up_epilogue(KernelBuilder& kb, const ir::Op& op, const MoeShape& s) {
+std::string gate_up_epilogue(KernelBuilder& kb, const MoeShape& s) {
   const ir::MoeExperts& st = s.stacks;
   std::string out;
   if (st.gate_scale) {
@@ -333,7 +350,6 @@ std::string gate_up_epilogue(KernelBuilder& kb, const ir::Op& op, const MoeShape
   }
   if (!gb.empty())
     out += fmt::format("  if (e >= 0 && e < E) {{\n    g += {0}[{1}];\n    u += {2}[{3}];\n  }}\n", gb, gb_row, ub, ub_row);
-  (void)op;
   return out;
 }
 
@@ -390,7 +406,7 @@ Kernel moe_up_kernel(const ir::Op& op, const std::string& what, const MoeShape& 
   g = vtc_warp_sum(g);
   u = vtc_warp_sum(u);
 )";
-  body += gate_up_epilogue(kb, op, s) + fmt::format("  if (lane == 0) {0}[r * F + f] = {1};\n", h, activation(op));
+  body += gate_up_epilogue(kb, s) + fmt::format("  if (lane == 0) {0}[r * F + f] = {1};\n", h, activation(op));
   kb.body(body);
   kb.launch(rows * (s.ffn * 32), 128);
   Kernel k = kb.finish();
@@ -485,17 +501,16 @@ struct GroupedScratch {
   ir::Dim rows, x_rows, perm, tiles, g, u, h, h_codes, y, scaled, total;
 };
 GroupedScratch grouped_scratch(const ir::Op& op, const MoeShape& s) {
-  const auto round16 = [](int64_t b) { return (b + 15) / 16 * 16; };
   GroupedScratch c;
   c.rows = s.tokens * s.k;
   c.x_rows = weight_input(op) ? c.rows : s.tokens;
-  c.perm = c.x_rows * round16(s.model + s.model / 32 * 8);
+  c.perm = c.x_rows * codes_row_bytes(s.model);
   c.tiles = c.perm + c.rows * 16;
   c.g = c.tiles + c.rows * 16 + 16 * (s.experts + 1);
   c.u = c.g + c.rows * (s.ffn * 4);
   c.h = c.u + c.rows * (s.ffn * 4);
   c.h_codes = c.h + c.rows * (s.ffn * 4);
-  c.y = c.h_codes + c.rows * round16(s.ffn + s.ffn / 32 * 8);
+  c.y = c.h_codes + c.rows * codes_row_bytes(s.ffn);
   c.scaled = c.y + c.rows * (s.model * 4);
   c.total = weight_input(op) ? c.scaled + c.rows * (s.model * 4) : c.scaled;
   return c;
@@ -582,7 +597,7 @@ Kernel grouped_act_kernel(const ir::Op& op, const std::string& what, const MoeSh
   (void)f;
 )",
                                  s.experts, s.ffn, kb.expr(gs.rows), ids, scratch, kb.expr(gs.g), kb.expr(gs.u));
-  body += gate_up_epilogue(kb, op, s);
+  body += gate_up_epilogue(kb, s);
   body += fmt::format("  ((float*)((u8*){} + ({})))[i] = {};\n", scratch, kb.expr(gs.h), activation(op));
   kb.body(body);
   kb.launch(gs.rows * s.ffn, 256);
@@ -621,15 +636,7 @@ Kernel grouped_combine_kernel(const ir::Op& op, const std::string& what, const M
 Kernels grouped_moe_ffn(const ir::Op& op, const std::string& what, const MoeShape& s) {
   const GroupedScratch gs = grouped_scratch(op, s);
   const ir::MoeExperts& st = s.stacks;
-  Kernels out;
-  const Codes up_codes = dot_form(s.gate).codes;
-  if (weight_input(op)) {
-    const CodesScratch cs{gs.x_rows, 0, 0, gs.scaled, gs.total};
-    out.push_back(scale_rows_kernel(op, what + " [the scaled rows]", s, cs));
-    out.push_back(quantize_scratch_kernel(up_codes, gs.rows, s.model, {gs.total, gs.scaled, 0}, what + " [rows to codes]"));
-  } else {
-    out.push_back(quantize_kernel(up_codes, op.operands[0], s.tokens, s.model, what + " [x to codes]"));
-  }
+  Kernels out = up_rows_to_codes(op, what, s, gs.scaled, gs.total);
   out.push_back(moe_sort_kernel(op, what + " [rows by expert]", s, gs));
   const bool per_token = !weight_input(op);
   const ir::Value& gate = st.merged() ? st.gate_up : st.gate;
@@ -695,14 +702,7 @@ Kernels emit_moe_ffn(const ir::Op& op, const std::string& what) {
   // stack's codes, moe_down.
   const CodesScratch cs = codes_scratch(op, s);
   const ir::Dim rows = s.tokens * s.k;
-  const Codes up_codes = dot_form(s.gate).codes;
-  Kernels out;
-  if (weight_input(op)) {
-    out.push_back(scale_rows_kernel(op, what + " [the scaled rows]", s, cs));
-    out.push_back(quantize_scratch_kernel(up_codes, rows, s.model, {cs.total, cs.scaled, 0}, what + " [rows to codes]"));
-  } else {
-    out.push_back(quantize_kernel(up_codes, op.operands[0], s.tokens, s.model, what + " [x to codes]"));
-  }
+  Kernels out = up_rows_to_codes(op, what, s, cs.scaled, cs.total);
   out.push_back(moe_up_kernel(op, what, s));
   out.push_back(quantize_scratch_kernel(dot_form(s.down).codes, rows, s.ffn, {cs.total, cs.h, cs.h_codes},
                                         what + " [h to codes]"));
