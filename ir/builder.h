@@ -38,6 +38,9 @@ struct AttentionOptions {
   // [floor(pos / chunk) * chunk, pos] are masked too.
   std::optional<int64_t> chunk = std::nullopt;
   ir::Value sinks{};  // per-head sink logits [H] f32 (gpt-oss), joining each softmax's denominator
+  // K and V of different element types: `state` holds K ([1, P, ...]) and
+  // this state V; empty: `state` holds both ([2, P, ...]).
+  std::string v_state{};
 };
 
 // The QSA lightning indexer (docs/ir.md: indexer_select).
@@ -164,6 +167,9 @@ class Builder {
   // (x - mean) / sqrt(var + eps) over the last dim, * gain + bias when given.
   Value layer_norm(Value x, Value gain, Value bias, double eps);
   Value l2_norm(Value x, double eps) { return one(OpKind::L2Norm, {x}, {{"eps", Attr::of_float(eps)}}); }
+  // Each `block` values of x's rows times the orthonormal Walsh-Hadamard
+  // matrix (docs/ir.md: hadamard).
+  Value hadamard(Value x, int64_t block) { return one(OpKind::Hadamard, {x}, {{"block", Attr::of_int(block)}}); }
   // Linear attention: `state` names the per-sequence recurrent state.
   Value causal_conv1d(Value x, Value kernel, Value seq, std::string_view state,
                       int64_t dilation = CausalConv1dAttrs{}.dilation);

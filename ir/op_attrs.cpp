@@ -149,8 +149,10 @@ std::string attribute_table_markdown() {
     for (const AttrSpec& a : info.attrs) {
       std::string type(attr_kind_name(a.kind));
       if (a.kind == AttrKind::Enum) type = fmt::format("enum({})", fmt::join(a.enum_values, "\\|"));
+      // An optional symbol's default is "none" (no state named), not "@".
+      const bool no_default = !a.optional || (a.kind == AttrKind::Symbol && a.default_value.s.empty());
       out += fmt::format("| `{}` | `{}` | {} | {} | {} |\n", info.mnemonic, a.name, type, a.optional ? "no" : "yes",
-                         a.optional ? "`" + a.default_value.str() + "`" : "");
+                         no_default ? (a.optional ? "none" : "") : "`" + a.default_value.str() + "`");
     }
   }
   return out;

@@ -13,6 +13,7 @@
 
 #include "ir/builder.h"
 #include "support/error.h"
+#include "support/kv_cache_type.h"
 
 namespace vtc::ir {
 namespace {
@@ -240,8 +241,23 @@ void infer_rope(InferContext& c) {
 
 void require_seq_ids(const InferContext& c, size_t i, const Dim& tokens);
 
+// hadamard(x: [..., D] f32) {block = n} -> the same type: n a power of two
+// (2 or more) that divides D.
+void infer_hadamard(InferContext& c) {
+  const TensorType& x = c.operand(0);
+  c.require(x.elem.kind() == ElemType::F32 && x.rank() >= 1, "hadamard rotates f32 rows, got " + x.str());
+  const int64_t n = c.attrs<HadamardAttrs>().block;
+  c.require(n >= 2 && (n & (n - 1)) == 0, "block must be a power of two, 2 or more, got " + std::to_string(n));
+  const auto d = x.shape.back().constant();
+  c.require(!d || *d % n == 0, "the last dim " + x.shape.back().str() + " is not a multiple of block " + std::to_string(n));
+  c.results.push_back(x);
+}
+
 // q [T, Hq, D], k [T, Hkv, D], v [T, Hkv, D], pos [T], seq [T]; the KV state
-// is [2, pages..., Hkv, D] (K and V stacked on the leading 2).
+// is [2, pages..., Hkv, D] (K and V stacked on the leading 2), or, with
+// v_state (K and V of different element types), two [1, pages..., Hkv, D]
+// states. A KV state holds floats or a KV cache type (kv_cache_types())
+// whose blocks tile D.
 void infer_attention(InferContext& c) {
   for (size_t i = 0; i < 3; ++i) {
     require_rank(c, i, 3, i == 0 ? "q" : i == 1 ? "k" : "v");
@@ -262,14 +278,22 @@ void infer_attention(InferContext& c) {
                   q[0].str() + "] i32, got " + c.operand(i).str());
   }
   const AttentionAttrs a = c.attrs<AttentionAttrs>();
-  const std::string& name = a.state;
-  const StateDecl* s = c.module.find_state(name);
-  c.require(s != nullptr, "state @" + name + " is not declared");
-  c.require(s->kind != StateKind::Plain, "attention needs a paged or ring KV state, @" + name + " is plain");
-  const Shape& kv = s->type.shape;
-  c.require(kv.size() >= 3 && kv[0] == Dim(2) && kv[kv.size() - 2] == k[1] && kv.back() == k[2],
-            "KV state @" + name + " " + dims_str(kv) + " must be [2, ..., " + k[1].str() + ", " + k[2].str() + "]");
-  c.require(s->type.elem.is_float(), "KV state @" + name + " must hold floats");
+  const bool split = !a.v_state.empty();
+  for (const std::string& name : split ? std::vector<std::string>{a.state, a.v_state} : std::vector<std::string>{a.state}) {
+    const StateDecl* s = c.module.find_state(name);
+    c.require(s != nullptr, "state @" + name + " is not declared");
+    c.require(s->kind != StateKind::Plain, "attention needs a paged or ring KV state, @" + name + " is plain");
+    const Shape& kv = s->type.shape;
+    const std::string lead = split ? "1" : "2";
+    c.require(kv.size() >= 3 && kv[0] == Dim(split ? 1 : 2) && kv[kv.size() - 2] == k[1] && kv.back() == k[2],
+              "KV state @" + name + " " + dims_str(kv) + " must be [" + lead + ", ..., " + k[1].str() + ", " + k[2].str() + "]");
+    const ElemType e = s->type.elem;
+    const auto head = k[2].constant();
+    c.require(e.is_float() || (e.is_quant() && e.layout() == WeightLayout::Rows && is_kv_cache_type(e.quant_type()) &&
+                               (!head || *head % int64_t(ggml_traits(e.quant_type()).block_size) == 0)),
+              "KV state @" + name + " holds " + e.name() + ", not a KV cache type (" + kv_cache_type_list() +
+                  ") whose blocks tile the head size " + k[2].str());
+  }
   c.require(a.scale > 0, "scale must be positive");
   c.require(!c.has("window") || a.window > 0, "window must be positive");
   c.require(!c.has("chunk") || a.chunk > 0, "chunk must be positive");
@@ -331,7 +355,9 @@ void infer_indexer_select(InferContext& c) {
   const Shape& st = s->type.shape;
   c.require(s->kind == StateKind::Paged && st.size() == 4 && st[0] == Dim(1) && st[3] == k[1],
             "indexer state @" + name + " " + dims_str(st) + " must be paged [1, P, page, " + k[1].str() + "]");
-  c.require(s->type.elem.is_float(), "indexer state @" + name + " must hold floats");
+  const ElemType e = s->type.elem;
+  c.require(e.is_float() || (e.is_quant() && is_kv_cache_type(e.quant_type())),
+            "indexer state @" + name + " must hold floats or a KV cache type (" + kv_cache_type_list() + ")");
   c.results.push_back(like_first(c, ElemType::I32, {q[0], Dim(top_k + ratio - 1)}));
 }
 

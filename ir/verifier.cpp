@@ -39,6 +39,7 @@
 #include "ir/printer.h"
 #include "ir/shape_infer.h"
 #include "support/error.h"
+#include "support/kv_cache_type.h"
 
 namespace vtc::ir {
 namespace {
@@ -120,7 +121,12 @@ class Verifier {
   }
 
   void check_state(const std::string& where, const StateDecl& s) {
-    if (s.type.elem.is_quant()) report(where, "decl", "state cannot hold quantized type " + s.type.elem.name());
+    // A quantized state is a KV cache of one of llama.cpp's cache types
+    // (attention quantizes its rows as it appends them).
+    if (s.type.elem.is_quant() && (s.kind != StateKind::Paged || s.type.elem.layout() != WeightLayout::Rows ||
+                                   !is_kv_cache_type(s.type.elem.quant_type())))
+      report(where, "decl", "state cannot hold quantized type " + s.type.elem.name() +
+                                " (only a paged KV state, of " + kv_cache_type_list() + ")");
     auto has_dim = [&](const char* sym) {
       for (const auto& d : s.type.shape)
         if (d == Dim::symbol(sym)) return true;

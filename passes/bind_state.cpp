@@ -6,6 +6,7 @@
 
 #include "ir/op_attrs.h"
 #include "support/error.h"
+#include "support/kv_cache_type.h"
 
 namespace vtc::passes {
 
@@ -44,13 +45,28 @@ bool BindStatePass::run(ir::Module& module, PassContext& context) {
         problems.push_back(fmt::format("{}: writes {} to @{} declared {}", where,
                                        op.operands.empty() ? "nothing" : op.operands[0].type().str(), *state,
                                        decl->type.str()));
+      std::vector<const std::string*> touched = {state};
       if (op.kind == ir::OpKind::Attention) {
-        bool kv_shape = decl->type.rank() >= 2 && decl->type.shape[0] == ir::Dim(2);
-        if (decl->kind == ir::StateKind::Plain || !decl->type.elem.is_float() || !kv_shape)
-          problems.push_back(fmt::format("{}: @{} ({}) is not a paged or ring float KV state shaped [2, ...]", where,
-                                         *state, slots_[slot_of[*state]].layout));
+        // K and V in one state [2, ...], or K in `state` and V in `v_state`,
+        // each [1, ...] (halves of different types).
+        const ir::Attr* v_attr = op.attr("v_state");
+        const bool split = v_attr != nullptr && !v_attr->s.empty();
+        if (split) touched.push_back(&v_attr->s);
+        for (const std::string* name : touched) {
+          const ir::StateDecl* d = module.find_state(*name);
+          if (!d) {
+            problems.push_back(fmt::format("{}: state @{} is not declared", where, *name));
+            continue;
+          }
+          const bool kv_shape = d->type.rank() >= 2 && d->type.shape[0] == ir::Dim(split ? 1 : 2);
+          const bool kv_elem = d->type.elem.is_float() || (d->type.elem.is_quant() && is_kv_cache_type(d->type.elem.quant_type()));
+          if (d->kind == ir::StateKind::Plain || !kv_elem || !kv_shape)
+            problems.push_back(fmt::format("{}: @{} ({}) is not a paged or ring KV state of a cache type shaped [{}, ...]",
+                                           where, *name, slots_[slot_of[*name]].layout, split ? 1 : 2));
+        }
       }
-      slots_[slot_of[*state]].accesses.push_back({f.name, i, std::string(op.mnemonic())});
+      for (const std::string* name : touched)
+        if (slot_of.count(*name)) slots_[slot_of[*name]].accesses.push_back({f.name, i, std::string(op.mnemonic())});
     }
   }
   if (!problems.empty()) {

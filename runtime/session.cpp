@@ -8,6 +8,7 @@
 #include <cstring>
 #include <numeric>
 #include <set>
+#include <tuple>
 
 #include "ir/op_attrs.h"
 #include "ir/step_interface.h"
@@ -37,6 +38,8 @@ CompileOptions compile_options(const SessionOptions& o) {
   c.optimize = o.optimize;
   c.weight_layout_types = o.weight_layout_types;
   c.embeddings = o.embeddings;
+  c.cache_type_k = o.cache_type_k;
+  c.cache_type_v = o.cache_type_v;
   if (o.passes) c.manager = *o.passes;
   return c;
 }
@@ -227,9 +230,42 @@ HostTensor Session::Impl::run_prefill(std::span<const SeqChunk> chunks, bool eve
   return out;
 }
 
+namespace {
+GgmlType cache_type_of(const ir::ElemType& e) {
+  if (e.is_quant()) return e.quant_type();
+  return e.kind() == ir::ElemType::F32 ? GgmlType::F32 : e.kind() == ir::ElemType::BF16 ? GgmlType::BF16 : GgmlType::F16;
+}
+}  // namespace
+
+std::pair<GgmlType, GgmlType> kv_cache_types_of(const ir::Module& module) {
+  for (const auto& f : module.functions)
+    for (const auto& op : f->ops) {
+      if (op->kind != ir::OpKind::Attention) continue;
+      const ir::AttentionAttrs a = ir::AttentionAttrs::of(*op);
+      const ir::StateDecl* k = module.find_state(a.state);
+      const ir::StateDecl* v = a.v_state.empty() ? k : module.find_state(a.v_state);
+      if (k && v) return {cache_type_of(k->type.elem), cache_type_of(v->type.elem)};
+    }
+  return {GgmlType::F16, GgmlType::F16};
+}
+
+std::string describe_kv_memory(const KvMemory& m) {
+  return fmt::format("KV cache: K {}, V {}; {} bytes per token; {:.2f} MiB reserved ({} pages of {} positions)",
+                     ggml_type_name(m.k_type), ggml_type_name(m.v_type), m.bytes_per_token,
+                     double(m.reserved_bytes) / 1048576.0, m.pages, m.page_size);
+}
+
 Session::Session(const std::string& path, const SessionOptions& o) {
   check_target(path, o);
   CompiledModel model = load_model(path, compile_options(o));
+  // An artifact keeps the cache types it was compiled with; other types
+  // asked for by name (not the f16 default) are refused, not ignored.
+  if (const auto [k, v] = kv_cache_types_of(model.module);
+      (o.cache_type_k != GgmlType::F16 && o.cache_type_k != k) || (o.cache_type_v != GgmlType::F16 && o.cache_type_v != v))
+    throw Error(fmt::format("{}: compiled with a {} / {} KV cache (K / V), not the {} / {} asked for; recompile with "
+                            "`vtc compile --cache-type-k {} --cache-type-v {}`", path, ggml_type_name(k), ggml_type_name(v),
+                            ggml_type_name(o.cache_type_k), ggml_type_name(o.cache_type_v),
+                            ggml_type_name(o.cache_type_k), ggml_type_name(o.cache_type_v)));
   if (model.target != o.target)
     throw Error(fmt::format("{}: compiled for target {}, but the session runs on {}; recompile with `vtc compile --target {}`",
                             path, target_name(model.target), target_name(o.target), target_name(o.target)));
@@ -257,6 +293,16 @@ const gguf::GgufFile& Session::file() const { return impl_->model.file; }
 const ir::Module& Session::module() const { return impl_->model.module; }
 Target Session::target() const { return impl_->model.target; }
 int64_t Session::n_ctx() const { return impl_->states.config().n_ctx; }
+KvMemory Session::kv_memory() const {
+  KvMemory m;
+  std::tie(m.k_type, m.v_type) = kv_cache_types_of(module());
+  const StateStore& s = impl_->states;
+  for (const auto& l : s.layouts())
+    if (l.paged()) m.bytes_per_token += uint64_t(l.halves) * l.row_bytes(), m.reserved_bytes += l.bytes;
+  m.pages = s.n_pages();
+  m.page_size = s.page_size();
+  return m;
+}
 int64_t Session::n_vocab() const { return impl_->n_vocab; }
 int32_t Session::max_step_tokens() const { return impl_->max_step_tokens; }
 bool Session::generates_text() const { return impl_->generates_text; }

@@ -23,6 +23,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "frontends/gguf/gguf.h"
@@ -48,6 +49,9 @@ struct SessionOptions {
   std::optional<passes::PassManagerOptions> passes = std::nullopt;  // dumps, disabled passes (default: none)
   bool cuda_graphs = true;         // cuda: capture @decode in CUDA graphs
   bool embeddings = false;         // also build @embed, for embed() (a GGUF only)
+  // The KV cache's element types (a GGUF only: an artifact keeps those it
+  // was compiled with); f16 as llama.cpp's default.
+  GgmlType cache_type_k = GgmlType::F16, cache_type_v = GgmlType::F16;
 };
 
 // One sequence's part of a batched step: `tokens` at positions n_past, ...
@@ -72,6 +76,22 @@ struct StateSnapshot {
   HostTensor value;
 };
 
+// What the KV cache costs (Session::kv_memory): its element types (those of
+// the first attention op's states; f16 for a model without attention), the
+// bytes one position of context takes in every paged state (K and V of
+// every layer, and side caches), and the bytes the page pool reserves.
+struct KvMemory {
+  GgmlType k_type = GgmlType::F16, v_type = GgmlType::F16;
+  uint64_t bytes_per_token = 0;
+  uint64_t reserved_bytes = 0;
+  int64_t pages = 0, page_size = 0;
+};
+// The cache types of a module's first attention op (f16, f16 without one).
+std::pair<GgmlType, GgmlType> kv_cache_types_of(const ir::Module& module);
+// "KV cache: K q8_0, V f16; 73728 bytes per token; 1.12 GiB reserved (2048
+// pages of 16 positions)", as `vtc run` and `vtc serve` print it at start.
+std::string describe_kv_memory(const KvMemory& m);
+
 class Session {
  public:
   // Throws vtc::Error for a file that does not load, a target that is not
@@ -83,6 +103,7 @@ class Session {
   const ir::Module& module() const;  // lowered for the target
   Target target() const;
   int64_t n_ctx() const;
+  KvMemory kv_memory() const;
   int64_t n_vocab() const;
   int32_t max_step_tokens() const;
   // false for an encoder's module (@embed only: bert).

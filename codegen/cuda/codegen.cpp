@@ -70,6 +70,7 @@ Kernels emit_RmsNorm(const Ctx& c, const ir::Op& op) { return emit_rms_norm(op, 
 Kernels emit_Rope(const Ctx& c, const ir::Op& op) { return emit_rope(op, c.what); }
 Kernels emit_L2Norm(const Ctx& c, const ir::Op& op) { return emit_l2_norm(op, c.what); }
 Kernels emit_LayerNorm(const Ctx& c, const ir::Op& op) { return emit_layer_norm(op, c.what); }
+Kernels emit_Hadamard(const Ctx& c, const ir::Op& op) { return emit_hadamard(op, c.what); }
 Kernels emit_CausalConv1d(const Ctx& c, const ir::Op& op) { return emit_causal_conv1d(c.module, op, c.what); }
 Kernels emit_DeltaRule(const Ctx& c, const ir::Op& op) { return emit_delta_rule(c.module, op, c.what); }
 Kernels emit_Attention(const Ctx& c, const ir::Op& op) { return emit_attention(c.module, op, c.what); }

@@ -229,6 +229,7 @@ Kernels emit_causal_conv1d(const ir::Module& m, const ir::Op& op, const std::str
 Kernels emit_delta_rule(const ir::Module& m, const ir::Op& op, const std::string& what);
 Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string& what);
 Kernels emit_attn_temp(const ir::Op& op, const std::string& what);  // emit_attention.cpp
+Kernels emit_hadamard(const ir::Op& op, const std::string& what);   // emit_attention.cpp
 // The QSA indexer (emit_indexer.cpp).
 Kernels emit_indexer_select(const ir::Module& m, const ir::Op& op, const std::string& what);
 Kernels emit_data_movement(const ir::Op& op, const std::string& what);

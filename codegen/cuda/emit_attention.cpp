@@ -69,6 +69,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <optional>
 
@@ -121,7 +122,9 @@ AttnShape attn_shape(const ir::Module& m, const ir::Op& op) {
   auto page = decl->type.shape[2].constant();
   if (!page || *page <= 0) unsupported(op, "the KV page size must be constant");
   const ir::ElemType e = decl->type.elem;
-  if (e.kind() != ir::ElemType::F16 && e.kind() != ir::ElemType::F32) unsupported(op, "the KV cache must be f16 or f32");
+  if (!ir::AttentionAttrs::of(op).v_state.empty() || (e.kind() != ir::ElemType::F16 && e.kind() != ir::ElemType::F32))
+    unsupported(op, fmt::format("the CUDA target reads f16 or f32 KV caches only (@{} holds {}; --cache-type-k/-v "
+                                "f16 or f32 on this target)", state, e.name()));
   const bool f16 = e.kind() == ir::ElemType::F16;
   return {*hq, *hkv, *d, *page, qt.shape[0], f16 ? "unsigned short" : "float", f16 ? "vtc_h2f" : "", state};
 }
@@ -883,6 +886,56 @@ Kernels emit_attn_temp(const ir::Op& op, const std::string& what) {
 )",
                       kb.expr(n), pos, y, flit(offset), flit(floor_scale), fmt::format("{:a}", scale)));
   kb.launch(n, 256);
+  return {kb.finish()};
+}
+
+// hadamard: one warp per block of N values; lane l holds values l, l + 32,
+// ... (N / 32 of them, or one for N < 32). Each value is scaled first, then
+// the butterflies run in the CPU's order of spans: spans under 32 pair
+// lanes (__shfl_xor_sync; the lane holding the pair's lower value keeps
+// u + v, the other u - v), longer spans pair registers of one lane. The
+// same additions on the same values as hadamard_rows, so the same bits.
+Kernels emit_hadamard(const ir::Op& op, const std::string& what) {
+  const int64_t n = ir::HadamardAttrs::of(op).block;
+  if (n > 1024) unsupported(op, fmt::format("block {} is over 1024", n));
+  KernelBuilder kb(op.mnemonic(), what);
+  const std::string x = kb.in(op.operands[0], "x"), y = kb.out(op.results[0], "y");
+  const ir::TensorType& xt = op.operands[0].type();
+  const auto last = xt.shape.back().constant();
+  if (!last) unsupported(op, "the rotated dim must be constant");
+  const ir::Dim blocks = dims_product(xt.shape, 0, xt.rank() - 1) * ir::Dim(*last / n);
+  const int64_t lanes = std::min<int64_t>(n, 32), per_lane = n / lanes;
+  kb.body(fmt::format(R"(  constexpr int N = {0}, LANES = {1}, R = {2};
+  const int lane = threadIdx.x & 31;
+  const long long b = blockIdx.x * (long long)(blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (b >= {3}) return;
+  float r[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) r[i] = lane < LANES ? __fmul_rn({4}[b * N + lane + LANES * i], {5}) : 0.0f;
+  for (int len = 1; len < LANES; len <<= 1) {{
+#pragma unroll
+    for (int i = 0; i < R; ++i) {{
+      const float other = __shfl_xor_sync(0xffffffffu, r[i], len);
+      r[i] = (lane & len) ? __fsub_rn(other, r[i]) : __fadd_rn(r[i], other);
+    }}
+  }}
+#pragma unroll
+  for (int span = 1; span < R; span <<= 1) {{
+#pragma unroll
+    for (int i = 0; i < R; ++i) {{
+      if (i & span) continue;
+      const float u = r[i], v = r[i + span];
+      r[i] = __fadd_rn(u, v);
+      r[i + span] = __fsub_rn(u, v);
+    }}
+  }}
+  if (lane < LANES) {{
+#pragma unroll
+    for (int i = 0; i < R; ++i) {6}[b * N + lane + LANES * i] = r[i];
+  }}
+)",
+                      n, lanes, per_lane, kb.expr(blocks), x, flit(1.0f / std::sqrt(float(n))), y));
+  kb.launch(blocks * 32, 128);
   return {kb.finish()};
 }
 

@@ -106,7 +106,9 @@ CompiledModel compile_model(gguf::GgufFile file, const CompileOptions& options) 
   const auto t0 = std::chrono::steady_clock::now();
   CompiledModel out{std::move(file), {}, {}, options.target, standard_pipeline(options), {}, {}, {}, 0};
   say(fmt::format("building IR for {} ({} tensors)", out.file.architecture(), out.file.tensors().size()));
-  out.module = arch::build_module(out.file, {.embeddings = options.embeddings});
+  out.module = arch::build_module(out.file, {.cache_type_k = options.cache_type_k,
+                                             .cache_type_v = options.cache_type_v,
+                                             .embeddings = options.embeddings});
   ir::verify(out.module);
   ir::check_step_interface(out.module, out.file.path());
   out.before = counts_of(out.module);

@@ -31,6 +31,8 @@ struct CompileOptions {
   // "reference" (x8 only where it keeps llama.cpp's arithmetic) or "all".
   std::string weight_layout_types = "reference";
   bool embeddings = false;        // also build @embed (frontends/gguf/arch/arch.h)
+  // The KV cache's element types (arch::BuildOptions; --cache-type-k/-v).
+  GgmlType cache_type_k = GgmlType::F16, cache_type_v = GgmlType::F16;
   passes::PassManagerOptions manager;  // dumps, disabled passes, timing
   // Called at the start of each phase with a one-line description.
   std::function<void(const std::string&)> progress;

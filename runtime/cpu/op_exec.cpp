@@ -275,26 +275,49 @@ const T* gather_rows(const T* src, const std::vector<int32_t>& members, int64_t 
 }
 
 // Stores row t of src ([T, row] f32) at token t's position in half `half`
-// of the paged f32 or f16 state `b`, through its sequence's page table, for
-// every token of the step (before any token reads the state).
+// of the paged state `b`, converted to its element type as the reference's
+// KV store converts (quantize_kv_row), through its sequence's page table,
+// for every token of the step (before any token reads the state).
 void append_rows(ExecContext& c, const ir::Op& op, HostStates::Buffer& b, int half, const float* src, int64_t row,
                  const Buf& pos, const Buf& seq) {
-  const bool f16 = b.elem.kind() == ir::ElemType::F16;
-  // The active level's conversion (F16C from AVX2 up): the same values as
-  // fp32_to_fp16, round to nearest even.
-  const auto to_f16 = detail::active_float_kernels().f32_to_f16;
+  const GgmlType type = ggml_type_of(b.elem);
   for (int64_t t = 0; t < pos.numel; ++t) {
     const int32_t p = pos.as<int32_t>()[t];
     if (p < 0 || p >= b.rows_per_slot)
       fail(op, fmt::format("position {} is outside the context of {} tokens", p, b.rows_per_slot));
     uint8_t* dst = c.states.kv_row(b, int32_t(sequence_slot(c, op, seq.as<int32_t>()[t])), half, p);
-    const float* from = src + t * row;
-    if (f16) {
-      to_f16(from, reinterpret_cast<uint16_t*>(dst), row);
-    } else {
-      std::memcpy(dst, from, size_t(row) * 4);
-    }
+    quantize_kv_row(type, src + t * row, dst, row);
   }
+}
+
+// llama.cpp's flash attention casts an f32 cache's view to f16 before it
+// attends (build_attn_mha: "this can happen when KV cache is not used"), so
+// an f32 cache stores f32 and attends as f16: the sequence's rows [0,
+// p.n_kv) are gathered through its page table into dense copies, the f32
+// half rounded to f16 (round to nearest even, as ggml_cast), and p reads
+// those (no page table).
+void read_f32_cache_as_f16(ExecContext& c, HostStates::Buffer& kv, HostStates::Buffer& v_kv, int v_half,
+                           AttentionParams& p, const void*& k_rows, const void*& v_rows) {
+  thread_local std::vector<uint8_t> k_dense, v_dense;
+  const auto to_f16 = detail::active_float_kernels().f32_to_f16;
+  auto gather = [&](HostStates::Buffer& b, int half, GgmlType& type, int64_t row_elems, std::vector<uint8_t>& dense) {
+    const uint64_t src_bytes = b.layout->row_bytes();
+    const uint64_t dst_bytes = type == GgmlType::F32 ? uint64_t(row_elems) * 2 : src_bytes;
+    dense.resize(size_t(p.n_kv) * dst_bytes);
+    const uint8_t* pool = c.states.pool_base(b, half);
+    for (int64_t j = 0; j < p.n_kv; ++j) {
+      const int64_t r = int64_t(p.page_table[j / p.page_size]) * p.page_size + j % p.page_size;
+      const uint8_t* src = pool + uint64_t(r) * src_bytes;
+      uint8_t* dst = dense.data() + uint64_t(j) * dst_bytes;
+      if (type == GgmlType::F32) to_f16(reinterpret_cast<const float*>(src), reinterpret_cast<uint16_t*>(dst), row_elems);
+      else std::memcpy(dst, src, src_bytes);
+    }
+    if (type == GgmlType::F32) type = GgmlType::F16;
+    return dense.data();
+  };
+  k_rows = gather(kv, 0, p.k_type, p.n_head_kv * p.head_dim, k_dense);
+  v_rows = gather(v_kv, v_half, p.v_type, p.n_head_kv * p.head_dim_v, v_dense);
+  p.page_table = nullptr;
 }
 
 // Appends each token's K/V row to its sequence's cache at its position,
@@ -303,20 +326,24 @@ void exec_Attention(ExecContext& c, const ir::Op& op) {
   const Buf &q = c.in(op, 0), &k = c.in(op, 1), &v = c.in(op, 2), &pos = c.in(op, 3), &seq = c.in(op, 4);
   const Buf& out = c.out(op);
   const ir::AttentionAttrs a = ir::AttentionAttrs::of(op);
+  // K and V share one state [2, ...], or (v_state: the halves hold
+  // different types) live in two [1, ...] states.
   HostStates::Buffer& kv = c.states.buffer(a.state);
+  HostStates::Buffer& v_kv = a.v_state.empty() ? kv : c.states.buffer(a.v_state);
+  const int v_half = a.v_state.empty() ? 1 : 0;
   const int64_t n_tokens = q.shape[0], n_head = q.shape[1], n_head_kv = k.shape[1], head_dim = q.shape[2];
-  const int64_t row = n_head_kv * head_dim;
-  const bool f16 = kv.elem.kind() == ir::ElemType::F16;
-  if (!f16 && kv.elem.kind() != ir::ElemType::F32) fail(op, "KV state must be f16 or f32");
+  const int64_t row = n_head_kv * head_dim, v_row = n_head_kv * v.shape[2];
   // Write this step's K and V rows first, so a token sees the keys of
   // earlier tokens in the same step.
   append_rows(c, op, kv, 0, k.as<float>(), row, pos, seq);
-  append_rows(c, op, kv, 1, v.as<float>(), row, pos, seq);
+  append_rows(c, op, v_kv, v_half, v.as<float>(), v_row, pos, seq);
   AttentionParams p;
   p.n_head = n_head;
   p.n_head_kv = n_head_kv;
   p.head_dim = head_dim;
-  p.kv_type = f16 ? GgmlType::F16 : GgmlType::F32;
+  p.head_dim_v = v.shape[2];
+  p.k_type = ggml_type_of(kv.elem);
+  p.v_type = ggml_type_of(v_kv.elem);
   p.scale = float(a.scale);
   p.softcap = float(a.softcap);
   p.causal = a.causal;
@@ -368,7 +395,11 @@ void exec_Attention(ExecContext& c, const ir::Op& op) {
     if (int64_t(table.size()) * p.page_size < p.n_kv)
       fail(op, fmt::format("slot {} maps {} KV pages, too few for position {}", slot, table.size(), p.n_kv - 1));
     p.page_table = table.data();
-    attention(q_src, c.states.pool_base(kv, 0), c.states.pool_base(kv, 1), q_pos.data(), nullptr, p, out_dst, c.pool);
+    const void* k_rows = c.states.pool_base(kv, 0);
+    const void* v_rows = c.states.pool_base(v_kv, v_half);
+    AttentionParams call = p;  // this sequence's: an f32 cache's rows become an f16 copy
+    if (p.k_type == GgmlType::F32 || p.v_type == GgmlType::F32) read_f32_cache_as_f16(c, kv, v_kv, v_half, call, k_rows, v_rows);
+    attention(q_src, k_rows, v_rows, q_pos.data(), nullptr, call, out_dst, c.pool);
     if (whole) continue;
     for (size_t i = 0; i < members.size(); ++i)
       std::memcpy(out.as<float>() + members[i] * q_row, out_rows.data() + i * q_row, size_t(q_row) * 4);
@@ -382,13 +413,11 @@ void exec_IndexerSelect(ExecContext& c, const ir::Op& op) {
   for (int i = 0; i < 3; ++i) require_f32(op, c.in(op, size_t(i)), i == 0 ? "q" : i == 1 ? "k" : "k_norm");
   const ir::IndexerSelectAttrs a = ir::IndexerSelectAttrs::of(op);
   HostStates::Buffer& cache = c.states.buffer(a.state);
-  const bool f16 = cache.elem.kind() == ir::ElemType::F16;
-  if (!f16 && cache.elem.kind() != ir::ElemType::F32) fail(op, "the indexer cache must be f16 or f32");
   const int64_t n_tokens = q.shape[0], dim = k.shape[1];
   append_rows(c, op, cache, 0, k.as<float>(), dim, pos, seq);
   IndexerParams p{.n_tokens = n_tokens, .n_head = q.shape[1], .head_dim = dim, .ratio = a.ratio,
                   .top_k = a.top_k, .eps = float(a.eps), .rope = rope_params(op),
-                  .cache = c.states.pool_base(cache, 0), .cache_type = f16 ? GgmlType::F16 : GgmlType::F32,
+                  .cache = c.states.pool_base(cache, 0), .cache_type = ggml_type_of(cache.elem),
                   .page_size = c.states.page_size()};
   std::vector<IndexerTable> tables;
   for (int32_t slot : c.slots) {
@@ -397,6 +426,12 @@ void exec_IndexerSelect(ExecContext& c, const ir::Op& op) {
   }
   indexer_select(q.as<float>(), k_norm.as<float>(), pos.as<int32_t>(), seq.as<int32_t>(), tables.data(),
                  int64_t(tables.size()), p, c.out(op).as<int32_t>(), c.pool);
+}
+
+void exec_Hadamard(ExecContext& c, const ir::Op& op) {
+  const Buf& x = c.in(op, 0);
+  require_f32(op, x, "x");
+  hadamard_rows(x.as<float>(), c.out(op).as<float>(), x.numel, ir::HadamardAttrs::of(op).block);
 }
 
 // --- linear attention (docs/ir.md: l2_norm, causal_conv1d, delta_rule) -----

@@ -11,9 +11,15 @@
 namespace vtc {
 namespace {
 
-int64_t elem_bytes_of(const ir::ElemType& e) {
-  if (e.is_quant()) throw Error("state store: states cannot hold quantized types");
-  return e.scalar_bytes();
+// Bytes of `elems` values of the state's type: a quantized type (a KV cache
+// type; the verifier allows no other) is stored in whole blocks per row.
+int64_t row_bytes_of(const ir::StateDecl& d, int64_t elems) {
+  if (!d.type.elem.is_quant()) return elems * d.type.elem.scalar_bytes();
+  const auto bytes = ggml_bytes_for(d.type.elem.quant_type(), uint64_t(elems));
+  if (d.kind != ir::StateKind::Paged || !bytes)
+    throw Error(fmt::format("state store: @{} holds {}, which only a paged KV state of whole blocks may", d.name,
+                            d.type.elem.name()));
+  return int64_t(*bytes);
 }
 
 // Product of the constant dims after the leading symbolic ones: a plain
@@ -64,16 +70,18 @@ StateStore::StateStore(const ir::Module& module, const StateStoreConfig& config)
     Layout b;
     b.decl = &decl;
     b.elem = decl.type.elem;
-    b.elem_bytes = elem_bytes_of(decl.type.elem);
+    b.elem_bytes = decl.type.elem.scalar_bytes();
     if (decl.kind == ir::StateKind::Paged) {
       b.row_elems = constant_tail(decl, 3);
+      b.bytes_per_row = row_bytes_of(decl, b.row_elems);
       b.rows_per_slot = config.n_ctx;
       b.halves = int(*decl.type.shape[0].constant());
-      b.bytes = uint64_t(b.halves) * uint64_t(n_pages * page_size_ * b.row_elems * b.elem_bytes);
+      b.bytes = uint64_t(b.halves) * uint64_t(n_pages * page_size_) * b.row_bytes();
     } else {
       b.row_elems = constant_tail(decl, 1);
+      b.bytes_per_row = row_bytes_of(decl, b.row_elems);
       b.rows_per_slot = 1;
-      b.bytes = uint64_t(config.n_slots) * uint64_t(b.row_elems * b.elem_bytes);
+      b.bytes = uint64_t(config.n_slots) * b.row_bytes();
     }
     layouts_.push_back(b);
   }

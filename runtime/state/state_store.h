@@ -64,12 +64,13 @@ class StateStore {
   struct Layout {
     const ir::StateDecl* decl = nullptr;
     ir::ElemType elem;
-    int64_t elem_bytes = 0;
+    int64_t elem_bytes = 0;  // 0 for a quantized KV cache type (whole blocks per row: row_bytes)
     int64_t row_elems = 0;  // per slot (plain/ring) or per KV position (paged)
+    int64_t bytes_per_row = 0;
     int64_t rows_per_slot = 0;  // 1 for plain/ring; n_ctx (the positions a slot may use) for paged
     int halves = 1;             // paged: 2 (K and V) or 1 (a side cache)
     uint64_t bytes = 0;         // plain: [slot][row]; paged: [halves][page][page_size][row_elems]
-    uint64_t row_bytes() const { return uint64_t(row_elems * elem_bytes); }
+    uint64_t row_bytes() const { return uint64_t(bytes_per_row); }
     uint64_t half_bytes() const { return bytes / uint64_t(halves); }     // paged: one pool
     uint64_t page_bytes(int64_t page_size) const { return uint64_t(page_size) * row_bytes(); }
     bool paged() const { return decl->kind == ir::StateKind::Paged; }

@@ -97,6 +97,8 @@ Engine::Engine(const EngineOptions& o, Metrics& metrics) : options_(o), metrics_
   SessionOptions so{.target = o.target, .threads = o.threads, .n_ctx = o.n_ctx, .n_slots = o.parallel, .n_pages = o.kv_pages,
                         .max_step_tokens = o.max_step_tokens};
   so.embeddings = o.embeddings;
+  so.cache_type_k = o.cache_type_k;
+  so.cache_type_v = o.cache_type_v;
   so.weight_layout_types = o.weight_layout_types;
   so.fused_kernels = o.fused_kernels;
   if (!o.weight_layout) {

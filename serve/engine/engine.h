@@ -89,6 +89,8 @@ struct EngineOptions {
   bool embeddings = false;
   std::string pooling;
   int embd_normalize = 2;
+  // The KV cache's element types (SessionOptions; a GGUF only).
+  GgmlType cache_type_k = GgmlType::F16, cache_type_v = GgmlType::F16;
 };
 
 class Engine {
@@ -105,6 +107,7 @@ class Engine {
   int64_t n_ctx() const { return session_->n_ctx(); }
   int64_t n_vocab() const { return session_->n_vocab(); }
   std::string backend_description() const { return session_->backend().describe(); }
+  KvMemory kv_memory() const { return session_->kv_memory(); }
   // false for an encoder (bert): the module has only @embed, and the server
   // answers embeddings only.
   bool generates_text() const { return session_->generates_text(); }

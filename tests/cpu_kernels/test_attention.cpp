@@ -124,7 +124,7 @@ TEST_CASE("attention vs double reference", "[attention]") {
           p.n_head_kv = cs.n_head_kv;
           p.head_dim = cs.head_dim;
           p.n_kv = cs.n_kv;
-          p.kv_type = kvt;
+          p.k_type = p.v_type = kvt;
           p.scale = 1.0f / std::sqrt(float(cs.head_dim));
           p.softcap = cs.softcap;
           p.n_swa = cs.n_swa;
@@ -159,7 +159,7 @@ TEST_CASE("attention: identical bits for 1, 2, 3 threads, zeros for masked-out q
   p.n_head_kv = 2;
   p.head_dim = 64;
   p.n_kv = 30;
-  p.kv_type = GgmlType::F16;
+  p.k_type = p.v_type = GgmlType::F16;
   p.scale = 0.125f;
   const auto c = make_cache(GgmlType::F16, p.n_kv, p.n_head_kv, p.head_dim, p.head_dim, 5);
   const auto q = random_floats(p.n_tokens * p.n_head * p.head_dim, 6);
@@ -190,7 +190,7 @@ TEST_CASE("attention: scalar and every SIMD level agree", "[attention][isa]") {
   p.n_kv = 50;
   p.scale = 0.088f;
   for (GgmlType kvt : {GgmlType::F32, GgmlType::F16}) {
-    p.kv_type = kvt;
+    p.k_type = p.v_type = kvt;
     const auto c = make_cache(kvt, p.n_kv, p.n_head_kv, p.head_dim, p.head_dim, 8);
     const auto q = random_floats(p.n_tokens * p.n_head * p.head_dim, 9);
     std::vector<int32_t> qpos = {46, 47, 48, 49};
@@ -219,8 +219,12 @@ TEST_CASE("attention: rejects bad shapes and types", "[attention]") {
   const int32_t pos = 0;
   CHECK_THROWS(attention(q.data(), kv.data(), kv.data(), &pos, nullptr, p, out.data(), pool));
   p.n_head = 2;
-  p.kv_type = GgmlType::Q8_0;
-  CHECK_THROWS(attention(q.data(), kv.data(), kv.data(), &pos, nullptr, p, out.data(), pool));
+  p.k_type = p.v_type = GgmlType::Q4_K;  // not a KV cache type
+  CHECK_THROWS_WITH(attention(q.data(), kv.data(), kv.data(), &pos, nullptr, p, out.data(), pool),
+                    Catch::Contains("not a KV cache type"));
+  p.k_type = p.v_type = GgmlType::Q8_0;  // head_dim 8: not a whole q8_0 block
+  CHECK_THROWS_WITH(attention(q.data(), kv.data(), kv.data(), &pos, nullptr, p, out.data(), pool),
+                    Catch::Contains("not whole"));
 }
 
 // ---- The three paths (one-row, split-KV, tiled) ---------------------------
@@ -271,7 +275,7 @@ Problem make_problem(const Shape& s, GgmlType kvt, bool acc16, uint32_t seed) {
   p.head_dim = s.dk;
   p.head_dim_v = s.dv;
   p.n_kv = s.n_kv;
-  p.kv_type = kvt;
+  p.k_type = p.v_type = kvt;
   p.scale = 1.0f / std::sqrt(float(s.dk));
   p.softcap = s.softcap;
   p.n_swa = s.n_swa;
@@ -364,7 +368,7 @@ void previous_one_row(const Problem& pr, const detail::FloatKernels& fk, int64_t
                       int64_t j1, float& M, float& S, std::vector<float>& acc32) {
   const AttentionParams& p = pr.p;
   const int64_t dk = p.head_dim, dv = pr.dv, hkv = h / (p.n_head / p.n_head_kv);
-  const bool f16 = p.kv_type == GgmlType::F16, acc16 = f16 && p.f16_accumulator;
+  const bool f16 = p.k_type == GgmlType::F16, acc16 = f16 && p.f16_accumulator;
   const size_t es = f16 ? 2 : 4;
   float scale = p.scale;
   if (p.softcap != 0.0f) scale /= p.softcap;
@@ -591,7 +595,7 @@ AttentionParams masked_case_params(int64_t n_tokens, int64_t n_head, int64_t n_h
   p.n_head_kv = n_head_kv;
   p.head_dim = 64;
   p.n_kv = n_kv;
-  p.kv_type = kvt;
+  p.k_type = p.v_type = kvt;
   p.scale = 1.0f / 8.0f;
   return p;
 }

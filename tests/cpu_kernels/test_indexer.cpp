@@ -267,7 +267,7 @@ AttentionParams sparse_params(GgmlType kv_type) {
   p.n_head_kv = 2;
   p.head_dim = 32;
   p.n_kv = 40;
-  p.kv_type = kv_type;
+  p.k_type = p.v_type = kv_type;
   p.scale = 1.0f / std::sqrt(32.0f);
   return p;
 }
@@ -517,7 +517,8 @@ func @prefill(%q: tensor<T x 4 x 16 x f32, device>, %k: tensor<T x 2 x 16 x f32,
   const auto [dense, sparse, v1] = step(pos1, seq1, sel1, 101);
   CHECK(test::bitwise_equal(sparse, dense));
   // Step 2: each token selects only its own position, so it reads its own V
-  // row exactly (head h reads kv head h / 2).
+  // row (head h reads kv head h / 2), as f16: an f32 cache attends as f16,
+  // as llama.cpp's flash attention casts it.
   const std::vector<int32_t> pos2 = {3, 5, 4, 6};
   const std::vector<int32_t> seq2 = {1, 0, 1, 0};
   std::vector<int32_t> sel2;
@@ -527,5 +528,6 @@ func @prefill(%q: tensor<T x 4 x 16 x f32, device>, %k: tensor<T x 2 x 16 x f32,
   for (size_t t = 0; t < pos2.size(); ++t)
     for (int64_t h = 0; h < 4; ++h)
       for (int64_t i = 0; i < 16; ++i)
-        CHECK(sparse2[size_t((int64_t(t) * 4 + h) * 16 + i)] == v2[size_t((int64_t(t) * 2 + h / 2) * 16 + i)]);
+        CHECK(sparse2[size_t((int64_t(t) * 4 + h) * 16 + i)] ==
+              fp16_to_fp32(fp32_to_fp16(v2[size_t((int64_t(t) * 2 + h / 2) * 16 + i)])));
 }

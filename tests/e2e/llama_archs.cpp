@@ -223,12 +223,15 @@ std::string PositionsMatch::summary() const {
 }
 
 PositionsMatch match_positions(const std::string& path, const std::vector<int32_t>& prompt, int decodes,
-                               const std::string& target, int threads) {
+                               const std::string& target, int threads, const MatchOptions& options) {
   PositionsMatch r;
   r.prompt_tokens = prompt.size();
   std::vector<std::vector<float>> rows;
   {
-    Session s(path, {.target = parse_target(target), .threads = threads, .n_ctx = 256});
+    SessionOptions so{.target = parse_target(target), .threads = threads, .n_ctx = 256};
+    so.cache_type_k = options.cache_k;
+    so.cache_type_v = options.cache_v;
+    Session s(path, so);
     const HostTensor logits = s.prefill(0, prompt, 0, true);
     for (size_t i = 0; i < prompt.size(); ++i) rows.push_back(logits.row(int64_t(i)));
     auto argmax = [](const std::vector<float>& v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); };
@@ -245,15 +248,18 @@ PositionsMatch match_positions(const std::string& path, const std::vector<int32_
   // and one-row matmuls sum in different orders.
   std::vector<int32_t> all = prompt;
   all.insert(all.end(), r.ours.begin(), r.ours.end() - 1);
-  auto run = [&](const char* extra) {
+  auto run = [&](const std::string& extra) {
     ReferenceLogits ref = reference_logits(
-        VTC_REF_TOOL, fmt::format("{} --tokens {} --n-predict 1 --no-repack --threads 1{}", path, fmt::join(all, ","), extra));
+        VTC_REF_TOOL, fmt::format("{} --tokens {} --n-predict 1 --no-repack --threads 1 --cache-type-k {} --cache-type-v {}{}",
+                                  path, fmt::join(all, ","), ggml_type_name(options.cache_k),
+                                  ggml_type_name(options.cache_v), extra));
     if (!ref.all_finite || ref.logits.size() != rows.size())
       throw Error(fmt::format("{}: the reference gave {} rows ({}), expected {}", path, ref.logits.size(),
                               ref.all_finite ? "finite" : "not all finite", rows.size()));
     return ref;
   };
-  const ReferenceLogits batched = run(""), one_row = run(" --ubatch 1");
+  const ReferenceLogits batched = run(options.prefill_then_decode ? fmt::format(" --prompt-batch {}", prompt.size()) : "");
+  const ReferenceLogits one_row = options.prefill_then_decode ? batched : run(" --ubatch 1");
   std::vector<float> all_ours, all_theirs;
   for (size_t p = 0; p < rows.size(); ++p) {
     const std::vector<float>& ref = (p < prompt.size() ? batched : one_row).logits[p];

@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include "support/ggml_type.h"
+
 namespace vtc::test::llama_archs {
 
 struct RescaleOptions {
@@ -90,8 +92,18 @@ struct PositionsMatch {
   std::string summary() const;         // "prefill max .., decode max .., greedy n/n identical"
   size_t prompt_tokens = 0;
 };
+// MatchOptions: the KV cache types of both engines (vtc's SessionOptions,
+// vtc-ref's --cache-type-k/-v); with prefill_then_decode the reference runs
+// as vtc does, the prompt in one batch and then each decode row alone
+// (vtc-ref --prompt-batch), instead of its batched and one-row runs: for a
+// prompt of 64+ tokens the batch takes the tiled attention kernel, so the
+// cache a later layer's decode rows read differs between the two.
+struct MatchOptions {
+  GgmlType cache_k = GgmlType::F16, cache_v = GgmlType::F16;
+  bool prefill_then_decode = false;
+};
 PositionsMatch match_positions(const std::string& path, const std::vector<int32_t>& prompt, int decodes,
-                               const std::string& target, int threads);
+                               const std::string& target, int threads, const MatchOptions& options = {});
 
 // The attention-amplified comparison's run, the same on the CPU
 // (test_llama_archs) and on the CUDA executor (test_llama_archs_diff), so

@@ -8,7 +8,8 @@
 // prebuilt libllama/libggml; see docs/reference.md.
 //
 //   vtc-ref logits MODEL.gguf --tokens 1,2,3 [--n-predict N] [--threads N]
-//           [--no-repack] [--ubatch N] [--dump DIR]
+//           [--no-repack] [--ubatch N] [--dump DIR] [--cache-type-k T] [--cache-type-v T]
+//           [--prompt-batch N]
 //   vtc-ref quantize IN.gguf OUT.gguf TYPE [--pure] [--threads N]
 //           [--token-embedding-type T] [--output-tensor-type T]
 //   vtc-ref tokenize VOCAB.gguf [--no-special] [--no-add-special] < text
@@ -19,7 +20,7 @@
 //   vtc-ref mxfp4 IN.f32 OUT_DIR --cols C [--x X.f32]
 //   vtc-ref gguf-dump FILE.gguf
 //   vtc-ref bench MODEL.gguf [--pp N] [--tg N] [--reps N] [--threads N]
-//           [--batch-rows B] [--batch-context C] [--batch-steps K]
+//           [--batch-rows B] [--batch-context C] [--batch-steps K] [--cache-type-k T] [--cache-type-v T]
 //   vtc-ref chat-template TEMPLATE [--no-add-assistant] < messages.json
 //   vtc-ref embeddings MODEL.gguf [--pooling none|mean|cls|last] [--threads N] < inputs.json
 //
@@ -142,6 +143,16 @@ int argmax(const float* v, int n) {
   return best;
 }
 
+ggml_type ggml_type_from_name(const std::string& name);
+
+// --cache-type-k / --cache-type-v T: the context's KV cache types, as
+// llama.cpp's -ctk / -ctv set them (flash attention stays at its default,
+// auto, which the CPU backend resolves to on).
+void set_cache_types(const Args& a, llama_context_params& cp) {
+  if (auto t = a.get("--cache-type-k")) cp.type_k = ggml_type_from_name(*t);
+  if (auto t = a.get("--cache-type-v")) cp.type_v = ggml_type_from_name(*t);
+}
+
 // --dump DIR: every graph node of the prompt's batch (the eval callback sees
 // them in execution order) is written as DIR/<seq>_<name>.f32 (f32 data, f16
 // converted), with DIR/index.json listing {"file", "name", "op", "type",
@@ -193,7 +204,8 @@ bool dump_callback(ggml_tensor* t, bool ask, void* user) {
 constexpr const char* kOracleThreads = "1";
 
 int cmd_logits(const Args& a) {
-  a.allow({"--tokens", "--n-predict", "--threads", "--no-repack", "--verbose", "--dump", "--ubatch", "--logits-file"});
+  a.allow({"--tokens", "--n-predict", "--threads", "--no-repack", "--verbose", "--dump", "--ubatch", "--logits-file",
+           "--cache-type-k", "--cache-type-v", "--prompt-batch"});
   if (a.positional.size() != 1) throw UsageError("logits MODEL.gguf --tokens 1,2,3");
   const auto tokens_arg = a.get("--tokens");
   if (!tokens_arg) throw UsageError("logits needs --tokens");
@@ -212,6 +224,11 @@ int cmd_logits(const Args& a) {
   // flash-attention kernel; docs/numerics-parity.md).
   const int ubatch = static_cast<int>(parse_int(a.get("--ubatch").value_or("0"), "--ubatch"));
   if (ubatch < 0) throw UsageError("bad --ubatch");
+  // --prompt-batch N: only the first N tokens go in the one llama_decode
+  // call; each later token is decoded alone (its row's logits kept), as an
+  // engine decodes after its prefill. 0: every token in the one call.
+  const int prompt_batch = static_cast<int>(parse_int(a.get("--prompt-batch").value_or("0"), "--prompt-batch"));
+  if (prompt_batch < 0) throw UsageError("bad --prompt-batch");
 
   load_backends();
   llama_model_params mp = llama_model_default_params();
@@ -236,6 +253,7 @@ int cmd_logits(const Args& a) {
   cp.n_threads = threads;
   cp.n_threads_batch = threads;
   cp.no_perf = true;
+  set_cache_types(a, cp);
   DumpState dump;
   if (auto d = a.get("--dump")) {
     dump.dir = *d;
@@ -260,28 +278,36 @@ int cmd_logits(const Args& a) {
   nlohmann::json logits = nlohmann::json::array();
   std::vector<llama_token> greedy;
 
+  const int n_first = prompt_batch > 0 ? std::min(prompt_batch, n_tokens) : n_tokens;
+  std::vector<float> last;
+  auto keep_row = [&](const float* row, int i) {
+    if (!row) fail("no logits for position " + std::to_string(i));
+    for (int v = 0; v < n_vocab; ++v) all_finite = all_finite && std::isfinite(row[v]);
+    if (logits_file) logits_out.write(reinterpret_cast<const char*>(row), std::streamsize(sizeof(float) * size_t(n_vocab)));
+    else logits.push_back(std::vector<float>(row, row + n_vocab));
+    if (i == n_tokens - 1) last.assign(row, row + n_vocab);
+  };
   llama_batch batch = llama_batch_init(n_tokens, 0, 1);
-  for (int i = 0; i < n_tokens; ++i) {
+  for (int i = 0; i < n_first; ++i) {
     batch.token[i] = tokens[i];
     batch.pos[i] = i;
     batch.n_seq_id[i] = 1;
     batch.seq_id[i][0] = 0;
     batch.logits[i] = 1;
   }
-  batch.n_tokens = n_tokens;
+  batch.n_tokens = n_first;
   if (llama_decode(ctx, batch) != 0) fail("llama_decode failed on the prompt");
   if (dump.active) {
     dump.active = false;
     std::ofstream(dump.dir + "/index.json") << dump.index.dump(1) << "\n";
   }
-  std::vector<float> last;
-  for (int i = 0; i < n_tokens; ++i) {
-    const float* row = llama_get_logits_ith(ctx, i);
-    if (!row) fail("no logits for position " + std::to_string(i));
-    for (int v = 0; v < n_vocab; ++v) all_finite = all_finite && std::isfinite(row[v]);
-    if (logits_file) logits_out.write(reinterpret_cast<const char*>(row), std::streamsize(sizeof(float) * size_t(n_vocab)));
-    else logits.push_back(std::vector<float>(row, row + n_vocab));
-    if (i == n_tokens - 1) last.assign(row, row + n_vocab);
+  for (int i = 0; i < n_first; ++i) keep_row(llama_get_logits_ith(ctx, i), i);
+  for (int i = n_first; i < n_tokens; ++i) {
+    batch.token[0] = tokens[i];
+    batch.pos[0] = i;
+    batch.n_tokens = 1;
+    if (llama_decode(ctx, batch) != 0) fail("llama_decode failed at position " + std::to_string(i));
+    keep_row(llama_get_logits_ith(ctx, 0), i);
   }
   llama_batch_free(batch);
 
@@ -637,12 +663,16 @@ int cmd_chat_template(const Args& a) {
 struct BenchArgs {
   int pp = 512, tg = 128, reps = 3, threads = 2;
   int batch_rows = 0, batch_context = 64, batch_steps = 16;
+  std::optional<std::string> type_k, type_v;
 };
 
 BenchArgs parse_bench_args(const Args& a) {
-  a.allow({"--pp", "--tg", "--reps", "--threads", "--batch-rows", "--batch-context", "--batch-steps", "--verbose"});
+  a.allow({"--pp", "--tg", "--reps", "--threads", "--batch-rows", "--batch-context", "--batch-steps", "--verbose",
+           "--cache-type-k", "--cache-type-v"});
   if (a.positional.size() != 1) throw UsageError("bench MODEL.gguf [--pp N] [--tg N] [--reps N] [--threads N]");
   BenchArgs b;
+  b.type_k = a.get("--cache-type-k");
+  b.type_v = a.get("--cache-type-v");
   auto num = [&](const char* name, int fallback) {
     return static_cast<int>(parse_int(a.get(name).value_or(std::to_string(fallback)), name));
   };
@@ -684,6 +714,8 @@ llama_context* bench_context(llama_model* model, const BenchArgs& b, uint32_t n_
   cp.n_threads = b.threads;
   cp.n_threads_batch = b.threads;
   cp.no_perf = true;
+  if (b.type_k) cp.type_k = ggml_type_from_name(*b.type_k);
+  if (b.type_v) cp.type_v = ggml_type_from_name(*b.type_v);
   llama_context* ctx = llama_init_from_model(model, cp);
   if (!ctx) fail("could not create a context");
   return ctx;
@@ -1104,7 +1136,7 @@ int main(int argc, char** argv) {
                                {"--tokens", "--n-predict", "--threads", "--token-embedding-type", "--dump",
                                 "--output-tensor-type", "--all", "--pp", "--tg", "--reps", "--ubatch",
                                 "--batch-rows", "--batch-context", "--batch-steps", "--cols", "--x", "--logits-file",
-                                "--pooling"});
+                                "--pooling", "--cache-type-k", "--cache-type-v", "--prompt-batch"});
     g_verbose = a.has("--verbose");
     if (cmd == "logits") return cmd_logits(a);
     if (cmd == "quantize") return cmd_quantize(a);

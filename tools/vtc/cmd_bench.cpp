@@ -25,6 +25,7 @@
 #include "runtime/cpu/kernels/kernels.h"
 #include "runtime/session.h"
 #include "support/error.h"
+#include "tools/vtc/cache_type_option.h"
 #include "tools/vtc/commands.h"
 #include "tools/vtc/target_option.h"
 
@@ -44,6 +45,7 @@ struct BenchOptions {
   bool kernel_times = false;
   std::string predicted;
   uint64_t bandwidth_mib = 1024;
+  CacheTypeFlags cache;
   BenchSpec spec;
 };
 
@@ -74,6 +76,7 @@ BenchFigures run_reference(const BenchOptions& o) {
   if (o.spec.batch_rows > 0)
     cmd += fmt::format(" --batch-rows {} --batch-context {} --batch-steps {}", o.spec.batch_rows, o.spec.batch_context,
                        o.spec.batch_steps);
+  cmd += fmt::format(" --cache-type-k {} --cache-type-v {}", ggml_type_name(o.cache.k_type()), ggml_type_name(o.cache.v_type()));
   std::FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) throw Error("bench: cannot run " + cmd);
   std::string out;
@@ -102,6 +105,8 @@ SessionOptions session_options(const BenchOptions& o, int64_t ctx, int32_t slots
   SessionOptions s{.target = o.target, .threads = o.threads, .n_ctx = ctx, .n_slots = slots, .optimize = !o.no_fuse};
   s.weight_layout_types = o.weight_layout_types;
   s.fused_kernels = !o.no_fused_kernels;
+  s.cache_type_k = o.cache.k_type();
+  s.cache_type_v = o.cache.v_type();
   if (o.no_weight_layout) {
     passes::PassManagerOptions pm;
     pm.disabled_passes = {"weight-layout"};
@@ -333,6 +338,7 @@ Runner add_bench(CLI::App& app) {
   cmd->add_option("-n,--n-gen", o->spec.gen_tokens, "Generated tokens for tg (0: skip)")->capture_default_str();
   cmd->add_option("-r,--repetitions", o->spec.repetitions, "Repetitions (the median is reported)")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads, for vtc, the reference and the bandwidth loop")->capture_default_str();
+  add_cache_type_options(cmd, o->cache);
   cmd->add_flag("--vs-reference", o->vs_reference, "Also run llama.cpp (via vtc-ref) in the same run and print the ratio");
   cmd->add_flag("--reference-first", o->reference_first,
                 "With --vs-reference: run llama.cpp before vtc (scripts alternate the order between runs)");

@@ -13,6 +13,7 @@
 #include "runtime/compile/artifact.h"
 #include "runtime/compile/compile.h"
 #include "support/error.h"
+#include "tools/vtc/cache_type_option.h"
 #include "tools/vtc/commands.h"
 #include "tools/vtc/target_option.h"
 
@@ -27,6 +28,7 @@ struct CompileCliOptions {
   std::string dump_ir, dump_pass;
   std::string target = "cpu";  // --target, checked by target_check()
   std::vector<std::string> disabled;
+  CacheTypeFlags cache;
   CompileOptions compile;
 };
 
@@ -58,6 +60,8 @@ int run(CompileCliOptions& o) {
     o.output = base + ".vtc";
   }
   o.compile.target = parse_target(o.target);
+  o.compile.cache_type_k = o.cache.k_type();
+  o.compile.cache_type_v = o.cache.v_type();
   o.compile.optimize = !o.no_fuse;
   o.compile.weight_layout_types = o.weight_layout_types;
   o.compile.manager.dump_dir = o.dump_ir;
@@ -134,6 +138,7 @@ Runner add_compile(CLI::App& app) {
   cmd->add_option("--weight-layout-types", o->weight_layout_types,
                  "CPU: which weights the weight-layout pass repacks: reference (q4_0, q4_k: the arithmetic of llama.cpp's own repacked kernels) or all (also q8_0 and q6_k: faster prefill, float order differs from llama.cpp)")
       ->check(CLI::IsMember({"reference", "all"}));
+  add_cache_type_options(cmd, o->cache);
   cmd->add_option("--dump-ir", o->dump_ir, "Write the IR after every pass to DIR/<step>/NN-<pass>.vtcir");
   cmd->add_option("--dump-pass", o->dump_pass, "Dump only after passes whose name matches this regex");
   cmd->add_option("--disable-pass", o->disabled, "Skip this pass (repeatable; for bisecting)");

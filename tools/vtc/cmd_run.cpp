@@ -22,6 +22,7 @@
 #include "runtime/diff/state_snapshot.h"
 #include "support/error.h"
 #include "tools/vtc/commands.h"
+#include "tools/vtc/cache_type_option.h"
 #include "tools/vtc/target_option.h"
 
 namespace vtc::cli {
@@ -35,6 +36,7 @@ struct RunOptions {
   std::vector<std::string> disabled_passes;
   int threads = 0;
   int64_t ctx = 0;
+  CacheTypeFlags cache;
   serve::GenerateOptions gen;
 };
 
@@ -95,6 +97,8 @@ SessionOptions session_options(const RunOptions& o) {
   s.optimize = !o.no_fuse;
   s.fused_kernels = !o.no_fused_kernels;
   s.weight_layout_types = o.weight_layout_types;
+  s.cache_type_k = o.cache.k_type();
+  s.cache_type_v = o.cache.v_type();
   passes::PassManagerOptions pm;
   pm.dump_dir = o.dump_ir;  // ignored for an artifact: nothing is compiled
   pm.disabled_passes = o.disabled_passes;
@@ -124,6 +128,7 @@ int run(const RunOptions& o) {
   if (o.prompt.empty() && o.tokens.empty()) throw Error("run: give a prompt with -p TEXT or --tokens 1,2,3");
   Session session(o.model, session_options(o));
   session.require_text_generation("vtc run");
+  if (!o.quiet) fmt::print(stderr, "run: {} for a context of {}\n", describe_kv_memory(session.kv_memory()), session.n_ctx());
   const bool compiled = is_artifact(o.model);
   if (!o.dump_ir.empty() && compiled) dump_lowered_ir(session.module(), o.dump_ir);
   if (!o.dump_ir.empty() && !compiled)
@@ -189,6 +194,7 @@ Runner add_run(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   cmd->add_option("-c,--ctx-size", o->ctx, "Context size (0: the model's, at most 4096)")->capture_default_str();
+  add_cache_type_options(cmd, o->cache);
   cmd->add_option("--temp", o->gen.sampling.temperature, "Temperature (0: greedy)")->capture_default_str();
   cmd->add_option("--top-k", o->gen.sampling.top_k, "Top-k (0: off)")->capture_default_str();
   cmd->add_option("--top-p", o->gen.sampling.top_p, "Top-p (1: off)")->capture_default_str();

@@ -29,6 +29,7 @@
 #include "serve/engine/engine.h"
 #include "serve/http/server.h"
 #include "support/error.h"
+#include "tools/vtc/cache_type_option.h"
 #include "tools/vtc/commands.h"
 #include "tools/vtc/target_option.h"
 
@@ -45,6 +46,7 @@ struct ServeOptions {
   std::string api_key_file;
   std::string allowed_hosts;
   double max_body_mib = 16;
+  CacheTypeFlags cache;
 };
 
 // The API key: --api-key, else --api-key-file (first line), else $VTC_API_KEY.
@@ -135,6 +137,8 @@ int serve_main(ServeOptions o) {
 
   if (o.device_sampling != "auto") o.engine.device_sampling = o.device_sampling == "on";
   o.engine.target = parse_target(o.target);
+  o.engine.cache_type_k = o.cache.k_type();
+  o.engine.cache_type_v = o.cache.v_type();
   LoadedModel loaded = load_while_watching_signals(o, metrics, set);
   if (!loaded.engine) {
     // Stop the listener (it may not have started yet: http.stop() copes),
@@ -163,6 +167,8 @@ int serve_main(ServeOptions o) {
     fmt::print(stderr, "serve: embeddings: pooling {}, normalisation {}\n", pooling, o.engine.embd_normalize);
   }
   http.set_engine(engine.get(), chat_template);
+  fmt::print(stderr, "serve: {} for {} slots of {} positions\n", describe_kv_memory(engine->kv_memory()), o.engine.parallel,
+             engine->n_ctx());
   fmt::print(stderr, "serve: ready: model '{}', context {}, {} slots, {}\n", o.http.model_name, engine->n_ctx(),
              o.engine.parallel, engine->backend_description());
   std::fflush(stderr);
@@ -202,6 +208,7 @@ Runner add_serve(CLI::App& app) {
   cmd->add_option("--port", o->http.port, "Port (0: any free port, printed at start)")->capture_default_str()->check(CLI::Range(0, 65535));
   cmd->add_option("--parallel", o->engine.parallel, "Sequences decoded together (slots)")->capture_default_str()->check(CLI::Range(1, 512));
   cmd->add_option("-c,--ctx-size", o->engine.n_ctx, "Context per sequence (0: the model's, at most 4096)")->capture_default_str();
+  add_cache_type_options(cmd, o->cache);
   cmd->add_option("--target", o->target,
                   "Backend: cpu (the interpreter) or cuda (generated kernels; needs an NVIDIA driver and NVRTC). A .vtc "
                   "artifact must be compiled for the same target")

@@ -7,6 +7,7 @@
 #include <exception>
 #include <map>
 
+#include "tools/vtc/cache_type_option.h"
 #include "tools/vtc/commands.h"
 
 int main(int argc, char** argv) {
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
   add(vtc::cli::add_diff);
   add(vtc::cli::add_serve);
   add(vtc::cli::add_apply_template);
+  vtc::cli::expand_llama_short_options(argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

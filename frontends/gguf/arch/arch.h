@@ -41,7 +41,10 @@ inline constexpr int64_t kSampleMaxCandidates = 64;
 
 struct BuildOptions {
   int64_t kv_page_tokens = 16;
-  ir::ElemType kv_type = ir::ElemType::F16;  // as llama.cpp's default KV cache
+  // The KV cache's element types (llama.cpp's -ctk / -ctv; one of
+  // kv_cache_types()); f16 is its default. Builders declare f16 states and
+  // apply_kv_cache_types retypes them.
+  GgmlType cache_type_k = GgmlType::F16, cache_type_v = GgmlType::F16;
   // Refuse a file with a tensor the architecture does not take (off only
   // for `vtc inspect`, which reports the accounting instead).
   bool check_tensors = true;
@@ -62,6 +65,11 @@ struct FileAccounting {
   std::vector<std::string> taken, accepted_unused, unknown;
 };
 FileAccounting account_file(const gguf::GgufFile& file);
+
+// Gives the KV states of a built module the cache types of `options`, with
+// the reference's rotations around a quantized cache (kv_cache_types.cpp).
+// build_module calls it. Throws vtc::Error for a combination vtc refuses.
+void apply_kv_cache_types(ir::Module& module, const BuildOptions& options);
 
 // The IR element type of a GGUF tensor type (quantized types map to quant).
 ir::ElemType elem_type_of(GgmlType type);

@@ -94,7 +94,7 @@ class Deepseek2 final : public Architecture {
   void declare_states(ir::Module& m) const override {
     for (int64_t l = 0; l < n_layer_; ++l)
       m.add_state(fmt::format("kv.{}", l), ir::StateKind::Paged,
-                  {o_.kv_type, {2, ir::Dim::symbol("P"), o_.kv_page_tokens, 1, kv_lora_ + rot_}, ir::Placement::Device});
+                  {ir::ElemType::F16, {2, ir::Dim::symbol("P"), o_.kv_page_tokens, 1, kv_lora_ + rot_}, ir::Placement::Device});
   }
 
   Value forward(StepGraph& g) const override {

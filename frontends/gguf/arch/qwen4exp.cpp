@@ -124,7 +124,7 @@ class Qwen4Exp final : public Architecture {
     for (int64_t l = 0; l < h.n_layer; ++l)
       if (uses_indexer(l))
         m.add_state(fmt::format("idx.{}", l), ir::StateKind::Paged,
-                    {o_.kv_type, {1, P, o_.kv_page_tokens, q_.indexer_dim}, ir::Placement::Device});
+                    {ir::ElemType::F16, {1, P, o_.kv_page_tokens, q_.indexer_dim}, ir::Placement::Device});
     if (q_.ple_layer < 0) return;
     m.add_state(fmt::format("ple_conv.{}", q_.ple_layer), ir::StateKind::Plain,
                 {ir::ElemType::F32, {S, (q_.ple_conv_kernel - 1) * q_.ngram.n, q_.hc * h.n_embd}, ir::Placement::Device});

@@ -39,7 +39,11 @@ std::vector<std::string> known_architectures() {
 ir::Module build_module(const gguf::GgufFile& f, const BuildOptions& o) {
   const std::string arch = f.architecture();
   for (const auto& [name, fn] : builders())
-    if (name == arch) return fn(f, o);
+    if (name == arch) {
+      ir::Module m = fn(f, o);
+      apply_kv_cache_types(m, o);
+      return m;
+    }
   throw Error(fmt::format("{}: architecture '{}' is not supported (supported: {})", f.path(),
                           arch.empty() ? "(none)" : arch, fmt::join(known_architectures(), ", ")));
 }

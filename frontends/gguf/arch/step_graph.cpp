@@ -145,7 +145,7 @@ Value StepGraph::output(Value x, bool bias) {
 
 void declare_kv_state(ir::Module& m, const BuildOptions& o, const Hparams& h, int64_t l) {
   m.add_state(fmt::format("kv.{}", l), ir::StateKind::Paged,
-              {o.kv_type, {2, Dim::symbol("P"), o.kv_page_tokens, h.n_head_kv, h.head_dim}, ir::Placement::Device});
+              {ir::ElemType::F16, {2, Dim::symbol("P"), o.kv_page_tokens, h.n_head_kv, h.head_dim}, ir::Placement::Device});
 }
 
 namespace {

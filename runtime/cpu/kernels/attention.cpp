@@ -55,7 +55,9 @@
 #include "runtime/cpu/kernels/attention_internal.h"
 #include "runtime/cpu/kernels/internal.h"
 #include "runtime/cpu/kernels/kernels.h"
+#include "frontends/gguf/dequant.h"
 #include "support/error.h"
+#include "support/kv_cache_type.h"
 
 namespace vtc::cpu {
 
@@ -202,6 +204,82 @@ void one_row_generic(const AttentionJob& job, const detail::FloatKernels& fk, in
   }
 }
 
+// ggml's vec_dot_type of a cache's K type, as a QuantKernels activation slot.
+detail::ActType k_dot_type(GgmlType k_type) {
+  switch (matmul_activation_type(k_type)) {
+    case GgmlType::F32: return detail::ActType::F32;
+    case GgmlType::F16: return detail::ActType::F16;
+    case GgmlType::BF16: return detail::ActType::BF16;
+    case GgmlType::Q8_0: return detail::ActType::Q8_0;
+    case GgmlType::Q8_1: return detail::ActType::Q8_1;
+    default: break;
+  }
+  throw Error(fmt::format("attention: no dot product for a {} cache", ggml_type_name(k_type)));
+}
+
+// The one-row loop for any pair of cache types (job.typed), as the
+// reference's generic one-chunk kernel: q converted once to K's vec_dot
+// type (f16 K: dot_f16 as in the f16 path), one dot per cache row with the
+// matmul's kernel for that type; V accumulated in f16 when V is f16 (and
+// f16_accumulator), else in f32 from each row converted to f32.
+void one_row_typed(const AttentionJob& job, const detail::FloatKernels& fk, int64_t t, int64_t h, int64_t j0,
+                   int64_t j1, float& M, float& S, float* acc) {
+  const int64_t dk = job.dk, dv = job.dv, hkv = h / job.group;
+  const detail::QuantKernels& qk = detail::active_quant_kernels();
+  const bool k16 = job.k_type == GgmlType::F16, k32 = job.k_type == GgmlType::F32;
+  const bool v16 = job.v_type == GgmlType::F16, v32 = job.v_type == GgmlType::F32;
+  // iq4_nl: the reference's vec_dot order, which differs from the matmul's.
+  const detail::DotFn dot = job.k_type == GgmlType::IQ4_NL ? detail::kv_dot_iq4_nl : qk.dot[static_cast<int>(job.k_type)];
+  thread_local std::vector<uint8_t> q_conv;
+  thread_local std::vector<uint16_t> acc16v;
+  thread_local std::vector<float> v_row;
+  q_conv.resize(size_t(dk) * 4 + 64);
+  acc16v.assign(size_t(dv), 0);
+  v_row.resize(size_t(dv));
+  const float* qr = job.q + (t * job.n_head + h) * dk;
+  if (!k32) qk.quantize[static_cast<int>(k_dot_type(job.k_type))](qr, q_conv.data(), dk);
+  std::fill(acc, acc + dv, 0.0f);
+  M = kNegInf;
+  S = 0.0f;
+  const uint8_t* vis = job.visible + t * job.n_kv;
+  for (int64_t j = j0; j < j1; ++j) {
+    if (vis[j] == 0) continue;
+    const int64_t r = detail::attention_physical_row(job, j);
+    const uint8_t* kr = job.k + size_t(r * job.n_head_kv + hkv) * size_t(job.k_head_bytes);
+    const uint8_t* vr = job.v + size_t(r * job.n_head_kv + hkv) * size_t(job.v_head_bytes);
+    float s = k16   ? fk.dot_f16(reinterpret_cast<const uint16_t*>(kr), reinterpret_cast<const uint16_t*>(q_conv.data()), dk)
+              : k32 ? fk.dot_f32(reinterpret_cast<const float*>(kr), qr, dk)
+                    : dot(dk, kr, q_conv.data());
+    s *= job.scale;
+    if (job.softcap != 0.0f) s = job.softcap * std::tanh(s);
+    float ms = 1.0f, vs = 1.0f;
+    if (s > M) {
+      const float m_old = M;
+      M = s;
+      ms = std::exp(m_old - M);
+      if (job.acc16) fk.scale_f16(acc16v.data(), ms, dv);
+      else fk.scale(acc, ms, acc, dv);
+    } else {
+      vs = std::exp(s - M);
+    }
+    if (job.acc16) {
+      fk.mad_f16(acc16v.data(), reinterpret_cast<const uint16_t*>(vr), vs, dv);
+    } else if (v16) {
+      fk.mad_f32_f16(acc, reinterpret_cast<const uint16_t*>(vr), vs, dv);
+    } else if (v32) {
+      fk.mad_f32(acc, reinterpret_cast<const float*>(vr), vs, dv);
+    } else {
+      dequantize_row(job.v_type, vr, v_row.data(), dv);
+      fk.mad_f32(acc, v_row.data(), vs, dv);
+    }
+    S = S * ms + vs;
+  }
+  if (job.acc16) {
+    const float* tab = detail::fp16_table();
+    for (int64_t d = 0; d < dv; ++d) acc[d] = tab[acc16v[size_t(d)]];
+  }
+}
+
 // A block of query rows (tokens [t0, t1) x the heads of kv head hk) over
 // cache rows [j0, j1): the AVX2 kernel where it applies, else row by row.
 // With sinks, the range that starts at row 0 folds them in after its loop
@@ -214,7 +292,8 @@ void one_row_block(const AttentionJob& job, const detail::FloatKernels& fk, int6
     for (int64_t t = t0; t < t1; ++t)
       for (int64_t g = 0; g < job.group; ++g) {
         const int64_t r = (t - t0) * job.group + g;
-        one_row_generic(job, fk, t, hk * job.group + g, j0, j1, M[r], S[r], acc + r * job.dv);
+        (job.typed ? one_row_typed : one_row_generic)(job, fk, t, hk * job.group + g, j0, j1, M[r], S[r],
+                                                      acc + r * job.dv);
       }
   if (job.sinks == nullptr || j0 != 0) return;
   for (int64_t r = 0; r < (t1 - t0) * job.group; ++r)
@@ -325,7 +404,7 @@ void run_split_kv(const AttentionJob& job, ThreadPool& pool) {
   const int64_t chunk_rows = (reference_view_rows(job.n_kv) + n_chunks - 1) / n_chunks;
   const int64_t part_size = 2 + dv;
   std::vector<float> partials(size_t(job.n_head * n_chunks * part_size));  // [head][chunk][M, S, acc]
-  if (active_isa() >= Isa::Avx512Vnni && job.f16) {
+  if (active_isa() >= Isa::Avx512Vnni && job.f16 && !job.typed) {
     pool.parallel_for(n_chunks, [&](int64_t begin, int64_t end) {
       thread_local std::vector<float> M, S, acc;
       M.resize(size_t(job.n_head));
@@ -417,7 +496,7 @@ void tiled_block(const AttentionJob& job, int64_t hk, int64_t t0, int64_t t1) {
 }
 
 bool use_tiled(const AttentionJob& job) {
-  if (job.n_tokens < kAttentionTileQ) return false;
+  if (job.n_tokens < kAttentionTileQ || job.typed) return false;
   return active_isa() < Isa::Avx2 || job.dv % job.ref_lanes == 0;
 }
 
@@ -459,8 +538,13 @@ void attention_with_lanes(const float* q, const void* k, const void* v, const in
   const int64_t dv = p.head_dim_v > 0 ? p.head_dim_v : p.head_dim;
   if (p.n_tokens < 0 || p.n_kv < 0 || dk <= 0 || p.n_head <= 0 || p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0)
     throw Error(fmt::format("attention: bad shape (n_head {}, n_head_kv {}, head_dim {})", p.n_head, p.n_head_kv, dk));
-  if (p.kv_type != GgmlType::F16 && p.kv_type != GgmlType::F32)
-    throw Error(fmt::format("attention: KV type {} is not supported (f16 or f32)", ggml_type_name(p.kv_type)));
+  for (GgmlType t : {p.k_type, p.v_type})
+    if (!is_kv_cache_type(t))
+      throw Error(fmt::format("attention: {} is not a KV cache type (one of: {})", ggml_type_name(t), kv_cache_type_list()));
+  const auto k_head_bytes = ggml_bytes_for(p.k_type, uint64_t(dk)), v_head_bytes = ggml_bytes_for(p.v_type, uint64_t(dv));
+  if (!k_head_bytes || !v_head_bytes)
+    throw Error(fmt::format("attention: head sizes {} (K) and {} (V) are not whole {} / {} blocks", dk, dv,
+                            ggml_type_name(p.k_type), ggml_type_name(p.v_type)));
   if (p.page_table != nullptr && p.page_size <= 0) throw Error("attention: a page table needs a page size");
   if (p.selected != nullptr && p.selected_width <= 0) throw Error("attention: selected rows need a positive width");
   if (p.n_tokens == 0) return;
@@ -478,8 +562,13 @@ void attention_with_lanes(const float* q, const void* k, const void* v, const in
   job.dk = dk;
   job.dv = dv;
   job.n_kv = p.n_kv;
-  job.f16 = p.kv_type == GgmlType::F16;
-  job.acc16 = job.f16 && p.f16_accumulator;
+  job.f16 = p.k_type == GgmlType::F16;
+  job.typed = p.k_type != p.v_type || (p.k_type != GgmlType::F16 && p.k_type != GgmlType::F32);
+  job.k_type = p.k_type;
+  job.v_type = p.v_type;
+  job.k_head_bytes = int64_t(*k_head_bytes);
+  job.v_head_bytes = int64_t(*v_head_bytes);
+  job.acc16 = p.v_type == GgmlType::F16 && p.f16_accumulator;
   job.scale = p.softcap != 0.0f ? p.scale / p.softcap : p.scale;
   job.softcap = p.softcap;
   job.page_table = p.page_table;

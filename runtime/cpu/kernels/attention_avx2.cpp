@@ -214,7 +214,7 @@ void row_pass(const AttentionJob& job, const float* qr, const float* kf, const f
 
 bool one_row_block_avx2(const AttentionJob& job, int64_t hk, int64_t t0, int64_t t1, int64_t j0, int64_t j1,
                         float* M, float* S, float* acc) {
-  if (!job.f16) return false;
+  if (!job.f16 || job.typed) return false;
   const int64_t G = job.group, dk = job.dk, dv = job.dv, rows = (t1 - t0) * G;
   thread_local std::vector<float> qf, kf, vf;
   thread_local std::vector<int64_t> keys;
@@ -525,7 +525,7 @@ struct TiledScratch {
 
 bool tiled_block_avx2(const AttentionJob& job, int64_t hk, int64_t t0, int64_t t1) {
   const int64_t G = job.group, n_q = t1 - t0, dk = job.dk, dv = job.dv;
-  if (dv % 8 != 0 || n_q > kTq) return false;
+  if (job.typed || dv % 8 != 0 || n_q > kTq) return false;
   thread_local TiledScratch ws;
   ws.scores.resize(size_t(kTq * kTkv));
   ws.acc.assign(size_t(G * kTq * dv), 0.0f);

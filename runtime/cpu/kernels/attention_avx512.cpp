@@ -412,7 +412,7 @@ struct TiledScratch {
 
 bool tiled_block_avx512(const AttentionJob& job, int64_t hk, int64_t t0, int64_t t1) {
   const int64_t G = job.group, n_q = t1 - t0, dk = job.dk, dv = job.dv;
-  if (n_q > kTq) return false;
+  if (job.typed || n_q > kTq) return false;
   thread_local TiledScratch ws;
   float* acc_all = ws.acc.get(size_t(G * kTq * dv));
   float* M_all = ws.M.get(size_t(G * kTq));
@@ -669,7 +669,7 @@ void acc_update(const OneRowScratch& ws, const int64_t* rows, int64_t n_rows, in
 
 bool one_row_block_avx512(const AttentionJob& job, int64_t hk, int64_t t0, int64_t t1, int64_t j0, int64_t j1,
                           float* M, float* S, float* acc, bool resume, bool whole_rows) {
-  if (!job.f16) return false;
+  if (!job.f16 || job.typed) return false;
   const int64_t G = job.group, dk = job.dk, dv = job.dv, rows = (t1 - t0) * G;
   thread_local OneRowScratch ws;
   thread_local Scratch<int64_t> row_ids_buf;

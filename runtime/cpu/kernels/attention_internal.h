@@ -20,7 +20,13 @@ struct AttentionJob {
   const uint8_t* v = nullptr;  // physical rows of [n_head_kv][dv]
   float* out = nullptr;        // [n_tokens][n_head][dv]
   int64_t n_tokens = 0, n_head = 0, n_head_kv = 0, group = 1, dk = 0, dv = 0, n_kv = 0;
-  bool f16 = true;    // K/V element type: f16, else f32
+  bool f16 = true;    // K/V element type: f16, else f32 (when !typed)
+  // Any other pair of cache types (a quantized or bf16 half, or f16 beside
+  // f32): only the portable one-row loop runs (every SIMD entry point below
+  // returns false), as the reference takes its generic one-chunk kernel.
+  bool typed = false;
+  GgmlType k_type = GgmlType::F16, v_type = GgmlType::F16;
+  int64_t k_head_bytes = 0, v_head_bytes = 0;  // one kv head's K row, V row
   bool acc16 = true;  // one-row kernel: the V accumulator rounds to f16
   float scale = 1.0f;    // divided by softcap already when softcap != 0
   float softcap = 0.0f;

@@ -36,23 +36,28 @@
 #include <limits>
 #include <vector>
 
+#include "frontends/gguf/dequant.h"
 #include "runtime/cpu/kernels/internal.h"
 #include "support/error.h"
+#include "support/kv_cache_type.h"
 
 namespace vtc::cpu {
 
 namespace {
 
-// Cached row `position` of one sequence, as f32.
+// Cached row `position` of one sequence, as f32 (the reference reads it
+// with get_rows, which converts f16/bf16 exactly and dequantizes a KV cache
+// type's blocks).
 void load_row(const IndexerParams& p, const IndexerTable& table, int64_t position, float* dst) {
   const int64_t row = int64_t(table.pages[position / p.page_size]) * p.page_size + position % p.page_size;
-  if (p.cache_type == GgmlType::F32) {
-    std::memcpy(dst, static_cast<const float*>(p.cache) + row * p.head_dim, size_t(p.head_dim) * 4);
+  const uint64_t row_bytes = *ggml_bytes_for(p.cache_type, uint64_t(p.head_dim));
+  const uint8_t* src = static_cast<const uint8_t*>(p.cache) + uint64_t(row) * row_bytes;
+  if (p.cache_type == GgmlType::F16) {
+    const float* tab = detail::fp16_table();
+    for (int64_t i = 0; i < p.head_dim; ++i) dst[i] = tab[reinterpret_cast<const uint16_t*>(src)[i]];
     return;
   }
-  const uint16_t* src = static_cast<const uint16_t*>(p.cache) + row * p.head_dim;
-  const float* tab = detail::fp16_table();
-  for (int64_t i = 0; i < p.head_dim; ++i) dst[i] = tab[src[i]];
+  dequantize_row(p.cache_type, src, dst, p.head_dim);
 }
 
 // keys [n_blocks][D]: block b pooled, normed and roped at position b r.
@@ -123,8 +128,9 @@ void check_params(const IndexerParams& p) {
   if (p.n_tokens < 0 || p.n_head <= 0 || p.head_dim <= 0 || p.ratio < 1 || p.top_k < 1 || p.page_size <= 0)
     throw Error(fmt::format("indexer_select: bad shape (tokens {}, heads {}, head dim {}, ratio {}, top_k {}, page {})",
                             p.n_tokens, p.n_head, p.head_dim, p.ratio, p.top_k, p.page_size));
-  if (p.cache_type != GgmlType::F32 && p.cache_type != GgmlType::F16)
-    throw Error(fmt::format("indexer_select: cache type {} is not supported (f16 or f32)", ggml_type_name(p.cache_type)));
+  if (!is_kv_cache_type(p.cache_type) || !ggml_bytes_for(p.cache_type, uint64_t(p.head_dim)))
+    throw Error(fmt::format("indexer_select: cache type {} is not a KV cache type whose blocks tile the head size {} ({})",
+                            ggml_type_name(p.cache_type), p.head_dim, kv_cache_type_list()));
 }
 
 }  // namespace

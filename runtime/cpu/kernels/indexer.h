@@ -69,7 +69,8 @@ struct IndexerParams {
   int64_t top_k = 0;     // the result has top_k + ratio - 1 columns
   float eps = 1e-6f;     // of the pooled keys' rms_norm
   RopeParams rope;       // applied to each pooled key at its block's start
-  // The side cache: one row of D values per position, GgmlType F32 or F16,
+  // The side cache: one row of D values per position, of a KV cache type
+  // (support/kv_cache_type.h),
   // row j of a sequence at physical row page_table[j / page_size] *
   // page_size + j % page_size of `cache`.
   const void* cache = nullptr;

@@ -244,6 +244,10 @@ const FloatKernels& active_float_kernels();
 // Exact f16 -> f32 through a 65536-entry table (scalar code paths).
 const float* fp16_table();
 
+// The reference's iq4_nl x q8_0 vec_dot in its float order (two
+// accumulators; kv_cache.cpp), for the KV cache's K dot.
+float kv_dot_iq4_nl(int64_t n, const void* k, const void* q);
+
 // ggml_vec_dot_f32 in the reference's summation order for the active ISA
 // (linear_attention.cpp, which documents that order).
 float vec_dot_f32_ref(const float* a, const float* b, int64_t n);

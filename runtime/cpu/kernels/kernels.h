@@ -249,6 +249,16 @@ void rope_table(const RopeParams& params, int64_t head_dim, const int32_t* pos, 
 void rope_rotate(const float* x, int64_t x_stride, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
                  const float* table, const RopeParams& params, float* y, int64_t y_stride);
 
+// KV cache rows (kv_cache.cpp). quantize_kv_row stores n values (a whole
+// number of blocks) as the reference's KV store does for `type` (one of
+// kv_cache_types(), support/kv_cache_type.h); throws vtc::Error otherwise.
+void quantize_kv_row(GgmlType type, const float* x, void* y, int64_t n);
+// The reference's rotation for a quantized cache: y = H x for each block of
+// `block` values (a power of two; n_values a multiple of it), H the
+// orthonormal Walsh-Hadamard matrix, computed as ggml's fast transform.
+// x and y may be the same.
+void hadamard_rows(const float* x, float* y, int64_t n_values, int64_t block);
+
 struct AttentionParams {
   int64_t n_tokens = 0;   // query rows
   int64_t n_head = 0;     // query heads, a multiple of n_head_kv (GQA)
@@ -256,7 +266,10 @@ struct AttentionParams {
   int64_t head_dim = 0;   // K and Q head size
   int64_t head_dim_v = 0;  // V head size; 0 means head_dim
   int64_t n_kv = 0;       // cache rows
-  GgmlType kv_type = GgmlType::F16;  // F16 (llama.cpp's default cache type) or F32
+  // The cache halves' element types: f16 is llama.cpp's default; any of
+  // kv_cache_types(). Two caches of f16, or of f32, take the reference's
+  // fast paths; any other pair its generic one-row loop (below).
+  GgmlType k_type = GgmlType::F16, v_type = GgmlType::F16;
   float scale = 1.0f;     // usually 1/sqrt(head_dim)
   float softcap = 0.0f;   // 0: none; else s = softcap * tanh(s / softcap)
   // false (an encoder's bidirectional attention): every key the query's
@@ -266,7 +279,7 @@ struct AttentionParams {
   // 0: none; else key visible iff k_pos / n_chunk == q_pos / n_chunk
   // (llama4's chunked attention, the reference's LLAMA_SWA_TYPE_CHUNKED).
   int32_t n_chunk = 0;
-  // Accumulate V in f16 when kv_type is F16, as ggml's CPU flash attention
+  // Accumulate V in f16 when v_type is F16, as ggml's CPU flash attention
   // does (default; matches the reference). false: accumulate in f32.
   bool f16_accumulator = true;
   // Paged cache: cache row j lives at physical row
@@ -287,7 +300,7 @@ struct AttentionParams {
 
 // Attention for one sequence (causal unless params.causal is false).
 // q: [n_tokens][n_head][head_dim] f32. k: [n_kv][n_head_kv][head_dim],
-// v: [n_kv][n_head_kv][head_dim_v], both of kv_type (rows through the page
+// v: [n_kv][n_head_kv][head_dim_v], of k_type and v_type (rows through the page
 // table when params.page_table is set). q_pos: position of each
 // query token; kv_pos: position of each cache row (null: row index). Key j
 // is visible to query i iff kv_pos[j] <= q_pos[i] or !params.causal (and the
