@@ -230,6 +230,33 @@ Kernels emit_delta_rule(const ir::Module& m, const ir::Op& op, const std::string
 Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string& what);
 Kernels emit_attn_temp(const ir::Op& op, const std::string& what);  // emit_attention.cpp
 Kernels emit_hadamard(const ir::Op& op, const std::string& what);   // emit_attention.cpp
+
+// KV cache halves of any cache type (emit_kv_cache.cpp): what the generic
+// attention kernels need to store a unit of a half and read it back.
+struct KvHalf {
+  GgmlType type = GgmlType::F16;
+  std::string state;  // the state holding this half
+  int half = 0;       // its pool in that state: 0 (K, or a [1, ...] state) or 1 (V of a [2, ...] state)
+  int64_t head = 0;   // pool units (elements, or bytes for a block type) of one kv head's row
+  int64_t row = 0;    // pool units of one position: every kv head
+  int64_t units = 0;  // stored units per position: elements, or 32-value blocks
+  std::string ctype;  // the pool's C element type
+  bool block() const;
+};
+KvHalf kv_half(GgmlType type, std::string state, int half, int64_t hkv, int64_t d);
+// A statement storing unit `u` of the f32 row `src` (all kv heads of one
+// token) at pool row `row` of `pool`.
+std::string kv_store_unit(const KvHalf& h, const std::string& pool, const std::string& src, int64_t d);
+// After the flash prologue: q converted to K's dot type (qv rounded, or
+// block codes qc[], scales qd[] and q8_1 sums qsum[]).
+std::string kv_query_prologue(const KvHalf& k);
+// Loop code adding the lane's part of q.k of the row at `kr` to `s`.
+std::string kv_score(const KvHalf& k);
+// The float value of V element lane + 32 i of the row at `vr`.
+std::string kv_value(const KvHalf& v);
+// The device helpers those need.
+std::vector<std::string> kv_helpers(const KvHalf& k, const KvHalf& v);
+const std::map<std::string, HelperSource>& kv_cache_helpers();
 // The QSA indexer (emit_indexer.cpp).
 Kernels emit_indexer_select(const ir::Module& m, const ir::Op& op, const std::string& what);
 Kernels emit_data_movement(const ir::Op& op, const std::string& what);

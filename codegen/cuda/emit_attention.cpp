@@ -99,10 +99,23 @@ constexpr const char* kSelectedHead = R"(    for (long long e = j_begin; e < j_e
 struct AttnShape {
   int64_t hq, hkv, d, page;
   ir::Dim tokens;
-  std::string kv_ctype;   // element C type in the pool
-  std::string kv_load;    // "vtc_h2f" or ""
+  std::string kv_ctype;   // element C type in the pool (f16 fast paths)
+  std::string kv_load;    // "vtc_h2f"
   std::string state;
+  KvHalf k, v;            // the halves as the generic kernels read them
+  // Not an f16 cache of one state: the generic kernels (kv_append_typed,
+  // attn_prefill, split-K decode) with per-type stores and loads.
+  bool generic = false;
+  // Both halves f16 or f32: the CPU converts f32 to f16 and takes its f16
+  // regimes (one-row under 64 tokens, else tiled); else its typed one-row
+  // loop everywhere.
+  bool half_math = true;
 };
+
+GgmlType cache_type_of(const ir::ElemType& e) {
+  if (e.is_quant()) return e.quant_type();
+  return e.kind() == ir::ElemType::F32 ? GgmlType::F32 : e.kind() == ir::ElemType::BF16 ? GgmlType::BF16 : GgmlType::F16;
+}
 
 AttnShape attn_shape(const ir::Module& m, const ir::Op& op) {
   const ir::TensorType& qt = op.operands[0].type();
@@ -115,18 +128,57 @@ AttnShape attn_shape(const ir::Module& m, const ir::Op& op) {
   // Each lane keeps ceil(D / 32) values of q and of the accumulator in
   // registers; 1024 (32 each) covers MLA's 576-wide latent heads.
   if (*d <= 0 || *d > 1024) unsupported(op, fmt::format("head_dim {} must be in [1, 1024]", *d));
-  const std::string state = ir::AttentionAttrs::of(op).state;
+  const ir::AttentionAttrs attrs = ir::AttentionAttrs::of(op);
+  const std::string state = attrs.state;
   const ir::StateDecl* decl = m.find_state(state);
-  if (!decl || decl->kind != ir::StateKind::Paged || decl->type.rank() != 5)
-    unsupported(op, "state @" + state + " must be a paged [2, P, page, Hkv, D] state");
+  const ir::StateDecl* v_decl = attrs.v_state.empty() ? decl : m.find_state(attrs.v_state);
+  if (!decl || !v_decl || decl->kind != ir::StateKind::Paged || v_decl->kind != ir::StateKind::Paged ||
+      decl->type.rank() != 5 || v_decl->type.rank() != 5)
+    unsupported(op, "state @" + state + " must be a paged [2, P, page, Hkv, D] state (or [1, ...] with v_state)");
   auto page = decl->type.shape[2].constant();
   if (!page || *page <= 0) unsupported(op, "the KV page size must be constant");
-  const ir::ElemType e = decl->type.elem;
-  if (!ir::AttentionAttrs::of(op).v_state.empty() || (e.kind() != ir::ElemType::F16 && e.kind() != ir::ElemType::F32))
-    unsupported(op, fmt::format("the CUDA target reads f16 or f32 KV caches only (@{} holds {}; --cache-type-k/-v "
-                                "f16 or f32 on this target)", state, e.name()));
-  const bool f16 = e.kind() == ir::ElemType::F16;
-  return {*hq, *hkv, *d, *page, qt.shape[0], f16 ? "unsigned short" : "float", f16 ? "vtc_h2f" : "", state};
+  AttnShape a{*hq, *hkv, *d, *page, qt.shape[0], "unsigned short", "vtc_h2f", state, {}, {}};
+  const GgmlType k_type = cache_type_of(decl->type.elem), v_type = cache_type_of(v_decl->type.elem);
+  if ((ggml_traits(k_type).quantized || ggml_traits(v_type).quantized) && *d % 32 != 0)
+    unsupported(op, fmt::format("a {} / {} cache needs a head size that is a multiple of 32, got {}", ggml_type_name(k_type),
+                                ggml_type_name(v_type), *d));
+  a.k = kv_half(k_type, state, 0, *hkv, *d);
+  a.v = kv_half(v_type, attrs.v_state.empty() ? state : attrs.v_state, attrs.v_state.empty() ? 1 : 0, *hkv, *d);
+  a.generic = !(attrs.v_state.empty() && k_type == GgmlType::F16 && v_type == GgmlType::F16);
+  a.half_math = (k_type == GgmlType::F16 || k_type == GgmlType::F32) && (v_type == GgmlType::F16 || v_type == GgmlType::F32);
+  return a;
+}
+
+// kv_append for the generic kernels: one thread per (token, unit) of K then
+// V (an element, or a 32-value block a thread quantizes; emit_kv_cache.cpp).
+Kernel kv_append_typed(const ir::Op& op, const AttnShape& a, const std::string& what) {
+  KernelBuilder kb("kv_append", what + " [kv append]");
+  const std::string k = kb.in(op.operands[1], "k"), v = kb.in(op.operands[2], "v"), pos = kb.in(op.operands[3], "pos"),
+                    seq = kb.in(op.operands[4], "seq");
+  kb.state_pool(a.k.state, a.k.half, "k_pool", a.k.ctype + "*");
+  kb.state_pool(a.v.state, a.v.half, "v_pool", a.v.ctype + "*");
+  const std::string pt = kb.page_table();
+  for (const std::string& h : kv_helpers(a.k, a.v)) kb.need(h);
+  kb.body(fmt::format(R"(  constexpr long long UK = {0}, UV = {1}, ROW = {2}, PAGE = {3};
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < {4} * (UK + UV); e += (long long)gridDim.x * blockDim.x) {{
+    const long long t = e / (UK + UV);
+    long long u = e % (UK + UV);
+    const long long p = {5}[t];
+    const long long row = (long long){6}[(long long){7}[t] * s_PT_STRIDE + p / PAGE] * PAGE + p % PAGE;
+    if (u < UK) {{
+      {8}
+    }} else {{
+      u -= UK;
+      {9}
+    }}
+  }}
+)",
+                      a.k.units, a.v.units, a.hkv * a.d, a.page, kb.expr(a.tokens), pos, pt, seq,
+                      kv_store_unit(a.k, "k_pool", k + " + t * ROW", a.d), kv_store_unit(a.v, "v_pool", v + " + t * ROW", a.d)));
+  kb.launch(a.tokens * (a.k.units + a.v.units), 128);
+  Kernel kern = kb.finish();
+  kern.fp32_flops = a.tokens * (a.hkv * a.d * 2);
+  return kern;
 }
 
 Kernel kv_append(const ir::Op& op, const AttnShape& a, const std::string& what) {
@@ -171,12 +223,19 @@ std::string flash_loop(const AttnShape& a, double scale, double softcap, int64_t
   std::string mask = window > 0 ? fmt::format("      if (qp - j >= {}) continue;\n", window) : "";
   // Chunked attention: only keys from the start of the query's chunk on.
   if (chunk > 0) mask += fmt::format("      if (j < (qp / {0}) * {0}) continue;\n", chunk);
+  // The generic kernels read each half at its own type and stride.
+  const std::string rows =
+      a.generic ? fmt::format("      const {}* kr = k_pool + row * {} + kvh * {};\n      const {}* vr = v_pool + row * {} + kvh * {};\n",
+                              a.k.ctype, a.k.row, a.k.head, a.v.ctype, a.v.row, a.v.head)
+                : fmt::format("      const {0}* kr = k_pool + row * ROW + kvh * D;\n      const {0}* vr = v_pool + row * ROW + kvh * D;\n",
+                              a.kv_ctype);
+  const std::string dot =
+      a.generic ? kv_score(a.k)
+                : fmt::format("      for (int i = 0; i < DL; ++i) if (lane + 32 * i < D) s += qv[i] * {}(kr[lane + 32 * i]);\n", load);
+  const std::string v_elem = a.generic ? kv_value(a.v) : load + "(vr[lane + 32 * i])";
   return fmt::format(R"({4}{0}      const long long row = (long long)page_table[sq * s_PT_STRIDE + j / PAGE] * PAGE + j % PAGE;
-      const {1}* kr = k_pool + row * ROW + kvh * D;
-      const {1}* vr = v_pool + row * ROW + kvh * D;
-      float s = 0.0f;
-      for (int i = 0; i < DL; ++i) if (lane + 32 * i < D) s += qv[i] * {2}(kr[lane + 32 * i]);
-      s = vtc_warp_sum(s);
+{5}      float s = 0.0f;
+{6}      s = vtc_warp_sum(s);
       s = {3};
       float ms = 1.0f, vs = 1.0f;
       if (s > m) {{
@@ -188,13 +247,13 @@ std::string flash_loop(const AttnShape& a, double scale, double softcap, int64_t
       }}
       for (int i = 0; i < DL; ++i)
         if (lane + 32 * i < D) {{
-          const float u = fmaf({2}(vr[lane + 32 * i]), vs, acc[i]);
+          const float u = fmaf({7}, vs, acc[i]);
           acc[i] = acc16 ? vtc_h2f(vtc_f2h(u)) : u;
         }}
       l = l * ms + vs;
     }}
 )",
-                     mask, a.kv_ctype, load, score, selected ? kSelectedHead : kPlainHead);
+                     mask, a.kv_ctype, load, score, selected ? kSelectedHead : kPlainHead, rows, dot, v_elem);
 }
 
 // Parameters and per-warp setup common to prefill and decode kernels.
@@ -783,19 +842,26 @@ Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string&
   // (before/after figures, or to rule the new ones out on a GPU).
   const char* attn_env = std::getenv("VTC_CUDA_ATTN");
   const bool scalar_forced = attn_env && std::string(attn_env) == "scalar";
-  const auto mma_heads = prefill && !scalar_forced ? prefill_mma_heads(a, width) : std::nullopt;
-  const auto flash = prefill || scalar_forced ? std::nullopt : flash_decode_shape(a, width);
+  const bool fast = !scalar_forced && !a.generic;  // an f16 cache: tensor cores and flash decoding
+  const auto mma_heads = prefill && fast ? prefill_mma_heads(a, width) : std::nullopt;
+  const auto flash = prefill || !fast ? std::nullopt : flash_decode_shape(a, width);
   // Flash decoding stores this step's K/V rows itself (one launch fewer).
   Kernels out;
-  if (!flash) out.push_back(kv_append(op, a, what));
+  if (!flash) out.push_back(a.generic ? kv_append_typed(op, a, what) : kv_append(op, a, what));
   KernelBuilder kb(prefill ? (mma_heads ? "attn_prefill_mma" : "attn_prefill") : "attn_decode", what);
   kb.in(op.operands[0], "q");
   if (flash) kb.in(op.operands[1], "k"), kb.in(op.operands[2], "v");
   kb.in(op.operands[3], "pos");
   kb.in(op.operands[4], "seq");
-  const std::string pool_type = (flash ? "" : "const ") + a.kv_ctype + "*";
-  kb.state_pool(a.state, 0, "k_pool", pool_type);
-  kb.state_pool(a.state, 1, "v_pool", pool_type);
+  if (a.generic) {
+    kb.state_pool(a.k.state, a.k.half, "k_pool", "const " + a.k.ctype + "*");
+    kb.state_pool(a.v.state, a.v.half, "v_pool", "const " + a.v.ctype + "*");
+    if (a.k.type == GgmlType::IQ4_NL || a.v.type == GgmlType::IQ4_NL) kb.need("iq4_values");
+  } else {
+    const std::string pool_type = (flash ? "" : "const ") + a.kv_ctype + "*";
+    kb.state_pool(a.state, 0, "k_pool", pool_type);
+    kb.state_pool(a.state, 1, "v_pool", pool_type);
+  }
   kb.page_table();
   if (width) kb.in(op.operands[5], "sel");
   if (sinks) kb.in(sinks_operand(op, a), "sinks");
@@ -821,7 +887,10 @@ Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string&
     out.push_back(std::move(k));
     return out;
   }
-  body += prefill ? "" : fmt::format("  const bool acc16 = {};\n", a.kv_load.empty() ? "false" : "true");
+  // The CPU's V accumulator: f16 in its one-row loop for an f16 (or f32,
+  // read as f16) V; a prefill of half-math halves picks its regime below.
+  const bool v16 = a.v.type == GgmlType::F16 || a.v.type == GgmlType::F32;
+  if (!prefill || !a.half_math) body += fmt::format("  const bool acc16 = {};\n", v16 ? "true" : "false");
   if (flash) {
     kb.out(op.results[0], "out");
     kb.scratch(a.tokens * (a.hq * flash->y * (a.d + 2) * 4));
@@ -836,8 +905,8 @@ Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string&
   body += flash_prologue(a);
   if (width) body += selection_prologue(width);
   if (!causal) body += kSequenceEnd;
-  if (prefill) body += prefill_regime(a);
-  body += kRoundQuery;
+  if (prefill && a.half_math) body += prefill_regime(a);
+  body += a.half_math ? kRoundQuery : kv_query_prologue(a.k);
   if (prefill) {
     kb.out(op.results[0], "out");
     body += fmt::format("  const long long j_begin = 0, j_end = {};\n", n_keys);

@@ -328,7 +328,7 @@ __device__ int vtc_block_best_regs(const float* v, const int* g, float pv, int p
 // A helper of any table: this file's, the decode GEMV's (helpers_dot.cpp)
 // or the tensor cores' (helpers_mma.cpp).
 const HelperSource* find_helper(const std::string& name) {
-  for (const auto* table : {&helpers(), &dot_helpers(), &mma_helpers()})
+  for (const auto* table : {&helpers(), &dot_helpers(), &mma_helpers(), &kv_cache_helpers()})
     if (auto it = table->find(name); it != table->end()) return &it->second;
   return nullptr;
 }

@@ -113,7 +113,9 @@ Engine::Engine(const EngineOptions& o, Metrics& metrics) : options_(o), metrics_
   cache_ = std::make_unique<CacheHolder>(session_->states());
   for (int32_t s = o.parallel - 1; s >= 0; --s) free_slots_.push_back(s);
   const StateStore& st = session_->states();
-  gauges_ = {0, 0, st.n_pages(), st.free_pages(), 0, o.parallel};
+  const KvMemory kv = session_->kv_memory();
+  gauges_ = {0, 0, st.n_pages(), st.free_pages(), 0, o.parallel, int64_t(kv.bytes_per_token) * kv.page_size,
+             int64_t(kv.bytes_per_token)};
   thread_ = std::thread([this] { loop(); });
 }
 

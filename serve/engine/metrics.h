@@ -39,6 +39,9 @@ struct EngineGauges {
   int64_t queue_depth = 0, running = 0;
   int64_t kv_pages_total = 0, kv_pages_free = 0, kv_pages_cached = 0;
   int64_t slots_total = 0;
+  // What a page and a position of context take in every paged state
+  // (Session::kv_memory): pages x page bytes is the cache's memory.
+  int64_t kv_page_bytes = 0, kv_bytes_per_token = 0;
 };
 
 class Metrics {

@@ -207,7 +207,8 @@ void check_states(vtc::Backend& cpu, vtc::Backend& gpu, const vtc::StateStore& s
   for (const auto& l : store.layouts()) {
     INFO("state @" << l.decl->name);
     if (l.paged()) {
-      if (l.halves == 1) CHECK(state_bytes(cpu, store, l) == state_bytes(gpu, store, l));
+      // A quantized KV cache's blocks too: both backends quantize as the CPU does.
+      if (l.halves == 1 || l.elem.is_quant()) CHECK(state_bytes(cpu, store, l) == state_bytes(gpu, store, l));
       continue;
     }
     const auto a = state_bytes(cpu, store, l);
@@ -722,6 +723,13 @@ int main(int argc, char** argv) {
 // stacks with D and F multiples of 128), 2 of 2 (the router alone:
 // qwen3moe's 128 experts, DeepSeek V3's 256 with a selection bias and
 // groups), each as @decode and @prefill.
+TEST_CASE("kv cache types: CPU vs CUDA attention over every cache type, the blocks byte for byte", "[gpu]") {
+  // Two prefill chunks of two interleaved sequences, then decode steps.
+  StepPlan first{"prefill", 2, 9, {0, 1, 0, 0, 1, 0, 1, 1, 0}, {}};
+  StepPlan decode{"decode", 3, 1, {}, {}};
+  CHECK(run_case_file(VTC_CUDA_KV_CACHE_CASES, {first, decode, decode}) == 12 * 3);
+}
+
 TEST_CASE("moe cases: CPU vs CUDA routing and expert FFN", "[gpu]") {
   CHECK(run_case_file(VTC_CUDA_MOE_CASES, {{"prefill", 1, 7, {}, {}}, {"decode", 3, 7, {}, {}}}) == 13 * 2 * 3 + 2 * 2 * 2);
 }

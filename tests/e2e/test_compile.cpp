@@ -1026,3 +1026,57 @@ TEST_CASE("vtc compile --pack reports the repacking, and vtc run of the packed a
   CHECK(read_file(dir + "/rows.err").find("repacking") == std::string::npos);
   fs::remove_all(dir);
 }
+
+// The KV cache's memory against the state declarations: bytes per position
+// = layers x (K + V) x kv heads x bytes of one head row at each half's type,
+// from the GGUF's hparams; the pool = that x pages x page size; an artifact
+// refuses other cache types, naming the flags.
+TEST_CASE("kv cache types: bytes per token follow the declared types, and an artifact keeps its own", "[e2e][kv_cache]") {
+  const std::string dir = temp_path("kv_cache_types");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string gguf = dir + "/small.gguf";
+  synth::Options o;
+  o.arch = "llama";
+  o.size = "small";
+  o.vocab_path = synth::find_default_vocab("llama");
+  synth::write_model(o, gguf);
+  const auto file = gguf::GgufFile::open(gguf);
+  const int64_t layers = *file.get_int("llama.block_count"), heads_kv = *file.get_int("llama.attention.head_count_kv");
+  const int64_t head_dim = *file.get_int("llama.embedding_length") / *file.get_int("llama.attention.head_count");
+  struct Pair {
+    GgmlType k, v;
+  };
+  for (Pair p : {Pair{GgmlType::F16, GgmlType::F16}, Pair{GgmlType::Q8_0, GgmlType::Q8_0}, Pair{GgmlType::Q4_0, GgmlType::Q4_0},
+                 Pair{GgmlType::IQ4_NL, GgmlType::IQ4_NL}, Pair{GgmlType::Q5_1, GgmlType::Q5_1},
+                 Pair{GgmlType::BF16, GgmlType::BF16}, Pair{GgmlType::F32, GgmlType::F32}, Pair{GgmlType::Q8_0, GgmlType::F16},
+                 Pair{GgmlType::Q4_1, GgmlType::Q5_0}}) {
+    SessionOptions so{.threads = 1, .n_ctx = 256};
+    so.cache_type_k = p.k, so.cache_type_v = p.v;
+    Session s(gguf, so);
+    const KvMemory m = s.kv_memory();
+    const uint64_t want = uint64_t(layers * heads_kv) * (*ggml_bytes_for(p.k, uint64_t(head_dim)) +
+                                                         *ggml_bytes_for(p.v, uint64_t(head_dim)));
+    INFO(ggml_type_name(p.k) << " / " << ggml_type_name(p.v));
+    CHECK(m.k_type == p.k);
+    CHECK(m.v_type == p.v);
+    CHECK(m.bytes_per_token == want);
+    CHECK(m.reserved_bytes == want * uint64_t(m.pages * m.page_size));
+    CHECK(m.pages * m.page_size >= 256);
+    // The declarations say it: the first layer's state(s).
+    const ir::StateDecl* k0 = s.module().find_state("kv.0");
+    REQUIRE(k0 != nullptr);
+    CHECK(k0->type.elem.name() == std::string(ggml_type_name(p.k)));
+    CHECK((s.module().find_state("kv.0.v") != nullptr) == (p.k != p.v));
+  }
+  // An artifact compiled with q8_0 keeps it; asking it for q4_0 is refused.
+  CompileOptions c;
+  c.cache_type_k = c.cache_type_v = GgmlType::Q8_0;
+  const std::string vtc = dir + "/small.vtc";
+  save_artifact(compile_model(gguf::GgufFile::open(gguf), c), vtc, {});
+  CHECK(Session(vtc, {.threads = 1, .n_ctx = 64}).kv_memory().k_type == GgmlType::Q8_0);
+  SessionOptions other{.threads = 1, .n_ctx = 64};
+  other.cache_type_k = GgmlType::Q4_0;
+  CHECK_THROWS_WITH(Session(vtc, other), Catch::Contains("compiled with a q8_0 / q8_0 KV cache") &&
+                                             Catch::Contains("--cache-type-k q4_0"));
+}

@@ -16,8 +16,8 @@
 //         d = sum(w q x) / sum(w q^2) with w = x^2 (least squares over those
 //         entries; the reference's row quantizer makes no further tries).
 // 1/d is 0 for d = 0, as there. A block of iq4_nl whose largest magnitude is
-// below 1e-15 gets d = 0 and the previous block's codes (the reference
-// reuses its code buffer the same way; they dequantize to 0 either way).
+// below 1e-15 gets d = 0 and codes 0 (the reference leaves whatever its code
+// buffer held; they dequantize to 0 either way).
 //
 // hadamard_rows is ggml's CPU fast Walsh-Hadamard transform (the path its
 // mul_mat takes for a matrix marked GGML_HINT_SRC0_IS_HADAMARD): each block
@@ -137,8 +137,8 @@ int nearest_code(float v) {
 }
 
 void quantize_iq4_nl(const float* x, BlockIQ4_NL* y, int64_t nb) {
-  int q[kBlock] = {};
   for (int64_t i = 0; i < nb; ++i, x += kBlock) {
+    int q[kBlock] = {};
     const float max = signed_absmax(x);
     float d = 0.0f;
     if (std::fabs(max) >= 1e-15f) {
