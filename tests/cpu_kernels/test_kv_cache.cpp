@@ -221,3 +221,35 @@ TEST_CASE("attention: every pair of KV cache types against a double reference, t
       }
     }
 }
+
+TEST_CASE("attention: decode at depth (the f32 tile kernel past 1024 keys) against a double reference",
+          "[cpu][kv_cache][attention]") {
+  // 1500 keys (a short last tile), GQA 5:1 over 2 kv heads of 64; f16 and
+  // q8_0 halves, every ISA level and 1 or 2 threads (the chunks differ, so
+  // only the tolerance is shared).
+  const int64_t H = 10, Hkv = 2, D = 64, n_kv = 1500;
+  const auto q = test::random_floats(size_t(H * D), 21);
+  const auto kf = test::random_floats(size_t(n_kv * Hkv * D), 22), vf = test::random_floats(size_t(n_kv * Hkv * D), 23);
+  const int32_t pos = int32_t(n_kv - 1);
+  for (GgmlType kt : {GgmlType::F16, GgmlType::Q8_0})
+    for (GgmlType vt : {GgmlType::F16, GgmlType::Q8_0}) {
+      const auto k = quantized(kt, kf), v = quantized(vt, vf);
+      const auto want = attention_reference(q, round_trip(kt, kf), round_trip(vt, vf), 1, H, Hkv, D, n_kv, 0.125f);
+      AttentionParams p;
+      p.n_tokens = 1, p.n_head = H, p.n_head_kv = Hkv, p.head_dim = D, p.n_kv = n_kv, p.scale = 0.125f;
+      p.k_type = kt, p.v_type = vt;
+      for (Isa isa : test::available_isas())
+        for (int threads : {1, 2}) {
+          test::IsaScope scope(isa);
+          ThreadPool pool(threads);
+          std::vector<float> out(size_t(H * D));
+          attention(q.data(), k.data(), v.data(), &pos, nullptr, p, out.data(), pool);
+          INFO(ggml_type_name(kt) << " / " << ggml_type_name(vt) << ", " << isa_name(isa) << ", " << threads << " threads");
+          // The tile kernel (AVX-512 levels) accumulates in f32: far closer
+          // than the one-row loop's f16 accumulator (3e-5 here), so this
+          // also fails if the kernel is bypassed there.
+          const bool tiles = isa >= Isa::Avx512Vnni;
+          CHECK(test::nmse(out, want) < (tiles ? (kt == GgmlType::Q8_0 ? 1e-5 : 1e-7) : 1e-4));
+        }
+    }
+}

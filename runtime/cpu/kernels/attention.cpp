@@ -46,7 +46,9 @@
 // tile. A query that sees no key still gets zeros (acc is 0).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <limits>
 #include <vector>
 
@@ -398,13 +400,39 @@ bool split_chunk_avx512(const AttentionJob& job, int64_t j0, int64_t j1, float* 
   return true;
 }
 
+// Decode at depth takes the f32 tile kernel (attention_depth_avx512.cpp)
+// where it is built and takes the types: at 1024+ cached keys the
+// reference's one-row order is not kept (issue 43 allows any order within
+// 1e-3 there). VTC_CPU_ATTN_DEPTH=0 keeps the one-row loop (before/after
+// figures, parity checks).
+bool use_depth_kernel(const AttentionJob& job) {
+  static const bool off = [] {
+    const char* v = std::getenv("VTC_CPU_ATTN_DEPTH");
+    return v != nullptr && std::string(v) == "0";
+  }();
+  const bool types = (job.k_type == GgmlType::F16 || job.k_type == GgmlType::Q8_0) &&
+                     (job.v_type == GgmlType::F16 || job.v_type == GgmlType::Q8_0);
+  return !off && types && job.n_tokens == 1 && job.n_kv >= detail::kAttentionDepthMinKV && job.dk == job.dv &&
+         job.dk % 32 == 0 && job.dk <= 256 && active_isa() >= Isa::Avx512Vnni;
+}
+
+// One chunk of one kv head's rows through the depth kernel, sinks folded on
+// chunk 0 as one_row_block folds them.
+void depth_block(const AttentionJob& job, int64_t hk, int64_t j0, int64_t j1, float* M, float* S, float* acc) {
+  if (!detail::depth_block_avx512(job, hk, j0, j1, M, S, acc)) throw Error("attention: the depth kernel is not built");
+  if (job.sinks == nullptr || j0 != 0) return;
+  for (int64_t g = 0; g < job.group; ++g)
+    detail::attention_apply_sink(job.sinks[hk * job.group + g], M[g], S[g], acc + g * job.dv, job.dv);
+}
+
 void run_split_kv(const AttentionJob& job, ThreadPool& pool) {
   const detail::FloatKernels& fk = float_kernels_for(job.ref_lanes);
   const int64_t n_chunks = pool.size(), G = job.group, dv = job.dv;
   const int64_t chunk_rows = (reference_view_rows(job.n_kv) + n_chunks - 1) / n_chunks;
   const int64_t part_size = 2 + dv;
   std::vector<float> partials(size_t(job.n_head * n_chunks * part_size));  // [head][chunk][M, S, acc]
-  if (active_isa() >= Isa::Avx512Vnni && job.f16 && !job.typed) {
+  const bool depth = use_depth_kernel(job);
+  if (!depth && active_isa() >= Isa::Avx512Vnni && job.f16 && !job.typed) {
     pool.parallel_for(n_chunks, [&](int64_t begin, int64_t end) {
       thread_local std::vector<float> M, S, acc;
       M.resize(size_t(job.n_head));
@@ -428,7 +456,8 @@ void run_split_kv(const AttentionJob& job, ThreadPool& pool) {
     for (int64_t item = begin; item < end; ++item) {
       const int64_t c = item / job.n_head_kv, hk = item % job.n_head_kv;
       const int64_t j0 = std::min(job.n_kv, c * chunk_rows), j1 = std::min(job.n_kv, j0 + chunk_rows);
-      one_row_block(job, fk, hk, 0, 1, j0, j1, M.data(), S.data(), acc.data());
+      if (depth) depth_block(job, hk, j0, j1, M.data(), S.data(), acc.data());
+      else one_row_block(job, fk, hk, 0, 1, j0, j1, M.data(), S.data(), acc.data());
       store_partials(partials.data(), n_chunks, c, dv, hk * G, G, M.data(), S.data(), acc.data());
     }
   });
@@ -530,6 +559,7 @@ bool one_row_block_avx512(const AttentionJob&, int64_t, int64_t, int64_t, int64_
   return false;
 }
 bool tiled_block_avx512(const AttentionJob&, int64_t, int64_t, int64_t) { return false; }
+bool depth_block_avx512(const AttentionJob&, int64_t, int64_t, int64_t, float*, float*, float*) { return false; }
 #endif
 
 void attention_with_lanes(const float* q, const void* k, const void* v, const int32_t* q_pos, const int32_t* kv_pos,

@@ -1,0 +1,187 @@
+// Decode attention at depth (one query row per sequence over 1024+ cached
+// keys; attention.cpp, use_depth_kernel), AVX-512: the keys in tiles of 16,
+// each K and V row converted to f32 once for every query head of its GQA
+// group, the tile's 16 scores of a head exponentiated together
+// (ggml_v_expf, 16 lanes), the V accumulator in f32.
+//
+// The reference's one-row loop (ggml_compute_forward_flash_attn_ext_f16)
+// updates the running maximum and, for an f16 V, rounds its accumulator to
+// f16 at every key: a long dependency chain through a scalar expf and
+// conversions per (key, head), which at 16k keys is most of a decode step.
+// At this depth issue 43 allows any order whose logits stay within rel-L2
+// 1e-3 of llama.cpp's; this one:
+//   per head g and tile: s_j = scale * (q_g . k_j) (f32 FMAs in 16-lane
+//     chunks, then reduce_add), masked keys -inf (softcap: scalar tanh);
+//     m' = max(M, max_j s_j); c = exp(M - m'); p_j = exp(s_j - m');
+//     S = S c + sum_j p_j; acc = acc c + sum_j p_j v_j (f32);
+// with the query converted as the reference converts it for K's dot (f16
+// rounding, or q8_0 codes times their scale: an f32 dot of those codes
+// with K's codes is their exact integer sum before the scales), and K and V
+// rows as the reference reads them (f16 widened, q8_0 codes times d).
+// The split-KV framework around it (chunks per thread, sinks on chunk 0,
+// the merge) is attention.cpp's. Types: K and V each f16 or q8_0, head
+// sizes equal, a multiple of 16 up to 256; no selection.
+#include "runtime/cpu/kernels/avx512_common.h"
+
+#include <cmath>
+#include <vector>
+
+#include "runtime/cpu/kernels/attention_internal.h"
+
+namespace vtc::cpu::detail {
+namespace {
+
+constexpr int kTile = 16;
+constexpr int64_t kMaxDim = 256;
+
+// ggml_v_expf's AVX-512 form (attention_avx512.cpp's v_expf_l16): inputs
+// here are <= 0, so no overflow branch is needed; -inf gives 0.
+inline __m512 exp_nonpositive(__m512 x) {
+  const __m512 r = _mm512_set1_ps(0x1.8p23f);
+  const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), r);
+  const __m512 n = _mm512_sub_ps(z, r);
+  const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
+                                    _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+  const __m512 u = _mm512_mul_ps(b, b);
+  const __m512 j = _mm512_fmadd_ps(
+      _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
+                      _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f))),
+      u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
+  const __m512 res = _mm512_scalef_ps(j, n);
+  // n < -192 (or x = -inf): 0.
+  return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(n, _mm512_set1_ps(-192.0f), _CMP_GE_OQ), res);
+}
+
+// One row of `d` values of a cache half (f16 or q8_0 blocks) as f32.
+inline void row_to_f32(const uint8_t* src, bool q8, int64_t d, float* dst) {
+  if (!q8) {
+    for (int64_t i = 0; i < d; i += 16)
+      _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * i))));
+    return;
+  }
+  for (int64_t b = 0; b < d / 32; ++b) {
+    const auto* blk = reinterpret_cast<const BlockQ8_0*>(src) + b;
+    const __m512 scale = _mm512_set1_ps(h2f(blk->d));
+    for (int h = 0; h < 2; ++h) {
+      const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs + 16 * h));
+      _mm512_storeu_ps(dst + 32 * b + 16 * h, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(codes)), scale));
+    }
+  }
+}
+
+// The 16 lane sums of a[0..15] as one vector, lane j = sum of a[j]'s lanes:
+// a tree of 128-bit-lane and in-lane shuffles (8 + 4 + 2 + 1 additions),
+// then one permutation into key order (found once by running the tree on
+// marked inputs).
+inline __m512 sum16(const __m512* a) {
+  __m512 b[8], c[4], d[2];
+  for (int i = 0; i < 8; ++i)
+    b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x44), _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xEE));
+  for (int i = 0; i < 4; ++i)
+    c[i] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], 0x88), _mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], 0xDD));
+  for (int i = 0; i < 2; ++i)
+    d[i] = _mm512_add_ps(_mm512_shuffle_ps(c[2 * i], c[2 * i + 1], 0x44), _mm512_shuffle_ps(c[2 * i], c[2 * i + 1], 0xEE));
+  return _mm512_add_ps(_mm512_shuffle_ps(d[0], d[1], 0x88), _mm512_shuffle_ps(d[0], d[1], 0xDD));
+}
+
+// lane_of_key[j]: the lane of sum16's raw result that holds a[j]'s sum.
+__m512i key_order() {
+  alignas(64) int32_t idx[16];
+  alignas(64) float out[16];
+  __m512 a[16];
+  for (int j = 0; j < 16; ++j) a[j] = _mm512_maskz_mov_ps(1, _mm512_set1_ps(float(j + 1)));
+  _mm512_store_ps(out, sum16(a));
+  for (int lane = 0; lane < 16; ++lane) idx[int(out[lane]) - 1] = lane;
+  return _mm512_load_si512(idx);
+}
+
+// Query row q (f32) as the reference converts it for K's dot: f16-rounded,
+// or q8_0 codes times their f16 scale.
+void query_for_k(const float* q, bool k_q8, int64_t d, float* out) {
+  if (!k_q8) {
+    for (int64_t i = 0; i < d; i += 16)
+      _mm512_storeu_ps(out + i, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(q + i), _MM_FROUND_TO_NEAREST_INT)));
+    return;
+  }
+  BlockQ8_0 blocks[kMaxDim / 32];
+  active_quant_kernels().quantize[static_cast<int>(ActType::Q8_0)](q, blocks, d);
+  row_to_f32(reinterpret_cast<const uint8_t*>(blocks), true, d, out);
+}
+
+}  // namespace
+
+bool depth_block_avx512(const AttentionJob& job, int64_t hk, int64_t j0, int64_t j1, float* M, float* S, float* acc) {
+  const bool k_q8 = job.k_type == GgmlType::Q8_0, v_q8 = job.v_type == GgmlType::Q8_0;
+  if ((!k_q8 && job.k_type != GgmlType::F16) || (!v_q8 && job.v_type != GgmlType::F16)) return false;
+  const int64_t G = job.group, D = job.dk;
+  if (job.dv != D || D % 32 != 0 || D > kMaxDim || job.n_tokens != 1) return false;
+  thread_local std::vector<float> qf, kt, vt;
+  qf.resize(size_t(G * D));
+  kt.resize(size_t(kTile * D));
+  vt.resize(size_t(kTile * D));
+  for (int64_t g = 0; g < G; ++g) {
+    query_for_k(job.q + (hk * G + g) * D, k_q8, D, qf.data() + g * D);
+    M[g] = -__builtin_inff(), S[g] = 0.0f;
+    for (int64_t i = 0; i < D; ++i) acc[g * D + i] = 0.0f;
+  }
+  const uint8_t* vis = job.visible;
+  static const __m512i order = key_order();
+  alignas(64) float s[kTile];
+  for (int64_t t0 = j0; t0 < j1; t0 += kTile) {
+    const int n = int(std::min<int64_t>(kTile, j1 - t0));
+    uint32_t live = 0;
+    for (int jj = 0; jj < n; ++jj) {
+      live |= uint32_t(vis[t0 + jj] != 0) << jj;
+      const int64_t r = attention_physical_row(job, t0 + jj);
+      row_to_f32(job.k + size_t(r * job.n_head_kv + hk) * size_t(job.k_head_bytes), k_q8, D, kt.data() + jj * D);
+      row_to_f32(job.v + size_t(r * job.n_head_kv + hk) * size_t(job.v_head_bytes), v_q8, D, vt.data() + jj * D);
+    }
+    // A short last tile: zero rows, masked (their weights are 0), so every
+    // loop below runs over 16 keys in registers.
+    if (n < kTile) {
+      std::fill(kt.begin() + n * D, kt.end(), 0.0f);
+      std::fill(vt.begin() + n * D, vt.end(), 0.0f);
+    }
+    if (live == 0) continue;
+    for (int64_t g = 0; g < G; ++g) {
+      const float* qg = qf.data() + g * D;
+      __m512 a[kTile];
+#pragma GCC unroll 16
+      for (int jj = 0; jj < kTile; ++jj) a[jj] = _mm512_setzero_ps();
+      const float* kp = kt.data();
+      for (int64_t i = 0; i < D; i += 16) {
+        const __m512 qv = _mm512_loadu_ps(qg + i);
+#pragma GCC unroll 16
+        for (int jj = 0; jj < kTile; ++jj) a[jj] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(kp + jj * D + i), a[jj]);
+      }
+      __m512 scores = _mm512_mul_ps(_mm512_permutexvar_ps(order, sum16(a)), _mm512_set1_ps(job.scale));
+      if (job.softcap != 0.0f) {
+        _mm512_store_ps(s, scores);
+        for (int jj = 0; jj < kTile; ++jj) s[jj] = job.softcap * std::tanh(s[jj]);
+        scores = _mm512_load_ps(s);
+      }
+      _mm512_store_ps(s, _mm512_mask_blend_ps(__mmask16(live), _mm512_set1_ps(-__builtin_inff()), scores));
+      const __m512 sv = _mm512_load_ps(s);
+      const float m_tile = _mm512_reduce_max_ps(sv);
+      const float m_new = std::fmax(M[g], m_tile);
+      const float corr = std::exp(M[g] - m_new);  // 0 for the first live tile
+      const __m512 p = exp_nonpositive(_mm512_sub_ps(sv, _mm512_set1_ps(m_new)));
+      alignas(64) float pj[kTile];
+      _mm512_store_ps(pj, p);
+      S[g] = S[g] * corr + reduce_add(p);
+      M[g] = m_new;
+      float* ag = acc + g * D;
+      const float* vp = vt.data();
+      const __m512 cv = _mm512_set1_ps(corr);
+      for (int64_t i = 0; i < D; i += 16) {
+        __m512 av = _mm512_mul_ps(_mm512_loadu_ps(ag + i), cv);
+#pragma GCC unroll 16
+        for (int jj = 0; jj < kTile; ++jj) av = _mm512_fmadd_ps(_mm512_set1_ps(pj[jj]), _mm512_loadu_ps(vp + jj * D + i), av);
+        _mm512_storeu_ps(ag + i, av);
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace vtc::cpu::detail
