@@ -416,13 +416,12 @@ bool use_depth_kernel(const AttentionJob& job) {
          job.dk % 32 == 0 && job.dk <= 256 && active_isa() >= Isa::Avx512Vnni;
 }
 
-// One chunk of one kv head's rows through the depth kernel, sinks folded on
-// chunk 0 as one_row_block folds them.
-void depth_block(const AttentionJob& job, int64_t hk, int64_t j0, int64_t j1, float* M, float* S, float* acc) {
-  if (!detail::depth_block_avx512(job, hk, j0, j1, M, S, acc)) throw Error("attention: the depth kernel is not built");
+// One chunk of the rows through the depth kernel for every head, sinks
+// folded on chunk 0 as one_row_block folds them.
+void depth_chunk(const AttentionJob& job, int64_t j0, int64_t j1, float* M, float* S, float* acc) {
+  if (!detail::depth_block_avx512(job, j0, j1, M, S, acc)) throw Error("attention: the depth kernel is not built");
   if (job.sinks == nullptr || j0 != 0) return;
-  for (int64_t g = 0; g < job.group; ++g)
-    detail::attention_apply_sink(job.sinks[hk * job.group + g], M[g], S[g], acc + g * job.dv, job.dv);
+  for (int64_t h = 0; h < job.n_head; ++h) detail::attention_apply_sink(job.sinks[h], M[h], S[h], acc + h * job.dv, job.dv);
 }
 
 void run_split_kv(const AttentionJob& job, ThreadPool& pool) {
@@ -431,8 +430,22 @@ void run_split_kv(const AttentionJob& job, ThreadPool& pool) {
   const int64_t chunk_rows = (reference_view_rows(job.n_kv) + n_chunks - 1) / n_chunks;
   const int64_t part_size = 2 + dv;
   std::vector<float> partials(size_t(job.n_head * n_chunks * part_size));  // [head][chunk][M, S, acc]
-  const bool depth = use_depth_kernel(job);
-  if (!depth && active_isa() >= Isa::Avx512Vnni && job.f16 && !job.typed) {
+  if (use_depth_kernel(job)) {
+    pool.parallel_for(n_chunks, [&](int64_t begin, int64_t end) {
+      thread_local std::vector<float> M, S, acc;
+      M.resize(size_t(job.n_head));
+      S.resize(size_t(job.n_head));
+      acc.resize(size_t(job.n_head * dv));
+      for (int64_t c = begin; c < end; ++c) {
+        const int64_t j0 = std::min(job.n_kv, c * chunk_rows), j1 = std::min(job.n_kv, j0 + chunk_rows);
+        depth_chunk(job, j0, j1, M.data(), S.data(), acc.data());
+        store_partials(partials.data(), n_chunks, c, dv, 0, job.n_head, M.data(), S.data(), acc.data());
+      }
+    });
+    merge_all_heads(job, partials, n_chunks, fk);
+    return;
+  }
+  if (active_isa() >= Isa::Avx512Vnni && job.f16 && !job.typed) {
     pool.parallel_for(n_chunks, [&](int64_t begin, int64_t end) {
       thread_local std::vector<float> M, S, acc;
       M.resize(size_t(job.n_head));
@@ -456,8 +469,7 @@ void run_split_kv(const AttentionJob& job, ThreadPool& pool) {
     for (int64_t item = begin; item < end; ++item) {
       const int64_t c = item / job.n_head_kv, hk = item % job.n_head_kv;
       const int64_t j0 = std::min(job.n_kv, c * chunk_rows), j1 = std::min(job.n_kv, j0 + chunk_rows);
-      if (depth) depth_block(job, hk, j0, j1, M.data(), S.data(), acc.data());
-      else one_row_block(job, fk, hk, 0, 1, j0, j1, M.data(), S.data(), acc.data());
+      one_row_block(job, fk, hk, 0, 1, j0, j1, M.data(), S.data(), acc.data());
       store_partials(partials.data(), n_chunks, c, dv, hk * G, G, M.data(), S.data(), acc.data());
     }
   });
@@ -559,7 +571,7 @@ bool one_row_block_avx512(const AttentionJob&, int64_t, int64_t, int64_t, int64_
   return false;
 }
 bool tiled_block_avx512(const AttentionJob&, int64_t, int64_t, int64_t) { return false; }
-bool depth_block_avx512(const AttentionJob&, int64_t, int64_t, int64_t, float*, float*, float*) { return false; }
+bool depth_block_avx512(const AttentionJob&, int64_t, int64_t, float*, float*, float*) { return false; }
 #endif
 
 void attention_with_lanes(const float* q, const void* k, const void* v, const int32_t* q_pos, const int32_t* kv_pos,

@@ -108,77 +108,88 @@ void query_for_k(const float* q, bool k_q8, int64_t d, float* out) {
   row_to_f32(reinterpret_cast<const uint8_t*>(blocks), true, d, out);
 }
 
+// The G query heads of kv head hk over one tile (kt, vt: its 16 K and V
+// rows as f32, `live` the visible ones), folded into (M, S, acc).
+void tile_heads(const AttentionJob& job, const float* qf, const float* kt, const float* vt, uint32_t live, float* M,
+                float* S, float* acc) {
+  static const __m512i order = key_order();
+  const int64_t G = job.group, D = job.dk;
+  alignas(64) float s[kTile];
+  alignas(64) float pj[kTile];
+  for (int64_t g = 0; g < G; ++g) {
+    const float* qg = qf + g * D;
+    __m512 a[kTile];
+#pragma GCC unroll 16
+    for (int jj = 0; jj < kTile; ++jj) a[jj] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < D; i += 16) {
+      const __m512 qv = _mm512_loadu_ps(qg + i);
+#pragma GCC unroll 16
+      for (int jj = 0; jj < kTile; ++jj) a[jj] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(kt + jj * D + i), a[jj]);
+    }
+    __m512 scores = _mm512_mul_ps(_mm512_permutexvar_ps(order, sum16(a)), _mm512_set1_ps(job.scale));
+    if (job.softcap != 0.0f) {
+      _mm512_store_ps(s, scores);
+      for (int jj = 0; jj < kTile; ++jj) s[jj] = job.softcap * std::tanh(s[jj]);
+      scores = _mm512_load_ps(s);
+    }
+    const __m512 sv = _mm512_mask_blend_ps(__mmask16(live), _mm512_set1_ps(-__builtin_inff()), scores);
+    const float m_new = std::fmax(M[g], _mm512_reduce_max_ps(sv));
+    const float corr = std::exp(M[g] - m_new);  // 0 for the first live tile
+    const __m512 p = exp_nonpositive(_mm512_sub_ps(sv, _mm512_set1_ps(m_new)));
+    _mm512_store_ps(pj, p);
+    S[g] = S[g] * corr + reduce_add(p);
+    M[g] = m_new;
+    float* ag = acc + g * D;
+    const __m512 cv = _mm512_set1_ps(corr);
+    for (int64_t i = 0; i < D; i += 16) {
+      __m512 av = _mm512_mul_ps(_mm512_loadu_ps(ag + i), cv);
+#pragma GCC unroll 16
+      for (int jj = 0; jj < kTile; ++jj) av = _mm512_fmadd_ps(_mm512_set1_ps(pj[jj]), _mm512_loadu_ps(vt + jj * D + i), av);
+      _mm512_storeu_ps(ag + i, av);
+    }
+  }
+}
+
 }  // namespace
 
-bool depth_block_avx512(const AttentionJob& job, int64_t hk, int64_t j0, int64_t j1, float* M, float* S, float* acc) {
+bool depth_block_avx512(const AttentionJob& job, int64_t j0, int64_t j1, float* M, float* S, float* acc) {
   const bool k_q8 = job.k_type == GgmlType::Q8_0, v_q8 = job.v_type == GgmlType::Q8_0;
   if ((!k_q8 && job.k_type != GgmlType::F16) || (!v_q8 && job.v_type != GgmlType::F16)) return false;
-  const int64_t G = job.group, D = job.dk;
+  const int64_t G = job.group, D = job.dk, Hkv = job.n_head_kv;
   if (job.dv != D || D % 32 != 0 || D > kMaxDim || job.n_tokens != 1) return false;
   thread_local std::vector<float> qf, kt, vt;
-  qf.resize(size_t(G * D));
+  qf.resize(size_t(job.n_head * D));
   kt.resize(size_t(kTile * D));
   vt.resize(size_t(kTile * D));
-  for (int64_t g = 0; g < G; ++g) {
-    query_for_k(job.q + (hk * G + g) * D, k_q8, D, qf.data() + g * D);
-    M[g] = -__builtin_inff(), S[g] = 0.0f;
-    for (int64_t i = 0; i < D; ++i) acc[g * D + i] = 0.0f;
+  for (int64_t h = 0; h < job.n_head; ++h) {
+    query_for_k(job.q + h * D, k_q8, D, qf.data() + h * D);
+    M[h] = -__builtin_inff(), S[h] = 0.0f;
+    for (int64_t i = 0; i < D; ++i) acc[h * D + i] = 0.0f;
   }
   const uint8_t* vis = job.visible;
-  static const __m512i order = key_order();
-  alignas(64) float s[kTile];
+  // Tiles of 16 positions, every kv head per tile: the rows of a tile (all
+  // heads side by side) are read from memory once and in order.
   for (int64_t t0 = j0; t0 < j1; t0 += kTile) {
     const int n = int(std::min<int64_t>(kTile, j1 - t0));
     uint32_t live = 0;
+    int64_t rows[kTile];
     for (int jj = 0; jj < n; ++jj) {
       live |= uint32_t(vis[t0 + jj] != 0) << jj;
-      const int64_t r = attention_physical_row(job, t0 + jj);
-      row_to_f32(job.k + size_t(r * job.n_head_kv + hk) * size_t(job.k_head_bytes), k_q8, D, kt.data() + jj * D);
-      row_to_f32(job.v + size_t(r * job.n_head_kv + hk) * size_t(job.v_head_bytes), v_q8, D, vt.data() + jj * D);
+      rows[jj] = attention_physical_row(job, t0 + jj);
     }
+    if (live == 0) continue;
     // A short last tile: zero rows, masked (their weights are 0), so every
-    // loop below runs over 16 keys in registers.
+    // loop runs over 16 keys in registers.
     if (n < kTile) {
       std::fill(kt.begin() + n * D, kt.end(), 0.0f);
       std::fill(vt.begin() + n * D, vt.end(), 0.0f);
     }
-    if (live == 0) continue;
-    for (int64_t g = 0; g < G; ++g) {
-      const float* qg = qf.data() + g * D;
-      __m512 a[kTile];
-#pragma GCC unroll 16
-      for (int jj = 0; jj < kTile; ++jj) a[jj] = _mm512_setzero_ps();
-      const float* kp = kt.data();
-      for (int64_t i = 0; i < D; i += 16) {
-        const __m512 qv = _mm512_loadu_ps(qg + i);
-#pragma GCC unroll 16
-        for (int jj = 0; jj < kTile; ++jj) a[jj] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(kp + jj * D + i), a[jj]);
+    for (int64_t hk = 0; hk < Hkv; ++hk) {
+      for (int jj = 0; jj < n; ++jj) {
+        row_to_f32(job.k + size_t(rows[jj] * Hkv + hk) * size_t(job.k_head_bytes), k_q8, D, kt.data() + jj * D);
+        row_to_f32(job.v + size_t(rows[jj] * Hkv + hk) * size_t(job.v_head_bytes), v_q8, D, vt.data() + jj * D);
       }
-      __m512 scores = _mm512_mul_ps(_mm512_permutexvar_ps(order, sum16(a)), _mm512_set1_ps(job.scale));
-      if (job.softcap != 0.0f) {
-        _mm512_store_ps(s, scores);
-        for (int jj = 0; jj < kTile; ++jj) s[jj] = job.softcap * std::tanh(s[jj]);
-        scores = _mm512_load_ps(s);
-      }
-      _mm512_store_ps(s, _mm512_mask_blend_ps(__mmask16(live), _mm512_set1_ps(-__builtin_inff()), scores));
-      const __m512 sv = _mm512_load_ps(s);
-      const float m_tile = _mm512_reduce_max_ps(sv);
-      const float m_new = std::fmax(M[g], m_tile);
-      const float corr = std::exp(M[g] - m_new);  // 0 for the first live tile
-      const __m512 p = exp_nonpositive(_mm512_sub_ps(sv, _mm512_set1_ps(m_new)));
-      alignas(64) float pj[kTile];
-      _mm512_store_ps(pj, p);
-      S[g] = S[g] * corr + reduce_add(p);
-      M[g] = m_new;
-      float* ag = acc + g * D;
-      const float* vp = vt.data();
-      const __m512 cv = _mm512_set1_ps(corr);
-      for (int64_t i = 0; i < D; i += 16) {
-        __m512 av = _mm512_mul_ps(_mm512_loadu_ps(ag + i), cv);
-#pragma GCC unroll 16
-        for (int jj = 0; jj < kTile; ++jj) av = _mm512_fmadd_ps(_mm512_set1_ps(pj[jj]), _mm512_loadu_ps(vp + jj * D + i), av);
-        _mm512_storeu_ps(ag + i, av);
-      }
+      tile_heads(job, qf.data() + hk * G * D, kt.data(), vt.data(), live, M + hk * G, S + hk * G, acc + hk * G * D);
     }
   }
   return true;

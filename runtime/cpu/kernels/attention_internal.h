@@ -89,11 +89,12 @@ bool one_row_block_avx512(const AttentionJob& job, int64_t hk, int64_t t0, int64
                           float* M, float* S, float* acc, bool resume = false, bool whole_rows = false);
 bool tiled_block_avx512(const AttentionJob& job, int64_t hk, int64_t t0, int64_t t1);
 
-// Decode at depth (attention_depth_avx512.cpp): the G heads of kv head hk
-// (one query token) over cache rows [j0, j1) in f32, leaving (M, S, acc)
-// as one_row_block does. False where not built or for types it does not
-// take (K and V each f16 or q8_0, equal head sizes a multiple of 32 up to 256).
-bool depth_block_avx512(const AttentionJob& job, int64_t hk, int64_t j0, int64_t j1, float* M, float* S, float* acc);
+// Decode at depth (attention_depth_avx512.cpp): every query head (one query
+// token) over cache rows [j0, j1) in f32, leaving (M, S, acc) per head
+// ([n_head], [n_head][dv]) as one_row_block does per row. False where not
+// built or for types it does not take (K and V each f16 or q8_0, equal
+// head sizes a multiple of 32 up to 256).
+bool depth_block_avx512(const AttentionJob& job, int64_t j0, int64_t j1, float* M, float* S, float* acc);
 // Cache rows from which a one-token decode takes that kernel.
 constexpr int64_t kAttentionDepthMinKV = 1024;
 
