@@ -46,12 +46,12 @@ bool BindStatePass::run(ir::Module& module, PassContext& context) {
                                        op.operands.empty() ? "nothing" : op.operands[0].type().str(), *state,
                                        decl->type.str()));
       std::vector<const std::string*> touched = {state};
+      const std::string v_state = op.kind == ir::OpKind::Attention ? ir::AttentionAttrs::of(op).v_state : std::string();
       if (op.kind == ir::OpKind::Attention) {
         // K and V in one state [2, ...], or K in `state` and V in `v_state`,
         // each [1, ...] (halves of different types).
-        const ir::Attr* v_attr = op.attr("v_state");
-        const bool split = v_attr != nullptr && !v_attr->s.empty();
-        if (split) touched.push_back(&v_attr->s);
+        const bool split = !v_state.empty();
+        if (split) touched.push_back(&v_state);
         for (const std::string* name : touched) {
           const ir::StateDecl* d = module.find_state(*name);
           if (!d) {

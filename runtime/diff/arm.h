@@ -46,6 +46,7 @@ struct ArmConfig {
   // ECMAScript regex, searched in "%NAME OP" (e.g. "%ids state_read
   // @last_ids"); op results that match are tapped. Empty taps nothing.
   std::string tap;
+  GgmlType cache_k = GgmlType::F16, cache_v = GgmlType::F16;  // the KV cache's types (--cache-type-k/-v)
 };
 
 class Arm {

@@ -33,7 +33,7 @@ void check_options(const DiffOptions& o) {
 DiffResult run_diff(const DiffOptions& o, std::FILE* out) {
   check_options(o);
   const int64_t need = int64_t(o.prompt.size()) + o.steps;
-  const ArmConfig config{o.model, o.threads, o.n_ctx > 0 ? o.n_ctx : (need + 15) / 16 * 16, o.tap};
+  const ArmConfig config{o.model, o.threads, o.n_ctx > 0 ? o.n_ctx : (need + 15) / 16 * 16, o.tap, o.cache_k, o.cache_v};
   std::unique_ptr<Arm> a = make_arm(o.arms[0], config);
   std::unique_ptr<Arm> b = make_arm(o.arms[1], config);
   if (!o.inject.empty()) b = inject_bug(o.inject, std::move(b));

@@ -33,6 +33,7 @@ struct DiffOptions {
   Tolerances tolerances;
   int threads = 0;
   int64_t n_ctx = 0;                               // 0: prompt + steps, rounded up to 16
+  GgmlType cache_k = GgmlType::F16, cache_v = GgmlType::F16;  // the KV cache's types
   bool keep_going = false;
   ReportOptions report;
   std::string inject;                              // --inject-bug (test builds only)

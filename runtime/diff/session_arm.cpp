@@ -46,6 +46,8 @@ class SessionArm final : public Arm {
     o.threads = c.threads;
     o.n_ctx = c.n_ctx;
     o.n_slots = 1;
+    o.cache_type_k = c.cache_k;
+    o.cache_type_v = c.cache_v;
     return o;
   }
 

@@ -125,6 +125,7 @@ TEST_CASE("attention vs double reference", "[attention]") {
           p.head_dim = cs.head_dim;
           p.n_kv = cs.n_kv;
           p.k_type = p.v_type = kvt;
+          p.depth_kernel = false;  // the reference's one-row order, pinned
           p.scale = 1.0f / std::sqrt(float(cs.head_dim));
           p.softcap = cs.softcap;
           p.n_swa = cs.n_swa;
@@ -160,6 +161,7 @@ TEST_CASE("attention: identical bits for 1, 2, 3 threads, zeros for masked-out q
   p.head_dim = 64;
   p.n_kv = 30;
   p.k_type = p.v_type = GgmlType::F16;
+  p.depth_kernel = false;  // the reference's one-row order, pinned
   p.scale = 0.125f;
   const auto c = make_cache(GgmlType::F16, p.n_kv, p.n_head_kv, p.head_dim, p.head_dim, 5);
   const auto q = random_floats(p.n_tokens * p.n_head * p.head_dim, 6);
@@ -191,6 +193,7 @@ TEST_CASE("attention: scalar and every SIMD level agree", "[attention][isa]") {
   p.scale = 0.088f;
   for (GgmlType kvt : {GgmlType::F32, GgmlType::F16}) {
     p.k_type = p.v_type = kvt;
+    p.depth_kernel = false;  // the reference's one-row order, pinned
     const auto c = make_cache(kvt, p.n_kv, p.n_head_kv, p.head_dim, p.head_dim, 8);
     const auto q = random_floats(p.n_tokens * p.n_head * p.head_dim, 9);
     std::vector<int32_t> qpos = {46, 47, 48, 49};
@@ -276,6 +279,7 @@ Problem make_problem(const Shape& s, GgmlType kvt, bool acc16, uint32_t seed) {
   p.head_dim_v = s.dv;
   p.n_kv = s.n_kv;
   p.k_type = p.v_type = kvt;
+  p.depth_kernel = false;  // the reference's one-row order, pinned
   p.scale = 1.0f / std::sqrt(float(s.dk));
   p.softcap = s.softcap;
   p.n_swa = s.n_swa;
@@ -596,6 +600,7 @@ AttentionParams masked_case_params(int64_t n_tokens, int64_t n_head, int64_t n_h
   p.head_dim = 64;
   p.n_kv = n_kv;
   p.k_type = p.v_type = kvt;
+  p.depth_kernel = false;  // the reference's one-row order, pinned
   p.scale = 1.0f / 8.0f;
   return p;
 }

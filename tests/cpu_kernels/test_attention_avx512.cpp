@@ -63,6 +63,7 @@ Problem make_problem(const Shape& s, GgmlType kvt, bool acc16, uint32_t seed) {
   p.head_dim_v = s.dv;
   p.n_kv = s.n_kv;
   p.k_type = p.v_type = kvt;
+  p.depth_kernel = false;  // the reference's one-row order, pinned
   p.scale = 1.0f / std::sqrt(float(s.dk));
   p.softcap = s.softcap;
   p.n_swa = s.n_swa;

@@ -268,6 +268,7 @@ AttentionParams sparse_params(GgmlType kv_type) {
   p.head_dim = 32;
   p.n_kv = 40;
   p.k_type = p.v_type = kv_type;
+  p.depth_kernel = false;  // the reference's one-row order, pinned
   p.scale = 1.0f / std::sqrt(32.0f);
   return p;
 }

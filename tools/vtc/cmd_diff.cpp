@@ -13,6 +13,7 @@
 #include "runtime/diff/inject.h"
 #include "runtime/diff/runner.h"
 #include "support/error.h"
+#include "tools/vtc/cache_type_option.h"
 #include "tools/vtc/commands.h"
 
 namespace vtc::cli {
@@ -26,6 +27,7 @@ struct DiffCommand {
   std::vector<int32_t> tokens;
   std::string arms = "cpu,cuda";
   std::vector<std::string> tolerances;
+  CacheTypeFlags cache;
 };
 
 std::vector<std::string> split_arms(const std::string& text) {
@@ -40,6 +42,8 @@ std::vector<std::string> split_arms(const std::string& text) {
 int run(DiffCommand& c) {
   if (c.prompt.empty() == c.tokens.empty()) throw Error("diff: give the prompt as -p TEXT or as --tokens 1,2,3 (one of them)");
   c.diff.arms = split_arms(c.arms);
+  c.diff.cache_k = c.cache.k_type();
+  c.diff.cache_v = c.cache.v_type();
   for (const std::string& spec : c.tolerances) c.diff.tolerances.set(spec);
   if (!c.tokens.empty()) {
     c.diff.prompt = c.tokens;
@@ -78,6 +82,7 @@ Runner add_diff(CLI::App& app) {
                   "repeatable");
   cmd->add_option("-t,--threads", c->diff.threads, "Threads per arm (0: all cores)")->capture_default_str();
   cmd->add_option("-c,--ctx-size", c->diff.n_ctx, "KV positions (0: prompt + steps, rounded up to 16)")->capture_default_str();
+  add_cache_type_options(cmd, c->cache);
   cmd->add_flag("--keep-going", c->diff.keep_going, "Run every step even after a divergence");
   cmd->add_flag("--only-divergent", c->diff.report.only_divergent, "Print only the DIVERGED rows of each step's table");
   const auto injections = diff::known_injections();

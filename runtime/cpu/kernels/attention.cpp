@@ -412,7 +412,7 @@ bool use_depth_kernel(const AttentionJob& job) {
   }();
   const bool types = (job.k_type == GgmlType::F16 || job.k_type == GgmlType::Q8_0) &&
                      (job.v_type == GgmlType::F16 || job.v_type == GgmlType::Q8_0);
-  return !off && types && job.n_tokens == 1 && job.n_kv >= detail::kAttentionDepthMinKV && job.dk == job.dv &&
+  return !off && job.depth_kernel && types && job.n_tokens == 1 && job.n_kv >= detail::kAttentionDepthMinKV && job.dk == job.dv &&
          job.dk % 32 == 0 && job.dk <= 256 && active_isa() >= Isa::Avx512Vnni;
 }
 
@@ -620,6 +620,7 @@ void attention_with_lanes(const float* q, const void* k, const void* v, const in
   job.last_visible = vis.last.data();
   job.ref_lanes = ref_lanes;
   job.sinks = p.sinks;
+  job.depth_kernel = p.depth_kernel;
   if (use_tiled(job)) run_tiled(job, pool);
   else if (use_split_kv(job)) run_split_kv(job, pool);
   else run_one_row(job, pool);

@@ -39,6 +39,7 @@ struct AttentionJob {
   const int64_t* last_visible = nullptr;
   int ref_lanes = 8;  // the reference build's SIMD width (8 or 16)
   const float* sinks = nullptr;  // [n_head] sink logits, or null
+  bool depth_kernel = true;       // AttentionParams::depth_kernel
 };
 
 static inline int64_t attention_physical_row(const AttentionJob& job, int64_t j) {

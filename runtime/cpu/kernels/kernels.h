@@ -292,6 +292,10 @@ struct AttentionParams {
   // selected_width) (-1 entries select nothing). null: no such mask.
   const int32_t* selected = nullptr;
   int64_t selected_width = 0;
+  // Decode at depth (one query row, 1024+ cache rows, f16/q8_0 halves) may
+  // take the f32 tile kernel instead of the reference's one-row order
+  // (attention.cpp); false keeps the reference's order (tests pinning it).
+  bool depth_kernel = true;
   // Attention sinks (gpt-oss): one logit per query head [n_head] that joins
   // every softmax's denominator with no value (ggml's flash-attention
   // sinks). null: none.
