@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -29,8 +30,17 @@ std::string number(double v) {
 }  // namespace
 
 std::vector<double> widen(ir::ElemType elem, std::span<const uint8_t> bytes, int64_t count) {
+  if (elem.is_quant()) {  // a quantized KV cache: its blocks' values
+    const auto need = ggml_bytes_for(elem.quant_type(), uint64_t(std::max<int64_t>(count, 0)));
+    if (count < 0 || !need || *need > bytes.size() || !can_dequantize(elem.quant_type()))
+      throw Error(fmt::format("fingerprint: {} values of {} are not whole blocks in {} bytes", count, elem.name(),
+                              bytes.size()));
+    std::vector<float> values(static_cast<size_t>(count));
+    dequantize_row(elem.quant_type(), bytes.data(), values.data(), count);
+    return {values.begin(), values.end()};
+  }
   const int64_t size = elem.scalar_bytes();
-  if (elem.is_quant() || size == 0) throw Error(fmt::format("fingerprint: element type {} is not a dense type", elem.name()));
+  if (size == 0) throw Error(fmt::format("fingerprint: element type {} is not a dense type", elem.name()));
   if (count < 0 || uint64_t(count) * uint64_t(size) > bytes.size())
     throw Error(fmt::format("fingerprint: {} elements of {} need {} bytes, got {}", count, elem.name(), count * size,
                             bytes.size()));

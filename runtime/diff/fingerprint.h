@@ -37,8 +37,8 @@ struct Fingerprint {
   std::vector<double> first;
 };
 
-// The elements of a dense tensor as doubles. Throws vtc::Error for
-// block-quantized element types (weights are never compared).
+// The elements of a tensor as doubles; a block-quantized one (a KV cache
+// of a block type) dequantized. Throws vtc::Error for a partial block.
 std::vector<double> widen(ir::ElemType elem, std::span<const uint8_t> bytes, int64_t count);
 std::vector<double> widen(const HostTensor& t);
 

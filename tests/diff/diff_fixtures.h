@@ -16,14 +16,14 @@
 
 namespace vtc::test {
 
-inline std::string tiny_model(const std::string& arch) {
+inline std::string tiny_model(const std::string& arch, const std::string& size = "tiny") {
   const std::filesystem::path dir = std::filesystem::path(VTC_TEST_DATA_DIR) / "diff";
   std::filesystem::create_directories(dir);
-  const std::string path = (dir / fmt::format("{}-tiny-f32.gguf", arch)).string();
+  const std::string path = (dir / fmt::format("{}-{}-f32.gguf", arch, size)).string();
   if (std::filesystem::exists(path)) return path;
   synth::Options o;
   o.arch = arch;
-  o.size = "tiny";
+  o.size = size;
   o.seed = 77;
   o.vocab_path = synth::find_default_vocab(arch);
   // ctest runs cases in parallel processes: write privately, publish by rename.

@@ -42,9 +42,12 @@ struct Captured {
   std::string text;
 };
 
-Captured run_cuda_diff(const std::string& arch, int steps, const std::string& inject = "") {
+Captured run_cuda_diff(const std::string& arch, int steps, const std::string& inject = "",
+                       GgmlType cache_k = GgmlType::F16, GgmlType cache_v = GgmlType::F16, const std::string& size = "tiny") {
   diff::DiffOptions o;
-  o.model = test::tiny_model(arch);
+  o.cache_k = cache_k;
+  o.cache_v = cache_v;
+  o.model = test::tiny_model(arch, size);
   o.prompt = test::diff_prompt();
   o.steps = steps;
   o.arms = {"cpu", "cuda"};
@@ -93,6 +96,20 @@ TEST_CASE("cpu and cuda agree over 16 decode steps", "[diff][cuda]") {
       CHECK(std::stoul(compared[1]) > m.states.size() + 2);
     }
   }
+}
+
+// Quantized KV caches (mixed: q8_0 K in @kv.N, q4_0 V in @kv.N.v) on both
+// arms, on the small llama (heads of 64: the tiny one's 16 are no whole
+// block): the states are compared as their blocks' values, and the CUDA
+// arm's blocks are the CPU's.
+TEST_CASE("cpu and cuda agree over 8 decode steps with a q8_0 / q4_0 KV cache", "[diff][cuda]") {
+  const Captured c = run_cuda_diff("llama", 8, "", GgmlType::Q8_0, GgmlType::Q4_0, "small");
+  INFO(c.text.substr(c.text.size() > 6000 ? c.text.size() - 6000 : 0));
+  CHECK_FALSE(c.result.diverged);
+  const size_t last = c.text.rfind("== step 8:");
+  REQUIRE(last != std::string::npos);
+  CHECK(std::regex_search(c.text.substr(last), std::regex("@kv\\.0 +state +q8_0 .* ok")));
+  CHECK(std::regex_search(c.text.substr(last), std::regex("@kv\\.0\\.v +state +q4_0 .* ok")));
 }
 
 #ifdef VTC_TEST_HOOKS

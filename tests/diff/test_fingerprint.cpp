@@ -72,9 +72,17 @@ TEST_CASE("fingerprint of f16, bf16 and integer tensors", "[fingerprint]") {
   CHECK(empty.first.empty());
 }
 
-TEST_CASE("widen rejects quantized types and short buffers", "[fingerprint]") {
+TEST_CASE("widen dequantizes a KV cache's blocks, and rejects partial blocks and short buffers", "[fingerprint]") {
+  // One q8_0 block: d = 0.5 (f16 0x3800), codes 0, 1, ..., 31.
   std::vector<uint8_t> bytes(34);
-  CHECK_THROWS_WITH(widen(ir::ElemType::quant(GgmlType::Q8_0), bytes, 32), Catch::Contains("not a dense type"));
+  bytes[0] = 0x00, bytes[1] = 0x38;
+  for (int i = 0; i < 32; ++i) bytes[size_t(2 + i)] = uint8_t(i);
+  const auto v = widen(ir::ElemType::quant(GgmlType::Q8_0), bytes, 32);
+  REQUIRE(v.size() == 32);
+  CHECK(v[0] == 0.0);
+  CHECK(v[31] == 15.5);
+  CHECK_THROWS_WITH(widen(ir::ElemType::quant(GgmlType::Q8_0), bytes, 31), Catch::Contains("not whole blocks"));
+  CHECK_THROWS_WITH(widen(ir::ElemType::quant(GgmlType::Q8_0), bytes, 64), Catch::Contains("not whole blocks"));
   CHECK_THROWS_WITH(widen(ir::ElemType::F32, bytes, 9), Catch::Contains("need 36 bytes, got 34"));
 }
 

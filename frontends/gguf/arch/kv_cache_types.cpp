@@ -115,6 +115,12 @@ void apply_kv_cache_types(ir::Module& m, const BuildOptions& o) {
         throw Error(fmt::format("KV cache: MLA attention (@{}) keeps K and V in one latent cache; --cache-type-k and "
                                 "--cache-type-v must be equal and f32, f16 or bf16 for it (got {} and {})",
                                 state, ggml_type_name(k), ggml_type_name(v)));
+      const int64_t head = op.operands[1].type().shape[2].constant().value_or(0);
+      for (auto [t, flag] : {std::pair{k, "--cache-type-k"}, std::pair{v, "--cache-type-v"}})
+        if (head % int64_t(ggml_traits(t).block_size) != 0)
+          throw Error(fmt::format("KV cache: {} {} stores blocks of {} values along the head, and this model's heads "
+                                  "hold {}; use f16, bf16 or f32", flag, ggml_type_name(t), ggml_traits(t).block_size,
+                                  head));
       kv_states.insert(state);
       if (k != v) op.set_attr("v_state", ir::Attr::of_symbol(state + ".v"));
       rotate_around(m, *f, i, k_rot, v_rot);
