@@ -34,24 +34,6 @@ namespace {
 constexpr int kTile = 16;
 constexpr int64_t kMaxDim = 256;
 
-// ggml_v_expf's AVX-512 form (attention_avx512.cpp's v_expf_l16): inputs
-// here are <= 0, so no overflow branch is needed; -inf gives 0.
-inline __m512 exp_nonpositive(__m512 x) {
-  const __m512 r = _mm512_set1_ps(0x1.8p23f);
-  const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), r);
-  const __m512 n = _mm512_sub_ps(z, r);
-  const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
-                                    _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
-  const __m512 u = _mm512_mul_ps(b, b);
-  const __m512 j = _mm512_fmadd_ps(
-      _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
-                      _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f))),
-      u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
-  const __m512 res = _mm512_scalef_ps(j, n);
-  // n < -192 (or x = -inf): 0.
-  return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(n, _mm512_set1_ps(-192.0f), _CMP_GE_OQ), res);
-}
-
 // One row of `d` values of a cache half (f16 or q8_0 blocks) as f32.
 inline void row_to_f32(const uint8_t* src, bool q8, int64_t d, float* dst) {
   if (!q8) {
@@ -135,7 +117,7 @@ void tile_heads(const AttentionJob& job, const float* qf, const float* kt, const
     const __m512 sv = _mm512_mask_blend_ps(__mmask16(live), _mm512_set1_ps(-__builtin_inff()), scores);
     const float m_new = std::fmax(M[g], _mm512_reduce_max_ps(sv));
     const float corr = std::exp(M[g] - m_new);  // 0 for the first live tile
-    const __m512 p = exp_nonpositive(_mm512_sub_ps(sv, _mm512_set1_ps(m_new)));
+    const __m512 p = v_expf_l16(_mm512_sub_ps(sv, _mm512_set1_ps(m_new)));
     _mm512_store_ps(pj, p);
     S[g] = S[g] * corr + reduce_add(p);
     M[g] = m_new;

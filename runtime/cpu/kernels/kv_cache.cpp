@@ -72,52 +72,46 @@ uint32_t high_bits(const int* q) {
   return qh;
 }
 
-void quantize_q4_0(const float* x, BlockQ4_0* y, int64_t nb) {
+// q4_0 / q5_0 (Bits 4 / 5): d = max / -2^(Bits-1) from the value of
+// largest magnitude, q = min(2^Bits - 1, trunc(x / d + 2^(Bits-1) + 0.5));
+// q5_0 keeps each code's bit 4 in qh.
+template <int Bits, class Block>
+void quantize_symmetric(const float* x, Block* y, int64_t nb) {
+  constexpr int kHalf = 1 << (Bits - 1), kTop = (1 << Bits) - 1;
   for (int64_t i = 0; i < nb; ++i, x += kBlock) {
-    const float d = signed_absmax(x) / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float d = signed_absmax(x) / float(-kHalf), id = d != 0.0f ? 1.0f / d : 0.0f;
     int q[kBlock];
-    for (int j = 0; j < kBlock; ++j) q[j] = std::min(15, int(x[j] * id + 8.5f));
+    for (int j = 0; j < kBlock; ++j) q[j] = std::min(kTop, int(x[j] * id + (float(kHalf) + 0.5f)));
     y[i].d = fp32_to_fp16(d);
+    if constexpr (Bits == 5) {
+      const uint32_t qh = high_bits(q);
+      std::memcpy(y[i].qh, &qh, 4);
+    }
     pack_nibbles(q, y[i].qs);
   }
 }
 
-void quantize_q4_1(const float* x, BlockQ4_1* y, int64_t nb) {
+// q4_1 / q5_1: d = (max - min) / (2^Bits - 1), m = min, q = trunc((x - min)
+// / d + 0.5), clamped to 15 for q4_1 and wrapped to a byte for q5_1 (as the
+// reference's casts do); q5_1 keeps bit 4 in qh.
+template <int Bits, class Block>
+void quantize_with_min(const float* x, Block* y, int64_t nb) {
+  constexpr int kTop = (1 << Bits) - 1;
   for (int64_t i = 0; i < nb; ++i, x += kBlock) {
     float min, max;
     min_max(x, min, max);
-    const float d = (max - min) / 15.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float d = (max - min) / float(kTop), id = d != 0.0f ? 1.0f / d : 0.0f;
     int q[kBlock];
-    for (int j = 0; j < kBlock; ++j) q[j] = std::min(15, int((x[j] - min) * id + 0.5f));
+    for (int j = 0; j < kBlock; ++j) {
+      const float v = (x[j] - min) * id + 0.5f;
+      q[j] = Bits == 4 ? std::min(kTop, int(v)) : int(uint8_t(v));
+    }
     y[i].d = fp32_to_fp16(d);
     y[i].m = fp32_to_fp16(min);
-    pack_nibbles(q, y[i].qs);
-  }
-}
-
-void quantize_q5_0(const float* x, BlockQ5_0* y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += kBlock) {
-    const float d = signed_absmax(x) / -16.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-    int q[kBlock];
-    for (int j = 0; j < kBlock; ++j) q[j] = std::min(31, int(x[j] * id + 16.5f));
-    y[i].d = fp32_to_fp16(d);
-    const uint32_t qh = high_bits(q);
-    std::memcpy(y[i].qh, &qh, 4);
-    pack_nibbles(q, y[i].qs);
-  }
-}
-
-void quantize_q5_1(const float* x, BlockQ5_1* y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += kBlock) {
-    float min, max;
-    min_max(x, min, max);
-    const float d = (max - min) / 31.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-    int q[kBlock];
-    for (int j = 0; j < kBlock; ++j) q[j] = int(uint8_t((x[j] - min) * id + 0.5f));
-    y[i].d = fp32_to_fp16(d);
-    y[i].m = fp32_to_fp16(min);
-    const uint32_t qh = high_bits(q);
-    std::memcpy(y[i].qh, &qh, 4);
+    if constexpr (Bits == 5) {
+      const uint32_t qh = high_bits(q);
+      std::memcpy(y[i].qh, &qh, 4);
+    }
     pack_nibbles(q, y[i].qs);
   }
 }
@@ -214,10 +208,10 @@ void quantize_kv_row(GgmlType type, const float* x, void* y, int64_t n) {
     case GgmlType::Q8_0:
       detail::active_quant_kernels().quantize[static_cast<int>(detail::ActType::Q8_0)](x, y, n);
       return;
-    case GgmlType::Q4_0: quantize_q4_0(x, static_cast<BlockQ4_0*>(y), nb); return;
-    case GgmlType::Q4_1: quantize_q4_1(x, static_cast<BlockQ4_1*>(y), nb); return;
-    case GgmlType::Q5_0: quantize_q5_0(x, static_cast<BlockQ5_0*>(y), nb); return;
-    case GgmlType::Q5_1: quantize_q5_1(x, static_cast<BlockQ5_1*>(y), nb); return;
+    case GgmlType::Q4_0: quantize_symmetric<4>(x, static_cast<BlockQ4_0*>(y), nb); return;
+    case GgmlType::Q4_1: quantize_with_min<4>(x, static_cast<BlockQ4_1*>(y), nb); return;
+    case GgmlType::Q5_0: quantize_symmetric<5>(x, static_cast<BlockQ5_0*>(y), nb); return;
+    case GgmlType::Q5_1: quantize_with_min<5>(x, static_cast<BlockQ5_1*>(y), nb); return;
     case GgmlType::IQ4_NL: quantize_iq4_nl(x, static_cast<BlockIQ4_NL*>(y), nb); return;
     default: break;
   }
