@@ -4,7 +4,8 @@
 #   bench/cpu-vs-llamacpp.sh [--reps N] [--threads "1 2"] [--types "Q8_0 Q4_K_M Q4_0 F16 BF16"]
 #                            [--serve-type Q4_K_M] [--serve-seconds S] [--no-serve]
 #                            [--quick] [--size 0.56b] [--workdir DIR] [--regen] [--keep-runs]
-#                            [--report-only]
+#                            [--report-only] [--pp N] [--depths "16 4096 16384"] [--cache-types "f16 q8_0"]
+#                            [--only-depth]
 #
 # What it does:
 # 1. Model: `vtc gen-model --size 0.56b --type f16` (llama, 1280 wide, 20
@@ -38,6 +39,16 @@
 #    serving table: per thread count, 1-client and 8-client tok/s and
 #    their ratio (medians and spreads over the repetitions).
 #
+# 5. With --depths: decode at depth. Per type, cache type (--cache-types,
+#    `-ctk T -ctv T` for both engines), thread count and depth D, one
+#    `vtc bench MODEL -p 0 -n 0 --batch-rows 1 --batch-context D
+#    --batch-steps 16 --vs-reference`: both engines prefill D tokens, then
+#    time one-token decode steps at depth D..D+16. Its table gives the step
+#    time of each engine beside the step's bandwidth floor: (bytes of
+#    weights one token reads + D x the KV cache's bytes per position, which
+#    vtc bench reports for the cache type) / the median bandwidth of that
+#    thread count. --only-depth skips the pp/tg/batch rounds and serving.
+#
 # The binaries are copied into WORKDIR/bin first (a rebuild during the run
 # cannot mix two builds). Progress goes to stderr; each invocation's log
 # and JSON are kept under WORKDIR/runs/ (removed at the start of the next
@@ -60,6 +71,7 @@ SERVE_TYPE="Q4_K_M" SERVE_SECONDS=20 SERVE=1
 SIZE="0.56b"
 WORKDIR="${VTC_BENCH_DIR:-$HOME/.cache/vtc/cpu-bench}"
 PP=512 TG=128 BATCH_ROWS=8 BATCH_CONTEXT=64 BATCH_STEPS=16 BW_MIB=1024
+DEPTHS="" CACHE_TYPES="f16" DEPTH_STEPS=16 ONLY_DEPTH=0
 REGEN=0 KEEP_RUNS=0 QUICK=0 REPORT_ONLY=0
 
 usage() {
@@ -77,6 +89,11 @@ usage: bench/cpu-vs-llamacpp.sh [options]
   --regen          regenerate the f16 model and the quantized copies
   --keep-runs      keep the previous runs' logs and JSON in DIR/runs
   --report-only    run nothing: print the table from the JSON in DIR/runs (--reps: the rounds that finished)
+  --pp N           prompt tokens of the pp figure (default $PP; e.g. 16384 for a long prefill)
+  --depths LIST    decode at depth: one-token steps after D cached tokens, e.g. "16 4096 16384", beside the
+                   bandwidth floor (default: none)
+  --cache-types L  KV cache types of the depth table, as -ctk/-ctv for both engines (default "$CACHE_TYPES")
+  --only-depth     only the bandwidth and the depth table (no pp/tg/batch rounds, no serving)
   -h, --help       this text
 Prints one markdown table (stdout) with pp$PP, tg$TG and the ${BATCH_ROWS}-row decode step cost for vtc and
 llama.cpp; progress on stderr. Binaries: \$VTC (default build/tools/vtc/vtc), \$VTC_REF_TOOL
@@ -98,11 +115,18 @@ while [[ $# -gt 0 ]]; do
     --regen) REGEN=1; shift ;;
     --keep-runs) KEEP_RUNS=1; shift ;;
     --report-only) REPORT_ONLY=1; shift ;;
+    --pp) PP="$2"; shift 2 ;;
+    --depths) DEPTHS="$2"; shift 2 ;;
+    --cache-types) CACHE_TYPES="$2"; shift 2 ;;
+    --only-depth) ONLY_DEPTH=1 SERVE=0; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "cpu-vs-llamacpp: unknown option $1" >&2; usage >&2; exit 2 ;;
   esac
 done
-if [[ $QUICK == 1 ]]; then PP=64 TG=16 BATCH_STEPS=4 BW_MIB=256 SERVE_SECONDS=4; fi
+if [[ $QUICK == 1 ]]; then PP=64 TG=16 BATCH_STEPS=4 BW_MIB=256 SERVE_SECONDS=4 DEPTH_STEPS=4; fi
+[[ $ONLY_DEPTH == 0 || -n "$DEPTHS" ]] || { echo "cpu-vs-llamacpp: --only-depth needs --depths" >&2; exit 2; }
+for d in $DEPTHS; do [[ "$d" =~ ^[1-9][0-9]*$ ]] || { echo "cpu-vs-llamacpp: --depths takes positive integers" >&2; exit 2; }; done
+[[ "$PP" =~ ^[1-9][0-9]*$ ]] || { echo "cpu-vs-llamacpp: --pp must be a positive integer" >&2; exit 2; }
 [[ $SERVE == 0 || " $TYPES F16 " == *" $SERVE_TYPE "* ]] \
   || { echo "cpu-vs-llamacpp: --serve-type $SERVE_TYPE is not among --types ($TYPES)" >&2; exit 2; }
 [[ $SERVE == 0 ]] || command -v node >/dev/null || { echo "cpu-vs-llamacpp: the serving figure needs node (or --no-serve)" >&2; exit 1; }
@@ -150,7 +174,8 @@ done
 
 # --- rounds -----------------------------------------------------------------
 n_types=$(wc -w <<<"$TYPES"); n_threads=$(wc -w <<<"$THREADS")
-total=$((REPS * n_types * n_threads)); done_=0
+n_depth=$(( $(wc -w <<<"$DEPTHS") * $(wc -w <<<"$CACHE_TYPES") ))
+total=$((REPS * n_types * n_threads * ((1 - ONLY_DEPTH) + n_depth))); done_=0
 for rep in $(seq "$REPS"); do
   for th in $THREADS; do
     bw="$RUNS/bw-t$th-r$rep"
@@ -158,6 +183,20 @@ for rep in $(seq "$REPS"); do
     "$VTC" bench --memory-bandwidth -t "$th" -r 5 --bandwidth-mib "$BW_MIB" --json "$bw.json" >"$bw.log" 2>&1 \
       || { cat "$bw.log" >&2; exit 1; }
     order=(); (( rep % 2 == 0 )) && order=(--reference-first)
+    for t in $TYPES; do
+      for c in $CACHE_TYPES; do
+        for d in $DEPTHS; do
+          run="$RUNS/depth-$t-$c-d$d-t$th-r$rep"
+          done_=$((done_ + 1))
+          say "[$done_/$total] rep $rep/$REPS, $t, cache $c, depth $d, $th threads: vtc and llama.cpp (${order[*]:-vtc first})"
+          "$VTC" bench "$(model_path "$t")" -p 0 -n 0 -r 1 -t "$th" --batch-rows 1 --batch-context "$d" \
+            --batch-steps "$DEPTH_STEPS" -ctk "$c" -ctv "$c" --vs-reference --ref-tool "$VTC_REF" "${order[@]}" \
+            --json "$run.json" >"$run.log" 2>&1 || { say "failed:"; tail -20 "$run.log" >&2; exit 1; }
+          grep '^| .* step1 ms' "$run.log" | sed 's/^/    /' >&2
+        done
+      done
+    done
+    [[ $ONLY_DEPTH == 0 ]] || continue
     for t in $TYPES; do
       run="$RUNS/$t-t$th-r$rep"
       done_=$((done_ + 1))
@@ -198,11 +237,14 @@ fi
 
 # --- the table --------------------------------------------------------------
 python3 - "$RUNS" "$TYPES" "$THREADS" "$REPS" "$PP" "$TG" "$BATCH_ROWS" "$BATCH_CONTEXT" "$SIZE" \
-  "$COMMIT" "$CPU" "$SERVE" "$SERVE_TYPE" "$SERVE_SECONDS" "$( [[ $REPORT_ONLY == 1 ]] && echo "table from earlier runs" || echo "$(( $(date +%s) - START )) s" )" <<'EOF'
+  "$COMMIT" "$CPU" "$SERVE" "$SERVE_TYPE" "$SERVE_SECONDS" "$( [[ $REPORT_ONLY == 1 ]] && echo "table from earlier runs" || echo "$(( $(date +%s) - START )) s" )" \
+  "$DEPTHS" "$CACHE_TYPES" "$ONLY_DEPTH" <<'EOF'
 import json, statistics, sys
 import os
-runs, types, threads, reps, pp, tg, rows, ctx, size, commit, cpu, serve, serve_type, serve_s, secs = sys.argv[1:]
+(runs, types, threads, reps, pp, tg, rows, ctx, size, commit, cpu, serve, serve_type, serve_s, secs,
+ depths, cache_types, only_depth) = sys.argv[1:]
 types, threads, reps = types.split(), threads.split(), int(reps)
+depths, cache_types = depths.split(), cache_types.split()
 
 def load(name):
     with open(f"{runs}/{name}.json") as f:
@@ -212,46 +254,83 @@ def med(v): return statistics.median(v) if v else float("nan")
 def spread(v): return max(v) / min(v) if v and min(v) > 0 else float("nan")
 def fmt(x, d=2): return "n/a" if x != x else f"{x:.{d}f}"
 
-first = load(f"{types[0]}-t{threads[0]}-r1")
+bw_med, bw_lines = {}, []
+for th in threads:
+    bw = [g for r in range(1, reps + 1) for g in load(f"bw-t{th}-r{r}")["memory_bandwidth"]["gb_per_s"]]
+    bw_med[th] = med(bw)
+    bw_lines.append(f"{th} threads: {bw_med[th]:.1f} GB/s (median of {len(bw)} passes over {reps} rounds, "
+                    f"spread {spread(bw):.2f})")
+first = load(f"depth-{types[0]}-{cache_types[0]}-d{depths[0]}-t{threads[0]}-r1" if only_depth == "1"
+             else f"{types[0]}-t{threads[0]}-r1")
 print(f"Kernels: vtc {first['vtc'].get('kernels', 'unknown')}; llama.cpp's CPU backend built for "
       f"{first['llama.cpp'].get('kernels', 'unknown')}.")
 print()
-print(f"| type | threads | test | vtc | llama.cpp | vtc / llama.cpp | vtc spread | llama.cpp spread "
-      f"| vtc % roofline | llama.cpp % roofline |")
-print("|---|---|---|---|---|---|---|---|---|---|")
-notes, bw_lines = [], []
-for th in threads:
-    bw = [g for r in range(1, reps + 1) for g in load(f"bw-t{th}-r{r}")["memory_bandwidth"]["gb_per_s"]]
-    bw_med = med(bw)
-    bw_lines.append(f"{th} threads: {bw_med:.1f} GB/s (median of {len(bw)} passes over {reps} rounds, "
-                    f"spread {spread(bw):.2f})")
-    for t in types:
-        js = [load(f"{t}-t{th}-r{r}") for r in range(1, reps + 1)]
-        wbytes = js[0]["weight_bytes_per_token"]
-        roof = bw_med * 1e9 / wbytes
-        if th == threads[0]:
-            notes.append(f"{t}: {wbytes / 1e6:.1f} MB of weights per token")
-        def series(engine, key): return [x for j in js for x in j[engine][key]]
-        def ratios(engine):
-            return [n / o for j in js for n, o in zip(j[engine]["stepn_ms"], j[engine]["step1_ms"])]
-        def row(test, v, l, pct):
-            mv, ml = med(v), med(l)
-            cells = [t, th, test, fmt(mv), fmt(ml), fmt(mv / ml), fmt(spread(v)), fmt(spread(l)),
-                     fmt(100 * mv / roof, 0) if pct else "", fmt(100 * ml / roof, 0) if pct else ""]
-            print("| " + " | ".join(str(c) for c in cells) + " |")
-        row(f"pp{pp} tok/s", series("vtc", "pp"), series("llama.cpp", "pp"), False)
-        row(f"tg{tg} tok/s (roofline {roof:.1f})", series("vtc", "tg"), series("llama.cpp", "tg"), True)
-        row(f"step{rows} / step1", ratios("vtc"), ratios("llama.cpp"), False)
-        row("step1 ms", series("vtc", "step1_ms"), series("llama.cpp", "step1_ms"), False)
-print()
-print(f"Medians of {reps} repetitions per engine, vtc and llama.cpp interleaved (one `vtc bench --vs-reference "
-      f"-r 1` per type and round, engine order alternating). Model: vtc gen-model llama {size}, quantized by "
-      f"the reference. step{rows} / step1: ms of one decode step of {rows} rows ({rows} sequences, one token each, "
-      f"after {ctx} prompt tokens each) over ms of a 1-row step; lower is better (1 = rows are free), and "
-      f"so is step1 ms. Spread: max / min over the repetitions.")
+
+def row(cells): print("| " + " | ".join(str(c) for c in cells) + " |")
+
+def main_table():
+    print(f"| type | threads | test | vtc | llama.cpp | vtc / llama.cpp | vtc spread | llama.cpp spread "
+          f"| vtc % roofline | llama.cpp % roofline |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    notes = []
+    for th in threads:
+        for t in types:
+            js = [load(f"{t}-t{th}-r{r}") for r in range(1, reps + 1)]
+            wbytes = js[0]["weight_bytes_per_token"]
+            roof = bw_med[th] * 1e9 / wbytes
+            if th == threads[0]:
+                notes.append(f"{t}: {wbytes / 1e6:.1f} MB of weights per token")
+            def series(engine, key): return [x for j in js for x in j[engine][key]]
+            def ratios(engine):
+                return [n / o for j in js for n, o in zip(j[engine]["stepn_ms"], j[engine]["step1_ms"])]
+            def test_row(test, v, l, pct):
+                mv, ml = med(v), med(l)
+                row([t, th, test, fmt(mv), fmt(ml), fmt(mv / ml), fmt(spread(v)), fmt(spread(l)),
+                     fmt(100 * mv / roof, 0) if pct else "", fmt(100 * ml / roof, 0) if pct else ""])
+            test_row(f"pp{pp} tok/s", series("vtc", "pp"), series("llama.cpp", "pp"), False)
+            test_row(f"tg{tg} tok/s (roofline {roof:.1f})", series("vtc", "tg"), series("llama.cpp", "tg"), True)
+            test_row(f"step{rows} / step1", ratios("vtc"), ratios("llama.cpp"), False)
+            test_row("step1 ms", series("vtc", "step1_ms"), series("llama.cpp", "step1_ms"), False)
+    print()
+    print(f"Medians of {reps} repetitions per engine, vtc and llama.cpp interleaved (one `vtc bench --vs-reference "
+          f"-r 1` per type and round, engine order alternating). Model: vtc gen-model llama {size}, quantized by "
+          f"the reference. step{rows} / step1: ms of one decode step of {rows} rows ({rows} sequences, one token each, "
+          f"after {ctx} prompt tokens each) over ms of a 1-row step; lower is better (1 = rows are free), and "
+          f"so is step1 ms. Spread: max / min over the repetitions.")
+    print("Roofline tok/s = bandwidth / bytes of weights per token (every tensor but token_embd: matmul weights "
+          "+ norm gains): " + "; ".join(notes) + ".")
+
+def depth_table():
+    print("| type | cache | threads | depth | vtc step ms | llama.cpp step ms | llama.cpp / vtc | floor ms "
+          "| vtc / floor | llama.cpp / floor | vtc spread | llama.cpp spread |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    kv_notes = {}
+    for th in threads:
+        for t in types:
+            for c in cache_types:
+                for d in depths:
+                    js = [load(f"depth-{t}-{c}-d{d}-t{th}-r{r}") for r in range(1, reps + 1)]
+                    wbytes, kv = js[0]["weight_bytes_per_token"], js[0]["kv_bytes_per_token"]
+                    kv_notes[c] = f"{c} {kv} bytes per position"
+                    floor = 1e3 * (wbytes + int(d) * kv) / (bw_med[th] * 1e9)
+                    v = [x for j in js for x in j["vtc"]["step1_ms"]]
+                    l = [x for j in js for x in j["llama.cpp"]["step1_ms"]]
+                    mv, ml = med(v), med(l)
+                    row([t, c, th, d, fmt(mv), fmt(ml), fmt(ml / mv), fmt(floor), fmt(mv / floor), fmt(ml / floor),
+                         fmt(spread(v)), fmt(spread(l))])
+    print()
+    print(f"Decode at depth: one-token steps after D cached tokens (`vtc bench -p 0 -n 0 --batch-rows 1 "
+          f"--batch-context D -ctk C -ctv C --vs-reference -r 1` per round, medians of {reps} rounds). Floor = "
+          f"(bytes of weights per token + D x KV bytes per position) / the median bandwidth of that thread count; "
+          f"KV: " + "; ".join(kv_notes.values()) + ".")
+
+if only_depth == "0":
+    main_table()
+if depths:
+    if only_depth == "0":
+        print()
+    depth_table()
 print("DRAM read bandwidth (vtc bench --memory-bandwidth, 32-byte streaming reads): " + "; ".join(bw_lines) + ".")
-print("Roofline tok/s = bandwidth / bytes of weights per token (every tensor but token_embd: matmul weights "
-      "+ norm gains): " + "; ".join(notes) + ".")
 if serve == "1" and os.path.exists(f"{runs}/serve-t{threads[0]}-r1-c1.json"):
     print()
     print(f"Serving ({serve_type}, `vtc serve --parallel 8`, completions of 64 tokens back to back, {serve_s} s "

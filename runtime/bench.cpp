@@ -98,7 +98,8 @@ double time_steps(Session& session, int32_t steps, const std::vector<int32_t>& s
 }
 }  // namespace
 
-void bench_batch_step(Session& session, const BenchSpec& spec, BenchFigures& f, const BenchProgress& progress) {
+void bench_batch_step(Session& session, const BenchSpec& spec, BenchFigures& f, const BenchProgress& progress,
+                      const std::function<void()>& context_ready) {
   const int32_t rows = spec.batch_rows, ctx = spec.batch_context, steps = spec.batch_steps;
   if (rows < 1 || ctx < 1 || steps < 1)
     throw Error(fmt::format("bench: the batched step needs rows, context and steps >= 1 (got {}, {}, {})", rows, ctx, steps));
@@ -109,6 +110,7 @@ void bench_batch_step(Session& session, const BenchSpec& spec, BenchFigures& f, 
     session.reset(b);
     session.prefill(b, bench_tokens(ctx, int64_t{b} * ctx, session.n_vocab()), 0);
   }
+  if (context_ready) context_ready();
   std::vector<int32_t> slots(static_cast<size_t>(rows)), pos(static_cast<size_t>(rows), ctx);
   std::iota(slots.begin(), slots.end(), 0);
   std::vector<int32_t> pos0{ctx};  // slot 0 also holds the 1-row steps' tokens

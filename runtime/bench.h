@@ -72,8 +72,10 @@ BenchFigures bench_session(Session& session, const BenchSpec& spec, const BenchP
 // batch_steps 1-row steps (slot 0) and batch_steps B-row steps (slots
 // 0..B-1, each at its own next position), so the context grows by
 // 2 * batch_steps per repetition. Fills f.step1_ms and f.stepn_ms.
+// `context_ready`, when given, runs between the prefills and the steps
+// (vtc bench --profile starts the op profile there).
 void bench_batch_step(Session& session, const BenchSpec& spec, BenchFigures& f,
-                      const BenchProgress& progress = nullptr);
+                      const BenchProgress& progress = nullptr, const std::function<void()>& context_ready = nullptr);
 int64_t batch_step_context(const BenchSpec& spec);
 
 // The bytes one decoded token reads from the weights: every tensor but

@@ -2,16 +2,68 @@
 
 #include <fmt/format.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdlib>
 #include <cstring>
+#include <new>
+#include <utility>
 
 #include "support/error.h"
 
 namespace vtc {
 
+StateBytes::StateBytes(uint64_t size, bool mapped) : size_(size), mapped_(mapped && size > 0) {
+  if (size == 0) return;
+  void* p = mapped_ ? mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+                    : std::calloc(size, 1);
+  if (p == (mapped_ ? MAP_FAILED : nullptr)) throw std::bad_alloc();
+  data_ = static_cast<uint8_t*>(p);
+}
+
+StateBytes::StateBytes(StateBytes&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)), mapped_(other.mapped_) {}
+
+StateBytes& StateBytes::operator=(StateBytes&& other) noexcept {
+  if (this != &other) {
+    release();
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    mapped_ = other.mapped_;
+  }
+  return *this;
+}
+
+StateBytes::~StateBytes() { release(); }
+
+void StateBytes::release() {
+  if (!data_) return;
+  if (mapped_) munmap(data_, size_);
+  else std::free(data_);
+  data_ = nullptr;
+}
+
+void StateBytes::zero(uint64_t offset, uint64_t n) {
+  uint8_t* begin = data_ + offset;
+  uint8_t* end = begin + n;
+  if (mapped_) {
+    static const uintptr_t os_page = uintptr_t(sysconf(_SC_PAGESIZE));
+    auto* inner_begin = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(begin) + os_page - 1) & ~(os_page - 1));
+    auto* inner_end = reinterpret_cast<uint8_t*>(reinterpret_cast<uintptr_t>(end) & ~(os_page - 1));
+    if (inner_begin < inner_end && madvise(inner_begin, size_t(inner_end - inner_begin), MADV_DONTNEED) == 0) {
+      std::memset(begin, 0, size_t(inner_begin - begin));
+      std::memset(inner_end, 0, size_t(end - inner_end));
+      return;
+    }
+  }
+  std::memset(begin, 0, n);
+}
+
 HostStates::HostStates(StateStore& store) : store_(store) {
   for (const StateStore::Layout& l : store.layouts()) {
-    Buffer b{&l, {}, l.decl, l.elem, l.elem_bytes, l.row_elems, l.rows_per_slot, l.halves};
-    b.data.assign(l.bytes, l.paged() ? 0 : StateStore::empty_byte(*l.decl));
+    Buffer b{&l, StateBytes(l.bytes, l.paged()), l.decl, l.elem, l.elem_bytes, l.row_elems, l.rows_per_slot, l.halves};
+    if (!l.paged() && l.bytes > 0) std::memset(b.data.data(), StateStore::empty_byte(*l.decl), l.bytes);
     buffers_.push_back(std::move(b));
   }
   store.attach(this);
@@ -47,7 +99,7 @@ void HostStates::zero_page(int32_t page) {
   for (auto& b : buffers_) {
     if (!b.layout->paged()) continue;
     const uint64_t bytes = b.layout->page_bytes(store_.page_size());
-    for (int half = 0; half < b.halves; ++half) std::memset(pool_base(b, half) + uint64_t(page) * bytes, 0, bytes);
+    for (int half = 0; half < b.halves; ++half) b.data.zero(uint64_t(half) * b.layout->half_bytes() + uint64_t(page) * bytes, bytes);
   }
 }
 

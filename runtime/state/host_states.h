@@ -1,10 +1,17 @@
 // The states' bytes in host memory: the storage of the CPU interpreter.
 //
-// One byte vector per declared state, in the StateStore's layout (plain:
+// One block of bytes per declared state, in the StateStore's layout (plain:
 // [slot][row]; paged: [halves][page][page_size][row]). It attaches itself to
 // the store at construction, so a page handed out is zeroed here and a
 // reset slot gets its empty bytes here, at the moment the bookkeeping
 // changes; nothing else writes a state but the ops of a step.
+//
+// A paged pool is an anonymous mapping, and a page handed out is zeroed by
+// giving its whole OS pages back (madvise MADV_DONTNEED reads as zeros
+// afterwards), so the pool sized for every slot's whole context is
+// resident only where rows were written since: `vtc serve --ctx-size 32768
+// --parallel 4` costs the memory of the tokens it holds, as llama.cpp's one
+// shared cache of --ctx-size does, not four contexts up front.
 #pragma once
 
 #include <cstdint>
@@ -16,11 +23,33 @@
 
 namespace vtc {
 
+// Zero-filled bytes: an anonymous mapping for a paged pool (pages resident
+// once written), the heap for the rest.
+class StateBytes {
+ public:
+  StateBytes() = default;
+  StateBytes(uint64_t size, bool mapped);
+  StateBytes(StateBytes&& other) noexcept;
+  StateBytes& operator=(StateBytes&& other) noexcept;
+  ~StateBytes();
+  uint8_t* data() const { return data_; }
+  uint64_t size() const { return size_; }
+  // Zeroes [offset, offset + n); a mapping's whole OS pages in the range
+  // are released instead of written.
+  void zero(uint64_t offset, uint64_t n);
+
+ private:
+  void release();
+  uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+  bool mapped_ = false;
+};
+
 class HostStates final : public StateStorage {
  public:
   struct Buffer {
     const StateStore::Layout* layout = nullptr;
-    std::vector<uint8_t> data;
+    StateBytes data;
     // The layout's fields, read by the kernels.
     const ir::StateDecl* decl = nullptr;
     ir::ElemType elem;

@@ -40,12 +40,13 @@ GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<
   params.stop = o.stop;
   Generation gen(params, tokenizer);
   session.reset(o.slot);
-  if (params.max_tokens == 0) return result;
+  if (params.max_tokens == 0 && !o.keep_logits) return result;
 
   auto start = std::chrono::steady_clock::now();
   HostTensor logits = session.prefill(o.slot, prompt, 0, o.keep_logits);
   result.prompt_seconds = seconds_since(start);
   if (o.keep_logits) result.logits.assign(logits.f32(), logits.f32() + logits.numel());
+  if (params.max_tokens == 0) return result;  // -n 0 with --dump-logits: the prompt's rows alone
   std::vector<float> row = logits.row(logits.shape[0] - 1);
 
   start = std::chrono::steady_clock::now();

@@ -10,8 +10,12 @@
 //   reference on the dequantized caches, at every ISA level the machine
 //   has, and bit for bit across 1 and 2 threads.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
+#include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -224,10 +228,12 @@ TEST_CASE("attention: every pair of KV cache types against a double reference, t
 
 TEST_CASE("attention: decode at depth (the f32 tile kernel past 1024 keys) against a double reference",
           "[cpu][kv_cache][attention]") {
-  // 1500 keys (a short last tile), GQA 5:1 over 2 kv heads of 64; f16 and
-  // q8_0 halves, every ISA level and 1 or 2 threads (the chunks differ, so
-  // only the tolerance is shared).
-  const int64_t H = 10, Hkv = 2, D = 64, n_kv = 1500;
+  // 1500 keys (a short last tile), GQA 5:1 over 2 kv heads of 64 (and of
+  // 96, 128 and 256: the value accumulator is unrolled per head size); f16
+  // and q8_0 halves, every ISA level and 1 or 2 threads (the chunks differ,
+  // so only the tolerance is shared).
+  const int64_t D = GENERATE(64, 96, 128, 256);
+  const int64_t H = 10, Hkv = 2, n_kv = 1500;
   const auto q = test::random_floats(size_t(H * D), 21);
   const auto kf = test::random_floats(size_t(n_kv * Hkv * D), 22), vf = test::random_floats(size_t(n_kv * Hkv * D), 23);
   const int32_t pos = int32_t(n_kv - 1);
@@ -244,12 +250,48 @@ TEST_CASE("attention: decode at depth (the f32 tile kernel past 1024 keys) again
           ThreadPool pool(threads);
           std::vector<float> out(size_t(H * D));
           attention(q.data(), k.data(), v.data(), &pos, nullptr, p, out.data(), pool);
-          INFO(ggml_type_name(kt) << " / " << ggml_type_name(vt) << ", " << isa_name(isa) << ", " << threads << " threads");
+          INFO(ggml_type_name(kt) << " / " << ggml_type_name(vt) << ", " << isa_name(isa) << ", " << threads
+                                  << " threads, head " << D);
           // The tile kernel (AVX-512 levels) accumulates in f32: far closer
           // than the one-row loop's f16 accumulator (3e-5 here), so this
           // also fails if the kernel is bypassed there.
           const bool tiles = isa >= Isa::Avx512Vnni;
           CHECK(test::nmse(out, want) < (tiles ? (kt == GgmlType::Q8_0 ? 1e-5 : 1e-7) : 1e-4));
         }
+    }
+}
+
+// Not a gate (hidden tag): the time of one decode step's attention at
+// depth on the 0.56B bench model's shape (20 layers of 20 query and 4 kv
+// heads of 64), each layer's cache its own buffer so the rows come from
+// DRAM, as in `vtc bench --batch-context D`; with the bytes read, and
+// what they cost at a bandwidth given in VTC_BENCH_GBPS (default 50).
+//   build/tests/cpu_kernels/test_cpu_kernels "[.depth-bench]"
+TEST_CASE("attention at depth timing: one decode step of the bench model's 20 layers", "[.depth-bench]") {
+  const int64_t H = 20, Hkv = 4, D = 64, layers = 20;
+  const double gbps = std::getenv("VTC_BENCH_GBPS") ? std::atof(std::getenv("VTC_BENCH_GBPS")) : 50.0;
+  const auto q = test::random_floats(size_t(H * D), 31);
+  for (int64_t n_kv : {4096, 16384})
+    for (GgmlType t : {GgmlType::F16, GgmlType::Q8_0}) {
+      const auto rows = test::random_floats(size_t(n_kv * Hkv * D), 32);
+      const auto one = quantized(t, rows);
+      std::vector<std::vector<uint8_t>> k(size_t(layers), one), v(size_t(layers), one);
+      AttentionParams p;
+      p.n_tokens = 1, p.n_head = H, p.n_head_kv = Hkv, p.head_dim = D, p.n_kv = n_kv, p.scale = 0.125f;
+      p.k_type = p.v_type = t;
+      const int32_t pos = int32_t(n_kv - 1);
+      ThreadPool pool(2);
+      std::vector<float> out(size_t(H * D));
+      std::vector<double> ms;
+      for (int rep = 0; rep < 6; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int64_t l = 0; l < layers; ++l)
+          attention(q.data(), k[size_t(l)].data(), v[size_t(l)].data(), &pos, nullptr, p, out.data(), pool);
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      }
+      std::sort(ms.begin(), ms.end());
+      const double bytes = 2.0 * double(layers) * double(one.size());
+      WARN(fmt::format("{} keys, {}: {:.2f} ms for {} layers (median of 6, 2 threads); {:.1f} MB read, {:.2f} ms at {:.0f} GB/s",
+                       n_kv, ggml_type_name(t), ms[3], layers, bytes / 1e6, bytes / gbps / 1e6, gbps));
     }
 }

@@ -55,6 +55,19 @@ TEST_CASE("vtc run greedy ids match the reference and --dump-logits has the docu
   CHECK(std::max_element(row.begin(), row.end()) - row.begin() == generated[0]);
   std::filesystem::remove(dump);
   std::filesystem::remove(dump + ".json");
+
+  // -n 0: the prompt's rows alone (bench/kv-cache-kl.sh reads them).
+  test::run_capture(fmt::format("{} run {} --tokens {} -n 0 -t 2 -q --dump-logits {} 2>/dev/null", VTC_TOOL, model,
+                                fmt::join(prompt, ","), dump));
+  CHECK(nlohmann::json::parse(std::ifstream(dump + ".json")).at("rows") == prompt.size());
+  REQUIRE(std::filesystem::file_size(dump) == prompt.size() * size_t(n_vocab) * sizeof(float));
+  std::ifstream prompt_only(dump, std::ios::binary);
+  for (size_t p = 0; p < prompt.size(); ++p) {
+    prompt_only.read(reinterpret_cast<char*>(row.data()), std::streamsize(row.size() * sizeof(float)));
+    CHECK(test::relative_l2(row, ref.logits[p]) < test::kLogitsRelL2Tolerance);
+  }
+  std::filesystem::remove(dump);
+  std::filesystem::remove(dump + ".json");
 }
 
 TEST_CASE("vtc run reports bad input clearly", "[cli][reference]") {

@@ -1079,4 +1079,5 @@ TEST_CASE("kv cache types: bytes per token follow the declared types, and an art
   other.cache_type_k = GgmlType::Q4_0;
   CHECK_THROWS_WITH(Session(vtc, other), Catch::Contains("compiled with a q8_0 / q8_0 KV cache") &&
                                              Catch::Contains("--cache-type-k q4_0"));
+  fs::remove_all(dir);
 }

@@ -832,6 +832,81 @@ int cmd_bench(const Args& a) {
 }
 
 // ---------------------------------------------------------------------------
+// memory
+
+// VmRSS and VmHWM of this process (bytes), from /proc/self/status.
+std::pair<int64_t, int64_t> resident_bytes() {
+  std::ifstream in("/proc/self/status");
+  int64_t rss = -1, hwm = -1;
+  for (std::string line; std::getline(in, line);) {
+    long long kib = 0;
+    if (std::sscanf(line.c_str(), "VmRSS: %lld kB", &kib) == 1) rss = kib * 1024;
+    if (std::sscanf(line.c_str(), "VmHWM: %lld kB", &kib) == 1) hwm = kib * 1024;
+  }
+  return {rss, hwm};
+}
+
+// memory MODEL --ctx-size C --parallel P [--fill T] [--threads N]
+// [--cache-type-k T] [--cache-type-v T]: the resident memory of llama.cpp
+// set up as `llama-server -c C -np P` sets itself up (common_params'
+// defaults: one context of n_ctx C, n_seq_max P, a KV stream per sequence,
+// n_batch 2048, n_ubatch 512, flash attention auto, the model mmapped, one
+// warm-up decode), after T prompt tokens in each of the P sequences (in
+// batches of 512). The prebuilt package ships the library, not the
+// llama-server binary; the server's own bookkeeping (slots, HTTP) is left
+// out. JSON {"rss_bytes", "hwm_bytes", "n_ctx", "n_seq", "fill"}.
+int cmd_memory(const Args& a) {
+  a.allow({"--ctx-size", "--parallel", "--fill", "--threads", "--cache-type-k", "--cache-type-v", "--verbose"});
+  if (a.positional.size() != 1 || !a.has("--ctx-size") || !a.has("--parallel"))
+    throw UsageError("memory MODEL.gguf --ctx-size C --parallel P [--fill T] [--threads N]");
+  const int n_ctx = int(parse_int(*a.get("--ctx-size"), "--ctx-size"));
+  const int n_par = int(parse_int(*a.get("--parallel"), "--parallel"));
+  const int fill = int(parse_int(a.get("--fill").value_or("0"), "--fill"));
+  const int threads = int(parse_int(a.get("--threads").value_or("2"), "--threads"));
+  if (n_ctx < 1 || n_par < 1 || fill < 0 || threads < 1) throw UsageError("bad --ctx-size, --parallel, --fill or --threads");
+  if (int64_t(fill) + 1 > n_ctx / n_par)
+    fail("--fill " + std::to_string(fill) + " does not fit a sequence's share of the context (" +
+         std::to_string(n_ctx / n_par) + ")");
+  load_backends();
+  llama_log_set(log_callback, nullptr);
+  llama_model* model = llama_model_load_from_file(a.positional[0].c_str(), llama_model_default_params());
+  if (!model) fail("could not load model " + a.positional[0]);
+  llama_context_params cp = llama_context_default_params();
+  cp.n_ctx = uint32_t(n_ctx);
+  cp.n_batch = 2048;
+  cp.n_ubatch = 512;
+  cp.n_seq_max = uint32_t(n_par);
+  cp.n_threads = cp.n_threads_batch = threads;
+  if (auto t = a.get("--cache-type-k")) cp.type_k = ggml_type_from_name(*t);
+  if (auto t = a.get("--cache-type-v")) cp.type_v = ggml_type_from_name(*t);
+  llama_context* ctx = llama_init_from_model(model, cp);
+  if (!ctx) fail("could not create a context");
+  const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+  llama_batch batch = llama_batch_init(512, 0, 1);
+  decode_rows(ctx, batch, 1, {bench_token(0, n_vocab)}, {0}, {0}, true);  // the warm-up
+  llama_memory_clear(llama_get_memory(ctx), true);
+  for (int s = 0; s < n_par; ++s)
+    for (int done = 0; done < fill;) {
+      const int n = std::min(512, fill - done);
+      std::vector<llama_token> tokens(static_cast<size_t>(n), 0);
+      std::vector<int> pos(static_cast<size_t>(n));
+      for (int i = 0; i < n; ++i) {
+        tokens[size_t(i)] = bench_token(int64_t(s) * fill + done + i, n_vocab);
+        pos[size_t(i)] = done + i;
+      }
+      decode_rows(ctx, batch, n, tokens, std::vector<int>(size_t(n), s), pos, false);
+      done += n;
+    }
+  const auto [rss, hwm] = resident_bytes();
+  nlohmann::json out = {{"rss_bytes", rss}, {"hwm_bytes", hwm}, {"n_ctx", n_ctx}, {"n_seq", n_par}, {"fill", fill}};
+  llama_batch_free(batch);
+  llama_free(ctx);
+  llama_model_free(model);
+  std::cout << out.dump() << "\n";
+  return 0;
+}
+
+// ---------------------------------------------------------------------------
 // type-traits
 
 int cmd_type_traits(const Args& a) {
@@ -948,6 +1023,7 @@ void usage() {
                "  vtc-ref gguf-dump FILE.gguf\n"
                "  vtc-ref bench MODEL.gguf [--pp N] [--tg N] [--reps N] [--threads N]\n"
                "          [--batch-rows B] [--batch-context C] [--batch-steps K]\n"
+               "  vtc-ref memory MODEL.gguf --ctx-size C --parallel P [--fill T] [--threads N]\n"
                "  vtc-ref chat-template TEMPLATE [--no-add-assistant] < messages.json\n"
                "  vtc-ref embeddings MODEL.gguf [--pooling none|mean|cls|last] [--threads N] < inputs.json\n"
                "add --verbose to see the library's log\n";
@@ -1136,7 +1212,8 @@ int main(int argc, char** argv) {
                                {"--tokens", "--n-predict", "--threads", "--token-embedding-type", "--dump",
                                 "--output-tensor-type", "--all", "--pp", "--tg", "--reps", "--ubatch",
                                 "--batch-rows", "--batch-context", "--batch-steps", "--cols", "--x", "--logits-file",
-                                "--pooling", "--cache-type-k", "--cache-type-v", "--prompt-batch"});
+                                "--pooling", "--cache-type-k", "--cache-type-v", "--prompt-batch", "--ctx-size",
+                                "--parallel", "--fill"});
     g_verbose = a.has("--verbose");
     if (cmd == "logits") return cmd_logits(a);
     if (cmd == "quantize") return cmd_quantize(a);
@@ -1148,6 +1225,7 @@ int main(int argc, char** argv) {
     if (cmd == "gguf-dump") return cmd_gguf_dump(a);
     if (cmd == "chat-template") return cmd_chat_template(a);
     if (cmd == "bench") return cmd_bench(a);
+    if (cmd == "memory") return cmd_memory(a);
     if (cmd == "grammar") return cmd_grammar(a);
     if (cmd == "embeddings") return cmd_embeddings(a);
     if (cmd == "-h" || cmd == "--help") {

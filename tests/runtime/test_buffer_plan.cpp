@@ -2,7 +2,10 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstring>
+#include <fstream>
 #include <random>
+#include <string>
 
 #include "ir/module.h"
 #include "passes/buffer_plan.h"
@@ -82,4 +85,46 @@ TEST_CASE("the state store follows the declarations", "[state]") {
   REQUIRE(std::find(table.begin(), table.end(), page_of_17) != table.end());
   for (int half = 0; half < 2; ++half)
     for (int64_t p = 0; p < 32; ++p) CHECK(host.kv_row(kv, 0, half, p)[0] == 0);
+}
+
+namespace {
+// VmRSS of this process in bytes.
+int64_t resident_bytes() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  return -1;
+}
+}  // namespace
+
+// The paged pool is reserved, not touched: a pool for every slot's whole
+// context (here 4.3 GB) costs memory only where rows are written, and a
+// page handed out again reads zeros whether its OS pages were given back
+// (the interior) or cleared (its edges: pages of 16 rows of 2000 bytes do
+// not start on 4 KiB boundaries).
+TEST_CASE("the KV pool is resident only where written, and a reused page reads zeros", "[state]") {
+  ir::Module m;
+  const ir::Dim P = ir::Dim::symbol("P");
+  m.add_state("kv.0", ir::StateKind::Paged, {ir::ElemType::F16, {2, P, 16, 1, 1000}, ir::Placement::Host});
+  const int64_t before = resident_bytes();
+  StateStore store(m, {4, 16 * 16800});  // 4 slots, 2 halves x 67200 pages x 16 x 2000 B
+  HostStates host(store);
+  REQUIRE(store.total_bytes() > (uint64_t{4} << 30));
+  CHECK(resident_bytes() - before < (int64_t{64} << 20));
+  auto& kv = host.buffer("kv.0");
+  const int64_t rows = 16 * 1000;  // 1000 pages: 64 MB over both halves
+  REQUIRE(store.reserve(0, rows));
+  for (int64_t pos = 0; pos < rows; ++pos)
+    for (int half = 0; half < 2; ++half) std::memset(host.kv_row(kv, 0, half, pos), 0x5a, 2000);
+  CHECK(resident_bytes() - before > (int64_t{60} << 20));
+  CHECK(resident_bytes() - before < (int64_t{200} << 20));
+  store.reset_slot(0);
+  REQUIRE(store.reserve(1, rows));  // the same pages, handed out again
+  size_t nonzero = 0;
+  for (int64_t pos = 0; pos < rows; ++pos)
+    for (int half = 0; half < 2; ++half) {
+      const uint8_t* row = host.kv_row(kv, 1, half, pos);
+      nonzero += size_t(std::count_if(row, row + 2000, [](uint8_t b) { return b != 0; }));
+    }
+  CHECK(nonzero == 0);
 }

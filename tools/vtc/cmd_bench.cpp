@@ -123,8 +123,15 @@ cpu::Interpreter* profiled(Session& session, bool on) {
   return on ? &cpu->interpreter() : nullptr;
 }
 
-// vtc's figures; `weight_bytes` gets the bytes one token reads.
-BenchFigures run_vtc(const BenchOptions& o, uint64_t& weight_bytes) {
+// What one decode step must read: the weights one token reads, and the
+// KV cache's bytes per position of context (every layer's K and V).
+struct StepBytes {
+  uint64_t weights = 0;
+  uint64_t kv_per_token = 0;
+};
+
+// vtc's figures; `bytes` gets what one decode step reads.
+BenchFigures run_vtc(const BenchOptions& o, StepBytes& bytes) {
   if (o.target != Target::Cpu && o.profile) throw Error("bench: --profile times the CPU interpreter's ops; it needs --target cpu");
   const int64_t ctx = std::max(o.spec.prompt_tokens, o.spec.gen_tokens) + 16;
   BenchFigures f;
@@ -134,19 +141,23 @@ BenchFigures run_vtc(const BenchOptions& o, uint64_t& weight_bytes) {
     log(fmt::format("vtc, {}{}{}{}", session.backend().describe(), o.no_fuse ? ", no fusion" : "",
                     o.no_weight_layout ? ", weights in the rows layout" : "",
                     o.no_fused_kernels ? ", fused regions op by op" : ""));
-    weight_bytes = weight_bytes_per_token(session.file());
+    bytes.weights = weight_bytes_per_token(session.file());
+    bytes.kv_per_token = session.kv_memory().bytes_per_token;
     cpu::Interpreter* profile = profiled(session, o.profile);
     if (o.spec.prompt_tokens > 0 || o.spec.gen_tokens > 0) f = bench_session(session, o.spec, log);
     if (o.target == Target::Cpu)
       f.kernels = fmt::format("{}{}", cpu::isa_name(cpu::active_isa()), cpu::isa_forced() ? " (VTC_CPU_ISA)" : "");
-    if (profile) fmt::print(stderr, "time per op (all repetitions):\n{}", profile->profile().table());
+    if (profile && (o.spec.prompt_tokens > 0 || o.spec.gen_tokens > 0))
+      fmt::print(stderr, "time per op (pp and tg, all repetitions):\n{}", profile->profile().table());
   }
   if (o.spec.batch_rows > 0) {
     Session session(o.model, session_options(o, batch_step_context(o.spec), o.spec.batch_rows));
     session.require_text_generation("vtc bench");
     log(fmt::format("vtc, decode step of 1 and of {} rows after {} tokens each", o.spec.batch_rows,
                     o.spec.batch_context));
-    bench_batch_step(session, o.spec, f, log);
+    cpu::Interpreter* profile = nullptr;
+    bench_batch_step(session, o.spec, f, log, [&] { profile = profiled(session, o.profile); });
+    if (profile) fmt::print(stderr, "time per op (the decode steps, all repetitions):\n{}", profile->profile().table());
   }
   return f;
 }
@@ -186,6 +197,24 @@ void print_roofline(const BenchOptions& o, const Bandwidth& bw, uint64_t weight_
   fmt::print("{}\n", line);
 }
 
+// The bandwidth floor of the 1-row step at --batch-context D: the weights
+// plus D positions of K and V, over the measured bandwidth.
+double step_floor_ms(const BenchOptions& o, const Bandwidth& bw, const StepBytes& bytes) {
+  const double read = double(bytes.weights) + double(bytes.kv_per_token) * double(o.spec.batch_context);
+  return 1e3 * read / (median(bw.gb_per_s) * 1e9);
+}
+
+void print_step_floor(const BenchOptions& o, const Bandwidth& bw, const StepBytes& bytes, const BenchFigures& vtc,
+                      const BenchFigures& ref) {
+  const double floor = step_floor_ms(o, bw, bytes);
+  std::string line = fmt::format(
+      "step1 floor at depth {} {:.2f} ms ({:.1f} MB of weights + {} x {} bytes of KV, at {:.1f} GB/s): vtc {:.2f}x",
+      o.spec.batch_context, floor, bytes.weights / 1e6, o.spec.batch_context, bytes.kv_per_token,
+      median(bw.gb_per_s), vtc.step1_median() / floor);
+  if (o.vs_reference) line += fmt::format(", llama.cpp {:.2f}x", ref.step1_median() / floor);
+  fmt::print("{} the floor\n", line);
+}
+
 nlohmann::json figures_json(const BenchFigures& f) {
   nlohmann::json j = {{"pp", f.pp_tokens_per_s}, {"tg", f.tg_tokens_per_s}};
   if (!f.step1_ms.empty()) j["step1_ms"] = f.step1_ms;
@@ -199,7 +228,7 @@ void write_json_file(const std::string& path, const nlohmann::json& j) {
   if (!(out << j.dump(1))) throw Error("bench: cannot write " + path);
 }
 
-void write_json(const BenchOptions& o, const std::optional<Bandwidth>& bw, uint64_t weight_bytes,
+void write_json(const BenchOptions& o, const std::optional<Bandwidth>& bw, const StepBytes& bytes,
                 const std::optional<BenchFigures>& vtc, const BenchFigures& ref) {
   nlohmann::json j = {{"threads", o.threads}, {"repetitions", o.spec.repetitions}};
   if (bw)
@@ -209,9 +238,13 @@ void write_json(const BenchOptions& o, const std::optional<Bandwidth>& bw, uint6
     j["model"] = o.model;
     j["pp_tokens"] = o.spec.prompt_tokens;
     j["tg_tokens"] = o.spec.gen_tokens;
-    if (weight_bytes > 0) j["weight_bytes_per_token"] = weight_bytes;
+    if (bytes.weights > 0) j["weight_bytes_per_token"] = bytes.weights;
+    if (bytes.kv_per_token > 0) j["kv_bytes_per_token"] = bytes.kv_per_token;
+    j["cache_type_k"] = std::string(ggml_type_name(o.cache.k_type()));
+    j["cache_type_v"] = std::string(ggml_type_name(o.cache.v_type()));
     if (o.spec.batch_rows > 0)
       j["batch"] = {{"rows", o.spec.batch_rows}, {"context", o.spec.batch_context}, {"steps", o.spec.batch_steps}};
+    if (bw && o.spec.batch_rows > 0 && bytes.weights > 0) j["step1_floor_ms"] = step_floor_ms(o, *bw, bytes);
     j["vtc"] = figures_json(*vtc);
     if (o.vs_reference) j["llama.cpp"] = figures_json(ref);
   }
@@ -307,22 +340,23 @@ int run(const BenchOptions& o) {
   if (o.memory_bandwidth) bw = run_bandwidth(o);
   std::optional<BenchFigures> vtc;
   BenchFigures ref;
-  uint64_t weight_bytes = 0;
+  StepBytes bytes;
   if (!o.model.empty()) {
     auto reference = [&] {
       log("llama.cpp reference, same model and threads");
       ref = run_reference(o);
     };
     if (o.vs_reference && o.reference_first) reference();
-    vtc = run_vtc(o, weight_bytes);
+    vtc = run_vtc(o, bytes);
     if (o.vs_reference && !o.reference_first) reference();
     print_table(o, *vtc, ref);
-    if (bw && weight_bytes > 0 && o.spec.gen_tokens > 0) print_roofline(o, *bw, weight_bytes, *vtc, ref);
+    if (bw && bytes.weights > 0 && o.spec.gen_tokens > 0) print_roofline(o, *bw, bytes.weights, *vtc, ref);
+    if (bw && bytes.weights > 0 && o.spec.batch_rows > 0) print_step_floor(o, *bw, bytes, *vtc, ref);
   } else {
     fmt::print("DRAM read bandwidth, {} threads: {:.1f} GB/s (median of {}, spread {:.3f})\n", o.threads,
                median(bw->gb_per_s), bw->gb_per_s.size(), spread(bw->gb_per_s));
   }
-  if (!o.json_out.empty()) write_json(o, bw, weight_bytes, vtc, ref);
+  if (!o.json_out.empty()) write_json(o, bw, bytes, vtc, ref);
   return 0;
 }
 
