@@ -178,6 +178,27 @@ TEST_CASE("echo, max_completion_tokens, and fields that cannot change the result
   CHECK(s.post("/v1/chat/completions", unknown, 400)["error"]["param"] == "frobnicate");
 }
 
+// A request that does not fit the context is a 400 naming the limit, with
+// OpenAI's code; nothing is truncated, and the server goes on serving.
+TEST_CASE("a request longer than the context is a 400 naming the limit", "[serve][openai][reference]") {
+  Server s;
+  const int64_t n_ctx = s.engine.n_ctx();
+  auto ids = [](int64_t n) { return json(std::vector<int32_t>(size_t(n), 300)); };
+  const json whole = s.complete({{"prompt", ids(n_ctx)}, {"max_tokens", 1}}, 400);
+  CHECK(whole["error"]["code"] == "context_length_exceeded");
+  CHECK(whole["error"]["param"] == "prompt");
+  CHECK_THAT(whole["error"]["message"].get<std::string>(),
+             Catch::Contains(fmt::format("maximum context length is {} tokens", n_ctx)) &&
+                 Catch::Contains(fmt::format("your prompt is {} tokens", n_ctx)));
+  const json over = s.complete({{"prompt", ids(n_ctx - 4)}, {"max_tokens", 10}}, 400);
+  CHECK(over["error"]["param"] == "max_tokens");
+  CHECK_THAT(over["error"]["message"].get<std::string>(),
+             Catch::Contains(fmt::format("({} in the prompt, 10 for the completion)", n_ctx - 4)));
+  const json fits = s.complete({{"prompt", ids(n_ctx - 4)}, {"max_tokens", 3}, {"ignore_eos", true}, {"temperature", 0}});
+  CHECK(fits["usage"]["prompt_tokens"] == n_ctx - 4);
+  CHECK(fits["usage"]["completion_tokens"] == 3);
+}
+
 TEST_CASE("/apply-template renders the request, and /metrics has latency histograms", "[serve][openai][reference]") {
   Server s;
   const json body = {{"messages", {{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Hi"}}}}};
