@@ -16,7 +16,9 @@ namespace vtc {
 
 StateBytes::StateBytes(uint64_t size, bool mapped) : size_(size), mapped_(mapped && size > 0) {
   if (size == 0) return;
-  void* p = mapped_ ? mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+  // Without MAP_NORESERVE: the kernel's overcommit check still refuses a
+  // pool larger than the machine can ever back, at start-up.
+  void* p = mapped_ ? mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
                     : std::calloc(size, 1);
   if (p == (mapped_ ? MAP_FAILED : nullptr)) throw std::bad_alloc();
   data_ = static_cast<uint8_t*>(p);

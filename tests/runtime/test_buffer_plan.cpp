@@ -128,3 +128,23 @@ TEST_CASE("the KV pool is resident only where written, and a reused page reads z
     }
   CHECK(nonzero == 0);
 }
+
+// A pool the machine can never back fails at start-up (the kernel's
+// overcommit check refuses the mapping; Session turns the bad_alloc into
+// "cannot allocate the state store ... out of memory"), not on a later
+// write. Where overcommit is "always" (vm.overcommit_memory = 1) the
+// kernel accepts any mapping, and there is nothing to check.
+TEST_CASE("a KV pool larger than the machine can back is refused at allocation", "[state]") {
+  std::ifstream mode_file("/proc/sys/vm/overcommit_memory");
+  int mode = 1;
+  if (!(mode_file >> mode) || mode == 1) {
+    WARN("vm.overcommit_memory is 1 (or unreadable): any mapping is accepted; not checked here");
+    return;
+  }
+  ir::Module m;
+  const ir::Dim P = ir::Dim::symbol("P");
+  m.add_state("kv.0", ir::StateKind::Paged, {ir::ElemType::F16, {2, P, 16, 1, 65536}, ir::Placement::Host});
+  StateStore store(m, {1, 16 * 262144});  // 262144 pages of 2 x 2 MiB: 1 TiB
+  REQUIRE(store.total_bytes() >= (uint64_t{1} << 40));
+  CHECK_THROWS_AS(HostStates(store), std::bad_alloc);
+}
