@@ -399,7 +399,7 @@ Runner add_bench(CLI::App& app) {
   cmd->add_option("--predicted", o->predicted,
                   "With --kernel-times: a simulated run's --json report, printed against the measured times")
       ->check(CLI::ExistingFile);
-  cmd->add_flag("--profile", o->profile, "Print vtc's time per op kind (pp and tg runs)");
+  cmd->add_flag("--profile", o->profile, "Print vtc's time per op kind (pp and tg runs; with --batch-rows, the decode steps alone)");
   cmd->add_flag("--no-fuse", o->no_fuse, "CPU: compile a GGUF without the fusion passes (before/after comparisons)");
   cmd->add_flag("--no-fused-kernels", o->no_fused_kernels,
                 "CPU: run each fused region's body op by op instead of as one kernel (same bits; measures what the "
@@ -418,7 +418,8 @@ Runner add_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--memory-bandwidth", o->memory_bandwidth,
                 "Measure the DRAM read bandwidth with --threads threads (median of max(repetitions, 5) passes); "
-                "with a model, also print tg's share of the roofline");
+                "with a model, also print tg's share of the roofline, and with --batch-rows the 1-row step's floor "
+                "at depth --batch-context (weights + K and V over the bandwidth)");
   cmd->add_option("--bandwidth-mib", o->bandwidth_mib, "Buffer size of the bandwidth loop in MiB")->capture_default_str();
   cmd->add_option("--json", o->json_out, "Also write every repetition's figures to FILE as JSON");
   cmd->add_flag("--list-isas", o->list_isas,
