@@ -164,21 +164,24 @@ const detail::FloatKernels& float_kernels_for(int ref_lanes) {
 // One key's online-softmax step (ggml's one-row update) on the key's dot
 // product: s = dot * scale (then softcapped); a new maximum rescales the
 // accumulator (f16 or f32 as job.acc16 says) by ms = exp(M_old - M) and the
-// key weighs 1, else it weighs exp(s - M). Returns the weight; ms out.
-float online_step(const AttentionJob& job, const detail::FloatKernels& fk, float dot, float& M, float& ms,
+// key weighs vs = 1, else it weighs vs = exp(s - M); S = S * ms + vs.
+// Returns vs, the weight of the key's V row.
+float online_step(const AttentionJob& job, const detail::FloatKernels& fk, float dot, float& M, float& S,
                   uint16_t* acc16, float* acc) {
   float s = dot * job.scale;
   if (job.softcap != 0.0f) s = job.softcap * std::tanh(s);
-  ms = 1.0f;
+  float ms = 1.0f, vs = 1.0f;
   if (s > M) {
     const float m_old = M;
     M = s;
     ms = std::exp(m_old - M);
     if (job.acc16) fk.scale_f16(acc16, ms, job.dv);
     else fk.scale(acc, ms, acc, job.dv);
-    return 1.0f;
+  } else {
+    vs = std::exp(s - M);
   }
-  return std::exp(s - M);
+  S = S * ms + vs;
+  return vs;
 }
 
 // The one-row loop for one query row over cache rows [j0, j1), through the
@@ -203,12 +206,10 @@ void one_row_generic(const AttentionJob& job, const detail::FloatKernels& fk, in
     const uint8_t* vr = job.v + size_t((r * job.n_head_kv + hkv) * dv) * esize;
     const float dot = job.f16 ? fk.dot_f16(reinterpret_cast<const uint16_t*>(kr), q16.data(), dk)
                               : fk.dot_f32(reinterpret_cast<const float*>(kr), qr, dk);
-    float ms;
-    const float vs = online_step(job, fk, dot, M, ms, acc16v.data(), acc);
+    const float vs = online_step(job, fk, dot, M, S, acc16v.data(), acc);
     if (job.acc16) fk.mad_f16(acc16v.data(), reinterpret_cast<const uint16_t*>(vr), vs, dv);
     else if (job.f16) fk.mad_f32_f16(acc, reinterpret_cast<const uint16_t*>(vr), vs, dv);
     else fk.mad_f32(acc, reinterpret_cast<const float*>(vr), vs, dv);
-    S = S * ms + vs;
   }
   if (job.acc16) {
     const float* tab = detail::fp16_table();
@@ -262,8 +263,7 @@ void one_row_typed(const AttentionJob& job, const detail::FloatKernels& fk, int6
     const float d = k16   ? fk.dot_f16(reinterpret_cast<const uint16_t*>(kr), reinterpret_cast<const uint16_t*>(q_conv.data()), dk)
                     : k32 ? fk.dot_f32(reinterpret_cast<const float*>(kr), qr, dk)
                           : dot(dk, kr, q_conv.data());
-    float ms;
-    const float vs = online_step(job, fk, d, M, ms, acc16v.data(), acc);
+    const float vs = online_step(job, fk, d, M, S, acc16v.data(), acc);
     if (job.acc16) {
       fk.mad_f16(acc16v.data(), reinterpret_cast<const uint16_t*>(vr), vs, dv);
     } else if (v16) {
@@ -274,7 +274,6 @@ void one_row_typed(const AttentionJob& job, const detail::FloatKernels& fk, int6
       dequantize_row(job.v_type, vr, v_row.data(), dv);
       fk.mad_f32(acc, v_row.data(), vs, dv);
     }
-    S = S * ms + vs;
   }
   if (job.acc16) {
     const float* tab = detail::fp16_table();
