@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "frontends/gguf/dequant.h"
+#include "runtime/cpu/kernels/attention_internal.h"
 #include "runtime/cpu/kernels/internal.h"
 #include "runtime/cpu/kernels/kernels.h"
 #include "runtime/cpu/thread_pool.h"
@@ -228,12 +229,14 @@ TEST_CASE("attention: every pair of KV cache types against a double reference, t
 
 TEST_CASE("attention: decode at depth (the f32 tile kernel past 1024 keys) against a double reference",
           "[cpu][kv_cache][attention]") {
-  // 1500 keys (a short last tile), GQA 5:1 over 2 kv heads of 64 (and of
-  // 96, 128 and 256: the value accumulator is unrolled per head size); f16
-  // and q8_0 halves, every ISA level and 1 or 2 threads (the chunks differ,
-  // so only the tolerance is shared).
-  const int64_t D = GENERATE(64, 96, 128, 256);
-  const int64_t H = 10, Hkv = 2, n_kv = 1500;
+  // 1500 keys (a short last tile), 2 kv heads of 32 to 256 values (the
+  // kernel is compiled per head size: tiles of 64, 32 and 16 keys), each
+  // with 1, 5 or 8 query heads (the values are accumulated 6 heads at a
+  // time, then the rest); f16 and q8_0 halves, every ISA level and 1 or 2
+  // threads (the chunks differ, so only the tolerance is shared).
+  const int64_t D = GENERATE(32, 64, 96, 128, 160, 256);
+  const int64_t G = GENERATE(1, 5, 8);
+  const int64_t Hkv = 2, H = G * Hkv, n_kv = 1500;
   const auto q = test::random_floats(size_t(H * D), 21);
   const auto kf = test::random_floats(size_t(n_kv * Hkv * D), 22), vf = test::random_floats(size_t(n_kv * Hkv * D), 23);
   const int32_t pos = int32_t(n_kv - 1);
@@ -251,7 +254,7 @@ TEST_CASE("attention: decode at depth (the f32 tile kernel past 1024 keys) again
           std::vector<float> out(size_t(H * D));
           attention(q.data(), k.data(), v.data(), &pos, nullptr, p, out.data(), pool);
           INFO(ggml_type_name(kt) << " / " << ggml_type_name(vt) << ", " << isa_name(isa) << ", " << threads
-                                  << " threads, head " << D);
+                                  << " threads, head " << D << ", group " << G);
           // The tile kernel (AVX-512 levels) accumulates in f32: far closer
           // than the one-row loop's f16 accumulator (3e-5 here), so this
           // also fails if the kernel is bypassed there.
@@ -266,10 +269,13 @@ TEST_CASE("attention: decode at depth (the f32 tile kernel past 1024 keys) again
 // heads of 64), each layer's cache its own buffer so the rows come from
 // DRAM, as in `vtc bench --batch-context D`; with the bytes read, and
 // what they cost at a bandwidth given in VTC_BENCH_GBPS (default 50).
+// VTC_BENCH_CACHED=1 runs every layer on the first layer's buffers, so
+// the rows come from the caches at 4096 keys: the compute alone.
 //   build/tests/cpu_kernels/test_cpu_kernels "[.depth-bench]"
 TEST_CASE("attention at depth timing: one decode step of the bench model's 20 layers", "[.depth-bench]") {
   const int64_t H = 20, Hkv = 4, D = 64, layers = 20;
   const double gbps = std::getenv("VTC_BENCH_GBPS") ? std::atof(std::getenv("VTC_BENCH_GBPS")) : 50.0;
+  const bool cached = std::getenv("VTC_BENCH_CACHED") != nullptr;
   const auto q = test::random_floats(size_t(H * D), 31);
   for (int64_t n_kv : {4096, 16384})
     for (GgmlType t : {GgmlType::F16, GgmlType::Q8_0}) {
@@ -285,8 +291,10 @@ TEST_CASE("attention at depth timing: one decode step of the bench model's 20 la
       std::vector<double> ms;
       for (int rep = 0; rep < 6; ++rep) {
         const auto t0 = std::chrono::steady_clock::now();
-        for (int64_t l = 0; l < layers; ++l)
-          attention(q.data(), k[size_t(l)].data(), v[size_t(l)].data(), &pos, nullptr, p, out.data(), pool);
+        for (int64_t l = 0; l < layers; ++l) {
+          const size_t buffers = cached ? 0 : size_t(l);
+          attention(q.data(), k[buffers].data(), v[buffers].data(), &pos, nullptr, p, out.data(), pool);
+        }
         ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       }
       std::sort(ms.begin(), ms.end());
@@ -294,4 +302,35 @@ TEST_CASE("attention at depth timing: one decode step of the bench model's 20 la
       WARN(fmt::format("{} keys, {}: {:.2f} ms for {} layers (median of 6, 2 threads); {:.1f} MB read, {:.2f} ms at {:.0f} GB/s",
                        n_kv, ggml_type_name(t), ms[3], layers, bytes / 1e6, bytes / gbps / 1e6, gbps));
     }
+}
+
+// Not a gate (hidden tag): the depth kernel alone, one thread, on a cache
+// small enough to stay in L2 (NKV keys, default 256): its compute per key,
+// in nanoseconds and in cycles at VTC_BENCH_GHZ (default 3.3) per 16 keys
+// of one kv head (the 0.56B bench model's shape: 20 query and 4 kv heads
+// of 64, f16 K and V).
+//   build/tests/cpu_kernels/test_cpu_kernels "[.depth-kernel-bench]"
+TEST_CASE("attention at depth timing: the tile kernel's compute per key", "[.depth-kernel-bench]") {
+  const int64_t H = 20, Hkv = 4, D = 64;
+  const int64_t n_kv = std::getenv("NKV") ? std::atoi(std::getenv("NKV")) : 256;
+  const double ghz = std::getenv("VTC_BENCH_GHZ") ? std::atof(std::getenv("VTC_BENCH_GHZ")) : 3.3;
+  const auto q = test::random_floats(size_t(H * D), 31);
+  const auto k = quantized(GgmlType::F16, test::random_floats(size_t(n_kv * Hkv * D), 32));
+  const auto v = quantized(GgmlType::F16, test::random_floats(size_t(n_kv * Hkv * D), 33));
+  const std::vector<uint8_t> visible(size_t(n_kv), 1);
+  detail::AttentionJob job;
+  job.q = q.data(), job.k = k.data(), job.v = v.data(), job.visible = visible.data();
+  job.n_tokens = 1, job.n_head = H, job.n_head_kv = Hkv, job.group = H / Hkv, job.dk = job.dv = D, job.n_kv = n_kv;
+  job.k_type = job.v_type = GgmlType::F16, job.k_head_bytes = job.v_head_bytes = D * 2, job.scale = 0.125f;
+  std::vector<float> M(H), S(H), acc(H * D);
+  if (!detail::depth_block_avx512(job, 0, n_kv, M.data(), S.data(), acc.data())) {
+    WARN("SKIPPED: the AVX-512 kernels are not built");
+    return;
+  }
+  const int reps = int(std::max<int64_t>(1, 20000 * 256 / n_kv));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r = 0; r < reps; ++r) detail::depth_block_avx512(job, 0, n_kv, M.data(), S.data(), acc.data());
+  const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / reps / double(n_kv);
+  WARN(fmt::format("{} keys: {:.1f} ns per key (all {} heads), {:.0f} cycles at {} GHz per 16 keys of a kv head", n_kv, ns, H,
+                   ns * 16 / double(Hkv) * ghz, ghz));
 }

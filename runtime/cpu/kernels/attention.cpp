@@ -412,7 +412,8 @@ bool use_depth_kernel(const AttentionJob& job) {
   const bool types = (job.k_type == GgmlType::F16 || job.k_type == GgmlType::Q8_0) &&
                      (job.v_type == GgmlType::F16 || job.v_type == GgmlType::Q8_0);
   return !off && job.depth_kernel && types && job.n_tokens == 1 && job.n_kv >= detail::kAttentionDepthMinKV && job.dk == job.dv &&
-         job.dk % 32 == 0 && job.dk <= 256 && active_isa() >= Isa::Avx512Vnni;
+         job.dk % 32 == 0 && job.dk <= 256 &&
+         job.group <= detail::kAttentionDepthMaxGroup && active_isa() >= Isa::Avx512Vnni;
 }
 
 // One chunk of the rows through the depth kernel for every head, sinks

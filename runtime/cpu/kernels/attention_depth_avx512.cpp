@@ -1,8 +1,9 @@
 // Decode attention at depth (one query row per sequence over 1024+ cached
-// keys; attention.cpp, use_depth_kernel), AVX-512: the keys in tiles of 16,
-// each K and V row converted to f32 once for every query head of its GQA
-// group, the tile's 16 scores of a head exponentiated together
-// (ggml_v_expf, 16 lanes), the V accumulator in f32.
+// keys; attention.cpp, use_depth_kernel), AVX-512: the keys in tiles of 64
+// (32 for heads of 96 or 128 values, 16 above), each K row converted to f32
+// once for every query head of its GQA group, each 16 scores of a head
+// exponentiated together (ggml_v_expf, 16 lanes), and V read from the
+// cache straight into the f32 accumulators of up to 6 heads at a time.
 //
 // The reference's one-row loop (ggml_compute_forward_flash_attn_ext_f16)
 // updates the running maximum and, for an f16 V, rounds its accumulator to
@@ -11,7 +12,8 @@
 // At this depth issue 43 allows any order whose logits stay within rel-L2
 // 1e-3 of llama.cpp's; this one:
 //   per head g and tile: s_j = scale * (q_g . k_j) (f32 FMAs in 16-lane
-//     chunks, then reduce_add), masked keys -inf (softcap: scalar tanh);
+//     chunks, then a reduction tree over 16 keys), masked keys -inf
+//     (softcap: scalar tanh);
 //     m' = max(M, max_j s_j); c = exp(M - m'); p_j = exp(s_j - m');
 //     S = S c + sum_j p_j; acc = acc c + sum_j p_j v_j (f32);
 // with the query converted as the reference converts it for K's dot (f16
@@ -20,7 +22,8 @@
 // rows as the reference reads them (f16 widened, q8_0 codes times d).
 // The split-KV framework around it (chunks per thread, sinks on chunk 0,
 // the merge) is attention.cpp's. Types: K and V each f16 or q8_0, head
-// sizes equal, a multiple of 16 up to 256; no selection.
+// sizes equal, a multiple of 32 up to 256, up to 128 query heads per kv
+// head; no selection.
 #include "runtime/cpu/kernels/avx512_common.h"
 
 #include <cmath>
@@ -33,6 +36,7 @@ namespace {
 
 constexpr int kTile = 16;
 constexpr int64_t kMaxDim = 256;
+constexpr int64_t kMaxGroup = kAttentionDepthMaxGroup;
 
 // One row of `d` values of a cache half (f16 or q8_0 blocks) as f32.
 inline void row_to_f32(const uint8_t* src, bool q8, int64_t d, float* dst) {
@@ -56,11 +60,14 @@ inline void row_to_f32(const uint8_t* src, bool q8, int64_t d, float* dst) {
 // then one permutation into key order (found once by running the tree on
 // marked inputs).
 inline __m512 sum16(const __m512* a) {
-  __m512 b[8], c[4], d[2];
+  __m512 b[8], c[4], d[2];  // unrolled: as loops (-O2) the arrays went through the stack
+#pragma GCC unroll 8
   for (int i = 0; i < 8; ++i)
     b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x44), _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xEE));
+#pragma GCC unroll 4
   for (int i = 0; i < 4; ++i)
     c[i] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], 0x88), _mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], 0xDD));
+#pragma GCC unroll 2
   for (int i = 0; i < 2; ++i)
     d[i] = _mm512_add_ps(_mm512_shuffle_ps(c[2 * i], c[2 * i + 1], 0x44), _mm512_shuffle_ps(c[2 * i], c[2 * i + 1], 0xEE));
   return _mm512_add_ps(_mm512_shuffle_ps(d[0], d[1], 0x88), _mm512_shuffle_ps(d[0], d[1], 0xDD));
@@ -90,104 +97,153 @@ void query_for_k(const float* q, bool k_q8, int64_t d, float* out) {
   row_to_f32(reinterpret_cast<const uint8_t*>(blocks), true, d, out);
 }
 
-// acc = acc * corr + sum_j p_j v_j over a tile, D = 16 * NC: every 16-value
-// chunk of the row in its own register, and the keys in two halves with
-// their own accumulators, so the FMAs form 2 * NC independent chains of 8
-// (one chain per chunk through 16 keys would wait on the FMA latency at
-// every key: most of the step at depth).
-template <int NC>
-void accumulate_values_n(const float* pj, const float* vt, float corr, float* ag) {
-  constexpr int D = 16 * NC;
-  constexpr int kHalves = NC <= 8 ? 2 : 1;
-  __m512 part[kHalves][NC];
-  const __m512 cv = _mm512_set1_ps(corr);
-#pragma GCC unroll 16
-  for (int c = 0; c < NC; ++c) {
-    part[0][c] = _mm512_mul_ps(_mm512_loadu_ps(ag + 16 * c), cv);
-    if constexpr (kHalves == 2) part[1][c] = _mm512_setzero_ps();
-  }
-#pragma GCC unroll 16
-  for (int jj = 0; jj < kTile; ++jj) {
-    const __m512 p = _mm512_set1_ps(pj[jj]);
-    __m512* into = part[jj * kHalves / kTile];
-#pragma GCC unroll 16
-    for (int c = 0; c < NC; ++c) into[c] = _mm512_fmadd_ps(p, _mm512_loadu_ps(vt + jj * D + 16 * c), into[c]);
-  }
-#pragma GCC unroll 16
-  for (int c = 0; c < NC; ++c)
-    _mm512_storeu_ps(ag + 16 * c, kHalves == 2 ? _mm512_add_ps(part[0][c], part[kHalves - 1][c]) : part[0][c]);
-}
+// The head size D is a template argument, so every row and chunk offset
+// below is an immediate and the 16 score chains, the V chunks and the
+// pointers fit the registers (with D at run time the compiler kept the 16
+// row pointers in vector registers and spilled the rest: the step took
+// about twice as long).
+//
+// A tile is kSub sub-tiles of 16 keys, 4096 values of K and of V as f32
+// (16 KiB each: both stay in L1): the softmax statistics (a reduce_max, a
+// correction exp, a reduce_add per head) are paid once per tile, not per
+// 16 keys.
+template <int D>
+struct DepthTile {
+  static constexpr int kNC = D / 16;                   // 16-value chunks of a row
+  static constexpr int kSub = D <= 64 ? 4 : D <= 128 ? 2 : 1;  // D * keys <= 4096
+  static constexpr int kKeys = 16 * kSub;
 
-void accumulate_values(int64_t d, const float* pj, const float* vt, float corr, float* ag) {
-  switch (d / 16) {
-    case 2: return accumulate_values_n<2>(pj, vt, corr, ag);
-    case 4: return accumulate_values_n<4>(pj, vt, corr, ag);
-    case 6: return accumulate_values_n<6>(pj, vt, corr, ag);
-    case 8: return accumulate_values_n<8>(pj, vt, corr, ag);
-    case 10: return accumulate_values_n<10>(pj, vt, corr, ag);
-    case 12: return accumulate_values_n<12>(pj, vt, corr, ag);
-    case 14: return accumulate_values_n<14>(pj, vt, corr, ag);
-    default: return accumulate_values_n<16>(pj, vt, corr, ag);  // depth_block_avx512 takes d <= 256, d % 32 == 0
-  }
-}
-
-// The 16 scores of query row qg against a tile's K rows (kt, f32),
-// scaled, soft-capped, the keys outside `live` -inf.
-__m512 tile_scores(const AttentionJob& job, const float* qg, const float* kt, uint32_t live) {
-  static const __m512i order = key_order();
-  const int64_t D = job.dk;
-  __m512 a[kTile];
+  // The 16 scores of query row qg against K rows kt[0..16) (f32), unscaled.
+  static __m512 scores16(const float* qg, const float* kt) {
+    static const __m512i order = key_order();
+    __m512 a[kTile];
 #pragma GCC unroll 16
-  for (int jj = 0; jj < kTile; ++jj) a[jj] = _mm512_setzero_ps();
-  for (int64_t i = 0; i < D; i += 16) {
-    const __m512 qv = _mm512_loadu_ps(qg + i);
+    for (int jj = 0; jj < kTile; ++jj) a[jj] = _mm512_mul_ps(_mm512_loadu_ps(qg), _mm512_loadu_ps(kt + jj * D));
 #pragma GCC unroll 16
-    for (int jj = 0; jj < kTile; ++jj) a[jj] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(kt + jj * D + i), a[jj]);
-  }
-  __m512 scores = _mm512_mul_ps(_mm512_permutexvar_ps(order, sum16(a)), _mm512_set1_ps(job.scale));
-  if (job.softcap != 0.0f) {
-    alignas(64) float s[kTile];
-    _mm512_store_ps(s, scores);
-    for (int jj = 0; jj < kTile; ++jj) s[jj] = job.softcap * std::tanh(s[jj]);
-    scores = _mm512_load_ps(s);
-  }
-  return _mm512_mask_blend_ps(__mmask16(live), _mm512_set1_ps(-__builtin_inff()), scores);
-}
-
-constexpr int kHeadBatch = 8;
-
-// The G query heads of kv head hk over one tile (kt, vt: its 16 K and V
-// rows as f32, `live` the visible ones), folded into (M, S, acc). In three
-// passes over up to 8 heads, each pass's heads independent of each other:
-// the scores, the softmax statistics, the values. Head by head, every head
-// would wait out one chain of latencies (the reduction tree, max, exp,
-// then the value FMAs) before the next began.
-void tile_heads(const AttentionJob& job, const float* qf, const float* kt, const float* vt, uint32_t live, float* M,
-                float* S, float* acc) {
-  const int64_t G = job.group, D = job.dk;
-  for (int64_t g0 = 0; g0 < G; g0 += kHeadBatch) {
-    const int n = int(std::min<int64_t>(kHeadBatch, G - g0));
-    __m512 scores[kHeadBatch];
-    alignas(64) float pj[kHeadBatch][kTile];
-    float corr[kHeadBatch];
-    for (int g = 0; g < n; ++g) scores[g] = tile_scores(job, qf + (g0 + g) * D, kt, live);
-    for (int g = 0; g < n; ++g) {
-      float& m = M[g0 + g];
-      const float m_new = std::fmax(m, _mm512_reduce_max_ps(scores[g]));
-      corr[g] = std::exp(m - m_new);  // 0 for the first live tile
-      const __m512 p = v_expf_l16(_mm512_sub_ps(scores[g], _mm512_set1_ps(m_new)));
-      _mm512_store_ps(pj[g], p);
-      S[g0 + g] = S[g0 + g] * corr[g] + reduce_add(p);
-      m = m_new;
+    for (int c = 1; c < kNC; ++c) {
+      const __m512 qv = _mm512_loadu_ps(qg + 16 * c);
+#pragma GCC unroll 16
+      for (int jj = 0; jj < kTile; ++jj) a[jj] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(kt + jj * D + 16 * c), a[jj]);
     }
-    for (int g = 0; g < n; ++g) accumulate_values(D, pj[g], vt, corr[g], acc + (g0 + g) * D);
+    return _mm512_permutexvar_ps(order, sum16(a));
   }
-}
 
-// Prefetches the K and V rows (every kv head) of the tile at t0.
-void prefetch_tile(const AttentionJob& job, int64_t t0, int64_t j1) {
+  // 16 values of a V row (f16, or q8_0 codes times their block's scale)
+  // from the cache, chunk c.
+  static __m512 v_chunk(const uint8_t* row, bool q8, int c) {
+    if (!q8) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 32 * c)));
+    const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + c / 2;
+    const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs + 16 * (c % 2)));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(codes)), _mm512_set1_ps(h2f(blk->d)));
+  }
+
+  // acc_g = acc_g * corr_g + sum_j p_gj v_j for HB heads over the tile's
+  // keys, V read from the cache rows (vrow[j]) in passes of up to 4 chunks:
+  // each chunk of a row is converted once, in a register, for all HB heads
+  // (HB x 4 accumulators: HB x 4 independent FMA chains, p_gj a broadcast
+  // operand). Staging V as f32 and accumulating head by head cost a store
+  // and a load per value and a third of the kernel's time.
+  template <int HB>
+  static void accumulate(const float* p, const uint8_t* const* vrow, bool q8, const float* corr, float* acc) {
+    // chunks per pass: 4, or a divisor of kNC (even: D % 32 == 0)
+    constexpr int kCP = kNC % 4 == 0 ? 4 : kNC % 3 == 0 ? 3 : 2;
+    static_assert(kNC % kCP == 0, "a pass past the row's last chunk writes the next head's accumulator");
+    for (int c0 = 0; c0 < kNC; c0 += kCP) {
+      __m512 part[HB][kCP];
+#pragma GCC unroll 8
+      for (int g = 0; g < HB; ++g)
+#pragma GCC unroll 4
+        for (int c = 0; c < kCP; ++c)
+          part[g][c] = _mm512_mul_ps(_mm512_loadu_ps(acc + g * D + 16 * (c0 + c)), _mm512_set1_ps(corr[g]));
+      for (int j = 0; j < kKeys; ++j) {
+        __m512 v[kCP];
+#pragma GCC unroll 4
+        for (int c = 0; c < kCP; ++c) v[c] = v_chunk(vrow[j], q8, c0 + c);
+#pragma GCC unroll 8
+        for (int g = 0; g < HB; ++g) {
+          const __m512 pg = _mm512_set1_ps(p[g * kKeys + j]);
+#pragma GCC unroll 4
+          for (int c = 0; c < kCP; ++c) part[g][c] = _mm512_fmadd_ps(pg, v[c], part[g][c]);
+        }
+      }
+#pragma GCC unroll 8
+      for (int g = 0; g < HB; ++g)
+#pragma GCC unroll 4
+        for (int c = 0; c < kCP; ++c) _mm512_storeu_ps(acc + g * D + 16 * (c0 + c), part[g][c]);
+    }
+  }
+
+  static constexpr int kHeadBatch = 6;  // heads per accumulate pass: 6 x 4 accumulators + 4 chunks + 1
+
+  static void accumulate_heads(int64_t G, const float* p, const uint8_t* const* vrow, bool q8, const float* corr,
+                               float* acc) {
+    int64_t g = 0;
+    for (; g + kHeadBatch <= G; g += kHeadBatch) accumulate<kHeadBatch>(p + g * kKeys, vrow, q8, corr + g, acc + g * D);
+    switch (G - g) {
+      case 1: return accumulate<1>(p + g * kKeys, vrow, q8, corr + g, acc + g * D);
+      case 2: return accumulate<2>(p + g * kKeys, vrow, q8, corr + g, acc + g * D);
+      case 3: return accumulate<3>(p + g * kKeys, vrow, q8, corr + g, acc + g * D);
+      case 4: return accumulate<4>(p + g * kKeys, vrow, q8, corr + g, acc + g * D);
+      case 5: return accumulate<5>(p + g * kKeys, vrow, q8, corr + g, acc + g * D);
+      default: return;
+    }
+  }
+
+  // The G query heads of one kv head over the tile (kt: its K rows as f32,
+  // vrow: its V rows in the cache; live[s]: the visible keys of sub-tile
+  // s), folded into (M, S, acc).
+  // Three passes over the heads (scores, softmax statistics, values), each
+  // head independent of the others within a pass, so their latency chains
+  // (reduction tree, max, exp, FMAs) overlap instead of queueing.
+  static void heads(const AttentionJob& job, const float* qf, const float* kt, const uint8_t* const* vrow, const uint32_t* live,
+                    float* sc, float* M, float* S, float* acc) {
+    const int64_t G = job.group;
+    const __m512 scale = _mm512_set1_ps(job.scale), minus_inf = _mm512_set1_ps(-__builtin_inff());
+    for (int64_t g = 0; g < G; ++g)
+      for (int s = 0; s < kSub; ++s) {
+        __m512 v = _mm512_mul_ps(scores16(qf + g * D, kt + s * kTile * D), scale);
+        if (job.softcap != 0.0f) v = softcapped(v, job.softcap);
+        _mm512_store_ps(sc + g * kKeys + s * kTile, _mm512_mask_blend_ps(__mmask16(live[s]), minus_inf, v));
+      }
+    alignas(64) float corr[kMaxGroup];
+    for (int64_t g = 0; g < G; ++g) {
+      float* pg = sc + g * kKeys;
+      __m512 mx = _mm512_load_ps(pg);
+      for (int s = 1; s < kSub; ++s) mx = _mm512_max_ps(mx, _mm512_load_ps(pg + s * kTile));
+      const float tile_max = _mm512_reduce_max_ps(mx);  // finite: the tile has a live key
+      const float m_new = tile_max > M[g] ? tile_max : M[g];  // not std::fmax: a call (NaN rules) spills every zmm
+      // exp(M - m'): 1 where the maximum holds (most tiles), 0 on the
+      // first live tile (M = -inf)
+      corr[g] = m_new == M[g] ? 1.0f : _mm512_cvtss_f32(v_expf_l16(_mm512_set1_ps(M[g] - m_new)));
+      const __m512 mv = _mm512_set1_ps(m_new);
+      __m512 sum = _mm512_setzero_ps();
+      for (int s = 0; s < kSub; ++s) {
+        const __m512 p = v_expf_l16(_mm512_sub_ps(_mm512_load_ps(pg + s * kTile), mv));
+        _mm512_store_ps(pg + s * kTile, p);
+        sum = _mm512_add_ps(sum, p);
+      }
+      S[g] = S[g] * corr[g] + reduce_add(sum);
+      M[g] = m_new;
+    }
+    accumulate_heads(G, sc, vrow, job.v_type == GgmlType::Q8_0, corr, acc);
+  }
+
+  static __m512 softcapped(__m512 v, float cap) {
+    alignas(64) float s[kTile];
+    _mm512_store_ps(s, v);
+    for (int jj = 0; jj < kTile; ++jj) s[jj] = cap * std::tanh(s[jj]);
+    return _mm512_load_ps(s);
+  }
+
+  // The kernel over rows [j0, j1) (depth_block_avx512's contract).
+  static void run(const AttentionJob& job, int64_t j0, int64_t j1, float* M, float* S, float* acc);
+};
+
+// Prefetches into L2 the K and V rows (every kv head) of cache rows
+// [t0, min(t1, j1)).
+void prefetch_rows(const AttentionJob& job, int64_t t0, int64_t t1, int64_t j1) {
   const int64_t k_bytes = job.n_head_kv * job.k_head_bytes, v_bytes = job.n_head_kv * job.v_head_bytes;
-  for (int64_t j = t0; j < std::min(j1, t0 + kTile); ++j) {
+  for (int64_t j = t0; j < std::min(j1, t1); ++j) {
     const int64_t row = attention_physical_row(job, j);
     const char* k = reinterpret_cast<const char*>(job.k) + row * k_bytes;
     const char* v = reinterpret_cast<const char*>(job.v) + row * v_bytes;
@@ -196,55 +252,75 @@ void prefetch_tile(const AttentionJob& job, int64_t t0, int64_t j1) {
   }
 }
 
-}  // namespace
-
-bool depth_block_avx512(const AttentionJob& job, int64_t j0, int64_t j1, float* M, float* S, float* acc) {
-  const bool k_q8 = job.k_type == GgmlType::Q8_0, v_q8 = job.v_type == GgmlType::Q8_0;
-  if ((!k_q8 && job.k_type != GgmlType::F16) || (!v_q8 && job.v_type != GgmlType::F16)) return false;
-  const int64_t G = job.group, D = job.dk, Hkv = job.n_head_kv;
-  if (job.dv != D || D % 32 != 0 || D > kMaxDim || job.n_tokens != 1) return false;
-  thread_local std::vector<float> qf, kt, vt;
+template <int D>
+void DepthTile<D>::run(const AttentionJob& job, int64_t j0, int64_t j1, float* M, float* S, float* acc) {
+  const bool k_q8 = job.k_type == GgmlType::Q8_0;
+  const int64_t G = job.group, Hkv = job.n_head_kv;
+  thread_local std::vector<float> qf, kt, sc;
+  // A short last tile's missing rows: zero keys (masked) and zero values.
+  alignas(64) static const uint8_t zero_row[2 * kMaxDim] = {};
   qf.resize(size_t(job.n_head * D));
-  kt.resize(size_t(kTile * D));
-  vt.resize(size_t(kTile * D));
+  kt.resize(size_t(kKeys * D));
+  sc.resize(size_t(G * kKeys) + 16);
+  float* scores = sc.data() + (16 - (reinterpret_cast<uintptr_t>(sc.data()) / 4) % 16) % 16;  // 64-byte aligned
   for (int64_t h = 0; h < job.n_head; ++h) {
     query_for_k(job.q + h * D, k_q8, D, qf.data() + h * D);
     M[h] = -__builtin_inff(), S[h] = 0.0f;
     for (int64_t i = 0; i < D; ++i) acc[h * D + i] = 0.0f;
   }
   const uint8_t* vis = job.visible;
-  // Tiles of 16 positions, every kv head per tile: the rows of a tile (all
-  // heads side by side) are read from memory once. Each head reads 128 of
-  // a row's bytes at the row stride, a pattern the hardware prefetcher
-  // does not follow well: the next tile's rows (whole, every head) are
-  // prefetched into L2 (the conversions alone, 20 layers of the bench
-  // model at 4096 keys, f16: 5.8 ms without, 3.9 ms with).
-  prefetch_tile(job, j0, j1);
-  for (int64_t t0 = j0; t0 < j1; t0 += kTile) {
-    prefetch_tile(job, t0 + kTile, j1);
-    const int n = int(std::min<int64_t>(kTile, j1 - t0));
-    uint32_t live = 0;
-    int64_t rows[kTile];
+  // Tiles of kKeys positions, every kv head per tile: the rows of a tile
+  // (all heads side by side) are read from memory once. Each head reads
+  // its slice of a row at the row stride, a pattern the hardware
+  // prefetcher does not follow well: the next tile's rows (whole, every
+  // head) are prefetched into L2 while this one is computed.
+  prefetch_rows(job, j0, j0 + kKeys, j1);
+  for (int64_t t0 = j0; t0 < j1; t0 += kKeys) {
+    prefetch_rows(job, t0 + kKeys, t0 + 2 * kKeys, j1);
+    const int n = int(std::min<int64_t>(kKeys, j1 - t0));
+    uint32_t live[kSub] = {};
+    int64_t rows[kKeys];
     for (int jj = 0; jj < n; ++jj) {
-      live |= uint32_t(vis[t0 + jj] != 0) << jj;
+      live[jj / kTile] |= uint32_t(vis[t0 + jj] != 0) << (jj % kTile);
       rows[jj] = attention_physical_row(job, t0 + jj);
     }
-    if (live == 0) continue;
+    uint32_t any = 0;
+    for (int s = 0; s < kSub; ++s) any |= live[s];
+    if (any == 0) continue;
     // A short last tile: zero rows, masked (their weights are 0), so every
-    // loop runs over 16 keys in registers.
-    if (n < kTile) {
+    // loop runs over whole sub-tiles in registers.
+    const uint8_t* vrow[kKeys];
+    if (n < kKeys) {
       std::fill(kt.begin() + n * D, kt.end(), 0.0f);
-      std::fill(vt.begin() + n * D, vt.end(), 0.0f);
+      std::fill(vrow + n, vrow + kKeys, zero_row);
     }
     for (int64_t hk = 0; hk < Hkv; ++hk) {
       for (int jj = 0; jj < n; ++jj) {
         row_to_f32(job.k + size_t(rows[jj] * Hkv + hk) * size_t(job.k_head_bytes), k_q8, D, kt.data() + jj * D);
-        row_to_f32(job.v + size_t(rows[jj] * Hkv + hk) * size_t(job.v_head_bytes), v_q8, D, vt.data() + jj * D);
+        vrow[jj] = job.v + size_t(rows[jj] * Hkv + hk) * size_t(job.v_head_bytes);
       }
-      tile_heads(job, qf.data() + hk * G * D, kt.data(), vt.data(), live, M + hk * G, S + hk * G, acc + hk * G * D);
+      heads(job, qf.data() + hk * G * D, kt.data(), vrow, live, scores, M + hk * G, S + hk * G, acc + hk * G * D);
     }
   }
-  return true;
+}
+
+}  // namespace
+
+bool depth_block_avx512(const AttentionJob& job, int64_t j0, int64_t j1, float* M, float* S, float* acc) {
+  const bool k_q8 = job.k_type == GgmlType::Q8_0, v_q8 = job.v_type == GgmlType::Q8_0;
+  if ((!k_q8 && job.k_type != GgmlType::F16) || (!v_q8 && job.v_type != GgmlType::F16)) return false;
+  if (job.dv != job.dk || job.n_tokens != 1 || job.group > kMaxGroup) return false;
+  switch (job.dk) {
+    case 32: DepthTile<32>::run(job, j0, j1, M, S, acc); return true;
+    case 64: DepthTile<64>::run(job, j0, j1, M, S, acc); return true;
+    case 96: DepthTile<96>::run(job, j0, j1, M, S, acc); return true;
+    case 128: DepthTile<128>::run(job, j0, j1, M, S, acc); return true;
+    case 160: DepthTile<160>::run(job, j0, j1, M, S, acc); return true;
+    case 192: DepthTile<192>::run(job, j0, j1, M, S, acc); return true;
+    case 224: DepthTile<224>::run(job, j0, j1, M, S, acc); return true;
+    case 256: DepthTile<256>::run(job, j0, j1, M, S, acc); return true;
+    default: return false;
+  }
 }
 
 }  // namespace vtc::cpu::detail

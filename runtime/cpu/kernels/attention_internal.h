@@ -98,6 +98,8 @@ bool tiled_block_avx512(const AttentionJob& job, int64_t hk, int64_t t0, int64_t
 bool depth_block_avx512(const AttentionJob& job, int64_t j0, int64_t j1, float* M, float* S, float* acc);
 // Cache rows from which a one-token decode takes that kernel.
 constexpr int64_t kAttentionDepthMinKV = 1024;
+// Query heads per kv head it takes (its softmax buffer).
+constexpr int64_t kAttentionDepthMaxGroup = 128;
 
 constexpr int64_t kAttentionTileQ = 64;   // GGML_FA_TILE_Q: query rows per tile, and the tiled-path threshold
 constexpr int64_t kAttentionTileKV = 64;  // GGML_FA_TILE_KV: cache rows per tile
