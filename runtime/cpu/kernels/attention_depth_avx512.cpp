@@ -97,6 +97,42 @@ void query_for_k(const float* q, bool k_q8, int64_t d, float* out) {
   row_to_f32(reinterpret_cast<const uint8_t*>(blocks), true, d, out);
 }
 
+// Prefetches cache rows [next, end) into L2 (K and V of every kv head, a
+// row's whole lines) a few rows at a time, spread through the compute of
+// the tile before them. Issued all at once at the start of a tile (1024
+// lines on the bench model), they waited in the load queue for miss
+// buffers and stalled the compute behind them: the step read its rows at
+// about 8 GB/s per thread, half what one core streams.
+// rows[i] = the physical row of cache position t0 + i, i < n: one page
+// table lookup per page (a division per position cost a quarter of the
+// kernel on the bench model's 16-position pages).
+void physical_rows(const AttentionJob& job, int64_t t0, int n, int64_t* rows) {
+  for (int i = 0; i < n;) {
+    const int64_t first = attention_physical_row(job, t0 + i);
+    const int64_t run = job.page_table == nullptr ? n - i : job.page_size - (t0 + i) % job.page_size;
+    for (int64_t r = 0; r < run && i < n; ++r, ++i) rows[i] = first + r;
+  }
+}
+
+struct RowPrefetcher {
+  const AttentionJob& job;
+  int64_t next, end;
+  int64_t phys = 0, run = 0;  // the physical row of `next`, and the positions left on its page
+  void rows(int64_t n) {
+    const int64_t k_bytes = job.n_head_kv * job.k_head_bytes, v_bytes = job.n_head_kv * job.v_head_bytes;
+    for (; n > 0 && next < end; --n, ++next, ++phys, --run) {
+      if (run == 0) {
+        phys = attention_physical_row(job, next);
+        run = job.page_table == nullptr ? end - next : job.page_size - next % job.page_size;
+      }
+      const char* k = reinterpret_cast<const char*>(job.k) + phys * k_bytes;
+      const char* v = reinterpret_cast<const char*>(job.v) + phys * v_bytes;
+      for (int64_t b = 0; b < k_bytes; b += 64) _mm_prefetch(k + b, _MM_HINT_T1);
+      for (int64_t b = 0; b < v_bytes; b += 64) _mm_prefetch(v + b, _MM_HINT_T1);
+    }
+  }
+};
+
 // The head size D is a template argument, so every row and chunk offset
 // below is an immediate and the 16 score chains, the V chunks and the
 // pointers fit the registers (with D at run time the compiler kept the 16
@@ -196,11 +232,12 @@ struct DepthTile {
   // head independent of the others within a pass, so their latency chains
   // (reduction tree, max, exp, FMAs) overlap instead of queueing.
   static void heads(const AttentionJob& job, const float* qf, const float* kt, const uint8_t* const* vrow, const uint32_t* live,
-                    float* sc, float* M, float* S, float* acc) {
+                    float* sc, float* M, float* S, float* acc, RowPrefetcher& ahead) {
     const int64_t G = job.group;
     const __m512 scale = _mm512_set1_ps(job.scale), minus_inf = _mm512_set1_ps(-__builtin_inff());
     for (int64_t g = 0; g < G; ++g)
       for (int s = 0; s < kSub; ++s) {
+        ahead.rows(1);
         __m512 v = _mm512_mul_ps(scores16(qf + g * D, kt + s * kTile * D), scale);
         if (job.softcap != 0.0f) v = softcapped(v, job.softcap);
         _mm512_store_ps(sc + g * kKeys + s * kTile, _mm512_mask_blend_ps(__mmask16(live[s]), minus_inf, v));
@@ -239,19 +276,6 @@ struct DepthTile {
   static void run(const AttentionJob& job, int64_t j0, int64_t j1, float* M, float* S, float* acc);
 };
 
-// Prefetches into L2 the K and V rows (every kv head) of cache rows
-// [t0, min(t1, j1)).
-void prefetch_rows(const AttentionJob& job, int64_t t0, int64_t t1, int64_t j1) {
-  const int64_t k_bytes = job.n_head_kv * job.k_head_bytes, v_bytes = job.n_head_kv * job.v_head_bytes;
-  for (int64_t j = t0; j < std::min(j1, t1); ++j) {
-    const int64_t row = attention_physical_row(job, j);
-    const char* k = reinterpret_cast<const char*>(job.k) + row * k_bytes;
-    const char* v = reinterpret_cast<const char*>(job.v) + row * v_bytes;
-    for (int64_t b = 0; b < k_bytes; b += 64) _mm_prefetch(k + b, _MM_HINT_T1);
-    for (int64_t b = 0; b < v_bytes; b += 64) _mm_prefetch(v + b, _MM_HINT_T1);
-  }
-}
-
 template <int D>
 void DepthTile<D>::run(const AttentionJob& job, int64_t j0, int64_t j1, float* M, float* S, float* acc) {
   const bool k_q8 = job.k_type == GgmlType::Q8_0;
@@ -274,16 +298,17 @@ void DepthTile<D>::run(const AttentionJob& job, int64_t j0, int64_t j1, float* M
   // its slice of a row at the row stride, a pattern the hardware
   // prefetcher does not follow well: the next tile's rows (whole, every
   // head) are prefetched into L2 while this one is computed.
-  prefetch_rows(job, j0, j0 + kKeys, j1);
+  RowPrefetcher ahead{job, j0, std::min(j1, j0 + kKeys)};
+  ahead.rows(kKeys);
   for (int64_t t0 = j0; t0 < j1; t0 += kKeys) {
-    prefetch_rows(job, t0 + kKeys, t0 + 2 * kKeys, j1);
+    ahead.rows(kKeys);  // the rest of this tile's, where the last one's compute did not reach
+    ahead.end = std::min(j1, t0 + 2 * kKeys);
+    ahead.run = 0;  // `end` moved: a run without a page table ended at the old one
     const int n = int(std::min<int64_t>(kKeys, j1 - t0));
     uint32_t live[kSub] = {};
     int64_t rows[kKeys];
-    for (int jj = 0; jj < n; ++jj) {
-      live[jj / kTile] |= uint32_t(vis[t0 + jj] != 0) << (jj % kTile);
-      rows[jj] = attention_physical_row(job, t0 + jj);
-    }
+    for (int jj = 0; jj < n; ++jj) live[jj / kTile] |= uint32_t(vis[t0 + jj] != 0) << (jj % kTile);
+    physical_rows(job, t0, n, rows);
     uint32_t any = 0;
     for (int s = 0; s < kSub; ++s) any |= live[s];
     if (any == 0) continue;
@@ -299,7 +324,7 @@ void DepthTile<D>::run(const AttentionJob& job, int64_t j0, int64_t j1, float* M
         row_to_f32(job.k + size_t(rows[jj] * Hkv + hk) * size_t(job.k_head_bytes), k_q8, D, kt.data() + jj * D);
         vrow[jj] = job.v + size_t(rows[jj] * Hkv + hk) * size_t(job.v_head_bytes);
       }
-      heads(job, qf.data() + hk * G * D, kt.data(), vrow, live, scores, M + hk * G, S + hk * G, acc + hk * G * D);
+      heads(job, qf.data() + hk * G * D, kt.data(), vrow, live, scores, M + hk * G, S + hk * G, acc + hk * G * D, ahead);
     }
   }
 }
