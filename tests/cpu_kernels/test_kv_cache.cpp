@@ -264,6 +264,42 @@ TEST_CASE("attention: decode at depth (the f32 tile kernel past 1024 keys) again
     }
 }
 
+TEST_CASE("attention: a prompt at depth (tokens past 1024 keys) through the tile kernel against a double reference",
+          "[cpu][kv_cache][attention]") {
+  // The last T of 1100 positions attend causally: 40 tokens (under the
+  // tiled path's 64, every pair of types) and 70 (f16/f16 takes the tiled
+  // path; the pairs with a q8_0 half take the kernel per token, as a
+  // prompt into a quantized cache does). Token t reads 1031 + t keys.
+  const int64_t T = GENERATE(40, 70), D = GENERATE(64, 128);
+  const int64_t Hkv = 2, H = 5 * Hkv, n_kv = 1100;
+  const auto q = test::random_floats(size_t(T * H * D), 24);
+  const auto kf = test::random_floats(size_t(n_kv * Hkv * D), 25), vf = test::random_floats(size_t(n_kv * Hkv * D), 26);
+  std::vector<int32_t> q_pos(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) q_pos[size_t(t)] = int32_t(n_kv - T + t);
+  for (GgmlType kt : {GgmlType::F16, GgmlType::Q8_0})
+    for (GgmlType vt : {GgmlType::F16, GgmlType::Q8_0}) {
+      const auto k = quantized(kt, kf), v = quantized(vt, vf);
+      const auto want = attention_reference(q, round_trip(kt, kf), round_trip(vt, vf), T, H, Hkv, D, n_kv, 0.125f);
+      AttentionParams p;
+      p.n_tokens = T, p.n_head = H, p.n_head_kv = Hkv, p.head_dim = D, p.n_kv = n_kv, p.scale = 0.125f;
+      p.k_type = kt, p.v_type = vt;
+      for (Isa isa : test::available_isas())
+        for (int threads : {1, 2}) {
+          test::IsaScope scope(isa);
+          ThreadPool pool(threads);
+          std::vector<float> out(size_t(T * H * D));
+          attention(q.data(), k.data(), v.data(), q_pos.data(), nullptr, p, out.data(), pool);
+          INFO(ggml_type_name(kt) << " / " << ggml_type_name(vt) << ", " << isa_name(isa) << ", " << threads
+                                  << " threads, " << T << " tokens, head " << D);
+          // The kernel (AVX-512 levels) accumulates V in f32: far closer
+          // than the one-row loop with an f16 V (its accumulator rounds to
+          // f16 at every key), so this also fails if the kernel is bypassed.
+          const bool kernel = isa >= Isa::Avx512Vnni && !(kt == GgmlType::F16 && vt == GgmlType::F16 && T >= 64);
+          CHECK(test::nmse(out, want) < (kernel ? (kt == GgmlType::Q8_0 ? 1e-5 : 1e-7) : 1e-4));
+        }
+    }
+}
+
 // Not a gate (hidden tag): the time of one decode step's attention at
 // depth on the 0.56B bench model's shape (20 layers of 20 query and 4 kv
 // heads of 64), each layer's cache its own buffer so the rows come from

@@ -404,17 +404,19 @@ bool split_chunk_avx512(const AttentionJob& job, int64_t j0, int64_t j1, float* 
 // reference's one-row order is not kept (issue 43 allows any order within
 // 1e-3 there). VTC_CPU_ATTN_DEPTH=0 keeps the one-row loop (before/after
 // figures, parity checks).
-bool use_depth_kernel(const AttentionJob& job) {
+bool depth_kernel_takes(const AttentionJob& job) {
   static const bool off = [] {
     const char* v = std::getenv("VTC_CPU_ATTN_DEPTH");
     return v != nullptr && std::string(v) == "0";
   }();
   const bool types = (job.k_type == GgmlType::F16 || job.k_type == GgmlType::Q8_0) &&
                      (job.v_type == GgmlType::F16 || job.v_type == GgmlType::Q8_0);
-  return !off && job.depth_kernel && types && job.n_tokens == 1 && job.n_kv >= detail::kAttentionDepthMinKV && job.dk == job.dv &&
-         job.dk % 32 == 0 && job.dk <= 256 &&
-         job.group <= detail::kAttentionDepthMaxGroup && active_isa() >= Isa::Avx512Vnni;
+  return !off && job.depth_kernel && types && job.n_kv >= detail::kAttentionDepthMinKV && job.dk == job.dv &&
+         job.dk % 32 == 0 && job.dk <= 256 && job.group <= detail::kAttentionDepthMaxGroup &&
+         active_isa() >= Isa::Avx512Vnni;
 }
+
+bool use_depth_kernel(const AttentionJob& job) { return job.n_tokens == 1 && depth_kernel_takes(job); }
 
 // One chunk of the rows through the depth kernel for every head, sinks
 // folded on chunk 0 as one_row_block folds them.
@@ -555,6 +557,46 @@ void run_tiled(const AttentionJob& job, ThreadPool& pool) {
   });
 }
 
+// Several query tokens at depth where the tiled path does not take them (a
+// quantized cache, whose reference is the one-row loop, or fewer than
+// kAttentionTileQ tokens): each token's visible rows through the depth
+// kernel in one range, the tokens spread over the threads from both ends
+// in turn (with a causal mask late tokens read more rows). The one-row
+// loop for a q8_0 cache spent a scalar exp and a dot call per (token,
+// head, row): a 16k-token prompt took minutes.
+bool use_depth_rows(const AttentionJob& job) { return job.n_tokens > 1 && !use_tiled(job) && depth_kernel_takes(job); }
+
+void run_depth_rows(const AttentionJob& job, ThreadPool& pool) {
+  const detail::FloatKernels& fk = float_kernels_for(job.ref_lanes);
+  const int64_t q_row = job.n_head * job.dk, dv = job.dv;
+  pool.parallel_for(job.n_tokens, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> M, S, acc;
+    M.resize(size_t(job.n_head));
+    S.resize(size_t(job.n_head));
+    acc.resize(size_t(job.n_head * dv));
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t t = balanced_tile(item, job.n_tokens);
+      AttentionJob one = job;
+      one.n_tokens = 1;
+      one.q = job.q + t * q_row;
+      one.visible = job.visible + t * job.n_kv;
+      const int64_t j0 = job.first_visible[t], j1 = job.last_visible[t] + 1;
+      float* out = job.out + t * job.n_head * dv;
+      if (j0 >= j1) {
+        std::fill(out, out + job.n_head * dv, 0.0f);
+        continue;
+      }
+      if (!detail::depth_block_avx512(one, j0, j1, M.data(), S.data(), acc.data()))
+        throw Error("attention: the depth kernel is not built");
+      for (int64_t h = 0; h < job.n_head; ++h) {
+        if (job.sinks != nullptr) detail::attention_apply_sink(job.sinks[h], M[h], S[h], acc.data() + h * dv, dv);
+        const float inv = S[size_t(h)] == 0.0f ? 0.0f : 1.0f / S[size_t(h)];
+        fk.scale(acc.data() + h * dv, inv, out + h * dv, dv);
+      }
+    }
+  });
+}
+
 }  // namespace
 
 namespace detail {
@@ -623,6 +665,7 @@ void attention_with_lanes(const float* q, const void* k, const void* v, const in
   job.depth_kernel = p.depth_kernel;
   if (use_tiled(job)) run_tiled(job, pool);
   else if (use_split_kv(job)) run_split_kv(job, pool);
+  else if (use_depth_rows(job)) run_depth_rows(job, pool);
   else run_one_row(job, pool);
   if (vis.visible.capacity() > (size_t{64} << 20)) vis = Visibility();  // a long prefill's matrix is not kept
 }
