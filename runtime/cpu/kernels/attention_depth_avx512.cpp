@@ -17,9 +17,12 @@
 //     m' = max(M, max_j s_j); c = exp(M - m'); p_j = exp(s_j - m');
 //     S = S c + sum_j p_j; acc = acc c + sum_j p_j v_j (f32);
 // with the query converted as the reference converts it for K's dot (f16
-// rounding, or q8_0 codes times their scale: an f32 dot of those codes
-// with K's codes is their exact integer sum before the scales), and K and V
-// rows as the reference reads them (f16 widened, q8_0 codes times d).
+// rounding, or q8_0 codes and scales), and K and V rows as the reference
+// reads them (f16 widened, q8_0 codes times d). A q8_0 K at head sizes of
+// 64, 128, 192 or 256 takes the integer dot (vpdpbusd over a transposed
+// tile of codes, 16 keys per instruction: the reference's exact integer
+// sum per block, then the scales); other sizes an f32 dot of the codes
+// times their scales.
 // The split-KV framework around it (chunks per thread, sinks on chunk 0,
 // the merge) is attention.cpp's. Types: K and V each f16 or q8_0, head
 // sizes equal, a multiple of 32 up to 256, up to 128 query heads per kv
@@ -27,6 +30,7 @@
 #include "runtime/cpu/kernels/avx512_common.h"
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "runtime/cpu/kernels/attention_internal.h"
@@ -133,6 +137,57 @@ struct RowPrefetcher {
   }
 };
 
+// Transposes 16 rows of 16 dwords in registers: out[c] lane r = in[r]
+// lane c. Within 128-bit lanes (32-bit then 64-bit interleaves), then
+// across them (two rounds of 128-bit lane selects): 64 shuffles.
+inline void transpose16_epi32(__m512i* r) {
+  __m512i t[16], u[16], v[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {  // u[4i + k]: column 4L + k of rows 4i..4i+3 in lane L
+    u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    v[k] = _mm512_shuffle_i32x4(u[k], u[4 + k], 0x88);
+    v[4 + k] = _mm512_shuffle_i32x4(u[k], u[4 + k], 0xdd);
+    v[8 + k] = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0x88);
+    v[12 + k] = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0xdd);
+  }
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) {
+    r[k] = _mm512_shuffle_i32x4(v[k], v[8 + k], 0x88);
+    r[8 + k] = _mm512_shuffle_i32x4(v[k], v[8 + k], 0xdd);
+  }
+}
+
+// A query row for the integer dot with a q8_0 K: its q8_0 codes (the
+// reference's vec_dot_type for q8_0) four to a dword, each block's code
+// sum and scale.
+struct QueryQ8 {
+  alignas(64) int32_t codes[kMaxDim / 4];
+  int32_t sum[kMaxDim / 32];
+  float d[kMaxDim / 32];
+};
+
+void quantize_query(const float* q, int64_t dim, QueryQ8& out) {
+  BlockQ8_0 blocks[kMaxDim / 32];
+  active_quant_kernels().quantize[static_cast<int>(ActType::Q8_0)](q, blocks, dim);
+  for (int64_t b = 0; b < dim / 32; ++b) {
+    std::memcpy(out.codes + 8 * b, blocks[b].qs, 32);
+    int32_t sum = 0;
+    for (int i = 0; i < 32; ++i) sum += blocks[b].qs[i];
+    out.sum[b] = sum, out.d[b] = h2f(blocks[b].d);
+  }
+}
+
 // The head size D is a template argument, so every row and chunk offset
 // below is an immediate and the 16 score chains, the V chunks and the
 // pointers fit the registers (with D at run time the compiler kept the 16
@@ -225,20 +280,77 @@ struct DepthTile {
     }
   }
 
-  // The G query heads of one kv head over the tile (kt: its K rows as f32,
-  // vrow: its V rows in the cache; live[s]: the visible keys of sub-tile
-  // s), folded into (M, S, acc).
+  // Scores against K rows staged as f32 (an f16 K, or a q8_0 K at head
+  // sizes the integer path does not take).
+  struct F32Scores {
+    const float* qf;  // the group's query rows, as query_for_k converts them
+    const float* kt;  // the tile's K rows
+    __m512 operator()(int64_t g, int s) const { return scores16(qf + g * D, kt + s * kTile * D); }
+  };
+
+  // A q8_0 K tile for the integer dot (D % 64 == 0): the codes offset to
+  // unsigned (k + 128, vpdpbusd's unsigned operand) and transposed so that
+  // dword lane j of codes[s][i] holds dims 4i..4i+3 of key j: one vpdpbusd
+  // with the query's 4 codes broadcast adds them for 16 keys at once, with
+  // no reduction across lanes. d: each key's block scales.
+  struct KTileQ8 {
+    __m512i codes[kSub][D / 4];
+    alignas(64) float d[kSub][D / 32][kTile];
+  };
+
+  // The tile's K rows (krow[j], every key; zero rows past the end) into t.
+  static void stage_q8(const uint8_t* const* krow, KTileQ8& t) {
+    const __m512i offset = _mm512_set1_epi8(char(0x80));
+    for (int s = 0; s < kSub; ++s)
+      for (int c = 0; c < D / 64; ++c) {
+        __m512i r[kTile];
+        for (int jj = 0; jj < kTile; ++jj) {
+          const auto* blk = reinterpret_cast<const BlockQ8_0*>(krow[s * kTile + jj]) + 2 * c;
+          const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[0].qs));
+          const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[1].qs));
+          r[jj] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), offset);
+          t.d[s][2 * c][jj] = h2f(blk[0].d), t.d[s][2 * c + 1][jj] = h2f(blk[1].d);
+        }
+        transpose16_epi32(r);
+        for (int i = 0; i < kTile; ++i) t.codes[s][16 * c + i] = r[i];
+      }
+  }
+
+  // Scores of the integer path: per block, (sum - 128 sum(q)) d_q d_k, the
+  // reference's vec_dot_q8_0_q8_0 (an exact integer sum, then the scales).
+  struct Q8Scores {
+    const QueryQ8* q;  // the group's query rows
+    const KTileQ8* t;
+    __m512 operator()(int64_t g, int s) const {
+      const QueryQ8& qg = q[g];
+      __m512 res = _mm512_setzero_ps();
+#pragma GCC unroll 8
+      for (int b = 0; b < D / 32; ++b) {
+        __m512i a = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; ++i) a = _mm512_dpbusd_epi32(a, t->codes[s][8 * b + i], _mm512_set1_epi32(qg.codes[8 * b + i]));
+        a = _mm512_sub_epi32(a, _mm512_set1_epi32(128 * qg.sum[b]));
+        res = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), _mm512_mul_ps(_mm512_set1_ps(qg.d[b]), _mm512_load_ps(t->d[s][b])), res);
+      }
+      return res;
+    }
+  };
+
+  // The G query heads of one kv head over the tile (score(g, s): head g's
+  // scores of sub-tile s, unscaled; vrow: its V rows in the cache;
+  // live[s]: the visible keys of sub-tile s), folded into (M, S, acc).
   // Three passes over the heads (scores, softmax statistics, values), each
   // head independent of the others within a pass, so their latency chains
   // (reduction tree, max, exp, FMAs) overlap instead of queueing.
-  static void heads(const AttentionJob& job, const float* qf, const float* kt, const uint8_t* const* vrow, const uint32_t* live,
+  template <class Scores>
+  static void heads(const AttentionJob& job, const Scores& score, const uint8_t* const* vrow, const uint32_t* live,
                     float* sc, float* M, float* S, float* acc, RowPrefetcher& ahead) {
     const int64_t G = job.group;
     const __m512 scale = _mm512_set1_ps(job.scale), minus_inf = _mm512_set1_ps(-__builtin_inff());
     for (int64_t g = 0; g < G; ++g)
       for (int s = 0; s < kSub; ++s) {
         ahead.rows(1);
-        __m512 v = _mm512_mul_ps(scores16(qf + g * D, kt + s * kTile * D), scale);
+        __m512 v = _mm512_mul_ps(score(g, s), scale);
         if (job.softcap != 0.0f) v = softcapped(v, job.softcap);
         _mm512_store_ps(sc + g * kKeys + s * kTile, _mm512_mask_blend_ps(__mmask16(live[s]), minus_inf, v));
       }
@@ -279,16 +391,21 @@ struct DepthTile {
 template <int D>
 void DepthTile<D>::run(const AttentionJob& job, int64_t j0, int64_t j1, float* M, float* S, float* acc) {
   const bool k_q8 = job.k_type == GgmlType::Q8_0;
+  const bool int_k = k_q8 && D % 64 == 0;  // the integer path for K
   const int64_t G = job.group, Hkv = job.n_head_kv;
   thread_local std::vector<float> qf, kt, sc;
+  thread_local std::vector<QueryQ8> qq;
+  thread_local KTileQ8 kq;
   // A short last tile's missing rows: zero keys (masked) and zero values.
   alignas(64) static const uint8_t zero_row[2 * kMaxDim] = {};
   qf.resize(size_t(job.n_head * D));
   kt.resize(size_t(kKeys * D));
   sc.resize(size_t(G * kKeys) + 16);
   float* scores = sc.data() + (16 - (reinterpret_cast<uintptr_t>(sc.data()) / 4) % 16) % 16;  // 64-byte aligned
+  if (int_k) qq.resize(size_t(job.n_head));
   for (int64_t h = 0; h < job.n_head; ++h) {
-    query_for_k(job.q + h * D, k_q8, D, qf.data() + h * D);
+    if (int_k) quantize_query(job.q + h * D, D, qq[size_t(h)]);
+    else query_for_k(job.q + h * D, k_q8, D, qf.data() + h * D);
     M[h] = -__builtin_inff(), S[h] = 0.0f;
     for (int64_t i = 0; i < D; ++i) acc[h * D + i] = 0.0f;
   }
@@ -314,17 +431,25 @@ void DepthTile<D>::run(const AttentionJob& job, int64_t j0, int64_t j1, float* M
     if (any == 0) continue;
     // A short last tile: zero rows, masked (their weights are 0), so every
     // loop runs over whole sub-tiles in registers.
-    const uint8_t* vrow[kKeys];
+    const uint8_t *krow[kKeys], *vrow[kKeys];
     if (n < kKeys) {
       std::fill(kt.begin() + n * D, kt.end(), 0.0f);
+      std::fill(krow + n, krow + kKeys, zero_row);
       std::fill(vrow + n, vrow + kKeys, zero_row);
     }
     for (int64_t hk = 0; hk < Hkv; ++hk) {
       for (int jj = 0; jj < n; ++jj) {
-        row_to_f32(job.k + size_t(rows[jj] * Hkv + hk) * size_t(job.k_head_bytes), k_q8, D, kt.data() + jj * D);
+        krow[jj] = job.k + size_t(rows[jj] * Hkv + hk) * size_t(job.k_head_bytes);
         vrow[jj] = job.v + size_t(rows[jj] * Hkv + hk) * size_t(job.v_head_bytes);
       }
-      heads(job, qf.data() + hk * G * D, kt.data(), vrow, live, scores, M + hk * G, S + hk * G, acc + hk * G * D, ahead);
+      float *Mg = M + hk * G, *Sg = S + hk * G, *accg = acc + hk * G * D;
+      if (int_k) {
+        stage_q8(krow, kq);
+        heads(job, Q8Scores{qq.data() + hk * G, &kq}, vrow, live, scores, Mg, Sg, accg, ahead);
+      } else {
+        for (int jj = 0; jj < n; ++jj) row_to_f32(krow[jj], k_q8, D, kt.data() + jj * D);
+        heads(job, F32Scores{qf.data() + hk * G * D, kt.data()}, vrow, live, scores, Mg, Sg, accg, ahead);
+      }
     }
   }
 }
