@@ -301,6 +301,11 @@ void one_row_block(const AttentionJob& job, const detail::FloatKernels& fk, int6
     detail::attention_apply_sink(job.sinks[hk * job.group + r % job.group], M[r], S[r], acc + r * job.dv, job.dv);
 }
 
+// A finished row's output: acc / S (0 where no key was visible).
+void write_normalized(const detail::FloatKernels& fk, float S, const float* acc, float* out, int64_t dv) {
+  fk.scale(acc, S == 0.0f ? 0.0f : 1.0f / S, out, dv);
+}
+
 // Tokens per one-row work item: about 16 query rows per item.
 int64_t one_row_tokens_per_block(const AttentionJob& job) { return std::max<int64_t>(1, 16 / job.group); }
 
@@ -319,8 +324,7 @@ void run_one_row(const AttentionJob& job, ThreadPool& pool) {
       one_row_block(job, fk, hk, t0, t1, 0, job.n_kv, M.data(), S.data(), acc.data());
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t t = t0 + r / job.group, h = hk * job.group + r % job.group;
-        const float inv = S[size_t(r)] == 0.0f ? 0.0f : 1.0f / S[size_t(r)];
-        fk.scale(acc.data() + r * job.dv, inv, job.out + (t * job.n_head + h) * job.dv, job.dv);
+        write_normalized(fk, S[size_t(r)], acc.data() + r * job.dv, job.out + (t * job.n_head + h) * job.dv, job.dv);
       }
     }
   });
@@ -418,11 +422,12 @@ bool depth_kernel_takes(const AttentionJob& job) {
 
 bool use_depth_kernel(const AttentionJob& job) { return job.n_tokens == 1 && depth_kernel_takes(job); }
 
-// One chunk of the rows through the depth kernel for every head, sinks
-// folded on chunk 0 as one_row_block folds them.
-void depth_chunk(const AttentionJob& job, int64_t j0, int64_t j1, float* M, float* S, float* acc) {
+// Rows [j0, j1) through the depth kernel for every head, the sinks folded
+// in where the range is the first (or only) one, as one_row_block folds
+// them on chunk 0.
+void depth_chunk(const AttentionJob& job, int64_t j0, int64_t j1, bool first, float* M, float* S, float* acc) {
   if (!detail::depth_block_avx512(job, j0, j1, M, S, acc)) throw Error("attention: the depth kernel is not built");
-  if (job.sinks == nullptr || j0 != 0) return;
+  if (job.sinks == nullptr || !first) return;
   for (int64_t h = 0; h < job.n_head; ++h) detail::attention_apply_sink(job.sinks[h], M[h], S[h], acc + h * job.dv, job.dv);
 }
 
@@ -440,7 +445,7 @@ void run_split_kv(const AttentionJob& job, ThreadPool& pool) {
       acc.resize(size_t(job.n_head * dv));
       for (int64_t c = begin; c < end; ++c) {
         const int64_t j0 = std::min(job.n_kv, c * chunk_rows), j1 = std::min(job.n_kv, j0 + chunk_rows);
-        depth_chunk(job, j0, j1, M.data(), S.data(), acc.data());
+        depth_chunk(job, j0, j1, j0 == 0, M.data(), S.data(), acc.data());
         store_partials(partials.data(), n_chunks, c, dv, 0, job.n_head, M.data(), S.data(), acc.data());
       }
     });
@@ -586,13 +591,8 @@ void run_depth_rows(const AttentionJob& job, ThreadPool& pool) {
         std::fill(out, out + job.n_head * dv, 0.0f);
         continue;
       }
-      if (!detail::depth_block_avx512(one, j0, j1, M.data(), S.data(), acc.data()))
-        throw Error("attention: the depth kernel is not built");
-      for (int64_t h = 0; h < job.n_head; ++h) {
-        if (job.sinks != nullptr) detail::attention_apply_sink(job.sinks[h], M[h], S[h], acc.data() + h * dv, dv);
-        const float inv = S[size_t(h)] == 0.0f ? 0.0f : 1.0f / S[size_t(h)];
-        fk.scale(acc.data() + h * dv, inv, out + h * dv, dv);
-      }
+      depth_chunk(one, j0, j1, true, M.data(), S.data(), acc.data());
+      for (int64_t h = 0; h < job.n_head; ++h) write_normalized(fk, S[size_t(h)], acc.data() + h * dv, out + h * dv, dv);
     }
   });
 }

@@ -101,15 +101,8 @@ void query_for_k(const float* q, bool k_q8, int64_t d, float* out) {
   row_to_f32(reinterpret_cast<const uint8_t*>(blocks), true, d, out);
 }
 
-// Prefetches cache rows [next, end) into L2 (K and V of every kv head, a
-// row's whole lines) a few rows at a time, spread through the compute of
-// the tile before them. Issued all at once at the start of a tile (1024
-// lines on the bench model), they waited in the load queue for miss
-// buffers and stalled the compute behind them: the step read its rows at
-// about 8 GB/s per thread, half what one core streams.
 // rows[i] = the physical row of cache position t0 + i, i < n: one page
-// table lookup per page (a division per position cost a quarter of the
-// kernel on the bench model's 16-position pages).
+// table lookup per page, not a division per position.
 void physical_rows(const AttentionJob& job, int64_t t0, int n, int64_t* rows) {
   for (int i = 0; i < n;) {
     const int64_t first = attention_physical_row(job, t0 + i);
@@ -118,6 +111,12 @@ void physical_rows(const AttentionJob& job, int64_t t0, int n, int64_t* rows) {
   }
 }
 
+// Prefetches cache rows [next, end) into L2 (K and V of every kv head, a
+// row's whole lines) a few rows at a time, spread through the compute of
+// the tile before them. Issued all at once at the start of a tile (1024
+// lines on the bench model), they waited in the load queue for miss
+// buffers and stalled the compute behind them: the step read its rows at
+// about 8 GB/s per thread, half what one core streams.
 struct RowPrefetcher {
   const AttentionJob& job;
   int64_t next, end;
