@@ -2,6 +2,9 @@
 //   vtc-bench-kernels [rows cols] [--tokens N] [--isa scalar|avx2|avxvnni|avx512vnni|avx512bf16] [--types q4_K,f16,...]
 //   (a type name ending in _x8, e.g. q4_K_x8, runs the interleaved-8 layout)
 //   vtc-bench-kernels --pool     (cost of one empty parallel_for per pool size)
+//   --dram: rotate over copies of W that together pass 1 GiB, so each call
+//   streams its weights from DRAM as a decode step does (without it a small
+//   W stays in cache and the GB/s figure is a cache bandwidth).
 // For each weight type and thread count (1, 2, ..., hardware), times
 // matmul(W[rows][cols], x[tokens][cols]) and reports GFLOP/s and GB/s of
 // weight bytes streamed. Weights hold random codes with sane scales.
@@ -65,10 +68,12 @@ static int bench_pool() {
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--pool") return bench_pool();
   int64_t rows = 4096, cols = 4096, tokens = 1;
+  bool dram = false;
   std::vector<std::string> types = {"q4_K", "f16", "q8_0", "q4_0", "q6_K"};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--tokens" && i + 1 < argc) tokens = std::atoll(argv[++i]);
+    else if (a == "--dram") dram = true;
     else if (a == "--isa" && i + 1 < argc) {
       Isa isa{};
       if (!isa_from_name(argv[++i], isa)) {
@@ -90,8 +95,8 @@ int main(int argc, char** argv) {
       cols = std::atoll(argv[++i]);
     }
   }
-  std::printf("matmul %lldx%lld, %lld token(s), isa %s\n", static_cast<long long>(rows), static_cast<long long>(cols),
-              static_cast<long long>(tokens), isa_name(active_isa()));
+  std::printf("matmul %lldx%lld, %lld token(s), isa %s%s\n", static_cast<long long>(rows), static_cast<long long>(cols),
+              static_cast<long long>(tokens), isa_name(active_isa()), dram ? ", weights from DRAM" : "");
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<float> x(static_cast<size_t>(cols * tokens));
   for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i)) * 0.5f;
@@ -109,14 +114,19 @@ int main(int argc, char** argv) {
       auto rows_layout = w;
       repack_weight(*t, layout, rows_layout.data(), rows, cols, w.data());
     }
+    const size_t n_copies = dram ? std::max<size_t>(1, (size_t{1} << 30) / w.size() + 1) : 1;
+    std::vector<uint8_t> copies(w.size() * n_copies);
+    for (size_t c = 0; c < n_copies; ++c) std::memcpy(copies.data() + c * w.size(), w.data(), w.size());
+    size_t next_copy = 0;
+    auto weights = [&] { return copies.data() + (next_copy++ % n_copies) * w.size(); };
     for (int n = 1; n <= hw; n = (n == hw ? hw + 1 : std::min(hw, n * 2))) {
       ThreadPool pool(n);
-      matmul(*t, w.data(), rows, cols, x.data(), tokens, y.data(), pool, layout);  // warm up
+      matmul(*t, weights(), rows, cols, x.data(), tokens, y.data(), pool, layout);  // warm up
       int iters = 0;
       const auto t0 = std::chrono::steady_clock::now();
       double secs = 0;
       do {
-        matmul(*t, w.data(), rows, cols, x.data(), tokens, y.data(), pool, layout);
+        matmul(*t, weights(), rows, cols, x.data(), tokens, y.data(), pool, layout);
         ++iters;
         secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       } while (secs < 0.5);

@@ -79,7 +79,9 @@ void gemm_q8_family(int64_t n, const void* w, int64_t ws, const void* x, int64_t
   for (int r = 0; r < RM; ++r)
     #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
+  const NextTile<Block, RM> next(w, ws);
   for (int64_t b = 0; b < n / 32; ++b) {
+    next.prefetch(b);
     // The scale product dw * dx, formed in every lane by a vector multiply
     // (the same rounding as the dot kernel's scalar product, broadcast).
     __m256i mag[RM], sgn[RM];
@@ -135,7 +137,9 @@ void gemm_q4_k(int64_t n, const void* w, int64_t ws, const void* x, int64_t xs, 
   for (int r = 0; r < RM; ++r)
     #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps(), acc_m[r][t] = _mm_setzero_ps();
+  const NextTile<BlockQ4_K, RM> next(w, ws);
   for (int64_t b = 0; b < n / 256; ++b) {
+    next.prefetch(b);
     const BlockQ8_K* xb[NT];
     __m128i bpairs[NT];
     #pragma GCC unroll 16
@@ -199,7 +203,9 @@ void gemm_q6_k(int64_t n, const void* w, int64_t ws, const void* x, int64_t xs, 
   for (int r = 0; r < RM; ++r)
     #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
+  const NextTile<BlockQ6_K, RM> next(w, ws);
   for (int64_t b = 0; b < n / 256; ++b) {
+    next.prefetch(b);
     const BlockQ8_K* xb[NT];
     #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) xb[t] = &block_at<BlockQ8_K>(x, xs, t, b);

@@ -42,6 +42,7 @@ void q4_0_x8_avx2(int64_t n_blocks, const void* vw, const void* vx, int64_t x_st
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
     const BlockQ4_0x8& wb = w[b];
+    prefetch_weights_ahead(&wb);
     __m256i s16[NT];
 #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) s16[t] = _mm256_setzero_si256();
@@ -84,6 +85,7 @@ void q8_0_x8_avx2(int64_t n_blocks, const void* vw, const void* vx, int64_t x_st
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
     const BlockQ8_0x8& wb = w[b];
+    prefetch_weights_ahead(&wb);
     __m256i isum[NT];
 #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
@@ -191,6 +193,7 @@ void q4_k_x8_avx2(int64_t n_blocks, const void* vw, const void* vx, int64_t x_st
   for (int t = 0; t < NT; ++t) acc[t] = acc_min[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
     const BlockQ4_Kx8& wb = w[b];
+    prefetch_weights_ahead(&wb);
     const ScalesX8 sm = unpack_scales_x8(wb.scales);
     const __m256 d = load_f16x8(wb.d), dmin = load_f16x8(wb.dmin);
     __m256i isum[NT];
@@ -301,6 +304,7 @@ void q6_k_x8_avx2(int64_t n_blocks, const void* vw, const void* vx, int64_t x_st
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
     const BlockQ6_Kx8& wb = w[b];
+    prefetch_weights_ahead(&wb);
     __m256i isum[NT];
 #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();

@@ -160,6 +160,7 @@ void q4_0_x8_avx512(int64_t n_blocks, const void* vw, const void* vx, int64_t x_
   for (int p = 0; p < T::kPairs; ++p) acc[p] = _mm512_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
     const BlockQ4_0x8& wb = w[b];
+    prefetch_weights_ahead(&wb);
     const __m512i q0 = pair_chunks(load64(wb.qs)), q1 = pair_chunks(load64(wb.qs + 64));
     const __m512i lo0 = _mm512_and_si512(q0, m4), hi0 = _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4);
     const __m512i lo1 = _mm512_and_si512(q1, m4), hi1 = _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4);
@@ -227,6 +228,8 @@ void q4_0_x16_avx512(int64_t n_blocks, const void* vw, const void* vx, int64_t x
 #pragma GCC unroll 4
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
+    prefetch_weights_ahead(wa + b);
+    prefetch_weights_ahead(wb + b);
     __m512i lo[4], hi[4];
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
@@ -269,6 +272,7 @@ void q8_0_x8_avx512(int64_t n_blocks, const void* vw, const void* vx, int64_t x_
   for (int p = 0; p < T::kPairs; ++p) acc[p] = _mm512_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
     const BlockQ8_0x8& wb = w[b];
+    prefetch_weights_ahead(&wb);
     __m512i mag[4];
     __mmask64 neg[4];
 #pragma GCC unroll 4
@@ -345,6 +349,7 @@ void q4_k_x8_avx512(int64_t n_blocks, const void* vw, const void* vx, int64_t x_
   alignas(64) uint8_t sm[128];
   for (int64_t b = 0; b < n_blocks; ++b) {
     const BlockQ4_Kx8& wb = w[b];
+    prefetch_weights_ahead(&wb);
     q4_k_unpack_x8(wb.scales, sm);
     // Each token's bsum pairs (bsum_2p, bsum_2p+1) in int32 lane p; a pair of
     // tokens' side by side (lanes 0..3, 8..11).
@@ -454,6 +459,7 @@ void q6_k_x8_avx512(int64_t n_blocks, const void* vw, const void* vx, int64_t x_
   for (int p = 0; p < T::kPairs; ++p) acc[p] = _mm512_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
     const BlockQ6_Kx8& wb = w[b];
+    prefetch_weights_ahead(&wb);
     __m512i isum[NT];
 #pragma GCC unroll 4
     for (int t = 0; t < NT; ++t) isum[t] = zero;
