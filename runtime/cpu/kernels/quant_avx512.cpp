@@ -487,6 +487,9 @@ struct Q45K {
 
 constexpr int kQ8RowPairs = 4;  // 8 rows x 4 tokens: 16 accumulators
 constexpr int kKRows = 4;
+// Q6_K: 2 rows, not 4 (4 x 4 outputs hold 16 zmm sums and 16 ymm
+// accumulators, all 32 registers): 4 and 8 tokens of 5120x1280 ~5% faster.
+constexpr int kQ6Rows = 2;
 
 }  // namespace
 
@@ -505,7 +508,7 @@ void add_avx512_row_kernels(QuantKernels& t) {
   // The 32-value dots are bound by their one fma chain per row (4 cycles a
   // block, about the DRAM rate of one core); the tiles run 2*RP chains.
   for (int slot : {kSlotQ8_0, kSlotQ4_0, kSlotQ5_0, kSlotIQ4_NL}) t.gemm[slot].one_token = true;
-  t.gemm[kSlotQ6_K] = make_gemm<Q6K<kKRows>::K, kKRows, 4>();
+  t.gemm[kSlotQ6_K] = make_gemm<Q6K<kQ6Rows>::K, kQ6Rows, 4>();
   t.gemm[kSlotQ4_K] = make_gemm<Q45K<false, kKRows>::K, kKRows, 4>();
   t.gemm[kSlotQ5_K] = make_gemm<Q45K<true, kKRows>::K, kKRows, 4>();
 }
