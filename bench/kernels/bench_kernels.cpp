@@ -1,5 +1,5 @@
 // Micro-benchmark for the CPU matmul kernels:
-//   vtc-bench-kernels [rows cols] [--tokens N] [--isa scalar|avx2|avxvnni|avx512vnni|avx512bf16] [--types q4_K,f16,...]
+//   vtc-bench-kernels [rows cols] [--tokens N] [--dram] [--isa scalar|avx2|avxvnni|avx512vnni|avx512bf16] [--types q4_K,f16,...]
 //   (a type name ending in _x8, e.g. q4_K_x8, runs the interleaved-8 layout)
 //   vtc-bench-kernels --pool     (cost of one empty parallel_for per pool size)
 //   --dram: rotate over copies of W that together pass 1 GiB, so each call
