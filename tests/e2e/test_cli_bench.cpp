@@ -57,6 +57,28 @@ TEST_CASE("vtc bench --batch-rows times 1-row and B-row decode steps", "[cli][be
   std::filesystem::remove(json);
 }
 
+// -p 0 -n 0: only the batched steps' session is opened (it loads the model
+// once, not twice); the step's bytes come from it.
+TEST_CASE("vtc bench -p 0 -n 0 --batch-rows runs the batched steps alone and still counts the step's bytes",
+          "[cli][bench][reference]") {
+  const std::string model = test::model_path("llama", "f32");
+  const std::string json = test::unique_temp_path("bench-batch-only.json");
+  const std::string out = test::run_capture(fmt::format(
+      "{} bench {} -p 0 -n 0 -r 1 -t 2 --batch-rows 2 --batch-context 8 --batch-steps 2 --json {}", VTC_TOOL, model, json));
+  INFO(out);
+  CHECK_THAT(out, Catch::Contains("| step2 / step1 |") && !Catch::Contains("tok/s |"));
+  const auto j = read_json(json);
+  check_positive(j.at("vtc").at("step1_ms"), 1);
+  check_positive(j.at("vtc").at("stepn_ms"), 1);
+  const auto file = gguf::GgufFile::open(model);
+  uint64_t expected = 0;
+  for (const auto& t : file.tensors()) expected += t.n_bytes;
+  expected -= file.find_tensor("token_embd.weight")->n_bytes;
+  CHECK(j.at("weight_bytes_per_token").get<uint64_t>() == expected);
+  CHECK(j.at("kv_bytes_per_token").get<uint64_t>() > 0);
+  std::filesystem::remove(json);
+}
+
 TEST_CASE("vtc bench --memory-bandwidth runs without a model", "[cli][bench]") {
   const std::string json = test::unique_temp_path("bench-bw.json");
   const std::string out = test::run_capture(

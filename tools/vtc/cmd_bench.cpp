@@ -130,35 +130,44 @@ struct StepBytes {
   uint64_t kv_per_token = 0;
 };
 
-// vtc's figures; `bytes` gets what one decode step reads.
+// Logs the backend of vtc's first session and reads what one decode step
+// reads from it.
+void describe_session(const BenchOptions& o, Session& session, StepBytes& bytes) {
+  session.require_text_generation("vtc bench");
+  log(fmt::format("vtc, {}{}{}{}", session.backend().describe(), o.no_fuse ? ", no fusion" : "",
+                  o.no_weight_layout ? ", weights in the rows layout" : "",
+                  o.no_fused_kernels ? ", fused regions op by op" : ""));
+  bytes.weights = weight_bytes_per_token(session.file());
+  bytes.kv_per_token = session.kv_memory().bytes_per_token;
+}
+
+// vtc's figures; `bytes` gets what one decode step reads. The pp/tg
+// session is opened only when it has work (or is the only one): with -p 0
+// -n 0 --batch-rows R the batched steps' session alone loads the model.
 BenchFigures run_vtc(const BenchOptions& o, StepBytes& bytes) {
   if (o.target != Target::Cpu && o.profile) throw Error("bench: --profile times the CPU interpreter's ops; it needs --target cpu");
   const int64_t ctx = std::max(o.spec.prompt_tokens, o.spec.gen_tokens) + 16;
+  const bool pp_tg = o.spec.prompt_tokens > 0 || o.spec.gen_tokens > 0;
   BenchFigures f;
-  {
+  if (pp_tg || o.spec.batch_rows == 0) {
     Session session(o.model, session_options(o, ctx, 1));
-    session.require_text_generation("vtc bench");
-    log(fmt::format("vtc, {}{}{}{}", session.backend().describe(), o.no_fuse ? ", no fusion" : "",
-                    o.no_weight_layout ? ", weights in the rows layout" : "",
-                    o.no_fused_kernels ? ", fused regions op by op" : ""));
-    bytes.weights = weight_bytes_per_token(session.file());
-    bytes.kv_per_token = session.kv_memory().bytes_per_token;
+    describe_session(o, session, bytes);
     cpu::Interpreter* profile = profiled(session, o.profile);
-    if (o.spec.prompt_tokens > 0 || o.spec.gen_tokens > 0) f = bench_session(session, o.spec, log);
-    if (o.target == Target::Cpu)
-      f.kernels = fmt::format("{}{}", cpu::isa_name(cpu::active_isa()), cpu::isa_forced() ? " (VTC_CPU_ISA)" : "");
-    if (profile && (o.spec.prompt_tokens > 0 || o.spec.gen_tokens > 0))
-      fmt::print(stderr, "time per op (pp and tg, all repetitions):\n{}", profile->profile().table());
+    if (pp_tg) f = bench_session(session, o.spec, log);
+    if (profile && pp_tg) fmt::print(stderr, "time per op (pp and tg, all repetitions):\n{}", profile->profile().table());
   }
   if (o.spec.batch_rows > 0) {
     Session session(o.model, session_options(o, batch_step_context(o.spec), o.spec.batch_rows));
-    session.require_text_generation("vtc bench");
+    if (pp_tg) session.require_text_generation("vtc bench");
+    else describe_session(o, session, bytes);
     log(fmt::format("vtc, decode step of 1 and of {} rows after {} tokens each", o.spec.batch_rows,
                     o.spec.batch_context));
     cpu::Interpreter* profile = nullptr;
     bench_batch_step(session, o.spec, f, log, [&] { profile = profiled(session, o.profile); });
     if (profile) fmt::print(stderr, "time per op (the decode steps, all repetitions):\n{}", profile->profile().table());
   }
+  if (o.target == Target::Cpu)
+    f.kernels = fmt::format("{}{}", cpu::isa_name(cpu::active_isa()), cpu::isa_forced() ? " (VTC_CPU_ISA)" : "");
   return f;
 }
 
