@@ -114,11 +114,13 @@ int main(int argc, char** argv) {
       auto rows_layout = w;
       repack_weight(*t, layout, rows_layout.data(), rows, cols, w.data());
     }
-    const size_t n_copies = dram ? std::max<size_t>(1, (size_t{1} << 30) / w.size() + 1) : 1;
-    std::vector<uint8_t> copies(w.size() * n_copies);
-    for (size_t c = 0; c < n_copies; ++c) std::memcpy(copies.data() + c * w.size(), w.data(), w.size());
+    // --dram: w grows to n_copies copies of itself, called in turn.
+    const size_t w_bytes = w.size();
+    const size_t n_copies = dram ? (size_t{1} << 30) / w_bytes + 1 : 1;
+    w.resize(w_bytes * n_copies);
+    for (size_t c = 1; c < n_copies; ++c) std::memcpy(w.data() + c * w_bytes, w.data(), w_bytes);
     size_t next_copy = 0;
-    auto weights = [&] { return copies.data() + (next_copy++ % n_copies) * w.size(); };
+    auto weights = [&] { return w.data() + (next_copy++ % n_copies) * w_bytes; };
     for (int n = 1; n <= hw; n = (n == hw ? hw + 1 : std::min(hw, n * 2))) {
       ThreadPool pool(n);
       matmul(*t, weights(), rows, cols, x.data(), tokens, y.data(), pool, layout);  // warm up
@@ -133,7 +135,7 @@ int main(int argc, char** argv) {
       const double per = secs / iters;
       const double flops = 2.0 * static_cast<double>(rows) * static_cast<double>(cols) * static_cast<double>(tokens);
       std::printf("  %-6s threads=%d  %8.3f ms  %7.2f GFLOP/s  %7.2f GB/s weights\n", name.c_str(), n, per * 1e3,
-                  flops / per * 1e-9, static_cast<double>(w.size()) / per * 1e-9);
+                  flops / per * 1e-9, static_cast<double>(w_bytes) / per * 1e-9);
     }
   }
   return 0;

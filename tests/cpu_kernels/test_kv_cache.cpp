@@ -169,8 +169,6 @@ TEST_CASE("kv cache: the iq4_nl K dot sums as the reference's vec_dot", "[cpu][k
 
 namespace {
 
-// Double reference: softmax(scale q.k) v over the dequantized caches, q as
-// given (the kernel rounds q to K's dot type; the tolerance covers it).
 // Random K rows whose magnitude varies by key (x0.25 to x3.25): a q8_0
 // block's scale then differs from key to key, as in a real cache, so an
 // error in a per-key term of the dot does not cancel in the softmax.
@@ -181,6 +179,8 @@ std::vector<float> keys_of_varied_scale(int64_t n_kv, int64_t row, uint32_t seed
   return k;
 }
 
+// Double reference: softmax(scale q.k) v over the dequantized caches, q as
+// given (the kernel rounds q to K's dot type; the tolerance covers it).
 std::vector<double> attention_reference(const std::vector<float>& q, const std::vector<float>& k,
                                         const std::vector<float>& v, int64_t T, int64_t H, int64_t Hkv, int64_t D,
                                         int64_t n_kv, float scale) {
