@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <string_view>
 #include <utility>
 
 #include "frontends/gguf/arch/arch.h"
@@ -12,7 +13,9 @@ namespace vtc::arch {
 
 // Each builder is defined in its own file of arch/.
 #define VTC_ARCH(name, builder) ir::Module builder(const gguf::GgufFile& f, const BuildOptions& o);
+#define VTC_ARCH_OUT_OF_SCOPE(name, why)
 #include "frontends/gguf/arch/architectures.def"
+#undef VTC_ARCH_OUT_OF_SCOPE
 #undef VTC_ARCH
 
 namespace {
@@ -22,7 +25,21 @@ using BuildFn = ir::Module (*)(const gguf::GgufFile&, const BuildOptions&);
 const std::vector<std::pair<std::string, BuildFn>>& builders() {
   static const std::vector<std::pair<std::string, BuildFn>> table = {
 #define VTC_ARCH(name, builder) {name, builder},
+#define VTC_ARCH_OUT_OF_SCOPE(name, why)
 #include "frontends/gguf/arch/architectures.def"
+#undef VTC_ARCH_OUT_OF_SCOPE
+#undef VTC_ARCH
+  };
+  return table;
+}
+
+// The architectures refused by design, with the reason.
+const std::vector<std::pair<std::string_view, std::string_view>>& out_of_scope() {
+  static const std::vector<std::pair<std::string_view, std::string_view>> table = {
+#define VTC_ARCH(name, builder)
+#define VTC_ARCH_OUT_OF_SCOPE(name, why) {name, why},
+#include "frontends/gguf/arch/architectures.def"
+#undef VTC_ARCH_OUT_OF_SCOPE
 #undef VTC_ARCH
   };
   return table;
@@ -44,6 +61,8 @@ ir::Module build_module(const gguf::GgufFile& f, const BuildOptions& o) {
       apply_kv_cache_types(m, o);
       return m;
     }
+  for (const auto& [name, why] : out_of_scope())
+    if (name == arch) throw Error(fmt::format("{}: architecture '{}' is out of scope for vtc: {}", f.path(), arch, why));
   throw Error(fmt::format("{}: architecture '{}' is not supported (supported: {})", f.path(),
                           arch.empty() ? "(none)" : arch, fmt::join(known_architectures(), ", ")));
 }
