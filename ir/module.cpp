@@ -66,34 +66,70 @@ void Op::drop_operands() {
   operands.use_slot_.clear();
 }
 
-std::string check_use_lists(const Function& f) {
-  llvm::DenseSet<const Op*> live;
-  for (const auto& op : f.ops) live.insert(op.get());
-  auto where = [&](const Op& op) { return "'" + std::string(op.mnemonic()) + "'"; };
-  auto check_value = [&](Value v) -> std::string {
-    for (const Use& u : v.uses()) {
-      if (!live.count(u.user)) return "a use of a value is not an op of the function";
-      if (u.operand >= u.user->operands.size() || !(u.user->operands[u.operand] == v))
-        return "a use of a value names operand " + std::to_string(u.operand) + " of op " + where(*u.user) +
-               ", which reads another value";
-    }
-    return "";
-  };
+namespace {
+
+// The checks of one value's use list: each use names an op of the function
+// and an operand slot of that op that reads the value.
+std::string check_uses_of(Value v, const llvm::DenseSet<const Op*>& live) {
+  for (const Use& u : v.uses()) {
+    if (!live.count(u.user)) return "a use of a value is not an op of the function";
+    if (u.operand >= u.user->operands.size() || !(u.user->operands[u.operand] == v))
+      return "a use of a value names operand " + std::to_string(u.operand) + " of op '" +
+             std::string(u.user->mnemonic()) + "', which reads another value";
+  }
+  return "";
+}
+
+// The walk in program order that names the first broken use: per operand,
+// a scan of its value's list. That is quadratic in a value's use count (an
+// argument read by every op of a 100k-op function), so check_use_lists runs
+// it only once its linear count has found something wrong.
+std::string first_broken_use(const Function& f, const llvm::DenseSet<const Op*>& live) {
   for (Value a : f.args)
-    if (std::string why = check_value(a); !why.empty()) return why;
+    if (std::string why = check_uses_of(a, live); !why.empty()) return why;
   for (const auto& op : f.ops) {
     for (unsigned i = 0; i < op->operands.size(); ++i) {
       Value v = op->operands[i];
       if (!v) continue;
       bool found = false;
       for (const Use& u : v.uses()) found = found || u == Use{op.get(), i};
-      if (!found) return "operand " + std::to_string(i) + " of op " + where(*op) + " is missing from its value's use list";
-      if (std::string why = check_value(v); !why.empty()) return why;
+      if (!found)
+        return "operand " + std::to_string(i) + " of op '" + std::string(op->mnemonic()) +
+               "' is missing from its value's use list";
+      if (std::string why = check_uses_of(v, live); !why.empty()) return why;
     }
     for (Value r : op->results)
-      if (std::string why = check_value(r); !why.empty()) return why;
+      if (std::string why = check_uses_of(r, live); !why.empty()) return why;
   }
   return "";
+}
+
+}  // namespace
+
+// Linear: every use of the function's values names a distinct operand slot
+// that reads it (check_uses_of, plus a set of the slots seen), and there are
+// as many uses as non-null operand slots, so every slot has its use. Any
+// discrepancy (or an operand defined outside the function, whose uses are
+// not counted here) falls back to the exact walk for its message.
+std::string check_use_lists(const Function& f) {
+  llvm::DenseSet<const Op*> live;
+  for (const auto& op : f.ops) live.insert(op.get());
+  llvm::DenseSet<std::pair<const Op*, unsigned>> slots_used;
+  bool consistent = true;
+  auto count_uses = [&](Value v) {
+    if (!check_uses_of(v, live).empty()) return false;
+    for (const Use& u : v.uses())
+      if (!slots_used.insert({u.user, u.operand}).second) return false;
+    return true;
+  };
+  for (Value a : f.args) consistent = consistent && count_uses(a);
+  for (const auto& op : f.ops)
+    for (Value r : op->results) consistent = consistent && count_uses(r);
+  size_t slots = 0;
+  for (const auto& op : f.ops)
+    for (Value v : op->operands) slots += v ? 1 : 0;
+  if (consistent && slots_used.size() == slots) return "";
+  return first_broken_use(f, live);
 }
 
 Function::~Function() {
