@@ -127,6 +127,7 @@ const std::vector<ArchModel>& arch_models() {
       {"gemma2-softcap", "vtc:gemma2", "gemma2-vtc1"},  // 6 layers, attention soft cap 5
       {"llama4", "llama4", "llama4-moe"},
       // ARCH-MODELS (one line per generated model below)
+      {"phimoe", "phimoe", "phimoe-moe"},
   };
   return models;
 }

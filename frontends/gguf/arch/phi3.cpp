@@ -25,6 +25,19 @@
 // swa_type NONE whatever sliding_window says), so every layer is full
 // attention here too. The MoE branch of the graph is phimoe's (an
 // ffn_gate_inp that phi3's loader never creates), so phi3 is dense.
+//
+// phimoe (Phi-3.5-MoE) is the same graph (the reference's phimoe reuses
+// llama_model_phi3::graph) over what its loader creates instead:
+//
+//   every norm is rms_norm(x) * gain + bias   (attn_norm, ffn_norm, output_norm .bias)
+//   x += attention(...) Wo * scale + attn_output.bias
+//   x += build_moe_ffn(h)                     softmax router ffn_gate_inp, top
+//                                             expert_used_count, renormalized; no
+//                                             weight scale (phimoe reads none) and
+//                                             no per-expert scales (the call passes none)
+//   logits = (...) Woutput * output.scale + output.bias
+//
+// phimoe declares no sliding window, so it is full attention as well.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -39,8 +52,9 @@ using ir::Value;
 class Phi3 final : public Transformer {
  public:
   Phi3(const gguf::GgufFile& f, const BuildOptions& o) : Transformer(f, o) {
-    const int64_t n_ctx_orig = f.get_int("phi3.rope.scaling.original_context_length").value_or(h.n_ctx);
+    const int64_t n_ctx_orig = f.get_int(h.arch + ".rope.scaling.original_context_length").value_or(h.n_ctx);
     factors_ = h.n_ctx > n_ctx_orig ? "rope_factors_long" : "rope_factors_short";
+    if (h.arch == "phimoe") n_expert_used_ = read_expert_hparams(f, h.arch);
   }
 
   Value forward(StepGraph& g) const override {
@@ -48,7 +62,7 @@ class Phi3 final : public Transformer {
     const ir::RopeOptions rope = rope_options(h);  // neox
     Value x = ir::Builder::named(b.embed(g.weight("token_embd"), g.ids), "x");
     for (int64_t l = 0; l < h.n_layer; ++l) {
-      Value cur = g.norm(x, blk(l, "attn_norm"));
+      Value cur = norm(g, x, blk(l, "attn_norm"));
       auto [q, k, v] = g.qkv(cur, l);
       Value freqs = g.optional(factors_);
       q = b.rope(q, g.pos, rope, freqs);
@@ -57,13 +71,26 @@ class Phi3 final : public Transformer {
       q = b.scale(q, 1.0 / std::sqrt(double(h.head_dim)));
       ir::AttentionOptions attn{.state = fmt::format("kv.{}", l), .scale = 1.0};
       Value a = b.reshape(b.attention(q, k, v, g.pos, g.seq, attn), {g.n, h.n_head * h.head_dim});
-      x = b.add(x, g.linear(a, blk(l, "attn_output")));
-      x = ir::Builder::named(b.add(x, fused_swiglu(g, g.norm(x, blk(l, "ffn_norm")), l)), fmt::format("x{}", l));
+      x = b.add(x, moe() ? g.linear_bias(a, blk(l, "attn_output")) : g.linear(a, blk(l, "attn_output")));
+      cur = norm(g, x, blk(l, "ffn_norm"));
+      Value ffn = moe() ? g.moe_ffn(cur, l, {.route = {.k = n_expert_used_}, .expert_scales = false}) : fused_swiglu(g, cur, l);
+      x = ir::Builder::named(b.add(x, ffn), fmt::format("x{}", l));
     }
     return x;
   }
 
+  Value head(StepGraph& g, Value rows) const override { return g.output(embedding(g, rows), moe()); }
+  Value embedding(StepGraph& g, Value x) const override { return norm(g, x, "output_norm"); }
+
  private:
+  bool moe() const { return n_expert_used_ > 0; }
+
+  // build_norm(LLM_NORM_RMS) with phimoe's bias.
+  Value norm(StepGraph& g, Value x, const std::string& gain) const {
+    Value y = g.norm(x, gain);
+    return moe() ? g.b.add(y, g.weight(gain + ".bias")) : y;
+  }
+
   // ffn_up [2F, D]: silu of the first F outputs times the last F, then ffn_down.
   Value fused_swiglu(StepGraph& g, Value x, int64_t l) const {
     Value up = g.linear_plain(x, blk(l, "ffn_up"));
@@ -73,6 +100,7 @@ class Phi3 final : public Transformer {
   }
 
   std::string factors_;
+  int64_t n_expert_used_ = 0;  // phimoe
 };
 
 }  // namespace

@@ -70,6 +70,11 @@ const std::vector<AcceptedUnused>& accepted_unused_tensors() {
        "refuses"},
       {"bert", "blk.*.ffn_*.scale",
        "the generic scale pass loads them; bert's build_ffn (GELU, sequential) passes no scales"},
+      {"phimoe", "rope_factors_long.weight",
+       "LongRoPE, as phi3: both factor sets are loaded and the context length picks one (get_rope_factors)"},
+      {"phimoe", "rope_factors_short.weight", "as rope_factors_long"},
+      {"phimoe", "blk.*.ffn_*_exps.scale",
+       "the generic scale pass loads them; these graphs' build_moe_ffn call passes no per-expert scales"},
   };
   return table;
 }
