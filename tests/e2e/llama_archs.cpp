@@ -128,6 +128,17 @@ const std::vector<ArchModel>& arch_models() {
       {"llama4", "llama4", "llama4-moe"},
       // ARCH-MODELS (one line per generated model below)
       {"phimoe", "phimoe", "phimoe-moe"},
+      {"deepseek", "deepseek", "deepseek-moe"},
+      {"dots1", "dots1", "dots1-moe"},
+      {"ernie4_5-moe", "ernie4_5-moe", "ernie4_5-moe-moe"},
+      {"hunyuan-moe", "hunyuan-moe", "hunyuan-moe-moe"},
+      {"arctic", "arctic", "arctic-moe"},
+      {"dbrx", "dbrx", "dbrx-moe"},
+      {"bailingmoe", "bailingmoe", "bailingmoe-moe"},
+      {"bailingmoe2", "bailingmoe2", "bailingmoe2-moe"},
+      {"minimax-m2", "minimax-m2", "minimax-m2-moe"},
+      {"hy_v3", "hy_v3", "hy_v3-moe"},
+      {"qwen3vlmoe", "qwen3vlmoe", "qwen3vlmoe-moe"},
   };
   return models;
 }

@@ -48,20 +48,6 @@ namespace {
 
 using ir::Value;
 
-// expert_gating_func (llama_expert_gating_func_type) as moe_route's gating;
-// `none` is the architecture's default.
-ir::MoeGating gating_of(const gguf::GgufFile& f, int64_t func, ir::MoeGating none) {
-  switch (func) {
-    case 0: return none;
-    case 1: return ir::MoeGating::Softmax;
-    case 2: return ir::MoeGating::Sigmoid;
-    case 3: return ir::MoeGating::SoftmaxWeight;
-    default:
-      throw Error(fmt::format("{}: expert_gating_func {} is not supported (softmax, sigmoid, softmax_weight)",
-                              f.path(), func));
-  }
-}
-
 class Deepseek2 final : public Architecture {
  public:
   Deepseek2(const gguf::GgufFile& f, const BuildOptions& o) : Architecture(f), o_(o) {
@@ -124,7 +110,7 @@ class Deepseek2 final : public Architecture {
     if (!f.get_int(a + ".expert_shared_count")) throw Error(fmt::format("{}: missing hparam '{}.expert_shared_count'", f.path(), a));
     // Old V2/V2.5 files have no gating key: softmax, except GLM 4.7 Lite.
     const bool glm_lite = (h.n_layer == 47 || h.n_layer == 48) && vocab == 154880;
-    gating_ = gating_of(f, f.get_int(a + ".expert_gating_func").value_or(0), glm_lite ? ir::MoeGating::Sigmoid : ir::MoeGating::Softmax);
+    gating_ = expert_gating(f, f.get_int(a + ".expert_gating_func").value_or(0), glm_lite ? ir::MoeGating::Sigmoid : ir::MoeGating::Softmax);
     norm_ = f.get_int(a + ".expert_weights_norm").value_or(0) != 0;
     scale_ = f.get_float(a + ".expert_weights_scale").value_or(0.0);
     groups_ = f.get_int(a + ".expert_group_count").value_or(0);

@@ -105,4 +105,16 @@ int64_t read_expert_hparams(const gguf::GgufFile& f, const std::string& a) {
   return n_used;
 }
 
+ir::MoeGating expert_gating(const gguf::GgufFile& f, int64_t func, ir::MoeGating none_means) {
+  switch (func) {
+    case 0: return none_means;
+    case 1: return ir::MoeGating::Softmax;
+    case 2: return ir::MoeGating::Sigmoid;
+    case 3: return ir::MoeGating::SoftmaxWeight;
+    default:
+      throw Error(fmt::format("{}: expert_gating_func {} is not supported (softmax, sigmoid, softmax_weight)",
+                              f.path(), func));
+  }
+}
+
 }  // namespace vtc::arch

@@ -32,5 +32,9 @@ ir::RopeOptions rope_options(const Hparams& h);
 
 // expert_count and expert_used_count, checked; returns expert_used_count.
 int64_t read_expert_hparams(const gguf::GgufFile& f, const std::string& arch);
+// expert_gating_func (llama_expert_gating_func_type) as moe_route's gating;
+// 0 (`none`) is the architecture's default `none_means`. Throws for the
+// functions moe_route does not implement.
+ir::MoeGating expert_gating(const gguf::GgufFile& f, int64_t func, ir::MoeGating none_means);
 
 }  // namespace vtc::arch

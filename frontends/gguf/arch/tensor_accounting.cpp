@@ -75,6 +75,19 @@ const std::vector<AcceptedUnused>& accepted_unused_tensors() {
       {"phimoe", "rope_factors_short.weight", "as rope_factors_long"},
       {"phimoe", "blk.*.ffn_*_exps.scale",
        "the generic scale pass loads them; these graphs' build_moe_ffn call passes no per-expert scales"},
+      {"dbrx,minimax-m2,qwen3vlmoe", "blk.*.ffn_*_exps.scale",
+       "the generic scale pass loads them; these graphs' build_moe_ffn call passes no per-expert scales"},
+      {"deepseek,dots1,ernie4_5-moe,hunyuan-moe,arctic,bailingmoe,bailingmoe2", "blk.*.ffn_*.scale",
+       "the generic scale pass loads them; the dense, shared-expert and routed FFNs of these graphs take no scales"},
+      {"ernie4_5-moe", "blk.*.attn_output.bias",
+       "loaded as optional; ernie4_5-moe's build_attn call passes no output bias"},
+      {"minimax-m2", "blk.*.attn_[qkv].bias",
+       "create_tensor_qkv loads optional q/k/v biases; minimax-m2's graph projects q, k and v with neither bias nor scale"},
+      {"minimax-m2", "blk.*.attn_[qkv].scale", "as the q/k/v biases"},
+      {"hy_v3", "blk.*.ffn_gate.*",
+       "the loader creates the dense FFN in every layer (not required); a layer with ffn_gate_inp applies the experts only"},
+      {"hy_v3", "blk.*.ffn_up.*", "as ffn_gate"},
+      {"hy_v3", "blk.*.ffn_down.*", "as ffn_gate"},
   };
   return table;
 }
