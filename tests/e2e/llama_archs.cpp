@@ -139,6 +139,7 @@ const std::vector<ArchModel>& arch_models() {
       {"minimax-m2", "minimax-m2", "minimax-m2-moe"},
       {"hy_v3", "hy_v3", "hy_v3-moe"},
       {"qwen3vlmoe", "qwen3vlmoe", "qwen3vlmoe-moe"},
+      {"gpt2", "gpt2", "gpt2-dense"},
   };
   return models;
 }

@@ -55,6 +55,12 @@ Value StepGraph::optional(std::string_view name) { return has(name) ? weight(nam
 
 Value StepGraph::norm(Value x, std::string_view gain) { return b.rms_norm(x, weight(gain), h.eps); }
 
+Value StepGraph::layer_norm(Value x, std::string_view gain, double eps, Need bias) {
+  const std::string bias_name = fmt::format("{}.bias", gain);
+  Value b_value = bias == Need::kRequired ? weight(bias_name) : bias == Need::kOptional ? optional(bias_name) : Value();
+  return b.layer_norm(x, weight(gain), b_value, eps);
+}
+
 Value StepGraph::scaled(Value y, std::string_view w) {
   Value s = optional(fmt::format("{}.scale", w));
   return s ? b.mul(y, s) : y;
@@ -70,16 +76,20 @@ Value StepGraph::linear(Value x, std::string_view w) { return scaled(linear_plai
 Value StepGraph::linear_bias(Value x, std::string_view w) { return biased(linear(x, w), w); }
 Value StepGraph::ffn_linear(Value x, std::string_view w) { return scaled(biased(linear_plain(x, w), w), w); }
 
-StepGraph::Qkv StepGraph::qkv(Value x, int64_t l) {
+StepGraph::Qkv StepGraph::qkv(Value x, int64_t l, double clamp_kqv) {
   const int64_t hd = h.head_dim, q_width = h.n_head * hd, kv_width = h.n_head_kv * hd;
+  auto project = [&](const std::string& w) {
+    Value y = linear_bias(x, w);
+    return clamp_kqv > 0.0 ? b.clamp(y, -clamp_kqv, clamp_kqv) : y;
+  };
   auto heads = [&](Value y, int64_t count) { return b.reshape(y, {n, count, hd}); };
   if (has(blk(l, "attn_qkv"))) {
-    Value qkv = linear_bias(x, blk(l, "attn_qkv"));
+    Value qkv = project(blk(l, "attn_qkv"));
     return {heads(b.slice(qkv, 1, 0, q_width), h.n_head), heads(b.slice(qkv, 1, q_width, kv_width), h.n_head_kv),
             heads(b.slice(qkv, 1, q_width + kv_width, kv_width), h.n_head_kv)};
   }
-  return {heads(linear_bias(x, blk(l, "attn_q")), h.n_head), heads(linear_bias(x, blk(l, "attn_k")), h.n_head_kv),
-          heads(linear_bias(x, blk(l, "attn_v")), h.n_head_kv)};
+  return {heads(project(blk(l, "attn_q")), h.n_head), heads(project(blk(l, "attn_k")), h.n_head_kv),
+          heads(project(blk(l, "attn_v")), h.n_head_kv)};
 }
 
 Value StepGraph::ffn_projection(Value x, const std::string& w, FfnTensors tensors) {

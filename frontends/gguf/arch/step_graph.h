@@ -40,6 +40,11 @@ struct FfnTensors {
   bool scales = true;
 };
 
+// Whether the reference's loader takes a tensor: required (a clear error
+// when the file lacks it), optional (taken when present) or never (a file
+// with it is refused by the tensor accounting).
+enum class Need { kNever, kOptional, kRequired };
+
 // build_moe_ffn's variations that StepGraph::moe_ffn follows: the router
 // (the moe_route op's options: top-k, gating, renormalization, weight
 // scale, selection bias, expert groups), whether the merged
@@ -74,17 +79,24 @@ class StepGraph {
 
   // rms_norm(x) * gain, with the hparams' eps.
   ir::Value norm(ir::Value x, std::string_view gain);
+  // build_norm with LLM_NORM: layer_norm(x) * gain + <gain>.bias, the bias
+  // taken as `bias` says, with the architecture's eps (its
+  // attention.layer_norm_epsilon).
+  ir::Value layer_norm(ir::Value x, std::string_view gain, double eps, Need bias = Need::kRequired);
   ir::Value linear(ir::Value x, std::string_view w);
   ir::Value linear_bias(ir::Value x, std::string_view w);
   ir::Value ffn_linear(ir::Value x, std::string_view w);
   ir::Value linear_plain(ir::Value x, std::string_view w);
 
   // Q, K, V [n, heads, head_dim] of layer l from a merged blk.l.attn_qkv or
-  // split attn_q/k/v, each with its optional scale and bias (build_qkv).
+  // split attn_q/k/v, each with its optional scale and bias (build_qkv),
+  // then clamped to [-clamp_kqv, clamp_kqv] when clamp_kqv > 0 (the
+  // reference's f_clamp_kqv, which the architectures that read
+  // attention.clamp_kqv set).
   struct Qkv {
     ir::Value q, k, v;
   };
-  Qkv qkv(ir::Value x, int64_t l);
+  Qkv qkv(ir::Value x, int64_t l, double clamp_kqv = 0.0);
   // silu(x Wgate) * (x Wup) then Wdown over blk.l.ffn_{gate,up,down}<suffix>
   // (build_ffn with LLM_FFN_SILU, LLM_FFN_PAR). Each projection adds its
   // bias when `biases` (the architectures whose loader takes FFN biases),

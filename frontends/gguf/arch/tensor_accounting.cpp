@@ -88,6 +88,8 @@ const std::vector<AcceptedUnused>& accepted_unused_tensors() {
        "the loader creates the dense FFN in every layer (not required); a layer with ffn_gate_inp applies the experts only"},
       {"hy_v3", "blk.*.ffn_up.*", "as ffn_gate"},
       {"hy_v3", "blk.*.ffn_down.*", "as ffn_gate"},
+      {"gpt2", "blk.*.ffn_*.scale",
+       "the generic scale pass loads them; the layer-norm decoders' build_ffn calls pass no scales"},
   };
   return table;
 }
