@@ -140,6 +140,7 @@ const std::vector<ArchModel>& arch_models() {
       {"hy_v3", "hy_v3", "hy_v3-moe"},
       {"qwen3vlmoe", "qwen3vlmoe", "qwen3vlmoe-moe"},
       {"gpt2", "gpt2", "gpt2-dense"},
+      {"starcoder", "starcoder", "starcoder-dense"},
   };
   return models;
 }
