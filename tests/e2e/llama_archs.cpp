@@ -141,6 +141,7 @@ const std::vector<ArchModel>& arch_models() {
       {"qwen3vlmoe", "qwen3vlmoe", "qwen3vlmoe-moe"},
       {"gpt2", "gpt2", "gpt2-dense"},
       {"starcoder", "starcoder", "starcoder-dense"},
+      {"gptneox", "gptneox", "gptneox-dense"},
   };
   return models;
 }

@@ -90,6 +90,7 @@ const std::vector<AcceptedUnused>& accepted_unused_tensors() {
       {"hy_v3", "blk.*.ffn_down.*", "as ffn_gate"},
       {"gpt2", "blk.*.ffn_*.scale",
       {"gpt2,starcoder", "blk.*.ffn_*.scale",
+      {"gpt2,starcoder,gptneox", "blk.*.ffn_*.scale",
        "the generic scale pass loads them; the layer-norm decoders' build_ffn calls pass no scales"},
   };
   return table;
