@@ -142,6 +142,7 @@ const std::vector<ArchModel>& arch_models() {
       {"gpt2", "gpt2", "gpt2-dense"},
       {"starcoder", "starcoder", "starcoder-dense"},
       {"gptneox", "gptneox", "gptneox-dense"},
+      {"phi2", "phi2", "phi2-dense"},
   };
   return models;
 }
