@@ -143,6 +143,7 @@ const std::vector<ArchModel>& arch_models() {
       {"starcoder", "starcoder", "starcoder-dense"},
       {"gptneox", "gptneox", "gptneox-dense"},
       {"phi2", "phi2", "phi2-dense"},
+      {"falcon", "falcon", "falcon-dense"},
   };
   return models;
 }

@@ -92,6 +92,7 @@ const std::vector<AcceptedUnused>& accepted_unused_tensors() {
       {"gpt2,starcoder", "blk.*.ffn_*.scale",
       {"gpt2,starcoder,gptneox", "blk.*.ffn_*.scale",
       {"gpt2,starcoder,gptneox,phi2", "blk.*.ffn_*.scale",
+      {"gpt2,starcoder,gptneox,phi2,falcon", "blk.*.ffn_*.scale",
        "the generic scale pass loads them; the layer-norm decoders' build_ffn calls pass no scales"},
   };
   return table;
