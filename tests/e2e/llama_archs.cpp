@@ -144,6 +144,7 @@ const std::vector<ArchModel>& arch_models() {
       {"gptneox", "gptneox", "gptneox-dense"},
       {"phi2", "phi2", "phi2-dense"},
       {"falcon", "falcon", "falcon-dense"},
+      {"stablelm", "stablelm", "stablelm-dense"},
   };
   return models;
 }

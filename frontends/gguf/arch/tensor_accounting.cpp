@@ -93,6 +93,7 @@ const std::vector<AcceptedUnused>& accepted_unused_tensors() {
       {"gpt2,starcoder,gptneox", "blk.*.ffn_*.scale",
       {"gpt2,starcoder,gptneox,phi2", "blk.*.ffn_*.scale",
       {"gpt2,starcoder,gptneox,phi2,falcon", "blk.*.ffn_*.scale",
+      {"gpt2,starcoder,gptneox,phi2,falcon,stablelm", "blk.*.ffn_*.scale",
        "the generic scale pass loads them; the layer-norm decoders' build_ffn calls pass no scales"},
   };
   return table;
