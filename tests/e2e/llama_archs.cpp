@@ -145,6 +145,7 @@ const std::vector<ArchModel>& arch_models() {
       {"phi2", "phi2", "phi2-dense"},
       {"falcon", "falcon", "falcon-dense"},
       {"stablelm", "stablelm", "stablelm-dense"},
+      {"starcoder2", "starcoder2", "starcoder2-dense"},
   };
   return models;
 }
