@@ -146,6 +146,7 @@ const std::vector<ArchModel>& arch_models() {
       {"falcon", "falcon", "falcon-dense"},
       {"stablelm", "stablelm", "stablelm-dense"},
       {"starcoder2", "starcoder2", "starcoder2-dense"},
+      {"codeshell", "codeshell", "codeshell-dense"},
   };
   return models;
 }
