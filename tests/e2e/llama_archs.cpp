@@ -147,6 +147,7 @@ const std::vector<ArchModel>& arch_models() {
       {"stablelm", "stablelm", "stablelm-dense"},
       {"starcoder2", "starcoder2", "starcoder2-dense"},
       {"codeshell", "codeshell", "codeshell-dense"},
+      {"olmo", "olmo", "olmo-dense"},
   };
   return models;
 }
