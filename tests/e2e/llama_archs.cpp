@@ -148,6 +148,7 @@ const std::vector<ArchModel>& arch_models() {
       {"starcoder2", "starcoder2", "starcoder2-dense"},
       {"codeshell", "codeshell", "codeshell-dense"},
       {"olmo", "olmo", "olmo-dense"},
+      {"nemotron", "nemotron", "nemotron-dense"},
   };
   return models;
 }

@@ -97,6 +97,7 @@ const std::vector<AcceptedUnused>& accepted_unused_tensors() {
       {"gpt2,starcoder,gptneox,phi2,falcon,stablelm,starcoder2", "blk.*.ffn_*.scale",
       {"gpt2,starcoder,gptneox,phi2,falcon,stablelm,starcoder2,codeshell", "blk.*.ffn_*.scale",
       {"gpt2,starcoder,gptneox,phi2,falcon,stablelm,starcoder2,codeshell,olmo", "blk.*.ffn_*.scale",
+      {"gpt2,starcoder,gptneox,phi2,falcon,stablelm,starcoder2,codeshell,olmo,nemotron", "blk.*.ffn_*.scale",
        "the generic scale pass loads them; the layer-norm decoders' build_ffn calls pass no scales"},
   };
   return table;
