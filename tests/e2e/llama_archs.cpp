@@ -149,6 +149,15 @@ const std::vector<ArchModel>& arch_models() {
       {"codeshell", "codeshell", "codeshell-dense"},
       {"olmo", "olmo", "olmo-dense"},
       {"nemotron", "nemotron", "nemotron-dense"},
+      {"qwen3vl", "qwen3vl", "qwen3vl-dense"},
+      {"glm4", "glm4", "glm4-dense"},
+      {"chatglm", "chatglm", "chatglm-dense"},
+      {"qwen", "qwen", "qwen-dense"},
+      {"exaone4", "exaone4", "exaone4-dense"},
+      {"plamo", "plamo", "plamo-dense"},
+      {"openelm", "openelm", "openelm-dense"},
+      {"deci", "deci", "deci-dense"},
+      {"minicpm3", "minicpm3", "minicpm3-dense"},
   };
   return models;
 }

@@ -3,7 +3,9 @@
 // to the builders is registry.cpp.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "frontends/gguf/arch/hparams.h"
 #include "ir/builder.h"
@@ -48,16 +50,41 @@ void read_rope_scaling(const gguf::GgufFile& f, Hparams& h) {
 
 }  // namespace
 
+namespace {
+
+// A per-layer key given as an array of n_layer non-negative integers (the
+// reference's get_key_or_arr): fills `per_layer` and returns layer 0's.
+// A single integer leaves `per_layer` empty.
+int64_t per_layer_int(const gguf::GgufFile& f, const std::string& key, int64_t n_layer, std::vector<int64_t>& per_layer,
+                      std::optional<int64_t> fallback = std::nullopt) {
+  const gguf::Value* v = f.find(key);
+  if (v && v->as_array()) {
+    per_layer = int_array(f, key);
+    const bool valid = int64_t(per_layer.size()) == n_layer &&
+                       std::all_of(per_layer.begin(), per_layer.end(), [](int64_t x) { return x >= 0; });
+    if (!valid)
+      throw Error(fmt::format("{}: hparam '{}' must hold {} non-negative integers (one per layer)", f.path(), key, n_layer));
+    return per_layer[0];
+  }
+  if (!v && fallback) return *fallback;
+  return require_int(f, key);
+}
+
+}  // namespace
+
 Hparams read_hparams(const gguf::GgufFile& f) {
   Hparams h;
   h.arch = f.architecture();
   const std::string& a = h.arch;
   h.n_embd = require_int(f, a + ".embedding_length");
   h.n_layer = require_int(f, a + ".block_count");
-  h.n_head = require_int(f, a + ".attention.head_count");
-  h.n_head_kv = f.get_int(a + ".attention.head_count_kv").value_or(h.n_head);
-  h.head_dim = f.get_int(a + ".attention.key_length").value_or(h.n_embd / h.n_head);
-  h.n_ff = require_int(f, a + ".feed_forward_length");
+  h.n_head = per_layer_int(f, a + ".attention.head_count", h.n_layer, h.layer_n_head);
+  h.n_head_kv = per_layer_int(f, a + ".attention.head_count_kv", h.n_layer, h.layer_n_head_kv, h.n_head);
+  if (!f.find(a + ".attention.head_count_kv")) h.layer_n_head_kv = h.layer_n_head;  // defaults to n_head, per layer
+  if (h.n_head <= 0 && !f.find(a + ".attention.key_length"))
+    throw Error(fmt::format("{}: layer 0 has no heads and the file no attention.key_length", f.path()));
+  h.head_dim = f.get_int(a + ".attention.key_length").value_or(h.n_head > 0 ? h.n_embd / h.n_head : 0);
+  h.n_ff = per_layer_int(f, a + ".feed_forward_length", h.n_layer, h.layer_n_ff);
   h.n_ctx = require_int(f, a + ".context_length");
   h.n_rot = f.get_int(a + ".rope.dimension_count").value_or(h.head_dim);
   h.eps = f.get_float(a + ".attention.layer_norm_rms_epsilon").value_or(1e-5);
@@ -68,9 +95,13 @@ Hparams read_hparams(const gguf::GgufFile& f) {
   if (!embd || embd->dims.size() != 2)
     throw Error(fmt::format("{}: missing or malformed tensor 'token_embd.weight'", f.path()));
   h.n_vocab = int64_t(embd->dims[1]);
-  if (h.n_head % h.n_head_kv != 0)
-    throw Error(fmt::format("{}: head_count {} is not a multiple of head_count_kv {}", f.path(), h.n_head,
-                            h.n_head_kv));
+  for (int64_t l = 0; l < h.n_layer; ++l) {
+    // A layer without KV heads has no attention cache (Deci's linear and
+    // attention-free layers); the builders that accept one say so.
+    if (h.kv_heads(l) > 0 && h.heads(l) % h.kv_heads(l) != 0)
+      throw Error(fmt::format("{}: layer {}: head_count {} is not a multiple of head_count_kv {}", f.path(), l,
+                              h.heads(l), h.kv_heads(l)));
+  }
   return h;
 }
 
@@ -95,6 +126,29 @@ ir::ElemType elem_type_of(GgmlType type) {
     case GgmlType::I8: return ElemType::U8;
     default: return ElemType::quant(type);
   }
+}
+
+std::vector<int64_t> int_array(const gguf::GgufFile& f, const std::string& key) {
+  std::vector<int64_t> out;
+  const auto* kv = f.find(key);
+  if (!kv) return out;
+  if (const auto* arr = kv->as_array()) {
+    for (const auto& item : arr->items) out.push_back(item.as_int().value_or(0));
+  } else if (auto v = kv->as_int()) {
+    out.push_back(*v);
+  }
+  return out;
+}
+
+std::vector<int64_t> rope_sections(const gguf::GgufFile& f, const Hparams& h) {
+  std::vector<int64_t> sections = int_array(f, h.arch + ".rope.dimension_sections");
+  sections.resize(4, 0);
+  return sections;
+}
+
+std::string longrope_factors(const gguf::GgufFile& f, const Hparams& h) {
+  const int64_t n_ctx_orig = f.get_int(h.arch + ".rope.scaling.original_context_length").value_or(h.n_ctx);
+  return h.n_ctx > n_ctx_orig ? "rope_factors_long" : "rope_factors_short";
 }
 
 int64_t read_expert_hparams(const gguf::GgufFile& f, const std::string& a) {

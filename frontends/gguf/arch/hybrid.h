@@ -20,8 +20,6 @@ struct DeltaNetHparams {
   int64_t n_used = 0;
 };
 
-// The integers of an array (or single integer) key; empty when absent.
-std::vector<int64_t> int_array(const gguf::GgufFile& f, const std::string& key);
 DeltaNetHparams read_deltanet_hparams(const gguf::GgufFile& f, const Hparams& h);
 
 class HybridLayers {

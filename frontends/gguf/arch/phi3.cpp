@@ -52,8 +52,7 @@ using ir::Value;
 class Phi3 final : public Transformer {
  public:
   Phi3(const gguf::GgufFile& f, const BuildOptions& o) : Transformer(f, o) {
-    const int64_t n_ctx_orig = f.get_int(h.arch + ".rope.scaling.original_context_length").value_or(h.n_ctx);
-    factors_ = h.n_ctx > n_ctx_orig ? "rope_factors_long" : "rope_factors_short";
+    factors_ = longrope_factors(f, h);
     if (h.arch == "phimoe") n_expert_used_ = read_expert_hparams(f, h.arch);
   }
 
@@ -73,7 +72,7 @@ class Phi3 final : public Transformer {
       Value a = b.reshape(b.attention(q, k, v, g.pos, g.seq, attn), {g.n, h.n_head * h.head_dim});
       x = b.add(x, moe() ? g.linear_bias(a, blk(l, "attn_output")) : g.linear(a, blk(l, "attn_output")));
       cur = norm(g, x, blk(l, "ffn_norm"));
-      Value ffn = moe() ? g.moe_ffn(cur, l, {.route = {.k = n_expert_used_}, .expert_scales = false}) : fused_swiglu(g, cur, l);
+      Value ffn = moe() ? g.moe_ffn(cur, l, {.route = {.k = n_expert_used_}, .expert_scales = false}) : g.fused_swiglu_ffn(cur, l);
       x = ir::Builder::named(b.add(x, ffn), fmt::format("x{}", l));
     }
     return x;
@@ -89,14 +88,6 @@ class Phi3 final : public Transformer {
   Value norm(StepGraph& g, Value x, const std::string& gain) const {
     Value y = g.norm(x, gain);
     return moe() ? g.b.add(y, g.weight(gain + ".bias")) : y;
-  }
-
-  // ffn_up [2F, D]: silu of the first F outputs times the last F, then ffn_down.
-  Value fused_swiglu(StepGraph& g, Value x, int64_t l) const {
-    Value up = g.linear_plain(x, blk(l, "ffn_up"));
-    const int64_t f = h.n_ff;
-    Value act = g.b.mul(g.b.silu(g.b.slice(up, 1, 0, f)), g.b.slice(up, 1, f, f));
-    return g.linear_plain(act, blk(l, "ffn_down"));
   }
 
   std::string factors_;

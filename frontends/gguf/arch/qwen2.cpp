@@ -1,14 +1,18 @@
-// qwen2, as the reference's src/models/qwen2.cpp: llama's layer with neox
-// rope, optional q/k/v biases (build_qkv), no output-projection or FFN
-// biases (the reference loads none), FFN scales loaded but not applied
-// (its build_ffn passes none), and an optional output.bias:
+// qwen and qwen2, as the reference's src/models/qwen.cpp and qwen2.cpp:
+// llama's layer with neox rope, q/k/v from build_qkv (qwen: the merged
+// attn_qkv with its bias; qwen2: merged or split, optional biases), no
+// output-projection or FFN biases (the reference loads none), FFN scales
+// loaded but not applied (their build_ffn passes none):
 //
 //   per layer:
 //     h = rms_norm(x) * attn_norm
 //     q, k, v = build_qkv(h)              each * scale + bias
 //     x += attention(rope(q), rope(k), v) Wo * scale
 //     x += swiglu(rms_norm(x) * ffn_norm)
-//   logits = (rms_norm(x) * output_norm) Woutput * output.scale + output.bias
+//   logits = (rms_norm(x) * output_norm) Woutput * output.scale
+//            (+ output.bias: qwen2 only)
+//
+// qwen's output matrix is required (not tied) and it loads no output.bias.
 #include <fmt/format.h>
 
 #include "frontends/gguf/arch/step_graph.h"
@@ -38,7 +42,8 @@ class Qwen2 final : public Transformer {
   }
 
   Value head(StepGraph& g, Value rows) const override {
-    return g.output(g.norm(rows, "output_norm"), /*bias=*/true);
+    Value x = g.norm(rows, "output_norm");
+    return h.arch == "qwen" ? g.linear(x, "output") : g.output(x, /*bias=*/true);
   }
 };
 

@@ -21,8 +21,9 @@
 //   out = (rms_norm(o, ssm_norm) * silu(z)) Wout
 // Full attention (the other layers): the Q projection yields a query and
 // a gate per head; q, k get QK-norm and rope (qwen35*: interleaved
-// multi-section rope over [n, 4] positions, all four the token's position
-// for text; qwen3next: neox); out = (attention * sigmoid(gate)) Wo.
+// multi-section rope over [n, 4] positions, for text the token's position
+// in the first three and 0 in the fourth, StepGraph::text_mrope_positions;
+// qwen3next: neox); out = (attention * sigmoid(gate)) Wo.
 // FFN: SwiGLU (qwen35), or routed experts plus a shared expert gated by
 // sigmoid(h w_shexp_gate) (qwen35moe, qwen3next), the experts split or
 // merged (ffn_gate_up_exps).
@@ -47,18 +48,6 @@ using ir::Value;
 
 }  // namespace
 
-std::vector<int64_t> int_array(const gguf::GgufFile& f, const std::string& key) {
-  std::vector<int64_t> out;
-  const auto* kv = f.find(key);
-  if (!kv) return out;
-  if (const auto* arr = kv->as_array()) {
-    for (const auto& item : arr->items) out.push_back(item.as_int().value_or(0));
-  } else if (auto v = kv->as_int()) {
-    out.push_back(*v);
-  }
-  return out;
-}
-
 DeltaNetHparams read_deltanet_hparams(const gguf::GgufFile& f, const Hparams& h) {
   const std::string& a = h.arch;
   DeltaNetHparams d;
@@ -78,8 +67,7 @@ DeltaNetHparams read_deltanet_hparams(const gguf::GgufFile& f, const Hparams& h)
     d.recurrent.push_back(marks.empty() ? (l + 1) % interval != 0 : size_t(l) < marks.size() && marks[size_t(l)] != 0);
   d.interleaved = a == "qwen3next";
   if (!d.interleaved) {
-    d.rope_sections = int_array(f, a + ".rope.dimension_sections");
-    d.rope_sections.resize(4, 0);
+    d.rope_sections = rope_sections(f, h);
   }
   d.sigmoid_output_gate = a == "qwen4exp";
   d.moe = a != "qwen35";
@@ -200,11 +188,9 @@ Value HybridLayers::gated_attention(StepGraph& g, Value h, int64_t l, Value sele
 HybridLayers::Rope HybridLayers::attention_rope(StepGraph& g) const {
   Rope rope{rope_options(h_), g.pos};
   if (!d_.interleaved) {
-    // Text: the token's position in all four components.
     rope.options.mode = ir::RopeMode::IMulti;
     rope.options.sections = d_.rope_sections;
-    Value column = g.b.reshape(g.pos, {g.n, 1});
-    rope.pos = g.b.concat({column, column, column, column}, 1);
+    rope.pos = g.text_mrope_positions();
   }
   return rope;
 }

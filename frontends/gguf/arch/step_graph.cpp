@@ -77,7 +77,8 @@ Value StepGraph::linear_bias(Value x, std::string_view w) { return biased(linear
 Value StepGraph::ffn_linear(Value x, std::string_view w) { return scaled(biased(linear_plain(x, w), w), w); }
 
 StepGraph::Qkv StepGraph::qkv(Value x, int64_t l, double clamp_kqv) {
-  const int64_t hd = h.head_dim, q_width = h.n_head * hd, kv_width = h.n_head_kv * hd;
+  const int64_t hd = h.head_dim, n_head = h.heads(l), n_head_kv = h.kv_heads(l);
+  const int64_t q_width = n_head * hd, kv_width = n_head_kv * hd;
   auto project = [&](const std::string& w) {
     Value y = linear_bias(x, w);
     return clamp_kqv > 0.0 ? b.clamp(y, -clamp_kqv, clamp_kqv) : y;
@@ -85,11 +86,11 @@ StepGraph::Qkv StepGraph::qkv(Value x, int64_t l, double clamp_kqv) {
   auto heads = [&](Value y, int64_t count) { return b.reshape(y, {n, count, hd}); };
   if (has(blk(l, "attn_qkv"))) {
     Value qkv = project(blk(l, "attn_qkv"));
-    return {heads(b.slice(qkv, 1, 0, q_width), h.n_head), heads(b.slice(qkv, 1, q_width, kv_width), h.n_head_kv),
-            heads(b.slice(qkv, 1, q_width + kv_width, kv_width), h.n_head_kv)};
+    return {heads(b.slice(qkv, 1, 0, q_width), n_head), heads(b.slice(qkv, 1, q_width, kv_width), n_head_kv),
+            heads(b.slice(qkv, 1, q_width + kv_width, kv_width), n_head_kv)};
   }
-  return {heads(project(blk(l, "attn_q")), h.n_head), heads(project(blk(l, "attn_k")), h.n_head_kv),
-          heads(project(blk(l, "attn_v")), h.n_head_kv)};
+  return {heads(project(blk(l, "attn_q")), n_head), heads(project(blk(l, "attn_k")), n_head_kv),
+          heads(project(blk(l, "attn_v")), n_head_kv)};
 }
 
 Value StepGraph::ffn_projection(Value x, const std::string& w, FfnTensors tensors) {
@@ -105,6 +106,13 @@ Value StepGraph::swiglu_ffn(Value x, int64_t l, std::string_view suffix, FfnTens
   Value gate = b.silu(project(x, "ffn_gate"));
   Value up = project(x, "ffn_up");
   return project(b.mul(gate, up), "ffn_down");
+}
+
+Value StepGraph::fused_swiglu_ffn(Value x, int64_t l) {
+  Value up = linear_plain(x, blk(l, "ffn_up"));
+  const int64_t f = h.n_ff;
+  Value act = b.mul(b.silu(b.slice(up, 1, 0, f)), b.slice(up, 1, f, f));
+  return linear_plain(act, blk(l, "ffn_down"));
 }
 
 Value StepGraph::gelu_ffn(Value x, int64_t l, FfnTensors tensors) {
@@ -142,6 +150,12 @@ Value StepGraph::moe_ffn(Value x, int64_t l, const MoeFfnOptions& o) {
   return b.moe_ffn(x, weights, ids, experts(l, o.merged_allowed, o.expert_scales));
 }
 
+Value StepGraph::text_mrope_positions() {
+  Value column = b.reshape(pos, {n, 1});
+  Value zero = b.cast(b.scale(b.cast(column, ElemType::F32), 0.0), ElemType::I32);
+  return b.concat({column, column, column, zero}, 1);
+}
+
 Value StepGraph::attention(Value q, Value k, Value v, int64_t l, Value selected) {
   ir::AttentionOptions attn{.state = fmt::format("kv.{}", l), .scale = 1.0 / std::sqrt(double(h.head_dim))};
   return b.attention(q, k, v, pos, seq, attn, selected);
@@ -155,7 +169,7 @@ Value StepGraph::output(Value x, bool bias) {
 
 void declare_kv_state(ir::Module& m, const BuildOptions& o, const Hparams& h, int64_t l) {
   m.add_state(fmt::format("kv.{}", l), ir::StateKind::Paged,
-              {ir::ElemType::F16, {2, Dim::symbol("P"), o.kv_page_tokens, h.n_head_kv, h.head_dim}, ir::Placement::Device});
+              {ir::ElemType::F16, {2, Dim::symbol("P"), o.kv_page_tokens, h.kv_heads(l), h.head_dim}, ir::Placement::Device});
 }
 
 namespace {

@@ -88,11 +88,11 @@ class StepGraph {
   ir::Value ffn_linear(ir::Value x, std::string_view w);
   ir::Value linear_plain(ir::Value x, std::string_view w);
 
-  // Q, K, V [n, heads, head_dim] of layer l from a merged blk.l.attn_qkv or
-  // split attn_q/k/v, each with its optional scale and bias (build_qkv),
-  // then clamped to [-clamp_kqv, clamp_kqv] when clamp_kqv > 0 (the
-  // reference's f_clamp_kqv, which the architectures that read
-  // attention.clamp_kqv set).
+  // Q, K, V [n, heads, head_dim] of layer l (its own head counts,
+  // Hparams::heads / kv_heads) from a merged blk.l.attn_qkv or split
+  // attn_q/k/v, each with its optional scale and bias (build_qkv), then
+  // clamped to [-clamp_kqv, clamp_kqv] when clamp_kqv > 0 (the reference's
+  // f_clamp_kqv, which the architectures that read attention.clamp_kqv set).
   struct Qkv {
     ir::Value q, k, v;
   };
@@ -102,6 +102,10 @@ class StepGraph {
   // bias when `biases` (the architectures whose loader takes FFN biases),
   // then multiplies by its scale when `scales` (the graph passes them).
   ir::Value swiglu_ffn(ir::Value x, int64_t l, std::string_view suffix = "", FfnTensors tensors = {});
+  // build_ffn with LLM_FFN_SWIGLU and no gate tensor: blk.l.ffn_up [2F, D]
+  // yields the gate (its first F outputs) and the up (the last F);
+  // silu(gate) * up then Wdown, no biases or scales (phi3, chatglm, glm4).
+  ir::Value fused_swiglu_ffn(ir::Value x, int64_t l);
   // gelu(x Wup) then Wdown over blk.l.ffn_{up,down} (build_ffn with
   // LLM_FFN_GELU, LLM_FFN_SEQ: no gate), with `tensors` as above.
   ir::Value gelu_ffn(ir::Value x, int64_t l, FfnTensors tensors = {});
@@ -110,6 +114,11 @@ class StepGraph {
   // o.merged_allowed and the file has it, ffn_gate_up_exps) and
   // ffn_down_exps, with their per-expert scales when o.expert_scales.
   ir::Value moe_ffn(ir::Value x, int64_t l, const MoeFfnOptions& o);
+  // The positions [n, 4] of M-RoPE (rope modes multi and imulti) for text
+  // tokens, as the reference fills them (llm_graph_input_pos::set_input):
+  // the token's position in the first three components, 0 in the fourth
+  // (which drives the pairs no other section claims).
+  ir::Value text_mrope_positions();
   // Causal attention of layer l over its KV state @kv.l, scale 1/sqrt(head_dim).
   ir::Value attention(ir::Value q, ir::Value k, ir::Value v, int64_t l, ir::Value selected = {});
   // The output matrix (token_embd when tied) with its optional scale and,
@@ -187,7 +196,7 @@ class Transformer : public Architecture {
   const BuildOptions& o_;
 };
 
-// The KV state @kv.l of a full-attention layer.
+// The KV state @kv.l of a full-attention layer (Hparams::kv_heads(l) heads).
 void declare_kv_state(ir::Module& m, const BuildOptions& o, const Hparams& h, int64_t l);
 
 // Tensor accounting (tensor_accounting.cpp): the GGUF tensor names the IR

@@ -99,6 +99,16 @@ const std::vector<AcceptedUnused>& accepted_unused_tensors() {
       {"gpt2,starcoder,gptneox,phi2,falcon,stablelm,starcoder2,codeshell,olmo", "blk.*.ffn_*.scale",
       {"gpt2,starcoder,gptneox,phi2,falcon,stablelm,starcoder2,codeshell,olmo,nemotron", "blk.*.ffn_*.scale",
        "the generic scale pass loads them; the layer-norm decoders' build_ffn calls pass no scales"},
+      {"qwen,qwen3vl,chatglm,glm4,exaone4,plamo,openelm,deci,minicpm3", "blk.*.ffn_*.scale",
+       "the generic scale pass loads them; these graphs' build_ffn and build_moe_ffn calls pass no scales"},
+      {"openelm", "blk.*.attn_qkv.scale",
+       "the generic scale pass loads it; openelm's graph projects qkv with no scale"},
+      {"minicpm3", "rope_factors_long.weight",
+       "LongRoPE: the reference loads both factor sets and applies the one the context length picks "
+       "(get_rope_factors); the other is unused"},
+      {"minicpm3", "rope_factors_short.weight", "as rope_factors_long"},
+      {"qwen3vl", "cls.output.*",
+       "the reranker's classification head (n_cls_out): applied only when pooling for ranking, never to the logits"},
   };
   return table;
 }
