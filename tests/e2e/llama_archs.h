@@ -14,7 +14,8 @@
 //   .bias                               10 w        ~ N(0, 0.1)
 //   name contains "norm" (gains, also
 //     hc_*_norm, output_hc_norm)        1 + 10 w    ~ N(1, 0.1)
-//   token_embd, per_layer_token_embd    100 w       ~ N(0, 1)
+//   token_embd, per_layer_token_embd    100 w       ~ N(0, 1)  (gemma: / sqrt(n_embd), as
+//                                       its graph multiplies the embedding by sqrt(n_embd))
 //   ssm_a                               -(0.5 + 50 |w|)   (A < 0, as in real models)
 //   rope_freqs                          1 + 10 |w|  (frequency divisors >= 1, as llama3's)
 //   anything else (matrices, conv

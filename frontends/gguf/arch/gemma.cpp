@@ -1,8 +1,11 @@
-// gemma2 and gemma3, as the reference's src/models/gemma2.cpp and
-// gemma3.cpp (the iswa graph; gemma3 without a sliding window is the plain
-// one). Both are the same sandwich-norm decoder with a GELU FFN; gemma3
-// adds QK-norm and per-layer rope, drops the attention soft cap and makes
-// the final one optional:
+// gemma (Gemma 1), gemma2 and gemma3, as the reference's src/models/gemma.cpp,
+// gemma2.cpp and gemma3.cpp (the iswa graph; gemma3 without a sliding
+// window is the plain one). gemma2 and gemma3 are the same sandwich-norm
+// decoder with a GELU FFN; gemma3 adds QK-norm and per-layer rope, drops the
+// attention soft cap and makes the final one optional. Gemma 1 is the
+// plain pre-norm layer of the same decoder: no post-norms, no soft caps, no
+// sliding window, q scaled by 1/sqrt(head_dim) at every size, and the output
+// always token_embd:
 //
 //   x = token_embd[ids] * sqrt(n_embd)
 //   per layer l (local = sliding window, else global):
@@ -18,10 +21,12 @@
 //         pos - sliding_window (LLAMA_SWA_TYPE_STANDARD); gemma2 soft-caps
 //         each score: c tanh(s / c), c = attn_logit_softcapping (50)
 //     x += rms_norm(a Wo * scale) * post_attention_norm
+//                                                  (gemma 1: x += a Wo * scale)
 //     h = rms_norm(x) * ffn_norm
 //     x += rms_norm(gelu(h Wgate) * (h Wup) Wdown) * post_ffw_norm
-//                                                  (FFN scales loaded, not applied)
-//   logits = (rms_norm(x) * output_norm) Woutput   gemma2: always token_embd;
+//                                                  (FFN scales loaded, not applied;
+//                                                  gemma 1: no post_ffw_norm)
+//   logits = (rms_norm(x) * output_norm) Woutput   gemma, gemma2: always token_embd;
 //                                                  gemma3: output, or token_embd
 //   logits = c tanh(logits / c), c = final_logit_softcapping (gemma2: 30 by
 //            default; gemma3: only when the key is present)
@@ -46,8 +51,12 @@ using ir::Value;
 
 class Gemma final : public Transformer {
  public:
-  Gemma(const gguf::GgufFile& f, const BuildOptions& o) : Transformer(f, o), gemma3_(h.arch == "gemma3") {
+  Gemma(const gguf::GgufFile& f, const BuildOptions& o)
+      : Transformer(f, o), gemma1_(h.arch == "gemma"), gemma3_(h.arch == "gemma3") {
     const std::string& a = h.arch;
+    attn_scale_ = 1.0f / std::sqrt(float(h.head_dim));
+    // Gemma 1's loader reads no window, soft cap or final-cap key.
+    if (gemma1_) return;
     read_window(f);
     const float base = float(h.rope_base);
     rope_base_local_ = float(f.get_float(a + ".rope.freq_base_swa").value_or(gemma3_ ? 10000.0 : base));
@@ -56,8 +65,7 @@ class Gemma final : public Transformer {
     else if (!gemma3_) final_softcap_ = 30.0f;
     // The reference's 27B (n_layer 46 for gemma2, 62 for gemma3) scales by
     // the model width per head instead of the head dim.
-    const bool is_27b = h.n_layer == (gemma3_ ? 62 : 46);
-    attn_scale_ = is_27b ? 1.0f / std::sqrt(float(h.n_embd / h.n_head)) : 1.0f / std::sqrt(float(h.head_dim));
+    if (h.n_layer == (gemma3_ ? 62 : 46)) attn_scale_ = 1.0f / std::sqrt(float(h.n_embd / h.n_head));
   }
 
   Value forward(StepGraph& g) const override {
@@ -66,9 +74,10 @@ class Gemma final : public Transformer {
     x = ir::Builder::named(x, "x");
     for (int64_t l = 0; l < h.n_layer; ++l) {
       Value a = attention_block(g, g.norm(x, blk(l, "attn_norm")), l);
-      x = b.add(x, g.norm(a, blk(l, "post_attention_norm")));
+      x = b.add(x, gemma1_ ? a : g.norm(a, blk(l, "post_attention_norm")));
       Value ffn = gelu_ffn(g, g.norm(x, blk(l, "ffn_norm")), l);
-      x = ir::Builder::named(b.add(x, g.norm(ffn, blk(l, "post_ffw_norm"))), fmt::format("x{}", l));
+      if (!gemma1_) ffn = g.norm(ffn, blk(l, "post_ffw_norm"));
+      x = ir::Builder::named(b.add(x, ffn), fmt::format("x{}", l));
     }
     return x;
   }
@@ -76,8 +85,9 @@ class Gemma final : public Transformer {
   Value head(StepGraph& g, Value rows) const override {
     ir::Builder& b = g.b;
     Value x = g.norm(rows, "output_norm");
-    // gemma2's loader takes token_embd as the output (an output.weight is
-    // a tensor it does not load); gemma3's takes output when present.
+    // gemma's and gemma2's loaders take token_embd as the output (an
+    // output.weight is a tensor they do not load); gemma3's takes output
+    // when present.
     Value logits = gemma3_ ? g.output(x) : b.matmul(x, g.weight("token_embd"));
     if (!final_softcap_) return logits;
     const float c = *final_softcap_;
@@ -137,7 +147,7 @@ class Gemma final : public Transformer {
     return g.linear_plain(b.mul(gate, up), blk(l, "ffn_down"));
   }
 
-  const bool gemma3_;
+  const bool gemma1_, gemma3_;
   int64_t window_ = 0, pattern_ = 0;  // window 0: no local layers
   float rope_base_local_ = 10000.0f, attn_scale_ = 1.0f;
   std::optional<float> attn_softcap_, final_softcap_;

@@ -109,6 +109,8 @@ const std::vector<AcceptedUnused>& accepted_unused_tensors() {
       {"minicpm3", "rope_factors_short.weight", "as rope_factors_long"},
       {"qwen3vl", "cls.output.*",
        "the reranker's classification head (n_cls_out): applied only when pooling for ranking, never to the logits"},
+      {"gemma", "blk.*.ffn_*.scale",
+       "the generic scale pass loads them; gemma's build_ffn (GELU, parallel gate) passes no scales"},
   };
   return table;
 }
