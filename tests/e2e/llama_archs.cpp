@@ -174,6 +174,8 @@ const std::vector<ArchModel>& arch_models() {
       {"deci", "deci", "deci-dense"},
       {"minicpm3", "minicpm3", "minicpm3-dense"},
       {"gemma", "gemma", "gemma-dense"},
+      {"granitemoe", "granitemoe", "granitemoe-dense"},
+      {"granitemoe-moe", "granitemoe", "granitemoe-moe"},
   };
   return models;
 }

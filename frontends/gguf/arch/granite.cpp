@@ -1,13 +1,16 @@
 // granite (Granite 3.x dense and, with experts, Granite MoE under the same
-// architecture name), as the reference's src/models/granite.cpp: llama's
-// layer with Granite's four scalars:
+// architecture name) and granitemoe (Granite MoE's own name, dense or with
+// experts), as the reference's src/models/granite.cpp (granite-moe.cpp
+// loads the same tensors and builds granite's graph): llama's layer with
+// Granite's four scalars:
 //
 //   x = token_embd[ids] * embedding_scale          (when the key is non-zero)
 //   per layer:
 //     h = rms_norm(x) * attn_norm
 //     q, k, v = build_qkv(h)                       each * scale + bias
 //     q, k = rope(q, k, pos, rope_freqs)           normal rope, when rope.scaling.finetuned
-//                                                  (default true: Granite's rope switch)
+//                                                  (default true: Granite's rope switch;
+//                                                  granitemoe reads no switch and always ropes)
 //     x += residual_scale * (attention(q, k, v; scale attention.scale, else
 //          1/sqrt(head_dim)) Wo * scale + attn_output.bias)
 //     h = rms_norm(x) * ffn_norm
@@ -43,7 +46,9 @@ class Granite final : public Transformer {
     embedding_scale_ = f.get_float(a + ".embedding_scale").value_or(0.0);
     const double attention_scale = f.get_float(a + ".attention.scale").value_or(0.0);
     kq_scale_ = attention_scale != 0.0 ? attention_scale : 1.0 / std::sqrt(double(h.head_dim));
-    if (const gguf::Value* finetuned = f.find(a + ".rope.scaling.finetuned")) has_rope_ = finetuned->as_bool().value_or(true);
+    // granitemoe's loader never reads the key: its layers always rope.
+    if (const gguf::Value* finetuned = f.find(a + ".rope.scaling.finetuned"); finetuned && a == "granite")
+      has_rope_ = finetuned->as_bool().value_or(true);
     if (f.get_int(a + ".expert_count").value_or(0) > 0) {
       n_expert_used_ = read_expert_hparams(f, a);
       shared_expert_ = f.get_int(a + ".expert_shared_feed_forward_length").value_or(0) > 0;

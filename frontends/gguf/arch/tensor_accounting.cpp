@@ -111,6 +111,8 @@ const std::vector<AcceptedUnused>& accepted_unused_tensors() {
        "the reranker's classification head (n_cls_out): applied only when pooling for ranking, never to the logits"},
       {"gemma", "blk.*.ffn_*.scale",
        "the generic scale pass loads them; gemma's build_ffn (GELU, parallel gate) passes no scales"},
+      {"granitemoe", "blk.*.ffn_*.scale",
+       "the generic scale pass loads them; granite's graph passes no scales to build_ffn or build_moe_ffn"},
   };
   return table;
 }
