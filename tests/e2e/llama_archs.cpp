@@ -176,6 +176,17 @@ const std::vector<ArchModel>& arch_models() {
       {"gemma", "gemma", "gemma-dense"},
       {"granitemoe", "granitemoe", "granitemoe-dense"},
       {"granitemoe-moe", "granitemoe", "granitemoe-moe"},
+      {"xverse", "xverse", "xverse-dense"},
+      {"orion", "orion", "orion-dense"},
+      {"baichuan", "baichuan", "baichuan-dense"},
+      {"internlm2", "internlm2", "internlm2-dense"},
+      {"exaone", "exaone", "exaone-dense"},
+      {"arcee", "arcee", "arcee-dense"},
+      {"ernie4_5", "ernie4_5", "ernie4_5-moe"},  // the generator's only ernie4_5 file: dense layers
+      {"hunyuan-dense", "hunyuan-dense", "hunyuan-dense-dense"},
+      {"nanbeige", "nanbeige", "nanbeige-dense"},
+      {"maincoder", "maincoder", "maincoder-dense"},
+      {"pangu-embedded", "pangu-embedded", "pangu-embedded-dense"},
   };
   return models;
 }
