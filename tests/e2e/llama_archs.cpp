@@ -187,6 +187,7 @@ const std::vector<ArchModel>& arch_models() {
       {"nanbeige", "nanbeige", "nanbeige-dense"},
       {"maincoder", "maincoder", "maincoder-dense"},
       {"pangu-embedded", "pangu-embedded", "pangu-embedded-dense"},
+      {"jais2", "jais2", "jais2-dense"},
   };
   return models;
 }
