@@ -158,7 +158,6 @@ const std::vector<ArchModel>& arch_models() {
       {"starcoder", "starcoder", "starcoder-dense"},
       {"gptneox", "gptneox", "gptneox-dense"},
       {"phi2", "phi2", "phi2-dense"},
-      {"falcon", "falcon", "falcon-dense"},
       {"stablelm", "stablelm", "stablelm-dense"},
       {"starcoder2", "starcoder2", "starcoder2-dense"},
       {"codeshell", "codeshell", "codeshell-dense"},

@@ -99,6 +99,7 @@ const std::vector<AcceptedUnused>& accepted_unused_tensors() {
       {"gpt2,starcoder,gptneox,phi2,falcon,stablelm,starcoder2,codeshell,olmo", "blk.*.ffn_*.scale",
       {"gpt2,starcoder,gptneox,phi2,falcon,stablelm,starcoder2,codeshell,olmo,nemotron", "blk.*.ffn_*.scale",
       {"gpt2,starcoder,gptneox,phi2,falcon,stablelm,starcoder2,codeshell,olmo,nemotron,jais2", "blk.*.ffn_*.scale",
+      {"gpt2,starcoder,gptneox,phi2,stablelm,starcoder2,codeshell,olmo,nemotron,jais2", "blk.*.ffn_*.scale",
        "the generic scale pass loads them; the layer-norm decoders' build_ffn calls pass no scales"},
       {"qwen,qwen3vl,chatglm,glm4,exaone4,plamo,openelm,deci,minicpm3", "blk.*.ffn_*.scale",
        "the generic scale pass loads them; these graphs' build_ffn and build_moe_ffn calls pass no scales"},
