@@ -187,6 +187,8 @@ const std::vector<ArchModel>& arch_models() {
       {"maincoder", "maincoder", "maincoder-dense"},
       {"pangu-embedded", "pangu-embedded", "pangu-embedded-dense"},
       {"jais2", "jais2", "jais2-dense"},
+      {"lfm2", "lfm2", "lfm2-dense"},
+      {"lfm2moe", "lfm2moe", "lfm2moe-moe"},
   };
   return models;
 }

@@ -14,7 +14,8 @@
 //   of the reference's repack and --no-repack runs, top-1 agreement >= 99%.
 //   One line per (arch, seed, type) gives the figures.
 // - sensitivity (reference only): zeroing blk.1's output projection (and,
-//   on the hybrids, blk.0.ssm_out, the DeltaNet layer's) moves the
+//   on the hybrids, blk.0's recurrent one: a DeltaNet layer's ssm_out, a
+//   short-convolution layer's shortconv.out_proj) moves the
 //   reference's logits by more than 10x the f32 tolerance at every position,
 //   so a broken layer cannot pass; the reference's logits are finite and O(1).
 // - refusal: one tensor renamed to a name no engine knows is refused by vtc
@@ -147,13 +148,20 @@ void match(const std::string& arch) {
 }
 
 // The output projections whose zeroing must show: blk.1's attention output
-// (or its ssm_out when blk.1 is a DeltaNet layer) and, when blk.0 is a
-// DeltaNet layer, its ssm_out.
+// (or its recurrent mixer's: a DeltaNet layer's ssm_out, a short-convolution
+// layer's shortconv.out_proj) and, when blk.0 is a recurrent layer, its own.
 std::vector<std::string> projections_to_zero(const std::string& f32_path) {
   const auto file = gguf::GgufFile::open(f32_path);
+  auto recurrent_output = [&](int layer) -> std::string {
+    for (const char* name : {"ssm_out", "shortconv.out_proj"}) {
+      const std::string tensor = fmt::format("blk.{}.{}.weight", layer, name);
+      if (file.find_tensor(tensor)) return tensor;
+    }
+    return "";
+  };
   std::vector<std::string> names;
-  names.push_back(file.find_tensor("blk.1.attn_output.weight") ? "blk.1.attn_output.weight" : "blk.1.ssm_out.weight");
-  if (file.find_tensor("blk.0.ssm_out.weight")) names.push_back("blk.0.ssm_out.weight");
+  names.push_back(file.find_tensor("blk.1.attn_output.weight") ? "blk.1.attn_output.weight" : recurrent_output(1));
+  if (const std::string first = recurrent_output(0); !first.empty()) names.push_back(first);
   return names;
 }
 
@@ -610,3 +618,6 @@ LLAMA_ARCHS_CASES("nanbeige")
 LLAMA_ARCHS_CASES("maincoder")
 LLAMA_ARCHS_CASES("pangu-embedded")
 LLAMA_ARCHS_CASES("jais2")
+LLAMA_ARCHS_CASES("lfm2")
+LLAMA_ARCHS_WINDOW_CASE("lfm2")
+LLAMA_ARCHS_CASES("lfm2moe")

@@ -23,6 +23,14 @@ int64_t require_int(const gguf::GgufFile& f, const std::string& key) {
 
 namespace {
 
+// The first non-zero count of a per-layer array, or `scalar` when the key
+// was a single integer (an empty array) or every layer has none.
+int64_t first_nonzero(const std::vector<int64_t>& per_layer, int64_t scalar) {
+  for (int64_t n : per_layer)
+    if (n != 0) return n;
+  return scalar;
+}
+
 // Rope scaling as the reference reads it: the factor applies unless the
 // type is "none" (the default type is linear); YaRN adds ext_factor 1 and an
 // attention factor that cancels the kernel's own magnitude correction
@@ -81,6 +89,11 @@ Hparams read_hparams(const gguf::GgufFile& f) {
   h.n_head = per_layer_int(f, a + ".attention.head_count", h.n_layer, h.layer_n_head);
   h.n_head_kv = per_layer_int(f, a + ".attention.head_count_kv", h.n_layer, h.layer_n_head_kv, h.n_head);
   if (!f.find(a + ".attention.head_count_kv")) h.layer_n_head_kv = h.layer_n_head;  // defaults to n_head, per layer
+  // The model-wide counts are those of its attention layers: a hybrid
+  // whose first layer is recurrent (LFM2: KV heads 0 on its conv layers)
+  // still has the heads of the others.
+  h.n_head = first_nonzero(h.layer_n_head, h.n_head);
+  h.n_head_kv = first_nonzero(h.layer_n_head_kv, h.n_head_kv);
   if (h.n_head <= 0 && !f.find(a + ".attention.key_length"))
     throw Error(fmt::format("{}: layer 0 has no heads and the file no attention.key_length", f.path()));
   h.head_dim = f.get_int(a + ".attention.key_length").value_or(h.n_head > 0 ? h.n_embd / h.n_head : 0);

@@ -14,6 +14,11 @@
 //     (`hadamard`) before the op; when V's is, v is rotated before it and
 //     the op's result after it (the rotation is its own inverse). As there,
 //     a module whose attention ops differ in head size is not rotated.
+//     Nor is a hybrid with a sliding window (a plain state that an op reads
+//     and writes, and a windowed attention op: lfm2): the reference keeps
+//     it in its hybrid-iswa memory, whose graph input
+//     (build_inp_mem_hybrid_iswa) builds no rotation matrices, so its q, k
+//     and v reach a quantized cache unrotated.
 //  3. MLA attention (k read as v, deepseek2) keeps f16 or f32 only: the
 //     reference stores its latent cache its own way, which vtc does not
 //     follow for a quantized type yet.
@@ -53,6 +58,20 @@ int64_t uniform_head_size(const ir::Module& m, size_t which) {
     for (const auto& op : f->ops)
       if (op->kind == ir::OpKind::Attention) sizes.insert(op->operands[which].type().shape[2].constant().value_or(0));
   return sizes.size() == 1 ? *sizes.begin() : 0;
+}
+
+// A recurrent hybrid with a sliding window (step 2 above): some op reads and
+// writes a plain state, and some attention op has a window.
+bool hybrid_with_window(const ir::Module& m) {
+  bool recurrent = false, windowed = false;
+  for (const auto& f : m.functions)
+    for (const auto& op : f->ops) {
+      if (op->kind == ir::OpKind::Attention) windowed |= ir::AttentionAttrs::of(*op).window > 0;
+      const std::string* state = ir::state_symbol(*op);
+      const ir::StateDecl* decl = state ? m.find_state(*state) : nullptr;
+      recurrent |= op->info().effect == ir::Effect::ReadsWritesState && decl && decl->kind == ir::StateKind::Plain;
+    }
+  return recurrent && windowed;
 }
 
 ir::StateDecl* find_state_decl(ir::Module& m, const std::string& name) {
@@ -101,8 +120,9 @@ void apply_kv_cache_types(ir::Module& m, const BuildOptions& o) {
     if (!is_kv_cache_type(t))
       throw Error(fmt::format("KV cache: {} is not a cache type (one of: {})", ggml_type_name(t), kv_cache_type_list()));
   if (k == GgmlType::F16 && v == GgmlType::F16) return;
-  const int64_t k_rot = kv_rotation_block(k, uniform_head_size(m, 1), false);
-  const int64_t v_rot = kv_rotation_block(v, uniform_head_size(m, 2), true);
+  const bool rotate = !hybrid_with_window(m);
+  const int64_t k_rot = rotate ? kv_rotation_block(k, uniform_head_size(m, 1), false) : 0;
+  const int64_t v_rot = rotate ? kv_rotation_block(v, uniform_head_size(m, 2), true) : 0;
   std::set<std::string> kv_states;
   for (auto& f : m.functions)
     for (size_t i = 0; i < f->ops.size(); ++i) {

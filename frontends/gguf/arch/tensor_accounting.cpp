@@ -121,6 +121,8 @@ const std::vector<AcceptedUnused>& accepted_unused_tensors() {
        "ernie4_5's loader takes an optional attn_output.bias; its graph's build_attn passes no output bias"},
       {"pangu-embedded", "rope_freqs.weight",
        "pangu-embed's loader takes an optional rope_freqs; its graph ropes without frequency factors"},
+      {"lfm2,lfm2moe", "blk.*.ffn_*.scale",
+       "the generic scale pass loads them; the lfm2 graphs' build_ffn and build_moe_ffn calls pass no scales"},
   };
   return table;
 }
