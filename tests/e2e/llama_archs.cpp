@@ -189,6 +189,7 @@ const std::vector<ArchModel>& arch_models() {
       {"jais2", "jais2", "jais2-dense"},
       {"lfm2", "lfm2", "lfm2-dense"},
       {"lfm2moe", "lfm2moe", "lfm2moe-moe"},
+      {"mistral4", "mistral4", "mistral4-moe"},
   };
   return models;
 }

@@ -1,5 +1,7 @@
 // deepseek2 (DeepSeek V2/V3, Kimi K2 and the other MLA models in this
-// layout), as the reference's src/models/deepseek2.cpp with multi-head
+// layout) and mistral4 (the reference's llama_model_mistral4 derives from
+// llama_model_deepseek2: its hparams, tensors, graph and normal rope type),
+// as the reference's src/models/deepseek2.cpp with multi-head
 // latent attention in its absorbed form (the MLA layout: the file has
 // key_length_mla/value_length_mla and the split attn_k_b/attn_v_b):
 //

@@ -123,6 +123,10 @@ const std::vector<AcceptedUnused>& accepted_unused_tensors() {
        "pangu-embed's loader takes an optional rope_freqs; its graph ropes without frequency factors"},
       {"lfm2,lfm2moe", "blk.*.ffn_*.scale",
        "the generic scale pass loads them; the lfm2 graphs' build_ffn and build_moe_ffn calls pass no scales"},
+      {"mistral4", "blk.*.ffn_*.scale", "as deepseek2 (mistral4 is deepseek2's loader and graph)"},
+      {"mistral4", "blk.*.attn_q.scale", "as deepseek2"},
+      {"mistral4", "output.scale", "as deepseek2"},
+      {"mistral4", "blk.*.nextn.*", "as deepseek2"},
   };
   return table;
 }
