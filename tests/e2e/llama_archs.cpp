@@ -190,6 +190,7 @@ const std::vector<ArchModel>& arch_models() {
       {"lfm2", "lfm2", "lfm2-dense"},
       {"lfm2moe", "lfm2moe", "lfm2moe-moe"},
       {"mistral4", "mistral4", "mistral4-moe"},
+      {"talkie", "talkie", "talkie-dense"},
   };
   return models;
 }

@@ -84,8 +84,8 @@ class Llama4 final : public Transformer {
         q = b.rope(q, g.pos, ro, freqs);
         k = b.rope(k, g.pos, ro, freqs);
         if (kq_norm_) {
-          q = unit_rms_norm(g, q);
-          k = unit_rms_norm(g, k);
+          q = g.unit_norm(q);  // Llama4TextL2Norm: no gain
+          k = g.unit_norm(k);
         }
       } else {
         q = b.mul(q, temp);
@@ -104,15 +104,6 @@ class Llama4 final : public Transformer {
   }
 
  private:
-  // ggml_rms_norm without a gain (Llama4TextL2Norm) over the head dim. The
-  // IR's rms_norm takes a gain, so it gets ones: exp(0 * x) of one head
-  // row, exactly 1 for any finite x, and a product by 1 is exact.
-  Value unit_rms_norm(StepGraph& g, Value x) const {
-    ir::Builder& b = g.b;
-    Value row = b.reshape(b.slice(b.slice(x, 0, 0, 1), 1, 0, 1), {h.head_dim});
-    return b.rms_norm(x, b.exp(b.scale(row, 0.0)), h.eps);
-  }
-
   // build_moe_ffn for LLM_ARCH_LLAMA4: selection on the raw router logits,
   // weights sigmoid(logits[ids]) (sigmoid of the picked values, as the
   // reference gathers the sigmoid of every logit), applied to the input.

@@ -61,6 +61,14 @@ Value StepGraph::layer_norm(Value x, std::string_view gain, double eps, Need bia
   return b.layer_norm(x, weight(gain), b_value, eps);
 }
 
+Value StepGraph::unit_norm(Value x) {
+  const ir::Shape shape = x.type().shape;
+  Value row = x;
+  for (size_t axis = 0; axis + 1 < shape.size(); ++axis) row = b.slice(row, int64_t(axis), 0, 1);
+  row = b.reshape(row, {shape.back()});
+  return b.rms_norm(x, b.exp(b.scale(row, 0.0)), h.eps);
+}
+
 Value StepGraph::scaled(Value y, std::string_view w) {
   Value s = optional(fmt::format("{}.scale", w));
   return s ? b.mul(y, s) : y;

@@ -83,6 +83,10 @@ class StepGraph {
   // taken as `bias` says, with the architecture's eps (its
   // attention.layer_norm_epsilon).
   ir::Value layer_norm(ir::Value x, std::string_view gain, double eps, Need bias = Need::kRequired);
+  // rms_norm(x) over the last dim with no gain (ggml_rms_norm alone). The
+  // IR's rms_norm takes a gain, so it gets ones: exp(0 * r) of one row r
+  // of x, exactly 1 for any finite x, and a product by 1 is exact.
+  ir::Value unit_norm(ir::Value x);
   ir::Value linear(ir::Value x, std::string_view w);
   ir::Value linear_bias(ir::Value x, std::string_view w);
   ir::Value ffn_linear(ir::Value x, std::string_view w);
