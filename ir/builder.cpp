@@ -120,6 +120,11 @@ Value Builder::delta_rule(Value q, Value k, Value v, Value g, Value beta, Value 
              {{"state", Attr::of_symbol(std::string(state))}, {"scale", Attr::of_float(scale)}});
 }
 
+Value Builder::ssm_scan(Value x, Value dt, Value a, Value b, Value c, Value seq, std::string_view state) {
+  const SsmScanAttrs attrs{.state = std::string(state)};
+  return one(OpKind::SsmScan, {x, dt, a, b, c, seq}, attrs.to_attrs());
+}
+
 std::vector<MoeExperts::Slot> MoeExperts::slots() const {
   std::vector<Slot> s;
   if (merged()) {

@@ -174,6 +174,9 @@ class Builder {
   Value causal_conv1d(Value x, Value kernel, Value seq, std::string_view state,
                       int64_t dilation = CausalConv1dAttrs{}.dilation);
   Value delta_rule(Value q, Value k, Value v, Value g, Value beta, Value seq, std::string_view state, double scale);
+  // The selective scan of Mamba-1/2 (docs/ir.md: ssm_scan): x [T, H, P],
+  // raw dt [T, H] (softplus inside), A [H, 1] or [H, N], B, C [T, G, N].
+  Value ssm_scan(Value x, Value dt, Value a, Value b, Value c, Value seq, std::string_view state);
   // Mixture of experts: the SwiGLU experts selected by moe_route's weights and ids.
   Value moe_ffn(Value x, Value weights, Value ids, const MoeExperts& experts, const MoeActivation& act = {});
   // Expert routing (docs/ir.md: moe_route): weights and ids [T, k] of router logits [T, E].

@@ -486,6 +486,33 @@ void infer_delta_rule(InferContext& c) {
   c.results.push_back(like_first(c, ElemType::F32, v));
 }
 
+// x [T, H, P], dt [T, H], A [H, 1] or [H, N], B, C [T, G, N] (G divides H),
+// seq [T]; state [S, H, P, N].
+void infer_ssm_scan(InferContext& c) {
+  const char* roles[] = {"x [T, H, P]", "dt [T, H]", "A [H, 1] or [H, N]", "B [T, G, N]", "C [T, G, N]"};
+  const size_t ranks[] = {3, 2, 2, 3, 3};
+  for (size_t i = 0; i < 5; ++i) {
+    require_rank(c, i, ranks[i], roles[i]);
+    c.require(c.operand(i).elem.kind() == ElemType::F32,
+              std::string(roles[i]) + " (operand " + std::to_string(i) + ") must be f32, got " + c.operand(i).str());
+  }
+  const Shape &x = c.operand(0).shape, &dt = c.operand(1).shape, &a = c.operand(2).shape;
+  const Shape &bm = c.operand(3).shape, &cm = c.operand(4).shape;
+  c.require(dt == Shape{x[0], x[1]}, "dt must be " + dims_str({x[0], x[1]}) + ", got " + c.operand(1).str());
+  c.require(bm == cm, "B " + dims_str(bm) + " and C " + dims_str(cm) + " must have the same shape");
+  require_same_dim(c, bm[0], x[0], "B and x token counts differ");
+  require_same_dim(c, a[0], x[1], "A's rows and x's head count differ");
+  c.require(a[1] == Dim(1) || a[1] == bm[2],
+            "A " + dims_str(a) + " must be [H, 1] (one decay per head) or [H, N] (one per state element)");
+  auto heads = x[1].constant();
+  auto groups = bm[1].constant();
+  c.require(heads && groups && *groups > 0 && *heads % *groups == 0,
+            "the group count " + bm[1].str() + " must be a constant dividing the head count " + x[1].str());
+  require_seq_ids(c, 5, x[0]);
+  require_recurrent_state(c, c.attrs<SsmScanAttrs>().state, {x[1], x[2], bm[2]}, "one P x N matrix per head");
+  c.results.push_back(like_first(c, ElemType::F32, x));
+}
+
 void infer_moe_route(InferContext& c) {
   require_rank(c, 0, 2, "router logits [T, experts]");
   c.require(c.operand(0).elem.kind() == ElemType::F32, "router logits (operand 0) must be f32, got " + c.operand(0).str());

@@ -73,6 +73,7 @@ Kernels emit_LayerNorm(const Ctx& c, const ir::Op& op) { return emit_layer_norm(
 Kernels emit_Hadamard(const Ctx& c, const ir::Op& op) { return emit_hadamard(op, c.what); }
 Kernels emit_CausalConv1d(const Ctx& c, const ir::Op& op) { return emit_causal_conv1d(c.module, op, c.what); }
 Kernels emit_DeltaRule(const Ctx& c, const ir::Op& op) { return emit_delta_rule(c.module, op, c.what); }
+Kernels emit_SsmScan(const Ctx& c, const ir::Op& op) { return emit_ssm_scan(c.module, op, c.what); }
 Kernels emit_Attention(const Ctx& c, const ir::Op& op) { return emit_attention(c.module, op, c.what); }
 Kernels emit_AttnTemp(const Ctx& c, const ir::Op& op) { return emit_attn_temp(op, c.what); }
 Kernels emit_Softmax(const Ctx& c, const ir::Op& op) { return emit_softmax(op, c.what); }

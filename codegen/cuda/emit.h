@@ -227,6 +227,7 @@ Kernels emit_rope(const ir::Op& op, const std::string& what);
 Kernels emit_l2_norm(const ir::Op& op, const std::string& what);
 Kernels emit_causal_conv1d(const ir::Module& m, const ir::Op& op, const std::string& what);
 Kernels emit_delta_rule(const ir::Module& m, const ir::Op& op, const std::string& what);
+Kernels emit_ssm_scan(const ir::Module& m, const ir::Op& op, const std::string& what);
 Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string& what);
 Kernels emit_attn_temp(const ir::Op& op, const std::string& what);  // emit_attention.cpp
 Kernels emit_hadamard(const ir::Op& op, const std::string& what);   // emit_attention.cpp

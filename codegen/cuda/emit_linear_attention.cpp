@@ -1,5 +1,7 @@
 // Linear-attention ops (Gated DeltaNet layers): l2_norm, causal_conv1d and
-// delta_rule. Semantics in docs/ir.md; numerics follow the CPU interpreter.
+// delta_rule, and the state-space scan of Mamba layers (ssm_scan), which
+// shares their per-sequence recurrent state. Semantics in docs/ir.md;
+// numerics follow the CPU interpreter.
 //
 // l2_norm: one warp per row. Squares are rounded to float and summed in
 // double (the reference's ggml_l2_norm), then y = x * (1 / max(sqrt(sum), eps)).
@@ -32,6 +34,17 @@
 // sequence) is the one-step update; prefill runs its tokens sequentially per
 // row. The chunked WY form for long prefills (ggml's TODO as well) is future
 // work.
+//
+// ssm_scan: like delta_rule, the state rows are independent (row p of head
+// h only needs x[t, h, p], dt[t, h] and the group's B and C), so one warp
+// owns one row of one (sequence, head): lane l holds elements l, l+32, ...
+// of its N, loads them from the state slot, runs the sequence's tokens in
+// batch order
+//   d = softplus(dt); S[i] = S[i] * exp(d * A) + B[i] * (x * d); y = S.C
+// and stores the row back. The state update is two rounded products added
+// unfused, as on the CPU, so the states agree with it bit for bit up to
+// expf; y is a per-lane sum then a warp tree, which differs from the CPU's
+// 8-lane sum by reassociation only.
 #include <fmt/format.h>
 
 #include "codegen/cuda/emit.h"
@@ -161,6 +174,42 @@ std::string delta_rule_recurrence(double scale) {
                      flit(scale));
 }
 
+// The recurrence of one warp (sequence s, head h, row p) over the step's
+// tokens. Parameter names are those emit_ssm_scan declares.
+std::string ssm_scan_recurrence(bool per_element_decay) {
+  // Mamba-2: one decay per head, before the element loop; Mamba-1: one per element.
+  const std::string decay = per_element_decay ? "expf(__fmul_rn(d, a[h * N + lane + 32 * r]))" : "head_decay";
+  const std::string head_decay =
+      per_element_decay ? "" : "    const float head_decay = expf(__fmul_rn(d, a[h]));\n";
+  return fmt::format(R"(  const long long s = w / (H * P), hp = w % (H * P), h = hp / P, g = h / (H / G);
+  float* row = state + ((long long)slots[s] * H * P + hp) * N;
+  float sr[NL];
+#pragma unroll
+  for (int r = 0; r < NL; ++r) sr[r] = lane + 32 * r < N ? row[lane + 32 * r] : 0.0f;
+  for (long long t = 0; t < TOKENS; ++t) {{
+    if (seq[t] != s) continue;
+    const float v = dt[t * H + h];
+    const float d = v > 20.0f ? v : logf(__fadd_rn(1.0f, expf(v)));
+{1}    const float xd = __fmul_rn(x[t * H * P + hp], d);
+    const float* bt = b + (t * G + g) * N;
+    const float* ct = c + (t * G + g) * N;
+    float acc = 0.0f;
+#pragma unroll
+    for (int r = 0; r < NL; ++r) {{
+      if (lane + 32 * r < N) {{
+        sr[r] = __fadd_rn(__fmul_rn(sr[r], {0}), __fmul_rn(bt[lane + 32 * r], xd));
+        acc = __fadd_rn(acc, __fmul_rn(sr[r], ct[lane + 32 * r]));
+      }}
+    }}
+    acc = vtc_warp_sum(acc);
+    if (lane == 0) y[t * H * P + hp] = acc;
+  }}
+#pragma unroll
+  for (int r = 0; r < NL; ++r) if (lane + 32 * r < N) row[lane + 32 * r] = sr[r];
+)",
+                     decay, head_decay);
+}
+
 }  // namespace
 
 Kernels emit_l2_norm(const ir::Op& op, const std::string& what) {
@@ -221,6 +270,34 @@ Kernels emit_delta_rule(const ir::Module& m, const ir::Op& op, const std::string
   body += delta_rule_recurrence(ir::DeltaRuleAttrs::of(op).scale);
   kb.body(body);
   kb.launch(seqs * (heads * dv * 32), 128);
+  return {kb.finish()};
+}
+
+Kernels emit_ssm_scan(const ir::Module& m, const ir::Op& op, const std::string& what) {
+  require_plain_f32_state(m, op);
+  const ir::TensorType& xt = op.operands[0].type();
+  const int64_t heads = const_dim(op, xt.shape[1], "the head count");
+  const int64_t head_dim = const_dim(op, xt.shape[2], "the head dim");
+  const int64_t groups = const_dim(op, op.operands[3].type().shape[1], "the group count");
+  const int64_t n = const_dim(op, op.operands[3].type().shape[2], "the state size");
+  const int64_t a_cols = const_dim(op, op.operands[2].type().shape[1], "A's columns");
+  if (n > 1024) unsupported(op, fmt::format("state size {} exceeds 1024", n));
+  KernelBuilder kb(op.mnemonic(), what);
+  const char* names[] = {"x", "dt", "a", "b", "c", "seq"};
+  for (size_t i = 0; i < 6; ++i) kb.in(op.operands[i], names[i]);
+  kb.state_rows(*ir::state_symbol(op), "state", "float*");
+  kb.slots();
+  kb.out(op.results[0], "y");
+  const ir::Dim seqs = ir::Dim::symbol("S");
+  std::string body = fmt::format(R"(  constexpr long long H = {0}, P = {1}, G = {2}, N = {3};
+  constexpr int NL = (int)((N + 31) / 32);
+  const long long TOKENS = {4};
+)",
+                                 heads, head_dim, groups, n, kb.expr(xt.shape[0]));
+  body += warp_prologue(fmt::format("{} * H * P", kb.expr(seqs)));
+  body += ssm_scan_recurrence(a_cols != 1);
+  kb.body(body);
+  kb.launch(seqs * (heads * head_dim * 32), 128);
   return {kb.finish()};
 }
 

@@ -16,6 +16,7 @@
 #include "runtime/cpu/kernels/internal.h"
 #include "runtime/cpu/kernels/kernels.h"
 #include "runtime/cpu/kernels/linear_attention.h"
+#include "runtime/cpu/kernels/ssm_scan.h"
 #include "runtime/cpu/kernels/moe.h"
 #include "support/error.h"
 
@@ -482,6 +483,28 @@ void exec_DeltaRule(ExecContext& c, const ir::Op& op) {
   try {
     delta_rule(q.as<float>(), c.in(op, 1).as<float>(), v.as<float>(), c.in(op, 3).as<float>(), c.in(op, 4).as<float>(),
                c.in(op, 5).as<int32_t>(), states.data(), p, c.out(op).as<float>(), c.pool);
+  } catch (const Error& e) {
+    fail(op, e.what());
+  }
+}
+
+// --- state space models (docs/ir.md: ssm_scan) ------------------------------
+void exec_SsmScan(ExecContext& c, const ir::Op& op) {
+  const Buf &x = c.in(op, 0), &a = c.in(op, 2), &b = c.in(op, 3);
+  const char* roles[] = {"x", "dt", "A", "B", "C"};
+  for (size_t i = 0; i < 5; ++i) require_f32(op, c.in(op, i), roles[i]);
+  SsmScanParams p;
+  p.n_tokens = x.shape[0];
+  p.n_heads = x.shape[1];
+  p.head_dim = x.shape[2];
+  p.n_groups = b.shape[1];
+  p.state_size = b.shape[2];
+  p.per_element_decay = a.shape[1] != 1;
+  p.n_seqs = int64_t(c.slots.size());
+  const auto states = sequence_states(c, op);
+  try {
+    ssm_scan(x.as<float>(), c.in(op, 1).as<float>(), a.as<float>(), b.as<float>(), c.in(op, 4).as<float>(),
+             c.in(op, 5).as<int32_t>(), states.data(), p, c.out(op).as<float>(), c.pool);
   } catch (const Error& e) {
     fail(op, e.what());
   }

@@ -213,7 +213,10 @@ void check_states(vtc::Backend& cpu, vtc::Backend& gpu, const vtc::StateStore& s
     }
     const auto a = state_bytes(cpu, store, l);
     const auto b = state_bytes(gpu, store, l);
-    if (case_text.find("delta_rule") == std::string::npos || l.elem.kind() != vtc::ir::ElemType::F32) {
+    // delta_rule's and ssm_scan's states go through expf (and dot products): close, not equal.
+    const bool recurrent_float = case_text.find("delta_rule") != std::string::npos ||
+                                 case_text.find("ssm_scan") != std::string::npos;
+    if (!recurrent_float || l.elem.kind() != vtc::ir::ElemType::F32) {
       CHECK(a == b);
       continue;
     }
