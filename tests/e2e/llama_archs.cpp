@@ -191,6 +191,12 @@ const std::vector<ArchModel>& arch_models() {
       {"lfm2moe", "lfm2moe", "lfm2moe-moe"},
       {"mistral4", "mistral4", "mistral4-moe"},
       {"talkie", "talkie", "talkie-dense"},
+      {"mamba2", "mamba2", "mamba2-dense"},
+      {"mamba", "mamba", "mamba-dense"},
+      {"granitehybrid", "granitehybrid", "granitehybrid-dense"},
+      {"nemotron_h", "nemotron_h", "nemotron_h-dense"},
+      {"jamba", "jamba", "jamba-dense"},
+      {"plamo2", "plamo2", "plamo2-dense"},
   };
   return models;
 }

@@ -571,6 +571,25 @@ LLAMA_ARCHS_WINDOW_CASE("gemma3")
 LLAMA_ARCHS_CASES("gemma2-softcap")
 LLAMA_ARCHS_CASES("command-r")
 LLAMA_ARCHS_CASES("llama4")
+// For architectures without attention (mamba, mamba2): the cases above
+// but the attention-amplified one, which has no attention to amplify (its
+// check that silencing attention moves the logits could not pass).
+#define LLAMA_ARCHS_RECURRENT_CASES(ARCH)                                                                            \
+  TEST_CASE("llama-archs " ARCH ": f32 and q8_0 match llama.cpp (3 seeds, 12-token prompt, 16 greedy steps)",       \
+            "[e2e][reference][llama-archs]") {                                                                       \
+    match(ARCH);                                                                                                     \
+  }                                                                                                                  \
+  TEST_CASE("llama-archs " ARCH ": zeroing a layer's output projection moves the reference's logits",               \
+            "[e2e][reference][llama-archs]") {                                                                       \
+    sensitivity(ARCH);                                                                                               \
+  }                                                                                                                  \
+  TEST_CASE("llama-archs " ARCH ": a renamed tensor is refused, by name", "[e2e][reference][llama-archs]") {        \
+    refusal(ARCH);                                                                                                   \
+  }                                                                                                                  \
+  TEST_CASE("llama-archs " ARCH ": prefill in chunks equals prefill in one shot", "[e2e][reference][llama-archs]") { \
+    chunked(ARCH);                                                                                                   \
+  }
+
 // ARCH-CASES (one line per architecture below)
 LLAMA_ARCHS_CASES("phimoe")
 LLAMA_ARCHS_CASES("deepseek")
@@ -623,3 +642,9 @@ LLAMA_ARCHS_WINDOW_CASE("lfm2")
 LLAMA_ARCHS_CASES("lfm2moe")
 LLAMA_ARCHS_CASES("mistral4")
 LLAMA_ARCHS_CASES("talkie")
+LLAMA_ARCHS_RECURRENT_CASES("mamba2")
+LLAMA_ARCHS_RECURRENT_CASES("mamba")
+LLAMA_ARCHS_CASES("granitehybrid")
+LLAMA_ARCHS_CASES("nemotron_h")
+LLAMA_ARCHS_CASES("jamba")
+LLAMA_ARCHS_CASES("plamo2")

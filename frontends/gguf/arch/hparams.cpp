@@ -98,6 +98,7 @@ Hparams read_hparams(const gguf::GgufFile& f) {
     throw Error(fmt::format("{}: layer 0 has no heads and the file no attention.key_length", f.path()));
   h.head_dim = f.get_int(a + ".attention.key_length").value_or(h.n_head > 0 ? h.n_embd / h.n_head : 0);
   h.n_ff = per_layer_int(f, a + ".feed_forward_length", h.n_layer, h.layer_n_ff);
+  h.n_ff = first_nonzero(h.layer_n_ff, h.n_ff);  // a hybrid's recurrent layers have none
   h.n_ctx = require_int(f, a + ".context_length");
   h.n_rot = f.get_int(a + ".rope.dimension_count").value_or(h.head_dim);
   h.eps = f.get_float(a + ".attention.layer_norm_rms_epsilon").value_or(1e-5);

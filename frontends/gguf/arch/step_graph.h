@@ -155,6 +155,8 @@ class StepGraph {
 class Architecture {
  public:
   explicit Architecture(const gguf::GgufFile& f) : h(read_hparams(f)) {}
+  // An architecture whose hparams read_hparams does not describe (no attention).
+  explicit Architecture(Hparams hparams) : h(std::move(hparams)) {}
   virtual ~Architecture() = default;
   virtual void declare_states(ir::Module& m) const = 0;
   virtual ir::Value forward(StepGraph& g) const = 0;

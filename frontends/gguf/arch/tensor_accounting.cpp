@@ -118,6 +118,15 @@ const std::vector<AcceptedUnused>& accepted_unused_tensors() {
       {"mistral4", "blk.*.nextn.*", "as deepseek2"},
       {"talkie", "blk.*.ffn_[gu]*.scale",
        "the generic scale pass loads them; talkie's build_ffn call passes only ffn_down's scale"},
+      {"granitehybrid", "blk.*.ffn_*.scale",
+       "the generic scale pass loads them; granite-hybrid's build_ffn and build_moe_ffn calls pass no scales"},
+      {"jamba", "blk.*.ffn_*.scale",
+       "the generic scale pass loads them; jamba's build_ffn and build_moe_ffn calls pass no scales"},
+      {"plamo2", "blk.*.ffn_*.scale",
+       "the generic scale pass loads them; plamo2's build_ffn passes no scales"},
+      {"plamo2", "blk.*.attn_qkv.scale", "the generic scale pass loads it; plamo2 projects qkv with no scale"},
+      {"plamo2", "blk.*.ssm_in.scale", "the generic scale pass loads it; plamo2's Mamba layer projects with no scale"},
+      {"plamo2", "blk.*.ssm_out.scale", "as ssm_in.scale"},
   };
   return table;
 }
