@@ -249,6 +249,16 @@ std::pair<GgmlType, GgmlType> kv_cache_types_of(const ir::Module& module) {
   return {GgmlType::F16, GgmlType::F16};
 }
 
+namespace {
+// Whether any step attends over a KV state.
+bool has_kv_cache(const ir::Module& module) {
+  for (const auto& f : module.functions)
+    for (const auto& op : f->ops)
+      if (op->kind == ir::OpKind::Attention) return true;
+  return false;
+}
+}  // namespace
+
 std::string describe_kv_memory(const KvMemory& m) {
   return fmt::format("KV cache: K {}, V {}; {} bytes per token; {:.2f} MiB reserved ({} pages of {} positions)",
                      ggml_type_name(m.k_type), ggml_type_name(m.v_type), m.bytes_per_token,
@@ -259,9 +269,12 @@ Session::Session(const std::string& path, const SessionOptions& o) {
   check_target(path, o);
   CompiledModel model = load_model(path, compile_options(o));
   // An artifact keeps the cache types it was compiled with; other types
-  // asked for by name (not the f16 default) are refused, not ignored.
+  // asked for by name (not the f16 default) are refused, not ignored. A
+  // model without attention (mamba, mamba2: only recurrent states) has no
+  // KV cache for the types to apply to, as in the reference.
   if (const auto [k, v] = kv_cache_types_of(model.module);
-      (o.cache_type_k != GgmlType::F16 && o.cache_type_k != k) || (o.cache_type_v != GgmlType::F16 && o.cache_type_v != v))
+      has_kv_cache(model.module) &&
+      ((o.cache_type_k != GgmlType::F16 && o.cache_type_k != k) || (o.cache_type_v != GgmlType::F16 && o.cache_type_v != v)))
     throw Error(fmt::format("{}: compiled with a {} / {} KV cache (K / V), not the {} / {} asked for; recompile with "
                             "`vtc compile --cache-type-k {} --cache-type-v {}`", path, ggml_type_name(k), ggml_type_name(v),
                             ggml_type_name(o.cache_type_k), ggml_type_name(o.cache_type_v),

@@ -16,11 +16,9 @@
 // reduction, then the leftovers), which linear_attention.cpp emulates for
 // the active ISA (detail::vec_dot_f32_ref), so a Mamba-2 layer gives the
 // reference's bits. Mamba-1's per-element decay exp(d * A[h, i]) is
-// computed per element with expf, as the reference's scalar loop does; its
-// y is vectorised over the state dimension as 8 running sums of lanes
-// i = 8k + l, combined ((0+4)+(1+5)) + ((2+6)+(3+7)), then the tail in
-// order: the reference's compiled scalar loop (contracted by GCC) differs
-// from it by float reassociation only (about 1e-7 relative).
+// computed per element with expf, as the reference's scalar loop does, and
+// its state and y follow that loop's order and fused operations (see
+// scan_row_element_decay).
 #include "runtime/cpu/kernels/ssm_scan.h"
 
 #include <fmt/format.h>
@@ -29,12 +27,12 @@
 #include <vector>
 
 #include "runtime/cpu/kernels/internal.h"
+#include "runtime/cpu/kernels/kernels.h"
 #include "support/error.h"
 
 namespace vtc::cpu {
 namespace {
 
-constexpr int kLanes = 8;
 
 float softplus_ref(float v) { return v > 20.0f ? v : std::log(1.0f + std::exp(v)); }
 
@@ -46,22 +44,19 @@ float scan_row_scalar_decay(float* s, float decay, const float* b, float xd, con
   return detail::vec_dot_f32_ref(s, c, n);
 }
 
-// The same with a decay per element: exp(d * a[i]).
-float scan_row_element_decay(float* s, float d, const float* a, const float* b, float xd, const float* c, int64_t n) {
-  float acc[kLanes] = {};
-  const int64_t full = n / kLanes * kLanes;
-  for (int64_t i = 0; i < full; i += kLanes) {
-    for (int l = 0; l < kLanes; ++l) {
-      const float st = s[i + l] * std::exp(d * a[i + l]) + b[i + l] * xd;
-      s[i + l] = st;
-      acc[l] += st * c[i + l];
-    }
-  }
-  float sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-  for (int64_t i = full; i < n; ++i) {
-    const float st = s[i] * std::exp(d * a[i]) + b[i] * xd;
+// The same with a decay per element: exp(d * a[i]). The reference's loop
+// cannot be vectorised (expf) and runs in order; its FMA builds (GCC
+// contracting) compute state = fma(s, exp(d a), b * xd) and
+// sum = fma(state, c, sum); a build without FMA (vtc's scalar ISA) rounds
+// every product.
+float scan_row_element_decay(float* s, float d, const float* a, const float* b, float xd, const float* c, int64_t n,
+                             bool fused) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float decay = std::exp(d * a[i]);
+    const float st = fused ? std::fma(s[i], decay, b[i] * xd) : s[i] * decay + b[i] * xd;
     s[i] = st;
-    sum += st * c[i];
+    sum = fused ? std::fma(st, c[i], sum) : sum + st * c[i];
   }
   return sum;
 }
@@ -82,6 +77,7 @@ void ssm_scan(const float* x, const float* dt, const float* a, const float* b, c
     if (!p.per_element_decay) decay[size_t(th)] = std::exp(soft[size_t(th)] * a[th % n_h]);
   }
   const int64_t rows_per_seq = n_h * n_p;
+  const bool fused = active_isa() != Isa::Scalar;
   pool.parallel_for(p.n_seqs * rows_per_seq, [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) {
       const int64_t s = item / rows_per_seq, row = item % rows_per_seq, h = row / n_p;
@@ -93,7 +89,7 @@ void ssm_scan(const float* x, const float* dt, const float* a, const float* b, c
         const float* ct = c + (t * n_g + g) * n_n;
         const float xd = x[t * rows_per_seq + row] * soft[size_t(th)];
         y[t * rows_per_seq + row] =
-            p.per_element_decay ? scan_row_element_decay(st, soft[size_t(th)], a + h * n_n, bt, xd, ct, n_n)
+            p.per_element_decay ? scan_row_element_decay(st, soft[size_t(th)], a + h * n_n, bt, xd, ct, n_n, fused)
                                 : scan_row_scalar_decay(st, decay[size_t(th)], bt, xd, ct, n_n);
       }
     }
