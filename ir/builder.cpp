@@ -79,6 +79,7 @@ Value Builder::attention(Value q, Value k, Value v, Value pos, Value seq, const 
   if (o.window) attrs.push_back({"window", Attr::of_int(*o.window)});
   if (o.softcap) attrs.push_back({"softcap", Attr::of_float(*o.softcap)});
   if (o.chunk) attrs.push_back({"chunk", Attr::of_int(*o.chunk)});
+  if (o.alibi_max_bias) attrs.push_back({"alibi_max_bias", Attr::of_float(*o.alibi_max_bias)});
   if (!o.v_state.empty()) attrs.push_back({"v_state", Attr::of_symbol(o.v_state)});
   std::vector<Value> operands = {q, k, v, pos, seq};
   if (selected) operands.push_back(selected);

@@ -37,6 +37,9 @@ struct AttentionOptions {
   // Chunked attention (llama4): key positions outside the query's chunk
   // [floor(pos / chunk) * chunk, pos] are masked too.
   std::optional<int64_t> chunk = std::nullopt;
+  // ALiBi (bloom, mpt, ...): the reference's f_max_alibi_bias; each score
+  // gains -|pos_q - pos_k| times its query head's slope (docs/ir.md).
+  std::optional<double> alibi_max_bias = std::nullopt;
   ir::Value sinks{};  // per-head sink logits [H] f32 (gpt-oss), joining each softmax's denominator
   // K and V of different element types: `state` holds K ([1, P, ...]) and
   // this state V; empty: `state` holds both ([2, P, ...]).
@@ -139,6 +142,7 @@ class Builder {
   Value matmul(Value x, Value w) { return one(OpKind::Matmul, {x, w}); }
   Value add(Value a, Value b) { return one(OpKind::Add, {a, b}); }
   Value mul(Value a, Value b) { return one(OpKind::Mul, {a, b}); }
+  Value div(Value a, Value b) { return one(OpKind::Div, {a, b}); }
   Value silu(Value x) { return one(OpKind::Silu, {x}); }
   Value gelu(Value x) { return one(OpKind::Gelu, {x}); }
   Value tanh(Value x) { return one(OpKind::Tanh, {x}); }

@@ -298,6 +298,7 @@ void infer_attention(InferContext& c) {
   c.require(!c.has("window") || a.window > 0, "window must be positive");
   c.require(!c.has("chunk") || a.chunk > 0, "chunk must be positive");
   c.require(!c.has("softcap") || a.softcap > 0, "softcap must be positive");
+  c.require(!c.has("alibi_max_bias") || a.alibi_max_bias > 0, "alibi_max_bias must be positive");
   const bool sinks = a.sinks;
   const size_t n_operands = c.op.operands.size() - (sinks ? 1 : 0);
   c.require(n_operands >= 5 && n_operands <= 6,

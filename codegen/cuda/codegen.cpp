@@ -53,6 +53,7 @@ Kernels emit_Embed(const Ctx& c, const ir::Op& op) { return emit_embed(op, c.wha
 Kernels emit_Matmul(const Ctx& c, const ir::Op& op) { return emit_matmul(op, c.what); }
 Kernels emit_Add(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
 Kernels emit_Mul(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
+Kernels emit_Div(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
 Kernels emit_Silu(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
 Kernels emit_Gelu(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }
 Kernels emit_Sigmoid(const Ctx& c, const ir::Op& op) { return elementwise(c, op); }

@@ -47,6 +47,12 @@
 // exp(sink - max)), so it counts once per (token, head); flash decoding's
 // last key block does the same.
 // Scores: s = (q . k) * scale, or softcap * tanh(s * scale / softcap).
+// ALiBi (attribute `alibi_max_bias`): then s += slope(h) * f16(-|qp - j|),
+// the slopes computed on the host as the CPU computes them
+// (support/alibi.h) and baked into the kernel as a table, the product and
+// sum rounded separately (no fma), as ggml adds slope * mask; every kernel
+// (both prefill kernels, flash decoding, split-K decode) adds it where it
+// scales the score.
 // Numerics follow the CPU, which follows ggml's CPU flash attention
 // (runtime/cpu/kernels/attention.cpp), because with attention that matters
 // in the logits its f16 roundings do too (a sharp softmax over amplified
@@ -74,6 +80,7 @@
 #include <optional>
 
 #include "codegen/cuda/emit.h"
+#include "support/alibi.h"
 
 namespace vtc::cuda {
 namespace {
@@ -83,6 +90,29 @@ constexpr int kSplits = 16;
 // split-KV path starts where the reference's cache view, padded to 256
 // rows, reaches 512), so one slice does too; past that, SPLITS slices.
 constexpr int kOneRowMaxKeys = 256;
+
+// ALiBi: the kernel's table of per-head slopes (after the prologue, where
+// HQ is defined), or nothing without ALiBi.
+std::string alibi_table(int64_t hq, double max_bias) {
+  if (max_bias <= 0.0) return "";
+  std::string vals;
+  for (int64_t h = 0; h < hq; ++h) vals += (h ? ", " : "") + flit(alibi_slope(float(max_bias), hq, h));
+  return fmt::format("  const float alibi_slopes[HQ] = {{{}}};\n", vals);
+}
+
+// ALiBi: " + bias" for a score of head `head` at query position qp and key
+// position j (expressions), or "" without: slope * f16(-|qp - j|), each
+// operation rounded on its own as the CPU's.
+std::string alibi_term(bool alibi, const std::string& head, const std::string& qp, const std::string& j) {
+  if (!alibi) return "";
+  return fmt::format(", __fmul_rn(alibi_slopes[{0}], vtc_h2f(vtc_f2h(-(float)({1} > {2} ? {1} - {2} : {2} - {1})))))",
+                     head, qp, j);
+}
+
+// The score expression plus its ALiBi bias: __fadd_rn(score, bias) or score.
+std::string with_alibi(const std::string& score, const std::string& term) {
+  return term.empty() ? score : "__fadd_rn(" + score + term;
+}
 
 // Heads of the flash loop: every position, or the entries of a selection row.
 constexpr const char* kPlainHead = "    for (long long j = j_begin; j < j_end; ++j) {\n";
@@ -216,10 +246,11 @@ Kernel kv_append(const ir::Op& op, const AttnShape& a, const std::string& what) 
 // uniform) rounds the accumulator to f16 after each of those, as the CPU
 // does with an f16 cache.
 std::string flash_loop(const AttnShape& a, double scale, double softcap, int64_t window, int64_t chunk,
-                       bool selected) {
+                       bool selected, bool alibi) {
   const std::string load = a.kv_load;
   std::string score = softcap != 0.0 ? fmt::format("{} * tanhf(s * {})", flit(softcap), flit(scale / softcap))
                                      : fmt::format("s * {}", flit(scale));
+  score = with_alibi(score, alibi_term(alibi, "h", "qp", "j"));
   std::string mask = window > 0 ? fmt::format("      if (qp - j >= {}) continue;\n", window) : "";
   // Chunked attention: only keys from the start of the query's chunk on.
   if (chunk > 0) mask += fmt::format("      if (j < (qp / {0}) * {0}) continue;\n", chunk);
@@ -503,11 +534,13 @@ std::string unpack_chunk(const AttnShape& a, const std::string& w, const std::st
 // each head's dot over the key's lanes, then walks the KP keys in order,
 // each lane group updating the heads it owns with ggml's one-row step (a
 // shuffle brings each head's score from the key's first lane).
-std::string flash_decode_loop(const AttnShape& a, double scale, double softcap) {
+std::string flash_decode_loop(const AttnShape& a, double scale, double softcap, bool alibi) {
   // Key qp comes from this step's f32 rows, as the pool will hold it.
   auto as_stored = [&](const std::string& x) { return a.kv_load.empty() ? x : "vtc_h2f(vtc_f2h(" + x + "))"; };
-  const std::string score = softcap != 0.0 ? fmt::format("{} * tanhf(s[h] * {})", flit(softcap), flit(scale / softcap))
-                                           : fmt::format("s[h] * {}", flit(scale));
+  const std::string score =
+      with_alibi(softcap != 0.0 ? fmt::format("{} * tanhf(s[h] * {})", flit(softcap), flit(scale / softcap))
+                                : fmt::format("s[h] * {}", flit(scale)),
+                 alibi_term(alibi, "h0 + h", "qp", "jk"));
   return fmt::format(R"(  for (long long j = j_begin; j < j_end; j += KP) {{
     const long long jk = j + kg;
     float s[GB];
@@ -696,9 +729,11 @@ std::string prefill_mma_prologue(const AttnShape& a, int gb, bool causal, int64_
 
 // Q's fragments (f16, rows g and g + 8 of the tile; zero for rows not in
 // the tiled regime), the accumulators, then the walk over each sequence.
-std::string prefill_mma_walk(double scale, double softcap) {
-  const std::string score = softcap != 0.0 ? fmt::format("{} * tanhf(x * {})", flit(softcap), flit(scale / softcap))
-                                           : fmt::format("x * {}", flit(scale));
+std::string prefill_mma_walk(double scale, double softcap, bool alibi) {
+  const std::string score =
+      with_alibi(softcap != 0.0 ? fmt::format("{} * tanhf(x * {})", flit(softcap), flit(scale / softcap))
+                                : fmt::format("x * {}", flit(scale)),
+                 alibi_term(alibi, "h", "s_pos[g + 8 * rr]", "j"));
   return fmt::format(R"(  unsigned qa[DT][4];
   for (int k = 0; k < DT; ++k)
     for (int i = 0; i < 4; ++i) {{
@@ -794,7 +829,7 @@ std::string prefill_mma_walk(double scale, double softcap) {
 
 // The tiled rows' sinks and stores, then the one-row rows.
 std::string prefill_mma_finish(const AttnShape& a, double scale, double softcap, int64_t window, int64_t chunk,
-                               bool causal, bool sinks) {
+                               bool causal, bool sinks, bool alibi) {
   std::string s;
   if (sinks)
     s += R"(  for (int rr = 0; rr < 2; ++rr) {
@@ -823,7 +858,7 @@ std::string prefill_mma_finish(const AttnShape& a, double scale, double softcap,
     }
 )";
   s += fmt::format("    const long long j_begin = 0, j_end = {};\n", causal ? "qp + 1" : "s_end[r]");
-  s += flash_loop(a, scale, softcap, window, chunk, false);
+  s += flash_loop(a, scale, softcap, window, chunk, false, alibi);
   if (sinks) s += kSinkFold;
   s += "    for (int i = 0; i < DL; ++i)\n      if (lane + 32 * i < D) out[(t * HQ + h) * D + lane + 32 * i] = l > 0.0f ? acc[i] / l : 0.0f;\n  }\n";
   return s;
@@ -838,6 +873,8 @@ Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string&
   const int64_t window = attrs.window, chunk = attrs.chunk, width = selection_width(op);
   const bool prefill = a.tokens.str().find('T') != std::string::npos;
   const bool sinks = has_sinks(op);
+  const double max_bias = attrs.alibi_max_bias;
+  const bool alibi = max_bias > 0.0;
   // VTC_CUDA_ATTN=scalar keeps the warp-per-(token, head) kernels
   // (before/after figures, or to rule the new ones out on a GPU).
   const char* attn_env = std::getenv("VTC_CUDA_ATTN");
@@ -877,8 +914,9 @@ Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string&
     const int gb = *mma_heads;
     kb.out(op.results[0], "out");
     kb.need("mma");
-    kb.body(body + prefill_mma_prologue(a, gb, causal, window, chunk) + prefill_mma_walk(scale, softcap) +
-            prefill_mma_finish(a, scale, softcap, window, chunk, causal, sinks));
+    kb.body(body + prefill_mma_prologue(a, gb, causal, window, chunk) + alibi_table(a.hq, max_bias) +
+            prefill_mma_walk(scale, softcap, alibi) +
+            prefill_mma_finish(a, scale, softcap, window, chunk, causal, sinks, alibi));
     kb.launch(ir::Dim(a.hq / gb * 32 * gb), gb * 32, a.tokens, 16);
     Kernel k = kb.finish();
     // The products run as mma (counted); the softmax's few operations per
@@ -896,13 +934,14 @@ Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string&
     kb.scratch(a.tokens * (a.hq * flash->y * (a.d + 2) * 4));
     kb.counters(a.tokens * (a.hkv * flash->nsub));
     kb.need("copy16");
-    kb.body(body + flash_decode_prologue(a, *flash, window, chunk) + flash_decode_loop(a, scale, softcap) +
-            kFlashDecodeMerge + flash_decode_combine(sinks));
+    kb.body(body + flash_decode_prologue(a, *flash, window, chunk) + alibi_table(a.hq, max_bias) +
+            flash_decode_loop(a, scale, softcap, alibi) + kFlashDecodeMerge + flash_decode_combine(sinks));
     kb.launch(a.tokens * (a.hkv * flash->nsub * kDecodeWarps * 32), kDecodeWarps * 32, ir::Dim(flash->y), 1);
     out.push_back(kb.finish());
     return out;
   }
   body += flash_prologue(a);
+  body += alibi_table(a.hq, max_bias);
   if (width) body += selection_prologue(width);
   if (!causal) body += kSequenceEnd;
   if (prefill && a.half_math) body += prefill_regime(a);
@@ -910,7 +949,7 @@ Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string&
   if (prefill) {
     kb.out(op.results[0], "out");
     body += fmt::format("  const long long j_begin = 0, j_end = {};\n", n_keys);
-    body += flash_loop(a, scale, softcap, window, chunk, width != 0);
+    body += flash_loop(a, scale, softcap, window, chunk, width != 0, alibi);
     if (sinks) body += kSinkFold;
     body += "  for (int i = 0; i < DL; ++i)\n    if (lane + 32 * i < D) out[(t * HQ + h) * D + lane + 32 * i] = l > 0.0f ? acc[i] / l : 0.0f;\n";
     kb.body(body);
@@ -926,7 +965,7 @@ Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string&
   const long long j_begin = min(n_kv, blockIdx.y * per), j_end = min(n_kv, j_begin + per);
 )",
                       kSplits, n_keys, kOneRowMaxKeys);
-  body += flash_loop(a, scale, softcap, window, chunk, width != 0);
+  body += flash_loop(a, scale, softcap, window, chunk, width != 0, alibi);
   body += R"(  float* part = scratch + ((t * HQ + h) * SPLITS + blockIdx.y) * (D + 2);
   if (lane == 0) { part[0] = m; part[1] = l; }
   for (int i = 0; i < DL; ++i) if (lane + 32 * i < D) part[2 + lane + 32 * i] = acc[i];

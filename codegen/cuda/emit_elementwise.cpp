@@ -26,6 +26,7 @@ std::string scalar_expr(const ir::Op& op, const std::vector<std::string>& a, boo
   switch (op.kind) {
     case ir::OpKind::Add: return fmt::format("({} + {})", a[0], a[1]);
     case ir::OpKind::Mul: return fmt::format("({} * {})", a[0], a[1]);
+    case ir::OpKind::Div: return fmt::format("__fdiv_rn({}, {})", a[0], a[1]);
     case ir::OpKind::Silu: return fmt::format("({0} / (1.0f + expf(-{0})))", a[0]);
     case ir::OpKind::Sigmoid: return fmt::format("(1.0f / (1.0f + expf(-{})))", a[0]);
     case ir::OpKind::Softplus: return fmt::format("({0} > 20.0f ? {0} : logf(1.0f + expf({0})))", a[0]);

@@ -134,6 +134,11 @@ void exec_binary(ExecContext& c, const ir::Op& op) {
 }
 void exec_Add(ExecContext& c, const ir::Op& op) { exec_binary<add>(c, op); }
 void exec_Mul(ExecContext& c, const ir::Op& op) { exec_binary<mul>(c, op); }
+// ggml_vec_div_f32: one IEEE division per element, so any order is exact.
+void divide(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] / b[i];
+}
+void exec_Div(ExecContext& c, const ir::Op& op) { exec_binary<divide>(c, op); }
 
 template <void (*Kernel)(const float*, float*, int64_t)>
 void exec_unary(ExecContext& c, const ir::Op& op) {
@@ -350,6 +355,7 @@ void exec_Attention(ExecContext& c, const ir::Op& op) {
   p.causal = a.causal;
   p.n_swa = int32_t(a.window);
   p.n_chunk = int32_t(a.chunk);
+  p.alibi_max_bias = float(a.alibi_max_bias);
   p.page_size = c.states.page_size();
   const int64_t q_row = n_head * head_dim;
   // Operand 5, when present: the positions each query may read (from

@@ -23,6 +23,7 @@
 #include "runtime/cpu/kernels/attention_internal.h"
 #include "runtime/cpu/kernels/internal.h"
 #include "runtime/cpu/kernels/kernels.h"
+#include "support/alibi.h"
 
 using namespace vtc;
 using namespace vtc::cpu;
@@ -782,6 +783,149 @@ TEST_CASE("attention with chunks vs the chunked-mask formula, every path, 1 and 
     CHECK(e < tol);
     CHECK(moved > 1e-2);
   });
+}
+
+namespace {
+
+// ALiBi's slope of head h among n heads, in double, from the ALiBi paper's
+// geometric sequence as ggml extends it past a power of two: the first
+// 2^floor(log2 n) heads take 2^(-max_bias (h + 1) / n2), the rest the odd
+// terms of the sequence for 2 n2 heads, 2^(-max_bias (2 (h - n2) + 1) / (2 n2)).
+double alibi_slope_formula(double max_bias, int64_t n, int64_t h) {
+  int64_t n2 = 1;
+  while (n2 * 2 <= n) n2 *= 2;
+  return h < n2 ? std::exp2(-max_bias * double(h + 1) / double(n2))
+                : std::exp2(-max_bias * double(2 * (h - n2) + 1) / double(2 * n2));
+}
+
+// Plain softmax attention in double with each score plus
+// slope(h) * -|q_pos - k_pos| (causal; cache row j at kvpos[j] or j).
+std::vector<double> reference_alibi(const std::vector<float>& q, const Cache& c, const std::vector<int32_t>& qpos,
+                                    const std::vector<int32_t>* kvpos, const AttentionParams& p) {
+  const int64_t dk = p.head_dim, dv = p.head_dim;
+  std::vector<double> out(size_t(p.n_tokens * p.n_head * dv), 0.0);
+  for (int64_t t = 0; t < p.n_tokens; ++t)
+    for (int64_t h = 0; h < p.n_head; ++h) {
+      const int64_t hk = h / (p.n_head / p.n_head_kv);
+      const double slope = alibi_slope_formula(p.alibi_max_bias, p.n_head, h);
+      std::vector<double> s(size_t(p.n_kv), -1e300);
+      double m = -1e300;
+      for (int64_t j = 0; j < p.n_kv; ++j) {
+        const int32_t kp = kvpos ? (*kvpos)[size_t(j)] : int32_t(j);
+        if (kp > qpos[t]) continue;
+        double d = 0;
+        for (int64_t i = 0; i < dk; ++i) d += double(q[(t * p.n_head + h) * dk + i]) * c.kf[(j * p.n_head_kv + hk) * dk + i];
+        s[j] = d * p.scale - slope * std::abs(double(qpos[t]) - double(kp));
+        m = std::max(m, s[j]);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < p.n_kv; ++j)
+        if (s[j] > -1e299) sum += std::exp(s[j] - m);
+      for (int64_t j = 0; j < p.n_kv; ++j) {
+        if (s[j] <= -1e299) continue;
+        const double w = std::exp(s[j] - m) / sum;
+        for (int64_t i = 0; i < dv; ++i) out[(t * p.n_head + h) * dv + i] += w * c.vf[(j * p.n_head_kv + hk) * dv + i];
+      }
+    }
+  return out;
+}
+
+struct AlibiCase {
+  const char* name;
+  int64_t n_tokens, n_head, n_head_kv, n_kv;
+  float max_bias;
+};
+
+// Runs ALiBi case cs on the given cache (stored values in c.kf / c.vf) and
+// checks it against reference_alibi; ALiBi must move the result.
+void check_alibi(ThreadPool& pool, const AlibiCase& cs, AttentionParams p, const Cache& c, const std::string& what,
+                 double tol) {
+  p.alibi_max_bias = cs.max_bias;
+  const auto q = random_floats(p.n_tokens * p.n_head * p.head_dim, 62, -2.0f, 2.0f);
+  std::vector<int32_t> qpos(size_t(p.n_tokens));
+  for (int64_t t = 0; t < p.n_tokens; ++t) qpos[size_t(t)] = int32_t(p.n_kv - p.n_tokens + t);
+  const auto want = reference_alibi(q, c, qpos, nullptr, p);
+  Guarded out(p.n_tokens * p.n_head * p.head_dim);
+  attention(q.data(), c.k.data(), c.v.data(), qpos.data(), nullptr, p, out.data(), pool);
+  REQUIRE(out.intact());
+  const double e = nmse(out.values(), want);
+  AttentionParams plain = p;
+  plain.alibi_max_bias = 0.0f;
+  Guarded without(p.n_tokens * p.n_head * p.head_dim);
+  attention(q.data(), c.k.data(), c.v.data(), qpos.data(), nullptr, plain, without.data(), pool);
+  const double moved = nmse(without.values(), want);
+  INFO(fmt::format("{} {} nmse {:.3g} (without ALiBi {:.3g})", what, cs.name, e, moved));
+  CHECK(e < tol);
+  CHECK(moved > 1e-2);
+}
+
+const AlibiCase kAlibiCases[] = {
+    {"one-row prefill, 8 heads (a power of two)", 9, 8, 8, 9, 8.0f},
+    {"one-row, prefill after cache, 6 heads GQA 3:1 (m1 heads)", 5, 6, 2, 40, 8.0f},
+    {"tiled, 70 rows, 12 heads GQA 3:1", 70, 12, 4, 70, 8.0f},
+    {"split-KV decode, 5 heads, max bias 4", 1, 5, 5, 600, 4.0f},
+};
+
+}  // namespace
+
+TEST_CASE("alibi: ggml's slopes and the f16 mask distances", "[attention][alibi]") {
+  // Powers of two: 2^(-8 (h + 1) / n).
+  for (int64_t h = 0; h < 8; ++h) CHECK(alibi_slope(8.0f, 8, h) == std::exp2(-float(h + 1)));
+  // 6 heads: n2 = 4, then m1 = 2^-1 to the odd powers.
+  const float six[] = {0.25f, 0.0625f, 0.015625f, 0.00390625f, 0.5f, 0.125f};
+  for (int64_t h = 0; h < 6; ++h) CHECK(alibi_slope(8.0f, 6, h) == six[h]);
+  for (int64_t n : {1, 3, 12, 32, 40, 71})
+    for (int64_t h = 0; h < n; ++h)
+      CHECK(std::abs(alibi_slope(8.0f, n, h) / alibi_slope_formula(8.0, n, h) - 1.0) < 1e-6);
+  CHECK(alibi_slope(0.0f, 8, 3) == 1.0f);
+  // -|d| as f16 stores it: exact to 2048, then 11 significant bits, ties to even.
+  CHECK(alibi_distance(5, 9) == -4.0f);
+  CHECK(alibi_distance(9, 5) == -4.0f);
+  CHECK(alibi_distance(2048, 0) == -2048.0f);
+  CHECK(alibi_distance(2049, 0) == -2048.0f);
+  CHECK(alibi_distance(2051, 0) == -2052.0f);
+  CHECK(alibi_distance(0, 4100) == -4096.0f);
+  for (int64_t d : {1, 777, 2047, 2049, 3001, 9999, 40000, 65504})
+    CHECK(alibi_distance(d, 0) == -fp16_to_fp32(fp32_to_fp16(float(d))));
+  CHECK(alibi_distance(65520, 0) == -std::numeric_limits<float>::infinity());
+}
+
+// ALiBi (docs/ir.md "### attention" `alibi_max_bias`) on each path, f32 and
+// f16 caches, head counts that are and are not powers of two; ALiBi must
+// change the result (a kernel that ignores it is off by > 1e-2).
+TEST_CASE("attention with ALiBi vs the biased-softmax formula, every path, 1 and 3 threads", "[attention][alibi]") {
+  for_each_config(kAlibiCases, [&](ThreadPool& pool, Isa isa, int threads, const AlibiCase& cs, GgmlType kvt) {
+    const AttentionParams p = masked_case_params(cs.n_tokens, cs.n_head, cs.n_head_kv, cs.n_kv, kvt);
+    const auto c = make_cache(kvt, p.n_kv, p.n_head_kv, p.head_dim, p.head_dim, 61);
+    check_alibi(pool, cs, p, c, fmt::format("{} threads {} kv={}", isa_name(isa), threads, ggml_type_name(kvt)),
+                tolerance(kvt, true, cs.n_tokens >= detail::kAttentionTileQ, cs.n_kv));
+  });
+}
+
+// The typed one-row loop (K f16 beside V f32) and decode at depth (the f32
+// tile kernel where the machine has it, else the split-KV one-row loop).
+TEST_CASE("attention with ALiBi: mixed cache types and decode at depth", "[attention][alibi]") {
+  for (Isa isa : available_isas()) {
+    IsaScope scope(isa);
+    ThreadPool pool(2);
+    {
+      const AlibiCase cs{"typed, K f16 and V f32", 5, 6, 2, 40, 8.0f};
+      AttentionParams p = masked_case_params(cs.n_tokens, cs.n_head, cs.n_head_kv, cs.n_kv, GgmlType::F16);
+      p.v_type = GgmlType::F32;
+      Cache c = make_cache(GgmlType::F16, p.n_kv, p.n_head_kv, p.head_dim, p.head_dim, 63);
+      const Cache c32 = make_cache(GgmlType::F32, p.n_kv, p.n_head_kv, p.head_dim, p.head_dim, 63);
+      c.v = c32.v;
+      c.vf = c32.vf;
+      check_alibi(pool, cs, p, c, isa_name(isa), 1e-5);
+    }
+    {
+      const AlibiCase cs{"decode at depth, 8 heads GQA 4:1", 1, 8, 2, 1500, 8.0f};
+      AttentionParams p = masked_case_params(cs.n_tokens, cs.n_head, cs.n_head_kv, cs.n_kv, GgmlType::F16);
+      p.depth_kernel = true;
+      const Cache c = make_cache(GgmlType::F16, p.n_kv, p.n_head_kv, p.head_dim, p.head_dim, 64);
+      check_alibi(pool, cs, p, c, isa_name(isa), tolerance(GgmlType::F16, true, false, cs.n_kv));
+    }
+  }
 }
 
 // attn_temp through the interpreter against the reference's formula

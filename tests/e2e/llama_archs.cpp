@@ -72,7 +72,7 @@ std::recursive_mutex& cache_mutex() {
 
 Role role_of(const std::string& name) {
   if (ends_with(name, ".input_scale")) return Role::kKeep;
-  if (ends_with(name, ".scale")) return Role::kScale;
+  if (ends_with(name, ".scale") || ends_with(name, ".scales")) return Role::kScale;
   if (ends_with(name, ".bias")) return Role::kBias;
   if (name.find("norm") != std::string::npos) return Role::kGain;
   if (name == "token_embd.weight" || name == "per_layer_token_embd.weight") return Role::kEmbedding;
@@ -197,6 +197,9 @@ const std::vector<ArchModel>& arch_models() {
       {"nemotron_h", "nemotron_h", "nemotron_h-dense"},
       {"jamba", "jamba", "jamba-dense"},
       {"plamo2", "plamo2", "plamo2-dense"},
+      {"bloom", "bloom", "bloom-dense"},
+      {"mpt", "mpt", "mpt-dense"},
+      {"jais", "jais", "jais-dense"},
   };
   return models;
 }

@@ -10,7 +10,9 @@
 // the logits, so each tensor is rescaled by its role, read from its name:
 //
 //   .input_scale                        kept (loaded, never applied by the reference)
-//   .scale ([1] or per expert [E])      1 + 30 w    ~ N(1, 0.3)
+//   .scale ([1] or per expert [E]),
+//     .scales (mpt's AWQ activation
+//     scales, which divide)             1 + 30 w    ~ N(1, 0.3)
 //   .bias                               10 w        ~ N(0, 0.1)
 //   name contains "norm" (gains, also
 //     hc_*_norm, output_hc_norm)        1 + 10 w    ~ N(1, 0.1)

@@ -127,6 +127,11 @@ const std::vector<AcceptedUnused>& accepted_unused_tensors() {
       {"plamo2", "blk.*.attn_qkv.scale", "the generic scale pass loads it; plamo2 projects qkv with no scale"},
       {"plamo2", "blk.*.ssm_in.scale", "the generic scale pass loads it; plamo2's Mamba layer projects with no scale"},
       {"plamo2", "blk.*.ssm_out.scale", "as ssm_in.scale"},
+      {"bloom,mpt,jais", "blk.*.ffn_*.scale",
+       "the generic scale pass loads them; these graphs' build_ffn calls pass no scales"},
+      {"mpt", "blk.*.attn_k_norm.*",
+       "loaded when present; mpt's graph applies the QK layer norm only with attn_q_norm, which vtc refuses and "
+       "the generator never writes"},
   };
   return table;
 }

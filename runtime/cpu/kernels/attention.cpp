@@ -37,6 +37,11 @@
 // in the query's selected row is skipped like a causally masked one: the
 // reference's mask holds -inf there, and ggml skips -inf mask entries.
 //
+// ALiBi (params.alibi_max_bias > 0): every path adds slope(h) * f16(-|q_pos -
+// k_pos|) (support/alibi.h) to each visible score after the scale and
+// softcap, as ggml adds slope * mask there; the distances are built once
+// per call beside the visibility matrix.
+//
 // Sinks (params.sinks, one logit per query head) join each softmax's
 // denominator with no value, as ggml folds them in after its loop over the
 // cache rows: sink > M rescales acc and S by exp(M - sink) and M becomes
@@ -58,6 +63,7 @@
 #include "runtime/cpu/kernels/internal.h"
 #include "runtime/cpu/kernels/kernels.h"
 #include "frontends/gguf/dequant.h"
+#include "support/alibi.h"
 #include "support/error.h"
 #include "support/kv_cache_type.h"
 
@@ -111,7 +117,20 @@ int64_t key_position_span(const int32_t* kv_pos, int64_t n_kv) {
 struct Visibility {
   std::vector<uint8_t> visible;  // [n_tokens][n_kv]
   std::vector<int64_t> first, last;
+  std::vector<float> alibi_dist, alibi_slopes;  // ALiBi only: [n_tokens][n_kv], [n_head]
 };
+
+// ALiBi's tables (support/alibi.h): each head's slope and each (token,
+// cache row) pair's f16 distance, so that every kernel adds
+// slopes[h] * dist[t][j] as the reference adds slope * mask.
+void build_alibi(const AttentionParams& p, const int32_t* q_pos, const int32_t* kv_pos, Visibility& vis) {
+  vis.alibi_slopes.resize(size_t(p.n_head));
+  for (int64_t h = 0; h < p.n_head; ++h) vis.alibi_slopes[size_t(h)] = alibi_slope(p.alibi_max_bias, p.n_head, h);
+  vis.alibi_dist.resize(size_t(p.n_tokens * p.n_kv));
+  for (int64_t t = 0; t < p.n_tokens; ++t)
+    for (int64_t j = 0; j < p.n_kv; ++j)
+      vis.alibi_dist[size_t(t * p.n_kv + j)] = alibi_distance(q_pos[t], kv_pos != nullptr ? kv_pos[j] : j);
+}
 
 // Fills vis (kept by the caller between calls: a fresh 256 KiB matrix costs
 // a page fault per 4 KiB on every call). Without listed key positions or
@@ -162,14 +181,16 @@ const detail::FloatKernels& float_kernels_for(int ref_lanes) {
 }
 
 // One key's online-softmax step (ggml's one-row update) on the key's dot
-// product: s = dot * scale (then softcapped); a new maximum rescales the
+// product: s = dot * scale (then softcapped, then plus the ALiBi bias of
+// token t, head h, row j where the job has one); a new maximum rescales the
 // accumulator (f16 or f32 as job.acc16 says) by ms = exp(M_old - M) and the
 // key weighs vs = 1, else it weighs vs = exp(s - M); S = S * ms + vs.
 // Returns vs, the weight of the key's V row.
-float online_step(const AttentionJob& job, const detail::FloatKernels& fk, float dot, float& M, float& S,
-                  uint16_t* acc16, float* acc) {
+float online_step(const AttentionJob& job, const detail::FloatKernels& fk, float dot, int64_t t, int64_t h, int64_t j,
+                  float& M, float& S, uint16_t* acc16, float* acc) {
   float s = dot * job.scale;
   if (job.softcap != 0.0f) s = job.softcap * std::tanh(s);
+  s = detail::attention_add_alibi(job, s, t, h, j);
   float ms = 1.0f, vs = 1.0f;
   if (s > M) {
     const float m_old = M;
@@ -206,7 +227,7 @@ void one_row_generic(const AttentionJob& job, const detail::FloatKernels& fk, in
     const uint8_t* vr = job.v + size_t((r * job.n_head_kv + hkv) * dv) * esize;
     const float dot = job.f16 ? fk.dot_f16(reinterpret_cast<const uint16_t*>(kr), q16.data(), dk)
                               : fk.dot_f32(reinterpret_cast<const float*>(kr), qr, dk);
-    const float vs = online_step(job, fk, dot, M, S, acc16v.data(), acc);
+    const float vs = online_step(job, fk, dot, t, h, j, M, S, acc16v.data(), acc);
     if (job.acc16) fk.mad_f16(acc16v.data(), reinterpret_cast<const uint16_t*>(vr), vs, dv);
     else if (job.f16) fk.mad_f32_f16(acc, reinterpret_cast<const uint16_t*>(vr), vs, dv);
     else fk.mad_f32(acc, reinterpret_cast<const float*>(vr), vs, dv);
@@ -263,7 +284,7 @@ void one_row_typed(const AttentionJob& job, const detail::FloatKernels& fk, int6
     const float d = k16   ? fk.dot_f16(reinterpret_cast<const uint16_t*>(kr), reinterpret_cast<const uint16_t*>(q_conv.data()), dk)
                     : k32 ? fk.dot_f32(reinterpret_cast<const float*>(kr), qr, dk)
                           : dot(dk, kr, q_conv.data());
-    const float vs = online_step(job, fk, d, M, S, acc16v.data(), acc);
+    const float vs = online_step(job, fk, d, t, h, j, M, S, acc16v.data(), acc);
     if (job.acc16) {
       fk.mad_f16(acc16v.data(), reinterpret_cast<const uint16_t*>(vr), vs, dv);
     } else if (v16) {
@@ -505,7 +526,7 @@ void tiled_row_scalar(const AttentionJob& job, int64_t t, int64_t h, float* acc)
       for (int64_t d = 0; d < dk; ++d) s += qr[d] * value(job.k, ic + c, dk, d);
       s *= job.scale;
       if (job.softcap != 0.0f) s = std::tanh(s) * job.softcap;
-      w[c] = vis[ic + c] != 0 ? s : kNegInf;
+      w[c] = vis[ic + c] != 0 ? detail::attention_add_alibi(job, s, t, h, ic + c) : kNegInf;
       tile_max = std::max(tile_max, w[c]);
     }
     if (tile_max == kNegInf) continue;
@@ -585,6 +606,7 @@ void run_depth_rows(const AttentionJob& job, ThreadPool& pool) {
       one.n_tokens = 1;
       one.q = job.q + t * q_row;
       one.visible = job.visible + t * job.n_kv;
+      one.alibi_dist = detail::attention_alibi_row(job, t);
       const int64_t j0 = job.first_visible[t], j1 = job.last_visible[t] + 1;
       float* out = job.out + t * job.n_head * dv;
       if (j0 >= j1) {
@@ -634,6 +656,8 @@ void attention_with_lanes(const float* q, const void* k, const void* v, const in
   if (p.n_tokens == 0) return;
   thread_local Visibility vis;
   build_visibility(p, q_pos, kv_pos, vis);
+  if (p.alibi_max_bias < 0.0f) throw Error(fmt::format("attention: negative ALiBi max bias {}", p.alibi_max_bias));
+  if (p.alibi_max_bias > 0.0f) build_alibi(p, q_pos, kv_pos, vis);
   AttentionJob job;
   job.q = q;
   job.k = static_cast<const uint8_t*>(k);
@@ -663,11 +687,16 @@ void attention_with_lanes(const float* q, const void* k, const void* v, const in
   job.ref_lanes = ref_lanes;
   job.sinks = p.sinks;
   job.depth_kernel = p.depth_kernel;
+  if (p.alibi_max_bias > 0.0f) {
+    job.alibi_slopes = vis.alibi_slopes.data();
+    job.alibi_dist = vis.alibi_dist.data();
+  }
   if (use_tiled(job)) run_tiled(job, pool);
   else if (use_split_kv(job)) run_split_kv(job, pool);
   else if (use_depth_rows(job)) run_depth_rows(job, pool);
   else run_one_row(job, pool);
-  if (vis.visible.capacity() > (size_t{64} << 20)) vis = Visibility();  // a long prefill's matrix is not kept
+  if (vis.visible.capacity() > (size_t{64} << 20) || vis.alibi_dist.capacity() > (size_t{64} << 20))
+    vis = Visibility();  // a long prefill's matrices are not kept
 }
 
 }  // namespace detail

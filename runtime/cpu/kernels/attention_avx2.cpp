@@ -16,7 +16,8 @@
 // (aligned to row 0): K is converted to f32 and transposed (kt[d][row]) and V
 // converted to f32, once for the whole GQA group; then per head
 //   scores[i][c] = ((0 + q[i][0]*k[c][0]) + q[i][1]*k[c][1]) + ...  (one FMA
-//                  chain in d order, q in f32), times scale, softcap tanh;
+//                  chain in d order, q in f32), times scale, softcap tanh,
+//                  plus the ALiBi bias slope(h) * distance (ggml's mask add);
 //                  masked and padding entries are -inf;
 //   tile_max per row; a row whose entries are all -inf is left alone;
 //   M' = max(M, tile_max); if M' > M: ms = expf(M - M'), acc *= ms, S *= ms;
@@ -122,9 +123,12 @@ void mad_acc(float* acc, const float* v, float s, int64_t n, bool acc16) {
 }
 
 // One cache row's step of the online softmax for one query row.
-inline void one_row_step(const AttentionJob& job, float s, const float* vf, float& M, float& S, float* acc) {
+// alibi: the score's ALiBi bias (slope * distance), added after the
+// softcap; 0 without ALiBi (the add is then skipped).
+inline void one_row_step(const AttentionJob& job, float s, float alibi, const float* vf, float& M, float& S, float* acc) {
   s *= job.scale;
   if (job.softcap != 0.0f) s = job.softcap * std::tanh(s);
+  if (job.alibi_slopes != nullptr) s += alibi;
   float ms = 1.0f, vs = 1.0f;
   if (s > M) {
     const float m_old = M;
@@ -157,11 +161,12 @@ namespace {
 constexpr int64_t kOneRowChunk = 64;  // cache rows converted per pass
 
 // One query row over the n converted cache rows keys[0..n) (their K in
-// kf[c * dk], V in vf[c * dv]); vis is the row's token's visibility row.
+// kf[c * dk], V in vf[c * dv]); vis is the row's token's visibility row,
+// alibi its ALiBi distance row (null: none) and slope its head's slope.
 // dv == 64: the accumulator lives in 8 registers for the whole pass.
 template <bool kAcc16>
 void row_pass_dv64(const AttentionJob& job, const float* qr, const float* kf, const float* vf, const int64_t* keys,
-                   int64_t n, const uint8_t* vis, float& M, float& S, float* acc) {
+                   int64_t n, const uint8_t* vis, const float* alibi, float slope, float& M, float& S, float* acc) {
   __m256 a[8];
   #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) a[i] = _mm256_loadu_ps(acc + 8 * i);
@@ -171,6 +176,7 @@ void row_pass_dv64(const AttentionJob& job, const float* qr, const float* kf, co
     float s = l16 ? dot_l16(kf + c * job.dk, qr, job.dk) : dot_l8(kf + c * job.dk, qr, job.dk);
     s *= job.scale;
     if (job.softcap != 0.0f) s = job.softcap * std::tanh(s);
+    if (alibi != nullptr) s += slope * alibi[keys[c]];
     float ms = 1.0f, vs = 1.0f;
     if (s > M) {
       const float m_old = M;
@@ -196,17 +202,17 @@ void row_pass_dv64(const AttentionJob& job, const float* qr, const float* kf, co
 }
 
 void row_pass(const AttentionJob& job, const float* qr, const float* kf, const float* vf, const int64_t* keys,
-              int64_t n, const uint8_t* vis, float& M, float& S, float* acc) {
+              int64_t n, const uint8_t* vis, const float* alibi, float slope, float& M, float& S, float* acc) {
   if (job.dv == 64) {
-    if (job.acc16) row_pass_dv64<true>(job, qr, kf, vf, keys, n, vis, M, S, acc);
-    else row_pass_dv64<false>(job, qr, kf, vf, keys, n, vis, M, S, acc);
+    if (job.acc16) row_pass_dv64<true>(job, qr, kf, vf, keys, n, vis, alibi, slope, M, S, acc);
+    else row_pass_dv64<false>(job, qr, kf, vf, keys, n, vis, alibi, slope, M, S, acc);
     return;
   }
   const bool l16 = job.ref_lanes == 16;
   for (int64_t c = 0; c < n; ++c) {
     if (vis[keys[c]] == 0) continue;
     const float s = l16 ? dot_l16(kf + c * job.dk, qr, job.dk) : dot_l8(kf + c * job.dk, qr, job.dk);
-    one_row_step(job, s, vf + c * job.dv, M, S, acc);
+    one_row_step(job, s, alibi != nullptr ? slope * alibi[keys[c]] : 0.0f, vf + c * job.dv, M, S, acc);
   }
 }
 
@@ -252,8 +258,9 @@ bool one_row_block_avx2(const AttentionJob& job, int64_t hk, int64_t t0, int64_t
     if (n == 0) continue;
     // Then each row of the block runs over them in order.
     for (int64_t r = 0; r < rows; ++r)
-      row_pass(job, qf.data() + r * dk, kf.data(), vf.data(), keys.data(), n,
-               job.visible + (t0 + r / G) * job.n_kv, M[r], S[r], acc + r * dv);
+      row_pass(job, qf.data() + r * dk, kf.data(), vf.data(), keys.data(), n, job.visible + (t0 + r / G) * job.n_kv,
+               attention_alibi_row(job, t0 + r / G), attention_alibi_slope(job, hk * G + r % G), M[r], S[r],
+               acc + r * dv);
   }
   return true;
 }
@@ -458,10 +465,12 @@ void pv_tile(const float* p, const float* vt, int64_t n_rows, int64_t dv, int64_
   }
 }
 
-// Scores of one query row -> scaled, softcapped, masked (-inf) in place;
-// returns their maximum.
-float mask_scores_row(const AttentionJob& job, const uint8_t* vis, int64_t n_rows, float* row) {
-  const __m256 vscale = _mm256_set1_ps(job.scale), ninf = _mm256_set1_ps(kNegInf);
+// Scores of one query row -> scaled, softcapped, ALiBi-biased (alibi: the
+// tile's distance row, null without; slope: the head's), masked (-inf) in
+// place; returns their maximum.
+float mask_scores_row(const AttentionJob& job, const uint8_t* vis, const float* alibi, float slope, int64_t n_rows,
+                      float* row) {
+  const __m256 vscale = _mm256_set1_ps(job.scale), ninf = _mm256_set1_ps(kNegInf), vslope = _mm256_set1_ps(slope);
   __m256 vmax = ninf;
   for (int64_t c = 0; c < kTkv; c += 8) {
     __m256 s = _mm256_mul_ps(_mm256_loadu_ps(row + c), vscale);
@@ -470,6 +479,11 @@ float mask_scores_row(const AttentionJob& job, const uint8_t* vis, int64_t n_row
       _mm256_store_ps(tmp, s);
       for (float& x : tmp) x = std::tanh(x) * job.softcap;
       s = _mm256_load_ps(tmp);
+    }
+    if (alibi != nullptr) {
+      alignas(32) float dist[8] = {};
+      for (int64_t i = 0; i < 8 && c + i < n_rows; ++i) dist[i] = alibi[c + i];
+      s = _mm256_add_ps(s, _mm256_mul_ps(vslope, _mm256_load_ps(dist)));
     }
     __m256 keep;
     if (c + 8 <= n_rows) {
@@ -493,9 +507,11 @@ float mask_scores_row(const AttentionJob& job, const uint8_t* vis, int64_t n_row
 
 // Scores of one query row -> softmax weights, updating M, S and acc (the
 // reference's per-row loop between its two GEMMs).
-void softmax_update_row(const AttentionJob& job, int64_t t, int64_t ic, int64_t n_rows, float* row, float& M,
-                        float& S, float* acc) {
-  const float tile_max = mask_scores_row(job, job.visible + t * job.n_kv + ic, n_rows, row);
+void softmax_update_row(const AttentionJob& job, int64_t t, int64_t h, int64_t ic, int64_t n_rows, float* row,
+                        float& M, float& S, float* acc) {
+  const float* alibi = attention_alibi_row(job, t);
+  const float tile_max = mask_scores_row(job, job.visible + t * job.n_kv + ic, alibi != nullptr ? alibi + ic : nullptr,
+                                         attention_alibi_slope(job, h), n_rows, row);
   if (tile_max == kNegInf) {
     std::fill(row, row + kTkv, 0.0f);
     return;
@@ -547,7 +563,7 @@ bool tiled_block_avx2(const AttentionJob& job, int64_t hk, int64_t t0, int64_t t
       float* acc = ws.acc.data() + g * kTq * dv;
       scores_tile(ws.q.data() + g * kTq * dk, dk, ws.tile.kt.data(), dk, n_q, ws.scores.data());
       for (int64_t i = 0; i < n_q; ++i)
-        softmax_update_row(job, t0 + i, ic, n_rows, ws.scores.data() + i * kTkv, ws.M[size_t(g * kTq + i)],
+        softmax_update_row(job, t0 + i, hk * G + g, ic, n_rows, ws.scores.data() + i * kTkv, ws.M[size_t(g * kTq + i)],
                            ws.S[size_t(g * kTq + i)], acc + i * dv);
       pv_tile(ws.scores.data(), ws.tile.vt.data(), n_rows, dv, n_q, acc);
     }

@@ -204,10 +204,11 @@ struct TilePass {
   const float* vt;   // [n_rows][dv]
   int64_t ic, n_rows;
   bool l16;
+  float alibi_slope;  // the head's ALiBi slope (used where job->alibi_dist is set)
 };
 
 // The RM rows' 64 scores each (registers) -> weights in p[i][0..64):
-// scaled, softcapped, masked to -inf; M, S and the rows' acc updated as the
+// scaled, softcapped, ALiBi-biased, masked to -inf; M, S and the rows' acc updated as the
 // reference does between its two GEMMs. A row that sees none of the tile
 // gets zero weights and keeps M, S and acc. Done in phases over the rows
 // (maxima, weights and sums, then the rescales), which keeps the rows'
@@ -234,6 +235,11 @@ __attribute__((always_inline)) inline void softmax_block(const TilePass& tp, int
         _mm512_store_ps(tmp, x);
         for (float& v : tmp) v = tanhf(v) * job.softcap;
         x = _mm512_load_ps(tmp);
+      }
+      if (job.alibi_dist != nullptr) {
+        const float* dist = job.alibi_dist + (t_first + i) * job.n_kv + tp.ic + 16 * j;
+        x = _mm512_add_ps(x, _mm512_mul_ps(_mm512_set1_ps(tp.alibi_slope),
+                                           _mm512_maskz_loadu_ps(__mmask16(in_tile >> (16 * j)), dist)));
       }
       s[i][j] = _mm512_mask_blend_ps(__mmask16(keep >> (16 * j)), ninf, x);
       vmax = _mm512_max_ps(vmax, s[i][j]);
@@ -404,7 +410,7 @@ bool tiled_block_avx512(const AttentionJob& job, int64_t hk, int64_t t0, int64_t
   for (int64_t g = 0; g < G; ++g)
     for (int64_t i = 0; i < n_q; ++i)
       memcpy(q_all + (g * kTq + i) * dk, job.q + ((t0 + i) * job.n_head + hk * G + g) * dk, size_t(dk) * 4);
-  TilePass tp{&job, nullptr, nullptr, 0, 0, job.ref_lanes == 16};
+  TilePass tp{&job, nullptr, nullptr, 0, 0, job.ref_lanes == 16, 0.0f};
   for (int64_t ic = 0; ic < job.n_kv; ic += kTkv) {
     const int64_t n_rows = imin(kTkv, job.n_kv - ic);
     if (!tile_has_visible(job, t0, t1, ic, n_rows)) continue;
@@ -413,8 +419,10 @@ bool tiled_block_avx512(const AttentionJob& job, int64_t hk, int64_t t0, int64_t
     tp.vt = ws.tile.vt;
     tp.ic = ic;
     tp.n_rows = n_rows;
-    for (int64_t g = 0; g < G; ++g)
+    for (int64_t g = 0; g < G; ++g) {
+      tp.alibi_slope = attention_alibi_slope(job, hk * G + g);
       tile_head(tp, q_all + g * kTq * dk, t0, n_q, M_all + g * kTq, S_all + g * kTq, acc_all + g * kTq * dv, ws.p);
+    }
   }
   for (int64_t g = 0; g < G; ++g)
     for (int64_t i = 0; i < n_q; ++i) {
@@ -696,8 +704,8 @@ bool one_row_block_avx512(const AttentionJob& job, int64_t hk, int64_t t0, int64
       ws.keys[n++] = j;
     }
     if (n == 0) continue;
-    // A: every score (independent dot products; scaled and softcapped as the
-    // reference does before its comparison with M).
+    // A: every score (independent dot products; scaled, softcapped and
+    // ALiBi-biased as the reference does before its comparison with M).
     for (int64_t r = 0; r < rows; ++r) {
       const float* qr = ws.qf + r * dk;
       float* sr = ws.scores + r * kOneRowChunk;
@@ -706,7 +714,7 @@ bool one_row_block_avx512(const AttentionJob& job, int64_t hk, int64_t t0, int64
       for (int64_t c = 0; c < n; ++c) {
         float s = sr[c] * job.scale;
         if (job.softcap != 0.0f) s = job.softcap * tanhf(s);
-        sr[c] = s;
+        sr[c] = attention_add_alibi(job, s, t0 + r / G, hk * G + r % G, ws.keys[c]);
       }
     }
     // B: per row, the running maximum, the expf calls and S, in order.

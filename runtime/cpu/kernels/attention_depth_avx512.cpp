@@ -13,7 +13,7 @@
 // 1e-3 of llama.cpp's; this one:
 //   per head g and tile: s_j = scale * (q_g . k_j) (f32 FMAs in 16-lane
 //     chunks, then a reduction tree over 16 keys), masked keys -inf
-//     (softcap: scalar tanh);
+//     (softcap: scalar tanh; ALiBi: plus slope_g * distance_j);
 //     m' = max(M, max_j s_j); c = exp(M - m'); p_j = exp(s_j - m');
 //     S = S c + sum_j p_j; acc = acc c + sum_j p_j v_j (f32);
 // with the query converted as the reference converts it for K's dot (f16
@@ -341,9 +341,12 @@ struct DepthTile {
   // Three passes over the heads (scores, softmax statistics, values), each
   // head independent of the others within a pass, so their latency chains
   // (reduction tree, max, exp, FMAs) overlap instead of queueing.
+  // ALiBi: dist holds the tile's kKeys distances and slopes the G heads'
+  // slopes (both null without).
   template <class Scores>
   static void heads(const AttentionJob& job, const Scores& score, const uint8_t* const* vrow, const uint32_t* live,
-                    float* sc, float* M, float* S, float* acc, RowPrefetcher& ahead) {
+                    const float* dist, const float* slopes, float* sc, float* M, float* S, float* acc,
+                    RowPrefetcher& ahead) {
     const int64_t G = job.group;
     const __m512 scale = _mm512_set1_ps(job.scale), minus_inf = _mm512_set1_ps(-__builtin_inff());
     for (int64_t g = 0; g < G; ++g)
@@ -351,6 +354,8 @@ struct DepthTile {
         ahead.rows(1);
         __m512 v = _mm512_mul_ps(score(g, s), scale);
         if (job.softcap != 0.0f) v = softcapped(v, job.softcap);
+        if (dist != nullptr)
+          v = _mm512_add_ps(v, _mm512_mul_ps(_mm512_set1_ps(slopes[g]), _mm512_load_ps(dist + s * kTile)));
         _mm512_store_ps(sc + g * kKeys + s * kTile, _mm512_mask_blend_ps(__mmask16(live[s]), minus_inf, v));
       }
     alignas(64) float corr[kMaxGroup];
@@ -428,6 +433,10 @@ void DepthTile<D>::run(const AttentionJob& job, int64_t j0, int64_t j1, float* M
     uint32_t any = 0;
     for (int s = 0; s < kSub; ++s) any |= live[s];
     if (any == 0) continue;
+    alignas(64) float dist[kKeys] = {};
+    if (job.alibi_dist != nullptr)
+      for (int jj = 0; jj < n; ++jj) dist[jj] = job.alibi_dist[t0 + jj];
+    const float* alibi = job.alibi_dist != nullptr ? dist : nullptr;
     // A short last tile: zero rows, masked (their weights are 0), so every
     // loop runs over whole sub-tiles in registers.
     const uint8_t *krow[kKeys], *vrow[kKeys];
@@ -442,12 +451,14 @@ void DepthTile<D>::run(const AttentionJob& job, int64_t j0, int64_t j1, float* M
         vrow[jj] = job.v + size_t(rows[jj] * Hkv + hk) * size_t(job.v_head_bytes);
       }
       float *Mg = M + hk * G, *Sg = S + hk * G, *accg = acc + hk * G * D;
+      const float* slopes = job.alibi_slopes != nullptr ? job.alibi_slopes + hk * G : nullptr;
       if (int_k) {
         stage_q8(krow, kq);
-        heads(job, Q8Scores{qq.data() + hk * G, &kq}, vrow, live, scores, Mg, Sg, accg, ahead);
+        heads(job, Q8Scores{qq.data() + hk * G, &kq}, vrow, live, alibi, slopes, scores, Mg, Sg, accg, ahead);
       } else {
         for (int jj = 0; jj < n; ++jj) row_to_f32(krow[jj], k_q8, D, kt.data() + jj * D);
-        heads(job, F32Scores{qf.data() + hk * G * D, kt.data()}, vrow, live, scores, Mg, Sg, accg, ahead);
+        heads(job, F32Scores{qf.data() + hk * G * D, kt.data()}, vrow, live, alibi, slopes, scores, Mg, Sg, accg,
+              ahead);
       }
     }
   }

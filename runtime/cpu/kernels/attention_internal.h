@@ -40,7 +40,25 @@ struct AttentionJob {
   int ref_lanes = 8;  // the reference build's SIMD width (8 or 16)
   const float* sinks = nullptr;  // [n_head] sink logits, or null
   bool depth_kernel = true;       // AttentionParams::depth_kernel
+  // ALiBi (null without): slopes[n_head], and alibi_dist[t * n_kv + j] =
+  // f16(-|q_pos[t] - k_pos[j]|); the score of (t, h, j) gains
+  // slopes[h] * alibi_dist[t * n_kv + j] after the scale and softcap.
+  const float* alibi_slopes = nullptr;
+  const float* alibi_dist = nullptr;
 };
+
+// ALiBi: query token t's distance row (indexed by cache row), or null.
+static inline const float* attention_alibi_row(const AttentionJob& job, int64_t t) {
+  return job.alibi_dist == nullptr ? nullptr : job.alibi_dist + t * job.n_kv;
+}
+static inline float attention_alibi_slope(const AttentionJob& job, int64_t h) {
+  return job.alibi_slopes == nullptr ? 0.0f : job.alibi_slopes[h];
+}
+// The score of (token t, head h, cache row j) plus its ALiBi bias (s itself
+// without ALiBi), as the reference adds its mask: s + slope * mask.
+static inline float attention_add_alibi(const AttentionJob& job, float s, int64_t t, int64_t h, int64_t j) {
+  return job.alibi_slopes == nullptr ? s : s + job.alibi_slopes[h] * job.alibi_dist[t * job.n_kv + j];
+}
 
 static inline int64_t attention_physical_row(const AttentionJob& job, int64_t j) {
   return job.page_table == nullptr ? j : int64_t(job.page_table[j / job.page_size]) * job.page_size + j % job.page_size;

@@ -279,6 +279,10 @@ struct AttentionParams {
   // 0: none; else key visible iff k_pos / n_chunk == q_pos / n_chunk
   // (llama4's chunked attention, the reference's LLAMA_SWA_TYPE_CHUNKED).
   int32_t n_chunk = 0;
+  // ALiBi: 0 none; else every visible score gains slope(h) * f16(-|q_pos -
+  // k_pos|) after the scale and softcap, with ggml's per-head slopes for
+  // this max bias (support/alibi.h).
+  float alibi_max_bias = 0.0f;
   // Accumulate V in f16 when v_type is F16, as ggml's CPU flash attention
   // does (default; matches the reference). false: accumulate in f32.
   bool f16_accumulator = true;
