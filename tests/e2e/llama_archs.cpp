@@ -200,6 +200,7 @@ const std::vector<ArchModel>& arch_models() {
       {"bloom", "bloom", "bloom-dense"},
       {"mpt", "mpt", "mpt-dense"},
       {"jais", "jais", "jais-dense"},
+      {"refact", "refact", "refact-dense"},
   };
   return models;
 }

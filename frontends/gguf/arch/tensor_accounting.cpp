@@ -128,10 +128,14 @@ const std::vector<AcceptedUnused>& accepted_unused_tensors() {
       {"plamo2", "blk.*.ssm_in.scale", "the generic scale pass loads it; plamo2's Mamba layer projects with no scale"},
       {"plamo2", "blk.*.ssm_out.scale", "as ssm_in.scale"},
       {"bloom,mpt,jais", "blk.*.ffn_*.scale",
+      {"bloom,mpt,jais,refact", "blk.*.ffn_*.scale",
        "the generic scale pass loads them; these graphs' build_ffn calls pass no scales"},
       {"mpt", "blk.*.attn_k_norm.*",
        "loaded when present; mpt's graph applies the QK layer norm only with attn_q_norm, which vtc refuses and "
        "the generator never writes"},
+      {"refact", "blk.*.attn_output.bias", "loaded (optional); refact's build_attn passes no output bias"},
+      {"refact", "blk.*.ffn_*.bias", "the optional MLP biases the loader takes; refact's build_ffn passes none"},
+      {"refact", "rope_freqs.weight", "the llama-style loader takes it (optional); refact's graph has no rope"},
   };
   return table;
 }
