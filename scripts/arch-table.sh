@@ -11,6 +11,8 @@
 #   scripts/arch-table.sh GENERATOR VTC --check F  compare with F's block; exit 1 naming each difference
 #   scripts/arch-table.sh GENERATOR VTC --write F  replace F's block
 #
+# A file of a supported architecture in a variant vtc does not run is
+# "refused" with vtc's message (refact-moe: its experts are never applied).
 # A supported file must also be in the llama-archs suite
 # (tests/e2e/llama_archs.cpp names its stem), where its logits and tokens
 # are checked against llama.cpp; one that is not, or a file vtc fails on
@@ -49,6 +51,9 @@ status_of() {
     echo "out of scope: ${out##*is out of scope for vtc: }" | head -1
   elif [[ "$out" == *"is not supported (supported:"* ]]; then
     echo "not yet"
+  elif [[ "$(echo "$out" | tail -1)" == "vtc: error: "* ]]; then
+    # A clear refusal of this file's variant of a supported architecture.
+    echo "refused: $(echo "$out" | tail -1 | sed "s|^vtc: error: $dir/[^:]*: ||" | cut -c1-200)"
   else
     echo "fails (exit $rc): $(echo "$out" | tail -1 | sed "s|$dir/||g" | cut -c1-160)"
   fi
@@ -60,7 +65,7 @@ table="$dir/table.md"
   echo
   echo "| generator file | \`general.architecture\` | \`vtc run\` |"
   echo "|---|---|---|"
-  supported=0 total=0 scope=0
+  supported=0 total=0 scope=0 refused=0
   for f in "$dir"/*.gguf; do
     stem="$(basename "$f" .gguf)"
     arch="$stem"
@@ -69,10 +74,11 @@ table="$dir/table.md"
     total=$((total + 1))
     [[ "$status" == supported ]] && supported=$((supported + 1))
     [[ "$status" == "out of scope"* ]] && scope=$((scope + 1))
+    [[ "$status" == "refused:"* ]] && refused=$((refused + 1))
     echo "| \`$stem\` | \`$arch\` | $status |"
   done
   echo
-  echo "$supported of $total files supported, $scope out of scope, $((total - supported - scope)) not yet."
+  echo "$supported of $total files supported, $scope out of scope, $refused refused (a variant of a supported architecture that vtc does not run), $((total - supported - scope - refused)) not yet."
   echo
   echo "$END"
 } >"$table"

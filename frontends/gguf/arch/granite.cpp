@@ -67,14 +67,7 @@ class Granite final : public Transformer {
     }
   }
 
-  void declare_states(ir::Module& m) const override {
-    for (int64_t l = 0; l < h.n_layer; ++l) {
-      if (recurrent(l))
-        declare_ssm_states(m, ssm_, l);
-      else
-        declare_kv_state(m, o_, h, l);
-    }
-  }
+  void declare_states(ir::Module& m) const override { declare_hybrid_states(m, o_, h, ssm_, recurrent_); }
 
   Value forward(StepGraph& g) const override {
     ir::Builder& b = g.b;

@@ -37,14 +37,7 @@ class Jamba final : public Transformer {
     }
   }
 
-  void declare_states(ir::Module& m) const override {
-    for (int64_t l = 0; l < h.n_layer; ++l) {
-      if (recurrent_[size_t(l)])
-        declare_ssm_states(m, ssm_, l);
-      else
-        declare_kv_state(m, o_, h, l);
-    }
-  }
+  void declare_states(ir::Module& m) const override { declare_hybrid_states(m, o_, h, ssm_, recurrent_); }
 
   Value forward(StepGraph& g) const override {
     Builder& b = g.b;

@@ -50,14 +50,7 @@ class Plamo2 final : public Transformer {
     dt_dim_ = std::max<int64_t>(64, h.n_embd / 16);
   }
 
-  void declare_states(ir::Module& m) const override {
-    for (int64_t l = 0; l < h.n_layer; ++l) {
-      if (recurrent_[size_t(l)])
-        declare_ssm_states(m, ssm_, l);
-      else
-        declare_kv_state(m, o_, h, l);
-    }
-  }
+  void declare_states(ir::Module& m) const override { declare_hybrid_states(m, o_, h, ssm_, recurrent_); }
 
   Value forward(StepGraph& g) const override {
     Builder& b = g.b;

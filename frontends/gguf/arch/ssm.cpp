@@ -149,6 +149,16 @@ void declare_ssm_states(ir::Module& m, const SsmHparams& s, int64_t l) {
               {ir::ElemType::F32, {S, s.heads(), s.head_dim(), s.d_state}, ir::Placement::Device});
 }
 
+void declare_hybrid_states(ir::Module& m, const BuildOptions& o, const Hparams& h, const SsmHparams& s,
+                           const std::vector<bool>& recurrent) {
+  for (int64_t l = 0; l < h.n_layer; ++l) {
+    if (recurrent[size_t(l)])
+      declare_ssm_states(m, s, l);
+    else
+      declare_kv_state(m, o, h, l);
+  }
+}
+
 Value mamba_layer(StepGraph& g, const SsmHparams& s, Value h, int64_t l) {
   return s.mamba2 ? mamba2_layer(g, s, h, l) : mamba1_layer(g, s, h, l);
 }

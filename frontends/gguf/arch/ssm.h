@@ -44,6 +44,10 @@ std::vector<bool> layers_without_kv_heads(const gguf::GgufFile& f, const std::st
 // Layer l's recurrent states: @ssm_conv.l (the conv's last d_conv-1
 // inputs) and @ssm_state.l (the scan's [H, P, N] state).
 void declare_ssm_states(ir::Module& m, const SsmHparams& s, int64_t l);
+// A Mamba hybrid's states: those of declare_ssm_states on the recurrent
+// layers, a KV state (declare_kv_state) on the others.
+void declare_hybrid_states(ir::Module& m, const BuildOptions& o, const Hparams& h, const SsmHparams& s,
+                           const std::vector<bool>& recurrent);
 
 // The Mamba layer of layer l on its normalized input h [n, D] -> [n, D]
 // (the reference's build_mamba2_layer / build_mamba_layer).

@@ -127,7 +127,6 @@ const std::vector<AcceptedUnused>& accepted_unused_tensors() {
       {"plamo2", "blk.*.attn_qkv.scale", "the generic scale pass loads it; plamo2 projects qkv with no scale"},
       {"plamo2", "blk.*.ssm_in.scale", "the generic scale pass loads it; plamo2's Mamba layer projects with no scale"},
       {"plamo2", "blk.*.ssm_out.scale", "as ssm_in.scale"},
-      {"bloom,mpt,jais", "blk.*.ffn_*.scale",
       {"bloom,mpt,jais,refact", "blk.*.ffn_*.scale",
        "the generic scale pass loads them; these graphs' build_ffn calls pass no scales"},
       {"mpt", "blk.*.attn_k_norm.*",
