@@ -102,6 +102,36 @@ bool has_shared_expert(const std::string& a) {
   return a == "qwen35moe" || a == "qwen3next" || is_qwen4exp(a);
 }
 
+// The state space architectures (frontends/gguf/arch: mamba2, lfm2): no
+// attention on most (mamba2: any) layers, their recurrent states in the
+// state store. Planned by plan_recurrent_layer, keyed by set_recurrent_hparams.
+bool is_recurrent_arch(const std::string& a) { return a == "mamba2" || a == "lfm2"; }
+
+// Mamba-2's geometry from the size's shape, as the released models' ratios:
+// d_inner = 2 n_embd in heads of the attention head dim (time_step_rank
+// heads), one group, state 128 (16 below n_embd 768, the tiny sizes), a
+// 4-tap conv; and twice the size's layers, a Mamba block standing for a
+// transformer layer's attention and FFN (mamba2-780m: 48 layers of 1536).
+struct Mamba2Shape {
+  uint64_t conv_kernel = 4, d_inner = 0, d_state = 0, n_heads = 0, n_group = 1;
+  uint64_t conv_dim() const { return d_inner + 2 * n_group * d_state; }
+  uint64_t in_proj() const { return d_inner + conv_dim() + n_heads; }  // z, x|B|C, dt
+};
+Mamba2Shape mamba2_shape(const ModelShape& s) {
+  Mamba2Shape m;
+  m.d_inner = 2 * uint64_t{s.n_embd};
+  m.n_heads = m.d_inner / s.head_dim;
+  m.d_state = s.n_embd >= 768 ? 128 : 16;
+  return m;
+}
+
+// LFM2: gated short convolutions of 3 taps (shortconv.l_cache) with full
+// attention on every third layer (LFM2-350M: 6 of its 16; every second of
+// a 2-layer size, so it has one), each layer with a SwiGLU FFN; the
+// attention layers are those with KV heads.
+constexpr uint32_t kLfm2ConvCache = 3;
+bool lfm2_attention_layer(const ModelShape& s, uint32_t l) { return (l + 1) % std::min(3u, s.n_layer) == 0; }
+
 // The llama-like families, each after its builder in
 // frontends/gguf/arch/<arch>.cpp and the reference's loader: their layers
 // are planned by plan_family_layer and their keys by set_family_hparams.
@@ -512,7 +542,53 @@ void plan_family_layer(Planner& p, uint32_t l) {
   plan_family_ffn(p, blk, l);
 }
 
+// One layer of a state space architecture. Inits keep the recurrences
+// well conditioned with every term influential: Mamba-2's A (ssm_a, stored
+// negative) uniform in [-8, -1] and dt = softplus(x W_dt + dt_bias) around
+// 0.05 give per-token decays around 0.8; the conv kernels (F32: ggml_ssm_conv
+// reads f32) at std 0.5 keep unit variance.
+void plan_recurrent_layer(Planner& p, uint32_t l) {
+  const ModelShape& s = p.s;
+  const std::string blk = fmt::format("blk.{}.", l);
+  const uint64_t d = s.n_embd;
+  if (p.o.arch == "mamba2") {
+    const Mamba2Shape m = mamba2_shape(s);
+    p.gain(blk + "attn_norm.weight", d);
+    p.matrix(blk + "ssm_in.weight", {d, m.in_proj()});
+    p.add(blk + "ssm_conv1d.weight", {m.conv_kernel, m.conv_dim()}, GgmlType::F32, {0.0f, 0.5f});
+    p.bias(blk + "ssm_conv1d.bias", m.conv_dim());
+    p.add(blk + "ssm_dt.bias", {m.n_heads}, GgmlType::F32, {-3.0f, 0.5f});
+    p.add(blk + "ssm_a", {1, m.n_heads}, GgmlType::F32, {-4.5f, 3.5f / std::sqrt(3.0f)});
+    p.add(blk + "ssm_d", {1, m.n_heads}, GgmlType::F32, {1.0f, 0.1f});
+    p.add(blk + "ssm_norm.weight", {m.d_inner / m.n_group, m.n_group}, GgmlType::F32, {1.0f, 0.1f});
+    p.matrix(blk + "ssm_out.weight", {m.d_inner, d});
+    if (int(l) == p.o.zero_attn_output_layer) p.zero_last();
+    return;
+  }
+  // lfm2
+  p.gain(blk + "attn_norm.weight", d);
+  if (lfm2_attention_layer(s, l)) {
+    const uint64_t kv_dim = uint64_t{s.n_head_kv} * s.head_dim;
+    p.gain(blk + "attn_q_norm.weight", s.head_dim);
+    p.gain(blk + "attn_k_norm.weight", s.head_dim);
+    p.matrix(blk + "attn_q.weight", {d, d});
+    p.matrix(blk + "attn_k.weight", {d, kv_dim});
+    p.matrix(blk + "attn_v.weight", {d, kv_dim});
+    p.matrix(blk + "attn_output.weight", {d, d});
+  } else {
+    p.add(blk + "shortconv.conv.weight", {kLfm2ConvCache, d}, GgmlType::F32, {0.0f, 0.5f});
+    p.matrix(blk + "shortconv.in_proj.weight", {d, 3 * d});
+    p.matrix(blk + "shortconv.out_proj.weight", {d, d});
+  }
+  if (int(l) == p.o.zero_attn_output_layer) p.zero_last();
+  p.gain(blk + "ffn_norm.weight", d);
+  p.matrix(blk + "ffn_gate.weight", {d, s.n_ff});
+  p.matrix(blk + "ffn_up.weight", {d, s.n_ff});
+  p.matrix(blk + "ffn_down.weight", {s.n_ff, d});
+}
+
 void plan_layer(Planner& p, uint32_t l) {
+  if (is_recurrent_arch(p.o.arch)) return plan_recurrent_layer(p, l);
   if (is_family_arch(p.o.arch)) return plan_family_layer(p, l);
   if (is_qwen4exp(p.o.arch)) return plan_qwen4exp_layer(p, l);
   if (is_gemma(p.o.arch)) return plan_gemma_layer(p, l);
@@ -539,7 +615,7 @@ void plan_layer(Planner& p, uint32_t l) {
 // tied, as Granite 3 and SmolLM3 do); olmoe's and qwen2moe's require one.
 bool has_output_matrix(const Options& o) {
   const std::string& a = o.arch;
-  if (a == "gemma2" || a == "command-r" || a == "granite" || a == "smollm3") return false;
+  if (a == "gemma2" || a == "command-r" || a == "granite" || a == "smollm3" || a == "lfm2") return false;
   if (a == "gemma3") return o.llama_archs_layout;
   return is_gpt_oss(a) || a == "olmoe" || a == "qwen2moe" || !o.tied_embeddings;
 }
@@ -584,7 +660,9 @@ std::vector<TensorPlan> plan_tensors(const Options& o, const ModelShape& s, uint
   // The gemmas multiply the embedding by sqrt(n_embd) (as trained ones'
   // small rows expect), so theirs are drawn at 1/sqrt(n_embd).
   // Granite multiplies it by its embedding scale: drawn at the inverse.
-  const float embd_std = is_gemma(o.arch)        ? 1.0f / std::sqrt(float(s.n_embd))
+  // lfm2's tied head reads the embedding too: drawn as the gemmas' so
+  // its logits stay O(1).
+  const float embd_std = is_gemma(o.arch) || o.arch == "lfm2" ? 1.0f / std::sqrt(float(s.n_embd))
                          : o.arch == "granite" ? 1.0f / kGraniteEmbeddingScale
                                                : 1.0f;
   p.add("token_embd.weight", {s.n_embd, n_vocab}, o.weight_type, {0.0f, embd_std});
@@ -600,7 +678,7 @@ std::vector<TensorPlan> plan_tensors(const Options& o, const ModelShape& s, uint
   if (hc)
     plan_hyper_connection(p, "output_hc_", false);
   else
-    p.gain("output_norm.weight", s.n_embd);
+    p.gain(o.arch == "lfm2" ? "token_embd_norm.weight" : "output_norm.weight", s.n_embd);  // lfm2's name for it
   if (has_output_matrix(o)) p.matrix("output.weight", {s.n_embd, n_vocab});
   // Divisors of each rotary pair's angle, as llama3 ships them: ~1 for the
   // fast pairs up to ~8 for the slow ones (random, but centered there).
@@ -812,6 +890,25 @@ void set_bert_hparams(GgufWriter& w, const Options& o) {
   w.set("tokenizer.ggml.token_type_count", Value(kBertTokenTypes));
 }
 
+// The state space architectures' keys: Mamba-2's geometry; LFM2's conv
+// cache and its layer pattern, as per-layer KV head counts (0: a conv layer).
+void set_recurrent_hparams(GgufWriter& w, const Options& o, const ModelShape& s) {
+  const std::string& a = o.arch;
+  if (a == "mamba2") {
+    const Mamba2Shape m = mamba2_shape(s);
+    w.set(a + ".ssm.conv_kernel", Value(uint32_t(m.conv_kernel)));
+    w.set(a + ".ssm.inner_size", Value(uint32_t(m.d_inner)));
+    w.set(a + ".ssm.state_size", Value(uint32_t(m.d_state)));
+    w.set(a + ".ssm.time_step_rank", Value(uint32_t(m.n_heads)));
+    w.set(a + ".ssm.group_count", Value(uint32_t(m.n_group)));
+    return;
+  }
+  w.set(a + ".shortconv.l_cache", Value(kLfm2ConvCache));
+  std::vector<uint32_t> kv_heads;
+  for (uint32_t l = 0; l < s.n_layer; ++l) kv_heads.push_back(lfm2_attention_layer(s, l) ? s.n_head_kv : 0);
+  w.set(a + ".attention.head_count_kv", array_of(gguf::ValueType::U32, kv_heads));
+}
+
 void set_hparams(GgufWriter& w, const Options& o, const ModelShape& s, uint32_t n_vocab) {
   const std::string& a = o.arch;
   w.set("general.architecture", Value(a));
@@ -841,6 +938,7 @@ void set_hparams(GgufWriter& w, const Options& o, const ModelShape& s, uint32_t 
   if (is_gpt_oss(a)) w.set(a + ".attention.sliding_window", Value(sliding_window(o, s)));
   if (is_qwen4exp(a)) set_qwen4exp_hparams(w, s);
   if (is_family_arch(a)) set_family_hparams(w, o, s);
+  if (is_recurrent_arch(a)) set_recurrent_hparams(w, o, s);
   if (!o.rope_scaling.empty()) {
     w.set(a + ".rope.scaling.type", Value(o.rope_scaling));
     w.set(a + ".rope.scaling.factor", Value(o.rope_factor));
@@ -867,7 +965,8 @@ VocabInfo copy_tokenizer(GgufWriter& w, const std::string& vocab_path, const std
   // The gpt-neox vocab has no pre-tokenizer key (the reference's "default");
   // OLMoE's converter writes "olmo", GPT-2's split, which GPT-NeoX-20B's
   // tokenizer (OLMoE's) uses too.
-  if (arch == "olmoe" && !vocab.find("tokenizer.ggml.pre")) w.set("tokenizer.ggml.pre", Value("olmo"));
+  if ((arch == "olmoe" || arch == "mamba2") && !vocab.find("tokenizer.ggml.pre"))
+    w.set("tokenizer.ggml.pre", Value("olmo"));
   VocabInfo info;
   for (const auto& kv : vocab.metadata()) {
     if (kv.key.rfind("tokenizer.", 0) != 0) continue;
@@ -909,7 +1008,7 @@ const std::vector<std::string>& known_archs() {
   static const std::vector<std::string> archs = {
       "llama",  "qwen2",   "qwen3",     "qwen3moe", "qwen35",   "qwen35moe", "qwen3next", "qwen4exp",
       "gemma2", "gemma3",  "gpt-oss",   "phi3",     "deepseek2", "glm4moe",  "granite",   "smollm3",
-      "command-r", "olmoe", "qwen2moe", "mistral3", "llama4", "bert"};
+      "command-r", "olmoe", "qwen2moe", "mistral3", "llama4", "bert", "mamba2", "lfm2"};
   return archs;
 }
 
@@ -994,6 +1093,7 @@ ModelShape model_shape(const Options& o) {
   if (o.arch == "smollm3" || o.arch == "llama4") s.n_layer = std::max(s.n_layer, 4u);
   if (o.arch == "olmoe") s.n_head_kv = s.n_head;
   if (o.arch == "deepseek2") s.n_head_kv = 1;
+  if (o.arch == "mamba2") s.n_layer *= 2;  // mamba2_shape: a block per attention and per FFN
   if (o.arch == "bert") s.n_head_kv = s.n_head;  // BERT is multi-head
   return s;
 }
@@ -1033,7 +1133,7 @@ std::string default_vocab_name(const std::string& arch) {
   if (arch == "phi3") return "ggml-vocab-phi-3.gguf";
   if (arch == "command-r") return "ggml-vocab-command-r.gguf";
   if (arch == "deepseek2") return "ggml-vocab-deepseek-llm.gguf";
-  if (arch == "olmoe") return "ggml-vocab-gpt-neox.gguf";
+  if (arch == "olmoe" || arch == "mamba2") return "ggml-vocab-gpt-neox.gguf";  // Mamba's is GPT-NeoX's
   if (arch == "granite") return "ggml-vocab-refact.gguf";
   if (arch == "smollm3" || arch == "mistral3" || arch == "llama4") return "ggml-vocab-llama-bpe.gguf";
   return "ggml-vocab-qwen2.gguf";

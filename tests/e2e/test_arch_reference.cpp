@@ -212,6 +212,8 @@ VTC_FAMILY_CASE("olmoe")
 VTC_FAMILY_CASE("qwen2moe")
 VTC_FAMILY_CASE("mistral3")
 VTC_FAMILY_CASE("llama4")
+VTC_FAMILY_CASE("mamba2")  // state space only: ssm_scan and its conv ring
+VTC_FAMILY_CASE("lfm2")    // gated short convolutions with attention every third layer
 
 // deepseek2 is hidden ("[.]": run it by name) while two findings are open:
 // - f32: the one-shot 75-row prefill misses the tolerance (rel-L2 1.26e-3;

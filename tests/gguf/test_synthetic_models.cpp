@@ -94,6 +94,18 @@ size_t expected_tensor_count(const std::string& arch, const synth::ModelShape& s
   if (arch == "gemma2" || arch == "gemma3") return 2 + shape.n_layer * (arch == "gemma3" ? 13 : 11);
   // gpt-oss: q/k/v/output with biases, sinks, 2 norms, biased router and experts.
   if (arch == "gpt-oss") return 3 + shape.n_layer * 19;
+  // mamba2: attn_norm, ssm_in, conv weight and bias, dt bias, A, D, the
+  // grouped norm and ssm_out per layer.
+  if (arch == "mamba2") return 3 + shape.n_layer * 9;
+  // lfm2 (tied; its final norm is token_embd_norm): both norms and the FFN
+  // per layer, then QK-norm and q/k/v/output on the attention layers (every
+  // third; every second of 2) or the conv and its two projections.
+  if (arch == "lfm2") {
+    size_t n = 2;
+    const uint32_t period = std::min(3u, shape.n_layer);
+    for (uint32_t l = 0; l < shape.n_layer; ++l) n += 5 + ((l + 1) % period == 0 ? 6 : 3);
+    return n;
+  }
   if (!synth::is_hybrid_arch(arch)) {
     size_t per_layer = arch == "qwen2" || arch == "qwen3moe" ? 12 : arch == "qwen3" ? 11 : 9;
     return 3 + shape.n_layer * per_layer;
@@ -122,7 +134,8 @@ TEST_CASE("generated models have complete metadata and tensors", "[gguf][synth][
     CHECK(summary.shape.n_layer == shape.n_layer);
     CHECK(f.get_int(arch + ".block_count") == shape.n_layer);
     CHECK(f.get_int(arch + ".embedding_length") == shape.n_embd);
-    CHECK(f.get_int(arch + ".attention.head_count_kv") == shape.n_head_kv);
+    if (arch != "lfm2")  // lfm2's is per layer, 0 on the conv layers
+      CHECK(f.get_int(arch + ".attention.head_count_kv") == shape.n_head_kv);
     CHECK(f.get_int(arch + ".vocab_size") == summary.vocab_size);
     auto* tokens = f.find("tokenizer.ggml.tokens");
     REQUIRE(tokens);

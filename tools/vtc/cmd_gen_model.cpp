@@ -33,7 +33,9 @@ Runner add_gen_model(CLI::App& app) {
                   "experts and a shared expert), granite (embedding/residual/attention/logit multipliers; --moe for "
                   "Granite MoE), smollm3 (no rope on every 4th of its 4+ layers), command-r (layer norms, parallel "
                   "block, logit scale), olmoe (QK-norm, 8 experts), qwen2moe (experts plus a gated shared expert), "
-                  "mistral3 (yarn rope), llama4 (chunked attention, no-rope layers, top-1 MoE every other layer)")
+                  "mistral3 (yarn rope), llama4 (chunked attention, no-rope layers, top-1 MoE every other layer); "
+                  "state space mamba2 (Mamba-2 blocks only, twice the size's layers) and lfm2 (gated short "
+                  "convolutions, attention on every third layer, tied)")
       ->check(CLI::IsMember(synth::known_archs()))->capture_default_str();
   cmd->add_option("--size", o->synth.size, "Model size")
       ->check(CLI::IsMember(synth::known_sizes()))->capture_default_str();
@@ -43,10 +45,10 @@ Runner add_gen_model(CLI::App& app) {
   cmd->add_option("--vocab", o->synth.vocab_path,
                   "Vocab GGUF to take the tokenizer from (default: the reference's "
                   "ggml-vocab-llama-spm.gguf for llama, gemma2 and gemma3; -phi-3, -command-r, -deepseek-llm "
-                  "(deepseek2), -gpt-neox (olmoe), -refact (granite), -llama-bpe (smollm3, mistral3, llama4); "
-                  "ggml-vocab-qwen2.gguf for the qwen archs, glm4moe and gpt-oss)");
+                  "(deepseek2), -gpt-neox (olmoe, mamba2), -refact (granite), -llama-bpe (smollm3, mistral3, llama4); "
+                  "ggml-vocab-qwen2.gguf for the qwen archs, glm4moe, gpt-oss and lfm2)");
   cmd->add_flag("--tied", o->synth.tied_embeddings,
-                "Tie the output head to token_embd (gemma2, gemma3, granite, smollm3 and command-r are always "
+                "Tie the output head to token_embd (gemma2, gemma3, granite, smollm3, command-r and lfm2 are always "
                 "tied; gpt-oss, olmoe and qwen2moe never)");
   cmd->add_flag("--moe", o->synth.moe, "granite: Granite MoE (8 experts, 2 used, and a shared expert)");
   cmd->add_option("--rope-scaling", o->synth.rope_scaling, "Write rope scaling keys: linear or yarn (gpt-oss and mistral3: yarn by default; not for phi3 and deepseek2)")
