@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -445,8 +446,12 @@ TEST_CASE("linear-attention ops: kernels, state arguments and launch shapes") {
   REQUIRE(half.size() == 2);
   CHECK(half[0].source.find("vtc_f2h(") != std::string::npos);
   CHECK(half[1].source.find("vtc_f2bf(") != std::string::npos);
-  // Multi-section rope picks the position component per pair.
-  auto rope = vtc::cuda::generate_model(vtc::ir::parse(cases.back().text, {cases.back().first_line}));
+  // Multi-section rope picks the position component per pair (the case
+  // with the `mode = multi` rope, wherever the file puts it).
+  const auto multi = std::find_if(cases.begin(), cases.end(),
+                                  [](const auto& c) { return c.text.find("mode = multi,") != std::string::npos; });
+  REQUIRE(multi != cases.end());
+  auto rope = vtc::cuda::generate_model(vtc::ir::parse(multi->text, {multi->first_line}));
   const std::string& src = rope.steps.at(0).kernels.at(0).source;
   CHECK(src.find("const long long sector = i % 16;") != std::string::npos);
   CHECK(src.find("const int comp = sector < 6 ? 0 : sector < 11 ? 1 : sector < 16 ? 2 : 3;") != std::string::npos);
