@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <string>
@@ -64,5 +65,28 @@ struct IrRun {
     return interp.run(StepRequest{"prefill", std::move(slots), std::move(args)});
   }
 };
+
+// A float tensor's values, and one slot's row of a state as floats.
+inline std::vector<float> f32_values(const HostTensor& t) { return {t.f32(), t.f32() + t.numel()}; }
+
+inline std::vector<float> state_row(HostStates& st, const char* name, int32_t slot) {
+  auto bytes = st.slot_bytes(st.buffer(name), slot);
+  const float* f = reinterpret_cast<const float*>(bytes.data());
+  return {f, f + bytes.size() / 4};
+}
+
+// |got - want| <= tol * (1 + |want|) everywhere; reports the worst index
+// (the first NaN, if any).
+inline void check_close(const std::vector<float>& got, const std::vector<double>& want, double tol) {
+  REQUIRE(got.size() == want.size());
+  size_t worst = 0;
+  double worst_err = 0;
+  for (size_t i = 0; i < got.size() && !std::isnan(worst_err); ++i) {
+    const double err = std::abs(double(got[i]) - want[i]) / (1.0 + std::abs(want[i]));
+    if (!(err <= worst_err)) worst_err = err, worst = i;
+  }
+  INFO("worst index " << worst << ": got " << got[worst] << ", want " << want[worst]);
+  CHECK(worst_err <= tol);
+}
 
 }  // namespace vtc::cpu::test

@@ -27,6 +27,7 @@
 
 using namespace vtc;
 using namespace vtc::cpu;
+using test::f32_values;
 
 namespace {
 
@@ -66,7 +67,6 @@ using test::f32_tensor;
 using test::i32_tensor;
 
 std::vector<int32_t> i32_values(const HostTensor& t) { return {t.i32_data(), t.i32_data() + t.numel()}; }
-std::vector<float> f32_values(const HostTensor& t) { return {t.f32(), t.f32() + t.numel()}; }
 
 using test::IrRun;
 

@@ -22,24 +22,13 @@
 
 using namespace vtc;
 using namespace vtc::cpu;
+using test::check_close;
+using test::f32_values;
+using test::state_row;
 
 namespace {
 
 using Rows = std::vector<std::vector<double>>;
-
-// |got - want| <= tol * (1 + |want|) everywhere; reports the worst index
-// (the first NaN, if any).
-void check_close(const std::vector<float>& got, const std::vector<double>& want, double tol) {
-  REQUIRE(got.size() == want.size());
-  size_t worst = 0;
-  double worst_err = 0;
-  for (size_t i = 0; i < got.size() && !std::isnan(worst_err); ++i) {
-    const double err = std::abs(double(got[i]) - want[i]) / (1.0 + std::abs(want[i]));
-    if (!(err <= worst_err)) worst_err = err, worst = i;
-  }
-  INFO("worst index " << worst << ": got " << got[worst] << ", want " << want[worst]);
-  CHECK(worst_err <= tol);
-}
 
 std::vector<float> slice(const std::vector<float>& v, int64_t begin, int64_t n) {
   return {v.begin() + begin, v.begin() + begin + n};
@@ -426,14 +415,6 @@ namespace {
 using test::f32_tensor;
 using test::i32_tensor;
 
-std::vector<float> values(const HostTensor& t) { return {t.f32(), t.f32() + t.numel()}; }
-
-std::vector<float> state_row(HostStates& st, const char* name, int32_t slot) {
-  auto bytes = st.slot_bytes(st.buffer(name), slot);
-  const float* f = reinterpret_cast<const float*>(bytes.data());
-  return {f, f + bytes.size() / 4};
-}
-
 using test::IrRun;
 
 }  // namespace
@@ -448,7 +429,7 @@ func @prefill(%x: tensor<T x 3 x 16 x f32, device>) {
   auto x = test::random_floats(2 * 3 * 16, 101);
   for (int i = 0; i < 16; ++i) x[size_t(16 + i)] = 0.0f;
   const auto y = r.run({0}, {{"x", f32_tensor({2, 3, 16}, x)}});
-  check_close(values(y.at(0)), naive_l2_norm(x, 16, 1e-6), 1e-6);
+  check_close(f32_values(y.at(0)), naive_l2_norm(x, 16, 1e-6), 1e-6);
 }
 
 TEST_CASE("ir: causal_conv1d carries its state across steps", "[cpu][linear_attention][ir]") {
@@ -476,7 +457,7 @@ func @prefill(%x: tensor<T x 5 x f32, device>, %w: tensor<5 x 4 x f32, device>, 
     const auto y = r.run(slots, {{"x", f32_tensor({int64_t(seq.size()), 5}, x)},
                                  {"w", f32_tensor({5, 4}, w)},
                                  {"seq", i32_tensor({int64_t(seq.size())}, seq)}});
-    check_close(values(y.at(0)), want, 1e-6);
+    check_close(f32_values(y.at(0)), want, 1e-6);
   }
   for (int32_t slot : {0, 2}) {
     const Rows& h = naive_hist[size_t(slot)];
@@ -515,7 +496,7 @@ func @prefill(%q: tensor<T x 2 x 8 x f32, device>, %k: tensor<T x 2 x 8 x f32, d
                                    {"g", f32_tensor({t_n, 2}, in.g)},
                                    {"beta", f32_tensor({t_n, 2}, in.beta)},
                                    {"seq", i32_tensor({t_n}, seq)}});
-    check_close(values(out.at(0)), want, 2e-6);
+    check_close(f32_values(out.at(0)), want, 2e-6);
   }
   for (int32_t slot : {1, 2}) {
     std::vector<double> want;
@@ -542,14 +523,14 @@ func @prefill(%x: tensor<T x 2 x 32 x f32, device>, %pos: tensor<T x i32, device
     for (int32_t p : pos) pos4.insert(pos4.end(), {p, p, p, p});
     const auto y = r.run({0}, {{"x", f32_tensor({3, 2, 32}, x)}, {"pos", i32_tensor({3}, pos)},
                                {"pos4", i32_tensor({3, 4}, pos4)}});
-    CHECK(test::bitwise_equal(values(y.at(1)), values(y.at(0))));
-    CHECK(test::bitwise_equal(values(y.at(2)), values(y.at(0))));
+    CHECK(test::bitwise_equal(f32_values(y.at(1)), f32_values(y.at(0))));
+    CHECK(test::bitwise_equal(f32_values(y.at(2)), f32_values(y.at(0))));
   }
   SECTION("distinct components") {
     const std::vector<int32_t> pos4 = {4, 50, 7, 90, 9, 1, 66, 3, 30, 12, 0, 44};
     const auto y = r.run({0}, {{"x", f32_tensor({3, 2, 32}, x)}, {"pos", i32_tensor({3}, pos)},
                                {"pos4", i32_tensor({3, 4}, pos4)}});
-    check_close(values(y.at(1)), naive_mrope(x, 3, 2, 32, 32, 10000.0, pos4, false, {3, 2, 2, 1}), 2e-4);
-    check_close(values(y.at(2)), naive_mrope(x, 3, 2, 32, 32, 10000.0, pos4, true, {3, 2, 2, 1}), 2e-4);
+    check_close(f32_values(y.at(1)), naive_mrope(x, 3, 2, 32, 32, 10000.0, pos4, false, {3, 2, 2, 1}), 2e-4);
+    check_close(f32_values(y.at(2)), naive_mrope(x, 3, 2, 32, 32, 10000.0, pos4, true, {3, 2, 2, 1}), 2e-4);
   }
 }

@@ -17,6 +17,9 @@
 
 using namespace vtc;
 using namespace vtc::cpu;
+using test::check_close;
+using test::f32_values;
+using test::state_row;
 
 namespace {
 
@@ -94,26 +97,6 @@ NaiveScan naive_from(const ScanCase& sc) {
   NaiveScan n{sc, {}};
   for (const auto& s : sc.states) n.s.emplace_back(s.begin(), s.end());
   return n;
-}
-
-void check_close(const std::vector<float>& got, const std::vector<double>& want, double tol) {
-  REQUIRE(got.size() == want.size());
-  size_t worst = 0;
-  double worst_err = 0;
-  for (size_t i = 0; i < got.size() && !std::isnan(worst_err); ++i) {
-    const double err = std::abs(double(got[i]) - want[i]) / (1.0 + std::abs(want[i]));
-    if (!(err <= worst_err)) worst_err = err, worst = i;
-  }
-  INFO("worst index " << worst << ": got " << got[worst] << ", want " << want[worst]);
-  CHECK(worst_err <= tol);
-}
-
-std::vector<float> values(const HostTensor& t) { return {t.f32(), t.f32() + t.numel()}; }
-
-std::vector<float> state_row(HostStates& st, const char* name, int32_t slot) {
-  auto bytes = st.slot_bytes(st.buffer(name), slot);
-  const float* f = reinterpret_cast<const float*>(bytes.data());
-  return {f, f + bytes.size() / 4};
 }
 
 ScanCase mamba1_case() {
@@ -206,7 +189,7 @@ func @prefill(%x: tensor<T x 4 x 3 x f32, device>, %dt: tensor<T x 4 x f32, devi
                                    {"b", test::f32_tensor({t_n, 2, 20}, in.b)},
                                    {"c", test::f32_tensor({t_n, 2, 20}, in.c)},
                                    {"seq", test::i32_tensor({t_n}, seq)}});
-    check_close(values(out.at(0)), want, 2e-6);
+    check_close(f32_values(out.at(0)), want, 2e-6);
   }
   for (int32_t slot : {1, 2}) check_close(state_row(r.host, "ssm", slot), naive.s[size_t(slot)], 2e-6);
   CHECK(test::bitwise_equal(state_row(r.host, "ssm", 0), std::vector<float>(size_t(sc.state_floats()), 0.0f)));
