@@ -146,9 +146,7 @@ class AlibiDecoder final : public Transformer {
   // build_norm: layer_norm(x) * gain + bias, or rms_norm(x) * gain.
   Value norm(StepGraph& g, Value x, std::string_view gain) const {
     if (v_.rms_norm) return g.norm(x, gain);
-    const std::string bias = fmt::format("{}.bias", gain);
-    Value b = v_.norm_bias_required ? g.weight(bias) : g.optional(bias);
-    return g.b.layer_norm(x, g.weight(gain), b, layer_norm_eps_);
+    return g.layer_norm(x, gain, layer_norm_eps_, v_.norm_bias_required ? Need::kRequired : Need::kOptional);
   }
 
   Value ffn(StepGraph& g, Value x, int64_t l) const {

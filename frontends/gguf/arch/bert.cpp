@@ -80,7 +80,7 @@ class Bert final : public Transformer {
  private:
   // build_norm with LLM_NORM: layer_norm(x) * gain + bias.
   Value norm(StepGraph& g, Value x, const std::string& name) const {
-    return g.b.layer_norm(x, g.weight(name), g.weight(name + ".bias"), norm_eps_);
+    return g.layer_norm(x, name, norm_eps_);
   }
 
   double norm_eps_ = 1e-12;

@@ -61,7 +61,7 @@ class CommandR final : public Transformer {
 
  private:
   Value norm(StepGraph& g, Value x, std::string_view gain) const {
-    return g.b.layer_norm(x, g.weight(gain), Value(), norm_eps_);
+    return g.layer_norm(x, gain, norm_eps_, Need::kNever);
   }
   // x [n, H, head_dim]; the gain is one row per head [H, head_dim].
   Value per_head_norm(StepGraph& g, Value x, std::string_view gain) const {

@@ -154,7 +154,7 @@ class LlamaFamily final : public Transformer {
   // The row's norm of x with gain `gain` (and, for layer norms, gain.bias).
   Value norm(StepGraph& g, Value x, std::string_view gain) const {
     if (v_.norm == NormKind::Rms) return g.norm(x, gain);
-    return g.b.layer_norm(x, g.weight(gain), g.weight(fmt::format("{}.bias", gain)), norm_eps_);
+    return g.layer_norm(x, gain, norm_eps_);
   }
 
   Value attention_block(StepGraph& g, Value x, int64_t l) const {

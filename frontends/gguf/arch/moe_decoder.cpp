@@ -207,7 +207,7 @@ class MoeDecoder final : public Transformer {
  private:
   // build_norm: LLM_NORM_RMS, or dbrx's LLM_NORM with a gain and no bias.
   Value norm(StepGraph& g, Value x, const std::string& gain) const {
-    return v_.layer_norm ? g.b.layer_norm(x, g.weight(gain), Value(), ln_eps_) : g.norm(x, gain);
+    return v_.layer_norm ? g.layer_norm(x, gain, ln_eps_, Need::kNever) : g.norm(x, gain);
   }
 
   bool dense_layer(const StepGraph& g, int64_t l) const {
