@@ -102,10 +102,13 @@ bool has_shared_expert(const std::string& a) {
   return a == "qwen35moe" || a == "qwen3next" || is_qwen4exp(a);
 }
 
-// The state space architectures (frontends/gguf/arch: mamba2, lfm2): no
-// attention on most (mamba2: any) layers, their recurrent states in the
-// state store. Planned by plan_recurrent_layer, keyed by set_recurrent_hparams.
-bool is_recurrent_arch(const std::string& a) { return a == "mamba2" || a == "lfm2"; }
+// The state space architectures (frontends/gguf/arch: mamba2, lfm2, and the
+// Mamba hybrids jamba and nemotron_h): no attention on most (mamba2: any)
+// layers, their recurrent states in the state store. Planned by
+// plan_recurrent_layer, keyed by set_recurrent_hparams.
+bool is_recurrent_arch(const std::string& a) {
+  return a == "mamba2" || a == "lfm2" || a == "jamba" || a == "nemotron_h";
+}
 
 // Mamba-2's geometry from the size's shape, as the released models' ratios:
 // d_inner = 2 n_embd in heads of the attention head dim (time_step_rank
@@ -117,12 +120,39 @@ struct Mamba2Shape {
   uint64_t conv_dim() const { return d_inner + 2 * n_group * d_state; }
   uint64_t in_proj() const { return d_inner + conv_dim() + n_heads; }  // z, x|B|C, dt
 };
-Mamba2Shape mamba2_shape(const ModelShape& s) {
+// nemotron_h's Mamba-2 layers split B and C in 2 groups (Nemotron-H has 8),
+// so the grouped scan and the grouped ssm_norm are exercised.
+Mamba2Shape mamba2_shape(const ModelShape& s, const std::string& arch) {
   Mamba2Shape m;
   m.d_inner = 2 * uint64_t{s.n_embd};
   m.n_heads = m.d_inner / s.head_dim;
   m.d_state = s.n_embd >= 768 ? 128 : 16;
+  if (arch == "nemotron_h") m.n_group = 2;
   return m;
+}
+
+// Mamba-1's geometry (jamba's mixer), as the released models' ratios and the
+// reference's only supported expansion: d_inner = 2 n_embd, state 16, a
+// dt projection of rank ceil(n_embd / 16), a 4-tap conv.
+struct Mamba1Shape {
+  uint64_t conv_kernel = 4, d_inner = 0, d_state = 16, dt_rank = 0;
+};
+Mamba1Shape mamba1_shape(const ModelShape& s) {
+  return {.d_inner = 2 * uint64_t{s.n_embd}, .dt_rank = (uint64_t{s.n_embd} + 15) / 16};
+}
+
+// Jamba's layer pattern: attention on one layer in 4 (the last of each 4;
+// Jamba-v0.1 has one in 8) and routed experts on every odd layer (as its
+// expert_layer_period 2, offset 1); a 2-layer size gets one of each.
+bool jamba_attention_layer(const ModelShape& s, uint32_t l) { return l % 4 == std::min(s.n_layer, 4u) - 1; }
+bool jamba_moe_layer(uint32_t l) { return l % 2 == 1; }
+
+// Nemotron-H's layers are single blocks: Mamba-2, attention or a relu^2
+// FFN, in the repeating pattern Mamba, FFN, attention, FFN (twice the
+// size's layers; Nemotron-H-8B has 4 attention layers in 52).
+enum class NemotronBlock { Mamba, Attention, Ffn };
+NemotronBlock nemotron_block(uint32_t l) {
+  return l % 2 == 1 ? NemotronBlock::Ffn : l % 4 == 0 ? NemotronBlock::Mamba : NemotronBlock::Attention;
 }
 
 // LFM2: gated short convolutions of 3 taps (shortconv.l_cache) with full
@@ -542,49 +572,105 @@ void plan_family_layer(Planner& p, uint32_t l) {
   plan_family_ffn(p, blk, l);
 }
 
-// One layer of a state space architecture. Inits keep the recurrences
-// well conditioned with every term influential: Mamba-2's A (ssm_a, stored
-// negative) uniform in [-8, -1] and dt = softplus(x W_dt + dt_bias) around
-// 0.05 give per-token decays around 0.8; the conv kernels (F32: ggml_ssm_conv
-// reads f32) at std 0.5 keep unit variance.
+// The state space architectures' mixers. Inits keep the recurrences well
+// conditioned with every term influential: A (ssm_a, stored negative)
+// uniform in [-8, -1] and dt = softplus(x W_dt + dt_bias) around 0.05 give
+// per-token decays around 0.8; the conv kernels (F32: ggml_ssm_conv reads
+// f32) at std 0.5 keep unit variance.
+void plan_mamba2_mixer(Planner& p, const std::string& blk) {
+  const Mamba2Shape m = mamba2_shape(p.s, p.o.arch);
+  p.matrix(blk + "ssm_in.weight", {p.s.n_embd, m.in_proj()});
+  p.add(blk + "ssm_conv1d.weight", {m.conv_kernel, m.conv_dim()}, GgmlType::F32, {0.0f, 0.5f});
+  p.bias(blk + "ssm_conv1d.bias", m.conv_dim());
+  p.add(blk + "ssm_dt.bias", {m.n_heads}, GgmlType::F32, {-3.0f, 0.5f});
+  p.add(blk + "ssm_a", {1, m.n_heads}, GgmlType::F32, {-4.5f, 3.5f / std::sqrt(3.0f)});
+  p.add(blk + "ssm_d", {1, m.n_heads}, GgmlType::F32, {1.0f, 0.1f});
+  p.add(blk + "ssm_norm.weight", {m.d_inner / m.n_group, m.n_group}, GgmlType::F32, {1.0f, 0.1f});
+  p.matrix(blk + "ssm_out.weight", {m.d_inner, p.s.n_embd});
+}
+
+// Jamba's Mamba-1 mixer, with the RMS norms of dt, B and C its loader
+// requires. dt is normed to unit size before its projection, so W_dt's
+// 1/sqrt(rank) rows give O(1) values around the bias.
+void plan_mamba1_mixer(Planner& p, const std::string& blk) {
+  const Mamba1Shape m = mamba1_shape(p.s);
+  p.matrix(blk + "ssm_in.weight", {p.s.n_embd, 2 * m.d_inner});
+  p.add(blk + "ssm_conv1d.weight", {m.conv_kernel, m.d_inner}, GgmlType::F32, {0.0f, 0.5f});
+  p.bias(blk + "ssm_conv1d.bias", m.d_inner);
+  p.matrix(blk + "ssm_x.weight", {m.d_inner, m.dt_rank + 2 * m.d_state});
+  p.gain(blk + "ssm_dt_norm.weight", m.dt_rank);
+  p.matrix(blk + "ssm_dt.weight", {m.dt_rank, m.d_inner});
+  p.add(blk + "ssm_dt.bias", {m.d_inner}, GgmlType::F32, {-3.0f, 0.5f});
+  p.gain(blk + "ssm_b_norm.weight", m.d_state);
+  p.gain(blk + "ssm_c_norm.weight", m.d_state);
+  p.add(blk + "ssm_a", {m.d_state, m.d_inner}, GgmlType::F32, {-4.5f, 3.5f / std::sqrt(3.0f)});
+  p.add(blk + "ssm_d", {m.d_inner}, GgmlType::F32, {1.0f, 0.1f});
+  p.matrix(blk + "ssm_out.weight", {m.d_inner, p.s.n_embd});
+}
+
+// Attention without biases or norms (lfm2 adds its QK-norm gains).
+void plan_plain_attention(Planner& p, const std::string& blk) {
+  const ModelShape& s = p.s;
+  const uint64_t d = s.n_embd, kv_dim = uint64_t{s.n_head_kv} * s.head_dim;
+  if (p.o.arch == "lfm2") {
+    p.gain(blk + "attn_q_norm.weight", s.head_dim);
+    p.gain(blk + "attn_k_norm.weight", s.head_dim);
+  }
+  p.matrix(blk + "attn_q.weight", {d, d});
+  p.matrix(blk + "attn_k.weight", {d, kv_dim});
+  p.matrix(blk + "attn_v.weight", {d, kv_dim});
+  p.matrix(blk + "attn_output.weight", {d, d});
+}
+
+// A dense SwiGLU FFN of the size's width, or (jamba) routed experts of
+// that width behind a router.
+void plan_swiglu_or_experts(Planner& p, const std::string& blk, bool experts) {
+  const uint64_t d = p.s.n_embd, f = p.s.n_ff;
+  if (!experts) {
+    p.matrix(blk + "ffn_gate.weight", {d, f});
+    p.matrix(blk + "ffn_up.weight", {d, f});
+    p.matrix(blk + "ffn_down.weight", {f, d});
+    return;
+  }
+  p.matrix(blk + "ffn_gate_inp.weight", {d, kMoeExperts});
+  p.matrix(blk + "ffn_gate_exps.weight", {d, f, kMoeExperts});
+  p.matrix(blk + "ffn_up_exps.weight", {d, f, kMoeExperts});
+  p.matrix(blk + "ffn_down_exps.weight", {f, d, kMoeExperts});
+}
+
+// One layer of a state space architecture: the mixer after attn_norm
+// (--zero-attn-output zeroes its output projection, or nemotron_h's FFN
+// block's ffn_down), then the FFN.
 void plan_recurrent_layer(Planner& p, uint32_t l) {
   const ModelShape& s = p.s;
+  const std::string& a = p.o.arch;
   const std::string blk = fmt::format("blk.{}.", l);
   const uint64_t d = s.n_embd;
-  if (p.o.arch == "mamba2") {
-    const Mamba2Shape m = mamba2_shape(s);
-    p.gain(blk + "attn_norm.weight", d);
-    p.matrix(blk + "ssm_in.weight", {d, m.in_proj()});
-    p.add(blk + "ssm_conv1d.weight", {m.conv_kernel, m.conv_dim()}, GgmlType::F32, {0.0f, 0.5f});
-    p.bias(blk + "ssm_conv1d.bias", m.conv_dim());
-    p.add(blk + "ssm_dt.bias", {m.n_heads}, GgmlType::F32, {-3.0f, 0.5f});
-    p.add(blk + "ssm_a", {1, m.n_heads}, GgmlType::F32, {-4.5f, 3.5f / std::sqrt(3.0f)});
-    p.add(blk + "ssm_d", {1, m.n_heads}, GgmlType::F32, {1.0f, 0.1f});
-    p.add(blk + "ssm_norm.weight", {m.d_inner / m.n_group, m.n_group}, GgmlType::F32, {1.0f, 0.1f});
-    p.matrix(blk + "ssm_out.weight", {m.d_inner, d});
+  p.gain(blk + "attn_norm.weight", d);
+  if (a == "nemotron_h" && nemotron_block(l) == NemotronBlock::Ffn) {  // non-gated relu^2
+    p.matrix(blk + "ffn_up.weight", {d, s.n_ff});
+    p.matrix(blk + "ffn_down.weight", {s.n_ff, d});
     if (int(l) == p.o.zero_attn_output_layer) p.zero_last();
     return;
   }
-  // lfm2
-  p.gain(blk + "attn_norm.weight", d);
-  if (lfm2_attention_layer(s, l)) {
-    const uint64_t kv_dim = uint64_t{s.n_head_kv} * s.head_dim;
-    p.gain(blk + "attn_q_norm.weight", s.head_dim);
-    p.gain(blk + "attn_k_norm.weight", s.head_dim);
-    p.matrix(blk + "attn_q.weight", {d, d});
-    p.matrix(blk + "attn_k.weight", {d, kv_dim});
-    p.matrix(blk + "attn_v.weight", {d, kv_dim});
-    p.matrix(blk + "attn_output.weight", {d, d});
-  } else {
+  const bool attention = a == "lfm2"         ? lfm2_attention_layer(s, l)
+                         : a == "jamba"      ? jamba_attention_layer(s, l)
+                         : a == "nemotron_h" ? nemotron_block(l) == NemotronBlock::Attention
+                                             : false;
+  if (attention)
+    plan_plain_attention(p, blk);
+  else if (a == "lfm2") {
     p.add(blk + "shortconv.conv.weight", {kLfm2ConvCache, d}, GgmlType::F32, {0.0f, 0.5f});
     p.matrix(blk + "shortconv.in_proj.weight", {d, 3 * d});
     p.matrix(blk + "shortconv.out_proj.weight", {d, d});
-  }
+  } else if (a == "jamba")
+    plan_mamba1_mixer(p, blk);
+  else
+    plan_mamba2_mixer(p, blk);
   if (int(l) == p.o.zero_attn_output_layer) p.zero_last();
+  if (a == "mamba2" || a == "nemotron_h") return;  // the mixer is the whole layer
   p.gain(blk + "ffn_norm.weight", d);
-  p.matrix(blk + "ffn_gate.weight", {d, s.n_ff});
-  p.matrix(blk + "ffn_up.weight", {d, s.n_ff});
-  p.matrix(blk + "ffn_down.weight", {s.n_ff, d});
+  plan_swiglu_or_experts(p, blk, a == "jamba" && jamba_moe_layer(l));
 }
 
 void plan_layer(Planner& p, uint32_t l) {
@@ -895,7 +981,7 @@ void set_bert_hparams(GgufWriter& w, const Options& o) {
 void set_recurrent_hparams(GgufWriter& w, const Options& o, const ModelShape& s) {
   const std::string& a = o.arch;
   if (a == "mamba2") {
-    const Mamba2Shape m = mamba2_shape(s);
+    const Mamba2Shape m = mamba2_shape(s, o.arch);
     w.set(a + ".ssm.conv_kernel", Value(uint32_t(m.conv_kernel)));
     w.set(a + ".ssm.inner_size", Value(uint32_t(m.d_inner)));
     w.set(a + ".ssm.state_size", Value(uint32_t(m.d_state)));
@@ -903,10 +989,37 @@ void set_recurrent_hparams(GgufWriter& w, const Options& o, const ModelShape& s)
     w.set(a + ".ssm.group_count", Value(uint32_t(m.n_group)));
     return;
   }
-  w.set(a + ".shortconv.l_cache", Value(kLfm2ConvCache));
-  std::vector<uint32_t> kv_heads;
-  for (uint32_t l = 0; l < s.n_layer; ++l) kv_heads.push_back(lfm2_attention_layer(s, l) ? s.n_head_kv : 0);
+  if (a == "jamba") {
+    const Mamba1Shape m = mamba1_shape(s);
+    w.set(a + ".ssm.conv_kernel", Value(uint32_t(m.conv_kernel)));
+    w.set(a + ".ssm.inner_size", Value(uint32_t(m.d_inner)));
+    w.set(a + ".ssm.state_size", Value(uint32_t(m.d_state)));
+    w.set(a + ".ssm.time_step_rank", Value(uint32_t(m.dt_rank)));
+    w.set(a + ".expert_count", Value(kMoeExperts));
+    w.set(a + ".expert_used_count", Value(kMoeUsed));
+  }
+  if (a == "nemotron_h") {
+    const Mamba2Shape m = mamba2_shape(s, a);
+    w.set(a + ".ssm.conv_kernel", Value(uint32_t(m.conv_kernel)));
+    w.set(a + ".ssm.inner_size", Value(uint32_t(m.d_inner)));
+    w.set(a + ".ssm.state_size", Value(uint32_t(m.d_state)));
+    w.set(a + ".ssm.time_step_rank", Value(uint32_t(m.n_heads)));
+    w.set(a + ".ssm.group_count", Value(uint32_t(m.n_group)));
+    w.set(a + ".attention.layer_norm_epsilon", Value(1e-5f));  // required by the reference's loader
+  }
+  if (a == "lfm2") w.set(a + ".shortconv.l_cache", Value(kLfm2ConvCache));
+  // The layer pattern, as per-layer KV head counts (0: a recurrent layer)
+  // and, for nemotron_h, FFN widths (0: a mixer layer).
+  std::vector<uint32_t> kv_heads, ffn_widths;
+  for (uint32_t l = 0; l < s.n_layer; ++l) {
+    const bool attention = a == "lfm2"    ? lfm2_attention_layer(s, l)
+                           : a == "jamba" ? jamba_attention_layer(s, l)
+                                          : nemotron_block(l) == NemotronBlock::Attention;
+    kv_heads.push_back(attention ? s.n_head_kv : 0);
+    ffn_widths.push_back(nemotron_block(l) == NemotronBlock::Ffn ? s.n_ff : 0);
+  }
   w.set(a + ".attention.head_count_kv", array_of(gguf::ValueType::U32, kv_heads));
+  if (a == "nemotron_h") w.set(a + ".feed_forward_length", array_of(gguf::ValueType::U32, ffn_widths));
 }
 
 void set_hparams(GgufWriter& w, const Options& o, const ModelShape& s, uint32_t n_vocab) {
@@ -1008,7 +1121,7 @@ const std::vector<std::string>& known_archs() {
   static const std::vector<std::string> archs = {
       "llama",  "qwen2",   "qwen3",     "qwen3moe", "qwen35",   "qwen35moe", "qwen3next", "qwen4exp",
       "gemma2", "gemma3",  "gpt-oss",   "phi3",     "deepseek2", "glm4moe",  "granite",   "smollm3",
-      "command-r", "olmoe", "qwen2moe", "mistral3", "llama4", "bert", "mamba2", "lfm2"};
+      "command-r", "olmoe", "qwen2moe", "mistral3", "llama4", "bert", "mamba2", "lfm2", "jamba", "nemotron_h"};
   return archs;
 }
 
@@ -1093,7 +1206,8 @@ ModelShape model_shape(const Options& o) {
   if (o.arch == "smollm3" || o.arch == "llama4") s.n_layer = std::max(s.n_layer, 4u);
   if (o.arch == "olmoe") s.n_head_kv = s.n_head;
   if (o.arch == "deepseek2") s.n_head_kv = 1;
-  if (o.arch == "mamba2") s.n_layer *= 2;  // mamba2_shape: a block per attention and per FFN
+  // mamba2 and nemotron_h: a block per attention and per FFN
+  if (o.arch == "mamba2" || o.arch == "nemotron_h") s.n_layer *= 2;
   if (o.arch == "bert") s.n_head_kv = s.n_head;  // BERT is multi-head
   return s;
 }
@@ -1129,13 +1243,14 @@ uint32_t sliding_window(const Options& o, const ModelShape& s) {
 // GLM-4.5's qwen2.
 std::string default_vocab_name(const std::string& arch) {
   if (arch == "bert") return "ggml-vocab-bert-bge.gguf";  // bge's WordPiece
-  if (arch == "llama" || is_gemma(arch)) return "ggml-vocab-llama-spm.gguf";
+  if (arch == "llama" || is_gemma(arch) || arch == "jamba") return "ggml-vocab-llama-spm.gguf";  // Jamba's is SPM
   if (arch == "phi3") return "ggml-vocab-phi-3.gguf";
   if (arch == "command-r") return "ggml-vocab-command-r.gguf";
   if (arch == "deepseek2") return "ggml-vocab-deepseek-llm.gguf";
   if (arch == "olmoe" || arch == "mamba2") return "ggml-vocab-gpt-neox.gguf";  // Mamba's is GPT-NeoX's
   if (arch == "granite") return "ggml-vocab-refact.gguf";
-  if (arch == "smollm3" || arch == "mistral3" || arch == "llama4") return "ggml-vocab-llama-bpe.gguf";
+  if (arch == "smollm3" || arch == "mistral3" || arch == "llama4" || arch == "nemotron_h")
+    return "ggml-vocab-llama-bpe.gguf";
   return "ggml-vocab-qwen2.gguf";
 }
 

@@ -214,6 +214,8 @@ VTC_FAMILY_CASE("mistral3")
 VTC_FAMILY_CASE("llama4")
 VTC_FAMILY_CASE("mamba2")  // state space only: ssm_scan and its conv ring
 VTC_FAMILY_CASE("lfm2")    // gated short convolutions with attention every third layer
+VTC_FAMILY_CASE("jamba")   // Mamba-1 with its dt/B/C norms, attention without rope, experts
+VTC_FAMILY_CASE("nemotron_h")  // grouped Mamba-2, attention and relu^2 FFN blocks
 
 // deepseek2 is hidden ("[.]": run it by name) while two findings are open:
 // - f32: the one-shot 75-row prefill misses the tolerance (rel-L2 1.26e-3;

@@ -106,6 +106,22 @@ size_t expected_tensor_count(const std::string& arch, const synth::ModelShape& s
     for (uint32_t l = 0; l < shape.n_layer; ++l) n += 5 + ((l + 1) % period == 0 ? 6 : 3);
     return n;
   }
+  // jamba: both norms per layer; Mamba-1's 12 tensors (with the dt/B/C
+  // norms) or q/k/v/output on the attention layer of each 4 (the second of
+  // 2); a dense SwiGLU, or a router and 3 expert stacks on odd layers.
+  if (arch == "jamba") {
+    size_t n = 3;
+    for (uint32_t l = 0; l < shape.n_layer; ++l)
+      n += 2 + (l % 4 == std::min(shape.n_layer, 4u) - 1 ? 4 : 12) + (l % 2 == 1 ? 4 : 3);
+    return n;
+  }
+  // nemotron_h: attn_norm, then by the pattern Mamba, FFN, attention, FFN:
+  // mamba2's 8 mixer tensors, ffn_up/down, or q/k/v/output.
+  if (arch == "nemotron_h") {
+    size_t n = 3;
+    for (uint32_t l = 0; l < shape.n_layer; ++l) n += 1 + (l % 2 == 1 ? 2 : l % 4 == 0 ? 8 : 4);
+    return n;
+  }
   if (!synth::is_hybrid_arch(arch)) {
     size_t per_layer = arch == "qwen2" || arch == "qwen3moe" ? 12 : arch == "qwen3" ? 11 : 9;
     return 3 + shape.n_layer * per_layer;
@@ -134,7 +150,7 @@ TEST_CASE("generated models have complete metadata and tensors", "[gguf][synth][
     CHECK(summary.shape.n_layer == shape.n_layer);
     CHECK(f.get_int(arch + ".block_count") == shape.n_layer);
     CHECK(f.get_int(arch + ".embedding_length") == shape.n_embd);
-    if (arch != "lfm2")  // lfm2's is per layer, 0 on the conv layers
+    if (arch != "lfm2" && arch != "jamba" && arch != "nemotron_h")  // per layer, 0 on the recurrent layers
       CHECK(f.get_int(arch + ".attention.head_count_kv") == shape.n_head_kv);
     CHECK(f.get_int(arch + ".vocab_size") == summary.vocab_size);
     auto* tokens = f.find("tokenizer.ggml.tokens");

@@ -34,8 +34,10 @@ Runner add_gen_model(CLI::App& app) {
                   "Granite MoE), smollm3 (no rope on every 4th of its 4+ layers), command-r (layer norms, parallel "
                   "block, logit scale), olmoe (QK-norm, 8 experts), qwen2moe (experts plus a gated shared expert), "
                   "mistral3 (yarn rope), llama4 (chunked attention, no-rope layers, top-1 MoE every other layer); "
-                  "state space mamba2 (Mamba-2 blocks only, twice the size's layers) and lfm2 (gated short "
-                  "convolutions, attention on every third layer, tied)")
+                  "state space mamba2 (Mamba-2 blocks only, twice the size's layers), lfm2 (gated short "
+                  "convolutions, attention on every third layer, tied), jamba (Mamba-1 with attention on one "
+                  "layer in 4, experts on every odd layer) and nemotron_h (Mamba-2, attention and relu^2 FFN "
+                  "blocks, twice the size's layers)")
       ->check(CLI::IsMember(synth::known_archs()))->capture_default_str();
   cmd->add_option("--size", o->synth.size, "Model size")
       ->check(CLI::IsMember(synth::known_sizes()))->capture_default_str();
@@ -44,8 +46,9 @@ Runner add_gen_model(CLI::App& app) {
       ->check(CLI::IsMember({"f32", "f16", "bf16"}))->capture_default_str();
   cmd->add_option("--vocab", o->synth.vocab_path,
                   "Vocab GGUF to take the tokenizer from (default: the reference's "
-                  "ggml-vocab-llama-spm.gguf for llama, gemma2 and gemma3; -phi-3, -command-r, -deepseek-llm "
-                  "(deepseek2), -gpt-neox (olmoe, mamba2), -refact (granite), -llama-bpe (smollm3, mistral3, llama4); "
+                  "ggml-vocab-llama-spm.gguf for llama, gemma2, gemma3 and jamba; -phi-3, -command-r, -deepseek-llm "
+                  "(deepseek2), -gpt-neox (olmoe, mamba2), -refact (granite), -llama-bpe (smollm3, mistral3, llama4, "
+                  "nemotron_h); "
                   "ggml-vocab-qwen2.gguf for the qwen archs, glm4moe, gpt-oss and lfm2)");
   cmd->add_flag("--tied", o->synth.tied_embeddings,
                 "Tie the output head to token_embd (gemma2, gemma3, granite, smollm3, command-r and lfm2 are always "
@@ -56,7 +59,8 @@ Runner add_gen_model(CLI::App& app) {
   cmd->add_option("--rope-factor", o->synth.rope_factor, "Rope scaling factor (with --rope-scaling)")->capture_default_str();
   cmd->add_flag("--rope-freqs", o->synth.rope_freqs, "Add a llama3-style rope_freqs.weight (per-pair frequency divisors; llama, qwen2, qwen3, qwen3moe, granite, mistral3, llama4)");
   cmd->add_option("--zero-attn-output", o->synth.zero_attn_output_layer,
-                  "Zero blk.N.attn_output.weight, or ssm_out.weight on a DeltaNet layer (sensitivity tests)");
+                  "Zero blk.N.attn_output.weight, or the output projection of a recurrent layer (ssm_out, "
+                  "shortconv.out_proj; nemotron_h FFN blocks: ffn_down) (sensitivity tests)");
   cmd->add_flag("--split-qkvz", o->synth.split_qkvz,
                 "qwen3next: attn_qkv + attn_gate (the current converter's layout) instead of the fused ssm_in");
   cmd->add_flag("--llama-archs-layout", o->synth.llama_archs_layout,
