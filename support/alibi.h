@@ -18,12 +18,15 @@
 #include <cstdint>
 #include <limits>
 
+#include "support/mutation.h"
+
 namespace vtc {
 
 // Query head h's slope for n_head query heads; 1 when max_bias is 0 (no
 // ALiBi: the reference's mask then holds 0 or -inf only).
 inline float alibi_slope(float max_bias, int64_t n_head, int64_t h) {
   if (max_bias <= 0.0f) return 1.0f;
+  if (mutated(Mutation::AlibiSlope) && h > 0) --h;  // support/mutation.h
   const auto n_head_log2 = uint32_t(1) << static_cast<uint32_t>(std::floor(std::log2(double(n_head))));
   const float m0 = std::pow(2.0f, -max_bias / static_cast<float>(n_head_log2));
   const float m1 = std::pow(2.0f, -(max_bias / 2.0f) / static_cast<float>(n_head_log2));

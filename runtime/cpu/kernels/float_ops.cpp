@@ -18,6 +18,7 @@
 #include "runtime/cpu/kernels/internal.h"
 #include "runtime/cpu/kernels/kernels.h"
 #include "support/error.h"
+#include "support/mutation.h"
 
 namespace vtc::cpu {
 
@@ -160,8 +161,9 @@ namespace {
 // The position component that drives rotary pair i in the multi-section
 // modes (ggml_mrope_cache_init; `t, h, w, e` there are components 0..3).
 int mrope_component(const RopeParams& p, int64_t i) {
-  const int64_t a = p.sections[0], b = p.sections[1], c = p.sections[2];
-  const int64_t s = i % (a + b + c + p.sections[3]);
+  const int64_t unit = mutated(Mutation::MropeSection) ? 2 : 1;  // support/mutation.h: sections read in dims
+  const int64_t a = p.sections[0] / unit, b = p.sections[1] / unit, c = p.sections[2] / unit;
+  const int64_t s = i % (p.sections[0] + p.sections[1] + p.sections[2] + p.sections[3]);
   if (p.mode == RopeMode::IMulti) {
     if (s % 3 == 1 && s < 3 * b) return 1;
     if (s % 3 == 2 && s < 3 * c) return 2;

@@ -41,6 +41,7 @@
 #include "runtime/cpu/kernels/internal.h"
 #include "runtime/cpu/kernels/kernels.h"
 #include "support/error.h"
+#include "support/mutation.h"
 
 namespace vtc::cpu {
 
@@ -165,7 +166,10 @@ void causal_conv1d(const float* x, const float* w, const int32_t* seq, float* co
         }
       }
     });
-    roll_history(states[s], width, x, n_c, rows);
+    if (mutated(Mutation::ConvRingShift) && rows.size() > 1)  // support/mutation.h: the ring one row late
+      roll_history(states[s], width, x, n_c, std::vector<int64_t>(rows.begin(), rows.end() - 1));
+    else
+      roll_history(states[s], width, x, n_c, rows);
   }
 }
 

@@ -29,6 +29,7 @@
 #include "runtime/cpu/kernels/internal.h"
 #include "runtime/cpu/kernels/kernels.h"
 #include "support/error.h"
+#include "support/mutation.h"
 
 namespace vtc::cpu {
 namespace {
@@ -72,9 +73,10 @@ void ssm_scan(const float* x, const float* dt, const float* a, const float* b, c
   const int64_t heads_per_group = n_h / n_g;
   // softplus(dt) and (Mamba-2) the head's decay, per (token, head).
   std::vector<float> soft(size_t(p.n_tokens * n_h)), decay(p.per_element_decay ? 0 : soft.size());
+  const float decay_step = mutated(Mutation::SsmScanDecay) ? 0.5f : 1.0f;  // support/mutation.h
   for (int64_t th = 0; th < p.n_tokens * n_h; ++th) {
     soft[size_t(th)] = softplus_ref(dt[th]);
-    if (!p.per_element_decay) decay[size_t(th)] = std::exp(soft[size_t(th)] * a[th % n_h]);
+    if (!p.per_element_decay) decay[size_t(th)] = std::exp(decay_step * soft[size_t(th)] * a[th % n_h]);
   }
   const int64_t rows_per_seq = n_h * n_p;
   const bool fused = active_isa() != Isa::Scalar;
@@ -89,7 +91,7 @@ void ssm_scan(const float* x, const float* dt, const float* a, const float* b, c
         const float* ct = c + (t * n_g + g) * n_n;
         const float xd = x[t * rows_per_seq + row] * soft[size_t(th)];
         y[t * rows_per_seq + row] =
-            p.per_element_decay ? scan_row_element_decay(st, soft[size_t(th)], a + h * n_n, bt, xd, ct, n_n, fused)
+            p.per_element_decay ? scan_row_element_decay(st, decay_step * soft[size_t(th)], a + h * n_n, bt, xd, ct, n_n, fused)
                                 : scan_row_scalar_decay(st, decay[size_t(th)], bt, xd, ct, n_n);
       }
     }
