@@ -3,14 +3,16 @@
 #
 #   bench/cpu-vs-llamacpp.sh [--reps N] [--threads "1 2"] [--types "Q8_0 Q4_K_M Q4_0 F16 BF16"]
 #                            [--serve-type Q4_K_M] [--serve-seconds S] [--no-serve]
-#                            [--quick] [--size 0.56b] [--workdir DIR] [--regen] [--keep-runs]
+#                            [--quick] [--arch llama] [--size 0.56b] [--workdir DIR] [--regen] [--keep-runs]
 #                            [--report-only] [--pp N] [--depths "16 4096 16384"] [--cache-types "f16 q8_0"]
 #                            [--only-depth]
 #
 # What it does:
 # 1. Model: `vtc gen-model --size 0.56b --type f16` (llama, 1280 wide, 20
 #    layers, 20/4 heads of 64, FF 5120, the 32000-token SPM vocab), written
-#    once to the work dir and reused (--regen writes it again).
+#    once to the work dir and reused (--regen writes it again). --arch picks
+#    another gen-model architecture at that size (the state space rows of
+#    issue 44: `--arch mamba2 --size 0.5b --types F16`, and lfm2).
 # 2. Quantized copies by the reference, `vtc-ref quantize IN OUT TYPE`, also
 #    cached (remade when older than the f16 file). F16 is the generated file.
 # 3. Rounds: for each repetition, for each thread count: the DRAM read
@@ -68,7 +70,7 @@ REPS=3
 THREADS="1 2"
 TYPES="Q8_0 Q4_K_M Q4_0 F16 BF16"
 SERVE_TYPE="Q4_K_M" SERVE_SECONDS=20 SERVE=1
-SIZE="0.56b"
+SIZE="0.56b" ARCH="llama"
 WORKDIR="${VTC_BENCH_DIR:-$HOME/.cache/vtc/cpu-bench}"
 PP=512 TG=128 BATCH_ROWS=8 BATCH_CONTEXT=64 BATCH_STEPS=16 BW_MIB=1024
 DEPTHS="" CACHE_TYPES="f16" DEPTH_STEPS=16 ONLY_DEPTH=0
@@ -85,6 +87,7 @@ usage: bench/cpu-vs-llamacpp.sh [options]
   --serve-seconds S  seconds of load from 1 and from 8 clients (default $SERVE_SECONDS)
   --no-serve       skip the serving figure
   --size S         vtc gen-model size (default $SIZE; "tiny" for a fast smoke run)
+  --arch A         vtc gen-model architecture (default $ARCH; e.g. mamba2, lfm2, jamba, nemotron_h, qwen35)
   --workdir DIR    where models, logs and JSON go (default \$VTC_BENCH_DIR or ~/.cache/vtc/cpu-bench)
   --regen          regenerate the f16 model and the quantized copies
   --keep-runs      keep the previous runs' logs and JSON in DIR/runs
@@ -108,6 +111,7 @@ while [[ $# -gt 0 ]]; do
     --types) TYPES="$2"; shift 2 ;;
     --quick) QUICK=1; shift ;;
     --size) SIZE="$2"; shift 2 ;;
+    --arch) ARCH="$2"; shift 2 ;;
     --serve-type) SERVE_TYPE="$2"; shift 2 ;;
     --serve-seconds) SERVE_SECONDS="$2"; shift 2 ;;
     --no-serve) SERVE=0; shift ;;
@@ -151,15 +155,15 @@ cp "$VTC" "$WORKDIR/bin/vtc" && cp "$VTC_REF" "$WORKDIR/bin/vtc-ref"
 VTC="$WORKDIR/bin/vtc" VTC_REF="$WORKDIR/bin/vtc-ref"
 
 # --- models -----------------------------------------------------------------
-F16="$WORKDIR/llama-$SIZE-f16.gguf"
+F16="$WORKDIR/$ARCH-$SIZE-f16.gguf"
 if [[ $REGEN == 1 || ! -s "$F16" ]]; then
-  say "generating $F16 (vtc gen-model --size $SIZE --type f16)"
-  "$VTC" gen-model --arch llama --size "$SIZE" --type f16 -q -o "$F16.tmp" >&2
+  say "generating $F16 (vtc gen-model --arch $ARCH --size $SIZE --type f16)"
+  "$VTC" gen-model --arch "$ARCH" --size "$SIZE" --type f16 -q -o "$F16.tmp" >&2
   mv "$F16.tmp" "$F16"
 else
   say "reusing $F16"
 fi
-model_path() { [[ "$1" == F16 ]] && echo "$F16" || echo "$WORKDIR/llama-$SIZE-$1.gguf"; }
+model_path() { [[ "$1" == F16 ]] && echo "$F16" || echo "$WORKDIR/$ARCH-$SIZE-$1.gguf"; }
 for t in $TYPES; do
   [[ "$t" == F16 ]] && continue
   out="$(model_path "$t")"
@@ -236,7 +240,7 @@ say "done in $(( $(date +%s) - START )) s"
 fi
 
 # --- the table --------------------------------------------------------------
-python3 - "$RUNS" "$TYPES" "$THREADS" "$REPS" "$PP" "$TG" "$BATCH_ROWS" "$BATCH_CONTEXT" "$SIZE" \
+python3 - "$RUNS" "$TYPES" "$THREADS" "$REPS" "$PP" "$TG" "$BATCH_ROWS" "$BATCH_CONTEXT" "$ARCH $SIZE" \
   "$COMMIT" "$CPU" "$SERVE" "$SERVE_TYPE" "$SERVE_SECONDS" "$( [[ $REPORT_ONLY == 1 ]] && echo "table from earlier runs" || echo "$(( $(date +%s) - START )) s" )" \
   "$DEPTHS" "$CACHE_TYPES" "$ONLY_DEPTH" <<'EOF'
 import json, statistics, sys
@@ -293,7 +297,7 @@ def main_table():
             test_row("step1 ms", series("vtc", "step1_ms"), series("llama.cpp", "step1_ms"), False)
     print()
     print(f"Medians of {reps} repetitions per engine, vtc and llama.cpp interleaved (one `vtc bench --vs-reference "
-          f"-r 1` per type and round, engine order alternating). Model: vtc gen-model llama {size}, quantized by "
+          f"-r 1` per type and round, engine order alternating). Model: vtc gen-model {size}, quantized by "
           f"the reference. step{rows} / step1: ms of one decode step of {rows} rows ({rows} sequences, one token each, "
           f"after {ctx} prompt tokens each) over ms of a 1-row step; lower is better (1 = rows are free), and "
           f"so is step1 ms. Spread: max / min over the repetitions.")
