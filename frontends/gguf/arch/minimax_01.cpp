@@ -68,6 +68,9 @@ class Minimax01 final : public Transformer {
     const auto residual_scale = f.get_float(a + ".residual_scale");
     if (!residual_scale) throw Error(fmt::format("{}: missing hparam '{}.residual_scale'", f.path(), a));
     residual_scale_ = *residual_scale;
+    // The lightning state is [P, P]: the reference asserts equal key and value head sizes.
+    if (const int64_t v = f.get_int(a + ".attention.value_length").value_or(h.head_dim); v != h.head_dim)
+      throw Error(fmt::format("{}: attention.value_length {} differs from the key head size {}", f.path(), v, h.head_dim));
     const std::vector<int64_t> marks = int_array(f, a + ".attention.recurrent_layers");
     const int64_t interval = f.get_int(a + ".full_attention_interval").value_or(8);
     if (interval <= 0) throw Error(fmt::format("{}: full_attention_interval must be positive", f.path()));
