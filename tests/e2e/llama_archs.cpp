@@ -197,6 +197,7 @@ const std::vector<ArchModel>& arch_models() {
       {"nemotron_h", "nemotron_h", "nemotron_h-dense"},
       {"jamba", "jamba", "jamba-dense"},
       {"plamo2", "plamo2", "plamo2-dense"},
+      {"minimax-01", "minimax-01", "minimax-01-moe"},
       {"bloom", "bloom", "bloom-dense"},
       {"mpt", "mpt", "mpt-dense"},
       {"jais", "jais", "jais-dense"},

@@ -149,7 +149,9 @@ void match(const std::string& arch) {
 
 // The output projections whose zeroing must show: blk.1's attention output
 // (or its recurrent mixer's: a DeltaNet layer's ssm_out, a short-convolution
-// layer's shortconv.out_proj) and, when blk.0 is a recurrent layer, its own.
+// layer's shortconv.out_proj) and, when blk.0 is a recurrent layer, its own
+// (a lightning-attention layer's, minimax-01: attn_output beside the
+// attn_norm_2 that normalizes its linear-attention output).
 std::vector<std::string> projections_to_zero(const std::string& f32_path) {
   const auto file = gguf::GgufFile::open(f32_path);
   auto recurrent_output = [&](int layer) -> std::string {
@@ -157,6 +159,9 @@ std::vector<std::string> projections_to_zero(const std::string& f32_path) {
       const std::string tensor = fmt::format("blk.{}.{}.weight", layer, name);
       if (file.find_tensor(tensor)) return tensor;
     }
+    if (file.find_tensor(fmt::format("blk.{}.attn_norm_2.weight", layer)) &&
+        file.find_tensor(fmt::format("blk.{}.attn_gate.weight", layer)))
+      return fmt::format("blk.{}.attn_output.weight", layer);
     return "";
   };
   std::vector<std::string> names;
@@ -636,6 +641,7 @@ LLAMA_ARCHS_CASES("granitehybrid")
 LLAMA_ARCHS_CASES("nemotron_h")
 LLAMA_ARCHS_CASES("jamba")
 LLAMA_ARCHS_CASES("plamo2")
+LLAMA_ARCHS_CASES("minimax-01")
 LLAMA_ARCHS_CASES("bloom")
 LLAMA_ARCHS_CASES("mpt")
 LLAMA_ARCHS_CASES("jais")

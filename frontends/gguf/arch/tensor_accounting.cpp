@@ -127,6 +127,13 @@ const std::vector<AcceptedUnused>& accepted_unused_tensors() {
       {"plamo2", "blk.*.attn_qkv.scale", "the generic scale pass loads it; plamo2 projects qkv with no scale"},
       {"plamo2", "blk.*.ssm_in.scale", "the generic scale pass loads it; plamo2's Mamba layer projects with no scale"},
       {"plamo2", "blk.*.ssm_out.scale", "as ssm_in.scale"},
+      {"minimax-01", "blk.*.ffn_*_exps.scale",
+       "the generic scale pass loads them; minimax-01's build_moe_ffn call passes no per-expert scales"},
+      {"minimax-01", "blk.*.attn_qkv.scale",
+       "the generic scale pass loads it; the lightning-attention layers project qkv, the gate and the output with "
+       "no scale (the softmax layers apply attn_output.scale, and attn_qkv.scale when their qkv is fused)"},
+      {"minimax-01", "blk.*.attn_gate.scale", "as attn_qkv.scale"},
+      {"minimax-01", "blk.*.attn_output.scale", "as attn_qkv.scale"},
       {"bloom,mpt,jais,refact", "blk.*.ffn_*.scale",
        "the generic scale pass loads them; these graphs' build_ffn calls pass no scales"},
       {"mpt", "blk.*.attn_k_norm.*",
