@@ -10,6 +10,7 @@ TEST=$1
 CHECKS=(
   "ssm_scan_decay  mamba2   f32 and q8_0 match*"   # Mamba-2's scalar decay per head
   "ssm_scan_decay  jamba    f32 and q8_0 match*"   # Mamba-1's decay per element, in a hybrid
+  "ssm_scan_decay  minimax-01 f32 and q8_0 match*" # lightning attention's per-head decay (through ssm_scan)
   "conv_ring_shift lfm2     f32 and q8_0 match*"   # LFM2's short convolutions
   "conv_ring_shift mamba    f32 and q8_0 match*"   # Mamba-1's conv ring
   "mrope_section   qwen3vl  attention-amplified*"  # the text towers' multi-section rope
