@@ -14,8 +14,12 @@
 //     x += ((relu((h Wup + up.bias) * up.scale))^2 Wdown + down.bias) * down.scale
 //   logits = (rms_norm(x) * output_norm) Woutput * output.scale
 //
-// relu(v) is computed as (v + |v|) * 0.5, which is exact. Only the dense
-// FFN is built: a file with experts (nemotron_h_moe) is refused.
+// relu(v) is computed as (v + |v|) * 0.5, which is exact. nemotron_h_moe
+// is the same loader and graph (the reference's llama_model_nemotron_h_moe
+// derives from nemotron_h and adds only an MTP graph vtc does not run).
+// Only the dense FFN is built: a file with experts (Nemotron-H MoE's
+// sigmoid-routed relu^2 experts, optionally latent, plus shared experts) is
+// refused.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -39,7 +43,7 @@ class NemotronH final : public Architecture {
     ssm_ = read_ssm_hparams(f, a, /*mamba2=*/true);
     ssm_.conv_bias_optional = true;
     if (f.get_int(a + ".expert_count").value_or(0) > 0)
-      throw Error(fmt::format("{}: nemotron_h with experts (nemotron_h_moe's layers) is not supported", f.path()));
+      throw Error(fmt::format("{}: {} with experts (the MoE FFN layers of Nemotron-H MoE) is not supported", f.path(), a));
     const std::vector<int64_t> kv = int_array(f, a + ".attention.head_count_kv"), ff = int_array(f, a + ".feed_forward_length");
     for (int64_t l = 0; l < h.n_layer; ++l) {
       auto at = [&](const std::vector<int64_t>& v) { return v.size() == 1 ? v[0] : size_t(l) < v.size() ? v[size_t(l)] : -1; };
