@@ -196,6 +196,7 @@ const std::vector<ArchModel>& arch_models() {
       {"granitehybrid", "granitehybrid", "granitehybrid-dense"},
       {"nemotron_h", "nemotron_h", "nemotron_h-dense"},
       {"nemotron_h_moe", "nemotron_h_moe", "nemotron_h_moe-dense"},  // the generator's only file: no experts
+      {"falcon-h1", "falcon-h1", "falcon-h1-dense"},
       {"jamba", "jamba", "jamba-dense"},
       {"plamo2", "plamo2", "plamo2-dense"},
       {"minimax-01", "minimax-01", "minimax-01-moe"},
