@@ -296,7 +296,7 @@ void beyond_window(const std::string& arch, size_t prompt_tokens) {
 }
 
 // Attention-amplified files (llama_archs.h, amplified_path: q/k x4,
-// v/output x8), f32: the run of kAmplifiedSeed (a prompt in one prefill,
+// v/output x8), f32: the run of amplified_seed (a prompt in one prefill,
 // then greedy decode steps) against the reference at every position
 // (rel-L2 <= 1e-3, identical greedy tokens), so the decode kernels are
 // compared too.
@@ -305,7 +305,7 @@ void beyond_window(const std::string& arch, size_t prompt_tokens) {
 // logits move by more than 10x the tolerance.
 void amplified(const std::string& arch) {
   const la::ArchModel& model = la::arch_model(arch);
-  const uint64_t seed = la::kAmplifiedSeed;
+  const uint64_t seed = la::amplified_seed(model);
   const auto prompt = la::prompt(seed, la::kAmplifiedPromptTokens);
   const std::string path = la::amplified_path(model, seed);
   const la::PositionsMatch m = la::match_positions(path, prompt, la::kAmplifiedDecodes, "cpu", 2);

@@ -119,12 +119,13 @@ TableRow run_amplified(const la::ArchModel& model) {
   TableRow row;
   row.arch = model.name;
   row.type = "f32, attention x4/x8";
-  const std::string path = la::amplified_path(model, la::kAmplifiedSeed);
+  const uint64_t seed = la::amplified_seed(model);
+  const std::string path = la::amplified_path(model, seed);
   std::tie(row.launches, row.distinct) = launch_counts(path, la::kAmplifiedDecodes);
   la::PositionsMatch m;
   std::string failure;
   try {
-    m = la::match_positions(path, la::prompt(la::kAmplifiedSeed, la::kAmplifiedPromptTokens), la::kAmplifiedDecodes,
+    m = la::match_positions(path, la::prompt(seed, la::kAmplifiedPromptTokens), la::kAmplifiedDecodes,
                             "cuda", 1);
   } catch (const std::exception& e) {
     failure = e.what();
