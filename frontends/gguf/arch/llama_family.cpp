@@ -26,6 +26,8 @@
 //                           projections' scales
 //   pangu-embedded          neox rope; attn_output.bias required and applied;
 //                           rope_freqs loaded, never applied
+//   seed_oss                neox rope; the FFN's norm is post_attention_norm
+//                           (the reference's attn_post_norm, before the FFN)
 //
 // Every row computes:
 //
@@ -36,7 +38,7 @@
 //     q, k = rope(q), rope(k)                  (the row's mode; rope_freqs when it applies them)
 //     [qk-norm rows] q, k = rms_norm(q) * attn_q_norm, rms_norm(k) * attn_k_norm
 //     x += attention(q, k, v) Wo * scale (+ attn_output.bias)   scale 1/sqrt(head_dim)
-//     h = norm(x) * ffn_norm (+ ffn_norm.bias)
+//     h = norm(x) * ffn_norm (+ ffn_norm.bias)    (seed_oss: post_attention_norm)
 //     x += swiglu(h) (no biases; scales only where applied)  |  arcee: relu(h Wup)^2 Wdown
 //   logits = (norm(x) * output_norm (+ bias)) Woutput * output.scale   (token_embd when
 //            the row allows a tied output and the file has no output.weight)
@@ -72,6 +74,7 @@ struct Variant {
   bool ffn_scales = false;       // build_ffn passes ffn_{gate,up,down}.scale
   bool wo_bias = false;          // attn_output.bias required and applied
   bool rope_alpha = false;       // rope.scaling.alpha raises the base (hunyuan's NTK-aware scaling)
+  std::string_view ffn_norm = "ffn_norm";  // the FFN's norm gain (seed_oss: post_attention_norm)
 };
 
 constexpr ir::RopeMode kNorm = ir::RopeMode::Normal, kNeox = ir::RopeMode::Neox;
@@ -88,6 +91,7 @@ constexpr Variant kVariants[] = {
     {.arch = "maincoder", .rope = kNorm, .qk_norm = QkNorm::AfterRope},
     {.arch = "nanbeige", .rope = kNorm, .rope_freqs = true, .ffn_scales = true},
     {.arch = "pangu-embedded", .rope = kNeox, .wo_bias = true},
+    {.arch = "seed_oss", .rope = kNeox, .ffn_norm = "post_attention_norm"},
 };
 
 const Variant& variant_of(const gguf::GgufFile& f) {
@@ -138,7 +142,7 @@ class LlamaFamily final : public Transformer {
     for (int64_t l = 0; l < h.n_layer; ++l) {
       Value a = attention_block(g, norm(g, x, blk(l, "attn_norm")), l);
       x = b.add(x, a);
-      Value ffn = ffn_block(g, norm(g, x, blk(l, "ffn_norm")), l);
+      Value ffn = ffn_block(g, norm(g, x, blk(l, v_.ffn_norm)), l);
       x = ir::Builder::named(b.add(x, ffn), fmt::format("x{}", l));
     }
     return x;

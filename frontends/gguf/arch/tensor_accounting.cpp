@@ -104,7 +104,7 @@ const std::vector<AcceptedUnused>& accepted_unused_tensors() {
        "the generic scale pass loads them; gemma's build_ffn (GELU, parallel gate) passes no scales"},
       {"granitemoe", "blk.*.ffn_*.scale",
        "the generic scale pass loads them; granite's graph passes no scales to build_ffn or build_moe_ffn"},
-      {"xverse,internlm2,baichuan,orion,exaone,arcee,ernie4_5,hunyuan-dense,maincoder,pangu-embedded",
+      {"xverse,internlm2,baichuan,orion,exaone,arcee,ernie4_5,hunyuan-dense,maincoder,pangu-embedded,seed_oss",
        "blk.*.ffn_*.scale", "the generic scale pass loads them; these graphs' build_ffn calls pass no scales"},
       {"ernie4_5", "blk.*.attn_output.bias",
        "ernie4_5's loader takes an optional attn_output.bias; its graph's build_attn passes no output bias"},
