@@ -13,7 +13,8 @@ CHECKS=(
   "ssm_scan_decay  minimax-01 f32 and q8_0 match*" # lightning attention's per-head decay (through ssm_scan)
   "conv_ring_shift lfm2     f32 and q8_0 match*"   # LFM2's short convolutions
   "conv_ring_shift mamba    f32 and q8_0 match*"   # Mamba-1's conv ring
-  "mrope_section   qwen3vl  attention-amplified*"  # the text towers' multi-section rope
+  "mrope_section   qwen3vl  attention-amplified*"  # the text towers' multi-section rope (interleaved)
+  "mrope_section   qwen2vl  f32 and q8_0 match*"   # the same, in sections
   "alibi_slope     bloom    f32 and q8_0 match*"   # ALiBi
 )
 status=0

@@ -90,7 +90,7 @@ const std::vector<AcceptedUnused>& accepted_unused_tensors() {
       {"hy_v3", "blk.*.ffn_down.*", "as ffn_gate"},
       {"gpt2,starcoder,gptneox,phi2,stablelm,starcoder2,codeshell,olmo,nemotron,jais2", "blk.*.ffn_*.scale",
        "the generic scale pass loads them; the layer-norm decoders' build_ffn calls pass no scales"},
-      {"qwen,qwen3vl,chatglm,glm4,exaone4,plamo,openelm,deci,minicpm3", "blk.*.ffn_*.scale",
+      {"qwen,qwen2vl,qwen3vl,chatglm,glm4,exaone4,plamo,openelm,deci,minicpm3", "blk.*.ffn_*.scale",
        "the generic scale pass loads them; these graphs' build_ffn and build_moe_ffn calls pass no scales"},
       {"openelm", "blk.*.attn_qkv.scale",
        "the generic scale pass loads it; openelm's graph projects qkv with no scale"},
@@ -98,6 +98,7 @@ const std::vector<AcceptedUnused>& accepted_unused_tensors() {
        "LongRoPE: the reference loads both factor sets and applies the one the context length picks "
        "(get_rope_factors); the other is unused"},
       {"minicpm3", "rope_factors_short.weight", "as rope_factors_long"},
+      {"qwen2vl", "output.bias", "qwen2vl's loader takes an optional output.bias; its graph never adds it"},
       {"qwen3vl", "cls.output.*",
        "the reranker's classification head (n_cls_out): applied only when pooling for ranking, never to the logits"},
       {"gemma", "blk.*.ffn_*.scale",
