@@ -182,8 +182,7 @@ void delta_rule_token(float* m, const float* q, const float* k, const float* v, 
   // Plain products, exact on every ISA.
   if (p.gate_per_key) {
     for (int64_t i = 0; i < dk; ++i) decay[i] = std::exp(g[i]);
-    for (int64_t j = 0; j < dv; ++j)
-      for (int64_t i = 0; i < dk; ++i) m[j * dk + i] *= decay[i];
+    for (int64_t j = 0; j < dv; ++j) fk.mul(m + j * dk, decay, m + j * dk, dk);
   } else {
     fk.scale(m, std::exp(g[0]), m, dv * dk);
   }
