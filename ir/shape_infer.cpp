@@ -467,21 +467,24 @@ void infer_causal_conv1d(InferContext& c) {
   c.results.push_back(c.operand(0));
 }
 
-// q, k [T, H, Dk], v [T, H, Dv], g, beta [T, H], seq [T]; state [S, H, Dv, Dk].
+// q, k [T, H, Dk], v [T, H, Dv], g [T, H] or [T, H, Dk], beta [T, H], seq [T];
+// state [S, H, Dv, Dk].
 void infer_delta_rule(InferContext& c) {
-  const char* roles[] = {"q [T, H, Dk]", "k [T, H, Dk]", "v [T, H, Dv]", "gate [T, H]", "beta [T, H]"};
+  const char* roles[] = {"q [T, H, Dk]", "k [T, H, Dk]", "v [T, H, Dv]", "gate [T, H] or [T, H, Dk]", "beta [T, H]"};
   for (size_t i = 0; i < 5; ++i) {
-    require_rank(c, i, i < 3 ? 3 : 2, roles[i]);
+    if (i != 3) require_rank(c, i, i < 3 ? 3 : 2, roles[i]);
     c.require(c.operand(i).elem.kind() == ElemType::F32,
               std::string(roles[i]) + " (operand " + std::to_string(i) + ") must be f32, got " + c.operand(i).str());
   }
-  const Shape &q = c.operand(0).shape, &k = c.operand(1).shape, &v = c.operand(2).shape;
+  const Shape &q = c.operand(0).shape, &k = c.operand(1).shape, &v = c.operand(2).shape, &g = c.operand(3).shape;
   c.require(q == k, "q " + dims_str(q) + " and k " + dims_str(k) + " must have the same shape");
   require_same_dim(c, v[0], q[0], "v and q token counts differ");
   require_same_dim(c, v[1], q[1], "v and q head counts differ (repeat q/k heads first)");
-  for (size_t i = 3; i < 5; ++i)
-    c.require(c.operand(i).shape == Shape{q[0], q[1]},
-              std::string(roles[i]) + " must be " + dims_str({q[0], q[1]}) + ", got " + c.operand(i).str());
+  // One decay per head, or one per key channel (Kimi Delta Attention).
+  c.require(g == Shape{q[0], q[1]} || g == q,
+            std::string(roles[3]) + " must be " + dims_str({q[0], q[1]}) + " or " + dims_str(q) + ", got " + c.operand(3).str());
+  c.require(c.operand(4).shape == Shape{q[0], q[1]},
+            std::string(roles[4]) + " must be " + dims_str({q[0], q[1]}) + ", got " + c.operand(4).str());
   require_seq_ids(c, 5, q[0]);
   require_recurrent_state(c, c.attrs<DeltaRuleAttrs>().state, {q[1], v[2], q[2]}, "one Dv x Dk matrix per head");
   c.results.push_back(like_first(c, ElemType::F32, v));

@@ -25,7 +25,8 @@
 // lane l holds elements l, l+32, ... of the row in registers, loads the row
 // from the state slot, runs the sequence's tokens in batch order
 //   M[j] *= exp(g); d = (v[j] - M[j].k) * beta; M[j] += d * k; out[j] = scale * M[j].q
-// with the dot products as warp sums, and stores the row back. The decay is
+// with the dot products as warp sums, and stores the row back. A per-key
+// gate g [T, H, Dk] (KDA) scales element i of the row by exp(g[i]). The decay is
 // a rounded product and the rank-1 update a fused multiply-add, as on the
 // CPU's FMA path (ggml_vec_scale_f32, ggml_vec_mad_f32); the dot products
 // (per-lane FMA chains, then a warp tree) differ from the CPU's emulation of
@@ -137,8 +138,11 @@ Kernel conv_state(const ir::Op& op, int64_t c, int64_t k, int64_t dil, const std
 
 // The recurrence of one warp (sequence s, head h, row j) over the step's
 // tokens; {0} is the scale. Parameter names are those emit_delta_rule
-// declares.
-std::string delta_rule_recurrence(double scale) {
+// declares. per_key_decay: g holds DK decays per head (KDA), each lane
+// scales its elements by its own.
+std::string delta_rule_recurrence(double scale, bool per_key_decay) {
+  const std::string head_decay = per_key_decay ? "" : "    const float decay = expf(g[th]);\n";
+  const std::string decay = per_key_decay ? "(in ? expf(g[th * DK + lane + 32 * r]) : 0.0f)" : "decay";
   return fmt::format(R"(  const long long s = w / (H * DV), h = (w / DV) % H, j = w % DV;
   float* row = state + ((long long)slots[s] * H + h) * (DV * DK) + j * DK;
   float mr[KL];
@@ -147,14 +151,14 @@ std::string delta_rule_recurrence(double scale) {
   for (long long t = 0; t < TOKENS; ++t) {{
     if (seq[t] != s) continue;
     const long long th = t * H + h;
-    const float decay = expf(g[th]), b = beta[th];
+{1}    const float b = beta[th];
     float kr[KL], qr[KL], kv = 0.0f;
 #pragma unroll
     for (int r = 0; r < KL; ++r) {{
       const bool in = lane + 32 * r < DK;
       kr[r] = in ? k[th * DK + lane + 32 * r] : 0.0f;
       qr[r] = in ? q[th * DK + lane + 32 * r] : 0.0f;
-      mr[r] = __fmul_rn(mr[r], decay);
+      mr[r] = __fmul_rn(mr[r], {2});
       kv = __fmaf_rn(mr[r], kr[r], kv);
     }}
     kv = vtc_warp_sum(kv);
@@ -171,7 +175,7 @@ std::string delta_rule_recurrence(double scale) {
 #pragma unroll
   for (int r = 0; r < KL; ++r) if (lane + 32 * r < DK) row[lane + 32 * r] = mr[r];
 )",
-                     flit(scale));
+                     flit(scale), head_decay, decay);
 }
 
 // The recurrence of one warp (sequence s, head h, row p) over the step's
@@ -267,7 +271,7 @@ Kernels emit_delta_rule(const ir::Module& m, const ir::Op& op, const std::string
 )",
                                  heads, dk, dv, kb.expr(qt.shape[0]));
   body += warp_prologue(fmt::format("{} * H * DV", kb.expr(seqs)));
-  body += delta_rule_recurrence(ir::DeltaRuleAttrs::of(op).scale);
+  body += delta_rule_recurrence(ir::DeltaRuleAttrs::of(op).scale, op.operands[3].type().rank() == 3);
   kb.body(body);
   kb.launch(seqs * (heads * dv * 32), 128);
   return {kb.finish()};

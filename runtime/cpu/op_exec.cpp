@@ -485,6 +485,7 @@ void exec_DeltaRule(ExecContext& c, const ir::Op& op) {
   p.dv = v.shape[2];
   p.n_seqs = int64_t(c.slots.size());
   p.scale = float(ir::DeltaRuleAttrs::of(op).scale);
+  p.gate_per_key = c.in(op, 3).shape.size() == 3;
   const auto states = sequence_states(c, op);
   try {
     delta_rule(q.as<float>(), c.in(op, 1).as<float>(), v.as<float>(), c.in(op, 3).as<float>(), c.in(op, 4).as<float>(),

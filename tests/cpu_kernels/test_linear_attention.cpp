@@ -5,6 +5,7 @@
 // holds the newest inputs, a new slot starts at zero), and one IR-level run
 // per op through the CPU interpreter.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -72,6 +73,7 @@ struct NaiveDelta {
   int64_t h_n, dk, dv;
   double scale;
   std::vector<Rows> m;  // per (sequence * h_n + head): dv rows of dk
+  bool per_key = false;  // g holds dk decays per head, one per key channel (column of m)
 
   std::vector<double> run(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
                           const std::vector<float>& g, const std::vector<float>& beta, const std::vector<int32_t>& seq) {
@@ -80,9 +82,8 @@ struct NaiveDelta {
       for (int64_t h = 0; h < h_n; ++h) {
         Rows& mat = m[size_t(seq[t] * h_n + h)];
         const int64_t th = int64_t(t) * h_n + h;
-        const double decay = std::exp(double(g[th]));
         for (auto& row : mat)
-          for (auto& e : row) e *= decay;
+          for (int64_t i = 0; i < dk; ++i) row[i] *= std::exp(double(per_key ? g[th * dk + i] : g[th]));
         for (int64_t j = 0; j < dv; ++j) {
           double kv = 0;
           for (int64_t i = 0; i < dk; ++i) kv += mat[j][i] * k[th * dk + i];
@@ -151,6 +152,8 @@ struct DeltaCase {
   int64_t h_n = 2, dk = 8, dv = 8;
   float scale = 0.35f;
   std::vector<std::vector<float>> states;  // per sequence, [H][dv][dk]
+  bool per_key = false;                    // g [T][H][dk] (KDA), not [T][H]
+  int64_t g_width() const { return per_key ? dk : 1; }
 };
 
 struct DeltaInputs {
@@ -163,7 +166,7 @@ DeltaInputs delta_inputs(const DeltaCase& dc, const std::vector<int32_t>& seq, u
   DeltaInputs in{test::random_floats(th * size_t(dc.dk), seed, -0.5f, 0.5f),
                  test::random_floats(th * size_t(dc.dk), seed + 1, -0.4f, 0.4f),
                  test::random_floats(th * size_t(dc.dv), seed + 2),
-                 test::random_floats(th, seed + 3, -1.0f, -0.05f),
+                 test::random_floats(th * size_t(dc.g_width()), seed + 3, -1.0f, -0.05f),
                  test::random_floats(th, seed + 4, 0.1f, 0.9f),
                  seq};
   return in;
@@ -173,14 +176,14 @@ DeltaInputs delta_inputs(const DeltaCase& dc, const std::vector<int32_t>& seq, u
 DeltaInputs delta_slice(const DeltaCase& dc, const DeltaInputs& in, int64_t t0, int64_t n) {
   const int64_t h = dc.h_n;
   return {slice(in.q, t0 * h * dc.dk, n * h * dc.dk), slice(in.k, t0 * h * dc.dk, n * h * dc.dk),
-          slice(in.v, t0 * h * dc.dv, n * h * dc.dv), slice(in.g, t0 * h, n * h),
+          slice(in.v, t0 * h * dc.dv, n * h * dc.dv), slice(in.g, t0 * h * dc.g_width(), n * h * dc.g_width()),
           slice(in.beta, t0 * h, n * h), {in.seq.begin() + t0, in.seq.begin() + t0 + n}};
 }
 
 std::vector<float> run_delta(DeltaCase& dc, const DeltaInputs& in, ThreadPool& pool) {
   std::vector<float*> states;
   for (auto& s : dc.states) states.push_back(s.data());
-  DeltaRuleParams p{int64_t(in.seq.size()), dc.h_n, dc.dk, dc.dv, int64_t(dc.states.size()), dc.scale};
+  DeltaRuleParams p{int64_t(in.seq.size()), dc.h_n, dc.dk, dc.dv, int64_t(dc.states.size()), dc.scale, dc.per_key};
   test::Guarded out(in.seq.size() * size_t(dc.h_n * dc.dv));
   delta_rule(in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(), in.seq.data(), states.data(), p,
              out.data(), pool);
@@ -189,7 +192,7 @@ std::vector<float> run_delta(DeltaCase& dc, const DeltaInputs& in, ThreadPool& p
 }
 
 NaiveDelta naive_from(const DeltaCase& dc) {
-  NaiveDelta nd{dc.h_n, dc.dk, dc.dv, dc.scale, {}};
+  NaiveDelta nd{dc.h_n, dc.dk, dc.dv, dc.scale, {}, dc.per_key};
   for (const auto& s : dc.states)
     for (int64_t h = 0; h < dc.h_n; ++h) {
       Rows mat(size_t(dc.dv), std::vector<double>(size_t(dc.dk)));
@@ -296,48 +299,55 @@ TEST_CASE("causal_conv1d: a sequence index outside the batch throws", "[cpu][lin
 
 TEST_CASE("delta_rule: two interleaved sequences vs a naive double recurrence", "[cpu][linear_attention]") {
   // 8: the leftover-only path of the dot products; 72 / 24: whole SIMD
-  // blocks plus leftovers, and dk != dv.
+  // blocks plus leftovers, and dk != dv. Each with one decay per head and
+  // with one per key channel (KDA).
   for (auto [dk, dv] : {std::pair<int64_t, int64_t>{8, 8}, {72, 24}}) {
-    for (Isa isa : test::available_isas()) {
-      test::IsaScope scope(isa);
-      INFO("dk " << dk << ", dv " << dv << ", isa " << isa_name(isa));
-      ThreadPool pool(3);
-      DeltaCase dc;
-      dc.dk = dk, dc.dv = dv;
-      const size_t n_state = size_t(dc.h_n * dc.dv * dc.dk);
-      dc.states = {test::random_floats(n_state, 51, -0.2f, 0.2f), std::vector<float>(n_state)};
-      NaiveDelta naive = naive_from(dc);
-      const auto in = delta_inputs(dc, {0, 1, 1, 0, 1, 0, 0, 1, 0}, 52);
-      const auto out = run_delta(dc, in, pool);
-      check_close(out, naive.run(in.q, in.k, in.v, in.g, in.beta, in.seq), 2e-6);
-      std::vector<double> want_state;
-      for (const auto& mat : naive.m)
-        for (const auto& row : mat) want_state.insert(want_state.end(), row.begin(), row.end());
-      std::vector<float> got_state = dc.states[0];
-      got_state.insert(got_state.end(), dc.states[1].begin(), dc.states[1].end());
-      check_close(got_state, want_state, 2e-6);
+    for (bool per_key : {false, true}) {
+      for (Isa isa : test::available_isas()) {
+        test::IsaScope scope(isa);
+        INFO("dk " << dk << ", dv " << dv << ", per-key gate " << per_key << ", isa " << isa_name(isa));
+        ThreadPool pool(3);
+        DeltaCase dc;
+        dc.dk = dk, dc.dv = dv, dc.per_key = per_key;
+        const size_t n_state = size_t(dc.h_n * dc.dv * dc.dk);
+        dc.states = {test::random_floats(n_state, 51, -0.2f, 0.2f), std::vector<float>(n_state)};
+        NaiveDelta naive = naive_from(dc);
+        const auto in = delta_inputs(dc, {0, 1, 1, 0, 1, 0, 0, 1, 0}, 52);
+        const auto out = run_delta(dc, in, pool);
+        check_close(out, naive.run(in.q, in.k, in.v, in.g, in.beta, in.seq), 2e-6);
+        std::vector<double> want_state;
+        for (const auto& mat : naive.m)
+          for (const auto& row : mat) want_state.insert(want_state.end(), row.begin(), row.end());
+        std::vector<float> got_state = dc.states[0];
+        got_state.insert(got_state.end(), dc.states[1].begin(), dc.states[1].end());
+        check_close(got_state, want_state, 2e-6);
+      }
     }
   }
 }
 
 TEST_CASE("delta_rule: chunked calls and any thread count give the bits of one call", "[cpu][linear_attention]") {
-  DeltaCase base;
-  const size_t n_state = size_t(base.h_n * base.dv * base.dk);
-  base.states = {std::vector<float>(n_state), test::random_floats(n_state, 61, -0.2f, 0.2f)};
-  const auto in = delta_inputs(base, {1, 0, 0, 1, 1, 0, 1, 0, 0, 0, 1}, 62);
-  ThreadPool pool1(1), pool3(3);
-  DeltaCase one = base;
-  const auto whole = run_delta(one, in, pool1);
-  DeltaCase split = base;
-  std::vector<float> parts;
-  int64_t t0 = 0;
-  for (int64_t n : {int64_t{1}, int64_t{3}, int64_t(in.seq.size()) - 4}) {
-    const auto y = run_delta(split, delta_slice(split, in, t0, n), pool3);
-    parts.insert(parts.end(), y.begin(), y.end());
-    t0 += n;
+  for (bool per_key : {false, true}) {
+    INFO("per-key gate " << per_key);
+    DeltaCase base;
+    base.per_key = per_key;
+    const size_t n_state = size_t(base.h_n * base.dv * base.dk);
+    base.states = {std::vector<float>(n_state), test::random_floats(n_state, 61, -0.2f, 0.2f)};
+    const auto in = delta_inputs(base, {1, 0, 0, 1, 1, 0, 1, 0, 0, 0, 1}, 62);
+    ThreadPool pool1(1), pool3(3);
+    DeltaCase one = base;
+    const auto whole = run_delta(one, in, pool1);
+    DeltaCase split = base;
+    std::vector<float> parts;
+    int64_t t0 = 0;
+    for (int64_t n : {int64_t{1}, int64_t{3}, int64_t(in.seq.size()) - 4}) {
+      const auto y = run_delta(split, delta_slice(split, in, t0, n), pool3);
+      parts.insert(parts.end(), y.begin(), y.end());
+      t0 += n;
+    }
+    CHECK(test::bitwise_equal(parts, whole));
+    for (size_t s = 0; s < 2; ++s) CHECK(test::bitwise_equal(split.states[s], one.states[s]));
   }
-  CHECK(test::bitwise_equal(parts, whole));
-  for (size_t s = 0; s < 2; ++s) CHECK(test::bitwise_equal(split.states[s], one.states[s]));
 }
 
 TEST_CASE("delta_rule: a sequence index outside the batch throws", "[cpu][linear_attention]") {
@@ -469,42 +479,48 @@ func @prefill(%x: tensor<T x 5 x f32, device>, %w: tensor<5 x 4 x f32, device>, 
 }
 
 TEST_CASE("ir: delta_rule starts a new slot at zero and carries its state", "[cpu][linear_attention][ir]") {
-  IrRun r(R"(
-state @ssm : plain<S x 2 x 8 x 8 x f32, device>
-func @prefill(%q: tensor<T x 2 x 8 x f32, device>, %k: tensor<T x 2 x 8 x f32, device>, %v: tensor<T x 2 x 8 x f32, device>, %g: tensor<T x 2 x f32, device>, %beta: tensor<T x 2 x f32, device>, %seq: tensor<T x i32, device>) {
-  %o = delta_rule(%q, %k, %v, %g, %beta, %seq) {state = @ssm, scale = 0.35355339} : tensor<T x 2 x 8 x f32, device>
-  return(%o)
-}
-)");
-  DeltaCase dc;  // H = 2, dk = dv = 8
-  dc.scale = 0.35355339f;
-  dc.states.assign(3, std::vector<float>(128, 0.0f));  // slots 0..2, all new
-  NaiveDelta naive = naive_from(dc);                     // by slot
-  const std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> steps = {
-      {{1, 2}, {0, 1, 1, 0, 0}}, {{2, 1}, {1, 0, 1}}};
-  uint32_t seed = 121;
-  for (const auto& [slots, seq] : steps) {
-    const auto in = delta_inputs(dc, seq, seed += 10);
-    // The naive recurrence indexed by slot: map each token's index to its slot.
-    std::vector<int32_t> by_slot;
-    for (int32_t s : seq) by_slot.push_back(slots[size_t(s)]);
-    const auto want = naive.run(in.q, in.k, in.v, in.g, in.beta, by_slot);
-    const int64_t t_n = int64_t(seq.size());
-    const auto out = r.run(slots, {{"q", f32_tensor({t_n, 2, 8}, in.q)},
-                                   {"k", f32_tensor({t_n, 2, 8}, in.k)},
-                                   {"v", f32_tensor({t_n, 2, 8}, in.v)},
-                                   {"g", f32_tensor({t_n, 2}, in.g)},
-                                   {"beta", f32_tensor({t_n, 2}, in.beta)},
-                                   {"seq", i32_tensor({t_n}, seq)}});
-    check_close(f32_values(out.at(0)), want, 2e-6);
+  // g [T, 2] (one decay per head) and [T, 2, 8] (one per key channel).
+  for (bool per_key : {false, true}) {
+    INFO("per-key gate " << per_key);
+    const std::string g_type = per_key ? "T x 2 x 8" : "T x 2";
+    IrRun r(fmt::format(R"(
+  state @ssm : plain<S x 2 x 8 x 8 x f32, device>
+  func @prefill(%q: tensor<T x 2 x 8 x f32, device>, %k: tensor<T x 2 x 8 x f32, device>, %v: tensor<T x 2 x 8 x f32, device>, %g: tensor<{} x f32, device>, %beta: tensor<T x 2 x f32, device>, %seq: tensor<T x i32, device>) {{
+    %o = delta_rule(%q, %k, %v, %g, %beta, %seq) {{state = @ssm, scale = 0.35355339}} : tensor<T x 2 x 8 x f32, device>
+    return(%o)
+  }}
+  )", g_type));
+    DeltaCase dc;  // H = 2, dk = dv = 8
+    dc.scale = 0.35355339f;
+    dc.per_key = per_key;
+    dc.states.assign(3, std::vector<float>(128, 0.0f));  // slots 0..2, all new
+    NaiveDelta naive = naive_from(dc);                     // by slot
+    const std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> steps = {
+        {{1, 2}, {0, 1, 1, 0, 0}}, {{2, 1}, {1, 0, 1}}};
+    uint32_t seed = 121;
+    for (const auto& [slots, seq] : steps) {
+      const auto in = delta_inputs(dc, seq, seed += 10);
+      // The naive recurrence indexed by slot: map each token's index to its slot.
+      std::vector<int32_t> by_slot;
+      for (int32_t s : seq) by_slot.push_back(slots[size_t(s)]);
+      const auto want = naive.run(in.q, in.k, in.v, in.g, in.beta, by_slot);
+      const int64_t t_n = int64_t(seq.size());
+      const auto out = r.run(slots, {{"q", f32_tensor({t_n, 2, 8}, in.q)},
+                                     {"k", f32_tensor({t_n, 2, 8}, in.k)},
+                                     {"v", f32_tensor({t_n, 2, 8}, in.v)},
+                                     {"g", per_key ? f32_tensor({t_n, 2, 8}, in.g) : f32_tensor({t_n, 2}, in.g)},
+                                     {"beta", f32_tensor({t_n, 2}, in.beta)},
+                                     {"seq", i32_tensor({t_n}, seq)}});
+      check_close(f32_values(out.at(0)), want, 2e-6);
+    }
+    for (int32_t slot : {1, 2}) {
+      std::vector<double> want;
+      for (int64_t h = 0; h < 2; ++h)
+        for (const auto& row : naive.m[size_t(slot * 2 + h)]) want.insert(want.end(), row.begin(), row.end());
+      check_close(state_row(r.host, "ssm", slot), want, 2e-6);
+    }
+    CHECK(test::bitwise_equal(state_row(r.host, "ssm", 0), std::vector<float>(128, 0.0f)));
   }
-  for (int32_t slot : {1, 2}) {
-    std::vector<double> want;
-    for (int64_t h = 0; h < 2; ++h)
-      for (const auto& row : naive.m[size_t(slot * 2 + h)]) want.insert(want.end(), row.begin(), row.end());
-    check_close(state_row(r.host, "ssm", slot), want, 2e-6);
-  }
-  CHECK(test::bitwise_equal(state_row(r.host, "ssm", 0), std::vector<float>(128, 0.0f)));
 }
 
 TEST_CASE("ir: rope multi and imulti through the interpreter", "[cpu][linear_attention][ir][rope]") {

@@ -215,6 +215,7 @@ const std::vector<ArchModel>& arch_models() {
       {"mpt", "mpt", "mpt-dense"},
       {"jais", "jais", "jais-dense"},
       {"refact", "refact", "refact-dense"},
+      {"kimi-linear", "kimi-linear", "kimi-linear-moe"},
   };
   return models;
 }

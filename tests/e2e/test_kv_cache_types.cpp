@@ -11,9 +11,10 @@
 //   and every type matches to a few ulps. Every cache type llama.cpp
 //   accepts, K = V, and mixed pairs, on llama, gemma2-softcap (sliding
 //   window, soft cap) and gpt-oss (sinks); q8_0, q4_0 and q8_0 K with f16 V
-//   on every other architecture the suite runs, deepseek2 and mistral4
-//   (deepseek2's graph) aside (their MLA cache refuses these types: the
-//   last case). The CUDA executor on the
+//   on every other architecture the suite runs, deepseek2, mistral4
+//   (deepseek2's graph) and kimi-linear (its attention layers are
+//   deepseek2's MLA) aside (their MLA cache refuses these types: the last
+//   case). The CUDA executor on the
 //   simulated device, the same comparison on the f32 files of llama (every
 //   type) and gpt-oss.
 // - sensitivity: on the same llama file the reference's own logits with
@@ -155,7 +156,7 @@ TEST_CASE("kv-cache: q8_0, q4_0 and q8_0/f16 match llama.cpp on every other arch
           "[e2e][reference][llama-archs]") {
   for (const la::ArchModel& m : la::arch_models()) {
     if (m.name == "llama" || m.name == "gemma2-softcap" || m.name == "gpt-oss" || m.name == "deepseek2" ||
-        m.name == "mistral4")
+        m.name == "mistral4" || m.name == "kimi-linear")
       continue;
     match(m.name, kCommon, "q8_0", {.prefill = kQuantFlipTolerance});
   }
@@ -236,9 +237,12 @@ TEST_CASE("kv-cache: decode at depth matches llama.cpp (1e-3 with a q8_0 V, 5e-3
 }
 
 TEST_CASE("kv-cache: MLA attention refuses a quantized cache, naming the flags", "[e2e][reference][llama-archs]") {
-  const std::string path = la::model_path(la::arch_model("deepseek2"), 1, "f32");
-  SessionOptions o;
-  o.cache_type_k = GgmlType::Q8_0;
-  o.cache_type_v = GgmlType::Q8_0;
-  CHECK_THROWS_WITH(Session(path, o), Catch::Contains("MLA attention") && Catch::Contains("--cache-type-k"));
+  for (const char* arch : {"deepseek2", "kimi-linear"}) {
+    INFO(arch);
+    const std::string path = la::model_path(la::arch_model(arch), 1, "f32");
+    SessionOptions o;
+    o.cache_type_k = GgmlType::Q8_0;
+    o.cache_type_v = GgmlType::Q8_0;
+    CHECK_THROWS_WITH(Session(path, o), Catch::Contains("MLA attention") && Catch::Contains("--cache-type-k"));
+  }
 }

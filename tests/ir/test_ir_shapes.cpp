@@ -123,6 +123,10 @@ TEST_CASE_METHOD(Fixture, "shape: l2_norm, causal_conv1d and delta_rule", "[ir][
   CHECK_THROWS_WITH(b.delta_rule(q2, q2, q, g, g, ids, "delta", 0.25), Contains("head counts differ"));
   CHECK_THROWS_WITH(b.delta_rule(q, q, q, g, g, ids, "conv", 0.25), Contains("must be [S x 4 x 16 x 16]"));
   CHECK_THROWS_WITH(b.delta_rule(q, q, q, x, g, ids, "delta", 0.25), Contains("gate [T, H]"));
+  // A per-key-channel gate [T, H, Dk] (Kimi Delta Attention); beta stays per head.
+  CHECK(type(b.delta_rule(q, q, q, q, g, ids, "delta", 0.25)) == "tensor<T x 4 x 16 x f32, device>");
+  CHECK_THROWS_WITH(b.delta_rule(q, q, q, b.reshape(x, {T, 2, 32}), g, ids, "delta", 0.25), Contains("or [T x 4 x 16]"));
+  CHECK_THROWS_WITH(b.delta_rule(q, q, q, g, q, ids, "delta", 0.25), Contains("beta [T, H] (operand 4) must have rank 2"));
 }
 
 TEST_CASE_METHOD(Fixture, "shape: rms_norm", "[ir][shapes]") {

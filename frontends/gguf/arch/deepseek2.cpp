@@ -31,7 +31,8 @@
 // output keeps its first kv_lora values (= softmax . c, as the reference's
 // V view of its K cache). That stores V redundantly (kv_lora of every
 // kv_lora + rope values); a V-is-a-prefix-of-K attention is the follow-up.
-// Scores and values are exactly the reference's absorbed MQA.
+// Scores and values are exactly the reference's absorbed MQA. The block is
+// MlaAttention (arch/mla.h), which kimi-linear shares.
 //
 // Not supported (a clear error): files without the MLA keys (the legacy
 // attn_kv_b layout), attention temperature scaling (mistral-large), the
@@ -42,7 +43,7 @@
 
 #include <cmath>
 
-#include "frontends/gguf/arch/step_graph.h"
+#include "frontends/gguf/arch/mla.h"
 #include "support/error.h"
 
 namespace vtc::arch {
@@ -70,26 +71,25 @@ class Deepseek2 final : public Architecture {
     q_lora_ = lite ? 0 : require_int(f, a + ".attention.q_lora_rank");
     kv_lora_ = require_int(f, a + ".attention.kv_lora_rank");
     rot_ = h.n_rot;
-    nope_ = dk_ - rot_;
-    if (nope_ < 1) throw Error(fmt::format("{}: key_length_mla {} leaves no non-rotary part", f.path(), dk_));
+    if (dk_ - rot_ < 1) throw Error(fmt::format("{}: key_length_mla {} leaves no non-rotary part", f.path(), dk_));
     n_dense_ = f.get_int(a + ".leading_dense_block_count").value_or(0);
     read_moe(f, vocab);
     kq_scale_ = mla_kq_scale(f);
-    rope_ = rope_options(h);
-    rope_.mode = ir::RopeMode::Normal;  // the reference's rope type for deepseek2
+    ir::RopeOptions rope = rope_options(h);
+    rope.mode = ir::RopeMode::Normal;  // the reference's rope type for deepseek2
+    mla_ = MlaAttention({.n_head = h.n_head, .dk = dk_, .dv = dv_, .kv_lora = kv_lora_, .rot = rot_,
+                         .q_lora = q_lora_ > 0, .rope = true, .rope_options = rope, .kq_scale = kq_scale_});
   }
 
   void declare_states(ir::Module& m) const override {
-    for (int64_t l = 0; l < n_layer_; ++l)
-      m.add_state(fmt::format("kv.{}", l), ir::StateKind::Paged,
-                  {ir::ElemType::F16, {2, ir::Dim::symbol("P"), o_.kv_page_tokens, 1, kv_lora_ + rot_}, ir::Placement::Device});
+    for (int64_t l = 0; l < n_layer_; ++l) mla_.declare_state(m, o_, l);
   }
 
   Value forward(StepGraph& g) const override {
     ir::Builder& b = g.b;
     Value x = ir::Builder::named(b.embed(g.weight("token_embd"), g.ids), "x");
     for (int64_t l = 0; l < n_layer_; ++l) {
-      x = b.add(x, attention(g, g.norm(x, blk(l, "attn_norm")), l));
+      x = b.add(x, mla_(g, g.norm(x, blk(l, "attn_norm")), l));
       Value cur = g.norm(x, blk(l, "ffn_norm"));
       const FfnTensors plain{.biases = false, .scales = false};
       Value ffn = l < n_dense_ ? g.swiglu_ffn(cur, l, "", plain)
@@ -136,54 +136,13 @@ class Deepseek2 final : public Architecture {
             .selection_bias = g.optional(blk(l, "exp_probs_b.bias")), .groups = groups_, .groups_used = groups_used_};
   }
 
-  // y[t, h] = x[t, h] W[h]^T for per-head matrices W[h] [n_out, n_in] of a
-  // [H, n_out, n_in] tensor (the reference's ggml_mul_mat over the head
-  // dim); a 2-D tensor is the one head of a single-head file.
-  Value per_head(StepGraph& g, Value x, std::string_view name, int64_t n_out, int64_t n_in) const {
-    ir::Builder& b = g.b;
-    Value w = g.weight(name);
-    const ir::Shape& s = w.type().shape;
-    const bool one = h.n_head == 1 && s.size() == 2;
-    if (!one && !(s.size() == 3 && s[0] == ir::Dim(h.n_head)))
-      throw Error(fmt::format("{}: tensor has shape {} dims, expected [{}, {}, {}]", name, s.size(), h.n_head, n_out, n_in));
-    if (one) return b.reshape(b.matmul(b.reshape(x, {g.n, n_in}), w), {g.n, 1, n_out});
-    std::vector<Value> heads;
-    for (int64_t hd = 0; hd < h.n_head; ++hd) {
-      Value xh = b.reshape(b.slice(x, 1, hd, 1), {g.n, n_in});
-      Value wh = b.reshape(b.slice(w, 0, hd, 1), {n_out, n_in});
-      heads.push_back(b.reshape(b.matmul(xh, wh), {g.n, 1, n_out}));
-    }
-    return b.concat(heads, 1);
-  }
-
-  // The absorbed MLA block of layer l on the normed input h: [n, n_embd].
-  Value attention(StepGraph& g, Value x, int64_t l) const {
-    ir::Builder& b = g.b;
-    const ir::Dim n = g.n;
-    Value q = q_lora_ > 0 ? g.linear_plain(g.norm(g.linear_plain(x, blk(l, "attn_q_a")), blk(l, "attn_q_a_norm")),
-                                           blk(l, "attn_q_b"))
-                          : g.linear_plain(x, blk(l, "attn_q"));
-    q = b.reshape(q, {n, h.n_head, dk_});
-    Value kv = g.linear_plain(x, blk(l, "attn_kv_a_mqa"));
-    Value k_pe = b.rope(b.reshape(b.slice(kv, 1, kv_lora_, rot_), {n, 1, rot_}), g.pos, rope_);
-    Value c = g.norm(b.slice(kv, 1, 0, kv_lora_), blk(l, "attn_kv_a_norm"));
-    Value q_pe = b.rope(b.slice(q, 2, nope_, rot_), g.pos, rope_);
-    Value q_abs = per_head(g, b.slice(q, 2, 0, nope_), blk(l, "attn_k_b"), kv_lora_, nope_);
-    Value qk = b.concat({q_abs, q_pe}, 2);
-    Value k = b.concat({b.reshape(c, {n, 1, kv_lora_}), k_pe}, 2);
-    ir::AttentionOptions attn{.state = fmt::format("kv.{}", l), .scale = kq_scale_};
-    Value o = b.attention(qk, k, k, g.pos, g.seq, attn);
-    Value v = per_head(g, b.slice(o, 2, 0, kv_lora_), blk(l, "attn_v_b"), dv_, kv_lora_);
-    return g.linear(b.reshape(v, {n, h.n_head * dv_}), blk(l, "attn_output"));
-  }
-
   const BuildOptions& o_;
-  int64_t n_layer_ = 0, dk_ = 0, dv_ = 0, q_lora_ = 0, kv_lora_ = 0, rot_ = 0, nope_ = 0, n_dense_ = 0;
+  int64_t n_layer_ = 0, dk_ = 0, dv_ = 0, q_lora_ = 0, kv_lora_ = 0, rot_ = 0, n_dense_ = 0;
   int64_t n_used_ = 0, groups_ = 0, groups_used_ = 0;
   ir::MoeGating gating_ = ir::MoeGating::Softmax;
   bool norm_ = false;
   double scale_ = 0.0, kq_scale_ = 1.0;
-  ir::RopeOptions rope_;
+  MlaAttention mla_{MlaShape{}};
 };
 
 }  // namespace

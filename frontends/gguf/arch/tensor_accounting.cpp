@@ -146,6 +146,17 @@ const std::vector<AcceptedUnused>& accepted_unused_tensors() {
        "the generator never writes"},
       {"refact", "blk.*.attn_output.bias", "loaded (optional); refact's build_attn passes no output bias"},
       {"refact", "blk.*.ffn_*.bias", "the optional MLP biases the loader takes; refact's build_ffn passes none"},
+      {"kimi-linear", "blk.*.attn_[qkv].bias",
+       "create_tensor_qkv loads optional q/k/v biases; the KDA graph projects q, k, v with the bare matrices"},
+      {"kimi-linear", "blk.*.attn_[qkv].scale",
+       "the generic scale pass loads them; kimi-linear projects the KDA q/k/v and the MLA q with no scale"},
+      {"kimi-linear", "blk.*.attn_output.scale",
+       "the generic scale pass loads it; on KDA layers the graph projects the output with no scale (the MLA "
+       "layers' build_attn applies theirs)"},
+      {"kimi-linear", "blk.*.ssm_beta.scale", "the generic scale pass loads it; the graph projects beta with no scale"},
+      {"kimi-linear", "blk.*.ffn_*.scale",
+       "the generic scale pass loads them; kimi-linear's dense, shared-expert and routed FFNs take no scales"},
+      {"kimi-linear", "output.scale", "loaded for an NVFP4 output matrix; the graph multiplies by it with no scale"},
       {"refact", "rope_freqs.weight", "the llama-style loader takes it (optional); refact's graph has no rope"},
   };
   return table;

@@ -7,8 +7,9 @@
 //   reference's concat(conv_state, x) window (delta-net-base.cpp,
 //   build_conv_state), read through per-token row pointers instead of a
 //   copy: per channel, sum over taps k ascending in float, starting at 0.
-// - delta_rule is ggml_compute_forward_gated_delta_net_one_chunk (K = 1,
-//   one decay per head): per token, ggml_vec_scale_f32 by expf(g), then
+// - delta_rule is ggml_compute_forward_gated_delta_net_one_chunk (K = 1):
+//   per token, ggml_vec_scale_f32 by expf(g) (the KDA form: each row
+//   ggml_vec_mul_f32 by the vector expf(g[i]), plain products too), then
 //   ggml_vec_dot_f32 rows against k, ggml_vec_mad_f32 rank-1 updates,
 //   ggml_vec_dot_f32 rows against q.
 //
@@ -175,12 +176,20 @@ void causal_conv1d(const float* x, const float* w, const int32_t* seq, float* co
 
 namespace {
 
-// One token of the recurrence on one head's matrix m (dv rows of dk).
-void delta_rule_token(float* m, const float* q, const float* k, const float* v, float g, float beta,
-                      const DeltaRuleParams& p, int lanes, float* out, float* delta) {
+// One token of the recurrence on one head's matrix m (dv rows of dk); g is
+// the head's decay, or its dk per-key decays with p.gate_per_key. decay is
+// dk floats of scratch.
+void delta_rule_token(float* m, const float* q, const float* k, const float* v, const float* g, float beta,
+                      const DeltaRuleParams& p, int lanes, float* out, float* delta, float* decay) {
   const auto& fk = detail::active_float_kernels();
   const int64_t dk = p.dk, dv = p.dv;
-  fk.scale(m, std::exp(g), m, dv * dk);  // plain products, exact on every ISA
+  // Plain products, exact on every ISA.
+  if (p.gate_per_key) {
+    for (int64_t i = 0; i < dk; ++i) decay[i] = std::exp(g[i]);
+    for (int64_t j = 0; j < dv; ++j) fk.mul(m + j * dk, decay, m + j * dk, dk);
+  } else {
+    fk.scale(m, std::exp(g[0]), m, dv * dk);
+  }
   for (int64_t j = 0; j < dv; ++j) delta[j] = (v[j] - dot_ref(m + j * dk, k, dk, lanes)) * beta;
   for (int64_t j = 0; j < dv; ++j) {
     float* row = m + j * dk;
@@ -204,14 +213,15 @@ void delta_rule(const float* q, const float* k, const float* v, const float* g, 
   // (sequence, head) pairs are independent; the tokens of one pair are a
   // recurrence and run in order on one worker.
   pool.parallel_for(p.n_seqs * n_h, [&](int64_t begin, int64_t end) {
-    std::vector<float> delta(static_cast<size_t>(dv));
+    std::vector<float> delta(static_cast<size_t>(dv)), decay(static_cast<size_t>(dk));
     for (int64_t item = begin; item < end; ++item) {
       const int64_t s = item / n_h, h = item % n_h;
       float* m = states[s] + h * dv * dk;
       for (int64_t t : members[size_t(s)]) {
         const int64_t th = t * n_h + h;
-        delta_rule_token(m, q + th * dk, k + th * dk, v + th * dv, g[th], beta[th], p, lanes, out + th * dv,
-                         delta.data());
+        const float* gate = p.gate_per_key ? g + th * dk : g + th;
+        delta_rule_token(m, q + th * dk, k + th * dk, v + th * dv, gate, beta[th], p, lanes, out + th * dv,
+                         delta.data(), decay.data());
       }
     }
   });

@@ -40,15 +40,18 @@ struct DeltaRuleParams {
   int64_t dv = 0;       // value head size
   int64_t n_seqs = 0;   // sequences of the batch (valid values of seq[t])
   float scale = 1.0f;   // multiplies every output (usually 1/sqrt(dk))
+  bool gate_per_key = false;  // g is [n_tokens][H][dk] (KDA), not [n_tokens][H]
 };
 
-// The gated delta rule (ggml_gated_delta_net with one decay per head). Per
-// sequence s and head h, M = states[s] + h*dv*dk is a dv x dk matrix (row j
-// is column j of the reference's S), updated in place for each token of s
-// in batch order:
+// The gated delta rule (ggml_gated_delta_net). Per sequence s and head h,
+// M = states[s] + h*dv*dk is a dv x dk matrix (row j is column j of the
+// reference's S), updated in place for each token of s in batch order:
 //   M *= exp(g); d[j] = (v[j] - M[j].k) * beta; M[j] += d[j] * k;
-//   out[j] = scale * M[j].q.
-// q, k [n_tokens][H][dk]; v, out [n_tokens][H][dv]; g, beta [n_tokens][H].
+//   out[j] = scale * M[j].q,
+// with one decay per head, or with gate_per_key one per key channel:
+// M[j][i] *= exp(g[i]) for every row j.
+// q, k [n_tokens][H][dk]; v, out [n_tokens][H][dv]; beta [n_tokens][H];
+// g [n_tokens][H] or, with gate_per_key, [n_tokens][H][dk].
 // Throws vtc::Error for a seq[t] outside [0, n_seqs). The (sequence, head)
 // pairs are split over the pool.
 void delta_rule(const float* q, const float* k, const float* v, const float* g, const float* beta,
