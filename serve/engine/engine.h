@@ -31,6 +31,14 @@
 // bits can depend on how many rows share its step. When a prompt has been prefilled, its full pages enter the
 // prefix cache.
 //
+// Prefix reuse on a model with recurrent state (serve/engine/prefix_cache.h):
+// a prompt of n tokens is prefilled in chunks of which one ends exactly at
+// P = floor((n - 1) / page) * page, when P lies beyond the reused prefix,
+// and the slot's recurrent states are checkpointed after that step; the
+// checkpoint enters the cache with the prompt's pages. A request that
+// reuses a prefix restores its checkpoint into its (reset) slot at
+// admission, before its first step.
+//
 // Embeddings (EngineOptions::embeddings, GenerationParams::embeddings): a
 // request that only reads its prompt. Its chunks run in their own @embed
 // call each iteration (Session::embed), beside the generation step, so the
@@ -89,6 +97,11 @@ struct EngineOptions {
   bool embeddings = false;
   std::string pooling;
   int embd_normalize = 2;
+  // Bytes the prefix cache's checkpoints of recurrent states may hold
+  // (prefix_cache.h); unset: kDefaultCheckpointBytes, raised to one
+  // checkpoint per slot; 0: none (no prefix reuse for such a model).
+  std::optional<uint64_t> checkpoint_bytes;
+  static constexpr uint64_t kDefaultCheckpointBytes = uint64_t(256) << 20;
   // The KV cache's element types (SessionOptions; a GGUF only).
   GgmlType cache_type_k = GgmlType::F16, cache_type_v = GgmlType::F16;
 };
@@ -140,6 +153,8 @@ class Engine {
   void sample_row(Active& a, const float* logits);
   void deliver(Active& a, int32_t id, std::span<const float> row);
   void release(Active& a, FinishReason reason, const std::string& error = {});
+  void prompt_advanced(Active& a);
+  static uint64_t checkpoint_budget(const EngineOptions& o, const StateStore& st);
 
   EngineOptions options_;
   bool device_sampling_ = false;
