@@ -245,6 +245,37 @@ TEST_CASE("a recurrent model resumes a cached prefix from its checkpoint with a 
   for (const char* arch : {"mamba2", "qwen35", "lfm2"}) check_checkpoint_reuse(arch, Target::Cpu);
 }
 
+// The checkpoint budget (prefix_cache.h): with room for one checkpoint, a
+// second prompt's checkpoint drops the first one's, and with it the pages
+// only it made usable; the first prompt then reuses nothing, the second
+// all but its tail.
+TEST_CASE("past the checkpoint budget the least recently used checkpoint goes with its pages", "[serve][reference]") {
+  serve::EngineOptions o = options(1);
+  o.model = test::tiny_model_of("mamba2");
+  serve::Metrics metrics;
+  uint64_t one = 0;
+  {
+    serve::Engine probe(o, metrics);
+    collect(probe.submit(greedy(vocab_prompt(probe.n_vocab(), 70), 2)));
+    one = uint64_t(idle_gauges(probe).checkpoint_bytes);
+  }
+  REQUIRE(one > 0);
+  o.checkpoint_bytes = one;
+  serve::Engine engine(o, metrics);
+  auto a = vocab_prompt(engine.n_vocab(), 70), b = a;
+  b[1] = b[1] == 100 ? 101 : 100;  // shares no page with a
+  collect(engine.submit(greedy(a, 2)));
+  collect(engine.submit(greedy(b, 2)));
+  auto g = idle_gauges(engine);
+  CHECK(g.checkpoints == 1);
+  CHECK(uint64_t(g.checkpoint_bytes) == one);
+  CHECK(g.kv_pages_cached == 4);  // b's pages up to its checkpoint at 64; a's went with its checkpoint
+  auto again_b = engine.submit(greedy(b, 2)), again_a = engine.submit(greedy(a, 2));
+  collect(again_b), collect(again_a);
+  CHECK(again_b->cached_tokens() == 64);
+  CHECK(again_a->cached_tokens() == 0);
+}
+
 TEST_CASE("a recurrent model's checkpoints live on the simulated cuda device and resume the same way",
           "[serve][reference][sim]") {
   ::setenv("VTC_CUDA_DEVICE", "sim", 1);
