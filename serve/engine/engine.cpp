@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <new>
 #include <numeric>
 
 #include "serve/constraints/grammar/matcher.h"
@@ -128,6 +129,12 @@ Engine::~Engine() { shutdown(std::chrono::milliseconds(0)); }
 uint64_t Engine::checkpoint_budget(const EngineOptions& o, const StateStore& st) {
   if (o.checkpoint_bytes) return *o.checkpoint_bytes;
   return std::max(EngineOptions::kDefaultCheckpointBytes, uint64_t(o.parallel) * st.slot_state_bytes());
+}
+
+std::optional<Engine::CheckpointMemory> Engine::checkpoints() const {
+  const StateStore& st = session_->states();
+  if (!st.carries_recurrent_state()) return std::nullopt;
+  return CheckpointMemory{st.slot_state_bytes(), checkpoint_budget(options_, st)};
 }
 
 std::shared_ptr<const grammar::TokenTable> Engine::token_table() const {
@@ -361,7 +368,15 @@ bool Engine::run_step() {
 // the prompt's pages (with it) once the prompt is read.
 void Engine::prompt_advanced(Active& a) {
   StateStore& st = session_->states();
-  if (a.checkpoint_at != 0 && a.prefilled == a.checkpoint_at) a.checkpoint = st.save_checkpoint(a.slot);
+  if (a.checkpoint_at != 0 && a.prefilled == a.checkpoint_at) {
+    // Memory for a checkpoint (device memory on cuda) may run out: that
+    // costs this prompt's later reuse, not the request.
+    try {
+      a.checkpoint = st.save_checkpoint(a.slot);
+    } catch (const std::bad_alloc&) {
+    } catch (const Error&) {
+    }
+  }
   if (!a.decoding()) return;
   const int64_t checkpoint_pages = int64_t(a.checkpoint_at) / st.page_size();
   cache_->cache.insert(a.req->params.prompt, st.page_table(a.slot), std::move(a.checkpoint), checkpoint_pages);

@@ -121,6 +121,12 @@ class Engine {
   int64_t n_vocab() const { return session_->n_vocab(); }
   std::string backend_description() const { return session_->backend().describe(); }
   KvMemory kv_memory() const { return session_->kv_memory(); }
+  // A model with recurrent state: the bytes of one prefix checkpoint and
+  // the budget for all (the header comment); none for an attention model.
+  struct CheckpointMemory {
+    uint64_t each = 0, budget = 0;
+  };
+  std::optional<CheckpointMemory> checkpoints() const;
   // false for an encoder (bert): the module has only @embed, and the server
   // answers embeddings only.
   bool generates_text() const { return session_->generates_text(); }

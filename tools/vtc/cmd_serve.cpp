@@ -171,6 +171,10 @@ int serve_main(ServeOptions o) {
   http.set_engine(engine.get(), chat_template);
   fmt::print(stderr, "serve: {} for {} slots of {} positions\n", describe_kv_memory(engine->kv_memory()), o.engine.parallel,
              engine->n_ctx());
+  if (auto c = engine->checkpoints())
+    fmt::print(stderr, "serve: prefix reuse through checkpoints of the recurrent states: {:.2f} MiB each, up to {:.2f} MiB ({})\n",
+               double(c->each) / (1 << 20), double(c->budget) / (1 << 20),
+               c->each <= c->budget ? "--cache-checkpoint-mib" : "off: less than one fits --cache-checkpoint-mib");
   fmt::print(stderr, "serve: ready: model '{}', context {}, {} slots, {}\n", o.http.model_name, engine->n_ctx(),
              o.engine.parallel, engine->backend_description());
   std::fflush(stderr);
