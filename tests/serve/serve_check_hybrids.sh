@@ -17,7 +17,7 @@ VTC=$1 DATA=$2 CHECK=$3
 mkdir -p "$DATA"
 status=0
 for arch in llama mamba2 jamba lfm2 nemotron_h qwen35; do
-  model="$DATA/serve-check-tiny-$arch.gguf"
+  model="$DATA/tiny-$arch.gguf"  # the file test_serve's tiny_model_of(arch) writes, byte for byte
   if [[ ! -f $model ]]; then
     "$VTC" gen-model --arch "$arch" --size tiny --seed 42 -q -o "$model.$$.gguf" && mv "$model.$$.gguf" "$model" ||
       { echo "serve-check-hybrids: gen-model --arch $arch failed"; exit 1; }
