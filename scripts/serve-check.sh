@@ -9,8 +9,8 @@
 # by scripts/gpu-check with TARGET=cuda; runs anywhere with TARGET=cpu (a
 # check of the check). SERVE_CHECK_PREFIX=1 starts every prompt with the
 # same preamble of about 60 tokens, so the prefix cache shares its pages
-# between the requests (attention models; a model with recurrent state
-# prefills in full, docs/serving.md) and the verdict covers prefix reuse;
+# between the requests (a model with recurrent state only up to a
+# checkpoint of its states, docs/serving.md) and the verdict covers prefix reuse;
 # the prompt tokens each server reused are printed from /metrics.
 set -uo pipefail
 VTC=$1 MODEL=$2 TARGET=$3 REF=${4:-cpu}

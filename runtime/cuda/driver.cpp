@@ -30,6 +30,7 @@ struct DriverApi {
   int (*host_free)(void*) = nullptr;
   int (*htod)(DevPtr, const void*, size_t, void*) = nullptr;
   int (*dtoh)(void*, DevPtr, size_t, void*) = nullptr;
+  int (*dtod)(DevPtr, DevPtr, size_t, void*) = nullptr;
   int (*memset8)(DevPtr, unsigned char, size_t, void*) = nullptr;
   int (*stream_create)(void**, unsigned) = nullptr;
   int (*stream_destroy)(void*) = nullptr;
@@ -70,7 +71,8 @@ bool bind_all(DriverApi& a) {
          bind_symbol(h, "cuCtxSetCurrent", a.ctx_set) && bind_symbol(h, "cuMemAlloc_v2", a.mem_alloc) &&
          bind_symbol(h, "cuMemFree_v2", a.mem_free) && bind_symbol(h, "cuMemHostAlloc", a.host_alloc) &&
          bind_symbol(h, "cuMemFreeHost", a.host_free) && bind_symbol(h, "cuMemcpyHtoDAsync_v2", a.htod) &&
-         bind_symbol(h, "cuMemcpyDtoHAsync_v2", a.dtoh) && bind_symbol(h, "cuMemsetD8Async", a.memset8) &&
+         bind_symbol(h, "cuMemcpyDtoHAsync_v2", a.dtoh) &&
+         bind_symbol(h, "cuMemcpyDtoDAsync_v2", a.dtod) && bind_symbol(h, "cuMemsetD8Async", a.memset8) &&
          bind_symbol(h, "cuStreamCreate", a.stream_create) && bind_symbol(h, "cuStreamDestroy_v2", a.stream_destroy) &&
          bind_symbol(h, "cuStreamSynchronize", a.stream_sync) && bind_symbol(h, "cuModuleLoadData", a.module_load) &&
          bind_symbol(h, "cuModuleUnload", a.module_unload) && bind_symbol(h, "cuModuleGetFunction", a.module_fn) &&
@@ -169,6 +171,9 @@ void Device::upload(DevPtr dst, const void* src, size_t bytes, void* stream) {
 }
 void Device::download(void* dst, DevPtr src, size_t bytes, void* stream) {
   if (bytes) check(api_->dtoh(dst, src, bytes, stream), "cuMemcpyDtoHAsync");
+}
+void Device::copy(DevPtr dst, DevPtr src, size_t bytes, void* stream) {
+  if (bytes) check(api_->dtod(dst, src, bytes, stream), "cuMemcpyDtoDAsync");
 }
 void Device::memset(DevPtr dst, uint8_t value, size_t bytes, void* stream) {
   if (bytes) check(api_->memset8(dst, value, bytes, stream), "cuMemsetD8Async");

@@ -42,6 +42,7 @@ class Device {
   void free_host(void* p);
   void upload(DevPtr dst, const void* src, size_t bytes, void* stream);  // async on `stream`
   void download(void* dst, DevPtr src, size_t bytes, void* stream);
+  void copy(DevPtr dst, DevPtr src, size_t bytes, void* stream);  // device to device, async on `stream`
   void memset(DevPtr dst, uint8_t value, size_t bytes, void* stream);
 
   void* create_stream();

@@ -373,6 +373,35 @@ struct Executor::Impl final : StateStorage {
       if (!l.paged())
         dev->memset(slot_row(l, slot), StateStore::empty_byte(*l.decl), l.row_bytes(), stream);
   }
+  // A checkpoint: the slot's plain rows, one after the other in layout order.
+  struct DeviceCheckpoint final : SlotCheckpoint {
+    Impl* owner = nullptr;
+    DevPtr bytes = 0;
+    ~DeviceCheckpoint() override {
+      try {
+        owner->dev->sync(owner->stream);  // a restore from it may still be queued
+      } catch (const Error&) {
+        // A failed kernel left the context's error sticky: nothing runs any more.
+      }
+      owner->dev->free(bytes);
+    }
+  };
+  std::unique_ptr<SlotCheckpoint> save_slot(int32_t slot) override {
+    auto c = std::make_unique<DeviceCheckpoint>();
+    c->owner = this;
+    c->bytes = dev->alloc(states.slot_state_bytes());
+    DevPtr to = c->bytes;
+    for (const auto& l : states.layouts())
+      if (!l.paged()) dev->copy(to, slot_row(l, slot), l.row_bytes(), stream), to += l.row_bytes();
+    return c;
+  }
+  void restore_slot(int32_t slot, const SlotCheckpoint& checkpoint) override {
+    const auto* c = dynamic_cast<const DeviceCheckpoint*>(&checkpoint);
+    if (!c || c->owner != this) throw Error("cuda: a checkpoint taken by another storage cannot be restored here");
+    DevPtr from = c->bytes;
+    for (const auto& l : states.layouts())
+      if (!l.paged()) dev->copy(slot_row(l, slot), from, l.row_bytes(), stream), from += l.row_bytes();
+  }
   DevPtr slot_row(const StateStore::Layout& l, int32_t slot) {
     states.check_slot(slot);
     if (l.paged()) throw Error(fmt::format("cuda: state @{} is paged; it has no slot rows", l.decl->name));

@@ -14,7 +14,12 @@
 // there is no host mirror. The executor is the store's StateStorage, so a
 // page the store hands out is zeroed on the device and a reset slot gets
 // its empty bytes there; snapshots (diffs, fingerprints) read the device
-// rows.
+// rows. A slot checkpoint (runtime/state/state_store.h) is a device
+// buffer too, filled and read back by device-to-device copies on the
+// stream: a recurrent model's states can be tens of MB per slot, which
+// stay off the bus and need no host wait, at the price of device memory
+// (the prefix cache's checkpoint budget bounds it). Freeing one waits for
+// the stream, since a restore may still be queued.
 //
 // A step is prepared once per (step, shape bucket) and replayed:
 //  - the bucket: every step symbol's value, PT_STRIDE excluded (it is fixed

@@ -113,4 +113,36 @@ void HostStates::clear_slot(int32_t slot) {
   }
 }
 
+namespace {
+struct HostCheckpoint final : SlotCheckpoint {
+  const HostStates* owner = nullptr;
+  std::vector<uint8_t> bytes;
+};
+}  // namespace
+
+std::unique_ptr<SlotCheckpoint> HostStates::save_slot(int32_t slot) {
+  auto c = std::make_unique<HostCheckpoint>();
+  c->owner = this;
+  c->bytes.reserve(store_.slot_state_bytes());
+  for (auto& b : buffers_) {
+    if (b.layout->paged()) continue;
+    auto row = slot_bytes(b, slot);
+    c->bytes.insert(c->bytes.end(), row.begin(), row.end());
+  }
+  return c;
+}
+
+void HostStates::restore_slot(int32_t slot, const SlotCheckpoint& checkpoint) {
+  const auto* c = dynamic_cast<const HostCheckpoint*>(&checkpoint);
+  if (!c || c->owner != this || c->bytes.size() != store_.slot_state_bytes())
+    throw Error("state store: a checkpoint taken by another storage cannot be restored here");
+  const uint8_t* from = c->bytes.data();
+  for (auto& b : buffers_) {
+    if (b.layout->paged()) continue;
+    auto row = slot_bytes(b, slot);
+    std::memcpy(row.data(), from, row.size());
+    from += row.size();
+  }
+}
+
 }  // namespace vtc

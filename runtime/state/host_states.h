@@ -12,6 +12,10 @@
 // resident only where rows were written since: `vtc serve --ctx-size 32768
 // --parallel 4` costs the memory of the tokens it holds, as llama.cpp's one
 // shared cache of --ctx-size does, not four contexts up front.
+//
+// A checkpoint (StateStore's header) is a heap copy of the slot's plain and
+// ring rows, one after the other in layout order: the states are host
+// memory already, so a memcpy each way is all it takes.
 #pragma once
 
 #include <cstdint>
@@ -80,6 +84,8 @@ class HostStates final : public StateStorage {
 
   void zero_page(int32_t page) override;
   void clear_slot(int32_t slot) override;
+  std::unique_ptr<SlotCheckpoint> save_slot(int32_t slot) override;
+  void restore_slot(int32_t slot, const SlotCheckpoint& checkpoint) override;
 
  private:
   StateStore& store_;

@@ -182,6 +182,25 @@ void StateStore::reset_slot(int32_t slot) {
   if (storage_) storage_->clear_slot(slot);
 }
 
+uint64_t StateStore::slot_state_bytes() const {
+  uint64_t n = 0;
+  for (const auto& b : layouts_)
+    if (!b.paged()) n += b.row_bytes();
+  return n;
+}
+
+std::unique_ptr<SlotCheckpoint> StateStore::save_checkpoint(int32_t slot) {
+  check_slot(slot);
+  if (!storage_) throw Error("state store: no storage attached to take a checkpoint from");
+  return storage_->save_slot(slot);
+}
+
+void StateStore::restore_checkpoint(int32_t slot, const SlotCheckpoint& checkpoint) {
+  check_slot(slot);
+  if (!storage_) throw Error("state store: no storage attached to restore a checkpoint into");
+  storage_->restore_slot(slot, checkpoint);
+}
+
 uint64_t StateStore::total_bytes() const {
   uint64_t n = 0;
   for (const auto& b : layouts_) n += b.bytes;

@@ -24,6 +24,16 @@
 // cache that holds it for later requests; a page returns to the free list
 // when its last reference goes. The store only counts: which pages to share
 // and when to evict cached ones is the caller's policy (serve/).
+//
+// Checkpoints: KV pages alone cannot resume a sequence whose plain states
+// (conv rings, scan and delta-rule matrices, n-gram history) summarize its
+// whole prefix. A checkpoint is a copy of one slot's plain and ring rows,
+// taken right after a known position was reached and copied back into a
+// slot that shares the KV pages up to that position (the prefix cache's
+// policy, serve/engine/prefix_cache.h). It lives where the storage keeps
+// the states (host memory for HostStates, device memory for CUDA: see each
+// storage's header), so taking and restoring one is a copy on that side,
+// never a round trip through the other.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +53,13 @@ struct StateStoreConfig {
   int64_t n_pages = 0;   // KV pages in the pool; 0: n_slots * ceil(n_ctx / page)
 };
 
+// One slot's plain and ring rows, in layout order (see the header comment),
+// held by the storage that took it. It must not outlive that storage.
+class SlotCheckpoint {
+ public:
+  virtual ~SlotCheckpoint() = default;
+};
+
 // Where a backend keeps the states' bytes (see the header comment).
 class StateStorage {
  public:
@@ -53,6 +70,12 @@ class StateStorage {
   // A new sequence starts in `slot`: every plain and ring state's row gets
   // its empty bytes (StateStore::empty_byte).
   virtual void clear_slot(int32_t slot) = 0;
+  // Copies `slot`'s plain and ring rows into a new checkpoint, ordered
+  // after every step already issued.
+  virtual std::unique_ptr<SlotCheckpoint> save_slot(int32_t slot) = 0;
+  // Copies a checkpoint this storage took back into `slot`'s rows, ordered
+  // before the next step.
+  virtual void restore_slot(int32_t slot, const SlotCheckpoint& checkpoint) = 0;
 };
 
 class StateStore {
@@ -114,6 +137,12 @@ class StateStore {
   // References held outside the slots (a prefix cache).
   void retain(int32_t page);
   void release(int32_t page);
+
+  // --- checkpoints (see the header comment; throw without a storage) -------
+  // Bytes of one checkpoint: every plain and ring row of one slot.
+  uint64_t slot_state_bytes() const;
+  std::unique_ptr<SlotCheckpoint> save_checkpoint(int32_t slot);
+  void restore_checkpoint(int32_t slot, const SlotCheckpoint& checkpoint);
 
   // Drops the slot's page references and empties its plain and ring
   // states in the storage (a new sequence starts): zeros, except integer

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <new>
 #include <numeric>
 
 #include "serve/constraints/grammar/matcher.h"
@@ -66,13 +67,17 @@ void Request::finish(FinishReason reason, const std::string& error) {
 // --- scheduler state per running request --------------------------------------
 struct Engine::CacheHolder {
   PrefixCache cache;
-  explicit CacheHolder(StateStore& store) : cache(store) {}
+  CacheHolder(StateStore& store, uint64_t checkpoint_budget) : cache(store, checkpoint_budget) {}
 };
 
 struct Engine::Active {
   std::shared_ptr<Request> req;
   int32_t slot;
   size_t prefilled;  // prompt tokens whose KV is written
+  // A recurrent model's checkpoint: the prompt position a chunk ends at
+  // (0: none to take) and the states taken there (engine.h's header).
+  size_t checkpoint_at = 0;
+  std::unique_ptr<SlotCheckpoint> checkpoint;
   int32_t last = -1;  // the token to feed next (decode phase)
   int32_t n_past = 0;
   Generation gen;  // sampling, penalty window, stops, logprobs, finish (serve/engine/output.h)
@@ -110,7 +115,7 @@ Engine::Engine(const EngineOptions& o, Metrics& metrics) : options_(o), metrics_
   if (!o.embeddings) session_->require_text_generation("vtc serve without --embeddings");
   device_sampling_ = o.device_sampling.value_or(o.target == Target::Cuda);
   tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(session_->file()));
-  cache_ = std::make_unique<CacheHolder>(session_->states());
+  cache_ = std::make_unique<CacheHolder>(session_->states(), checkpoint_budget(o, session_->states()));
   for (int32_t s = o.parallel - 1; s >= 0; --s) free_slots_.push_back(s);
   const StateStore& st = session_->states();
   const KvMemory kv = session_->kv_memory();
@@ -120,6 +125,17 @@ Engine::Engine(const EngineOptions& o, Metrics& metrics) : options_(o), metrics_
 }
 
 Engine::~Engine() { shutdown(std::chrono::milliseconds(0)); }
+
+uint64_t Engine::checkpoint_budget(const EngineOptions& o, const StateStore& st) {
+  if (o.checkpoint_bytes) return *o.checkpoint_bytes;
+  return std::max(EngineOptions::kDefaultCheckpointBytes, uint64_t(o.parallel) * st.slot_state_bytes());
+}
+
+std::optional<Engine::CheckpointMemory> Engine::checkpoints() const {
+  const StateStore& st = session_->states();
+  if (!st.carries_recurrent_state()) return std::nullopt;
+  return CheckpointMemory{st.slot_state_bytes(), checkpoint_budget(options_, st)};
+}
 
 std::shared_ptr<const grammar::TokenTable> Engine::token_table() const {
   std::call_once(token_table_once_, [this] { token_table_ = grammar::make_token_table(*tokenizer_); });
@@ -182,6 +198,15 @@ void Engine::release(Active& a, FinishReason reason, const std::string& error) {
 }
 
 namespace {
+// Where a recurrent model's prompt of n tokens is checkpointed: the deepest
+// page boundary a lookup may share (prefix_cache.h), if past the reused
+// prefix; 0 for none.
+size_t checkpoint_position(size_t n, size_t reused, int64_t page) {
+  if (n == 0) return 0;
+  const size_t deepest = (n - 1) / size_t(page) * size_t(page);
+  return deepest > reused ? deepest : 0;
+}
+
 // The backend's sampler covers these settings (the `sample` op); penalties
 // and logprobs need the logits on the host.
 // `seed`: the host sampler's resolved seed, so both samplers of a request
@@ -214,8 +239,9 @@ void Engine::admit() {
     const bool embed = r->params.embeddings;
     const int32_t slot = free_slots_.back();
     const int64_t total = std::min<int64_t>(int64_t(prompt.size()) + (embed ? 0 : r->params.max_tokens), session_->n_ctx());
-    std::vector<int32_t> shared;
-    if (!st.carries_recurrent_state() && !embed) shared = cache.lookup(prompt);
+    PrefixCache::Prefix hit;
+    if (!embed) hit = cache.lookup(prompt);
+    const std::vector<int32_t>& shared = hit.pages;
     st.share_pages(slot, shared);
     const int64_t need = st.pages_for(total) - int64_t(shared.size());
     if (need > st.free_pages()) cache.evict(need - st.free_pages());
@@ -224,6 +250,7 @@ void Engine::admit() {
       return;
     }
     if (!st.reserve(slot, total)) throw Error("serve: page reservation failed after the check");
+    if (hit.checkpoint) st.restore_checkpoint(slot, *hit.checkpoint);
     free_slots_.pop_back();
     {
       // Published with the pop, so shutdown() never sees the request in
@@ -238,6 +265,7 @@ void Engine::admit() {
     metrics_.prompt_tokens(int64_t(prompt.size()), int64_t(cached));
     active_.push_back(std::make_unique<Active>(r, slot, cached, *tokenizer_));
     Active& added = *active_.back();
+    if (!embed && cache.keeps_checkpoints()) added.checkpoint_at = checkpoint_position(prompt.size(), cached, st.page_size());
     if (device_sampling_ && !embed)
       if (auto d = device_settings(r->params, added.gen.seed())) added.device = true, added.device_params = *d;
   }
@@ -299,7 +327,10 @@ bool Engine::run_step() {
   for (auto& a : active_) {
     if (a->decoding() || budget <= 0 || a->req->params.embeddings) continue;
     const auto& prompt = a->req->params.prompt;
-    const size_t n = std::min<size_t>(size_t(budget), prompt.size() - a->prefilled);
+    // A chunk stops at the checkpoint position, so the states after the
+    // step are the ones to keep there.
+    const size_t until = a->checkpoint_at > a->prefilled ? a->checkpoint_at : prompt.size();
+    const size_t n = std::min<size_t>(size_t(budget), until - a->prefilled);
     const bool ends = a->prefilled + n == prompt.size();
     chunks.push_back({a->slot, std::span<const int32_t>(prompt).subspan(a->prefilled, n), int32_t(a->prefilled), ends});
     if (ends) rows.push_back(a.get());
@@ -318,7 +349,7 @@ bool Engine::run_step() {
         } else {
           a->prefilled += c.tokens.size();
           a->n_past = int32_t(a->prefilled);
-          if (a->decoding() && !session_->states().carries_recurrent_state()) cache_->cache.insert(a->req->params.prompt, session_->states().page_table(a->slot));
+          prompt_advanced(*a);
         }
       }
   }
@@ -331,6 +362,24 @@ bool Engine::run_step() {
   for (const auto& c : chunks) tokens += int64_t(c.tokens.size());
   metrics_.step(int64_t(chunks.size()), tokens, generated, std::chrono::duration<double>(Clock::now() - t0).count());
   return true;
+}
+
+// After a prefill chunk: takes the checkpoint where one is due, and caches
+// the prompt's pages (with it) once the prompt is read.
+void Engine::prompt_advanced(Active& a) {
+  StateStore& st = session_->states();
+  if (a.checkpoint_at != 0 && a.prefilled == a.checkpoint_at) {
+    // Memory for a checkpoint (device memory on cuda) may run out: that
+    // costs this prompt's later reuse, not the request.
+    try {
+      a.checkpoint = st.save_checkpoint(a.slot);
+    } catch (const std::bad_alloc&) {
+    } catch (const Error&) {
+    }
+  }
+  if (!a.decoding()) return;
+  const int64_t checkpoint_pages = int64_t(a.checkpoint_at) / st.page_size();
+  cache_->cache.insert(a.req->params.prompt, st.page_table(a.slot), std::move(a.checkpoint), checkpoint_pages);
 }
 
 // One @embed call over the embeddings requests still reading their prompt,
@@ -437,6 +486,8 @@ void Engine::loop() {
     gauges_.running = int64_t(active_.size());
     gauges_.kv_pages_free = st.free_pages();
     gauges_.kv_pages_cached = cache_->cache.cached_pages();
+    gauges_.checkpoints = cache_->cache.checkpoints();
+    gauges_.checkpoint_bytes = int64_t(cache_->cache.checkpoint_bytes());
     cv_.notify_all();
     if (cancel_all && active_.empty()) {
       for (auto& r : queue_) r->finish({Finish::Cancelled});

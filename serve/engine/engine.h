@@ -31,6 +31,14 @@
 // bits can depend on how many rows share its step. When a prompt has been prefilled, its full pages enter the
 // prefix cache.
 //
+// Prefix reuse on a model with recurrent state (serve/engine/prefix_cache.h):
+// a prompt of n tokens is prefilled in chunks of which one ends exactly at
+// P = floor((n - 1) / page) * page, when P lies beyond the reused prefix,
+// and the slot's recurrent states are checkpointed after that step; the
+// checkpoint enters the cache with the prompt's pages. A request that
+// reuses a prefix restores its checkpoint into its (reset) slot at
+// admission, before its first step.
+//
 // Embeddings (EngineOptions::embeddings, GenerationParams::embeddings): a
 // request that only reads its prompt. Its chunks run in their own @embed
 // call each iteration (Session::embed), beside the generation step, so the
@@ -89,6 +97,11 @@ struct EngineOptions {
   bool embeddings = false;
   std::string pooling;
   int embd_normalize = 2;
+  // Bytes the prefix cache's checkpoints of recurrent states may hold
+  // (prefix_cache.h); unset: kDefaultCheckpointBytes, raised to one
+  // checkpoint per slot; 0: none (no prefix reuse for such a model).
+  std::optional<uint64_t> checkpoint_bytes;
+  static constexpr uint64_t kDefaultCheckpointBytes = uint64_t(256) << 20;
   // The KV cache's element types (SessionOptions; a GGUF only).
   GgmlType cache_type_k = GgmlType::F16, cache_type_v = GgmlType::F16;
 };
@@ -108,6 +121,12 @@ class Engine {
   int64_t n_vocab() const { return session_->n_vocab(); }
   std::string backend_description() const { return session_->backend().describe(); }
   KvMemory kv_memory() const { return session_->kv_memory(); }
+  // A model with recurrent state: the bytes of one prefix checkpoint and
+  // the budget for all (the header comment); none for an attention model.
+  struct CheckpointMemory {
+    uint64_t each = 0, budget = 0;
+  };
+  std::optional<CheckpointMemory> checkpoints() const;
   // false for an encoder (bert): the module has only @embed, and the server
   // answers embeddings only.
   bool generates_text() const { return session_->generates_text(); }
@@ -140,6 +159,8 @@ class Engine {
   void sample_row(Active& a, const float* logits);
   void deliver(Active& a, int32_t id, std::span<const float> row);
   void release(Active& a, FinishReason reason, const std::string& error = {});
+  void prompt_advanced(Active& a);
+  static uint64_t checkpoint_budget(const EngineOptions& o, const StateStore& st);
 
   EngineOptions options_;
   bool device_sampling_ = false;

@@ -120,6 +120,10 @@ std::string Metrics::render(const EngineGauges& g) const {
   gauge("vtc_kv_pages_used", "KV pages referenced by requests or the prefix cache.", double(g.kv_pages_total - g.kv_pages_free));
   gauge("vtc_kv_pages_cached", "KV pages held by the prefix cache.", double(g.kv_pages_cached));
   gauge("vtc_kv_page_bytes", "Bytes of one KV page (every layer's K and V, at the cache types).", double(g.kv_page_bytes));
+  gauge("vtc_prefix_checkpoints", "Checkpoints of recurrent states held by the prefix cache (recurrent-state models only).",
+        double(g.checkpoints));
+  gauge("vtc_prefix_checkpoint_bytes", "Bytes those checkpoints hold (device memory on the cuda target).",
+        double(g.checkpoint_bytes));
   gauge("vtc_kv_bytes_per_token", "Bytes one position of context takes in the KV cache.", double(g.kv_bytes_per_token));
   seqs_per_step_.render(out, "vtc_batch_sequences", "Sequences per scheduler step.");
   tokens_per_step_.render(out, "vtc_batch_tokens", "Tokens per scheduler step.");

@@ -42,6 +42,8 @@ struct EngineGauges {
   // What a page and a position of context take in every paged state
   // (Session::kv_memory): pages x page bytes is the cache's memory.
   int64_t kv_page_bytes = 0, kv_bytes_per_token = 0;
+  // Checkpoints of recurrent states the prefix cache holds, and their bytes.
+  int64_t checkpoints = 0, checkpoint_bytes = 0;
 };
 
 class Metrics {

@@ -87,6 +87,35 @@ TEST_CASE("the state store follows the declarations", "[state]") {
     for (int64_t p = 0; p < 32; ++p) CHECK(host.kv_row(kv, 0, half, p)[0] == 0);
 }
 
+// Checkpoints (prefix reuse on recurrent models): a slot's plain and ring
+// rows copied out and back into another slot, paged states untouched; a
+// checkpoint of another storage is refused.
+TEST_CASE("a slot checkpoint copies the plain and ring rows into another slot", "[state]") {
+  ir::Module m;
+  const ir::Dim S = ir::Dim::symbol("S"), P = ir::Dim::symbol("P");
+  m.add_state("kv.0", ir::StateKind::Paged, {ir::ElemType::F16, {2, P, 16, 2, 8}, ir::Placement::Host});
+  m.add_state("conv", ir::StateKind::Plain, {ir::ElemType::F32, {S, 3, 4}, ir::Placement::Host});
+  m.add_state("history", ir::StateKind::Ring, {ir::ElemType::I32, {S, 5}, ir::Placement::Host});
+  StateStore store(m, {2, 32});
+  HostStates host(store);
+  CHECK(store.slot_state_bytes() == 3 * 4 * 4 + 5 * 4);
+  auto conv0 = host.slot_bytes(host.buffer("conv"), 0), hist0 = host.slot_bytes(host.buffer("history"), 0);
+  for (size_t i = 0; i < conv0.size(); ++i) conv0[i] = uint8_t(i + 1);
+  for (size_t i = 0; i < hist0.size(); ++i) hist0[i] = uint8_t(100 + i);
+  const auto checkpoint = store.save_checkpoint(0);
+  store.reset_slot(0);
+  CHECK(hist0[0] == 0xFF);  // emptied: the checkpoint is a copy, not a view
+  store.restore_checkpoint(1, *checkpoint);
+  auto conv1 = host.slot_bytes(host.buffer("conv"), 1), hist1 = host.slot_bytes(host.buffer("history"), 1);
+  for (size_t i = 0; i < conv1.size(); ++i) CHECK(conv1[i] == uint8_t(i + 1));
+  for (size_t i = 0; i < hist1.size(); ++i) CHECK(hist1[i] == uint8_t(100 + i));
+  StateStore other_store(m, {2, 32});
+  HostStates other(other_store);
+  CHECK_THROWS_WITH(other_store.restore_checkpoint(0, *checkpoint), Catch::Contains("another storage"));
+  StateStore bare(m, {2, 32});
+  CHECK_THROWS_WITH(bare.save_checkpoint(0), Catch::Contains("no storage attached"));
+}
+
 namespace {
 // VmRSS of this process in bytes.
 int64_t resident_bytes() {

@@ -24,16 +24,17 @@
 
 namespace vtc::test {
 
-// The quick start's default model: tiny llama (512-token context), seed 42.
-inline std::string tiny_model() {
+// A generated tiny model of `arch` (`vtc gen-model --arch ARCH --size
+// tiny --seed 42`), written once into the test data folder.
+inline std::string tiny_model_of(const std::string& arch) {
   static std::mutex mutex;
   std::lock_guard<std::mutex> lock(mutex);
   const auto dir = std::filesystem::path(VTC_TEST_DATA_DIR) / "serve";
   std::filesystem::create_directories(dir);
-  const std::string path = (dir / "tiny-llama.gguf").string();
+  const std::string path = (dir / fmt::format("tiny-{}.gguf", arch)).string();
   if (std::filesystem::exists(path)) return path;
   synth::Options o;
-  o.arch = "llama";
+  o.arch = arch;
   o.size = "tiny";
   o.seed = 42;
   o.vocab_path = synth::find_default_vocab(o.arch);
@@ -42,6 +43,9 @@ inline std::string tiny_model() {
   std::filesystem::rename(partial, path);
   return path;
 }
+
+// The quick start's default model: tiny llama (512-token context), seed 42.
+inline std::string tiny_model() { return tiny_model_of("llama"); }
 
 inline std::string slurp(const std::string& path) {
   std::ifstream in(path);

@@ -1,8 +1,12 @@
 // The serving engine in-process: prefix cache bookkeeping, stop strings,
-// batched-vs-solo greedy equality, prefix reuse, cancellation, page
+// batched-vs-solo greedy equality, prefix reuse (with checkpoints of the
+// recurrent states on state space and hybrid models), cancellation, page
 // exhaustion (queueing) and seeded sampling.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <numeric>
 #include <thread>
 
@@ -80,17 +84,17 @@ TEST_CASE("the prefix cache shares full pages, counts references and evicts LRU 
   CHECK(cache.cached_pages() == 2);  // only the 2 full pages
   CHECK(store.page_refs(store.page_table(0)[0]) == 2);
   // 33 tokens: at most (33-1)/16 = 2 pages; 32 tokens: only 1 (the last token is always computed).
-  CHECK(cache.lookup(std::span(tokens).first(33)).size() == 2);
-  CHECK(cache.lookup(std::span(tokens).first(32)).size() == 1);
+  CHECK(cache.lookup(std::span(tokens).first(33)).pages.size() == 2);
+  CHECK(cache.lookup(std::span(tokens).first(32)).pages.size() == 1);
   auto other = tokens;
   other[20] = 999;
-  CHECK(cache.lookup(other).size() == 1);
+  CHECK(cache.lookup(other).pages.size() == 1);
   CHECK(cache.evictable() == 0);  // slot 0 still uses them
   store.reset_slot(0);
   CHECK(store.free_pages() == 8 - 2);
   CHECK(cache.evictable() == 2);
   CHECK(cache.evict(1) == 1);  // the leaf goes first
-  CHECK(cache.lookup(tokens).size() == 1);
+  CHECK(cache.lookup(tokens).pages.size() == 1);
   CHECK(cache.evict(5) == 1);
   CHECK(store.free_pages() == 8);
 }
@@ -151,6 +155,131 @@ TEST_CASE("a shared prefix is reused from the cache and gives the same tokens", 
   CHECK(collect(again).ids == first.ids);
   CHECK(again->cached_tokens() == 224);
   CHECK(metrics.cached_prompt_tokens() == 192 + 224);
+}
+
+namespace {
+
+// Greedy tokens with the logprobs of each and of its 4 best alternatives:
+// what the logits say, compared across engines.
+struct Scored {
+  std::vector<int32_t> ids;
+  std::vector<float> logprobs;
+  int32_t cached = 0;
+};
+
+Scored scored(serve::Engine& engine, std::vector<int32_t> prompt) {
+  auto p = greedy(std::move(prompt), 10);
+  p.top_logprobs = 4;
+  auto r = engine.submit(p);
+  Scored s;
+  std::vector<serve::TokenEvent> events;
+  while (!r->poll(events, 1000ms)) {}
+  for (const auto& e : events) {
+    s.ids.push_back(e.id);
+    s.logprobs.push_back(e.logprob);
+    for (const auto& [id, lp] : e.top) s.logprobs.push_back(lp);
+  }
+  s.cached = r->cached_tokens();
+  return s;
+}
+
+void check_same(const Scored& got, const Scored& want) {
+  CHECK(got.ids == want.ids);
+  REQUIRE(got.logprobs.size() == want.logprobs.size());
+  float worst = 0;
+  for (size_t i = 0; i < got.logprobs.size(); ++i) worst = std::max(worst, std::abs(got.logprobs[i] - want.logprobs[i]));
+  INFO("worst logprob difference " << worst);
+  CHECK(worst <= 1e-4f);
+}
+
+// Prompt ids of `len` tokens within the model's vocabulary: each prefix of
+// a longer one is the shorter one.
+std::vector<int32_t> vocab_prompt(int64_t n_vocab, int32_t len) {
+  auto p = prompt_of(len, 1);
+  for (size_t i = 1; i < p.size(); ++i) p[i] = 100 + (p[i] - 100) % int32_t(n_vocab - 100);
+  return p;
+}
+
+// A recurrent model's prefix reuse (engine.h, prefix_cache.h): a prompt of
+// 70 tokens is checkpointed at 64; the same prompt again and a longer one
+// that extends it resume from there (64 tokens reused) and give the tokens
+// and logprobs of an engine that keeps no checkpoints (and so reuses
+// nothing). The fresh engine chunks the long prompt at 64 as well (the
+// step bound), so the two compute the same sums.
+void check_checkpoint_reuse(const std::string& arch, Target target) {
+  INFO(arch << " on " << (target == Target::Cuda ? "cuda (simulated)" : "cpu"));
+  serve::EngineOptions o = options(2);
+  o.model = test::tiny_model_of(arch);
+  o.target = target;
+  serve::Metrics metrics;
+  serve::EngineOptions fresh_options = o;
+  fresh_options.checkpoint_bytes = 0;
+  Scored fresh_short, fresh_long;
+  {
+    serve::Engine fresh(fresh_options, metrics);
+    fresh_short = scored(fresh, vocab_prompt(fresh.n_vocab(), 70));
+    fresh_long = scored(fresh, vocab_prompt(fresh.n_vocab(), 100));
+    CHECK(fresh_long.cached == 0);
+    CHECK(fresh.gauges().checkpoints == 0);
+  }
+  serve::Engine engine(o, metrics);
+  const Scored first = scored(engine, vocab_prompt(engine.n_vocab(), 70));
+  CHECK(first.cached == 0);
+  check_same(first, fresh_short);
+  const Scored again = scored(engine, vocab_prompt(engine.n_vocab(), 70));
+  CHECK(again.cached == 64);
+  check_same(again, fresh_short);
+  const Scored longer = scored(engine, vocab_prompt(engine.n_vocab(), 100));
+  CHECK(longer.cached == 64);
+  check_same(longer, fresh_long);
+  auto g = idle_gauges(engine);
+  CHECK(g.checkpoints == 2);  // at 64 (the 70-token prompt) and at 96 (the 100-token one)
+  CHECK(g.checkpoint_bytes > 0);
+  CHECK(g.kv_pages_free + g.kv_pages_cached == g.kv_pages_total);
+}
+
+}  // namespace
+
+TEST_CASE("a recurrent model resumes a cached prefix from its checkpoint with a fresh engine's tokens",
+          "[serve][reference]") {
+  for (const char* arch : {"mamba2", "qwen35", "lfm2"}) check_checkpoint_reuse(arch, Target::Cpu);
+}
+
+// The checkpoint budget (prefix_cache.h): with room for one checkpoint, a
+// second prompt's checkpoint drops the first one's, and with it the pages
+// only it made usable; the first prompt then reuses nothing, the second
+// all but its tail.
+TEST_CASE("past the checkpoint budget the least recently used checkpoint goes with its pages", "[serve][reference]") {
+  serve::EngineOptions o = options(1);
+  o.model = test::tiny_model_of("mamba2");
+  serve::Metrics metrics;
+  uint64_t one = 0;
+  {
+    serve::Engine probe(o, metrics);
+    collect(probe.submit(greedy(vocab_prompt(probe.n_vocab(), 70), 2)));
+    one = uint64_t(idle_gauges(probe).checkpoint_bytes);
+  }
+  REQUIRE(one > 0);
+  o.checkpoint_bytes = one;
+  serve::Engine engine(o, metrics);
+  auto a = vocab_prompt(engine.n_vocab(), 70), b = a;
+  b[1] = b[1] == 100 ? 101 : 100;  // shares no page with a
+  collect(engine.submit(greedy(a, 2)));
+  collect(engine.submit(greedy(b, 2)));
+  auto g = idle_gauges(engine);
+  CHECK(g.checkpoints == 1);
+  CHECK(uint64_t(g.checkpoint_bytes) == one);
+  CHECK(g.kv_pages_cached == 4);  // b's pages up to its checkpoint at 64; a's went with its checkpoint
+  auto again_b = engine.submit(greedy(b, 2)), again_a = engine.submit(greedy(a, 2));
+  collect(again_b), collect(again_a);
+  CHECK(again_b->cached_tokens() == 64);
+  CHECK(again_a->cached_tokens() == 0);
+}
+
+TEST_CASE("a recurrent model's checkpoints live on the simulated cuda device and resume the same way",
+          "[serve][reference][sim]") {
+  ::setenv("VTC_CUDA_DEVICE", "sim", 1);
+  check_checkpoint_reuse("mamba2", Target::Cuda);
 }
 
 TEST_CASE("a cancelled request gives its pages back and others finish", "[serve][reference]") {

@@ -47,6 +47,7 @@ struct ServeOptions {
   std::string allowed_hosts;
   double max_body_mib = 16;
   CacheTypeFlags cache;
+  double checkpoint_mib = -1;  // -1: the engine's default
 };
 
 // The API key: --api-key, else --api-key-file (first line), else $VTC_API_KEY.
@@ -136,6 +137,7 @@ int serve_main(ServeOptions o) {
   fmt::print(stderr, "serve: listening on http://{}:{} (loading {})\n", o.http.host, port, o.engine.model);
 
   if (o.device_sampling != "auto") o.engine.device_sampling = o.device_sampling == "on";
+  if (o.checkpoint_mib >= 0) o.engine.checkpoint_bytes = uint64_t(o.checkpoint_mib * 1024 * 1024);
   o.engine.target = parse_target(o.target);
   o.engine.cache_type_k = o.cache.k_type();
   o.engine.cache_type_v = o.cache.v_type();
@@ -169,6 +171,10 @@ int serve_main(ServeOptions o) {
   http.set_engine(engine.get(), chat_template);
   fmt::print(stderr, "serve: {} for {} slots of {} positions\n", describe_kv_memory(engine->kv_memory()), o.engine.parallel,
              engine->n_ctx());
+  if (auto c = engine->checkpoints())
+    fmt::print(stderr, "serve: prefix reuse through checkpoints of the recurrent states: {:.2f} MiB each, up to {:.2f} MiB ({})\n",
+               double(c->each) / (1 << 20), double(c->budget) / (1 << 20),
+               c->each <= c->budget ? "--cache-checkpoint-mib" : "off: less than one fits --cache-checkpoint-mib");
   fmt::print(stderr, "serve: ready: model '{}', context {}, {} slots, {}\n", o.http.model_name, engine->n_ctx(),
              o.engine.parallel, engine->backend_description());
   std::fflush(stderr);
@@ -229,6 +235,12 @@ Runner add_serve(CLI::App& app) {
                 "Do not serve the built-in web chat at GET / (served by default, without the API key: the page asks "
                 "for it); / is then an unknown URL like any other (404; 401 first without the key when one is set)");
   cmd->add_option("--kv-pages", o->engine.kv_pages, "KV pages of 16 positions in the pool (0: parallel x context)")->capture_default_str();
+  cmd->add_option("--cache-checkpoint-mib", o->checkpoint_mib,
+                  "Models with recurrent state (Mamba, Gated DeltaNet and LFM2 hybrids...): MiB the prefix cache may hold "
+                  "in checkpoints of a slot's recurrent states, which it needs to reuse a cached prompt prefix (host "
+                  "memory on cpu, device memory on cuda); least recently used ones are dropped past it. Default: 256, "
+                  "or one checkpoint per --parallel slot if larger; 0: no checkpoints, so no prefix reuse for such models")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-step-tokens", o->engine.max_step_tokens, "Tokens per scheduler step")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--weight-layout-types", o->engine.weight_layout_types,
                   "GGUF: which weights the weight-layout pass repacks: reference (q4_0, q4_k: llama.cpp's arithmetic) "

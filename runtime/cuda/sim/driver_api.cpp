@@ -159,6 +159,11 @@ VTC_SIM_API int cuMemcpyDtoHAsync_v2(void* dst, DevPtr src, size_t bytes, void* 
   if (int e = check_range(src, bytes, "cuMemcpyDtoHAsync")) return e;
   return submit(as_stream(stream), memory_op(Op::Kind::CopyOut, dst, host_pointer(src), bytes));
 }
+VTC_SIM_API int cuMemcpyDtoDAsync_v2(DevPtr dst, DevPtr src, size_t bytes, void* stream) {
+  if (int e = check_range(dst, bytes, "cuMemcpyDtoDAsync")) return e;
+  if (int e = check_range(src, bytes, "cuMemcpyDtoDAsync")) return e;
+  return submit(as_stream(stream), memory_op(Op::Kind::CopyDevice, host_pointer(dst), host_pointer(src), bytes));
+}
 VTC_SIM_API int cuMemsetD8Async(DevPtr dst, unsigned char value, size_t bytes, void* stream) {
   if (int e = check_range(dst, bytes, "cuMemsetD8Async")) return e;
   Op op = memory_op(Op::Kind::Memset, host_pointer(dst), nullptr, bytes);

@@ -60,7 +60,7 @@ struct Function {
 struct Event;
 
 struct Op {
-  enum class Kind : uint8_t { Launch, CopyIn, CopyOut, Memset, Record } kind = Kind::Launch;
+  enum class Kind : uint8_t { Launch, CopyIn, CopyOut, CopyDevice, Memset, Record } kind = Kind::Launch;
   // Launch
   const Function* fn = nullptr;
   VtcSimDim3 grid{}, block{};
