@@ -166,6 +166,9 @@ struct Session::Impl {
       states.check_slot(c.slot);
       if (!seen.insert(c.slot).second) throw Error(fmt::format("{}: slot {} appears twice", what, c.slot));
       if (c.tokens.empty()) throw Error(fmt::format("{}: slot {} has no tokens", what, c.slot));
+      if (c.logit_rows < 0 || c.logit_rows > int64_t(c.tokens.size()))
+        throw Error(fmt::format("{}: slot {} asks for {} logits rows of a {}-token chunk", what, c.slot, c.logit_rows,
+                                c.tokens.size()));
       if (c.n_past < 0 || c.n_past + int64_t(c.tokens.size()) > n_ctx)
         throw Error(fmt::format("{}: {} tokens at position {} exceed the context of {}", what, c.tokens.size(), c.n_past, n_ctx));
       check_tokens(c.tokens, n_vocab, what);
@@ -210,7 +213,8 @@ HostTensor Session::Impl::run_prefill(std::span<const SeqChunk> chunks, bool eve
       pos.push_back(c.n_past + int32_t(i));
       seq.push_back(s);
     }
-    if (!every_row && c.logits) rows.push_back(int32_t(ids.size()) - 1);
+    if (!every_row)
+      for (int32_t r = c.logit_rows; r > 0; --r) rows.push_back(int32_t(ids.size()) - r);
   }
   // The step must return at least one row; an all-silent step asks for the
   // last token's and drops it.
@@ -329,6 +333,7 @@ void Session::require_text_generation(std::string_view command) const {
 Backend& Session::backend() { return *impl_->backend; }
 StateStore& Session::states() { return impl_->states; }
 void Session::reset(int32_t slot) { impl_->states.reset_slot(slot); }
+void Session::truncate(int32_t slot, int64_t n_positions) { impl_->states.truncate(slot, n_positions); }
 
 HostTensor Session::prefill(int32_t slot, std::span<const int32_t> tokens, int32_t n_past, bool all_logits) {
   require_text_generation("prefill");

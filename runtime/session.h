@@ -55,12 +55,17 @@ struct SessionOptions {
 };
 
 // One sequence's part of a batched step: `tokens` at positions n_past, ...
-// A decode row is a 1-token chunk.
+// A decode row is a 1-token chunk; a speculative verify chunk is the
+// accepted tokens not yet run and the draft after them, with the logits of
+// the last accepted token's row and every draft row
+// (serve/engine/speculative/verify.h).
 struct SeqChunk {
   int32_t slot = 0;
   std::span<const int32_t> tokens;
   int32_t n_past = 0;
-  bool logits = true;  // return the logits row of the chunk's last token
+  // How many of the chunk's last rows return logits: 1 (a prompt's end, a
+  // decode row), 0 (a prompt chunk that ends nowhere), up to tokens.size().
+  int32_t logit_rows = 1;
 };
 
 // One declared state of one sequence, as `vtc run --fingerprint` prints it
@@ -123,8 +128,8 @@ class Session {
   // tokens go into state @last_ids (as sampled ids do); returns [S x n_vocab].
   HostTensor decode(std::span<const int32_t> slots, std::span<const int32_t> tokens, std::span<const int32_t> positions);
   // One @prefill call over several sequences (distinct slots); at most
-  // max_step_tokens tokens in all. Returns one logits row per chunk that
-  // asks for it, in chunk order ([R x n_vocab]). Throws vtc::Error when the
+  // max_step_tokens tokens in all. Returns the logits rows the chunks ask
+  // for (SeqChunk::logit_rows), in chunk and row order ([R x n_vocab]). Throws vtc::Error when the
   // KV pool has no page left for a chunk (nothing is run then).
   HostTensor step(std::span<const SeqChunk> chunks);
   // One @embed call over several sequences, checked as step() (the chunks'
@@ -147,6 +152,11 @@ class Session {
 
   // Forgets a sequence: gives its KV pages back and empties its states.
   void reset(int32_t slot);
+  // Forgets the positions of `slot` from n_positions on (rejected draft
+  // rows): gives back the pages wholly past them. Rows left in the last
+  // kept page are overwritten before any step reads them (attention is
+  // causal). Recurrent states are the caller's (StateStore checkpoints).
+  void truncate(int32_t slot, int64_t n_positions);
   // Every declared state of `slot`, in declaration order (read from the
   // backend's storage).
   std::vector<StateSnapshot> snapshot(int32_t slot);

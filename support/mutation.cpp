@@ -16,8 +16,12 @@ Mutation parse_mutation() {
   if (name == "conv_ring_shift") return Mutation::ConvRingShift;
   if (name == "mrope_section") return Mutation::MropeSection;
   if (name == "alibi_slope") return Mutation::AlibiSlope;
+  if (name == "spec_keep_rejected_row") return Mutation::SpecKeepRejectedRow;
+  if (name == "spec_skip_state_restore") return Mutation::SpecSkipStateRestore;
+  if (name == "spec_accept_every_draft") return Mutation::SpecAcceptEveryDraft;
   throw Error("VTC_MUTATION='" + name +
-              "' is not a known mutation (ssm_scan_decay, conv_ring_shift, mrope_section, alibi_slope); unset it for "
+              "' is not a known mutation (ssm_scan_decay, conv_ring_shift, mrope_section, alibi_slope, spec_keep_rejected_row, "
+              "spec_skip_state_restore, spec_accept_every_draft); unset it for "
               "normal runs");
 }
 

@@ -9,11 +9,25 @@
 //   conv_ring_shift  causal_conv1d keeps its history one row too late (lfm2, mamba, ...)
 //   mrope_section    multi-section rope reads its sections in dims, not pairs (qwen3vl, ...)
 //   alibi_slope      ALiBi's slopes are those of head h - 1 (bloom, mpt, ...)
+// and for speculative decoding (serve/engine/speculative/; ctest
+// "speculative: a broken rollback turns exactness red"):
+//   spec_keep_rejected_row  after a rejection, the first rejected draft row stays in the KV context
+//   spec_skip_state_restore after a rejection, recurrent states keep the rejected rows
+//   spec_accept_every_draft every draft token is accepted, whatever the target drew
 #pragma once
 
 namespace vtc {
 
-enum class Mutation { None, SsmScanDecay, ConvRingShift, MropeSection, AlibiSlope };
+enum class Mutation {
+  None,
+  SsmScanDecay,
+  ConvRingShift,
+  MropeSection,
+  AlibiSlope,
+  SpecKeepRejectedRow,
+  SpecSkipStateRestore,
+  SpecAcceptEveryDraft,
+};
 
 // The mutation VTC_MUTATION names, read once; an unknown name throws an
 // Error listing the known ones.

@@ -152,6 +152,16 @@ bool StateStore::reserve(int32_t slot, int64_t n_positions) {
   return true;
 }
 
+void StateStore::truncate(int32_t slot, int64_t n_positions) {
+  check_slot(slot);
+  auto& table = tables_[size_t(slot)];
+  const size_t keep = size_t(std::max<int64_t>(0, pages_for(n_positions)));
+  while (table.size() > keep) {
+    release(table.back());
+    table.pop_back();
+  }
+}
+
 void StateStore::share_pages(int32_t slot, std::span<const int32_t> pages) {
   check_slot(slot);
   auto& table = tables_[size_t(slot)];

@@ -131,6 +131,8 @@ class StateStore {
   // `n_positions`. Returns false and changes nothing when the pool lacks
   // pages. Throws past n_ctx.
   bool reserve(int32_t slot, int64_t n_positions);
+  // Drops the slot's references to pages wholly past `n_positions`.
+  void truncate(int32_t slot, int64_t n_positions);
   // Appends pages that already hold this slot's next positions (a shared
   // prefix), taking a reference on each.
   void share_pages(int32_t slot, std::span<const int32_t> pages);

@@ -26,8 +26,11 @@ std::string describe_finish(const FinishReason& f) {
 }
 
 GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<const int32_t> prompt,
-                        const GenerateOptions& o, const std::function<void(int32_t, const std::string&)>& on_piece) {
+                        const GenerateOptions& o, const PieceCallback& on_piece) {
   if (prompt.empty()) throw Error("generate: the prompt is empty");
+  const bool speculate = o.spec.mode != SpecMode::Off;
+  if (speculate && o.keep_logits) throw Error("generate: speculative decoding keeps no logits rows; use --spec off");
+  if (o.spec.mode == SpecMode::Draft && !o.drafter) throw Error("generate: --spec draft without a draft model");
   if (int64_t(prompt.size()) >= session.n_ctx())
     throw Error("generate: the prompt has " + std::to_string(prompt.size()) + " tokens but the context holds " +
                 std::to_string(session.n_ctx()) + "; raise --ctx-size or shorten the prompt");
@@ -62,6 +65,10 @@ GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<
     result.text += ev.text;
     if (on_piece) on_piece(token, ev.text);
     const bool stop = result.finish.kind != Finish::None;
+    if (speculate && !stop) {
+      generate_speculative(session, gen, prompt, token, o, on_piece, result);
+      break;
+    }
     // With keep_logits the last token is decoded too, so every generated
     // token has the row computed from it (see GenerateResult::logits).
     if (stop && (!o.keep_logits || position >= session.n_ctx())) break;

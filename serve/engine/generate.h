@@ -14,6 +14,7 @@
 
 #include "runtime/sampler.h"
 #include "serve/engine/request.h"
+#include "serve/engine/speculative/spec_options.h"
 
 namespace vtc {
 class Session;
@@ -21,6 +22,9 @@ class Tokenizer;
 }  // namespace vtc
 
 namespace vtc::serve {
+
+class ModelDrafter;
+class Generation;
 
 struct GenerateOptions {
   int32_t n_predict = 128;          // < 0: until end of generation or context
@@ -33,6 +37,20 @@ struct GenerateOptions {
   // when the sampling has no penalties and no logits are kept; the first
   // token, from the prompt's logits, is sampled on the host.
   bool device_sampling = false;
+  // Speculative decoding (docs/speculative.md): spec.mode Draft needs
+  // `drafter` (the caller loads the draft model). Not with keep_logits
+  // (a verify step's logits are not plain decode rows); it samples on the
+  // host.
+  SpecOptions spec;
+  ModelDrafter* drafter = nullptr;
+};
+
+// What speculation did in one generation (llama-server's timings names).
+struct SpecCounts {
+  int64_t draft_n = 0;           // draft tokens verified
+  int64_t draft_n_accepted = 0;  // of which the target accepted
+  int64_t verify_steps = 0;      // steps that verified a draft
+  int64_t steps = 0;             // target steps after the prompt
 };
 
 struct GenerateResult {
@@ -45,6 +63,7 @@ struct GenerateResult {
   // generated token, computed with that token as input (so row P+i
   // predicts the token after generated[i]).
   std::vector<float> logits;
+  SpecCounts spec;
 };
 
 // "stop (end of generation)", "stop (stop string "X")", "length",
@@ -53,8 +72,14 @@ std::string describe_finish(const FinishReason& f);
 
 // on_piece receives each generated token's released text (whole UTF-8
 // characters; text that may still become a stop string is held back).
+using PieceCallback = std::function<void(int32_t id, const std::string& piece)>;
 GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<const int32_t> prompt,
-                        const GenerateOptions& options,
-                        const std::function<void(int32_t id, const std::string& piece)>& on_piece = nullptr);
+                        const GenerateOptions& options, const PieceCallback& on_piece = nullptr);
+
+// generate()'s decode loop with speculation (options.spec.mode != Off),
+// after the prompt: `first` was drawn from its logits and emitted, at
+// position prompt.size(). serve/engine/speculative/generate_spec.cpp.
+void generate_speculative(Session& session, Generation& gen, std::span<const int32_t> prompt, int32_t first,
+                          const GenerateOptions& options, const PieceCallback& on_piece, GenerateResult& result);
 
 }  // namespace vtc::serve

@@ -10,11 +10,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "serve/api/common/api_error.h"
 #include "serve/chat/chat_prompt.h"
 #include "serve/engine/generate.h"
+#include "serve/engine/speculative/model_drafter.h"
 #include "frontends/gguf/tokenizer/tokenizer.h"
 #include "ir/printer.h"
 #include "runtime/compile/artifact.h"
@@ -37,6 +39,8 @@ struct RunOptions {
   int threads = 0;
   int64_t ctx = 0;
   CacheTypeFlags cache;
+  std::string spec = "off";
+  bool draft_fixed = false;
   serve::GenerateOptions gen;
 };
 
@@ -124,6 +128,34 @@ void print_fingerprints(Session& session, int32_t slot, int step) {
   diff::print_state_fingerprints(stderr, step, step == 0 ? "prefill" : "decode", session.snapshot(slot));
 }
 
+// --spec: checks the flags against the run's others and loads the draft
+// model (its own Session, on the same target).
+std::unique_ptr<serve::ModelDrafter> load_drafter(const RunOptions& o, serve::GenerateOptions& gen, Session& session,
+                                                  const Tokenizer& tok) {
+  gen.spec.mode = serve::parse_spec_mode(o.spec);
+  if (gen.spec.mode == serve::SpecMode::Off && !gen.spec.draft_model.empty()) gen.spec.mode = serve::SpecMode::Draft;
+  gen.spec.adaptive = !o.draft_fixed;
+  gen.spec.check();
+  if (gen.spec.mode == serve::SpecMode::Off) return nullptr;
+  if (gen.keep_logits) throw Error("--spec: --dump-logits keeps plain decode rows; run it with --spec off");
+  if (o.fingerprint) throw Error("--spec: --fingerprint prints the states of plain decode steps; run it with --spec off");
+  gen.device_sampling = false;  // verify rows are sampled on the host
+  if (gen.spec.mode != serve::SpecMode::Draft) return nullptr;
+  SessionOptions so = session_options(o);
+  so.passes = std::nullopt;  // --dump-ir and --disable-pass are the target's
+  auto drafter = std::make_unique<serve::ModelDrafter>(gen.spec.draft_model, so, session, tok);
+  gen.drafter = drafter.get();
+  return drafter;
+}
+
+void print_spec_counts(const serve::SpecOptions& spec, const serve::GenerateResult& r) {
+  const serve::SpecCounts& c = r.spec;
+  fmt::print(stderr, "run: speculative {}: {} draft tokens, {} accepted ({:.1f}%), {} verify steps of {} steps, {:.2f} "
+             "tokens per step\n", serve::spec_mode_name(spec.mode), c.draft_n, c.draft_n_accepted,
+             c.draft_n ? 100.0 * double(c.draft_n_accepted) / double(c.draft_n) : 0.0, c.verify_steps, c.steps,
+             c.steps ? double(r.generated.size() - 1) / double(c.steps) : 0.0);
+}
+
 int run(const RunOptions& o) {
   if (o.prompt.empty() && o.tokens.empty()) throw Error("run: give a prompt with -p TEXT or --tokens 1,2,3");
   Session session(o.model, session_options(o));
@@ -138,6 +170,7 @@ int run(const RunOptions& o) {
   serve::GenerateOptions gen = o.gen;
   gen.keep_logits = !o.dump_logits.empty();
   gen.device_sampling = o.device_sampling == "auto" ? parse_target(o.target) == Target::Cuda : o.device_sampling == "on";
+  std::unique_ptr<serve::ModelDrafter> drafter = load_drafter(o, gen, session, tok);
   if (!o.quiet && o.tokens.empty()) fmt::print("{}", o.chat ? "" : o.prompt);
   std::fflush(stdout);
   int step = 0;
@@ -160,6 +193,7 @@ int run(const RunOptions& o) {
              r.prompt.size(), r.prompt_seconds, double(r.prompt.size()) / std::max(r.prompt_seconds, 1e-9),
              r.generated.size(), r.generate_seconds, double(r.generated.size()) / std::max(r.generate_seconds, 1e-9),
              serve::describe_finish(r.finish));
+  if (gen.spec.mode != serve::SpecMode::Off) print_spec_counts(gen.spec, r);
   if (o.quiet) fmt::print("{}\n", fmt::join(r.generated, ","));
   return 0;
 }
@@ -208,6 +242,17 @@ Runner add_run(CLI::App& app) {
                   "Stop string (repeatable): generation ends at the first one in the text, which is not printed "
                   "(llama-server's `stop`)")
       ->allow_extra_args(false);
+  cmd->add_option("--spec", o->spec,
+                  "Speculative decoding: ngram (drafts from the sequence's own tokens), draft (a draft model), off")
+      ->capture_default_str();
+  cmd->add_option("--draft-model", o->gen.spec.draft_model,
+                  "Draft model for --spec draft: a smaller GGUF with the same vocabulary (implies --spec draft)");
+  cmd->add_option("--draft-max", o->gen.spec.draft_max, "Most draft tokens per verify step")->capture_default_str();
+  cmd->add_option("--draft-min", o->gen.spec.draft_min, "Fewer draft tokens than this: decode plainly")->capture_default_str();
+  cmd->add_option("--draft-p-min", o->gen.spec.p_min,
+                  "The draft model stops drafting below this probability of its top token")->capture_default_str();
+  cmd->add_flag("--draft-fixed", o->draft_fixed,
+                "Verify every draft the drafter has, up to --draft-max (no adaptive length: to measure verify steps)");
   cmd->add_option("--dump-ir", o->dump_ir,
                   "GGUF: write the IR after every pass to DIR/<step>/NN-<pass>.vtcir; .vtc: the lowered IR to "
                   "DIR/<step>/lowered.vtcir");

@@ -1,0 +1,64 @@
+// How many draft tokens a sequence verifies in the next step: adaptive, so
+// that speculation never costs more than it gains.
+//
+// Two things are measured online:
+//   - the step's cost in rows: seconds = a + b * rows, a least-squares fit
+//     over the recent steps (exponentially weighted; until the rows have
+//     varied, a prior of b / a = kPriorRowCost, near this project's CPU
+//     bench: a step of 8 rows costs 3.07x a step of 1, so b / a ~ 0.3);
+//   - each sequence's acceptance: the chance alpha that a draft token is
+//     accepted given the ones before it were, counted over the sequence's
+//     recent verify steps (a accepted of k: a successes, and one failure
+//     unless a == k), with a prior of kPriorAccept.
+// With k drafts a verify step yields E(k) = (1 - alpha^(k+1)) / (1 - alpha)
+// tokens. In a step of R rows that hold T tokens of output, adding k draft
+// rows raises the step's time by b k and its output by E(k) - 1; the rate
+// of the whole step rises if (E(k) - 1) / (b k) > T / (a + b R). choose()
+// takes the k in [n_min, n_max] with the best gain per second of the whole
+// step and returns 0 when no k gains: a server under load (T and R large)
+// speculates less, an idle one more, and a sequence whose drafts keep
+// failing stops. After a stop it decodes kProbeAfter tokens plainly (the
+// count doubling at each further stop, up to kProbeMax) and then probes
+// with a short draft, so a sequence that becomes repetitive speculates
+// again.
+#pragma once
+
+#include <cstdint>
+
+namespace vtc::serve {
+
+class DraftPolicy {
+ public:
+  static constexpr double kPriorRowCost = 0.3;  // b / a before measuring
+  static constexpr double kPriorAccept = 0.5;
+  static constexpr int32_t kProbeAfter = 8, kProbeMax = 256;
+
+  // One sequence's acceptance record.
+  struct Sequence {
+    double accepted = 0, tried = 0;  // decayed counts of draft tokens
+    int32_t plain_left = 0;          // tokens to decode plainly before probing
+    int32_t backoff = kProbeAfter;
+    double alpha() const;
+  };
+
+  // The draft length for `seq` in a step that already holds `rows` rows
+  // making `outputs` tokens of output; the drafter has `available` tokens.
+  int32_t choose(const Sequence& seq, int32_t available, int32_t n_min, int32_t n_max, int32_t rows,
+                 int32_t outputs) const;
+  // After a plain (undrafted) decode of `seq`.
+  void decoded_plainly(Sequence& seq) const;
+  // choose() said 0 while drafts were available: back off.
+  void declined(Sequence& seq) const;
+  // After verifying k drafts of which `accepted` matched.
+  void verified(Sequence& seq, int32_t k, int32_t accepted) const;
+  // After a step of `rows` rows that took `seconds`.
+  void step_timed(int32_t rows, double seconds);
+
+  // The fitted cost of one row beside the fixed cost, b / a.
+  double row_cost() const;
+
+ private:
+  double sw_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;  // decayed sums of (rows, seconds)
+};
+
+}  // namespace vtc::serve
