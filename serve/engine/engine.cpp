@@ -11,6 +11,9 @@
 #include "serve/constraints/grammar/matcher.h"
 #include "serve/engine/prefix_cache.h"
 #include "serve/engine/output.h"
+#include "serve/engine/speculative/model_drafter.h"
+#include "serve/engine/speculative/ngram_drafter.h"
+#include "serve/engine/speculative/verify.h"
 #include "support/error.h"
 
 namespace vtc::serve {
@@ -87,6 +90,17 @@ struct Engine::Active {
   DeviceSampling device_params;
   Clock::time_point started, first_token, last_token;
   bool done = false;
+  // Speculative decoding (engine.h): the verify state once the first token
+  // is drawn, the n-gram index over prompt and output (whose tokens are
+  // also the draft model's input), the acceptance record, this step's
+  // draft, and the positions reserved at admission (a verify chunk stays
+  // within them).
+  bool speculates = false, spec_started = false;
+  SpecSequence spec;
+  NgramDrafter ngram;
+  DraftPolicy::Sequence record;
+  std::vector<int32_t> draft;
+  int64_t reserved = 0;
 
   Active(std::shared_ptr<Request> r, int32_t s, size_t cached, const Tokenizer& tok)
       : req(std::move(r)), slot(s), prefilled(cached), n_past(int32_t(cached)), gen(req->params, tok),
@@ -97,6 +111,7 @@ struct Engine::Active {
 // --- Engine ---------------------------------------------------------------------
 Engine::Engine(const EngineOptions& o, Metrics& metrics) : options_(o), metrics_(metrics) {
   if (o.parallel < 1) throw Error(fmt::format("serve: --parallel must be at least 1 (got {})", o.parallel));
+  o.spec.check();
   if (o.parallel > o.max_step_tokens)
     throw Error(fmt::format("serve: --parallel {} exceeds the step bound of {} tokens", o.parallel, o.max_step_tokens));
   SessionOptions so{.target = o.target, .threads = o.threads, .n_ctx = o.n_ctx, .n_slots = o.parallel, .n_pages = o.kv_pages,
@@ -115,6 +130,12 @@ Engine::Engine(const EngineOptions& o, Metrics& metrics) : options_(o), metrics_
   if (!o.embeddings) session_->require_text_generation("vtc serve without --embeddings");
   device_sampling_ = o.device_sampling.value_or(o.target == Target::Cuda);
   tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(session_->file()));
+  if (o.spec.mode == SpecMode::Draft) {
+    SessionOptions draft = so;
+    draft.embeddings = false;
+    draft.passes = std::nullopt;
+    drafter_ = std::make_unique<ModelDrafter>(o.spec.draft_model, draft, *session_, *tokenizer_);
+  }
   cache_ = std::make_unique<CacheHolder>(session_->states(), checkpoint_budget(o, session_->states()));
   for (int32_t s = o.parallel - 1; s >= 0; --s) free_slots_.push_back(s);
   const StateStore& st = session_->states();
@@ -188,6 +209,7 @@ EngineGauges Engine::gauges() const {
 
 void Engine::release(Active& a, FinishReason reason, const std::string& error) {
   session_->reset(a.slot);
+  if (drafter_) drafter_->forget(a.slot);
   free_slots_.push_back(a.slot);
   a.done = true;
   if (a.req->generated_ > 0)
@@ -266,7 +288,10 @@ void Engine::admit() {
     active_.push_back(std::make_unique<Active>(r, slot, cached, *tokenizer_));
     Active& added = *active_.back();
     if (!embed && cache.keeps_checkpoints()) added.checkpoint_at = checkpoint_position(prompt.size(), cached, st.page_size());
-    if (device_sampling_ && !embed)
+    added.reserved = total;
+    added.speculates = options_.spec.mode != SpecMode::Off && !embed && r->params.speculative.enabled &&
+                       !r->params.constraint && r->params.max_tokens > 1;
+    if (device_sampling_ && !embed && !added.speculates)
       if (auto d = device_settings(r->params, added.gen.seed())) added.device = true, added.device_params = *d;
   }
 }
@@ -311,18 +336,40 @@ void Engine::deliver(Active& a, int32_t id, std::span<const float> row) {
 
 bool Engine::run_step() {
   std::vector<SeqChunk> chunks;
-  std::vector<Active*> rows;  // the request behind each logits row
-  std::vector<size_t> fed;    // tokens each chunk carries
+  // The request behind each chunk's logits rows: one row for a decode row or
+  // a prompt's end, k + 1 for a speculating request's verify chunk.
+  struct Rows {
+    Active* a;
+    bool verify;
+  };
+  std::vector<Rows> outputs;
   int64_t budget = session_->max_step_tokens(), generated = 0;
   std::vector<Active*> device_rows;
   for (auto& a : active_)
     if (a->decoding() && a->device) device_rows.push_back(a.get());
   if (!device_rows.empty()) run_device_decode(device_rows);
+  int32_t decoding = 0;
+  int64_t prompt_left = 0;
+  for (auto& a : active_) {
+    if (a->done || a->device || a->req->params.embeddings) continue;
+    if (a->decoding()) ++decoding;
+    else prompt_left += int64_t(a->req->params.prompt.size() - a->prefilled);
+  }
+  // Drafts leave one token per sequence spare: a recurrent model's
+  // rollback makes the next chunk up to one token longer than this one
+  // (speculative/verify.h), and the next step must still fit the bound.
+  if (options_.spec.mode != SpecMode::Off)
+    plan_drafts(budget - 2 * decoding, decoding + int32_t(std::min<int64_t>(prompt_left, budget - decoding)), decoding);
   for (auto& a : active_)
     if (a->decoding() && !a->device && !a->done && !a->req->params.embeddings) {
-      chunks.push_back({a->slot, {&a->last, 1}, a->n_past, true});
-      rows.push_back(a.get());
-      --budget;
+      if (a->spec_started) {
+        chunks.push_back(a->spec.chunk(a->slot, a->draft, session_->states()));
+        budget -= int64_t(chunks.back().tokens.size());
+      } else {
+        chunks.push_back({a->slot, {&a->last, 1}, a->n_past, 1});
+        --budget;
+      }
+      outputs.push_back({a.get(), a->spec_started});
     }
   for (auto& a : active_) {
     if (a->decoding() || budget <= 0 || a->req->params.embeddings) continue;
@@ -333,17 +380,20 @@ bool Engine::run_step() {
     const size_t n = std::min<size_t>(size_t(budget), until - a->prefilled);
     const bool ends = a->prefilled + n == prompt.size();
     chunks.push_back({a->slot, std::span<const int32_t>(prompt).subspan(a->prefilled, n), int32_t(a->prefilled), ends});
-    if (ends) rows.push_back(a.get());
+    if (ends) outputs.push_back({a.get(), false});
     budget -= int64_t(n);
   }
   if (chunks.empty()) return !device_rows.empty();
   const auto t0 = Clock::now();
   HostTensor logits = session_->step(chunks);
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   // Advance positions, then sample: a prefill that just ended samples its
-  // first token and decodes from the next step on.
+  // first token and decodes from the next step on. A verify chunk's
+  // positions move with its acceptance (verify_chunk).
   for (const auto& c : chunks) {
     for (auto& a : active_)
       if (a->slot == c.slot) {
+        if (a->spec_started) continue;
         if (a->decoding()) {
           a->n_past += 1;
         } else {
@@ -354,14 +404,106 @@ bool Engine::run_step() {
       }
   }
   const int64_t V = session_->n_vocab();
-  for (size_t i = 0; i < rows.size(); ++i) {
-    sample_row(*rows[i], logits.f32() + int64_t(i) * V);
+  const float* row = logits.f32();
+  for (const Rows& o : outputs) {
+    Active& a = *o.a;
+    if (o.verify) {
+      const size_t k = a.draft.size();
+      verify_chunk(a, row);
+      row += int64_t(k + 1) * V;
+      continue;
+    }
+    sample_row(a, row);
+    row += V;
     ++generated;
+    if (a.speculates && !a.done && !a.spec_started) {
+      a.spec_started = true;
+      a.spec.start(a.n_past, a.last);
+      a.ngram.append(a.req->params.prompt);
+      a.ngram.append(a.last);
+    }
   }
   int64_t tokens = 0;
   for (const auto& c : chunks) tokens += int64_t(c.tokens.size());
-  metrics_.step(int64_t(chunks.size()), tokens, generated, std::chrono::duration<double>(Clock::now() - t0).count());
+  draft_policy_.step_timed(int32_t(tokens), seconds);
+  metrics_.step(int64_t(chunks.size()), tokens, generated, seconds);
   return true;
+}
+
+// Each speculating request's draft for this step (Active::draft): as long
+// as its reservation, its remaining output and the step's token budget
+// allow, and as DraftPolicy finds worth the step's time; the draft model
+// runs once for all of them.
+void Engine::plan_drafts(int64_t budget, int32_t step_rows, int32_t step_outputs) {
+  const SpecOptions& o = options_.spec;
+  std::vector<ModelDrafter::Job> jobs;
+  std::vector<Active*> owners;
+  for (auto& ap : active_) {
+    Active& a = *ap;
+    a.draft.clear();
+    if (!a.spec_started || a.done) continue;
+    const SpecRequest& r = a.req->params.speculative;
+    const int32_t n_max = r.n_max.value_or(o.draft_max), n_min = r.n_min.value_or(o.draft_min);
+    const int64_t pending = int64_t(a.spec.pending().size());
+    int64_t room = std::min<int64_t>({int64_t(n_max), a.reserved - a.spec.positions_after(0), budget - pending + 1,
+                                      int64_t(a.req->params.max_tokens) - a.req->generated_ - 1});
+    budget -= pending - 1;  // the decode row's own token was counted by the caller
+    if (room <= 0 || a.record.plain_left > 0 || !a.spec.may_draft()) continue;
+    if (o.mode == SpecMode::Ngram) {
+      a.draft = a.ngram.draft(int32_t(room));
+    } else {
+      // The model drafts what the policy would verify, no more.
+      room = o.adaptive ? draft_policy_.choose(a.record, int32_t(room), n_min, n_max, step_rows, step_outputs) : room;
+      if (room > 0) {
+        jobs.push_back({a.slot, a.ngram.tokens(), int32_t(room), r.p_min.value_or(o.p_min), {}});
+        owners.push_back(&a);
+        budget -= room;
+        step_rows += int32_t(room);
+      } else {
+        draft_policy_.declined(a.record);
+      }
+      continue;
+    }
+    int32_t k = int32_t(a.draft.size()) >= std::max(n_min, 1) ? int32_t(a.draft.size()) : 0;
+    if (o.adaptive && k > 0) {
+      k = draft_policy_.choose(a.record, k, n_min, n_max, step_rows, step_outputs);
+      if (k == 0) draft_policy_.declined(a.record);
+    }
+    a.draft.resize(size_t(k));
+    budget -= k;
+    step_rows += k;
+  }
+  if (jobs.empty()) return;
+  drafter_->draft(jobs);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const int32_t n_min = owners[i]->req->params.speculative.n_min.value_or(o.draft_min);
+    if (int32_t(jobs[i].draft.size()) >= std::max(n_min, 1)) owners[i]->draft = std::move(jobs[i].draft);
+  }
+}
+
+// Samples a verify chunk's rows in order while they confirm the draft
+// (speculative/verify.h), then rolls back what the target rejected.
+void Engine::verify_chunk(Active& a, const float* logits) {
+  const int32_t k = int32_t(a.draft.size());
+  int32_t row_index = 0;
+  const auto [accepted, next] = verify_rows(
+      a.draft, logits, session_->n_vocab(), [&](std::span<const float> row) { return a.gen.draw(row); },
+      [&](int32_t id, std::span<const float> row) {
+        a.gen.accept(id);  // no grammar on speculating requests
+        a.ngram.append(id);
+        a.n_past = a.spec.positions_after(size_t(row_index++));
+        deliver(a, id, row);
+        return !a.done;
+      });
+  if (k > 0) {
+    metrics_.verified(k, int64_t(accepted));
+    a.req->draft_n_ += k;
+    a.req->draft_accepted_ += int32_t(accepted);
+    draft_policy_.verified(a.record, k, int32_t(accepted));
+  } else {
+    draft_policy_.decoded_plainly(a.record);
+  }
+  if (!a.done) a.spec.verified(a.slot, accepted, next, session_->states());
 }
 
 // After a prefill chunk: takes the checkpoint where one is due, and caches

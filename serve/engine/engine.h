@@ -39,6 +39,15 @@
 // reuses a prefix restores its checkpoint into its (reset) slot at
 // admission, before its first step.
 //
+// Speculative decoding (EngineOptions::spec; docs/speculative.md): a
+// generating request that speculates (not opted out, no grammar) decodes
+// through a SpecSequence (speculative/verify.h) instead of a decode row:
+// its chunk is its pending tokens and a draft, from the n-gram drafter over
+// its own tokens or from the draft model (one batched draft run for all
+// such requests before the step), of the length DraftPolicy picks for the
+// step's load; its k + 1 logits rows are sampled in order while they
+// confirm the draft. Such requests sample on the host.
+//
 // Embeddings (EngineOptions::embeddings, GenerationParams::embeddings): a
 // request that only reads its prompt. Its chunks run in their own @embed
 // call each iteration (Session::embed), beside the generation step, so the
@@ -67,6 +76,8 @@
 #include "runtime/sampler.h"
 #include "serve/engine/metrics.h"
 #include "serve/engine/request.h"
+#include "serve/engine/speculative/draft_policy.h"
+#include "serve/engine/speculative/spec_options.h"
 
 namespace vtc::grammar {
 class TokenTable;
@@ -104,7 +115,11 @@ struct EngineOptions {
   static constexpr uint64_t kDefaultCheckpointBytes = uint64_t(256) << 20;
   // The KV cache's element types (SessionOptions; a GGUF only).
   GgmlType cache_type_k = GgmlType::F16, cache_type_v = GgmlType::F16;
+  // Speculative decoding (off by default); Draft loads spec.draft_model.
+  SpecOptions spec;
 };
+
+class ModelDrafter;
 
 class Engine {
  public:
@@ -156,6 +171,9 @@ class Engine {
   bool run_step();
   bool run_embed_step();
   void run_device_decode(std::vector<Active*>& rows);
+  // Speculation: the drafts of this step, and the verify rows' sampling.
+  void plan_drafts(int64_t budget, int32_t step_rows, int32_t step_outputs);
+  void verify_chunk(Active& a, const float* logits);
   void sample_row(Active& a, const float* logits);
   void deliver(Active& a, int32_t id, std::span<const float> row);
   void release(Active& a, FinishReason reason, const std::string& error = {});
@@ -167,6 +185,8 @@ class Engine {
   Metrics& metrics_;
   std::unique_ptr<Session> session_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<ModelDrafter> drafter_;
+  DraftPolicy draft_policy_;
   mutable std::once_flag token_table_once_;
   mutable std::shared_ptr<const grammar::TokenTable> token_table_;
   struct CacheHolder;

@@ -68,6 +68,13 @@ void Metrics::step(int64_t sequences, int64_t tokens, int64_t generated, double 
   window_.push_back({Clock::now(), tokens, generated});
 }
 
+void Metrics::verified(int64_t k, int64_t accepted) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++verifies_;
+  draft_tokens_ += uint64_t(k);
+  draft_accepted_ += uint64_t(accepted);
+}
+
 void Metrics::finished(Finish reason) {
   std::lock_guard<std::mutex> lock(mu_);
   ++finish_reasons_[std::string(finish_name(reason))];
@@ -110,6 +117,14 @@ std::string Metrics::render(const EngineGauges& g) const {
   counter("vtc_generated_tokens_total", "Tokens sampled.", double(generated_tokens_));
   counter("vtc_steps_total", "Scheduler steps run.", double(steps_));
   counter("vtc_step_seconds_total", "Time spent in scheduler steps.", step_seconds_);
+  // Speculative decoding (docs/speculative.md): per sequence and verify step.
+  counter("vtc_spec_verifies_total", "Sequences' verify steps (a draft checked by the target).", double(verifies_));
+  counter("vtc_spec_draft_tokens_total", "Draft tokens verified.", double(draft_tokens_));
+  counter("vtc_spec_draft_tokens_accepted_total", "Draft tokens the target accepted.", double(draft_accepted_));
+  gauge("vtc_spec_acceptance_rate", "Draft tokens accepted / verified, since start (0 before any).",
+        draft_tokens_ == 0 ? 0.0 : double(draft_accepted_) / double(draft_tokens_));
+  gauge("vtc_spec_accepted_per_verify", "Draft tokens accepted per verify step, since start (0 before any).",
+        verifies_ == 0 ? 0.0 : double(draft_accepted_) / double(verifies_));
   gauge("vtc_tokens_per_second", "Tokens processed (prefill + decode) per second over the last 10 s.", rate(0));
   gauge("vtc_generated_tokens_per_second", "Tokens generated per second over the last 10 s.", rate(1));
   gauge("vtc_queue_depth", "Requests waiting for a slot or for KV pages.", double(g.queue_depth));

@@ -62,6 +62,8 @@ class Metrics {
   void first_token(double seconds);
   void inter_token(double seconds);
   void request_latency(double seconds);
+  // One verify step's share of a sequence: k draft tokens, `accepted` kept.
+  void verified(int64_t k, int64_t accepted);
 
   int64_t cached_prompt_tokens() const;
   std::string render(const EngineGauges& g) const;
@@ -74,6 +76,7 @@ class Metrics {
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   std::map<std::string, uint64_t> finish_reasons_;
   uint64_t prompt_tokens_ = 0, cached_tokens_ = 0, generated_tokens_ = 0, steps_ = 0;
+  uint64_t draft_tokens_ = 0, draft_accepted_ = 0, verifies_ = 0;
   double step_seconds_ = 0;
   Histogram seqs_per_step_, tokens_per_step_;
   Histogram time_to_first_token_, inter_token_latency_, e2e_latency_;

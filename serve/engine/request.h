@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "runtime/sampler.h"
+#include "serve/engine/speculative/spec_options.h"
 
 namespace vtc::serve {
 
@@ -83,6 +84,9 @@ struct GenerationParams {
   bool ignore_eos = false;
   int32_t min_tokens = 0;
   std::shared_ptr<TokenConstraint> constraint;
+  // Speculative decoding's per-request overrides (the server's --spec
+  // decides whether there is any; docs/speculative.md).
+  SpecRequest speculative;
   // Keep special tokens in the text (an output parser needs its markers).
   bool keep_special_text = false;
   // Read the prompt for its hidden states (Request::hidden) and generate
@@ -114,6 +118,10 @@ class Request {
   int32_t completion_tokens() const { return generated_.load(); }
   double prompt_ms() const { return prompt_ms_.load(); }
   double generate_ms() const { return generate_ms_.load(); }
+  // Speculative decoding: draft tokens verified and accepted (llama-server's
+  // timings.draft_n / draft_n_accepted).
+  int32_t draft_tokens() const { return draft_n_.load(); }
+  int32_t draft_tokens_accepted() const { return draft_accepted_.load(); }
   // Arrival (submit) time: latencies are measured from it.
   std::chrono::steady_clock::time_point arrived() const { return arrived_; }
   // An embeddings request's hidden states, [prompt tokens x n_embd] row-major,
@@ -135,7 +143,7 @@ class Request {
   FinishReason reason_;
   std::string error_;
   std::atomic<bool> cancelled_{false};
-  std::atomic<int32_t> cached_{0}, generated_{0};
+  std::atomic<int32_t> cached_{0}, generated_{0}, draft_n_{0}, draft_accepted_{0};
   std::atomic<double> prompt_ms_{0}, generate_ms_{0};
   std::chrono::steady_clock::time_point arrived_ = std::chrono::steady_clock::now();
 };

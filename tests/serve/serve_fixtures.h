@@ -25,18 +25,19 @@
 namespace vtc::test {
 
 // A generated tiny model of `arch` (`vtc gen-model --arch ARCH --size
-// tiny --seed 42`), written once into the test data folder.
-inline std::string tiny_model_of(const std::string& arch) {
+// tiny --seed SEED`, 42 by default), written once into the test data folder.
+inline std::string tiny_model_of(const std::string& arch, uint64_t seed = 42) {
   static std::mutex mutex;
   std::lock_guard<std::mutex> lock(mutex);
   const auto dir = std::filesystem::path(VTC_TEST_DATA_DIR) / "serve";
   std::filesystem::create_directories(dir);
-  const std::string path = (dir / fmt::format("tiny-{}.gguf", arch)).string();
+  const std::string path =
+      (dir / (seed == 42 ? fmt::format("tiny-{}.gguf", arch) : fmt::format("tiny-{}-seed{}.gguf", arch, seed))).string();
   if (std::filesystem::exists(path)) return path;
   synth::Options o;
   o.arch = arch;
   o.size = "tiny";
-  o.seed = 42;
+  o.seed = seed;
   o.vocab_path = synth::find_default_vocab(o.arch);
   const std::string partial = path + fmt::format(".{}.partial", getpid());
   synth::write_model(o, partial);

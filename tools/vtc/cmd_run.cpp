@@ -25,6 +25,7 @@
 #include "support/error.h"
 #include "tools/vtc/commands.h"
 #include "tools/vtc/cache_type_option.h"
+#include "tools/vtc/spec_option.h"
 #include "tools/vtc/target_option.h"
 
 namespace vtc::cli {
@@ -39,8 +40,7 @@ struct RunOptions {
   int threads = 0;
   int64_t ctx = 0;
   CacheTypeFlags cache;
-  std::string spec = "off";
-  bool draft_fixed = false;
+  SpecFlags spec;
   serve::GenerateOptions gen;
 };
 
@@ -132,10 +132,7 @@ void print_fingerprints(Session& session, int32_t slot, int step) {
 // model (its own Session, on the same target).
 std::unique_ptr<serve::ModelDrafter> load_drafter(const RunOptions& o, serve::GenerateOptions& gen, Session& session,
                                                   const Tokenizer& tok) {
-  gen.spec.mode = serve::parse_spec_mode(o.spec);
-  if (gen.spec.mode == serve::SpecMode::Off && !gen.spec.draft_model.empty()) gen.spec.mode = serve::SpecMode::Draft;
-  gen.spec.adaptive = !o.draft_fixed;
-  gen.spec.check();
+  gen.spec = o.spec.resolve();
   if (gen.spec.mode == serve::SpecMode::Off) return nullptr;
   if (gen.keep_logits) throw Error("--spec: --dump-logits keeps plain decode rows; run it with --spec off");
   if (o.fingerprint) throw Error("--spec: --fingerprint prints the states of plain decode steps; run it with --spec off");
@@ -242,17 +239,7 @@ Runner add_run(CLI::App& app) {
                   "Stop string (repeatable): generation ends at the first one in the text, which is not printed "
                   "(llama-server's `stop`)")
       ->allow_extra_args(false);
-  cmd->add_option("--spec", o->spec,
-                  "Speculative decoding: ngram (drafts from the sequence's own tokens), draft (a draft model), off")
-      ->capture_default_str();
-  cmd->add_option("--draft-model", o->gen.spec.draft_model,
-                  "Draft model for --spec draft: a smaller GGUF with the same vocabulary (implies --spec draft)");
-  cmd->add_option("--draft-max", o->gen.spec.draft_max, "Most draft tokens per verify step")->capture_default_str();
-  cmd->add_option("--draft-min", o->gen.spec.draft_min, "Fewer draft tokens than this: decode plainly")->capture_default_str();
-  cmd->add_option("--draft-p-min", o->gen.spec.p_min,
-                  "The draft model stops drafting below this probability of its top token")->capture_default_str();
-  cmd->add_flag("--draft-fixed", o->draft_fixed,
-                "Verify every draft the drafter has, up to --draft-max (no adaptive length: to measure verify steps)");
+  add_spec_options(cmd, o->spec);
   cmd->add_option("--dump-ir", o->dump_ir,
                   "GGUF: write the IR after every pass to DIR/<step>/NN-<pass>.vtcir; .vtc: the lowered IR to "
                   "DIR/<step>/lowered.vtcir");

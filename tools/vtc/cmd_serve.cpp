@@ -30,6 +30,7 @@
 #include "serve/http/server.h"
 #include "support/error.h"
 #include "tools/vtc/cache_type_option.h"
+#include "tools/vtc/spec_option.h"
 #include "tools/vtc/commands.h"
 #include "tools/vtc/target_option.h"
 
@@ -48,6 +49,7 @@ struct ServeOptions {
   double max_body_mib = 16;
   CacheTypeFlags cache;
   double checkpoint_mib = -1;  // -1: the engine's default
+  SpecFlags spec;
 };
 
 // The API key: --api-key, else --api-key-file (first line), else $VTC_API_KEY.
@@ -130,6 +132,7 @@ int serve_main(ServeOptions o) {
   if (o.http.model_name.empty()) o.http.model_name = std::filesystem::path(o.engine.model).stem().string();
   if (!o.chat_template_file.empty() && !o.chat_template.empty())
     throw Error("serve: --chat-template and --chat-template-file exclude each other");
+  o.engine.spec = o.spec.resolve();  // bad flags fail before the port opens
   serve::Metrics metrics;
   serve::HttpServer http(o.http, metrics);
   const int port = http.bind();
@@ -171,6 +174,11 @@ int serve_main(ServeOptions o) {
   http.set_engine(engine.get(), chat_template);
   fmt::print(stderr, "serve: {} for {} slots of {} positions\n", describe_kv_memory(engine->kv_memory()), o.engine.parallel,
              engine->n_ctx());
+  if (o.engine.spec.mode != serve::SpecMode::Off)
+    fmt::print(stderr, "serve: speculative decoding: {}{}, up to {} draft tokens per step ({})\n",
+               serve::spec_mode_name(o.engine.spec.mode),
+               o.engine.spec.draft_model.empty() ? "" : " with " + o.engine.spec.draft_model, o.engine.spec.draft_max,
+               o.engine.spec.adaptive ? "adaptive length" : "--draft-fixed");
   if (auto c = engine->checkpoints())
     fmt::print(stderr, "serve: prefix reuse through checkpoints of the recurrent states: {:.2f} MiB each, up to {:.2f} MiB ({})\n",
                double(c->each) / (1 << 20), double(c->budget) / (1 << 20),
@@ -235,6 +243,7 @@ Runner add_serve(CLI::App& app) {
                 "Do not serve the built-in web chat at GET / (served by default, without the API key: the page asks "
                 "for it); / is then an unknown URL like any other (404; 401 first without the key when one is set)");
   cmd->add_option("--kv-pages", o->engine.kv_pages, "KV pages of 16 positions in the pool (0: parallel x context)")->capture_default_str();
+  add_spec_options(cmd, o->spec);
   cmd->add_option("--cache-checkpoint-mib", o->checkpoint_mib,
                   "Models with recurrent state (Mamba, Gated DeltaNet and LFM2 hybrids...): MiB the prefix cache may hold "
                   "in checkpoints of a slot's recurrent states, which it needs to reuse a cached prompt prefix (host "

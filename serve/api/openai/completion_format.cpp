@@ -183,6 +183,7 @@ json completion_body(const ResponseInfo& info, const CompletionRequest& req, con
   json body = base(info, false);
   json list = json::array();
   double prompt_ms = 0, predicted_ms = 0;
+  int64_t draft_n = 0, draft_accepted = 0;
   for (size_t i = 0; i < choices.requests().size(); ++i) {
     const Request& r = *choices.requests()[i];
     const ChoiceOutput out = ChoiceOutput::whole(req, events[i]);
@@ -193,12 +194,16 @@ json completion_body(const ResponseInfo& info, const CompletionRequest& req, con
     list.push_back(std::move(choice));
     prompt_ms = std::max(prompt_ms, r.prompt_ms());
     predicted_ms = std::max(predicted_ms, r.generate_ms());
+    draft_n += r.draft_tokens();
+    draft_accepted += r.draft_tokens_accepted();
   }
   body["choices"] = std::move(list);
   body["usage"] = usage_of(choices);
   const json usage = body["usage"];
   body["timings"] = {{"prompt_n", usage["prompt_tokens"]}, {"cached_n", usage["prompt_tokens_details"]["cached_tokens"]},
                      {"prompt_ms", prompt_ms}, {"predicted_n", usage["completion_tokens"]}, {"predicted_ms", predicted_ms}};
+  // llama-server adds these when the request speculated.
+  if (draft_n > 0) body["timings"]["draft_n"] = draft_n, body["timings"]["draft_n_accepted"] = draft_accepted;
   return body;
 }
 

@@ -55,7 +55,8 @@ void check_known_fields(const json& body, bool chat) {
   static const std::set<std::string> common = {
       "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "presence_penalty",
       "frequency_penalty", "repeat_penalty", "repeat_last_n", "n", "stream", "stream_options", "logprobs", "logit_bias",
-      "stop_token_ids", "ignore_eos", "min_tokens", "grammar", "regex", "json_schema"};
+      "stop_token_ids", "ignore_eos", "min_tokens", "grammar", "regex", "json_schema", "speculative",
+      "speculative.n_max", "speculative.n_min", "speculative.p_min"};
   static const std::set<std::string> completions = {"prompt", "echo", "suffix", "best_of"};
   static const std::set<std::string> chats = {"messages", "top_logprobs", "max_completion_tokens", "response_format",
                                               "tools", "tool_choice", "parallel_tool_calls", "chat_template_kwargs",
@@ -109,6 +110,19 @@ std::vector<std::pair<int32_t, float>> logit_bias_of(const json& body, int64_t n
     out.emplace_back(int32_t(id), float(bias.get<double>()));
   }
   return out;
+}
+
+// llama-server's per-request speculation fields (flat keys with a dot), and
+// "speculative": false to opt out.
+SpecRequest speculative_of(const json& body) {
+  SpecRequest s;
+  s.enabled = get_bool(body, "speculative").value_or(true);
+  if (auto v = get_int(body, "speculative.n_max", 0, 1024)) s.n_max = int32_t(*v);
+  if (auto v = get_int(body, "speculative.n_min", 0, 1024)) s.n_min = int32_t(*v);
+  if (auto v = get_number(body, "speculative.p_min", 0.0, 1.0)) s.p_min = float(*v);
+  if (s.n_max && s.n_min && *s.n_min > *s.n_max)
+    bad("speculative.n_min", fmt::format("'speculative.n_min' ({}) is above 'speculative.n_max' ({})", *s.n_min, *s.n_max));
+  return s;
 }
 
 std::vector<int32_t> stop_token_ids_of(const json& body, int64_t n_vocab) {
@@ -262,6 +276,7 @@ CompletionRequest parse_completion(const nlohmann::ordered_json& ordered, bool c
   r.gen.stop_token_ids = stop_token_ids_of(body, engine.n_vocab());
   r.gen.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
   r.gen.min_tokens = int32_t(get_int(body, "min_tokens", 0, INT32_MAX).value_or(0));
+  r.gen.speculative = speculative_of(body);
   r.gen.sampling = sampling_of(body, engine.n_ctx());
   r.gen.stop = get_stop(body);
   r.gen.prompt = chat ? chat_prompt(body, ordered, tmpl, r) : completion_prompt(body, engine);

@@ -43,7 +43,7 @@ void generate_speculative(Session& session, Generation& gen, std::span<const int
   for (;;) {
     const int32_t room = draft_room(seq, session, result, o);
     std::vector<int32_t> draft;
-    if (room > 0 && record.plain_left == 0) {
+    if (room > 0 && record.plain_left == 0 && seq.may_draft()) {
       if (o.spec.mode == SpecMode::Ngram) {
         draft = ngram.draft(room);
       } else {
@@ -65,7 +65,7 @@ void generate_speculative(Session& session, Generation& gen, std::span<const int
     bool finished = false;
     const auto [accepted, next] = verify_rows(
         draft, logits.f32(), V, [&](std::span<const float> row) { return gen.draw(row); },
-        [&](int32_t id) {
+        [&](int32_t id, std::span<const float>) {
           gen.accept(id);
           result.generated.push_back(id);
           sequence.push_back(id);

@@ -27,8 +27,12 @@
 //     n-gram history): before a verify step with a draft the slot's states
 //     are checkpointed (StateStore::save_checkpoint, device to device on
 //     CUDA); after a rejection they are restored and the a accepted drafts
-//     and the new token become pending: the next step runs them again in
-//     front of its own draft (recompute, no extra step).
+//     and the new token become pending. The next step runs them again
+//     without a draft (may_draft() is false), as a plain decode step that
+//     recomputes: its last row gives the next token, and the states are
+//     committed, so the following step drafts from a fresh checkpoint. A
+//     rejection thus costs one undrafted step, and a chunk never holds more
+//     than k + 2 tokens.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +53,8 @@ class SpecSequence {
   const std::vector<int32_t>& pending() const { return pending_; }
   // Positions this step writes: pending plus the draft.
   int32_t positions_after(size_t draft) const { return n_past_ + int32_t(pending_.size() + draft); }
+  // false while rolled-back tokens wait to be run again (see above).
+  bool may_draft() const { return pending_.size() == 1; }
 
   // This step's chunk: pending, then `draft` (kept until verified()). On a
   // model with recurrent state and a non-empty draft, checkpoints the
@@ -70,8 +76,8 @@ class SpecSequence {
 
 // The acceptance loop over the k + 1 logits rows of a verify chunk:
 // draw(row) returns the token the sequence's sampler draws from a row
-// (without recording it); keep(id) records and emits it and returns false
-// when it ends the sequence. Returns the accepted draft count and the last
+// (without recording it); keep(id, row) records and emits it and returns
+// false when it ends the sequence. Returns the accepted draft count and the last
 // token kept.
 template <class Draw, class Keep>
 std::pair<size_t, int32_t> verify_rows(std::span<const int32_t> draft, const float* rows, int64_t n_vocab, Draw&& draw,

@@ -1,0 +1,46 @@
+// Speculative decoding's flags (serve/engine/speculative/spec_options.h),
+// the same on `vtc run`, `vtc serve` and `vtc bench`: --spec, --draft-model,
+// --draft-max, --draft-min, --draft-p-min, --draft-fixed. A draft model
+// given without --spec means --spec draft. resolve() checks them together.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "serve/engine/speculative/spec_options.h"
+
+namespace vtc::cli {
+
+struct SpecFlags {
+  std::string mode = "off";
+  bool fixed = false;
+  serve::SpecOptions options;
+
+  serve::SpecOptions resolve() const {
+    serve::SpecOptions o = options;
+    o.mode = serve::parse_spec_mode(mode);
+    if (o.mode == serve::SpecMode::Off && !o.draft_model.empty()) o.mode = serve::SpecMode::Draft;
+    o.adaptive = !fixed;
+    o.check();
+    return o;
+  }
+};
+
+inline void add_spec_options(CLI::App* cmd, SpecFlags& f) {
+  cmd->add_option("--spec", f.mode,
+                  "Speculative decoding: ngram (drafts from the sequence's own tokens), draft (a draft model), off "
+                  "(docs/speculative.md)")
+      ->capture_default_str();
+  cmd->add_option("--draft-model", f.options.draft_model,
+                  "Draft model for --spec draft: a smaller GGUF with the same vocabulary (implies --spec draft)");
+  cmd->add_option("--draft-max", f.options.draft_max, "Most draft tokens per verify step")->capture_default_str();
+  cmd->add_option("--draft-min", f.options.draft_min, "Fewer draft tokens than this: decode plainly")->capture_default_str();
+  cmd->add_option("--draft-p-min", f.options.p_min,
+                  "The draft model stops drafting below this probability of its top token")
+      ->capture_default_str();
+  cmd->add_flag("--draft-fixed", f.fixed,
+                "Verify every draft the drafter has, up to --draft-max (no adaptive length: to measure verify steps)");
+}
+
+}  // namespace vtc::cli
