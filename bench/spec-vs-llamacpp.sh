@@ -27,10 +27,14 @@
 # 4. Rounds: for each repetition and workload, one `vtc bench --spec
 #    ngram,draft -r 1` (off, ngram, draft interleaved after a warm-up; on
 #    `random` ngram only), then llama.cpp's: llama-lookup --draft-max 0
-#    (its plain decode: off), llama-lookup (its n-gram cache), and
+#    (its plain decode: off; --spec-draft-n-max 0), llama-lookup (its n-gram cache), and
 #    llama-speculative-simple with each --spec-type of --llama-ngram, and
-#    with -md DRAFT (repeat only). All greedy (--temp 0 --top-k 1), the
-#    same -n, threads (-t and -tb), --draft-max and --draft-p-min.
+#    with -md DRAFT --spec-type draft-simple (repeat only). All greedy
+#    (--temp 0 --top-k 1), the same -n, threads (-t and -tb), draft length
+#    (--spec-draft-n-max: this reference removed --draft-max) and
+#    --draft-p-min. Run it on a quiet machine: llama.cpp's threads spin at
+#    their barriers and slow down many times over when another process
+#    takes a core (a 1-row decode loop measured 2 tok/s beside a compile).
 #    tok/s: the decode after the prompt, as each tool prints it ("decoded N
 #    tokens in S seconds"; vtc counts the same span).
 # 5. Unless --no-verify-cost: `vtc bench --verify-cost --vs-reference`: a
@@ -135,7 +139,7 @@ prompt_ids $((PASSAGE * COPIES)) 2 | "$VTC_REF" detokenize "$MODEL" >"$PROMPT_ra
 
 # --- rounds -----------------------------------------------------------------
 CTX=$(( PASSAGE * COPIES * 2 + N + DRAFT_MAX + 64 ))
-common=(-m "$MODEL" -n "$N" -t "$THREADS" -tb "$THREADS" -c "$CTX" --temp 0 --top-k 1 --draft-max "$DRAFT_MAX")
+common=(-m "$MODEL" -n "$N" -t "$THREADS" -tb "$THREADS" -c "$CTX" --temp 0 --top-k 1 --spec-draft-n-max "$DRAFT_MAX")
 llama_run() {  # name workload rep tool args...
   local name="$1" w="$2" rep="$3" tool="$4"; shift 4
   local log="$RUNS/llama-$name-$w-r$rep.log"
@@ -152,12 +156,12 @@ for rep in $(seq "$REPS"); do
       >"$RUNS/vtc-$w-r$rep.log" 2>&1 || { say "vtc failed:"; tail -20 "$RUNS/vtc-$w-r$rep.log" >&2; exit 1; }
     grep '^| [a-z]' "$RUNS/vtc-$w-r$rep.log" | sed 's/^/    vtc /' >&2
     say "rep $rep/$REPS, $w: llama.cpp off, $LLAMA_NGRAM$([[ $w == repeat ]] && echo ", draft")"
-    llama_run off "$w" "$rep" "$LOOKUP" "${common[@]}" -f "$prompt" --draft-max 0
+    llama_run off "$w" "$rep" "$LOOKUP" "${common[@]}" -f "$prompt" --spec-draft-n-max 0
     for t in $LLAMA_NGRAM; do
       if [[ $t == lookup ]]; then llama_run lookup "$w" "$rep" "$LOOKUP" "${common[@]}" -f "$prompt"
       else llama_run "$t" "$w" "$rep" "$SPEC_SIMPLE" "${common[@]}" -f "$prompt" --spec-type "$t"; fi
     done
-    [[ $w == repeat ]] && llama_run draft "$w" "$rep" "$SPEC_SIMPLE" "${common[@]}" -f "$prompt" -md "$DRAFT" \
+    [[ $w == repeat ]] && llama_run draft "$w" "$rep" "$SPEC_SIMPLE" "${common[@]}" -f "$prompt" -md "$DRAFT" --spec-type draft-simple \
       --draft-p-min "$P_MIN"
   done
 done

@@ -236,8 +236,8 @@ TEST_CASE("vtc bench --spec ngram,draft prints tok/s, acceptance and the ratio t
     CHECK(c.at("steps").get<int64_t>() <= 2 * 23);
     CHECK(c.at("steps").get<int64_t>() > 0);
   }
-  // A repeated passage: the n-gram drafter finds drafts.
-  CHECK(modes.at("ngram").at("draft_n").get<int64_t>() > 0);
+  // No check that the n-gram drafter found drafts: a random-weight model
+  // does not copy the repeated passage, and 24 tokens may hold no cycle yet.
   std::filesystem::remove(json);
 }
 
