@@ -199,3 +199,71 @@ TEST_CASE("vtc bench --target cuda on the simulated device predicts and never me
   CHECK_THAT(bad, Catch::Contains("unknown GPU 'v100'") && Catch::Contains("h200") && Catch::Contains("exit=1"));
   std::filesystem::remove(pred);
 }
+
+// --spec (tools/vtc/bench_spec.h): greedy generation with speculation off
+// and on, in one run; the columns, one figure per repetition, the counts,
+// and the greedy output unchanged by speculation. No timing asserted.
+TEST_CASE("vtc bench --spec ngram,draft prints tok/s, acceptance and the ratio to off per mode",
+          "[cli][bench][spec][reference]") {
+  const std::string model = test::model_path("llama", "f32");
+  const std::string draft = test::model_path("llama", "q8_0");
+  const std::string json = test::unique_temp_path("bench-spec.json");
+  const std::string out = test::run_capture(
+      fmt::format("{} bench {} --spec ngram,draft --draft-model {} --draft-p-min 0 -p 48 --spec-prompt repeat "
+                  "--spec-passage 8 -n 24 -r 2 -t 2 --json {}",
+                  VTC_TOOL, model, draft, json));
+  INFO(out);
+  CHECK_THAT(out, Catch::Contains("| mode | tok/s | min-max | vs off | acceptance | accepted per verify step |"));
+  CHECK_THAT(out, Catch::Contains("| off | ") && Catch::Contains("| ngram | ") && Catch::Contains("| draft | "));
+  CHECK_THAT(out, Catch::Contains("medians of 2 repetitions") && Catch::Contains("--spec-prompt repeat, passage 8"));
+  const auto j = read_json(json);
+  const auto& modes = j.at("spec").at("modes");
+  CHECK(j.at("spec").at("prompt_tokens") == 48);
+  for (const char* m : {"off", "ngram", "draft"}) {
+    INFO(m);
+    check_positive(modes.at(m).at("tok_s"), 2);
+    CHECK(modes.at(m).at("generated").get<int64_t>() > 0);
+    CHECK(modes.at(m).at("generated").get<int64_t>() <= 24);  // fewer only at an end-of-generation token
+    CHECK(modes.at(m).at("same_tokens_as_off") == true);
+  }
+  CHECK(modes.at("off").at("draft_n") == 0);
+  for (const char* m : {"ngram", "draft"}) {
+    INFO(m);
+    const auto& c = modes.at(m);
+    CHECK(c.at("draft_n_accepted").get<int64_t>() <= c.at("draft_n").get<int64_t>());
+    CHECK(c.at("verify_steps").get<int64_t>() <= c.at("steps").get<int64_t>());
+    // Each step makes at least one token: at most 23 after the prompt's, per repetition.
+    CHECK(c.at("steps").get<int64_t>() <= 2 * 23);
+    CHECK(c.at("steps").get<int64_t>() > 0);
+  }
+  // No check that the n-gram drafter found drafts: a random-weight model
+  // does not copy the repeated passage, and 24 tokens may hold no cycle yet.
+  std::filesystem::remove(json);
+}
+
+TEST_CASE("vtc bench --verify-cost times verify steps of 1 + k rows against a decode step, and llama.cpp's",
+          "[cli][bench][spec][reference]") {
+  const std::string model = test::model_path("llama", "f32");
+  const std::string json = test::unique_temp_path("bench-verify.json");
+  const std::string out = test::run_capture(
+      fmt::format("{} bench {} --verify-cost --verify-max 3 --batch-context 8 --batch-steps 2 -r 2 -t 2 --vs-reference "
+                  "--ref-tool {} --json {}",
+                  VTC_TOOL, model, VTC_REF_TOOL, json));
+  INFO(out);
+  CHECK_THAT(out, Catch::Contains("| step | vtc ms | vtc / decode | llama.cpp ms | llama.cpp / decode |"));
+  CHECK_THAT(out, Catch::Contains("| decode, 1 row | ") && Catch::Contains("| verify k = 0 (1 rows) | ") &&
+                      Catch::Contains("| verify k = 3 (4 rows) | ") && !Catch::Contains("k = 4"));
+  const auto j = read_json(json).at("verify_cost");
+  check_positive(j.at("decode_ms"), 2);
+  REQUIRE(j.at("verify_ms").size() == 4);
+  REQUIRE(j.at("llama.cpp_ms").size() == 4);
+  for (size_t k = 0; k < 4; ++k) {
+    check_positive(j.at("verify_ms").at(k), 2);
+    check_positive(j.at("llama.cpp_ms").at(k), 2);
+  }
+  // --spec alone does not take --vs-reference (the script runs llama.cpp's tools).
+  const std::string bad = test::run_capture(
+      fmt::format("{} bench {} --spec ngram -p 8 -n 4 --vs-reference 2>&1; echo exit=$?", VTC_TOOL, model));
+  CHECK_THAT(bad, Catch::Contains("bench/spec-vs-llamacpp.sh") && Catch::Contains("exit=1"));
+  std::filesystem::remove(json);
+}

@@ -21,6 +21,7 @@
 //   vtc-ref gguf-dump FILE.gguf
 //   vtc-ref bench MODEL.gguf [--pp N] [--tg N] [--reps N] [--threads N]
 //           [--batch-rows B] [--batch-context C] [--batch-steps K] [--cache-type-k T] [--cache-type-v T]
+//   vtc-ref verify-cost MODEL.gguf --max-k K [--context C] [--steps S] [--reps R] [--threads N]
 //   vtc-ref chat-template TEMPLATE [--no-add-assistant] < messages.json
 //   vtc-ref embeddings MODEL.gguf [--pooling none|mean|cls|last] [--threads N] < inputs.json
 //
@@ -832,6 +833,66 @@ int cmd_bench(const Args& a) {
 }
 
 // ---------------------------------------------------------------------------
+// verify-cost
+
+// verify-cost MODEL --max-k K [--context C] [--steps S] [--reps R]
+// [--threads N]: the cost of a speculative verify step on one sequence, as
+// `vtc bench --verify-cost` measures vtc's. After C prompt tokens, each
+// repetition (after a warm-up) times S llama_decode calls of 1 + k tokens
+// of sequence 0 at positions C.., logits for every row, for k = 0..K (k = 0
+// is the plain decode step); before each call the positions from C on are
+// removed (llama_memory_seq_rm, as llama-lookup does after a rejection), so
+// every call writes the same positions. JSON {"ms": [[per rep] per k]}.
+int cmd_verify_cost(const Args& a) {
+  a.allow({"--max-k", "--context", "--steps", "--reps", "--threads", "--verbose"});
+  if (a.positional.size() != 1 || !a.has("--max-k"))
+    throw UsageError("verify-cost MODEL.gguf --max-k K [--context C] [--steps S] [--reps R] [--threads N]");
+  auto num = [&](const char* name, int fallback) {
+    return static_cast<int>(parse_int(a.get(name).value_or(std::to_string(fallback)), name));
+  };
+  BenchArgs b;
+  b.threads = num("--threads", 2);
+  b.reps = num("--reps", 3);
+  const int max_k = num("--max-k", 8), c = num("--context", 64), steps = num("--steps", 16);
+  if (max_k < 0 || c < 1 || steps < 1 || b.reps < 1 || b.threads < 1) throw UsageError("bad verify-cost arguments");
+  load_backends();
+  llama_log_set(log_callback, nullptr);
+  llama_model_params mp = llama_model_default_params();
+  mp.n_gpu_layers = 0;
+  llama_model* model = llama_model_load_from_file(a.positional[0].c_str(), mp);
+  if (!model) fail("could not load model " + a.positional[0]);
+  const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+  const int n_batch = std::max(c, max_k + 1);
+  llama_context* ctx = bench_context(model, b, uint32_t(c + max_k + 16), uint32_t(n_batch), 1);
+  llama_batch batch = llama_batch_init(n_batch, 0, 1);
+  std::vector<llama_token> prompt(static_cast<size_t>(c)), draft(static_cast<size_t>(max_k + 1));
+  std::vector<int> pos(static_cast<size_t>(n_batch));
+  for (int i = 0; i < c; ++i) prompt[size_t(i)] = bench_token(i, n_vocab);
+  for (int i = 0; i <= max_k; ++i) draft[size_t(i)] = bench_token(c + i, n_vocab);
+  for (int i = 0; i < n_batch; ++i) pos[size_t(i)] = i;
+  decode_rows(ctx, batch, c, prompt, std::vector<int>(size_t(c), 0), pos, false);
+  for (int i = 0; i <= max_k; ++i) pos[size_t(i)] = c + i;
+  nlohmann::json ms = nlohmann::json::array();
+  for (int k = 0; k <= max_k; ++k) ms.push_back(nlohmann::json::array());
+  const std::vector<int> seq0(size_t(max_k + 1), 0);
+  for (int rep = -1; rep < b.reps; ++rep) {
+    for (int k = 0; k <= max_k; ++k) {
+      const auto t0 = Clock::now();
+      for (int s = 0; s < steps; ++s) {
+        llama_memory_seq_rm(llama_get_memory(ctx), 0, c, -1);  // positions must follow the sequence's last
+        decode_rows(ctx, batch, k + 1, draft, seq0, pos, true);
+      }
+      if (rep >= 0) ms[size_t(k)].push_back(1e3 * seconds_since(t0) / steps);
+    }
+  }
+  llama_batch_free(batch);
+  llama_free(ctx);
+  llama_model_free(model);
+  std::cout << nlohmann::json{{"ms", ms}}.dump() << "\n";
+  return 0;
+}
+
+// ---------------------------------------------------------------------------
 // memory
 
 // VmRSS and VmHWM of this process (bytes), from /proc/self/status.
@@ -1023,6 +1084,7 @@ void usage() {
                "  vtc-ref gguf-dump FILE.gguf\n"
                "  vtc-ref bench MODEL.gguf [--pp N] [--tg N] [--reps N] [--threads N]\n"
                "          [--batch-rows B] [--batch-context C] [--batch-steps K]\n"
+               "  vtc-ref verify-cost MODEL.gguf --max-k K [--context C] [--steps S] [--reps R] [--threads N]\n"
                "  vtc-ref memory MODEL.gguf --ctx-size C --parallel P [--fill T] [--threads N]\n"
                "  vtc-ref chat-template TEMPLATE [--no-add-assistant] < messages.json\n"
                "  vtc-ref embeddings MODEL.gguf [--pooling none|mean|cls|last] [--threads N] < inputs.json\n"
@@ -1213,7 +1275,7 @@ int main(int argc, char** argv) {
                                 "--output-tensor-type", "--all", "--pp", "--tg", "--reps", "--ubatch",
                                 "--batch-rows", "--batch-context", "--batch-steps", "--cols", "--x", "--logits-file",
                                 "--pooling", "--cache-type-k", "--cache-type-v", "--prompt-batch", "--ctx-size",
-                                "--parallel", "--fill"});
+                                "--parallel", "--fill", "--max-k", "--context", "--steps"});
     g_verbose = a.has("--verbose");
     if (cmd == "logits") return cmd_logits(a);
     if (cmd == "quantize") return cmd_quantize(a);
@@ -1225,6 +1287,7 @@ int main(int argc, char** argv) {
     if (cmd == "gguf-dump") return cmd_gguf_dump(a);
     if (cmd == "chat-template") return cmd_chat_template(a);
     if (cmd == "bench") return cmd_bench(a);
+    if (cmd == "verify-cost") return cmd_verify_cost(a);
     if (cmd == "memory") return cmd_memory(a);
     if (cmd == "grammar") return cmd_grammar(a);
     if (cmd == "embeddings") return cmd_embeddings(a);

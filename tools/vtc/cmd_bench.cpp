@@ -8,7 +8,8 @@
 // measured on a second session with B slots (so pp/tg run on the same
 // one-slot session as without the flag). --memory-bandwidth measures the
 // DRAM read bandwidth with the same threads (the model is then optional)
-// and, with a model, prints tg's share of the roofline.
+// and, with a model, prints tg's share of the roofline. --spec and
+// --verify-cost measure speculative decoding instead (bench_spec.h).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -25,6 +26,7 @@
 #include "runtime/cpu/kernels/kernels.h"
 #include "runtime/session.h"
 #include "support/error.h"
+#include "tools/vtc/bench_spec.h"
 #include "tools/vtc/cache_type_option.h"
 #include "tools/vtc/commands.h"
 #include "tools/vtc/target_option.h"
@@ -47,6 +49,7 @@ struct BenchOptions {
   uint64_t bandwidth_mib = 1024;
   CacheTypeFlags cache;
   BenchSpec spec;
+  SpecBenchOptions speculative;  // --spec, --verify-cost and their flags
 };
 
 struct Bandwidth {
@@ -339,8 +342,31 @@ int run_kernel_times(const BenchOptions& o) {
   return 0;
 }
 
+// --spec / --verify-cost: the shared flags copied into bench_spec's options.
+int run_speculative(const BenchOptions& o) {
+  if (o.model.empty()) throw Error("bench: --spec and --verify-cost need a MODEL");
+  if (on_simulated_device(o))
+    throw Error("bench: --spec and --verify-cost time steps; the simulated device only predicts (use --target cpu)");
+  SpecBenchOptions s = o.speculative;
+  s.model = o.model;
+  s.session = session_options(o, 0, 1);
+  s.prompt_tokens = o.spec.prompt_tokens;
+  s.gen_tokens = o.spec.gen_tokens;
+  s.repetitions = o.spec.repetitions;
+  s.context = o.spec.batch_context;
+  s.steps = o.spec.batch_steps;
+  s.json_out = o.json_out;
+  if (o.vs_reference) {
+    if (!s.verify_cost) throw Error("bench: with --spec, llama.cpp's side is bench/spec-vs-llamacpp.sh; --vs-reference "
+                                    "goes with --verify-cost");
+    s.ref_tool = find_ref_tool(o);
+  }
+  return run_spec_bench(s);
+}
+
 int run(const BenchOptions& o) {
   if (o.list_isas) return list_isas();
+  if (!o.speculative.modes.empty() || o.speculative.verify_cost) return run_speculative(o);
   if (o.kernel_times) return run_kernel_times(o);
   if (on_simulated_device(o)) return run_predicted(o);
   if (o.model.empty() && !o.memory_bandwidth) throw Error("bench: give a MODEL (or --memory-bandwidth alone)");
@@ -431,6 +457,27 @@ Runner add_bench(CLI::App& app) {
                 "at depth --batch-context (weights + K and V over the bandwidth)");
   cmd->add_option("--bandwidth-mib", o->bandwidth_mib, "Buffer size of the bandwidth loop in MiB")->capture_default_str();
   cmd->add_option("--json", o->json_out, "Also write every repetition's figures to FILE as JSON");
+  SpecBenchOptions& sp = o->speculative;
+  cmd->add_option("--spec", sp.modes,
+                  "Speculative decoding: greedy generation of -n tokens with speculation off and with these modes "
+                  "(ngram, draft or ngram,draft), interleaved; tok/s, acceptance and the ratio to off");
+  cmd->add_option("--draft-model", sp.draft_model, "With --spec draft: the draft model (same vocabulary)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--draft-max", sp.draft_max, "With --spec: most draft tokens per verify step")->capture_default_str();
+  cmd->add_option("--draft-p-min", sp.draft_p_min,
+                  "With --spec draft: the draft stops below this probability of its top token")->capture_default_str();
+  cmd->add_flag("--draft-fixed", sp.draft_fixed, "With --spec: verify every draft up to --draft-max (no adaptive length)");
+  cmd->add_option("--spec-prompt", sp.prompt_kind,
+                  "With --spec: the -p prompt ids: repeat (a passage of random ids, repeated) or random")
+      ->check(CLI::IsMember({"repeat", "random"}))
+      ->capture_default_str();
+  cmd->add_option("--spec-passage", sp.passage, "With --spec-prompt repeat: ids per passage")->capture_default_str();
+  cmd->add_option("--prompt-file", sp.prompt_file, "With --spec: the prompt as text (tokenized as vtc run -p does)")
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--verify-cost", sp.verify_cost,
+                "Time a verify step of 1 + k rows (k = 0..--verify-max) against a 1-row decode step, after "
+                "--batch-context tokens, --batch-steps steps per repetition (with --vs-reference: llama.cpp's too)");
+  cmd->add_option("--verify-max", sp.verify_max, "With --verify-cost: the largest k")->capture_default_str();
   cmd->add_flag("--list-isas", o->list_isas,
                 "Print the CPU kernel levels (scalar, avx2, avxvnni, avx512vnni, avx512bf16) this machine runs and "
                 "which one is used; VTC_CPU_ISA=LEVEL forces one");
