@@ -26,6 +26,29 @@ int32_t draft_room(const SpecSequence& seq, const Session& session, const Genera
   return int32_t(std::clamp<int64_t>(room, 0, o.spec.draft_max));
 }
 
+// This step's draft. The draft model drafts only the length the policy
+// picks (each of its tokens is a step of its own); the n-gram drafter's
+// draft, free, is cut to it.
+std::vector<int32_t> propose(const GenerateOptions& o, DraftPolicy& policy, DraftPolicy::Sequence& record,
+                             const NgramDrafter& ngram, std::span<const int32_t> sequence, int32_t slot, int32_t room) {
+  if (room <= 0) return {};
+  const bool ngram_mode = o.spec.mode == SpecMode::Ngram;
+  std::vector<int32_t> draft = ngram_mode ? ngram.draft(room) : std::vector<int32_t>{};
+  int32_t k = ngram_mode ? int32_t(draft.size()) : room;
+  if (o.spec.adaptive && k > 0) {
+    k = policy.choose(record, k, o.spec.draft_min, o.spec.draft_max, 1, 1);
+    if (k == 0) policy.declined(record);
+  }
+  if (!ngram_mode && k > 0) {
+    ModelDrafter::Job job{slot, sequence, k, o.spec.p_min, {}};
+    o.drafter->draft({&job, 1});
+    draft = std::move(job.draft);
+  }
+  if (int32_t(draft.size()) < std::max(o.spec.draft_min, 1)) return {};
+  draft.resize(std::min(draft.size(), size_t(k)));
+  return draft;
+}
+
 }  // namespace
 
 void generate_speculative(Session& session, Generation& gen, std::span<const int32_t> prompt, int32_t first,
@@ -42,22 +65,8 @@ void generate_speculative(Session& session, Generation& gen, std::span<const int
   const int64_t V = session.n_vocab();
   for (;;) {
     const int32_t room = draft_room(seq, session, result, o);
-    std::vector<int32_t> draft;
-    if (room > 0 && record.plain_left == 0 && seq.may_draft()) {
-      if (o.spec.mode == SpecMode::Ngram) {
-        draft = ngram.draft(room);
-      } else {
-        ModelDrafter::Job job{slot, sequence, room, o.spec.p_min, {}};
-        o.drafter->draft({&job, 1});
-        draft = std::move(job.draft);
-      }
-    }
-    int32_t k = int32_t(draft.size()) >= std::max(o.spec.draft_min, 1) ? int32_t(draft.size()) : 0;
-    if (o.spec.adaptive && k > 0) {
-      k = policy.choose(record, k, o.spec.draft_min, o.spec.draft_max, 1, 1);
-      if (k == 0) policy.declined(record);
-    }
-    draft.resize(size_t(k));
+    std::vector<int32_t> draft = propose(o, policy, record, ngram, sequence, slot,
+                                        room > 0 && record.plain_left == 0 && seq.may_draft() ? room : 0);
     const SeqChunk chunk = seq.chunk(slot, draft, session.states());
     const auto t0 = std::chrono::steady_clock::now();
     const HostTensor logits = session.step({&chunk, 1});
@@ -78,7 +87,7 @@ void generate_speculative(Session& session, Generation& gen, std::span<const int
           return !finished;
         });
     ++result.spec.steps;
-    if (k > 0) {
+    if (const int32_t k = int32_t(draft.size()); k > 0) {
       policy.verified(record, k, int32_t(accepted));
       result.spec.draft_n += k;
       result.spec.draft_n_accepted += int64_t(accepted);
