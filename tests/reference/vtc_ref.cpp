@@ -814,14 +814,21 @@ std::string cpu_backend_features() {
   return s;
 }
 
-int cmd_bench(const Args& a) {
-  const BenchArgs b = parse_bench_args(a);
+// The benchmarks' model: CPU backends loaded, logging through ours, no
+// layer offloaded.
+llama_model* load_cpu_model(const std::string& path) {
   load_backends();
   llama_log_set(log_callback, nullptr);
   llama_model_params mp = llama_model_default_params();
   mp.n_gpu_layers = 0;
-  llama_model* model = llama_model_load_from_file(a.positional[0].c_str(), mp);
-  if (!model) fail("could not load model " + a.positional[0]);
+  llama_model* model = llama_model_load_from_file(path.c_str(), mp);
+  if (!model) fail("could not load model " + path);
+  return model;
+}
+
+int cmd_bench(const Args& a) {
+  const BenchArgs b = parse_bench_args(a);
+  llama_model* model = load_cpu_model(a.positional[0]);
   const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
   nlohmann::json out;
   out["cpu_features"] = cpu_backend_features();
@@ -855,12 +862,7 @@ int cmd_verify_cost(const Args& a) {
   b.reps = num("--reps", 3);
   const int max_k = num("--max-k", 8), c = num("--context", 64), steps = num("--steps", 16);
   if (max_k < 0 || c < 1 || steps < 1 || b.reps < 1 || b.threads < 1) throw UsageError("bad verify-cost arguments");
-  load_backends();
-  llama_log_set(log_callback, nullptr);
-  llama_model_params mp = llama_model_default_params();
-  mp.n_gpu_layers = 0;
-  llama_model* model = llama_model_load_from_file(a.positional[0].c_str(), mp);
-  if (!model) fail("could not load model " + a.positional[0]);
+  llama_model* model = load_cpu_model(a.positional[0]);
   const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
   const int n_batch = std::max(c, max_k + 1);
   llama_context* ctx = bench_context(model, b, uint32_t(c + max_k + 16), uint32_t(n_batch), 1);
