@@ -132,7 +132,7 @@ void print_fingerprints(Session& session, int32_t slot, int step) {
 // model (its own Session, on the same target).
 std::unique_ptr<serve::ModelDrafter> load_drafter(const RunOptions& o, serve::GenerateOptions& gen, Session& session,
                                                   const Tokenizer& tok) {
-  gen.spec = o.spec.resolve();
+  gen.spec = o.spec.resolve();  // checked once already, before the model loaded
   if (gen.spec.mode == serve::SpecMode::Off) return nullptr;
   if (gen.keep_logits) throw Error("--spec: --dump-logits keeps plain decode rows; run it with --spec off");
   if (o.fingerprint) throw Error("--spec: --fingerprint prints the states of plain decode steps; run it with --spec off");
@@ -154,6 +154,7 @@ void print_spec_counts(const serve::SpecOptions& spec, const serve::GenerateResu
 }
 
 int run(const RunOptions& o) {
+  o.spec.resolve();  // inconsistent --spec flags fail before the model loads
   if (o.prompt.empty() && o.tokens.empty()) throw Error("run: give a prompt with -p TEXT or --tokens 1,2,3");
   Session session(o.model, session_options(o));
   session.require_text_generation("vtc run");

@@ -31,6 +31,7 @@ inline void add_spec_options(CLI::App* cmd, SpecFlags& f) {
   cmd->add_option("--spec", f.mode,
                   "Speculative decoding: ngram (drafts from the sequence's own tokens), draft (a draft model), off "
                   "(docs/speculative.md)")
+      ->check(CLI::IsMember({"off", "ngram", "draft"}))
       ->capture_default_str();
   cmd->add_option("--draft-model", f.options.draft_model,
                   "Draft model for --spec draft: a smaller GGUF with the same vocabulary (implies --spec draft)");
