@@ -453,22 +453,17 @@ void Engine::plan_drafts(int64_t budget, int32_t step_rows, int32_t step_outputs
       a.draft = a.ngram.draft(int32_t(room));
     } else {
       // The model drafts what the policy would verify, no more.
-      room = o.adaptive ? draft_policy_.choose(a.record, int32_t(room), n_min, n_max, step_rows, step_outputs) : room;
+      if (o.adaptive) room = draft_policy_.length(a.record, int32_t(room), n_min, n_max, step_rows, step_outputs);
       if (room > 0) {
         jobs.push_back({a.slot, a.ngram.tokens(), int32_t(room), r.p_min.value_or(o.p_min), {}});
         owners.push_back(&a);
         budget -= room;
         step_rows += int32_t(room);
-      } else {
-        draft_policy_.declined(a.record);
       }
       continue;
     }
     int32_t k = int32_t(a.draft.size()) >= std::max(n_min, 1) ? int32_t(a.draft.size()) : 0;
-    if (o.adaptive && k > 0) {
-      k = draft_policy_.choose(a.record, k, n_min, n_max, step_rows, step_outputs);
-      if (k == 0) draft_policy_.declined(a.record);
-    }
+    if (o.adaptive && k > 0) k = draft_policy_.length(a.record, k, n_min, n_max, step_rows, step_outputs);
     a.draft.resize(size_t(k));
     budget -= k;
     step_rows += k;

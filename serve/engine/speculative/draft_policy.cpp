@@ -58,6 +58,13 @@ int32_t DraftPolicy::choose(const Sequence& seq, int32_t available, int32_t n_mi
   return best;
 }
 
+int32_t DraftPolicy::length(Sequence& seq, int32_t available, int32_t n_min, int32_t n_max, int32_t rows,
+                            int32_t outputs) const {
+  const int32_t k = choose(seq, available, n_min, n_max, rows, outputs);
+  if (k == 0 && available > 0) declined(seq);
+  return k;
+}
+
 void DraftPolicy::decoded_plainly(Sequence& seq) const {
   if (seq.plain_left > 0) --seq.plain_left;
 }

@@ -49,6 +49,9 @@ class DraftPolicy {
   void decoded_plainly(Sequence& seq) const;
   // choose() said 0 while drafts were available: back off.
   void declined(Sequence& seq) const;
+  // choose(), then declined() when it says 0 for an available draft: what
+  // every caller does with a draft of `available` tokens.
+  int32_t length(Sequence& seq, int32_t available, int32_t n_min, int32_t n_max, int32_t rows, int32_t outputs) const;
   // After verifying k drafts of which `accepted` matched.
   void verified(Sequence& seq, int32_t k, int32_t accepted) const;
   // After a step of `rows` rows that took `seconds`.

@@ -35,10 +35,7 @@ std::vector<int32_t> propose(const GenerateOptions& o, DraftPolicy& policy, Draf
   const bool ngram_mode = o.spec.mode == SpecMode::Ngram;
   std::vector<int32_t> draft = ngram_mode ? ngram.draft(room) : std::vector<int32_t>{};
   int32_t k = ngram_mode ? int32_t(draft.size()) : room;
-  if (o.spec.adaptive && k > 0) {
-    k = policy.choose(record, k, o.spec.draft_min, o.spec.draft_max, 1, 1);
-    if (k == 0) policy.declined(record);
-  }
+  if (o.spec.adaptive && k > 0) k = policy.length(record, k, o.spec.draft_min, o.spec.draft_max, 1, 1);
   if (!ngram_mode && k > 0) {
     ModelDrafter::Job job{slot, sequence, k, o.spec.p_min, {}};
     o.drafter->draft({&job, 1});
