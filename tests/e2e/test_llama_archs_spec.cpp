@@ -15,7 +15,7 @@
 //     plain decoding, since each kept token is one draw of the target's
 //     sampler (serve/engine/speculative/verify.h);
 //   - draft, greedy, draft_max 4, p_min 0: the draft model is the same
-//     architecture with the other seed's weights, so acceptance is low and
+//     architecture with other weights (files_of), so acceptance is low and
 //     nearly every step rejects (rolls back KV positions and restores
 //     recurrent states); then the target as its own draft model, so nearly
 //     every draft is accepted whole and the bonus row's token follows.
@@ -61,36 +61,65 @@ constexpr int32_t kGenerated = 64, kGeneratedSim = 32;
 // convolutions, Kimi delta attention, the n-gram history state.
 const char* const kSimFamilies = ",llama,qwen3moe,deepseek2,gemma2,gpt-oss,qwen35,mamba2,jamba,lfm2,kimi-linear,qwen4exp,";
 
+// A test-llama-archs model (arch) or one of our generator's (synth_arch).
 struct Model {
-  std::string name, target, draft;  // the draft: the same architecture, other weights
+  std::string name;
+  const la::ArchModel* arch = nullptr;
+  std::string synth_arch;
 };
 
-// Our generator's tiny models, seeds 1 (target) and 2 (draft), created on
-// first use like llama_archs.h's files.
-std::string synth_path(const std::string& arch, uint64_t seed) {
+// A model's target and draft files (the draft: the same architecture, other
+// weights); `temporary` ones are removed when the model is done.
+struct Files {
+  std::string target, draft;
+  std::vector<std::string> temporary;
+  Files() = default;
+  Files(const Files&) = delete;
+  Files& operator=(const Files&) = delete;
+  ~Files() {
+    std::error_code ec;
+    for (const std::string& p : temporary) std::filesystem::remove(p, ec);
+  }
+};
+
+// One of our generator's tiny models, with the default vocabulary of its
+// architecture: 17 to 84 MB each, so written per process and removed after
+// use (kept, the 2 x 24 of them took 2.5 GB of CI's disk).
+std::string synth_file(const std::string& arch, uint64_t seed) {
   const auto dir = std::filesystem::path(VTC_TEST_DATA_DIR) / "spec";
   std::filesystem::create_directories(dir);
-  const std::string path = (dir / fmt::format("{}-tiny-seed{}.gguf", arch, seed)).string();
-  if (std::filesystem::exists(path)) return path;
+  const std::string path = (dir / fmt::format("{}-tiny-seed{}.{}.gguf", arch, seed, ::getpid())).string();
   synth::Options o;
   o.arch = arch;
   o.seed = seed;
   o.vocab_path = synth::find_default_vocab(arch);
-  const std::string partial = fmt::format("{}.{}.partial", path, ::getpid());
-  synth::write_model(o, partial);
-  std::filesystem::rename(partial, path);
+  synth::write_model(o, path);
   return path;
 }
 
-// The attention-amplified file (llama_archs.h): with the rescaling alone
-// attention barely moves the logits, and a KV row left behind by a
-// rejected draft would not change a greedy token. Models without attention
-// (mamba, mamba2) have nothing to amplify: their rescaled file.
-std::string attention_amplified(const la::ArchModel& m, uint64_t seed) {
+// The target is the attention-amplified file (llama_archs.h): with the
+// rescaling alone attention barely moves the logits, and a KV row left
+// behind by a rejected draft would not change a greedy token. Its draft is
+// the plain rescaled file of the same seed (la::amplified_seed): other
+// attention weights, and no file that test_llama_archs has not written
+// already (a second seed added three files per architecture to the test
+// data, and CI's disk filled up). Models without attention (mamba, mamba2)
+// have nothing to amplify: their rescaled file, drafted by another seed's.
+// Our generator's models: seeds 1 (target) and 2 (draft).
+void files_of(const Model& m, Files& f) {
+  if (m.arch == nullptr) {
+    f.temporary.push_back(f.target = synth_file(m.synth_arch, 1));
+    f.temporary.push_back(f.draft = synth_file(m.synth_arch, 2));
+    return;
+  }
+  const uint64_t seed = la::amplified_seed(*m.arch);
+  const std::string plain = la::model_path(*m.arch, seed, "f32");
   try {
-    return la::amplified_path(m, seed);
+    f.target = la::amplified_path(*m.arch, seed);
+    f.draft = plain;
   } catch (const std::exception&) {
-    return la::model_path(m, seed, "f32");
+    f.target = plain;
+    f.draft = la::model_path(*m.arch, seed + 1, "f32");
   }
 }
 
@@ -101,10 +130,9 @@ std::vector<Model> models() {
   auto wanted = [&](const std::string& n) { return filter.empty() || filter.find("," + n + ",") != std::string::npos; };
   std::vector<Model> out;
   for (const la::ArchModel& m : la::arch_models())
-    if (wanted(m.name)) out.push_back({m.name, attention_amplified(m, 1), attention_amplified(m, 2)});
+    if (wanted(m.name)) out.push_back({m.name, &m, ""});
   for (const std::string& arch : synth::known_archs())
-    if (arch != "bert" && wanted("ours-" + arch))
-      out.push_back({"ours-" + arch, synth_path(arch, 1), synth_path(arch, 2)});
+    if (arch != "bert" && wanted("ours-" + arch)) out.push_back({"ours-" + arch, nullptr, arch});
   return out;
 }
 
@@ -170,7 +198,9 @@ Row run_model(const Model& m, const std::string& target) {
   so.target = parse_target(target);
   so.threads = target == "cuda" ? 1 : 2;  // the simulated device's workers take the other core
   so.n_ctx = 256;
-  Session session(m.target, so);
+  Files files;
+  files_of(m, files);
+  Session session(files.target, so);
   if (!session.generates_text()) {
     row.ngram = row.draft = "encoder: no generation";
     return row;
@@ -179,7 +209,7 @@ Row run_model(const Model& m, const std::string& target) {
   std::vector<int32_t> prompt;
   const std::vector<int32_t> passage = la::prompt(3, 12);
   for (int i = 0; i < 3; ++i) prompt.insert(prompt.end(), passage.begin(), passage.end());
-  serve::ModelDrafter other(m.draft, so, session, tok);
+  serve::ModelDrafter other(files.draft, so, session, tok);
 
   const Outcome plain = generate(session, tok, prompt, serve::SpecMode::Off, nullptr, false);
   const Outcome ngram = generate(session, tok, prompt, serve::SpecMode::Ngram, nullptr, false);
@@ -197,7 +227,7 @@ Row run_model(const Model& m, const std::string& target) {
     const Outcome ngram_sampled = generate(session, tok, prompt, serve::SpecMode::Ngram, nullptr, true);
     compare(row, "ngram, sampled", ngram_sampled, plain_sampled, target, Expect::Anything);
     row.ngram_verified = row.ngram_verified || ngram_sampled.counts.verify_steps > 0;
-    serve::ModelDrafter self(m.target, so, session, tok);
+    serve::ModelDrafter self(files.target, so, session, tok);
     const Outcome own = generate(session, tok, prompt, serve::SpecMode::Draft, &self, false);
     compare(row, "draft (the target itself), greedy", own, plain, target, Expect::Verified);
     row.self = describe(own.counts);
