@@ -19,9 +19,10 @@ Mutation parse_mutation() {
   if (name == "spec_keep_rejected_row") return Mutation::SpecKeepRejectedRow;
   if (name == "spec_skip_state_restore") return Mutation::SpecSkipStateRestore;
   if (name == "spec_accept_every_draft") return Mutation::SpecAcceptEveryDraft;
+  if (name == "spec_verify_rows_one_pass") return Mutation::SpecVerifyRowsOnePass;
   throw Error("VTC_MUTATION='" + name +
               "' is not a known mutation (ssm_scan_decay, conv_ring_shift, mrope_section, alibi_slope, spec_keep_rejected_row, "
-              "spec_skip_state_restore, spec_accept_every_draft); unset it for "
+              "spec_skip_state_restore, spec_accept_every_draft, spec_verify_rows_one_pass); unset it for "
               "normal runs");
 }
 

@@ -14,6 +14,8 @@
 //   spec_keep_rejected_row  after a rejection, the first rejected draft row stays in the KV context
 //   spec_skip_state_restore after a rejection, recurrent states keep the rejected rows
 //   spec_accept_every_draft every draft token is accepted, whatever the target drew
+//   spec_verify_rows_one_pass a few query rows at depth attend in one pass, not each as decode
+//                           would (runtime/cpu/kernels/attention.cpp, use_rows_as_decode)
 #pragma once
 
 namespace vtc {
@@ -27,6 +29,7 @@ enum class Mutation {
   SpecKeepRejectedRow,
   SpecSkipStateRestore,
   SpecAcceptEveryDraft,
+  SpecVerifyRowsOnePass,
 };
 
 // The mutation VTC_MUTATION names, read once; an unknown name throws an

@@ -194,7 +194,9 @@ void check_shape(const Shape& s, bool tiled) {
           const auto got = run(pr, Isa::Avx512Vnni, threads, lanes);
           CHECK(bitwise_equal(got, want));
           if (threads == 1) first = got;
-          else if (!(s.n_tokens == 1 && s.n_kv > 256)) CHECK(bitwise_equal(got, first));  // thread-blind paths
+          // Thread-blind paths: all but split-KV, which a step of fewer than
+          // 64 tokens takes past 256 keys (each row as decode would).
+          else if (!(s.n_tokens < 64 && s.n_kv > 256)) CHECK(bitwise_equal(got, first));
         }
         if (tiled) {
           const double e = nmse(first, reference_of(pr));

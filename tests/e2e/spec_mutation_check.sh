@@ -13,6 +13,7 @@ CHECKS=(
   "spec_keep_rejected_row  llama,deepseek2 llama"       # a rejected draft's KV row stays in the context
   "spec_skip_state_restore qwen35,mamba2   qwen35"      # recurrent states keep the rejected rows
   "spec_accept_every_draft llama,mamba2    llama"       # drafts kept whatever the target drew
+  "spec_verify_rows_one_pass llama,qwen35  llama"       # verify rows at depth attend unlike decode
 )
 status=0
 for row in "${CHECKS[@]}"; do

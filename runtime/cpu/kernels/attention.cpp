@@ -24,7 +24,9 @@
 //   one-row loop and leaves (M, S, acc as f32); the chunks are then merged in
 //   order: M' = max(M, Mc), acc = acc*exp(M - M') + acc_c*exp(Mc - M'),
 //   S likewise, and out = acc / S. Like the reference, the result depends on
-//   the thread count.
+//   the thread count. A step of 2 to 63 query rows at such a depth runs
+//   each row so, as the one-token step at its position would (its own n_kv):
+//   a speculative verify row then has the bits of plain decoding's.
 // * tiled f32 (64+ query rows, and V rows a multiple of the reference's SIMD
 //   width on SIMD builds): ggml_compute_forward_flash_attn_ext_tiled, q in
 //   f32, K and V converted to f32 per tile of 64 cache rows, scores by an f32
@@ -66,6 +68,7 @@
 #include "support/alibi.h"
 #include "support/error.h"
 #include "support/kv_cache_type.h"
+#include "support/mutation.h"
 
 namespace vtc::cpu {
 
@@ -619,6 +622,38 @@ void run_depth_rows(const AttentionJob& job, ThreadPool& pool) {
   });
 }
 
+// A step of a few query tokens of one sequence at a depth where a single
+// token takes split-KV (a speculative verify chunk: the pending token and
+// up to 16 drafts): each row runs as the one-token step at its position
+// runs it, with that step's n_kv (its position + 1), chunks and merge, so
+// its output has the bits of plain decoding's (docs/speculative.md, "The
+// guarantee"); without this a verify row at depth 300 differed from
+// decode in most logits and greedy tokens flipped on near-ties. Shallower,
+// the one-row path is already the one-token arithmetic row by row; from
+// kAttentionTileQ tokens on (prompts) the tiled path runs, as the
+// reference's. Needs the cache rows to be the positions (kv_pos null).
+bool use_rows_as_decode(const AttentionJob& job, const int32_t* kv_pos) {
+  if (mutated(Mutation::SpecVerifyRowsOnePass)) return false;
+  return kv_pos == nullptr && job.n_tokens > 1 && job.n_tokens < kAttentionTileQ &&
+         reference_view_rows(job.n_kv) >= detail::kAttentionSplitMinKV;
+}
+
+void run_rows_as_decode(const AttentionJob& job, const int32_t* q_pos, ThreadPool& pool) {
+  for (int64_t t = 0; t < job.n_tokens; ++t) {
+    AttentionJob one = job;
+    one.n_tokens = 1;
+    one.n_kv = std::min<int64_t>(job.n_kv, int64_t(q_pos[t]) + 1);
+    one.q = job.q + t * job.n_head * job.dk;
+    one.out = job.out + t * job.n_head * job.dv;
+    one.visible = job.visible + t * job.n_kv;
+    one.first_visible = job.first_visible + t;
+    one.last_visible = job.last_visible + t;
+    one.alibi_dist = detail::attention_alibi_row(job, t);
+    if (use_split_kv(one)) run_split_kv(one, pool);
+    else run_one_row(one, pool);
+  }
+}
+
 }  // namespace
 
 namespace detail {
@@ -692,6 +727,7 @@ void attention_with_lanes(const float* q, const void* k, const void* v, const in
     job.alibi_dist = vis.alibi_dist.data();
   }
   if (use_tiled(job)) run_tiled(job, pool);
+  else if (use_rows_as_decode(job, kv_pos)) run_rows_as_decode(job, q_pos, pool);
   else if (use_split_kv(job)) run_split_kv(job, pool);
   else if (use_depth_rows(job)) run_depth_rows(job, pool);
   else run_one_row(job, pool);
