@@ -138,7 +138,7 @@ const std::vector<ArchModel>& arch_models() {
       {"mistral3-moe", "mistral3", "mistral3-moe"},
       {"deepseek2", "deepseek2", "deepseek2-moe"},
       {"glm4moe", "glm4moe", "glm4moe-moe"},
-      {"gemma3", "vtc:gemma3", "gemma3-vtc1"},  // our generator (raw_path)
+      {"gemma3", "vtc:gemma3", "gemma3-vtc1"},  // our generator (write_raw)
       {"gemma2-softcap", "vtc:gemma2", "gemma2-vtc1"},  // 6 layers, attention soft cap 5
       {"llama4", "llama4", "llama4-moe"},
       // ARCH-MODELS (one line per generated model below)
@@ -235,20 +235,18 @@ std::string generator() { return VTC_LLAMA_ARCHS; }
 // rebuilt.
 constexpr const char* kOwnGenerator = "vtc:";
 
-std::string raw_path(const ArchModel& model, uint64_t seed) {
-  std::lock_guard<std::recursive_mutex> lock(cache_mutex());
-  const auto path = cache_dir() / fmt::format("{}-s{}-raw.gguf", model.stem, seed);
-  if (std::filesystem::exists(path)) return path.string();
+namespace {
+
+// The generator's own file for `seed`, written to `path`.
+void write_raw(const ArchModel& model, uint64_t seed, const std::string& path) {
   if (model.gen_arch.rfind(kOwnGenerator, 0) == 0) {
     // Our generator, in test-llama-archs's layout (synth::Options::llama_archs_layout).
     synth::Options o;
     o.arch = model.gen_arch.substr(std::strlen(kOwnGenerator));
     o.seed = seed;
     o.llama_archs_layout = true;
-    const std::string partial = partial_name(path);
-    synth::write_model(o, partial);
-    std::filesystem::rename(partial, path);
-    return path.string();
+    synth::write_model(o, path);
+    return;
   }
   if (generator().empty()) throw Error("no test-llama-archs binary was configured (VTC_LLAMA_ARCHS_BIN)");
   // The generator writes every variant of the arch into its folder: give
@@ -262,15 +260,27 @@ std::string raw_path(const ArchModel& model, uint64_t seed) {
     throw Error(fmt::format("{} -a {} wrote no {}", generator(), model.gen_arch, written.filename().string()));
   std::filesystem::rename(written, path);
   std::filesystem::remove_all(tmp);
-  return path.string();
 }
+
+}  // namespace
 
 std::string variant_path(const ArchModel& model, uint64_t seed, const RescaleOptions& options, const std::string& tag) {
   std::lock_guard<std::recursive_mutex> lock(cache_mutex());
   const auto path = cache_dir() / fmt::format("{}-s{}-r{}-{}.gguf", model.stem, seed, kRescaleVersion, tag);
   if (std::filesystem::exists(path)) return path.string();
+  // The raw file is this process's own and removed once rescaled: kept,
+  // the 360 of them took 2.1 GB of CI's disk, and the generator rewrites
+  // one in about 50 ms.
+  const std::string raw = partial_name(cache_dir() / fmt::format("{}-s{}-raw.gguf", model.stem, seed));
   const std::string partial = partial_name(path);
-  rescale(raw_path(model, seed), partial, options);
+  write_raw(model, seed, raw);
+  try {
+    rescale(raw, partial, options);
+  } catch (...) {
+    std::filesystem::remove(raw);
+    throw;
+  }
+  std::filesystem::remove(raw);
   std::filesystem::rename(partial, path);
   return path.string();
 }

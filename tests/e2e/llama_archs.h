@@ -67,12 +67,11 @@ std::string generator();
 // Cached paths under <test-data>/llama-archs/<generator commit>/, created on
 // first use, safe for parallel ctest processes (per-process partial files
 // renamed into place):
-// - raw_path: the generator's own file for `seed`;
 // - model_path: "f32" (rescaled) or a reference quant type ("q8_0"), the
 //   rescaled f32 file through `vtc-ref quantize`;
 // - variant_path: the rescaled f32 file with `options` applied, cached
-//   under `tag`.
-std::string raw_path(const ArchModel& model, uint64_t seed);
+//   under `tag`, from the generator's own file for `seed` (written per
+//   process and removed once rescaled).
 std::string model_path(const ArchModel& model, uint64_t seed, const std::string& type);
 std::string variant_path(const ArchModel& model, uint64_t seed, const RescaleOptions& options, const std::string& tag);
 // - amplified_path: the attention-amplified variant (scale_attention.h,

@@ -180,7 +180,9 @@ void sensitivity(const std::string& arch) {
   for (const std::string& tensor : projections_to_zero(base_path)) {
     la::RescaleOptions o;
     o.zero_tensor = tensor;
-    const Run zeroed = reference(la::variant_path(model, seed, o, "zero-" + tensor), prompt, false);
+    const std::string zeroed_path = la::variant_path(model, seed, o, "zero-" + tensor);
+    const Run zeroed = reference(zeroed_path, prompt, false);
+    std::filesystem::remove(zeroed_path);  // read once: not kept on the disk
     const auto moved = rel_l2_per_position(zeroed, base);
     fmt::print("llama-archs {} seed {}: zeroing {} moves the reference's logits by rel-L2 min {:.2e} max {:.2e} (need > {:.0e})\n",
                arch, seed, tensor, min_of(moved), max_of(moved), kSensitivity);
@@ -243,6 +245,7 @@ void refusal(const std::string& arch) {
   // What `vtc inspect` reports: the renamed tensor alone is unknown; in the
   // original file nothing is, and every .input_scale is accepted unapplied.
   const arch::FileAccounting renamed = arch::account_file(gguf::GgufFile::open(path));
+  std::filesystem::remove(path);  // read once: not kept on the disk
   CHECK(renamed.unknown == std::vector<std::string>{to});
   const auto original_file = gguf::GgufFile::open(la::model_path(model, seed, "f32"));
   const arch::FileAccounting original = arch::account_file(original_file);
