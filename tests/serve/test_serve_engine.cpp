@@ -13,10 +13,12 @@
 #include "serve/engine/engine.h"
 #include "serve/engine/prefix_cache.h"
 #include "serve/engine/output.h"
+#include "tests/serve/engine_test_util.h"
 #include "tests/serve/serve_fixtures.h"
 
 using namespace vtc;
 using namespace std::chrono_literals;
+using test::idle_gauges;
 
 namespace {
 
@@ -32,17 +34,6 @@ Outcome collect(const std::shared_ptr<serve::Request>& r) {
   for (const auto& e : events) o.ids.push_back(e.id);
   o.reason = std::string(vtc::serve::finish_name(r->finish_reason().kind));
   return o;
-}
-
-// The scheduler publishes its gauges after the step that finished the last
-// request; wait for that.
-serve::EngineGauges idle_gauges(serve::Engine& engine) {
-  for (int i = 0; i < 200; ++i) {
-    auto g = engine.gauges();
-    if (g.running == 0 && g.queue_depth == 0) return g;
-    std::this_thread::sleep_for(10ms);
-  }
-  return engine.gauges();
 }
 
 serve::GenerationParams greedy(std::vector<int32_t> prompt, int32_t n) {

@@ -13,10 +13,12 @@
 
 #include "serve/engine/engine.h"
 #include "serve/engine/output.h"
+#include "tests/serve/engine_test_util.h"
 #include "tests/serve/serve_fixtures.h"
 
 using namespace vtc;
 using namespace std::chrono_literals;
+using test::idle_gauges;
 
 namespace {
 
@@ -28,15 +30,6 @@ std::vector<int32_t> tokens_of(const std::shared_ptr<serve::Request>& r) {
   INFO("request error: " << r->error());
   CHECK(r->error().empty());
   return ids;
-}
-
-serve::EngineGauges idle(serve::Engine& engine) {
-  for (int i = 0; i < 200; ++i) {
-    auto g = engine.gauges();
-    if (g.running == 0 && g.queue_depth == 0) return g;
-    std::this_thread::sleep_for(10ms);
-  }
-  return engine.gauges();
 }
 
 // Request i: a passage said twice (so n-gram lookups have something), greedy
@@ -106,7 +99,7 @@ void check_concurrent_equals_solo(const std::string& arch, Target target, int n,
       CHECK(drafted > 0);
       CHECK(spec_metrics.render(engine.gauges()).find("vtc_spec_verifies_total 0\n") == std::string::npos);
     }
-    auto g = idle(engine);
+    auto g = idle_gauges(engine);
     CHECK(g.kv_pages_free + g.kv_pages_cached == g.kv_pages_total);
   }
 }
@@ -140,7 +133,7 @@ TEST_CASE("a speculating request cancelled between verify steps gives its pages 
   CHECK(std::string(serve::finish_name(gone->finish_reason().kind)) == "cancelled");
   CHECK(gone->draft_tokens() > 0);
   tokens_of(keep);
-  auto g = idle(engine);
+  auto g = idle_gauges(engine);
   CHECK(g.kv_pages_free + g.kv_pages_cached == total);
   CHECK(g.running == 0);
 }
