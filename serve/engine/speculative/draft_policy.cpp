@@ -21,15 +21,41 @@ double DraftPolicy::Sequence::alpha() const {
   return (accepted + kPriorAccept * kPriorWeight) / (tried + kPriorWeight);
 }
 
+namespace {
+// The least-squares line seconds = a + b rows through decayed sums, when
+// the rows varied enough to fit one and it is a cost (a > 0, b >= 0).
+bool fit_line(double sw, double sx, double sy, double sxx, double sxy, double& a, double& b) {
+  if (sw <= 0) return false;
+  const double mean_x = sx / sw, var_x = sxx / sw - mean_x * mean_x;
+  if (var_x < 0.25) return false;
+  b = (sxy / sw - mean_x * sy / sw) / var_x;
+  a = sy / sw - b * mean_x;
+  return a > 0 && b >= 0;
+}
+}  // namespace
+
 double DraftPolicy::row_cost() const {
-  // A fit needs rows that varied; otherwise the prior.
-  if (sw_ <= 0) return kPriorRowCost;
-  const double mean_x = sx_ / sw_, var_x = sxx_ / sw_ - mean_x * mean_x;
-  if (var_x < 0.25) return kPriorRowCost;
-  const double b = (sxy_ / sw_ - mean_x * sy_ / sw_) / var_x;
-  const double a = sy_ / sw_ - b * mean_x;
-  if (a <= 0 || b < 0) return kPriorRowCost;
-  return b / a;
+  double a = 0, b = 0;
+  return fit_line(sw_, sx_, sy_, sxx_, sxy_, a, b) ? b / a : kPriorRowCost;
+}
+
+double DraftPolicy::fixed_seconds() const {
+  double a = 0, b = 0;
+  if (fit_line(sw_, sx_, sy_, sxx_, sxy_, a, b)) return a;
+  // No fit yet: the mean step split as the prior says, mean = a (1 + c rows).
+  return sw_ > 0 ? (sy_ / sw_) / (1.0 + kPriorRowCost * sx_ / sw_) : 0.0;
+}
+
+double DraftPolicy::draft_cost() const {
+  const double a = fixed_seconds();
+  if (draft_tokens_ <= 0 || !(a > 0)) return 0.0;
+  return draft_seconds_ / draft_tokens_ / a;
+}
+
+void DraftPolicy::drafted(int32_t tokens, double seconds) {
+  if (tokens <= 0 || !(seconds >= 0)) return;
+  draft_tokens_ = draft_tokens_ * kStepDecay + tokens;
+  draft_seconds_ = draft_seconds_ * kStepDecay + seconds;
 }
 
 void DraftPolicy::step_timed(int32_t rows, double seconds) {
@@ -46,13 +72,14 @@ int32_t DraftPolicy::choose(const Sequence& seq, int32_t available, int32_t n_mi
   const int32_t hi = std::min(available, n_max);
   if (hi <= 0 || hi < n_min || seq.plain_left > 0) return 0;
   // Time in units of the fixed cost a: the step now takes 1 + c R for
-  // `outputs` tokens; k more rows add c k for E(k) - 1 more.
-  const double c = row_cost(), alpha = seq.alpha();
+  // `outputs` tokens; k more rows add (c + d) k for E(k) - 1 more.
+  const double c = row_cost(), d = draft_cost(), alpha = seq.alpha();
   const double base_rate = double(std::max(outputs, 1)) / (1.0 + c * std::max(rows, 1));
   int32_t best = 0;
   double best_rate = base_rate * kMinGain;
   for (int32_t k = std::max(n_min, 1); k <= hi; ++k) {
-    const double rate = (std::max(outputs, 1) + expected_tokens(alpha, k) - 1.0) / (1.0 + c * (std::max(rows, 1) + k));
+    const double rate =
+        (std::max(outputs, 1) + expected_tokens(alpha, k) - 1.0) / (1.0 + c * (std::max(rows, 1) + k) + d * k);
     if (rate > best_rate) best = k, best_rate = rate;
   }
   return best;

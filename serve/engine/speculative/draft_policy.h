@@ -10,10 +10,15 @@
 //     accepted given the ones before it were, counted over the sequence's
 //     recent verify steps (a accepted of k: a successes, and one failure
 //     unless a == k), with a prior of kPriorAccept.
+//   - a draft model's cost per draft token, d seconds (decayed over its
+//     draft calls; 0 until the first one, and for the n-gram drafter,
+//     whose drafts are free).
 // With k drafts a verify step yields E(k) = (1 - alpha^(k+1)) / (1 - alpha)
 // tokens. In a step of R rows that hold T tokens of output, adding k draft
-// rows raises the step's time by b k and its output by E(k) - 1; the rate
-// of the whole step rises if (E(k) - 1) / (b k) > T / (a + b R). choose()
+// rows raises the step's time by (b + d) k and its output by E(k) - 1; the
+// rate of the whole step rises if (E(k) - 1) / ((b + d) k) > T / (a + b R).
+// A draft model that costs nearly what the target does (a lower-bit copy
+// of the same weights) therefore never pays and is declined. choose()
 // takes the k in [n_min, n_max] with the best gain per second of the whole
 // step and returns 0 when no k gains: a server under load (T and R large)
 // speculates less, an idle one more, and a sequence whose drafts keep
@@ -56,12 +61,20 @@ class DraftPolicy {
   void verified(Sequence& seq, int32_t k, int32_t accepted) const;
   // After a step of `rows` rows that took `seconds`.
   void step_timed(int32_t rows, double seconds);
+  // After the draft model drafted `tokens` tokens (all its jobs of a step
+  // together) in `seconds`.
+  void drafted(int32_t tokens, double seconds);
 
   // The fitted cost of one row beside the fixed cost, b / a.
   double row_cost() const;
+  // A draft token's cost beside the fixed cost, d / a (0 before a draft
+  // call or a step has been timed).
+  double draft_cost() const;
 
  private:
+  double fixed_seconds() const;  // a: the fit's, or the mean step's share
   double sw_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;  // decayed sums of (rows, seconds)
+  double draft_tokens_ = 0, draft_seconds_ = 0;          // decayed sums over draft calls
 };
 
 }  // namespace vtc::serve

@@ -38,7 +38,9 @@ std::vector<int32_t> propose(const GenerateOptions& o, DraftPolicy& policy, Draf
   if (o.spec.adaptive && k > 0) k = policy.length(record, k, o.spec.draft_min, o.spec.draft_max, 1, 1);
   if (!ngram_mode && k > 0) {
     ModelDrafter::Job job{slot, sequence, k, o.spec.p_min, {}};
+    const auto t0 = std::chrono::steady_clock::now();
     o.drafter->draft({&job, 1});
+    policy.drafted(int32_t(job.draft.size()), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     draft = std::move(job.draft);
   }
   if (int32_t(draft.size()) < std::max(o.spec.draft_min, 1)) return {};
