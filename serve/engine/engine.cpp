@@ -471,12 +471,13 @@ void Engine::plan_drafts(int64_t budget, int32_t step_rows, int32_t step_outputs
   if (jobs.empty()) return;
   const auto t0 = Clock::now();
   drafter_->draft(jobs);
-  int32_t drafted = 0;
-  for (const ModelDrafter::Job& j : jobs) drafted += int32_t(j.draft.size());
-  draft_policy_.drafted(drafted, std::chrono::duration<double>(Clock::now() - t0).count());
+  int32_t steps = 0;
+  for (const ModelDrafter::Job& j : jobs) steps += draft_steps(j);
+  draft_policy_.drafted(steps, std::chrono::duration<double>(Clock::now() - t0).count());
   for (size_t i = 0; i < jobs.size(); ++i) {
     const int32_t n_min = owners[i]->req->params.speculative.n_min.value_or(o.draft_min);
     if (int32_t(jobs[i].draft.size()) >= std::max(n_min, 1)) owners[i]->draft = std::move(jobs[i].draft);
+    else draft_policy_.verified(owners[i]->record, 1, 0);  // cut short below p_min: a failed draft
   }
 }
 

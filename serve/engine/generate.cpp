@@ -8,6 +8,7 @@
 #include "frontends/gguf/tokenizer/tokenizer.h"
 #include "runtime/session.h"
 #include "serve/engine/output.h"
+#include "serve/engine/speculative/model_drafter.h"
 #include "support/error.h"
 
 namespace vtc::serve {
@@ -47,6 +48,13 @@ GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<
 
   auto start = std::chrono::steady_clock::now();
   HostTensor logits = session.prefill(o.slot, prompt, 0, o.keep_logits);
+  if (o.spec.mode == SpecMode::Draft && params.max_tokens > 0) {
+    // The draft model reads the prompt in the prompt's time, as the target
+    // does (a job of no draft tokens only catches up); else its first draft
+    // would prefill it inside the generation's time.
+    ModelDrafter::Job read_prompt{o.slot, prompt, 0, 0.0f, {}};
+    o.drafter->draft({&read_prompt, 1});
+  }
   result.prompt_seconds = seconds_since(start);
   if (o.keep_logits) result.logits.assign(logits.f32(), logits.f32() + logits.numel());
   if (params.max_tokens == 0) return result;  // -n 0 with --dump-logits: the prompt's rows alone

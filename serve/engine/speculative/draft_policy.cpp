@@ -52,9 +52,9 @@ double DraftPolicy::draft_cost() const {
   return draft_seconds_ / draft_tokens_ / a;
 }
 
-void DraftPolicy::drafted(int32_t tokens, double seconds) {
-  if (tokens <= 0 || !(seconds >= 0)) return;
-  draft_tokens_ = draft_tokens_ * kStepDecay + tokens;
+void DraftPolicy::drafted(int32_t steps, double seconds) {
+  if (steps <= 0 || !(seconds >= 0)) return;
+  draft_tokens_ = draft_tokens_ * kStepDecay + steps;
   draft_seconds_ = draft_seconds_ * kStepDecay + seconds;
 }
 

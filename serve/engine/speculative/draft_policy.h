@@ -10,9 +10,9 @@
 //     accepted given the ones before it were, counted over the sequence's
 //     recent verify steps (a accepted of k: a successes, and one failure
 //     unless a == k), with a prior of kPriorAccept.
-//   - a draft model's cost per draft token, d seconds (decayed over its
-//     draft calls; 0 until the first one, and for the n-gram drafter,
-//     whose drafts are free).
+//   - a draft model's cost per draft token, d seconds per step it runs
+//     (decayed over its draft calls; 0 until the first one, and for the
+//     n-gram drafter, whose drafts are free).
 // With k drafts a verify step yields E(k) = (1 - alpha^(k+1)) / (1 - alpha)
 // tokens. In a step of R rows that hold T tokens of output, adding k draft
 // rows raises the step's time by (b + d) k and its output by E(k) - 1; the
@@ -61,9 +61,11 @@ class DraftPolicy {
   void verified(Sequence& seq, int32_t k, int32_t accepted) const;
   // After a step of `rows` rows that took `seconds`.
   void step_timed(int32_t rows, double seconds);
-  // After the draft model drafted `tokens` tokens (all its jobs of a step
-  // together) in `seconds`.
-  void drafted(int32_t tokens, double seconds);
+  // After the draft model ran `steps` steps (draft_steps, summed over the
+  // jobs of one call) in `seconds`. A draft it cut short of n_min counts
+  // as a failed one (verified(seq, 1, 0)), so a drafter that keeps giving
+  // nothing is backed off from like one whose drafts are rejected.
+  void drafted(int32_t steps, double seconds);
 
   // The fitted cost of one row beside the fixed cost, b / a.
   double row_cost() const;

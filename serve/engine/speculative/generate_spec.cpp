@@ -40,8 +40,12 @@ std::vector<int32_t> propose(const GenerateOptions& o, DraftPolicy& policy, Draf
     ModelDrafter::Job job{slot, sequence, k, o.spec.p_min, {}};
     const auto t0 = std::chrono::steady_clock::now();
     o.drafter->draft({&job, 1});
-    policy.drafted(int32_t(job.draft.size()), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    policy.drafted(draft_steps(job), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     draft = std::move(job.draft);
+    // A draft the model cut short of n_min (below p_min at once) failed
+    // like a rejected one: the policy backs off from a drafter that
+    // keeps giving nothing.
+    if (int32_t(draft.size()) < std::max(o.spec.draft_min, 1)) policy.verified(record, 1, 0);
   }
   if (int32_t(draft.size()) < std::max(o.spec.draft_min, 1)) return {};
   draft.resize(std::min(draft.size(), size_t(k)));

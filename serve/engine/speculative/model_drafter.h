@@ -67,4 +67,12 @@ class ModelDrafter {
   std::vector<Slot> slots_;
 };
 
+// The draft model's steps behind a job's draft: one per token, and one
+// more when it stopped below p_min before `max` (that token was computed,
+// then dropped).
+inline int32_t draft_steps(const ModelDrafter::Job& job) {
+  const int32_t n = int32_t(job.draft.size());
+  return n + (n < job.max ? 1 : 0);
+}
+
 }  // namespace vtc::serve
