@@ -48,13 +48,13 @@ double DraftPolicy::fixed_seconds() const {
 
 double DraftPolicy::draft_cost() const {
   const double a = fixed_seconds();
-  if (draft_tokens_ <= 0 || !(a > 0)) return 0.0;
-  return draft_seconds_ / draft_tokens_ / a;
+  if (draft_steps_ <= 0 || !(a > 0)) return 0.0;
+  return draft_seconds_ / draft_steps_ / a;
 }
 
 void DraftPolicy::drafted(int32_t steps, double seconds) {
   if (steps <= 0 || !(seconds >= 0)) return;
-  draft_tokens_ = draft_tokens_ * kStepDecay + steps;
+  draft_steps_ = draft_steps_ * kStepDecay + steps;
   draft_seconds_ = draft_seconds_ * kStepDecay + seconds;
 }
 

@@ -76,7 +76,7 @@ class DraftPolicy {
  private:
   double fixed_seconds() const;  // a: the fit's, or the mean step's share
   double sw_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;  // decayed sums of (rows, seconds)
-  double draft_tokens_ = 0, draft_seconds_ = 0;          // decayed sums over draft calls
+  double draft_steps_ = 0, draft_seconds_ = 0;           // decayed sums over draft calls
 };
 
 }  // namespace vtc::serve
