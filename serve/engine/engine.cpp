@@ -438,6 +438,7 @@ void Engine::plan_drafts(int64_t budget, int32_t step_rows, int32_t step_outputs
   const SpecOptions& o = options_.spec;
   std::vector<ModelDrafter::Job> jobs;
   std::vector<Active*> owners;
+  std::vector<DraftPolicy::Sequence*> records;
   for (auto& ap : active_) {
     Active& a = *ap;
     a.draft.clear();
@@ -455,8 +456,9 @@ void Engine::plan_drafts(int64_t budget, int32_t step_rows, int32_t step_outputs
       // The model drafts what the policy would verify, no more.
       if (o.adaptive) room = draft_policy_.length(a.record, int32_t(room), n_min, n_max, step_rows, step_outputs);
       if (room > 0) {
-        jobs.push_back({a.slot, a.ngram.tokens(), int32_t(room), r.p_min.value_or(o.p_min), {}});
+        jobs.push_back({a.slot, a.ngram.tokens(), int32_t(room), r.p_min.value_or(o.p_min), n_min, {}});
         owners.push_back(&a);
+        records.push_back(&a.record);
         budget -= room;
         step_rows += int32_t(room);
       }
@@ -468,17 +470,8 @@ void Engine::plan_drafts(int64_t budget, int32_t step_rows, int32_t step_outputs
     budget -= k;
     step_rows += k;
   }
-  if (jobs.empty()) return;
-  const auto t0 = Clock::now();
-  drafter_->draft(jobs);
-  int32_t steps = 0;
-  for (const ModelDrafter::Job& j : jobs) steps += draft_steps(j);
-  draft_policy_.drafted(steps, std::chrono::duration<double>(Clock::now() - t0).count());
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    const int32_t n_min = owners[i]->req->params.speculative.n_min.value_or(o.draft_min);
-    if (int32_t(jobs[i].draft.size()) >= std::max(n_min, 1)) owners[i]->draft = std::move(jobs[i].draft);
-    else draft_policy_.verified(owners[i]->record, 1, 0);  // cut short below p_min: a failed draft
-  }
+  draft_and_account(*drafter_, draft_policy_, jobs, records);
+  for (size_t i = 0; i < jobs.size(); ++i) owners[i]->draft = std::move(jobs[i].draft);
 }
 
 // Samples a verify chunk's rows in order while they confirm the draft

@@ -52,7 +52,7 @@ GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<
     // The draft model reads the prompt in the prompt's time, as the target
     // does (a job of no draft tokens only catches up); else its first draft
     // would prefill it inside the generation's time.
-    ModelDrafter::Job read_prompt{o.slot, prompt, 0, 0.0f, {}};
+    ModelDrafter::Job read_prompt{o.slot, prompt, 0, 0.0f, 1, {}};
     o.drafter->draft({&read_prompt, 1});
   }
   result.prompt_seconds = seconds_since(start);

@@ -37,15 +37,10 @@ std::vector<int32_t> propose(const GenerateOptions& o, DraftPolicy& policy, Draf
   int32_t k = ngram_mode ? int32_t(draft.size()) : room;
   if (o.spec.adaptive && k > 0) k = policy.length(record, k, o.spec.draft_min, o.spec.draft_max, 1, 1);
   if (!ngram_mode && k > 0) {
-    ModelDrafter::Job job{slot, sequence, k, o.spec.p_min, {}};
-    const auto t0 = std::chrono::steady_clock::now();
-    o.drafter->draft({&job, 1});
-    policy.drafted(draft_steps(job), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    ModelDrafter::Job job{slot, sequence, k, o.spec.p_min, o.spec.draft_min, {}};
+    DraftPolicy::Sequence* owner = &record;
+    draft_and_account(*o.drafter, policy, {&job, 1}, {&owner, 1});
     draft = std::move(job.draft);
-    // A draft the model cut short of n_min (below p_min at once) failed
-    // like a rejected one: the policy backs off from a drafter that
-    // keeps giving nothing.
-    if (int32_t(draft.size()) < std::max(o.spec.draft_min, 1)) policy.verified(record, 1, 0);
   }
   if (int32_t(draft.size()) < std::max(o.spec.draft_min, 1)) return {};
   draft.resize(std::min(draft.size(), size_t(k)));

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "frontends/gguf/tokenizer/tokenizer.h"
@@ -154,6 +155,21 @@ void ModelDrafter::draft(std::span<Job> jobs) {
     const HostTensor logits = session_->step(chunks);
     rows.assign(logits.f32(), logits.f32() + logits.numel());
   }
+}
+
+void draft_and_account(ModelDrafter& drafter, DraftPolicy& policy, std::span<ModelDrafter::Job> jobs,
+                       std::span<DraftPolicy::Sequence* const> records) {
+  if (jobs.empty()) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  drafter.draft(jobs);
+  int32_t steps = 0;
+  for (const ModelDrafter::Job& job : jobs) steps += draft_steps(job);
+  policy.drafted(steps, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  for (size_t i = 0; i < jobs.size(); ++i)
+    if (int32_t(jobs[i].draft.size()) < std::max(jobs[i].min, 1)) {
+      jobs[i].draft.clear();
+      policy.verified(*records[i], 1, 0);
+    }
 }
 
 }  // namespace vtc::serve

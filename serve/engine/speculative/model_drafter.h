@@ -26,6 +26,7 @@
 
 #include "runtime/session.h"
 #include "runtime/state/state_store.h"
+#include "serve/engine/speculative/draft_policy.h"
 
 namespace vtc {
 class Tokenizer;
@@ -46,6 +47,7 @@ class ModelDrafter {
     std::span<const int32_t> accepted;  // the sequence so far: prompt and output
     int32_t max = 0;
     float p_min = 0;
+    int32_t min = 1;             // a shorter draft (cut below p_min) is dropped: see draft_and_account
     std::vector<int32_t> draft;  // out
   };
   void draft(std::span<Job> jobs);
@@ -74,5 +76,14 @@ inline int32_t draft_steps(const ModelDrafter::Job& job) {
   const int32_t n = int32_t(job.draft.size());
   return n + (n < job.max ? 1 : 0);
 }
+
+// One drafting round, as `vtc run` and the server both do it: runs the
+// draft model on `jobs`, tells `policy` its steps and seconds (the draft
+// cost in the adaptive length), and empties each draft shorter than its
+// job's `min`, which counts as a failed draft of that job's record
+// (records[i] belongs to jobs[i]): the policy backs off from a drafter
+// that keeps giving nothing.
+void draft_and_account(ModelDrafter& drafter, DraftPolicy& policy, std::span<ModelDrafter::Job> jobs,
+                       std::span<DraftPolicy::Sequence* const> records);
 
 }  // namespace vtc::serve
