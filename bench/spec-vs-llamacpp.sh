@@ -4,7 +4,7 @@
 #
 #   bench/spec-vs-llamacpp.sh [--reps N] [--threads N] [-n N] [--size 0.56b] [--arch llama]
 #                             [--type Q8_0] [--draft-type Q4_0] [--draft-max N] [--draft-p-min P]
-#                             [--passage N] [--copies N] [--workloads "repeat random"]
+#                             [--passage N] [--copies N] [--workloads "repeat random sampled"]
 #                             [--llama-ngram "lookup ngram-simple ngram-map-k ngram-mod"]
 #                             [--no-verify-cost] [--workdir DIR] [--build-only]
 #
@@ -23,10 +23,15 @@
 #    (vtc-ref detokenize), --copies times; `random` = the text of passage x
 #    copies random ids. Greedy decoding of a random-weight model falls into
 #    cycles and a repeated passage makes the continuation repeat: the
-#    n-gram drafter's case. `random` is the prompt where drafts should fail.
+#    n-gram drafter's case. `random` is a prompt where drafts should fail,
+#    but greedy output of a random model still repeats itself in places;
+#    `sampled` is the `random` prompt sampled at temperature 1 (seeded,
+#    llama.cpp's default top-k/top-p/min-p: `vtc bench --spec-temp 1`),
+#    whose output does not repeat: the natural-text case, where drafts
+#    fail. vtc only (its goal is against vtc's own off).
 # 4. Rounds: for each repetition and workload, one `vtc bench --spec
 #    ngram,draft -r 1` (off, ngram, draft interleaved after a warm-up; on
-#    `random` ngram only), then llama.cpp's: llama-lookup --draft-max 0
+#    `random` and `sampled` ngram only), then llama.cpp's (not on `sampled`): llama-lookup --draft-max 0
 #    (its plain decode: off; --spec-draft-n-max 0), llama-lookup (its n-gram cache), and
 #    llama-speculative-simple with each --spec-type of --llama-ngram, and
 #    with -md DRAFT --spec-type draft-simple (repeat only). All greedy
@@ -54,7 +59,7 @@ VTC_REF="${VTC_REF_TOOL:-$ROOT/build/bin/vtc-ref}"
 REF_CACHE="${VTC_REF_CACHE:-$HOME/.cache/vtc/llama-ref}"
 WORKDIR="${VTC_BENCH_DIR:-$HOME/.cache/vtc/cpu-bench}"
 REPS=3 THREADS=2 N=128 SIZE=0.56b ARCH=llama TYPE=Q8_0 DRAFT_TYPE=Q4_0 DRAFT_MAX=16 P_MIN=0
-PASSAGE=32 COPIES=8 WORKLOADS="repeat random" LLAMA_NGRAM="lookup ngram-simple ngram-map-k ngram-mod"
+PASSAGE=32 COPIES=8 WORKLOADS="repeat random sampled" LLAMA_NGRAM="lookup ngram-simple ngram-map-k ngram-mod"
 VERIFY_COST=1 BUILD_ONLY=0
 
 usage() { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; }
@@ -132,7 +137,7 @@ MODEL="$(model_path "$TYPE")" DRAFT="$(model_path "$DRAFT_TYPE")"
 prompt_ids() {  # count seed: random ids of ordinary tokens
   python3 -c "import random,sys; r=random.Random($2); print(' '.join(str(r.randrange(1000, 30000)) for _ in range($1)))"
 }
-PROMPT_repeat="$RUNS/prompt-repeat.txt" PROMPT_random="$RUNS/prompt-random.txt"
+PROMPT_repeat="$RUNS/prompt-repeat.txt" PROMPT_random="$RUNS/prompt-random.txt" PROMPT_sampled="$RUNS/prompt-random.txt"
 passage="$(prompt_ids "$PASSAGE" 1 | "$VTC_REF" detokenize "$MODEL")"
 for _ in $(seq "$COPIES"); do printf '%s ' "$passage"; done >"$PROMPT_repeat"
 prompt_ids $((PASSAGE * COPIES)) 2 | "$VTC_REF" detokenize "$MODEL" >"$PROMPT_random"
@@ -149,12 +154,14 @@ llama_run() {  # name workload rep tool args...
 for rep in $(seq "$REPS"); do
   for w in $WORKLOADS; do
     prompt_var="PROMPT_$w"; prompt="${!prompt_var}"
-    modes=ngram,draft; [[ $w == random ]] && modes=ngram
+    modes=ngram,draft; [[ $w != repeat ]] && modes=ngram
+    sampling=(); [[ $w == sampled ]] && sampling=(--spec-temp 1 --spec-seed "$rep")
     say "rep $rep/$REPS, $w: vtc off,$modes"
-    "$VTC" bench "$MODEL" --spec "$modes" --draft-model "$DRAFT" --draft-max "$DRAFT_MAX" --draft-p-min "$P_MIN" \
+    "$VTC" bench "$MODEL" --spec "$modes" --draft-model "$DRAFT" --draft-max "$DRAFT_MAX" --draft-p-min "$P_MIN" "${sampling[@]}" \
       --prompt-file "$prompt" -n "$N" -r 1 -t "$THREADS" --json "$RUNS/vtc-$w-r$rep.json" \
       >"$RUNS/vtc-$w-r$rep.log" 2>&1 || { say "vtc failed:"; tail -20 "$RUNS/vtc-$w-r$rep.log" >&2; exit 1; }
     grep '^| [a-z]' "$RUNS/vtc-$w-r$rep.log" | sed 's/^/    vtc /' >&2
+    [[ $w == sampled ]] && continue
     say "rep $rep/$REPS, $w: llama.cpp off, $LLAMA_NGRAM$([[ $w == repeat ]] && echo ", draft")"
     llama_run off "$w" "$rep" "$LOOKUP" "${common[@]}" -f "$prompt" --spec-draft-n-max 0
     for t in $LLAMA_NGRAM; do
@@ -209,14 +216,15 @@ def vtc(w):
 goals = []
 for w in workloads:
     v, prompt = vtc(w)
-    names = ["off"] + llama_ngram + (["draft"] if w == "repeat" else [])
+    names = [] if w == "sampled" else ["off"] + llama_ngram + (["draft"] if w == "repeat" else [])
     L = {}
     for name in names:
         rs = [llama(name, w, r) for r in range(1, reps + 1)]
         L[name] = {"tok_s": [x[0] for x in rs], "draft_n": sum(x[1] for x in rs), "acc": sum(x[2] for x in rs),
                    "gen": rs[0][3]}
-    voff, loff = med(v["off"]["tok_s"]), med(L["off"]["tok_s"])
-    print(f"Workload `{w}` (prompt {prompt} tokens by vtc's count, {n} generated, greedy):")
+    voff, loff = med(v["off"]["tok_s"]), med(L["off"]["tok_s"]) if L else float("nan")
+    how = "sampled at temperature 1, seeded; vtc only" if w == "sampled" else "greedy"
+    print(f"Workload `{w}` (prompt {prompt} tokens by vtc's count, {n} generated, {how}):")
     print()
     print("| engine | mode | tok/s | min-max | vs own off | vs vtc off | acceptance | accepted per verify step |")
     print("|---|---|---|---|---|---|---|---|")
@@ -267,7 +275,7 @@ if verify_cost == "1":
     print()
 print(f"Model: vtc gen-model {size}, target {ttype}, draft {dtype} (the same weights, quantized by the reference). "
       f"{threads} threads, draft-max {draft_max}, draft-p-min {p_min}; prompts: {passage} random ids as text x {copies} "
-      f"(repeat), {int(passage) * int(copies)} random ids as text (random). Medians of {reps} rounds, vtc and llama.cpp "
+      f"(repeat), {int(passage) * int(copies)} random ids as text (random, and sampled at temperature 1). Medians of {reps} rounds, vtc and llama.cpp "
       f"in each round (vtc: `vtc bench --spec -r 1`, modes interleaved after a warm-up). vtc {commit}; llama.cpp "
       f"{ref_commit[:12]} (Release, GGML_NATIVE); {cpu}; {secs} s.")
 EOF

@@ -241,6 +241,36 @@ TEST_CASE("vtc bench --spec ngram,draft prints tok/s, acceptance and the ratio t
   std::filesystem::remove(json);
 }
 
+// --spec-temp: the sampled workload (bench/spec-vs-llamacpp.sh's `sampled`).
+// Seeded sampling draws in plain decoding's order, so speculation still
+// gives off's tokens; a negative temperature is refused by name.
+TEST_CASE("vtc bench --spec --spec-temp samples, seeded, with the tokens of off", "[cli][bench][spec]") {
+  const std::string model = test::model_path("llama", "f32");
+  const std::string json = test::unique_temp_path("bench-spec-temp.json");
+  const std::string out = test::run_capture(
+      fmt::format("{} bench {} --spec ngram --spec-temp 1 --spec-seed 7 -p 24 --spec-prompt repeat --spec-passage 6 "
+                  "-n 16 -r 1 -t 2 --json {}",
+                  VTC_TOOL, model, json));
+  INFO(out);
+  CHECK_THAT(out, Catch::Contains("(temperature 1, seed 7, prompt 24 tokens"));
+  const auto j = read_json(json).at("spec");
+  CHECK(j.at("temperature") == 1.0);
+  CHECK(j.at("modes").at("ngram").at("same_tokens_as_off") == true);
+  // Sampled, not greedy: another seed draws other tokens.
+  const std::string json2 = test::unique_temp_path("bench-spec-temp2.json");
+  test::run_capture(fmt::format("{} bench {} --spec ngram --spec-temp 1 --spec-seed 8 -p 24 --spec-prompt repeat "
+                                "--spec-passage 6 -n 16 -r 1 -t 2 --json {}",
+                                VTC_TOOL, model, json2));
+  const auto tokens = j.at("modes").at("off").at("tokens").get<std::vector<int32_t>>();
+  CHECK(tokens.size() == 16);
+  CHECK(tokens != read_json(json2).at("spec").at("modes").at("off").at("tokens").get<std::vector<int32_t>>());
+  std::filesystem::remove(json2);
+  const std::string bad = test::run_capture(
+      fmt::format("{} bench {} --spec ngram --spec-temp -1 -p 8 -n 4 2>&1; echo exit=$?", VTC_TOOL, model));
+  CHECK_THAT(bad, Catch::Contains("--spec-temp") && !Catch::Contains("exit=0"));
+  std::filesystem::remove(json);
+}
+
 TEST_CASE("vtc bench --verify-cost times verify steps of 1 + k rows against a decode step, and llama.cpp's",
           "[cli][bench][spec][reference]") {
   const std::string model = test::model_path("llama", "f32");

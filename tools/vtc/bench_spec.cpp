@@ -69,7 +69,15 @@ serve::GenerateResult generate_once(Session& session, const Tokenizer& tok, cons
                                     serve::ModelDrafter* drafter) {
   serve::GenerateOptions g;
   g.n_predict = n;
-  g.sampling = SamplingParams::greedy();
+  if (o.temperature > 0) {
+    // Seeded: the draws come in plain decoding's order, so the tokens
+    // still equal off's (docs/speculative.md, "Sampling").
+    g.sampling.temperature = o.temperature;
+    g.sampling.seed = o.seed;
+    g.sampling.seed_exact = true;
+  } else {
+    g.sampling = SamplingParams::greedy();
+  }
   g.spec.mode = mode;
   g.spec.draft_max = o.draft_max;
   if (mode == serve::SpecMode::Draft) g.spec.draft_model = o.draft_model;
@@ -111,9 +119,9 @@ void print_generation(const SpecBenchOptions& o, const std::vector<ModeRun>& run
                spec ? fmt::format("{} / {}", c.verify_steps, c.steps) : "-",
                spec ? first_difference(runs[0].generated, r.generated) : "-");
   }
-  fmt::print("(greedy, prompt {} tokens ({}), {} generated; tok/s of the decode after the prompt: medians of {} "
+  fmt::print("({}, prompt {} tokens ({}), {} generated; tok/s of the decode after the prompt: medians of {} "
              "repetitions, modes interleaved; {} threads; draft-max {}{}; counts summed over the repetitions)\n",
-             prompt_len,
+             o.temperature > 0 ? fmt::format("temperature {}, seed {}", o.temperature, o.seed) : "greedy", prompt_len,
              o.prompt_file.empty() ? fmt::format("--spec-prompt {}{}", o.prompt_kind,
                                                  o.prompt_kind == "repeat" ? fmt::format(", passage {}", o.passage) : "")
                                    : o.prompt_file,
@@ -126,6 +134,7 @@ nlohmann::json generation_json(const std::vector<ModeRun>& runs, size_t prompt_l
   for (const ModeRun& r : runs)
     j["modes"][r.name] = {{"tok_s", r.tok_s},
                           {"generated", r.generated.size()},
+                          {"tokens", r.generated},  // the first repetition's
                           {"draft_n", r.counts.draft_n},
                           {"draft_n_accepted", r.counts.draft_n_accepted},
                           {"verify_steps", r.counts.verify_steps},
@@ -175,7 +184,9 @@ nlohmann::json run_generation(const SpecBenchOptions& o) {
     }
   }
   print_generation(o, runs, prompt.size());
-  return generation_json(runs, prompt.size());
+  nlohmann::json j = generation_json(runs, prompt.size());
+  j["temperature"] = o.temperature;
+  return j;
 }
 
 // ms per call of f, the mean of `steps` calls.

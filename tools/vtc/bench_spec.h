@@ -1,7 +1,8 @@
 // `vtc bench --spec MODES` and `vtc bench --verify-cost`: what speculative
 // decoding gains on one sequence (docs/speculative.md, "Figures").
 //
-// --spec ngram|draft|ngram,draft: greedy generation of -n tokens after a
+// --spec ngram|draft|ngram,draft: greedy (or --spec-temp: seeded sampled)
+// generation of -n tokens after a
 // prompt, with speculation off and then with each mode, -r repetitions
 // interleaved (off, mode, off, mode, ...) after one warm-up of each, all in
 // one process on one session. Per mode: the median tok/s of the decode
@@ -36,6 +37,8 @@ struct SpecBenchOptions {
   int32_t draft_max = 16;
   float draft_p_min = 0.75f;
   bool draft_fixed = false;           // verify every draft the drafter has (no adaptive length)
+  float temperature = 0;              // > 0: sampled (llama.cpp's default top-k/top-p/min-p), seed `seed`
+  uint64_t seed = 1234;
   std::string prompt_kind = "repeat";  // repeat | random
   std::string prompt_file;            // text, instead of prompt_kind
   int32_t passage = 32;               // ids per passage of `repeat`

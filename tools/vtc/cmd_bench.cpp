@@ -471,6 +471,12 @@ Runner add_bench(CLI::App& app) {
                   "With --spec: the -p prompt ids: repeat (a passage of random ids, repeated) or random")
       ->check(CLI::IsMember({"repeat", "random"}))
       ->capture_default_str();
+  cmd->add_option("--spec-temp", sp.temperature,
+                  "With --spec: sample at this temperature (llama.cpp's default top-k 40, top-p 0.95, min-p 0.05), "
+                  "seeded by --spec-seed, instead of greedy: a workload whose output does not repeat")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--spec-seed", sp.seed, "With --spec-temp: the sampler's seed")->capture_default_str();
   cmd->add_option("--spec-passage", sp.passage, "With --spec-prompt repeat: ids per passage")->capture_default_str();
   cmd->add_option("--prompt-file", sp.prompt_file, "With --spec: the prompt as text (tokenized as vtc run -p does)")
       ->check(CLI::ExistingFile);
