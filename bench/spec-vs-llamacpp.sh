@@ -242,7 +242,7 @@ for w in workloads:
                  "draft": "draft (speculative-simple -md)"}.get(name, f"{name} (speculative-simple)")
         row("llama.cpp", label, L[name], loff, "-")
     print()
-    ng = [k for k in llama_ngram]
+    ng = [k for k in llama_ngram if k in L]
     best = max(ng, key=lambda k: med(L[k]["tok_s"])) if ng else None
     if "ngram" in v:
         r_off = med(v["ngram"]["tok_s"]) / voff
