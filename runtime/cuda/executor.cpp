@@ -386,10 +386,18 @@ struct Executor::Impl final : StateStorage {
       owner->dev->free(bytes);
     }
   };
-  std::unique_ptr<SlotCheckpoint> save_slot(int32_t slot) override {
-    auto c = std::make_unique<DeviceCheckpoint>();
-    c->owner = this;
-    c->bytes = dev->alloc(states.slot_state_bytes());
+  std::unique_ptr<SlotCheckpoint> save_slot(int32_t slot, std::unique_ptr<SlotCheckpoint> reuse) override {
+    std::unique_ptr<DeviceCheckpoint> c;
+    if (auto* mine = dynamic_cast<DeviceCheckpoint*>(reuse.get()); mine && mine->owner == this) {
+      // Overwritten in stream order, after any restore still reading it.
+      c.reset(mine);
+      reuse.release();
+    } else {
+      c = std::make_unique<DeviceCheckpoint>();
+      c->owner = this;
+      c->bytes = dev->alloc(states.slot_state_bytes());
+      ++stats.checkpoints_allocated;
+    }
     DevPtr to = c->bytes;
     for (const auto& l : states.layouts())
       if (!l.paged()) dev->copy(to, slot_row(l, slot), l.row_bytes(), stream), to += l.row_bytes();

@@ -102,6 +102,7 @@ struct ExecutorStats {
   uint64_t collect_waits = 0;    // blocking waits for step N's ids with step N+1 queued
   uint64_t kernels_generated_at_load = 0;  // distinct kernels codegen made at construction
   uint64_t host_ns = 0;          // the calling thread's CPU time in run()/run_sampled(), waits excluded
+  uint64_t checkpoints_allocated = 0;  // device buffers for slot checkpoints (a reused one is not counted)
 };
 
 class Executor final : public Backend {

@@ -120,9 +120,16 @@ struct HostCheckpoint final : SlotCheckpoint {
 };
 }  // namespace
 
-std::unique_ptr<SlotCheckpoint> HostStates::save_slot(int32_t slot) {
-  auto c = std::make_unique<HostCheckpoint>();
-  c->owner = this;
+std::unique_ptr<SlotCheckpoint> HostStates::save_slot(int32_t slot, std::unique_ptr<SlotCheckpoint> reuse) {
+  std::unique_ptr<HostCheckpoint> c;
+  if (auto* mine = dynamic_cast<HostCheckpoint*>(reuse.get()); mine && mine->owner == this) {
+    c.reset(mine);
+    reuse.release();
+    c->bytes.clear();  // keeps its capacity
+  } else {
+    c = std::make_unique<HostCheckpoint>();
+    c->owner = this;
+  }
   c->bytes.reserve(store_.slot_state_bytes());
   for (auto& b : buffers_) {
     if (b.layout->paged()) continue;

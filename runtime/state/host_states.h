@@ -84,7 +84,7 @@ class HostStates final : public StateStorage {
 
   void zero_page(int32_t page) override;
   void clear_slot(int32_t slot) override;
-  std::unique_ptr<SlotCheckpoint> save_slot(int32_t slot) override;
+  std::unique_ptr<SlotCheckpoint> save_slot(int32_t slot, std::unique_ptr<SlotCheckpoint> reuse) override;
   void restore_slot(int32_t slot, const SlotCheckpoint& checkpoint) override;
 
  private:

@@ -199,10 +199,10 @@ uint64_t StateStore::slot_state_bytes() const {
   return n;
 }
 
-std::unique_ptr<SlotCheckpoint> StateStore::save_checkpoint(int32_t slot) {
+std::unique_ptr<SlotCheckpoint> StateStore::save_checkpoint(int32_t slot, std::unique_ptr<SlotCheckpoint> reuse) {
   check_slot(slot);
   if (!storage_) throw Error("state store: no storage attached to take a checkpoint from");
-  return storage_->save_slot(slot);
+  return storage_->save_slot(slot, std::move(reuse));
 }
 
 void StateStore::restore_checkpoint(int32_t slot, const SlotCheckpoint& checkpoint) {

@@ -70,9 +70,11 @@ class StateStorage {
   // A new sequence starts in `slot`: every plain and ring state's row gets
   // its empty bytes (StateStore::empty_byte).
   virtual void clear_slot(int32_t slot) = 0;
-  // Copies `slot`'s plain and ring rows into a new checkpoint, ordered
-  // after every step already issued.
-  virtual std::unique_ptr<SlotCheckpoint> save_slot(int32_t slot) = 0;
+  // Copies `slot`'s plain and ring rows into a checkpoint, ordered after
+  // every step already issued: into `reuse` when this storage took it (no
+  // allocation; on a device, no wait for work still reading it, since the
+  // copy is queued after that work), else into a new one.
+  virtual std::unique_ptr<SlotCheckpoint> save_slot(int32_t slot, std::unique_ptr<SlotCheckpoint> reuse) = 0;
   // Copies a checkpoint this storage took back into `slot`'s rows, ordered
   // before the next step.
   virtual void restore_slot(int32_t slot, const SlotCheckpoint& checkpoint) = 0;
@@ -143,7 +145,9 @@ class StateStore {
   // --- checkpoints (see the header comment; throw without a storage) -------
   // Bytes of one checkpoint: every plain and ring row of one slot.
   uint64_t slot_state_bytes() const;
-  std::unique_ptr<SlotCheckpoint> save_checkpoint(int32_t slot);
+  // `reuse`: a checkpoint to overwrite (one per verify step would
+  // otherwise allocate, and free, device memory every step).
+  std::unique_ptr<SlotCheckpoint> save_checkpoint(int32_t slot, std::unique_ptr<SlotCheckpoint> reuse = nullptr);
   void restore_checkpoint(int32_t slot, const SlotCheckpoint& checkpoint);
 
   // Drops the slot's page references and empties its plain and ring

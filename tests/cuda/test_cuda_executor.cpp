@@ -22,11 +22,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cstdlib>
 #include <cmath>
 #include <filesystem>
 
 #include "frontends/gguf/dequant.h"
+#include "ir/step_interface.h"
 #include "runtime/compile/artifact.h"
 #include "runtime/compile/compile.h"
 #include "runtime/cuda/executor.h"
@@ -190,6 +192,37 @@ TEST_CASE("a cuda artifact serves with no kernel generated at load", "[sim]") {
 // host CPU time per steady decode step (ExecutorStats::host_ns, the calling
 // thread's CPU time, so not the simulated kernels), batch 1, for the
 // synthetic model VTC_MEASURE_ARCH / VTC_MEASURE_SIZE (f16 matrices).
+// A speculative sequence checkpoints its slot before every verify step
+// with a draft (serve/engine/speculative/verify.cpp). Saved into the
+// previous checkpoint, the device buffer is allocated once, and a restore
+// gives the rows of the latest save, not the first.
+TEST_CASE("a checkpoint saved again into itself allocates once and restores the latest rows", "[sim]") {
+  vtc::Session gpu(tiny_llama(), {.target = vtc::Target::Cuda, .n_ctx = 32, .n_slots = 2});
+  vtc::StateStore& states = gpu.states();
+  const auto& last_ids = states.layout(vtc::ir::step::kLastIds);
+  const auto last_id = [&](int32_t slot) {
+    const std::vector<uint8_t> row = gpu.backend().read_slot_row(last_ids, slot);
+    int32_t id = 0;
+    std::memcpy(&id, row.data(), sizeof id);
+    return id;
+  };
+  gpu.set_last_id(0, 11);
+  auto checkpoint = states.save_checkpoint(0);
+  const uint64_t allocated = stats(gpu).checkpoints_allocated;
+  CHECK(allocated >= 1);
+  for (int32_t id : {22, 33, 44}) {
+    gpu.set_last_id(0, id);
+    const vtc::SlotCheckpoint* before = checkpoint.get();
+    checkpoint = states.save_checkpoint(0, std::move(checkpoint));
+    CHECK(checkpoint.get() == before);
+  }
+  CHECK(stats(gpu).checkpoints_allocated == allocated);
+  gpu.set_last_id(0, 55);
+  states.restore_checkpoint(1, *checkpoint);
+  CHECK(last_id(1) == 44);
+  CHECK(last_id(0) == 55);
+}
+
 TEST_CASE("host time per decode step", "[.measure]") {
   const char* arch = std::getenv("VTC_MEASURE_ARCH");
   const char* size = std::getenv("VTC_MEASURE_SIZE");

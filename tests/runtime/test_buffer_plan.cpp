@@ -109,9 +109,24 @@ TEST_CASE("a slot checkpoint copies the plain and ring rows into another slot", 
   auto conv1 = host.slot_bytes(host.buffer("conv"), 1), hist1 = host.slot_bytes(host.buffer("history"), 1);
   for (size_t i = 0; i < conv1.size(); ++i) CHECK(conv1[i] == uint8_t(i + 1));
   for (size_t i = 0; i < hist1.size(); ++i) CHECK(hist1[i] == uint8_t(100 + i));
+  // Saved into itself (a verify step's checkpoint): the same object, now
+  // holding the slot's latest rows.
+  const SlotCheckpoint* first = checkpoint.get();
+  for (size_t i = 0; i < conv1.size(); ++i) conv1[i] = uint8_t(200 - i);
+  auto again = store.save_checkpoint(1, std::unique_ptr<SlotCheckpoint>(nullptr));
+  again = store.save_checkpoint(1, std::move(again));
+  const SlotCheckpoint* reused = again.get();
+  again = store.save_checkpoint(1, std::move(again));
+  CHECK(again.get() == reused);
+  store.restore_checkpoint(0, *again);
+  for (size_t i = 0; i < conv0.size(); ++i) CHECK(conv0[i] == uint8_t(200 - i));
+  CHECK(first != reused);
   StateStore other_store(m, {2, 32});
   HostStates other(other_store);
   CHECK_THROWS_WITH(other_store.restore_checkpoint(0, *checkpoint), Catch::Contains("another storage"));
+  // Another storage's checkpoint is not overwritten: a new one is made.
+  auto mine = other_store.save_checkpoint(0, std::move(again));
+  CHECK_NOTHROW(other_store.restore_checkpoint(1, *mine));
   StateStore bare(m, {2, 32});
   CHECK_THROWS_WITH(bare.save_checkpoint(0), Catch::Contains("no storage attached"));
 }

@@ -115,7 +115,7 @@ void ModelDrafter::sync(std::span<Job> jobs, std::vector<float>& first_rows) {
       std::copy_n(logits.f32() + row++ * V, V, first_rows.begin() + int64_t(owner[c]) * V);
       // A recurrent draft model rolls back to here next time.
       if (session_->states().carries_recurrent_state()) {
-        s.checkpoint = session_->states().save_checkpoint(j.slot);
+        s.checkpoint = session_->states().save_checkpoint(j.slot, std::move(s.checkpoint));
         s.checkpoint_at = s.run.size();
       }
     }

@@ -17,7 +17,7 @@ SeqChunk SpecSequence::chunk(int32_t slot, std::span<const int32_t> draft, State
   chunk_ = pending_;
   chunk_.insert(chunk_.end(), draft_.begin(), draft_.end());
   if (!draft_.empty() && states.carries_recurrent_state() && checkpoint_at_ != n_past_) {
-    checkpoint_ = states.save_checkpoint(slot);
+    checkpoint_ = states.save_checkpoint(slot, std::move(checkpoint_));
     checkpoint_at_ = n_past_;
   }
   return {slot, chunk_, n_past_, int32_t(draft_.size() + 1)};
