@@ -52,6 +52,12 @@ struct DeviceSampling {
     return DeviceSampling{.temperature = params.temperature, .top_k = params.top_k, .top_p = params.top_p,
                           .min_p = params.min_p, .seed = seed};
   }
+  // The token the `sample` op draws from `row` for the input token at
+  // position `pos`, computed on the host (the CPU's kernel, whose draw the
+  // CUDA kernel's matches). A speculating sequence draws its verify rows
+  // this way when plain decoding would sample on the backend, so the same
+  // seed gives the same tokens with and without speculation.
+  int32_t draw_on_host(std::span<const float> row, int32_t pos) const;
 };
 
 // What a backend is built from: the lowered module, its weights' file, the

@@ -14,6 +14,8 @@
 #include "ir/step_interface.h"
 #include "runtime/compile/compile.h"
 #include "runtime/cpu/cpu_backend.h"
+#include "frontends/gguf/arch/arch.h"
+#include "runtime/cpu/kernels/kernels.h"
 #include "runtime/cuda/executor.h"
 #include "support/error.h"
 
@@ -435,6 +437,13 @@ std::vector<StateSnapshot> Session::snapshot(int32_t slot) {
     out.push_back(std::move(s));
   }
   return out;
+}
+
+int32_t DeviceSampling::draw_on_host(std::span<const float> row, int32_t pos) const {
+  // The `sample` op's settings as decode_request passes them, and its bound
+  // on candidates as the step builders declare it.
+  const float params[4] = {temperature, float(top_k), top_p, min_p};
+  return cpu::sample_row(row.data(), int64_t(row.size()), params, seed, pos, arch::kSampleMaxCandidates);
 }
 
 }  // namespace vtc

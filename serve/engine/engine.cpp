@@ -88,6 +88,10 @@ struct Engine::Active {
   // and whether @last_ids already holds `last` (after a device step).
   bool device = false, ids_on_device = false;
   DeviceSampling device_params;
+  // A speculating request the backend would otherwise sample: its verify
+  // rows are drawn by the `sample` op's rule on the host, so its tokens do
+  // not depend on speculating (DeviceSampling::draw_on_host).
+  std::optional<DeviceSampling> verify_rule;
   Clock::time_point started, first_token, last_token;
   bool done = false;
   // Speculative decoding (engine.h): the verify state once the first token
@@ -291,8 +295,11 @@ void Engine::admit() {
     added.reserved = total;
     added.speculates = options_.spec.mode != SpecMode::Off && !embed && r->params.speculative.enabled &&
                        !r->params.constraint && r->params.max_tokens > 1;
-    if (device_sampling_ && !embed && !added.speculates)
-      if (auto d = device_settings(r->params, added.gen.seed())) added.device = true, added.device_params = *d;
+    if (device_sampling_ && !embed)
+      if (auto d = device_settings(r->params, added.gen.seed())) {
+        if (added.speculates) added.verify_rule = *d;
+        else added.device = true, added.device_params = *d;
+      }
   }
 }
 
@@ -479,8 +486,12 @@ void Engine::plan_drafts(int64_t budget, int32_t step_rows, int32_t step_outputs
 void Engine::verify_chunk(Active& a, const float* logits) {
   const int32_t k = int32_t(a.draft.size());
   int32_t row_index = 0;
+  size_t drawn = 0;
   const auto [accepted, next] = verify_rows(
-      a.draft, logits, session_->n_vocab(), [&](std::span<const float> row) { return a.gen.draw(row); },
+      a.draft, logits, session_->n_vocab(),
+      [&](std::span<const float> row) {
+        return a.verify_rule ? a.verify_rule->draw_on_host(row, a.spec.row_position(drawn++)) : a.gen.draw(row);
+      },
       [&](int32_t id, std::span<const float> row) {
         a.gen.accept(id);  // no grammar on speculating requests
         a.ngram.append(id);

@@ -40,7 +40,8 @@ struct GenerateOptions {
   // Speculative decoding (docs/speculative.md): spec.mode Draft needs
   // `drafter` (the caller loads the draft model). Not with keep_logits
   // (a verify step's logits are not plain decode rows); it samples on the
-  // host.
+  // host, with device_sampling by the backend's `sample` rule
+  // (DeviceSampling::draw_on_host), so the tokens equal plain decoding's.
   SpecOptions spec;
   ModelDrafter* drafter = nullptr;
 };

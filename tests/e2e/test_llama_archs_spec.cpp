@@ -18,7 +18,11 @@
 //     architecture with other weights (files_of), so acceptance is low and
 //     nearly every step rejects (rolls back KV positions and restores
 //     recurrent states); then the target as its own draft model, so nearly
-//     every draft is accepted whole and the bonus row's token follows.
+//     every draft is accepted whole and the bonus row's token follows;
+//   - CPU: the target as its own draft, sampled by the step's `sample` op
+//     (GenerateOptions::device_sampling, as on CUDA by default): verify
+//     rows drawn by that op's rule at their positions against plain
+//     decoding's backend draws.
 // The draft-model runs must verify drafts; the other weights' drafts are
 // rejected, and the n-gram runs verify, only where the outputs allow (two
 // models that both fall into the same one-token loop agree), which the
@@ -148,8 +152,9 @@ struct Outcome {
 };
 
 Outcome generate(Session& s, const Tokenizer& tok, const std::vector<int32_t>& prompt, serve::SpecMode mode,
-                 serve::ModelDrafter* drafter, bool sampled) {
+                 serve::ModelDrafter* drafter, bool sampled, bool on_backend = false) {
   serve::GenerateOptions o;
+  o.device_sampling = on_backend;
   o.n_predict = s.target() == Target::Cuda ? kGeneratedSim : kGenerated;
   o.sampling = SamplingParams::greedy();
   if (sampled) o.sampling.temperature = 1.0f, o.sampling.top_k = 40, o.sampling.seed = 7;
@@ -176,6 +181,7 @@ struct Row {
   double seconds = 0;
   bool ok = true;
   bool ngram_verified = false, rejected = false;
+  int64_t backend_rule_accepted = 0;  // drafts kept by rows drawn with the backend's rule
 };
 
 std::string describe(const serve::SpecCounts& c) {
@@ -237,6 +243,14 @@ Row run_model(const Model& m, const std::string& target) {
     const Outcome own = generate(session, tok, prompt, serve::SpecMode::Draft, &self, false);
     compare(row, "draft (the target itself), greedy", own, plain, target, Expect::Verified);
     row.self = describe(own.counts);
+    // Sampled by the step's `sample` op (vtc run's default on CUDA, the
+    // server's device sampling): the verify rows, drawn by that op's rule
+    // on the host, give the tokens of backend-sampled plain decoding.
+    const Outcome plain_backend = generate(session, tok, prompt, serve::SpecMode::Off, nullptr, true, true);
+    const Outcome own_backend = generate(session, tok, prompt, serve::SpecMode::Draft, &self, true, true);
+    compare(row, "draft (the target itself), sampled on the backend", own_backend, plain_backend, target,
+            Expect::Verified);
+    row.backend_rule_accepted = own_backend.counts.draft_n_accepted;
   }
   row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return row;
@@ -252,13 +266,15 @@ TEST_CASE("llama-archs: speculative decoding gives the tokens of plain decoding"
       rows.push_back(run_model(m, target));
     } catch (const std::exception& e) {
       FAIL_CHECK(m.name << " (" << target << "): " << e.what());
-      rows.push_back({m.name, "error", e.what(), "", 0, false, false, false});
+      rows.push_back({m.name, "error", e.what(), "", 0, false, false, false, 0});
     }
   }
   fmt::print("\n| architecture ({}) | ngram, greedy | draft: other weights | draft: the target | exact | s |\n"
              "|---|---|---|---|---|---|\n", target);
   size_t failed = 0, ngram_verified = 0, rejected = 0;
+  int64_t backend_rule_accepted = 0;
   for (const Row& r : rows) {
+    backend_rule_accepted += r.backend_rule_accepted;
     fmt::print("| {} | {} | {} | {} | {} | {:.1f} |\n", r.name, r.ngram, r.draft, r.self, r.ok ? "yes" : "NO", r.seconds);
     failed += !r.ok;
     ngram_verified += r.ngram_verified;
@@ -270,6 +286,12 @@ TEST_CASE("llama-archs: speculative decoding gives the tokens of plain decoding"
   // The n-gram path and rollback must be exercised, not only compared.
   CHECK(ngram_verified * 2 >= rows.size());
   CHECK(rejected * 2 >= rows.size());
+  // Rows after an accepted draft were drawn with the backend's rule too
+  // (their positions, not only the first row's).
+  if (target == "cpu") {
+    fmt::print("backend-sampled self-draft runs: {} drafts accepted\n", backend_rule_accepted);
+    CHECK(backend_rule_accepted > 0);
+  }
 }
 
 namespace {

@@ -4,7 +4,8 @@
 // kept token is one draw of the request's own sampler, so sampled requests
 // repeat too: serve/engine/speculative/verify.h); on an attention model and
 // hybrids with recurrent state (their rollback restores a checkpoint), on
-// the CPU and (4 requests, jamba) the simulated CUDA device. A request cancelled between verify
+// the CPU (sampling on the host, and on the backend) and (4 requests, jamba,
+// sampling on the device) the simulated CUDA device. A request cancelled between verify
 // steps gives every page back. The per-request fields: "speculative":
 // false opts out, speculative.n_max bounds the draft.
 #include <catch2/catch.hpp>
@@ -45,7 +46,8 @@ serve::GenerationParams request(int i, int64_t n_vocab) {
   return p;
 }
 
-serve::EngineOptions options(const std::string& arch, Target target, int32_t parallel, serve::SpecMode mode) {
+serve::EngineOptions options(const std::string& arch, Target target, int32_t parallel, serve::SpecMode mode,
+                             bool device_sampling) {
   serve::EngineOptions o;
   o.model = test::tiny_model_of(arch);
   o.target = target;
@@ -57,18 +59,20 @@ serve::EngineOptions options(const std::string& arch, Target target, int32_t par
   o.spec.adaptive = false;  // verify every draft, so most steps roll back
   o.spec.draft_max = 4;
   o.spec.p_min = 0;
-  // Speculating requests sample on the host; the plain run must too, for
-  // its sampled requests to draw the same tokens (the backend's sampler
-  // draws its own way: runtime/backend.h).
-  o.device_sampling = false;
+  // Plain requests sample with the host's sampler or with the step's
+  // `sample` op on the backend (two different draws for one seed);
+  // speculating ones draw their verify rows by the same rule, on the host
+  // (DeviceSampling::draw_on_host), so either way they repeat the plain run.
+  o.device_sampling = device_sampling;
   return o;
 }
 
 // `n` requests (8 on the CPU; the simulated device runs fewer, shorter
 // ones) with speculation, at once, against each alone without.
 void check_concurrent_equals_solo(const std::string& arch, Target target, int n, int32_t max_tokens,
-                                  std::vector<serve::SpecMode> modes) {
-  INFO(arch << " on " << (target == Target::Cuda ? "cuda (simulated)" : "cpu"));
+                                  std::vector<serve::SpecMode> modes, bool device_sampling = false) {
+  INFO(arch << " on " << (target == Target::Cuda ? "cuda (simulated)" : "cpu")
+            << (device_sampling ? ", sampling on the backend" : ", sampling on the host"));
   serve::Metrics metrics;
   std::vector<std::vector<int32_t>> solo;
   auto make = [&](int i, int64_t n_vocab) {
@@ -77,13 +81,13 @@ void check_concurrent_equals_solo(const std::string& arch, Target target, int n,
     return p;
   };
   {
-    serve::Engine plain(options(arch, target, 1, serve::SpecMode::Off), metrics);
+    serve::Engine plain(options(arch, target, 1, serve::SpecMode::Off, device_sampling), metrics);
     for (int i = 0; i < n; ++i) solo.push_back(tokens_of(plain.submit(make(i, plain.n_vocab()))));
   }
   for (serve::SpecMode mode : modes) {
     INFO("--spec " << serve::spec_mode_name(mode));
     serve::Metrics spec_metrics;
-    serve::Engine engine(options(arch, target, n, mode), spec_metrics);
+    serve::Engine engine(options(arch, target, n, mode, device_sampling), spec_metrics);
     std::vector<std::shared_ptr<serve::Request>> reqs;
     for (int i = 0; i < n; ++i) reqs.push_back(engine.submit(make(i, engine.n_vocab())));
     int64_t drafted = 0;
@@ -109,18 +113,22 @@ void check_concurrent_equals_solo(const std::string& arch, Target target, int n,
 TEST_CASE("speculating and plain requests, greedy and sampled, 8 at once, give their solo tokens", "[serve][reference][spec]") {
   check_concurrent_equals_solo("llama", Target::Cpu, 8, 40, {serve::SpecMode::Draft, serve::SpecMode::Ngram});
   check_concurrent_equals_solo("qwen35", Target::Cpu, 8, 40, {serve::SpecMode::Draft, serve::SpecMode::Ngram});
+  // The sampled requests' plain draws by the backend's `sample` op (the
+  // default on CUDA), which the CPU interpreter runs too.
+  check_concurrent_equals_solo("llama", Target::Cpu, 8, 40, {serve::SpecMode::Draft}, true);
 }
 
 TEST_CASE("speculating requests on the simulated cuda device give their solo tokens", "[serve][reference][spec][sim]") {
   ::setenv("VTC_CUDA_DEVICE", "sim", 1);
   // jamba: recurrent states (Mamba) and attention, and a 32k vocabulary
   // (qwen35's 152k makes every simulated step slow).
-  check_concurrent_equals_solo("jamba", Target::Cuda, 4, 16, {serve::SpecMode::Draft});
+  // Sampling on the device, its default there.
+  check_concurrent_equals_solo("jamba", Target::Cuda, 4, 16, {serve::SpecMode::Draft}, true);
 }
 
 TEST_CASE("a speculating request cancelled between verify steps gives its pages back", "[serve][reference][spec]") {
   serve::Metrics metrics;
-  serve::Engine engine(options("llama", Target::Cpu, 2, serve::SpecMode::Draft), metrics);
+  serve::Engine engine(options("llama", Target::Cpu, 2, serve::SpecMode::Draft, false), metrics);
   const int64_t total = engine.gauges().kv_pages_total;
   auto p = request(0, engine.n_vocab());
   p.max_tokens = 400;
@@ -140,7 +148,7 @@ TEST_CASE("a speculating request cancelled between verify steps gives its pages 
 
 TEST_CASE("speculative.n_max bounds a request's drafts", "[serve][reference][spec]") {
   serve::Metrics metrics;
-  serve::Engine engine(options("llama", Target::Cpu, 1, serve::SpecMode::Draft), metrics);
+  serve::Engine engine(options("llama", Target::Cpu, 1, serve::SpecMode::Draft, false), metrics);
   auto p = request(0, engine.n_vocab());
   p.speculative.n_max = 1;
   auto r = engine.submit(p);

@@ -136,7 +136,6 @@ std::unique_ptr<serve::ModelDrafter> load_drafter(const RunOptions& o, serve::Ge
   if (gen.spec.mode == serve::SpecMode::Off) return nullptr;
   if (gen.keep_logits) throw Error("--spec: --dump-logits keeps plain decode rows; run it with --spec off");
   if (o.fingerprint) throw Error("--spec: --fingerprint prints the states of plain decode steps; run it with --spec off");
-  gen.device_sampling = false;  // verify rows are sampled on the host
   if (gen.spec.mode != serve::SpecMode::Draft) return nullptr;
   SessionOptions so = session_options(o);
   so.passes = std::nullopt;  // --dump-ir and --disable-pass are the target's

@@ -61,6 +61,10 @@ void generate_speculative(Session& session, Generation& gen, std::span<const int
   DraftPolicy policy;
   DraftPolicy::Sequence record;
   const int64_t V = session.n_vocab();
+  // Plain decoding would sample on the backend: draw the verify rows by
+  // the `sample` op's rule, so the tokens do not depend on --spec.
+  const bool backend_rule = o.device_sampling && DeviceSampling::covers(o.sampling);
+  const DeviceSampling backend = DeviceSampling::of(o.sampling, gen.seed());
   for (;;) {
     const int32_t room = draft_room(seq, session, result, o);
     std::vector<int32_t> draft = propose(o, policy, record, ngram, sequence, slot,
@@ -70,8 +74,12 @@ void generate_speculative(Session& session, Generation& gen, std::span<const int
     const HostTensor logits = session.step({&chunk, 1});
     policy.step_timed(int32_t(chunk.tokens.size()), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     bool finished = false;
+    size_t row_index = 0;
     const auto [accepted, next] = verify_rows(
-        draft, logits.f32(), V, [&](std::span<const float> row) { return gen.draw(row); },
+        draft, logits.f32(), V,
+        [&](std::span<const float> row) {
+          return backend_rule ? backend.draw_on_host(row, seq.row_position(row_index++)) : gen.draw(row);
+        },
         [&](int32_t id, std::span<const float>) {
           gen.accept(id);
           result.generated.push_back(id);

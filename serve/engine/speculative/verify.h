@@ -53,6 +53,10 @@ class SpecSequence {
   const std::vector<int32_t>& pending() const { return pending_; }
   // Positions this step writes: pending plus the draft.
   int32_t positions_after(size_t draft) const { return n_past_ + int32_t(pending_.size() + draft); }
+  // The input position of the chunk's logits row i (the last pending
+  // token's is row 0): the position the `sample` op draws that row's token
+  // with, as a decode step fed that token would.
+  int32_t row_position(size_t i) const { return n_past_ + int32_t(pending_.size()) - 1 + int32_t(i); }
   // false while rolled-back tokens wait to be run again (see above).
   bool may_draft() const { return pending_.size() == 1; }
 
