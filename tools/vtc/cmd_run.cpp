@@ -221,7 +221,8 @@ Runner add_run(CLI::App& app) {
   cmd->add_option("-t,--threads", o->threads, "CPU threads (0: all cores)")->capture_default_str();
   cmd->add_option("--device-sampling", o->device_sampling,
                   "Decode with the step's own sample op on the backend, ids fed back there: auto (on for cuda, off for "
-                  "cpu), on or off. Penalties or --dump-logits keep sampling on the host")
+                  "cpu), on or off. Penalties or --dump-logits keep sampling on the host; --spec draws its verify rows on the "
+                  "host, by the sample op's rule when on")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   cmd->add_option("-c,--ctx-size", o->ctx, "Context size (0: the model's, at most 4096)")->capture_default_str();

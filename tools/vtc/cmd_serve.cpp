@@ -231,7 +231,8 @@ Runner add_serve(CLI::App& app) {
   cmd->add_option("-t,--threads", o->engine.threads, "CPU compute threads (0: all cores)")->capture_default_str();
   cmd->add_option("--device-sampling", o->device_sampling,
                   "Decode rows sampled by the step's own sample op on the backend, ids fed back there: auto (on for "
-                  "cuda, off for cpu), on or off. Requests with penalties or logprobs are always sampled on the host")
+                  "cuda, off for cpu), on or off. Requests with penalties or logprobs are always sampled on the host; "
+                  "speculating ones draw their verify rows on the host, by the sample op's rule when on")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   cmd->add_option("--api-key", o->http.api_key,
