@@ -13,6 +13,7 @@
 // compares two backends.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -52,6 +53,9 @@ struct DeviceSampling {
     return DeviceSampling{.temperature = params.temperature, .top_k = params.top_k, .top_p = params.top_p,
                           .min_p = params.min_p, .seed = seed};
   }
+  // The `sample` op's per-row settings operand (%sampling, [S x 4] f32), in
+  // its order: decode steps pass these, draw_on_host uses them.
+  std::array<float, 4> op_params() const { return {temperature, float(top_k), top_p, min_p}; }
   // The token the `sample` op draws from `row` for the input token at
   // position `pos`, computed on the host (the CPU's kernel, whose draw the
   // CUDA kernel's matches). A speculating sequence draws its verify rows

@@ -126,7 +126,8 @@ struct Session::Impl {
     std::vector<int32_t> seeds;
     for (size_t i = 0; i < slots.size(); ++i) {
       const DeviceSampling& d = sampling[sampling.size() == 1 ? 0 : i];
-      params.insert(params.end(), {d.temperature, float(d.top_k), d.top_p, d.min_p});
+      const std::array<float, 4> op = d.op_params();
+      params.insert(params.end(), op.begin(), op.end());
       seeds.push_back(int32_t(uint32_t(d.seed)));
       seeds.push_back(int32_t(uint32_t(d.seed >> 32)));
     }
@@ -440,10 +441,10 @@ std::vector<StateSnapshot> Session::snapshot(int32_t slot) {
 }
 
 int32_t DeviceSampling::draw_on_host(std::span<const float> row, int32_t pos) const {
-  // The `sample` op's settings as decode_request passes them, and its bound
-  // on candidates as the step builders declare it.
-  const float params[4] = {temperature, float(top_k), top_p, min_p};
-  return cpu::sample_row(row.data(), int64_t(row.size()), params, seed, pos, arch::kSampleMaxCandidates);
+  // The settings decode_request passes, and the op's bound on candidates
+  // as the step builders declare it.
+  const std::array<float, 4> params = op_params();
+  return cpu::sample_row(row.data(), int64_t(row.size()), params.data(), seed, pos, arch::kSampleMaxCandidates);
 }
 
 }  // namespace vtc

@@ -62,9 +62,10 @@ class DraftPolicy {
   // After a step of `rows` rows that took `seconds`.
   void step_timed(int32_t rows, double seconds);
   // After the draft model ran `steps` steps (draft_steps, summed over the
-  // jobs of one call) in `seconds`. A draft it cut short of n_min counts
-  // as a failed one (verified(seq, 1, 0)), so a drafter that keeps giving
-  // nothing is backed off from like one whose drafts are rejected.
+  // jobs of one call) in `seconds`. draft_and_account (model_drafter.h)
+  // calls it, and counts a draft cut short of n_min as a failed one
+  // (verified(seq, 1, 0)), so a drafter that keeps giving nothing is
+  // backed off from like one whose drafts are rejected.
   void drafted(int32_t steps, double seconds);
 
   // The fitted cost of one row beside the fixed cost, b / a.
