@@ -38,9 +38,9 @@ inline int hsum_epi32(__m256i v) {
 inline __m256i loadu(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
 // Weight streams: how far ahead of the block being multiplied the x8
-// kernels prefetch (into L1), and the prefetch itself, every line of the
-// block that lies kWeightPrefetchBytes past `b` (past a group's last block
-// that is the next group's first: groups are contiguous in a chunk).
+// kernels prefetch, and the prefetch itself, every line of the block that
+// lies kWeightPrefetchBytes past `b` (past a group's last block that is
+// the next group's first: groups are contiguous in a chunk).
 // Why: a decode step reads each weight once, in calls of a few KiB per
 // 8-row group, and the hardware prefetcher alone left the loads waiting on
 // DRAM between the compute. Measured with `vtc-bench-kernels --dram`, 2
@@ -48,12 +48,32 @@ inline __m256i loadu(const void* p) { return _mm256_loadu_si256(static_cast<cons
 // -> 1.9 ms and at 1 token ~1.0 -> 0.6 ms; q4_K_x8 1280x5120 at 8 tokens
 // 0.31 -> 0.21 ms; q4_K_x8 and q8_0_x8 at 1 token within the noise. 4 KiB
 // did as well at 8 tokens but less at 1; 8 KiB was worse.
+// Where the lines go (kWeightPrefetchToL1): into L2 (T1), except for
+// Q4_0. On Zen 4 (`vtc-bench-kernels 5120 1280 --dram`, GB/s of weights,
+// 1 / 2 threads, 3 rounds alternated), L1 (T0) against L2 (T1):
+//   q4_K_x8  1 token 18-20 / 24-28 -> 21-26 / 29-33 (AVX2: 12-17 / 21-26
+//            -> 21-22 / 24-30); 4 tokens 11-12 / 19-22 -> 15-16 / 23-28;
+//   q6_K_x8  1 token 7.5-9 / 15-17 -> 22-25 / 27-33 (no prefetch 6-7);
+//   q8_0_x8  8 tokens 9.4-9.6 / 17-18 -> 10.7-11 / 18-21;
+//   q4_0_x8  1 token alike; 8 tokens 7.8-8.1 / 13-15 -> 7.0-7.2 / 12-13.
+// End to end on the 0.56B bench model (Q4_K_M, one-row decode step,
+// medians of 5 alternated runs): 22.3 -> 17.0 ms on 1 thread, 16.8 -> 14.1
+// ms on 2; the Q4_0 model's 8-row step, 31 -> 36 ms with T1, keeps T0.
 constexpr size_t kWeightPrefetchBytes = 6144;
+template <class Block>
+inline constexpr bool kWeightPrefetchToL1 = false;
+template <>
+inline constexpr bool kWeightPrefetchToL1<BlockQ4_0x8> = true;
 template <class Block>
 inline void prefetch_weights_ahead(const Block* b) {
   const char* p = reinterpret_cast<const char*>(b) + kWeightPrefetchBytes;
+  if constexpr (kWeightPrefetchToL1<Block>) {
 #pragma GCC unroll 32
-  for (size_t o = 0; o < sizeof(Block); o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
+    for (size_t o = 0; o < sizeof(Block); o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
+  } else {
+#pragma GCC unroll 32
+    for (size_t o = 0; o < sizeof(Block); o += 64) _mm_prefetch(p + o, _MM_HINT_T1);
+  }
 }
 
 // A tile of Rows weight rows streams the next tile's rows (the Rows rows
