@@ -67,13 +67,9 @@ inline constexpr bool kWeightPrefetchToL1<BlockQ4_0x8> = true;
 template <class Block>
 inline void prefetch_weights_ahead(const Block* b) {
   const char* p = reinterpret_cast<const char*>(b) + kWeightPrefetchBytes;
-  if constexpr (kWeightPrefetchToL1<Block>) {
+  constexpr auto kHint = kWeightPrefetchToL1<Block> ? _MM_HINT_T0 : _MM_HINT_T1;
 #pragma GCC unroll 32
-    for (size_t o = 0; o < sizeof(Block); o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
-  } else {
-#pragma GCC unroll 32
-    for (size_t o = 0; o < sizeof(Block); o += 64) _mm_prefetch(p + o, _MM_HINT_T1);
-  }
+  for (size_t o = 0; o < sizeof(Block); o += 64) _mm_prefetch(p + o, kHint);
 }
 
 // A tile of Rows weight rows streams the next tile's rows (the Rows rows
