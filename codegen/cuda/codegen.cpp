@@ -16,10 +16,15 @@
 // (lower_prefill_region). Last,
 // share_activation_codes drops the decode GEMVs' repeated quantizations of
 // one x (emit_gemv.cpp).
+// @prefill is walked twice: as above (launched when T > kDecodeFormRows),
+// and in its decode form (tiled_rows false: T rows take the GEMVs, the
+// merged projections and flash decoding of @decode), launched when T is at
+// most kDecodeFormRows, so that a verify row has decode's bits (kernel.h).
 #include <fmt/format.h>
 
 #include <llvm/ADT/DenseMap.h>
 
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <set>
@@ -27,6 +32,7 @@
 #include "codegen/cuda/emit.h"
 #include "ir/fused_kinds.h"
 #include "ir/op_attrs.h"
+#include "ir/step_interface.h"
 #include "support/error.h"
 
 namespace vtc::cuda {
@@ -183,7 +189,7 @@ std::vector<GemvPart> projection_parts(const ir::Op& op, const ir::ProjectionReg
     const auto n = wt.shape[0].constant(), kk = wt.shape[1].constant();
     if (!n || !kk || *kk % 32 != 0 || (k && *k != *kk)) return {};
     k = *kk;
-    if (has_symbol(dims_product(xt.shape, 0, xt.shape.size() - 1), "T")) return {};
+    if (tiled_rows(dims_product(xt.shape, 0, xt.shape.size() - 1))) return {};
     types.push_back(weight_type(wt.elem));
   }
   if (!gemv_parts_mergeable(types)) return {};
@@ -334,7 +340,7 @@ bool lower_prefill_region(const ir::Module& m, const ir::Op& op, StepKernels& ou
   if (r.matmuls.empty()) return false;
   for (const ir::Op* mm : r.matmuls) {
     const ir::TensorType& xt = mm->operands[0].type();
-    if (!has_symbol(dims_product(xt.shape, 0, xt.shape.size() - 1), "T")) return false;
+    if (!tiled_rows(dims_product(xt.shape, 0, xt.shape.size() - 1))) return false;
   }
   const ir::Op* norm = prefill_fusable_norm(op, r);
   std::map<const ir::Op*, const ir::Op*> act_of_mul;  // a pair's product -> its activation
@@ -459,6 +465,36 @@ std::string why_op_by_op(const ir::Op& fused) {
   return "";
 }
 
+// Set while generate_step lowers a prefill step's decode form (tiled_rows).
+thread_local bool lowering_decode_form = false;
+
+bool tiled_rows(const ir::Dim& m) { return !lowering_decode_form && has_symbol(m, "T"); }
+
+namespace {
+
+// The kernels of `fn` in launch order, its shared activation codes dropped;
+// with `decode_form`, rows over T take decode's kernels.
+StepKernels lower_step(const ir::Module& module, const ir::Function& fn, bool decode_form) {
+  struct Scope {
+    bool saved = lowering_decode_form;
+    explicit Scope(bool on) { lowering_decode_form = on; }
+    ~Scope() { lowering_decode_form = saved; }
+  } scope(decode_form);
+  StepKernels out;
+  out.function = fn.name;
+  walk(module, fn, out);
+  share_activation_codes(out);
+  return out;
+}
+
+bool same_entries(const StepKernels& a, const StepKernels& b) {
+  return a.kernels.size() == b.kernels.size() &&
+         std::equal(a.kernels.begin(), a.kernels.end(), b.kernels.begin(),
+                    [](const Kernel& x, const Kernel& y) { return x.entry == y.entry; });
+}
+
+}  // namespace
+
 StepKernels generate_step(const ir::Module& module, const ir::Function& fn) {
   // The kernels read ggml's rows layout; a weight repacked for the CPU's
   // kernels (weight-layout{target=cpu}) would be misread.
@@ -467,11 +503,37 @@ StepKernels generate_step(const ir::Module& module, const ir::Function& fn) {
       throw Error(fmt::format("cuda: weight @{} is {}, a CPU weight layout; the CUDA kernels read the rows layout ({}): "
                               "lower the module for target cuda (no weight-layout{{target=cpu}} pass)",
                               w.name, w.type.elem.name(), ir::ElemType::quant(w.type.elem.quant_type()).name()));
-  StepKernels out;
-  out.function = fn.name;
-  walk(module, fn, out);
-  share_activation_codes(out);
+  StepKernels out = lower_step(module, fn, false);
+  if (fn.name != ir::step_name(ir::StepKind::Prefill)) return out;
+  // @prefill also carries its decode form, launched in buckets of at most
+  // kDecodeFormRows rows (kernel.h): the two kernel sequences one after
+  // the other, each guarded, and the aliases and weights of both.
+  StepKernels few = lower_step(module, fn, true);
+  if (same_entries(out, few)) return out;
+  for (Kernel& k : out.kernels) k.guard = RowsGuard::ManyRows;
+  for (Kernel& k : few.kernels) {
+    k.guard = RowsGuard::FewRows;
+    out.kernels.push_back(std::move(k));
+  }
+  for (const ValueAlias& a : few.aliases)
+    if (std::none_of(out.aliases.begin(), out.aliases.end(), [&](const ValueAlias& b) {
+          return b.value == a.value && b.source == a.source && b.offset_elems == a.offset_elems;
+        }))
+      out.aliases.push_back(a);
+  for (const WeightBinding& w : few.weights)
+    if (std::none_of(out.weights.begin(), out.weights.end(),
+                     [&](const WeightBinding& b) { return b.value == w.value; }))
+      out.weights.push_back(w);
   return out;
+}
+
+bool launches_in(const Kernel& k, std::optional<int64_t> t_rows) {
+  switch (k.guard) {
+    case RowsGuard::Always: return true;
+    case RowsGuard::FewRows: return t_rows && *t_rows <= kDecodeFormRows;
+    case RowsGuard::ManyRows: return !t_rows || *t_rows > kDecodeFormRows;
+  }
+  return true;
 }
 
 }  // namespace vtc::cuda

@@ -130,6 +130,11 @@ struct MatmulIo {
 // Whether dim `d` names step symbol `sym` as a whole word (emit_matmul.cpp):
 // a matmul's rows with the prefill symbol T run the GEMM, others the GEMV.
 bool has_symbol(const ir::Dim& d, const std::string& sym);
+// Whether rows over `m` run the prefill kernels (tiled GEMMs, prefill
+// attention, the grouped MoE): `m` has the prefill symbol T and
+// generate_step is not lowering the step's decode form (kernel.h,
+// RowsGuard), in which T rows run decode's kernels.
+bool tiled_rows(const ir::Dim& m);
 // The decode GEMV of an [M, K] x [N, K] matmul, M without the prefill
 // symbol (emit_gemv.cpp): a quantize kernel for integer-block weights,
 // then the GEMV.

@@ -871,7 +871,10 @@ Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string&
   const ir::AttentionAttrs attrs = ir::AttentionAttrs::of(op);
   const double scale = attrs.scale, softcap = attrs.softcap;
   const int64_t window = attrs.window, chunk = attrs.chunk, width = selection_width(op);
-  const bool prefill = a.tokens.str().find('T') != std::string::npos;
+  // A T step's decode form (kernel.h, RowsGuard) takes decode's kernels,
+  // but an encoder's whole sequences keep the prefill ones.
+  const bool t_rows = has_symbol(a.tokens, "T");
+  const bool prefill = tiled_rows(a.tokens) || (t_rows && !attrs.causal);
   const bool sinks = has_sinks(op);
   const double max_bias = attrs.alibi_max_bias;
   const bool alibi = max_bias > 0.0;
@@ -883,8 +886,12 @@ Kernels emit_attention(const ir::Module& m, const ir::Op& op, const std::string&
   const auto mma_heads = prefill && fast ? prefill_mma_heads(a, width) : std::nullopt;
   const auto flash = prefill || !fast ? std::nullopt : flash_decode_shape(a, width);
   // Flash decoding stores this step's K/V rows itself (one launch fewer).
+  // In a T step's decode form a sequence's rows read each other's keys, so
+  // kv_append stores them all first (flash decoding then stores the same
+  // bytes again: a block may read a row while its own block rewrites it,
+  // and reads the same value either way).
   Kernels out;
-  if (!flash) out.push_back(a.generic ? kv_append_typed(op, a, what) : kv_append(op, a, what));
+  if (!flash || t_rows) out.push_back(a.generic ? kv_append_typed(op, a, what) : kv_append(op, a, what));
   KernelBuilder kb(prefill ? (mma_heads ? "attn_prefill_mma" : "attn_prefill") : "attn_decode", what);
   kb.in(op.operands[0], "q");
   if (flash) kb.in(op.operands[1], "k"), kb.in(op.operands[2], "v");

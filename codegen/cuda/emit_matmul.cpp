@@ -120,7 +120,7 @@ Kernels matmul_kernels(const ir::Op& op, const std::string& what, const MatmulIo
     return emit_matmul_small_k(op, what, m, *n_rows, *k_cols, io);
   }
   const int64_t N = *n_rows, K = *k_cols, chunks = K / 32;
-  if (!has_symbol(m, "T")) return emit_gemv(op, what, m, N, K, io);
+  if (!tiled_rows(m)) return emit_gemv(op, what, m, N, K, io);
   // VTC_CUDA_GEMM=fma keeps the FP32 tiles below (before/after figures,
   // or to rule the tensor-core path out on a GPU): docs/cuda.md.
   static const bool fma_forced = [] {

@@ -487,7 +487,7 @@ Kernel moe_down_kernel(const ir::Op& op, const std::string& what, const MoeShape
 // adding the slots in order with the routing weights.
 
 bool grouped_prefill(const MoeShape& s) {
-  return on_codes(s) && has_symbol(s.tokens, "T") && gemm_mma_supported(s.gate, s.model) &&
+  return on_codes(s) && tiled_rows(s.tokens) && gemm_mma_supported(s.gate, s.model) &&
          gemm_mma_supported(s.up, s.model) && gemm_mma_supported(s.down, s.ffn);
 }
 

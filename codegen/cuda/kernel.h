@@ -45,6 +45,15 @@ struct KernelArg {
   std::string ctype;                     // C type of the parameter
 };
 
+// Which buckets of a step launch a kernel. A step over T rows (prefill,
+// verify) of at most kDecodeFormRows rows runs the kernels decode runs
+// (GEMV, flash decoding: generate_step's "decode form"), so each of its
+// rows has the bits plain decoding gives that token (a speculative verify
+// row must: docs/speculative.md); a step of more rows runs the tiled GEMMs
+// and prefill attention. A step without T launches every kernel.
+enum class RowsGuard : uint8_t { Always, FewRows, ManyRows };
+constexpr int64_t kDecodeFormRows = 16;
+
 struct Kernel {
   std::string entry;    // extern "C" name: <mnemonic>_<16 hex digits of the source hash>
   std::string source;   // the complete translation unit
@@ -68,7 +77,12 @@ struct Kernel {
   // FP32 work when it is not the op's (the cost model's op_flops): a
   // quantize kernel, or a GEMV whose products run as __dp4a.
   std::optional<ir::Dim> fp32_flops;
+  RowsGuard guard = RowsGuard::Always;
 };
+
+// Whether `k` launches in a bucket whose T is `t_rows` (nullopt: the step
+// has no T symbol).
+bool launches_in(const Kernel& k, std::optional<int64_t> t_rows);
 
 // A value that shares another's storage: reshape, view (at an element
 // offset), transfers, and the arguments and results of a fused region run as

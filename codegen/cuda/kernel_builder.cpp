@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <cmath>
 
@@ -101,11 +102,40 @@ void KernelBuilder::launch(const ir::Dim& threads_x, int block, const ir::Dim& r
 }
 
 
+namespace {
+
+// `text` with every identifier `from` (a maximal run of letters, digits
+// and '_') replaced by `to`.
+std::string replace_identifier(const std::string& text, const std::string& from, const std::string& to) {
+  auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  std::string out;
+  size_t at = 0;
+  for (size_t i = text.find(from); i != std::string::npos; i = text.find(from, i + 1)) {
+    if ((i > 0 && ident(text[i - 1])) || (i + from.size() < text.size() && ident(text[i + from.size()]))) continue;
+    out.append(text, at, i - at).append(to);
+    at = i + from.size();
+  }
+  return out.append(text, at);
+}
+
+}  // namespace
+
 Kernel KernelBuilder::finish() {
   for (const auto& s : symbols_) kernel_.args.push_back({KernelArg::Kind::Symbol, nullptr, s, "", 0, "long long"});
+  // A kernel whose rows are S or T (not both) names that parameter s_ROWS,
+  // so @decode's kernels and @prefill's decode form (kernel.h, RowsGuard)
+  // are one source, compiled once; the argument still binds its symbol.
+  std::string rows_symbol;
+  if (symbols_.count("S") + symbols_.count("T") == 1 && !symbols_.count("ROWS")) {
+    rows_symbol = symbols_.count("S") ? "S" : "T";
+    body_ = replace_identifier(body_, "s_" + rows_symbol, "s_ROWS");
+  }
   std::string params;
-  for (const auto& a : kernel_.args)
-    params += fmt::format("{}{} {}{}", params.empty() ? "" : ", ", a.ctype, a.kind == KernelArg::Kind::Symbol ? "s_" : "", a.name);
+  for (const auto& a : kernel_.args) {
+    const bool symbol = a.kind == KernelArg::Kind::Symbol;
+    params += fmt::format("{}{} {}{}", params.empty() ? "" : ", ", a.ctype, symbol ? "s_" : "",
+                          symbol && a.name == rows_symbol ? "ROWS" : a.name);
+  }
   std::string helpers;
   for (const auto& h : helpers_) helpers += helper_source(h);
   const std::string tail = fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n{}}}\n",

@@ -297,6 +297,7 @@ void for_each_packed_piece(const gguf::GgufFile& f, const std::map<std::string, 
 // resolves; it cannot check that a launch matches its kernel's code any
 // more than it can check the code: a kernel runs as stored, like a weight.
 
+constexpr const char* kRowsGuards[] = {"always", "few_rows", "many_rows"};  // cuda::RowsGuard
 constexpr const char* kArgKinds[] = {"value",      "symbol",  "state_rows", "state_pool", "slots",
                                      "page_table", "scratch", "extra",      "counters"};
 
@@ -336,7 +337,7 @@ json launches_to_json(const cuda::StepKernels& step, const ir::Function& f) {
     kernels.push_back({{"entry", k.entry}, {"what", k.what}, {"args", std::move(args)}, {"threads_x", k.threads_x.str()},
                        {"rows_y", k.rows_y.str()}, {"rows_per_block_y", k.rows_per_block_y}, {"block", k.block},
                        {"scratch_bytes", k.scratch_bytes.str()}, {"counter_ints", k.counter_ints.str()},
-                       {"op", k.op ? ops.at(k.op) : ""}});
+                       {"op", k.op ? ops.at(k.op) : ""}, {"launched", kRowsGuards[size_t(k.guard)]}});
   }
   json aliases = json::array(), weights = json::array(), returns = json::array();
   for (const auto& a : step.aliases) aliases.push_back({name(a.value), name(a.source), a.offset_elems.str()});
@@ -433,6 +434,14 @@ cuda::Kernel kernel_from_json(const json& j, const ir::Module& m, const std::map
   k.scratch_bytes = get_dim(j, "scratch_bytes", f);
   // Absent in artifacts from before the Counters argument: none.
   if (j.is_object() && j.contains("counter_ints")) k.counter_ints = get_dim(j, "counter_ints", f);
+  // Absent in artifacts from before @prefill's decode form: always.
+  if (j.is_object() && j.contains("launched")) {
+    const std::string g = get_str(j, "launched", f);
+    auto it = std::find(std::begin(kRowsGuards), std::end(kRowsGuards), g);
+    if (it == std::end(kRowsGuards))
+      bad_field(f + ".launched", fmt::format("must be always, few_rows or many_rows, not {}", shown(json(g))));
+    k.guard = cuda::RowsGuard(it - std::begin(kRowsGuards));
+  }
   k.rows_per_block_y = int(get_i64(j, "rows_per_block_y", f));
   k.block = int(get_i64(j, "block", f));
   if (k.block < 1 || k.block > 1024) bad_field(f + ".block", "must be in [1, 1024]");

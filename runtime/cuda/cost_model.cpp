@@ -168,18 +168,25 @@ StepCost predict_step(std::string step, const VtcSimProfile& profile, const Step
   s.summary = profile;
   s.summary.records = nullptr;
   s.layer_scale = layer_scale;
-  const size_t n = step_kernels ? step_kernels->kernels.size() : 0;
+  // The kernels this shape's bucket launches (RowsGuard), in launch order.
+  std::vector<const Kernel*> launched;
+  if (step_kernels) {
+    const auto t = shape.find("T");
+    for (const Kernel& k : step_kernels->kernels)
+      if (launches_in(k, t == shape.end() ? std::nullopt : std::optional<int64_t>(t->second))) launched.push_back(&k);
+  }
+  const size_t n = launched.size();
   // The layers span: from the first to the last kernel reading a blk.N
   // weight, and the weightless kernels after it (the last residual add)
   // up to the next kernel that reads a weight (the output norm or head).
   size_t first_layer = n, last_layer = 0;
   for (size_t i = 0; i < n; ++i)
-    if (reads_weight(step_kernels->kernels[i], *step_kernels, true)) {
+    if (reads_weight(*launched[i], *step_kernels, true)) {
       first_layer = std::min(first_layer, i);
       last_layer = i;
     }
   size_t next = last_layer + 1;
-  while (next < n && !reads_weight(step_kernels->kernels[next], *step_kernels, false)) ++next;
+  while (next < n && !reads_weight(*launched[next], *step_kernels, false)) ++next;
   if (first_layer < n && next < n) last_layer = next - 1;
   const bool in_graph = profile.graph_launches > 0;
   for (uint64_t i = 0; i < profile.launches; ++i) {
@@ -187,8 +194,8 @@ StepCost predict_step(std::string step, const VtcSimProfile& profile, const Step
     KernelCost k;
     k.entry = r.entry;
     k.family = kernel_family(k.entry);
-    if (n > 0 && step_kernels->kernels[i % n].entry == k.entry) {
-      k.kernel = &step_kernels->kernels[i % n];
+    if (n > 0 && launched[i % n]->entry == k.entry) {
+      k.kernel = launched[i % n];
       k.what = k.kernel->what;
       k.in_layers = i % n >= first_layer && i % n <= last_layer;
       if (k.kernel->fp32_flops)

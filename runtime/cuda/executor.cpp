@@ -60,6 +60,12 @@ constexpr uint8_t kGuardByte = 0xA5;
 constexpr size_t kMaxSampledRows = 4096;
 constexpr size_t kMaxEagerBuckets = 64;  // per step; past it the cache starts over
 
+// Whether kernel `k` launches in the bucket of `env` (kernel.h, RowsGuard).
+bool launched(const Kernel& k, const SymbolEnv& env) {
+  const auto t = env.find("T");
+  return launches_in(k, t == env.end() ? std::nullopt : std::optional<int64_t>(t->second));
+}
+
 // One launch, its parameter words resolved once (params points into words).
 struct Launch {
   void* fn = nullptr;
@@ -436,7 +442,8 @@ struct Executor::Impl final : StateStorage {
     std::vector<const ir::ValueData*> owners;
     std::vector<std::pair<int64_t, int64_t>> life;
   };
-  static Roots find_roots(const Step& st) {
+  // Launch indices count the bucket's launches only (RowsGuard).
+  static Roots find_roots(const Step& st, const SymbolEnv& env) {
     Roots r;
     for (const auto& a : st.kernels.aliases) r.alias[a.value] = {a.source, a.offset_elems};
     for (const auto& w : st.kernels.weights) r.weight_of[w.value] = w.weight;
@@ -450,10 +457,13 @@ struct Executor::Impl final : StateStorage {
       def = std::min(def, at), last = std::max(last, at);
     };
     for (const auto& a : st.fn->args) touch(a.data(), -1);
-    const int64_t n = int64_t(st.kernels.kernels.size());
-    for (int64_t i = 0; i < n; ++i)
-      for (const auto& a : st.kernels.kernels[size_t(i)].args)
-        if (a.kind == KernelArg::Kind::Value) touch(a.value, i);
+    int64_t n = 0;
+    for (const Kernel& k : st.kernels.kernels) {
+      if (!launched(k, env)) continue;
+      for (const auto& a : k.args)
+        if (a.kind == KernelArg::Kind::Value) touch(a.value, n);
+      ++n;
+    }
     for (const auto* v : st.kernels.returns) touch(v, n);
     return r;
   }
@@ -463,7 +473,8 @@ struct Executor::Impl final : StateStorage {
   // until it is copied out at the end).
   BufferPlan plan_arena(const Step& st, const Roots& r, Prepared& p, bool observe) {
     std::vector<BufferRequest> requests;
-    const int64_t n = int64_t(st.kernels.kernels.size());
+    const int64_t n = std::count_if(st.kernels.kernels.begin(), st.kernels.kernels.end(),
+                                    [&](const Kernel& k) { return launched(k, p.env); });
     for (size_t i = 0; i < r.owners.size(); ++i) {
       const uint64_t bytes = align_up(value_bytes(r.owners[i]->type, p.env), 256) + (options.sentinels ? kGuardBytes : 0);
       if (options.sentinels || observe) requests.push_back({bytes, -1, n});
@@ -519,6 +530,7 @@ struct Executor::Impl final : StateStorage {
   void resolve_launches(const Step& st, Prepared& p) {
     for (size_t i = 0; i < st.kernels.kernels.size(); ++i) {
       const Kernel& k = st.kernels.kernels[i];
+      if (!launched(k, p.env)) continue;
       const int64_t threads = eval(k.threads_x, p.env, k.entry), rows = eval(k.rows_y, p.env, k.entry);
       if (threads <= 0 || rows <= 0) continue;
       Launch l;
@@ -569,14 +581,16 @@ struct Executor::Impl final : StateStorage {
     for (size_t i = 0; i < st.symbols.size(); ++i) p->env[st.symbols[i].name] = key[i];
     p->env["PT_STRIDE"] = pt_stride;
     p->rows = key[st.s_index];
-    const Roots r = find_roots(st);
+    const Roots r = find_roots(st, p->env);
     const BufferPlan plan = plan_arena(st, r, *p, observe);
     uint64_t scratch = 0;
-    for (const auto& k : st.kernels.kernels) scratch = std::max<uint64_t>(scratch, uint64_t(eval(k.scratch_bytes, p->env, "scratch")));
+    for (const auto& k : st.kernels.kernels)
+      if (launched(k, p->env)) scratch = std::max<uint64_t>(scratch, uint64_t(eval(k.scratch_bytes, p->env, "scratch")));
     place_arena(st, *p, plan.arena_bytes, scratch, graph);
     uint64_t counter_ints = 0;
     for (const auto& k : st.kernels.kernels)
-      counter_ints = std::max<uint64_t>(counter_ints, uint64_t(eval(k.counter_ints, p->env, "counters")));
+      if (launched(k, p->env))
+        counter_ints = std::max<uint64_t>(counter_ints, uint64_t(eval(k.counter_ints, p->env, "counters")));
     if (counter_ints) {
       p->counters = dev->alloc(counter_ints * 4);
       dev->memset(p->counters, 0, counter_ints * 4, stream);

@@ -150,16 +150,20 @@ TEST_CASE("the Gated DeltaNet hybrid qwen35 compiles to PTX, both steps", "[nvrt
   ScopedCache cache("hybrid");
   auto mk = vtc::cuda::generate_model_file(tiny_model("qwen35"));
   REQUIRE(mk.steps.size() == 2);
-  for (const auto& s : mk.steps) {
-    INFO("step @" << s.function);
-    size_t conv = 0, delta = 0;
-    for (const auto& k : s.kernels) {
-      conv += k.what.find("causal_conv1d") != std::string::npos;
-      delta += k.what.find("delta_rule") != std::string::npos;
+  // @prefill's buckets of few and of many rows (kernel.h, RowsGuard) each
+  // launch one delta rule per layer, as @decode does.
+  for (const auto& s : mk.steps)
+    for (const int64_t t_rows : {int64_t(1), vtc::cuda::kDecodeFormRows + 1}) {
+      INFO("step @" << s.function << ", T = " << t_rows);
+      size_t conv = 0, delta = 0;
+      for (const auto& k : s.kernels) {
+        if (!vtc::cuda::launches_in(k, t_rows)) continue;
+        conv += k.what.find("causal_conv1d") != std::string::npos;
+        delta += k.what.find("delta_rule") != std::string::npos;
+      }
+      CHECK(conv >= 1);
+      CHECK(delta == 1);
     }
-    CHECK(conv >= 1);
-    CHECK(delta == 1);
-  }
   CHECK(compile_all(mk, 90) > 10);
 }
 

@@ -4,8 +4,9 @@
 //   vtc-cuda-kernels FILE [--split-input-file] [--pipeline P] [--compile ARCH]
 //
 // Per case (cases split at "// -----"), per function: a line
-// "// launches @fn: entry what" per launch, then every distinct kernel's
-// source. With --compile, every distinct kernel also goes through NVRTC for
+// "// launch @fn: entry what" per launch ("// launch @prefill (T <= 16): ..."
+// where the launch depends on the bucket's rows, kernel.h's RowsGuard),
+// then every distinct kernel's source. With --compile, every distinct kernel also goes through NVRTC for
 // compute_ARCH and "// compiled: entry" is printed. Errors print as
 // "error: ..." and, with --split-input-file, do not stop later cases.
 #include <fmt/format.h>
@@ -57,7 +58,13 @@ int main(int argc, char** argv) {
       vtc::ir::verify(m);
       auto mk = vtc::cuda::generate_model(std::move(m), pipeline);
       for (const auto& s : mk.steps) {
-        for (const auto& k : s.kernels) fmt::print("// launch @{}: {}  {}\n", s.function, k.entry, k.what);
+        // A guarded launch (@prefill's two forms, RowsGuard) names its bucket.
+        for (const auto& k : s.kernels)
+          fmt::print("// launch @{}{}: {}  {}\n", s.function,
+                     k.guard == vtc::cuda::RowsGuard::FewRows    ? fmt::format(" (T <= {})", vtc::cuda::kDecodeFormRows)
+                     : k.guard == vtc::cuda::RowsGuard::ManyRows ? fmt::format(" (T > {})", vtc::cuda::kDecodeFormRows)
+                                                                 : "",
+                     k.entry, k.what);
         for (const auto* k : s.unique()) {
           fmt::print("{}", k->source);
           if (nvrtc) {
