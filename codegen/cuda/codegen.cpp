@@ -25,6 +25,7 @@
 #include <llvm/ADT/DenseMap.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <set>
@@ -504,7 +505,13 @@ StepKernels generate_step(const ir::Module& module, const ir::Function& fn) {
                               "lower the module for target cuda (no weight-layout{{target=cpu}} pass)",
                               w.name, w.type.elem.name(), ir::ElemType::quant(w.type.elem.quant_type()).name()));
   StepKernels out = lower_step(module, fn, false);
-  if (fn.name != ir::step_name(ir::StepKind::Prefill)) return out;
+  // VTC_CUDA_PREFILL_FORM=tiled leaves the decode form out (before/after
+  // figures, or to rule it out on a GPU): docs/cuda.md.
+  static const bool tiled_only = [] {
+    const char* v = std::getenv("VTC_CUDA_PREFILL_FORM");
+    return v && std::string(v) == "tiled";
+  }();
+  if (fn.name != ir::step_name(ir::StepKind::Prefill) || tiled_only) return out;
   // @prefill also carries its decode form, launched in buckets of at most
   // kDecodeFormRows rows (kernel.h): the two kernel sequences one after
   // the other, each guarded, and the aliases and weights of both.

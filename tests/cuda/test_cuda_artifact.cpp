@@ -77,6 +77,21 @@ TEST_CASE("a cuda artifact loads and stores exactly the kernels codegen emits fo
     CHECK_THROWS_WITH(vtc::cuda::check_stored_kernels(step, extra), Catch::Contains("stray_0123"));
   }
   CHECK(kernels > 20);
+  // The stored launches keep each kernel's buckets (RowsGuard): an
+  // artifact's @prefill runs its decode form at few rows, as the GGUF does.
+  REQUIRE(m.cuda_steps.size() == m.module.functions.size());
+  size_t few_rows = 0;
+  for (const auto& st : m.cuda_steps) {
+    INFO("stored launches of @" << st.function);
+    const vtc::cuda::StepKernels step = vtc::cuda::generate_step(m.module, *m.module.find_function(st.function));
+    REQUIRE(st.kernels.size() == step.kernels.size());
+    for (size_t i = 0; i < st.kernels.size(); ++i) {
+      CHECK(st.kernels[i].entry == step.kernels[i].entry);
+      CHECK(st.kernels[i].guard == step.kernels[i].guard);
+      few_rows += st.kernels[i].guard == vtc::cuda::RowsGuard::FewRows;
+    }
+  }
+  CHECK(few_rows > 0);
 }
 
 TEST_CASE("a cuda artifact's stored kernels compile through NVRTC to PTX", "[artifact][nvrtc][reference]") {

@@ -132,6 +132,12 @@ struct StepPlan {
   std::vector<int32_t> pos;
 };
 
+// The launches of `step`'s kernels in a bucket of `t_rows` rows of T.
+size_t launches(const vtc::cuda::StepKernels& step, int64_t t_rows) {
+  return size_t(std::count_if(step.kernels.begin(), step.kernels.end(),
+                              [&](const vtc::cuda::Kernel& k) { return vtc::cuda::launches_in(k, t_rows); }));
+}
+
 vtc::StepRequest make_request(const vtc::ir::Function& fn, const StepPlan& plan, std::mt19937& rng) {
   const bool decode = fn.name == "decode";
   const std::map<std::string, int64_t> syms = {{"T", plan.tokens}, {"S", plan.seqs}, {"R", 3}};
@@ -605,8 +611,11 @@ TEST_CASE("matmul_epilogue: one CUDA kernel with the bits of its ops' kernels", 
       // both forms, and the f16 prefill GEMM its x's rounding to f16.
       const bool integer = std::string(wtype) == "q8_0" || std::string(wtype) == "q4_k";
       const size_t quantize = integer || (std::string(wtype) == "f16" && step == "prefill") ? 1 : 0;
-      CHECK(vtc::cuda::generate_step(mf, ff).kernels.size() == 1 + quantize);
-      CHECK(vtc::cuda::generate_step(mp, *mp.find_function(step)).kernels.size() == 7 + quantize);
+      // The run below takes 37 rows: the tiled form (kernel.h, RowsGuard).
+      // A prefill of at most 16 rows launches decode's GEMV and its quantize.
+      CHECK(launches(vtc::cuda::generate_step(mf, ff), 37) == 1 + quantize);
+      CHECK(launches(vtc::cuda::generate_step(mp, *mp.find_function(step)), 37) == 7 + quantize);
+      CHECK(launches(vtc::cuda::generate_step(mf, ff), 16) == 1 + (integer ? 1 : 0));
       const auto [got_p, got_f] = run_plain_and_fused(mp, mf, step, StepPlan{step, 3, 37, {}, {}}, 77);
       REQUIRE(got_p.size() == 1);
       REQUIRE(got_f.size() == 1);
@@ -684,10 +693,13 @@ TEST_CASE("projection regions: one GEMV launch with the bits of their ops' kerne
       vtc::ir::verify(mp);
       vtc::ir::verify(mf);
       const bool decode = step == "decode";
-      CHECK(vtc::cuda::generate_step(mf, *mf.find_function(step)).kernels.size() ==
+      // The prefill run below takes 37 rows (the tiled form); one of at
+      // most 16 rows runs decode's form (kernel.h, RowsGuard).
+      CHECK(launches(vtc::cuda::generate_step(mf, *mf.find_function(step)), 37) ==
             (decode ? c.fused_launches : c.prefill_fused_launches));
-      CHECK(vtc::cuda::generate_step(mp, *mp.find_function(step)).kernels.size() ==
+      CHECK(launches(vtc::cuda::generate_step(mp, *mp.find_function(step)), 37) ==
             (decode ? c.plain_launches : c.prefill_plain_launches));
+      CHECK(launches(vtc::cuda::generate_step(mf, *mf.find_function(step)), 16) == c.fused_launches);
       const auto [got_p, got_f] = run_plain_and_fused(mp, mf, step, StepPlan{step, decode ? 3 : 1, decode ? 3 : 37, {}, {}}, 78);
       REQUIRE(got_f.size() == got_p.size());
       for (size_t i = 0; i < got_p.size(); ++i) {

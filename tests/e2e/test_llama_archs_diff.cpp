@@ -30,7 +30,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
+#include <string>
 
 #include "codegen/cuda/model_kernels.h"
 #include "runtime/diff/runner.h"
@@ -57,15 +59,21 @@ double worst_rel_l2(const std::string& report) {
   return worst;
 }
 
-// Kernel launches of prefill + `decodes` decode steps, and distinct kernels.
-std::pair<size_t, size_t> launch_counts(const std::string& model, int decodes) {
+// Kernel launches of a `prompt_tokens` prefill + `decodes` decode steps, and
+// distinct kernels over both steps.
+std::pair<size_t, size_t> launch_counts(const std::string& model, int64_t prompt_tokens, int decodes) {
   const vtc::cuda::ModelKernels mk = vtc::cuda::generate_model_file(model);
-  size_t launches = 0, distinct = 0;
+  size_t launches = 0;
+  std::set<std::string> entries;  // distinct over both steps: @prefill's decode form is @decode's kernels
   for (const auto& step : mk.steps) {
-    launches += step.kernels.size() * (step.function == "decode" ? size_t(decodes) : 1);
-    distinct += step.unique().size();
+    // The prompt's bucket runs one of @prefill's two forms (RowsGuard).
+    const auto ran = std::count_if(step.kernels.begin(), step.kernels.end(), [&](const vtc::cuda::Kernel& k) {
+      return vtc::cuda::launches_in(k, prompt_tokens);
+    });
+    launches += size_t(ran) * (step.function == "decode" ? size_t(decodes) : 1);
+    for (const vtc::cuda::Kernel* k : step.unique()) entries.insert(k->entry);
   }
-  return {launches, distinct};
+  return {launches, entries.size()};
 }
 
 TableRow run_arch(const la::ArchModel& model, const std::string& type) {
@@ -80,7 +88,7 @@ TableRow run_arch(const la::ArchModel& model, const std::string& type) {
   o.threads = 1;  // the simulated device's workers take the other core
   o.tolerances.f32 = type == "f32" ? 1e-2 : 1e-1;
   if (type != "f32") o.tolerances.f16 = 3e-2;  // the f16 KV cache holds K/V computed from those activations
-  std::tie(row.launches, row.distinct) = launch_counts(o.model, o.steps);
+  std::tie(row.launches, row.distinct) = launch_counts(o.model, int64_t(o.prompt.size()), o.steps);
   const std::string path = vtc::test::unique_temp_path("archs_sim_diff.txt");
   std::FILE* f = std::fopen(path.c_str(), "w");
   REQUIRE(f);
@@ -121,7 +129,7 @@ TableRow run_amplified(const la::ArchModel& model) {
   row.type = "f32, attention x4/x8";
   const uint64_t seed = la::amplified_seed(model);
   const std::string path = la::amplified_path(model, seed);
-  std::tie(row.launches, row.distinct) = launch_counts(path, la::kAmplifiedDecodes);
+  std::tie(row.launches, row.distinct) = launch_counts(path, int64_t(la::kAmplifiedPromptTokens), la::kAmplifiedDecodes);
   la::PositionsMatch m;
   std::string failure;
   try {

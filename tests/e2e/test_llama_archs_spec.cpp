@@ -32,7 +32,8 @@
 //
 // A second case checks the premise bit for bit at depth (past 256 keys,
 // where a decode step splits its keys): an 8-row verify chunk's logits
-// against 8 decode steps', every architecture, CPU.
+// against 8 decode steps', every architecture, on the CPU and on the
+// simulated CUDA device.
 //
 // VTC_LLAMA_ARCHS_ONLY=a,b limits the architectures (both families).
 //
@@ -356,10 +357,10 @@ std::string verify_rows_vs_decode(const std::string& path, const std::string& ta
 // greedy tokens, which a last-bit difference flips only on a near-tie).
 // Past 256 cached keys a decode step splits them (attention.cpp, split-KV):
 // a row of an 8-row chunk there once differed from decode in most logits.
-// CPU only: on the CUDA executor @decode and @prefill run different
-// matmul, attention and scan kernels, and a verify row differs from
-// decode's in its last bits at any depth (docs/speculative.md, "Where it
-// is not exact yet").
+// On the CUDA executor (the simulated device) the 8-row chunk runs
+// @prefill's decode form (codegen/cuda/kernel.h, RowsGuard): before it,
+// the tiled GEMMs and prefill attention gave all 128 of llama's logits
+// other last bits.
 TEST_CASE("llama-archs: a verify chunk's logits rows at depth have the bits of decode's", "[llama-archs][spec]") {
   const std::string target = std::getenv("VTC_CUDA_DEVICE") ? "cuda" : "cpu";
   size_t checked = 0;
