@@ -7,8 +7,8 @@
 // decode steps: every declared state and every tapped op result within
 // tolerance, the greedy ids equal (a near-tie the diff names is counted
 // separately). Then each attention-amplified f32 file (llama_archs.h,
-// amplified_path) on the CUDA executor against llama.cpp itself at 1e-3,
-// the CPU suite's tolerance: there attention dominates the logits, so an
+// amplified_path) on the CUDA executor against llama.cpp itself at 2e-3
+// (kAmplifiedBound below): there attention dominates the logits, so an
 // attention or rope kernel that is off fails (a rope sign flip measures
 // 1e-1 and more). Prints the tables: architecture, type, kernel launches
 // executed, worst rel-L2, tokens, seconds per run.
@@ -120,9 +120,19 @@ TableRow run_arch(const la::ArchModel& model, const std::string& type) {
 
 // The attention-amplified f32 file (llama_archs.h, amplified_path) on the
 // CUDA executor against llama.cpp itself: an 8-token prompt, then 4 greedy
-// decode steps, rel-L2 <= 1e-3 at every position and identical greedy
-// tokens, the CPU suite's tolerance (test_llama_archs). Here attention moves
-// the logits, so an attention or rope kernel that is off shows.
+// decode steps, rel-L2 <= kAmplifiedBound at every position and identical
+// greedy tokens. Here attention moves the logits, so an attention or rope
+// kernel that is off shows.
+// The CPU suite (test_llama_archs) holds 1e-3: its sums follow llama.cpp's
+// order. A prompt of at most 16 tokens runs @prefill's decode form on CUDA
+// (codegen/cuda/kernel.h, RowsGuard: each row with decode's bits, which
+// speculative verification needs), whose GEMV warp-tree sums are in
+// neither of llama.cpp's orders, and the amplified attention magnifies that
+// last-bit difference: measured on the simulated device, at most 1.40e-3
+// (gptneox; jais2, nemotron 1.15e-3, llama4 1.04e-3; the 86 others under 1e-3)
+// with the decode form, 8.8e-4 with VTC_CUDA_PREFILL_FORM=tiled; the greedy
+// tokens stay identical.
+constexpr double kAmplifiedBound = 2e-3;
 TableRow run_amplified(const la::ArchModel& model) {
   TableRow row;
   row.arch = model.name;
@@ -141,10 +151,10 @@ TableRow run_amplified(const la::ArchModel& model) {
   INFO(model.name << " attention-amplified: " << (failure.empty() ? m.summary() : failure) << "; per position "
                   << fmt::format("{:.1e}", fmt::join(m.rel_l2, " ")));
   CHECK(failure.empty());
-  CHECK(m.worst() <= 1e-3);
+  CHECK(m.worst() <= kAmplifiedBound);
   CHECK(m.ours == m.theirs);
   row.worst = m.worst();
-  row.ok = failure.empty() && m.worst() <= 1e-3 && m.ours == m.theirs;
+  row.ok = failure.empty() && m.worst() <= kAmplifiedBound && m.ours == m.theirs;
   row.tokens = !failure.empty() ? "error" : m.summary();
   return row;
 }
