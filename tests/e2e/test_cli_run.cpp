@@ -120,11 +120,9 @@ TEST_CASE("vtc run on a model without a vocabulary takes ids and prints ids", "[
 // (--device-sampling auto), whose draw for a seed is not the host
 // sampler's. A speculating run draws its verify rows by that op's rule, so
 // a seeded sampled run gives the ids of --spec off on the simulated
-// device; before, they parted at the second id. Eight ids: on CUDA a verify
-// row's logits are not decode's bits (docs/speculative.md, "Where it is not
-// exact yet"), and a near-flat random model meets a near-tie at the top-k
-// boundary within tens of tokens (with the host sampler this run parts at
-// the 8th), so this checks the draw rule, not bitwise exactness.
+// device; before, they parted at the second id. This checks the draw
+// rule; that a verify row's logits have decode's bits on CUDA is
+// test_llama_archs_spec's "a verify chunk's logits rows" case.
 TEST_CASE("vtc run --target cuda: a seeded sampled --spec ngram run gives the ids of --spec off", "[cli][spec][sim]") {
   const std::string model = test::model_path("llama", "f32");
   const auto ids = [&](const std::string& flags) {
