@@ -68,6 +68,10 @@ struct Pricer {
 
 }  // namespace
 
+std::string verify_step_name(int32_t rows, int32_t context) {
+  return fmt::format("verify, {} row(s) after {} tokens of context", rows, context);
+}
+
 void enable_simulated_profile() {
   std::string why;
   if (cuda::device_choice(&why) != cuda::DeviceChoice::Simulated)
@@ -90,8 +94,9 @@ Session open_session(const std::string& model, const SessionOptions& base, const
   SessionOptions o = base;
   o.target = Target::Cuda;
   o.n_slots = std::max(rows, 1);
-  o.n_ctx = std::max<int64_t>(spec.prompt_tokens, spec.batch_context + 4) + 16;
-  o.max_step_tokens = std::max(o.max_step_tokens, spec.prompt_tokens);
+  const int32_t verify = spec.verify_rows.empty() ? 0 : *std::max_element(spec.verify_rows.begin(), spec.verify_rows.end());
+  o.n_ctx = std::max<int64_t>(spec.prompt_tokens, spec.batch_context + std::max(verify, 4)) + 16;
+  o.max_step_tokens = std::max({o.max_step_tokens, spec.prompt_tokens, verify});
   return Session(model, o);
 }
 
@@ -130,6 +135,16 @@ void run_steps(Session& session, const PredictSpec& spec, StepWindow& window,
     session.finish_sampled();
     window.end(fmt::format("decode, {} row(s) at {} tokens of context", b, spec.batch_context + 1), "decode",
                {{"T", b}, {"S", b}, {"R", b}, {"KEYS", spec.batch_context + 2}});
+  }
+  for (int32_t v : spec.verify_rows) {
+    say(fmt::format("a verify step of {} row(s) after {} tokens", v, spec.batch_context));
+    session.reset(0);
+    session.prefill(0, bench_tokens(spec.batch_context, 0, session.n_vocab()), 0);
+    const std::vector<int32_t> rows = bench_tokens(v, spec.batch_context, session.n_vocab());
+    window.begin();
+    session.prefill(0, rows, spec.batch_context, true);
+    window.end(verify_step_name(v, spec.batch_context), "prefill",
+               {{"T", v}, {"S", 1}, {"R", v}, {"KEYS", spec.batch_context + (v + 1) / 2}});
   }
 }
 

@@ -8,7 +8,8 @@
 // empty context), and one decode step of each batch size in `batch_rows`
 // (each sequence holding `batch_context` tokens, after one unprofiled
 // warm-up step so graphs are captured and pages allocated), sampled on the
-// device as a generation does.
+// device as a generation does; then a verify step of each of
+// `verify_rows` rows.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,10 @@ struct PredictSpec {
   int32_t prompt_tokens = 512;           // 0: no prefill step
   std::vector<int32_t> batch_rows{1, 8};  // decode steps
   int32_t batch_context = 64;
+  // Speculative verify steps (`vtc bench --verify-cost`): one sequence's
+  // @prefill chunk of each of these row counts (1 + k) after
+  // batch_context tokens, every row's logits kept.
+  std::vector<int32_t> verify_rows;
   // > 0: price the launches between the first and the last that read a
   // blk.N weight as if the model had this many layers (a 2-layer file
   // with 8B widths reported as the 32-layer model).
@@ -51,6 +56,10 @@ struct MeasuredStep {
   std::string table, json;
   double measured_us = 0, predicted_us = -1;  // kernel time of the step; -1: no prediction
 };
+
+// The name of a verify step's report ("verify, 5 row(s) after 64 tokens of
+// context").
+std::string verify_step_name(int32_t rows, int32_t context);
 
 // Sets VTC_CUDA_SIM_PROFILE=1 for the simulated device this process loads
 // (call before any CUDA session is created). Throws vtc::Error when the

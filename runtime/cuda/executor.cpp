@@ -58,6 +58,9 @@ int64_t bucket_rows(int64_t rows, int64_t cap) {
 constexpr uint64_t kGuardBytes = 256;
 constexpr uint8_t kGuardByte = 0xA5;
 constexpr size_t kMaxSampledRows = 4096;
+// @prefill buckets run as CUDA graphs (each owning its arena) per step; past
+// it the other few-row buckets run eagerly.
+constexpr size_t kMaxPrefillGraphs = 32;
 constexpr size_t kMaxEagerBuckets = 64;  // per step; past it the cache starts over
 
 // Whether kernel `k` launches in the bucket of `env` (kernel.h, RowsGuard).
@@ -112,6 +115,7 @@ struct Step {
   std::vector<void*> fns;  // parallel to kernels.kernels
   std::vector<SymbolSource> symbols;  // sorted by name; the bucket key's order
   size_t s_index = 0;                 // of "S" in symbols
+  std::optional<size_t> t_index;      // of "T" in symbols, if the step has it
   // Per argument and dim: a constant (>= 0) or -1 - the symbol's index.
   std::vector<std::vector<int64_t>> arg_dims;
   bool simple_args = true;  // every argument dim is a constant or one symbol
@@ -265,8 +269,10 @@ struct Executor::Impl final : StateStorage {
         if (auto sym = shape[d].as_symbol()) found.try_emplace(*sym, SymbolSource{*sym, int(a), d});
     }
     for (auto& [name, src] : found) st.symbols.push_back(src);
-    for (size_t i = 0; i < st.symbols.size(); ++i)
+    for (size_t i = 0; i < st.symbols.size(); ++i) {
       if (st.symbols[i].name == "S") st.s_index = i;
+      if (st.symbols[i].name == "T") st.t_index = i;
+    }
     st.paddable = st.fn->name == ir::step_name(ir::StepKind::Decode) && st.symbols.size() == 1;
     for (const auto& arg : st.fn->args) {
       std::vector<int64_t> dims;
@@ -686,9 +692,24 @@ struct Executor::Impl final : StateStorage {
     if (graph && st.paddable && !options.sentinels)
       key[st.s_index] = bucket_rows(key[st.s_index], states.config().n_slots);
     auto& cache = st.prepared[observe ? 1 : 0];
-    if (auto it = cache.find(key); it != cache.end()) return *it->second;
+    if (auto it = cache.find(key); it != cache.end()) {
+      graph = it->second->owns_arena;  // a graph's bucket owns its arena
+      return *it->second;
+    }
+    graph = graph || (options.graphs && !observe && few_rows_prefill(st, key) && graph_buckets(st) < kMaxPrefillGraphs);
     if (!graph && cache.size() >= kMaxEagerBuckets) drop_eager(st, nullptr);
     return *cache.emplace(key, prepare(st, key, observe, graph)).first->second;
+  }
+
+  // A @prefill bucket of at most kDecodeFormRows rows: a verify step, or a
+  // serving step of a few decode rows, runs decode's kernels (kernel.h,
+  // RowsGuard) and is as launch-bound as @decode, so it runs as a graph too.
+  static bool few_rows_prefill(const Step& st, const std::vector<int64_t>& key) {
+    return st.fn->name == ir::step_name(ir::StepKind::Prefill) && st.t_index && key[*st.t_index] <= kDecodeFormRows;
+  }
+  static size_t graph_buckets(const Step& st) {
+    return size_t(std::count_if(st.prepared[0].begin(), st.prepared[0].end(),
+                                [](const auto& b) { return b.second->owns_arena; }));
   }
 
   // The stage this step uses, free for writing and at least `bytes` large.
@@ -742,7 +763,8 @@ struct Executor::Impl final : StateStorage {
   }
 
   // Stages, uploads and launches one step (the graph of its bucket for
-  // @decode, captured the first time); the caller records the stage's event.
+  // @decode and few-row @prefill, captured the first time); the caller
+  // records the stage's event.
   Call execute(const StepRequest& req) {
     auto it = steps.find(req.step);
     if (it == steps.end()) throw Error(fmt::format("cuda: the module has no step @{}", req.step));

@@ -35,7 +35,10 @@
 //    for them (passes/buffer_plan.h) and allocated with the bucket's
 //    scratch, slot list and page table; every launch's parameter words and
 //    grid evaluated once. @decode's launches are captured into a CUDA graph
-//    the first time the bucket runs;
+//    the first time the bucket runs, and so are those of @prefill's buckets
+//    of at most 16 rows (its decode form, codegen/cuda/kernel.h: a verify
+//    step is as launch-bound as a decode step), up to 32 such buckets, each
+//    owning its arena;
 //  - a step then only stages its arguments (padded), slot list and page
 //    table in pinned memory, uploads them asynchronously to the bucket's
 //    fixed addresses, and launches the graph (or the launches in order).

@@ -103,8 +103,10 @@ TEST_CASE("64 decode steps over buckets 1, 4, 8, 2: planned and captured once pe
   uint64_t captured_before = 0;
   for (size_t ph = 0; ph < phases.size(); ++ph) {
     const Phase& phase = phases[ph];
+    uint64_t prefills = 0;  // each a @prefill bucket of its own length (4..11 rows): a graph too
     for (int32_t slot : phase.slots) {
       if (next_pos[size_t(slot)] >= 0) continue;
+      ++prefills;
       std::vector<int32_t> prompt = {1, 450, 4996};
       for (int32_t i = 0; i <= slot; ++i) prompt.push_back(1000 + 37 * slot + i);  // lengths 4..11
       const vtc::HostTensor logits = cpu.prefill(slot, prompt, 0);
@@ -130,12 +132,12 @@ TEST_CASE("64 decode steps over buckets 1, 4, 8, 2: planned and captured once pe
     }
     INFO("phase " << ph << ": " << phase.slots.size() << " sequence(s)");
     CHECK(steady(stats(gpu)) == at_second);  // nothing planned, captured or waited for in steady state
-    CHECK(stats(gpu).graphs_captured == captured_before + 1);
+    CHECK(stats(gpu).graphs_captured == captured_before + 1 + prefills);
     captured_before = stats(gpu).graphs_captured;
     got.push_back(gpu.finish_sampled());
     CHECK(got == want);
   }
-  CHECK(stats(gpu).graphs_captured == 4);
+  CHECK(stats(gpu).graphs_captured == 4 + 8);  // 4 decode buckets, 8 prompt lengths
   CHECK(stats(gpu).kernels_generated_at_load == 0);  // compiled in memory once, by the compile pipeline
   for (int32_t slot = 0; slot < 8; ++slot) {
     const auto want = cpu.snapshot(slot), got = gpu.snapshot(slot);
@@ -145,6 +147,32 @@ TEST_CASE("64 decode steps over buckets 1, 4, 8, 2: planned and captured once pe
       CHECK(state_difference(want[i], got[i]) == "");
     }
   }
+}
+
+// A verify step (a @prefill chunk of a few rows, every row's logits kept)
+// runs its bucket as a CUDA graph: the eager run's bits, and a replay of
+// the captured graph gives them again with nothing captured anew.
+TEST_CASE("a few-row @prefill bucket runs as a graph with the eager run's bits, and replays", "[sim]") {
+  const std::string path = tiny_llama();
+  vtc::Session eager(path, {.target = vtc::Target::Cuda, .n_ctx = 96, .n_slots = 2, .cuda_graphs = false});
+  vtc::Session graphs(path, {.target = vtc::Target::Cuda, .n_ctx = 96, .n_slots = 2, .cuda_graphs = true});
+  std::vector<int32_t> prompt, rows;
+  for (int32_t i = 0; i < 20; ++i) prompt.push_back(1000 + 37 * i);  // 20 rows: the tiled form, eager
+  for (int32_t i = 0; i < 6; ++i) rows.push_back(2000 + 11 * i);
+  auto verify = [&](vtc::Session& s) {
+    s.reset(0);
+    s.prefill(0, prompt, 0);
+    return s.prefill(0, rows, int32_t(prompt.size()), true);
+  };
+  const vtc::HostTensor want = verify(eager);
+  CHECK(stats(eager).graphs_captured == 0);
+  const vtc::HostTensor first = verify(graphs);
+  CHECK(stats(graphs).graphs_captured == 1);
+  const vtc::HostTensor again = verify(graphs);
+  CHECK(stats(graphs).graphs_captured == 1);
+  REQUIRE(want.shape == first.shape);
+  CHECK(first.bytes == want.bytes);
+  CHECK(again.bytes == want.bytes);
 }
 
 TEST_CASE("a cuda artifact serves with no kernel generated at load", "[sim]") {

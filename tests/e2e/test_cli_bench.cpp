@@ -200,6 +200,44 @@ TEST_CASE("vtc bench --target cuda on the simulated device predicts and never me
   std::filesystem::remove(pred);
 }
 
+// --verify-cost on the simulated device prices a verify step of 1 + k rows
+// (a @prefill chunk, every row's logits) against a 1-row decode step. A
+// verify step of at most 16 rows runs decode's kernels as a CUDA graph
+// (codegen/cuda/kernel.h, runtime/cuda/executor.h), so one row costs about
+// what a decode step does (1.03x on the 2-layer model; 1.49x eager), and
+// the launches are decode's: GEMVs and flash decoding, no GEMM.
+TEST_CASE("vtc bench --verify-cost on the simulated device predicts verify steps against a decode step", "[cli][bench][reference]") {
+  const std::string model = test::model_path("llama", "f32");
+  const std::string pred = test::unique_temp_path("bench-verify.json");
+  const std::string out = test::run_capture(fmt::format(
+      "VTC_CUDA_DEVICE=sim {} bench {} --target cuda --gpu h200 --verify-cost --verify-max 2 --batch-context 8 --json {}",
+      VTC_TOOL, model, pred));
+  INFO(out);
+  CHECK_THAT(out, Catch::Contains("verify step of 1 + k rows against a 1-row decode step") &&
+                      Catch::Contains("PREDICTED by the cost model, not measured"));
+  const auto j = read_json(pred);
+  REQUIRE(j.at("steps").size() == 4);  // decode, then verify steps of 1, 2, 3 rows
+  const double decode_us = j.at("steps").at(0).at("predicted_us").get<double>();
+  std::vector<double> verify_us;
+  for (size_t i = 1; i < 4; ++i) {
+    const auto& step = j.at("steps").at(i);
+    CHECK(step.at("step").get<std::string>() == fmt::format("verify, {} row(s) after 8 tokens of context", i));
+    verify_us.push_back(step.at("predicted_us").get<double>());
+    std::map<std::string, double> launches;
+    for (const auto& f : step.at("families")) launches[f.at("family")] = f.at("launches").get<double>();
+    CHECK(launches["gemv"] > 0);
+    CHECK(launches["gemm"] + launches["gemm_mma"] + launches["attn_prefill"] + launches["attn_prefill_mma"] == 0);
+    CHECK(step.at("graph_launches").get<double>() > 0);
+  }
+  CHECK(verify_us[0] < 1.2 * decode_us);
+  CHECK(verify_us[0] <= verify_us[1]);
+  CHECK(verify_us[1] <= verify_us[2]);
+  const std::string spec = test::run_capture(fmt::format(
+      "VTC_CUDA_DEVICE=sim {} bench {} --target cuda --spec ngram 2>&1; echo exit=$?", VTC_TOOL, model));
+  CHECK_THAT(spec, Catch::Contains("--verify-cost for the predicted cost") && Catch::Contains("exit=1"));
+  std::filesystem::remove(pred);
+}
+
 // --spec (tools/vtc/bench_spec.h): greedy generation with speculation off
 // and on, in one run; the columns, one figure per repetition, the counts,
 // and the greedy output unchanged by speculation. No timing asserted.

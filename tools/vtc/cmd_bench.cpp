@@ -9,7 +9,9 @@
 // one-slot session as without the flag). --memory-bandwidth measures the
 // DRAM read bandwidth with the same threads (the model is then optional)
 // and, with a model, prints tg's share of the roofline. --spec and
-// --verify-cost measure speculative decoding instead (bench_spec.h).
+// --verify-cost measure speculative decoding instead (bench_spec.h); on the
+// simulated device --verify-cost prices the verify steps instead
+// (runtime/bench_predict.h).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -289,6 +291,22 @@ bool on_simulated_device(const BenchOptions& o) {
   return o.target == Target::Cuda && cuda::device_choice(&why) == cuda::DeviceChoice::Simulated;
 }
 
+// --verify-cost on the simulated device: each verify step's predicted time
+// over the 1-row decode step's (steps: that decode step, then the verify
+// steps of spec.verify_rows, in order).
+void print_predicted_verify_cost(const std::vector<PredictedStep>& steps, const PredictSpec& spec, const std::string& gpu) {
+  if (steps.size() != 1 + spec.verify_rows.size()) throw Error("bench: the predicted verify steps are missing");
+  const double decode_us = steps[0].cost.seconds * 1e6;
+  fmt::print("\nverify step of 1 + k rows against a 1-row decode step, after {} tokens, on {} "
+             "(PREDICTED by the cost model, not measured)\n| k | rows | predicted us | / decode |\n|---|---|---|---|\n",
+             spec.batch_context, gpu);
+  fmt::print("| - | decode, 1 | {:.1f} | 1.00 |\n", decode_us);
+  for (size_t i = 0; i < spec.verify_rows.size(); ++i) {
+    const double us = steps[i + 1].cost.seconds * 1e6;
+    fmt::print("| {} | {} | {:.1f} | {:.2f} |\n", spec.verify_rows[i] - 1, spec.verify_rows[i], us, us / decode_us);
+  }
+}
+
 // The simulated device: one profiled run of each step, priced on --gpu.
 // Nothing here is timed: the simulator's speed says nothing of a GPU's.
 int run_predicted(const BenchOptions& o) {
@@ -297,6 +315,13 @@ int run_predicted(const BenchOptions& o) {
   if (o.model.empty()) throw Error("bench: give a MODEL");
   enable_simulated_profile();
   PredictSpec spec = cuda_steps(o);
+  if (o.speculative.verify_cost) {  // decode of 1 row, then verify steps of 1 + k rows
+    if (o.speculative.verify_max < 0 || o.speculative.verify_max > 15)
+      throw Error("bench: --verify-max must be in [0, 15]");
+    spec.prompt_tokens = 0;
+    spec.batch_rows = {1};
+    for (int32_t k = 0; k <= o.speculative.verify_max; ++k) spec.verify_rows.push_back(1 + k);
+  }
   spec.gpu = o.gpu;
   cuda::find_gpu(o.gpu);  // an unknown name fails before the model loads
   spec.scale_layers = o.scale_layers;
@@ -310,6 +335,7 @@ int run_predicted(const BenchOptions& o) {
     fmt::print("\n{}", step.table);
     j["steps"].push_back(nlohmann::json::parse(step.json));
   }
+  if (o.speculative.verify_cost) print_predicted_verify_cost(steps, spec, o.gpu);
   if (!o.json_out.empty()) write_json_file(o.json_out, j);
   return 0;
 }
@@ -345,8 +371,12 @@ int run_kernel_times(const BenchOptions& o) {
 // --spec / --verify-cost: the shared flags copied into bench_spec's options.
 int run_speculative(const BenchOptions& o) {
   if (o.model.empty()) throw Error("bench: --spec and --verify-cost need a MODEL");
-  if (on_simulated_device(o))
-    throw Error("bench: --spec and --verify-cost time steps; the simulated device only predicts (use --target cpu)");
+  if (on_simulated_device(o)) {
+    if (!o.speculative.modes.empty())
+      throw Error("bench: --spec times generations; the simulated device only predicts step costs (use --target cpu, "
+                  "or --verify-cost for the predicted cost of verify steps)");
+    return run_predicted(o);
+  }
   SpecBenchOptions s = o.speculative;
   s.model = o.model;
   s.session = session_options(o, 0, 1);
@@ -482,7 +512,8 @@ Runner add_bench(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_flag("--verify-cost", sp.verify_cost,
                 "Time a verify step of 1 + k rows (k = 0..--verify-max) against a 1-row decode step, after "
-                "--batch-context tokens, --batch-steps steps per repetition (with --vs-reference: llama.cpp's too)");
+                "--batch-context tokens, --batch-steps steps per repetition (with --vs-reference: llama.cpp's too); "
+                "--target cuda on the simulated device: each step's cost PREDICTED on --gpu instead");
   cmd->add_option("--verify-max", sp.verify_max, "With --verify-cost: the largest k")->capture_default_str();
   cmd->add_flag("--list-isas", o->list_isas,
                 "Print the CPU kernel levels (scalar, avx2, avxvnni, avx512vnni, avx512bf16) this machine runs and "
