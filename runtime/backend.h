@@ -80,6 +80,13 @@ class Backend {
   virtual Target target() const = 0;
   // One line for reports: "CPU interpreter, 2 threads", "CUDA on ... (sm_90)".
   virtual std::string describe() const = 0;
+  // The most rows a step may give one sequence for each row to carry the
+  // bits plain decoding gives its token, which a speculative verify step
+  // needs (docs/speculative.md): the CPU runs up to 63 rows of a sequence
+  // as one-token steps in attention (past that, the reference's tiles); the
+  // CUDA executor's @prefill runs decode's kernels in steps of at most 16
+  // rows in all (codegen/cuda/kernel.h).
+  virtual int32_t rows_with_decode_bits() const = 0;
 
   // Runs one step; returns the values of its `return`, copied to the host.
   // Throws vtc::Error on bad inputs (unknown step, missing or mis-shaped

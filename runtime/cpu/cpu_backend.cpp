@@ -6,6 +6,7 @@
 #include <cstring>
 #include <thread>
 
+#include "runtime/cpu/kernels/attention_internal.h"
 #include "runtime/cpu/kernels/kernels.h"
 #include "support/error.h"
 
@@ -35,6 +36,8 @@ CpuBackend::CpuBackend(const BackendInputs& inputs, const CpuBackendOptions& opt
   impl_ = std::make_unique<Impl>(inputs, options);
 }
 CpuBackend::~CpuBackend() = default;
+
+int32_t CpuBackend::rows_with_decode_bits() const { return int32_t(detail::kAttentionTileQ - 1); }
 
 std::string CpuBackend::describe() const {
   return fmt::format("CPU interpreter, {} kernels{}, {} threads", isa_name(active_isa()),

@@ -24,6 +24,7 @@ class CpuBackend final : public Backend {
 
   Target target() const override { return Target::Cpu; }
   std::string describe() const override;
+  int32_t rows_with_decode_bits() const override;
   std::vector<HostTensor> run(const StepRequest& request) override;
   std::vector<uint8_t> read_slot_row(const StateStore::Layout& state, int32_t slot) override;
   void write_slot_row(const StateStore::Layout& state, int32_t slot, std::span<const uint8_t> bytes) override;

@@ -438,11 +438,13 @@ bool Engine::run_step() {
 }
 
 // Each speculating request's draft for this step (Active::draft): as long
-// as its reservation, its remaining output and the step's token budget
-// allow, and as DraftPolicy finds worth the step's time; the draft model
-// runs once for all of them.
+// as its reservation, its remaining output, the step's token budget and the
+// rows whose bits are decode's (Backend::rows_with_decode_bits: a verify of
+// at most 16 rows on CUDA) allow, and as DraftPolicy finds worth the step's
+// time; the draft model runs once for all of them.
 void Engine::plan_drafts(int64_t budget, int32_t step_rows, int32_t step_outputs) {
   const SpecOptions& o = options_.spec;
+  const int64_t exact_rows = session_->backend().rows_with_decode_bits();
   std::vector<ModelDrafter::Job> jobs;
   std::vector<Active*> owners;
   std::vector<DraftPolicy::Sequence*> records;
@@ -454,7 +456,8 @@ void Engine::plan_drafts(int64_t budget, int32_t step_rows, int32_t step_outputs
     const int32_t n_max = r.n_max.value_or(o.draft_max), n_min = r.n_min.value_or(o.draft_min);
     const int64_t pending = int64_t(a.spec.pending().size());
     int64_t room = std::min<int64_t>({int64_t(n_max), a.reserved - a.spec.positions_after(0), budget - pending + 1,
-                                      int64_t(a.req->params.max_tokens) - a.req->generated_ - 1});
+                                      int64_t(a.req->params.max_tokens) - a.req->generated_ - 1,
+                                      exact_rows - pending});
     budget -= pending - 1;  // the decode row's own token was counted by the caller
     if (room <= 0 || a.record.plain_left > 0 || !a.spec.may_draft()) continue;
     if (o.mode == SpecMode::Ngram) {

@@ -17,11 +17,14 @@
 namespace vtc::serve {
 namespace {
 
-// Draft tokens the step may verify: within the context, and no more than
-// the output still allowed needs (its last token comes from the bonus row).
-int32_t draft_room(const SpecSequence& seq, const Session& session, const GenerateResult& r, const GenerateOptions& o) {
+// Draft tokens the step may verify: within the context, in a step whose
+// rows carry decode's bits (Backend::rows_with_decode_bits), and no more
+// than the output still allowed needs (its last token comes from the bonus
+// row).
+int32_t draft_room(const SpecSequence& seq, Session& session, const GenerateResult& r, const GenerateOptions& o) {
   int64_t room = session.n_ctx() - seq.positions_after(0);
-  room = std::min<int64_t>(room, session.max_step_tokens() - int64_t(seq.pending().size()));
+  const int64_t rows = std::min<int64_t>(session.max_step_tokens(), session.backend().rows_with_decode_bits());
+  room = std::min<int64_t>(room, rows - int64_t(seq.pending().size()));
   if (o.n_predict >= 0) room = std::min<int64_t>(room, int64_t(o.n_predict) - int64_t(r.generated.size()) - 1);
   return int32_t(std::clamp<int64_t>(room, 0, o.spec.draft_max));
 }
