@@ -52,6 +52,7 @@ struct SpecCounts {
   int64_t draft_n_accepted = 0;  // of which the target accepted
   int64_t verify_steps = 0;      // steps that verified a draft
   int64_t steps = 0;             // target steps after the prompt
+  int64_t longest_verify = 0;    // rows of the largest verify step (its k drafts and the pending token)
 };
 
 struct GenerateResult {

@@ -168,6 +168,45 @@ Outcome generate(Session& s, const Tokenizer& tok, const std::vector<int32_t>& p
   return {r.generated, r.spec};
 }
 
+// A verify step's rows keep decode's bits only up to the backend's
+// rows_with_decode_bits (16 rows on the CUDA executor: @prefill's decode
+// form, codegen/cuda/kernel.h), so a draft is capped below --draft-max
+// there: the target drafting for itself (every draft accepted) with
+// --draft-max 24 verifies at most 16 rows on CUDA, 25 on the CPU, and
+// gives plain decoding's tokens.
+TEST_CASE("llama-archs: a verify step holds no more rows than keep decode's bits", "[llama-archs][spec]") {
+  const std::string target = std::getenv("VTC_CUDA_DEVICE") ? "cuda" : "cpu";
+  const la::ArchModel* llama = nullptr;
+  for (const la::ArchModel& m : la::arch_models())
+    if (m.name == "llama") llama = &m;
+  REQUIRE(llama != nullptr);
+  SessionOptions so;
+  so.target = parse_target(target);
+  so.threads = target == "cuda" ? 1 : 2;
+  so.n_ctx = 256;
+  const std::string path = la::model_path(*llama, 1, "f32");
+  Session session(path, so);
+  const Tokenizer tok = Tokenizer::from_gguf(session.file());
+  serve::ModelDrafter self(path, so, session, tok);
+  auto run = [&](serve::SpecMode mode) {
+    serve::GenerateOptions o;
+    o.n_predict = 40;
+    o.sampling = SamplingParams::greedy();
+    o.spec.mode = mode;
+    o.spec.adaptive = false;
+    o.spec.draft_max = 24;
+    o.spec.p_min = 0;
+    o.drafter = mode == serve::SpecMode::Draft ? &self : nullptr;
+    return serve::generate(session, tok, la::prompt(3, 12), o);
+  };
+  const serve::GenerateResult plain = run(serve::SpecMode::Off), spec = run(serve::SpecMode::Draft);
+  CHECK(spec.generated == plain.generated);
+  const int64_t limit = session.backend().rows_with_decode_bits();
+  INFO(target << ": longest verify step " << spec.spec.longest_verify << " rows, limit " << limit);
+  CHECK(spec.spec.draft_n_accepted == spec.spec.draft_n);
+  CHECK(spec.spec.longest_verify == std::min<int64_t>(limit, 1 + 24));
+}
+
 // "" when equal, else the first difference.
 std::string first_difference(const std::vector<int32_t>& spec, const std::vector<int32_t>& plain) {
   for (size_t i = 0; i < std::max(spec.size(), plain.size()); ++i) {

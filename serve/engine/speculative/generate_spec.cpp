@@ -101,6 +101,7 @@ void generate_speculative(Session& session, Generation& gen, std::span<const int
       result.spec.draft_n += k;
       result.spec.draft_n_accepted += int64_t(accepted);
       ++result.spec.verify_steps;
+      result.spec.longest_verify = std::max<int64_t>(result.spec.longest_verify, int64_t(chunk.tokens.size()));
     } else {
       policy.decoded_plainly(record);
     }
