@@ -68,10 +68,6 @@ struct Pricer {
 
 }  // namespace
 
-std::string verify_step_name(int32_t rows, int32_t context) {
-  return fmt::format("verify, {} row(s) after {} tokens of context", rows, context);
-}
-
 void enable_simulated_profile() {
   std::string why;
   if (cuda::device_choice(&why) != cuda::DeviceChoice::Simulated)
@@ -143,7 +139,7 @@ void run_steps(Session& session, const PredictSpec& spec, StepWindow& window,
     const std::vector<int32_t> rows = bench_tokens(v, spec.batch_context, session.n_vocab());
     window.begin();
     session.prefill(0, rows, spec.batch_context, true);
-    window.end(verify_step_name(v, spec.batch_context), "prefill",
+    window.end(fmt::format("verify, {} row(s) after {} tokens of context", v, spec.batch_context), "prefill",
                {{"T", v}, {"S", 1}, {"R", v}, {"KEYS", spec.batch_context + (v + 1) / 2}});
   }
 }

@@ -57,10 +57,6 @@ struct MeasuredStep {
   double measured_us = 0, predicted_us = -1;  // kernel time of the step; -1: no prediction
 };
 
-// The name of a verify step's report ("verify, 5 row(s) after 64 tokens of
-// context").
-std::string verify_step_name(int32_t rows, int32_t context);
-
 // Sets VTC_CUDA_SIM_PROFILE=1 for the simulated device this process loads
 // (call before any CUDA session is created). Throws vtc::Error when the
 // target is not cuda on the simulated device.

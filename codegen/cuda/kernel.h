@@ -83,6 +83,12 @@ struct Kernel {
 // Whether `k` launches in a bucket whose T is `t_rows` (nullopt: the step
 // has no T symbol).
 bool launches_in(const Kernel& k, std::optional<int64_t> t_rows);
+// The same at a bucket's symbol bindings (a map from symbol name to value).
+template <class Symbols>
+bool launches_at(const Kernel& k, const Symbols& symbols) {
+  const auto t = symbols.find("T");
+  return launches_in(k, t == symbols.end() ? std::nullopt : std::optional<int64_t>(t->second));
+}
 
 // A value that shares another's storage: reshape, view (at an element
 // offset), transfers, and the arguments and results of a fused region run as

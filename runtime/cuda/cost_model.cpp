@@ -170,11 +170,9 @@ StepCost predict_step(std::string step, const VtcSimProfile& profile, const Step
   s.layer_scale = layer_scale;
   // The kernels this shape's bucket launches (RowsGuard), in launch order.
   std::vector<const Kernel*> launched;
-  if (step_kernels) {
-    const auto t = shape.find("T");
+  if (step_kernels)
     for (const Kernel& k : step_kernels->kernels)
-      if (launches_in(k, t == shape.end() ? std::nullopt : std::optional<int64_t>(t->second))) launched.push_back(&k);
-  }
+      if (launches_at(k, shape)) launched.push_back(&k);
   const size_t n = launched.size();
   // The layers span: from the first to the last kernel reading a blk.N
   // weight, and the weightless kernels after it (the last residual add)

@@ -63,12 +63,6 @@ constexpr size_t kMaxSampledRows = 4096;
 constexpr size_t kMaxPrefillGraphs = 32;
 constexpr size_t kMaxEagerBuckets = 64;  // per step; past it the cache starts over
 
-// Whether kernel `k` launches in the bucket of `env` (kernel.h, RowsGuard).
-bool launched(const Kernel& k, const SymbolEnv& env) {
-  const auto t = env.find("T");
-  return launches_in(k, t == env.end() ? std::nullopt : std::optional<int64_t>(t->second));
-}
-
 // One launch, its parameter words resolved once (params points into words).
 struct Launch {
   void* fn = nullptr;
@@ -81,6 +75,7 @@ struct Launch {
 struct Prepared {
   int64_t rows = 0;  // S of the bucket (real rows plus padding)
   SymbolEnv env;     // the bucket's bindings, PT_STRIDE included
+  std::vector<size_t> kernels;  // the step's kernels this bucket launches (RowsGuard), in order
   bool owns_arena = false;
   DevPtr arena = 0, scratch = 0, slots = 0, table = 0;
   DevPtr counters = 0;  // zeroed once; kernels leave them at zero (KernelArg::Kind::Counters)
@@ -448,8 +443,8 @@ struct Executor::Impl final : StateStorage {
     std::vector<const ir::ValueData*> owners;
     std::vector<std::pair<int64_t, int64_t>> life;
   };
-  // Launch indices count the bucket's launches only (RowsGuard).
-  static Roots find_roots(const Step& st, const SymbolEnv& env) {
+  // Launch indices count the bucket's kernels only (Prepared::kernels).
+  static Roots find_roots(const Step& st, const Prepared& p) {
     Roots r;
     for (const auto& a : st.kernels.aliases) r.alias[a.value] = {a.source, a.offset_elems};
     for (const auto& w : st.kernels.weights) r.weight_of[w.value] = w.weight;
@@ -463,13 +458,10 @@ struct Executor::Impl final : StateStorage {
       def = std::min(def, at), last = std::max(last, at);
     };
     for (const auto& a : st.fn->args) touch(a.data(), -1);
-    int64_t n = 0;
-    for (const Kernel& k : st.kernels.kernels) {
-      if (!launched(k, env)) continue;
-      for (const auto& a : k.args)
-        if (a.kind == KernelArg::Kind::Value) touch(a.value, n);
-      ++n;
-    }
+    const int64_t n = int64_t(p.kernels.size());
+    for (int64_t i = 0; i < n; ++i)
+      for (const auto& a : st.kernels.kernels[p.kernels[size_t(i)]].args)
+        if (a.kind == KernelArg::Kind::Value) touch(a.value, i);
     for (const auto* v : st.kernels.returns) touch(v, n);
     return r;
   }
@@ -477,10 +469,9 @@ struct Executor::Impl final : StateStorage {
   // The arena plan of a bucket; no reuse with sentinels (a guard is
   // damaged only by an overflow) or an observer (every result must survive
   // until it is copied out at the end).
-  BufferPlan plan_arena(const Step& st, const Roots& r, Prepared& p, bool observe) {
+  BufferPlan plan_arena(const Roots& r, Prepared& p, bool observe) {
     std::vector<BufferRequest> requests;
-    const int64_t n = std::count_if(st.kernels.kernels.begin(), st.kernels.kernels.end(),
-                                    [&](const Kernel& k) { return launched(k, p.env); });
+    const int64_t n = int64_t(p.kernels.size());
     for (size_t i = 0; i < r.owners.size(); ++i) {
       const uint64_t bytes = align_up(value_bytes(r.owners[i]->type, p.env), 256) + (options.sentinels ? kGuardBytes : 0);
       if (options.sentinels || observe) requests.push_back({bytes, -1, n});
@@ -534,9 +525,8 @@ struct Executor::Impl final : StateStorage {
 
   // Each launch's parameter words and grid, at the bucket's bindings.
   void resolve_launches(const Step& st, Prepared& p) {
-    for (size_t i = 0; i < st.kernels.kernels.size(); ++i) {
+    for (size_t i : p.kernels) {
       const Kernel& k = st.kernels.kernels[i];
-      if (!launched(k, p.env)) continue;
       const int64_t threads = eval(k.threads_x, p.env, k.entry), rows = eval(k.rows_y, p.env, k.entry);
       if (threads <= 0 || rows <= 0) continue;
       Launch l;
@@ -587,16 +577,17 @@ struct Executor::Impl final : StateStorage {
     for (size_t i = 0; i < st.symbols.size(); ++i) p->env[st.symbols[i].name] = key[i];
     p->env["PT_STRIDE"] = pt_stride;
     p->rows = key[st.s_index];
-    const Roots r = find_roots(st, p->env);
-    const BufferPlan plan = plan_arena(st, r, *p, observe);
-    uint64_t scratch = 0;
-    for (const auto& k : st.kernels.kernels)
-      if (launched(k, p->env)) scratch = std::max<uint64_t>(scratch, uint64_t(eval(k.scratch_bytes, p->env, "scratch")));
+    for (size_t i = 0; i < st.kernels.kernels.size(); ++i)
+      if (launches_at(st.kernels.kernels[i], p->env)) p->kernels.push_back(i);
+    const Roots r = find_roots(st, *p);
+    const BufferPlan plan = plan_arena(r, *p, observe);
+    uint64_t scratch = 0, counter_ints = 0;
+    for (size_t i : p->kernels) {
+      const Kernel& k = st.kernels.kernels[i];
+      scratch = std::max<uint64_t>(scratch, uint64_t(eval(k.scratch_bytes, p->env, "scratch")));
+      counter_ints = std::max<uint64_t>(counter_ints, uint64_t(eval(k.counter_ints, p->env, "counters")));
+    }
     place_arena(st, *p, plan.arena_bytes, scratch, graph);
-    uint64_t counter_ints = 0;
-    for (const auto& k : st.kernels.kernels)
-      if (launched(k, p->env))
-        counter_ints = std::max<uint64_t>(counter_ints, uint64_t(eval(k.counter_ints, p->env, "counters")));
     if (counter_ints) {
       p->counters = dev->alloc(counter_ints * 4);
       dev->memset(p->counters, 0, counter_ints * 4, stream);

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "codegen/cuda/kernel.h"
 #include "codegen/cuda/sim_device.h"
 #include "runtime/bench.h"
 #include "runtime/bench_predict.h"
@@ -316,8 +317,11 @@ int run_predicted(const BenchOptions& o) {
   enable_simulated_profile();
   PredictSpec spec = cuda_steps(o);
   if (o.speculative.verify_cost) {  // decode of 1 row, then verify steps of 1 + k rows
-    if (o.speculative.verify_max < 0 || o.speculative.verify_max > 15)
-      throw Error("bench: --verify-max must be in [0, 15]");
+    // The engine caps a CUDA verify step at the rows that run decode's
+    // kernels (Backend::rows_with_decode_bits), so no larger one is priced.
+    if (o.speculative.verify_max < 0 || o.speculative.verify_max > int32_t(cuda::kDecodeFormRows) - 1)
+      throw Error(fmt::format("bench: --verify-max must be in [0, {}] on the cuda target (a verify step of at most {} rows)",
+                              cuda::kDecodeFormRows - 1, cuda::kDecodeFormRows));
     spec.prompt_tokens = 0;
     spec.batch_rows = {1};
     for (int32_t k = 0; k <= o.speculative.verify_max; ++k) spec.verify_rows.push_back(1 + k);
