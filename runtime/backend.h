@@ -16,6 +16,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -27,6 +28,7 @@
 #include "runtime/state/state_store.h"
 #include "runtime/sampler.h"
 #include "runtime/tensor.h"
+#include "support/error.h"
 #include "support/target.h"
 
 namespace vtc {
@@ -62,6 +64,12 @@ struct DeviceSampling {
   // this way when plain decoding would sample on the backend, so the same
   // seed gives the same tokens with and without speculation.
   int32_t draw_on_host(std::span<const float> row, int32_t pos) const;
+};
+
+// What a verify step drafted on the backend gave (Backend::run_device_verify).
+struct DeviceVerifyOutcome {
+  int32_t drafted = 0;           // drafts it verified that came from an n-gram match
+  std::vector<int32_t> tokens;   // its accepted drafts, then the token drawn after them
 };
 
 // What a backend is built from: the lowered module, its weights' file, the
@@ -110,6 +118,26 @@ class Backend {
   // wait_sampled() the last.
   virtual std::vector<int32_t> run_sampled(const StepRequest& request) = 0;
   virtual std::vector<int32_t> wait_sampled() = 0;
+
+  // Greedy n-gram speculation kept on the backend (the CUDA executor;
+  // docs/speculative.md): a drafting sequence's tokens and drafts live in
+  // the backend's memory, a verify step takes its ids and positions from
+  // there, accepts and drafts the next step there, and only the accepted
+  // tokens are copied out, behind the next step, so the host never waits
+  // for a step before queueing the next.
+  virtual bool drafts_on_device() const { return false; }
+  // Gives `slot` its history: the prompt and the first sampled token
+  // (which has not run yet), and drafts from it.
+  virtual void start_device_drafts(int32_t, std::span<const int32_t>) { throw Error(drafts_on_host()); }
+  // Queues one verify step (`request`: @prefill of one drafting slot over
+  // 1 + k rows, k <= 15, returning every row's logits; its %ids and %pos
+  // are written on the backend) and returns the previous call's outcome
+  // (nullopt on the first); wait_device_verify() returns the last.
+  virtual std::optional<DeviceVerifyOutcome> run_device_verify(const StepRequest&) { throw Error(drafts_on_host()); }
+  virtual std::optional<DeviceVerifyOutcome> wait_device_verify() { return std::nullopt; }
+
+ private:
+  std::string drafts_on_host() const { return "drafting on the device: the " + describe() + " drafts on the host"; }
 };
 
 }  // namespace vtc

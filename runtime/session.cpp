@@ -440,6 +440,33 @@ std::vector<StateSnapshot> Session::snapshot(int32_t slot) {
   return out;
 }
 
+void Session::start_device_drafts(int32_t slot, std::span<const int32_t> tokens) {
+  require_text_generation("speculate");
+  impl_->states.check_slot(slot);
+  check_tokens(tokens, n_vocab(), "speculate");
+  if (tokens.empty() || int64_t(tokens.size()) > n_ctx())
+    throw Error(fmt::format("speculate: a history of {} tokens does not fit the context of {}", tokens.size(), n_ctx()));
+  impl_->backend->start_device_drafts(slot, tokens);
+}
+
+std::optional<DeviceVerifyOutcome> Session::verify_on_device(int32_t slot, int32_t drafts, int64_t n_positions) {
+  if (drafts < 0 || drafts >= int32_t(cuda::kDecodeFormRows) || n_positions > n_ctx())
+    throw Error(fmt::format("speculate: {} drafts with {} positions reserved (at most {} and {})", drafts, n_positions,
+                            cuda::kDecodeFormRows - 1, n_ctx()));
+  impl_->reserve(slot, n_positions, "speculate");
+  const int32_t rows = drafts + 1;
+  std::vector<int32_t> zeros(size_t(rows), 0), order(static_cast<size_t>(rows));
+  std::iota(order.begin(), order.end(), 0);
+  StepRequest req = step_request(StepKind::Prefill, {slot});
+  set_arg(req, step::kIds, HostTensor::i32(zeros));  // written on the device
+  set_arg(req, step::kPos, HostTensor::i32(zeros));  // written on the device
+  set_arg(req, step::kSeq, HostTensor::i32(zeros));
+  set_arg(req, step::kRows, HostTensor::i32(order));
+  return impl_->backend->run_device_verify(req);
+}
+
+std::optional<DeviceVerifyOutcome> Session::finish_device_verify() { return impl_->backend->wait_device_verify(); }
+
 int32_t DeviceSampling::draw_on_host(std::span<const float> row, int32_t pos) const {
   // The settings decode_request passes, and the op's bound on candidates
   // as the step builders declare it.

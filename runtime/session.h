@@ -150,6 +150,19 @@ class Session {
                                       std::span<const DeviceSampling> sampling);
   std::vector<int32_t> finish_sampled();
 
+  // Greedy n-gram speculation kept on the backend (Backend::
+  // drafts_on_device; docs/speculative.md). start_device_drafts gives
+  // `slot` its history (the prompt and the first sampled token, not run
+  // yet). verify_on_device queues one verify step of `slot` over 1 +
+  // `drafts` rows (drafts <= 15) whose ids and positions the backend
+  // holds, with pages reserved for the first `n_positions` positions (the
+  // most the steps queued so far can reach), and returns the previous
+  // call's outcome; finish_device_verify() the last call's. The caller
+  // gives back pages past the final length (truncate).
+  void start_device_drafts(int32_t slot, std::span<const int32_t> tokens);
+  std::optional<DeviceVerifyOutcome> verify_on_device(int32_t slot, int32_t drafts, int64_t n_positions);
+  std::optional<DeviceVerifyOutcome> finish_device_verify();
+
   // Forgets a sequence: gives its KV pages back and empties its states.
   void reset(int32_t slot);
   // Forgets the positions of `slot` from n_positions on (rejected draft

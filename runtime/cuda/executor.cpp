@@ -16,6 +16,7 @@
 #include <thread>
 #include <utility>
 
+#include "codegen/cuda/device_drafts.h"
 #include "codegen/cuda/kernel.h"
 #include "codegen/cuda/nvrtc.h"
 #include "passes/buffer_plan.h"
@@ -756,7 +757,7 @@ struct Executor::Impl final : StateStorage {
   // Stages, uploads and launches one step (the graph of its bucket for
   // @decode and few-row @prefill, captured the first time); the caller
   // records the stage's event.
-  Call execute(const StepRequest& req) {
+  Call execute(const StepRequest& req, const std::function<void(const Prepared&)>& before_launch = {}) {
     auto it = steps.find(req.step);
     if (it == steps.end()) throw Error(fmt::format("cuda: the module has no step @{}", req.step));
     for (int32_t s : req.slots) states.check_slot(s);
@@ -767,6 +768,7 @@ struct Executor::Impl final : StateStorage {
     Stage& s = acquire(c.p->stage_bytes);
     stage_inputs(*c.step, *c.p, req, s);
     for (const auto& [v, guard] : c.p->guards) dev->memset(guard, kGuardByte, kGuardBytes, stream);
+    if (before_launch) before_launch(*c.p);
     if (!graph) {
       launch_all(*c.p);
     } else {
@@ -902,10 +904,111 @@ struct Executor::Impl final : StateStorage {
       throw Error(fmt::format("cuda: @{} does not return sampled ids last (got {})", req.step, ids->type.str()));
     dev->download(stage[c.stage].ids, c.p->at(ids), uint64_t(c.rows) * 4, stream);
     finish(c);
-    std::vector<int32_t> previous = collect();
+    std::vector<int32_t> previous = collect_kind(false);
     pending_stage = c.stage;
     pending = size_t(c.rows);
+    pending_outcome = false;
     return previous;
+  }
+
+  // The pending copy-out, which must be of the kind the caller reads (the
+  // sampled ids of @decode, or a device verify step's outcome words).
+  std::vector<int32_t> collect_kind(bool outcome) {
+    if ((pending || !held.empty()) && pending_outcome != outcome)
+      throw Error(outcome ? "cuda: a device verify step was queued behind an uncollected sampled step"
+                          : "cuda: a sampled step was queued behind an uncollected device verify step");
+    return collect();
+  }
+
+  // --- drafting on the device (codegen/cuda/device_drafts.h) ---------------
+
+  using Record = DeviceDraftRecord;
+  void* spec_rows_fn = nullptr;
+  void* spec_accept_fn = nullptr;
+  std::map<int32_t, DevPtr> draft_records;  // by slot
+  bool pending_outcome = false;             // the pending copy-out is a verify outcome
+
+  const Step& prefill_step() const {
+    auto it = steps.find(std::string(ir::step_name(ir::StepKind::Prefill)));
+    if (it == steps.end()) throw Error("cuda: drafting on the device needs a @prefill step");
+    return it->second;
+  }
+
+  // The two kernels, compiled the first time a sequence drafts here.
+  void load_draft_kernels() {
+    if (spec_accept_fn) return;
+    const auto vocab = prefill_step().kernels.returns.at(0)->type.shape.at(1).constant();
+    if (!vocab) throw Error("cuda: drafting on the device needs @prefill's logits to have a constant vocabulary");
+    const Kernel rows = spec_rows_kernel(), accept = spec_accept_kernel(*vocab);
+    for (const Kernel* k : {&rows, &accept}) compiled[k->entry] = nvrtc->compile(*k, dev->arch(), CodeKind::Cubin).image;
+    spec_rows_fn = load(rows);
+    spec_accept_fn = load(accept);
+  }
+
+  void launch_accept(DevPtr record, DevPtr logits, long long rows) {
+    long long capacity = states.config().n_ctx;
+    void* params[] = {&record, &logits, &rows, &capacity};
+    dev->launch(spec_accept_fn, 1, 1, 256, params, stream);
+  }
+
+  void start_drafts(int32_t slot, std::span<const int32_t> tokens) {
+    states.check_slot(slot);
+    load_draft_kernels();
+    if (pending_outcome && pending) collect();  // an earlier sequence's last step, no longer read
+    DevPtr& record = draft_records[slot];
+    if (!record) record = dev->alloc(uint64_t(Record::words(states.config().n_ctx)) * 4);
+    std::vector<int32_t> head(size_t(Record::kHistory) + tokens.size(), 0);
+    head[Record::kLen] = int32_t(tokens.size());
+    std::copy(tokens.begin(), tokens.end(), head.begin() + Record::kHistory);
+    dev->upload(record, head.data(), head.size() * 4, stream);
+    launch_accept(record, 0, 0);  // drafts only
+    sync();  // `head` is pageable and goes out of scope
+  }
+
+  // Queues spec_rows, the step (a graph for up to 16 rows) and spec_accept,
+  // then the outcome's copy-out behind the stage's event; returns the
+  // previous verify step's outcome.
+  std::optional<DeviceVerifyOutcome> run_verify(const StepRequest& req) {
+    auto rec = req.slots.size() == 1 ? draft_records.find(req.slots[0]) : draft_records.end();
+    if (rec == draft_records.end())
+      throw Error("cuda: a device verify step takes one slot that start_device_drafts gave a history");
+    if (req.step != ir::step_name(ir::StepKind::Prefill)) throw Error("cuda: a device verify step runs @prefill");
+    const Step& st = prefill_step();
+    const ir::ValueData* logits = st.kernels.returns.at(0);
+    const int64_t rows = req.args.at(std::string(ir::step::kRows)).numel();
+    if (rows < 1 || rows > Record::kMaxDrafts + 1 || req.args.at(std::string(ir::step::kIds)).numel() != rows)
+      throw Error(fmt::format("cuda: a device verify step has 1..{} rows, each with its logits", Record::kMaxDrafts + 1));
+    if ((pending || !held.empty()) && !pending_outcome)
+      throw Error("cuda: a device verify step was queued behind an uncollected sampled step");
+    DevPtr record = rec->second;
+    const Call c = execute(req, [&](const Prepared& p) {
+      DevPtr ids = p.arg_dst[arg_index(st, ir::step::kIds)], pos = p.arg_dst[arg_index(st, ir::step::kPos)];
+      long long n = rows;
+      void* params[] = {&record, &ids, &pos, &n};
+      dev->launch(spec_rows_fn, 1, 1, 32, params, stream);
+    });
+    launch_accept(record, c.p->at(logits), rows);
+    dev->download(stage[c.stage].ids, record + Record::kOutCount * 4, Record::kOutcomeWords * 4, stream);
+    finish(c);
+    const std::optional<DeviceVerifyOutcome> previous = outcome(collect());
+    pending_stage = c.stage;
+    pending = size_t(Record::kOutcomeWords);
+    pending_outcome = true;
+    return previous;
+  }
+
+  static size_t arg_index(const Step& st, std::string_view name) {
+    for (size_t a = 0; a < st.fn->args.size(); ++a)
+      if (st.fn->args[a]->name == name) return a;
+    throw Error(fmt::format("cuda: @{} has no argument %{}", st.fn->name, name));
+  }
+
+  static std::optional<DeviceVerifyOutcome> outcome(const std::vector<int32_t>& words) {
+    if (words.empty()) return std::nullopt;
+    const int32_t count = words[Record::kOutCount - Record::kOutCount];
+    if (count < 1 || count > Record::kMaxDrafts + 1) throw Error(fmt::format("cuda: a device verify step accepted {} tokens", count));
+    const auto* first = words.data() + (Record::kOut - Record::kOutCount);
+    return DeviceVerifyOutcome{words[Record::kOutDrafted - Record::kOutCount], std::vector<int32_t>(first, first + count)};
   }
 };
 
@@ -936,7 +1039,16 @@ std::vector<int32_t> Executor::run_sampled(const StepRequest& request) {
   impl_->stats.host_ns += thread_cpu_ns() - t0 - (impl_->wait_ns - w0);
   return out;
 }
-std::vector<int32_t> Executor::wait_sampled() { return impl_->collect(); }
+std::vector<int32_t> Executor::wait_sampled() { return impl_->collect_kind(false); }
+
+void Executor::start_device_drafts(int32_t slot, std::span<const int32_t> tokens) { impl_->start_drafts(slot, tokens); }
+std::optional<DeviceVerifyOutcome> Executor::run_device_verify(const StepRequest& request) {
+  const uint64_t t0 = thread_cpu_ns(), w0 = impl_->wait_ns;
+  auto out = impl_->run_verify(request);
+  impl_->stats.host_ns += thread_cpu_ns() - t0 - (impl_->wait_ns - w0);
+  return out;
+}
+std::optional<DeviceVerifyOutcome> Executor::wait_device_verify() { return Impl::outcome(impl_->collect_kind(true)); }
 
 std::vector<uint8_t> Executor::read_slot_row(const StateStore::Layout& state, int32_t slot) {
   std::vector<uint8_t> row(state.row_bytes());

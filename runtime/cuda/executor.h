@@ -51,6 +51,16 @@
 // idle) and `collect_waits` (waits for step N's ids while step N+1 is
 // queued; the host is then ahead of the device, as it should be).
 //
+// Drafting on the device (greedy n-gram speculation; Backend::
+// drafts_on_device, codegen/cuda/device_drafts.h): a drafting slot owns a
+// device record (its history, the next drafts, the last outcome). A verify
+// step is spec_rows (writes the bucket's %ids and %pos from the record),
+// the @prefill bucket (a graph, as any few-row @prefill), then spec_accept
+// (accepts, appends, drafts the next step); the outcome's words are copied
+// out into the stage's pinned memory as sampled ids are, and read after the
+// next step is queued. The outcome is collected by the next verify call,
+// so a steady run of them waits only in collect_waits.
+//
 // Diffs (`vtc diff`'s cuda arm): with an observer set, every step runs its
 // kernels one by one on the stream (no CUDA graph: the copies out cannot
 // live inside a replayed graph), with exact shapes and with activation
@@ -128,6 +138,11 @@ class Executor final : public Backend {
   void set_observer(OpObserver observer) override;
   std::vector<int32_t> run_sampled(const StepRequest& request) override;
   std::vector<int32_t> wait_sampled() override;
+  // Drafting on the device: see the header comment.
+  bool drafts_on_device() const override { return true; }
+  void start_device_drafts(int32_t slot, std::span<const int32_t> tokens) override;
+  std::optional<DeviceVerifyOutcome> run_device_verify(const StepRequest& request) override;
+  std::optional<DeviceVerifyOutcome> wait_device_verify() override;
   const ExecutorStats& stats() const;
 
   struct Impl;

@@ -32,6 +32,10 @@ GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<
   const bool speculate = o.spec.mode != SpecMode::Off;
   if (speculate && o.keep_logits) throw Error("generate: speculative decoding keeps no logits rows; use --spec off");
   if (o.spec.mode == SpecMode::Draft && !o.drafter) throw Error("generate: --spec draft without a draft model");
+  const std::string host_drafts_because = speculate ? why_not_drafting_on_device(session, o) : "";
+  if (o.spec.draft_on == DraftOn::Device && !host_drafts_because.empty())
+    throw Error("--draft-on device: " + host_drafts_because);
+  const bool drafts_on_device = speculate && host_drafts_because.empty() && o.spec.draft_on != DraftOn::Host;
   if (int64_t(prompt.size()) >= session.n_ctx())
     throw Error("generate: the prompt has " + std::to_string(prompt.size()) + " tokens but the context holds " +
                 std::to_string(session.n_ctx()) + "; raise --ctx-size or shorten the prompt");
@@ -74,7 +78,8 @@ GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<
     if (on_piece) on_piece(token, ev.text);
     const bool stop = result.finish.kind != Finish::None;
     if (speculate && !stop) {
-      generate_speculative(session, gen, prompt, token, o, on_piece, result);
+      if (drafts_on_device) generate_speculative_on_device(session, gen, prompt, token, o, on_piece, result);
+      else generate_speculative(session, gen, prompt, token, o, on_piece, result);
       break;
     }
     // With keep_logits the last token is decoded too, so every generated

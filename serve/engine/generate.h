@@ -84,4 +84,12 @@ GenerateResult generate(Session& session, const Tokenizer& tokenizer, std::span<
 void generate_speculative(Session& session, Generation& gen, std::span<const int32_t> prompt, int32_t first,
                           const GenerateOptions& options, const PieceCallback& on_piece, GenerateResult& result);
 
+// The same loop with the n-gram drafter and the acceptance on the backend
+// (speculative/generate_spec_device.cpp); why_not_drafting_on_device says
+// why a generation cannot take it ("" when it can).
+void generate_speculative_on_device(Session& session, Generation& gen, std::span<const int32_t> prompt, int32_t first,
+                                    const GenerateOptions& options, const PieceCallback& on_piece,
+                                    GenerateResult& result);
+std::string why_not_drafting_on_device(Session& session, const GenerateOptions& options);
+
 }  // namespace vtc::serve

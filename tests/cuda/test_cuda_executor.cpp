@@ -34,6 +34,7 @@
 #include "runtime/cuda/executor.h"
 #include "runtime/session.h"
 #include "samples/synthetic_model.h"
+#include "serve/engine/speculative/ngram_drafter.h"
 #include "support/error.h"
 
 namespace {
@@ -45,6 +46,21 @@ std::string tiny_llama() {
   if (!std::filesystem::exists(path)) {
     vtc::synth::Options o;
     o.vocab_path = vtc::synth::find_default_vocab("llama");
+    vtc::synth::write_model(o, path + ".partial");
+    std::filesystem::rename(path + ".partial", path);
+  }
+  return path;
+}
+
+// gemma2 in llama.cpp's test-llama-archs layout: a 128-id vocabulary and
+// small weights, whose greedy output soon falls into a cycle (speculation
+// has drafts to accept).
+std::string cycling_gemma2() {
+  const auto path = (std::filesystem::path(VTC_TEST_DATA_DIR) / "cuda-gemma2-cycling.gguf").string();
+  if (!std::filesystem::exists(path)) {
+    vtc::synth::Options o;
+    o.arch = "gemma2";
+    o.llama_archs_layout = true;
     vtc::synth::write_model(o, path + ".partial");
     std::filesystem::rename(path + ".partial", path);
   }
@@ -173,6 +189,76 @@ TEST_CASE("a few-row @prefill bucket runs as a graph with the eager run's bits, 
   REQUIRE(want.shape == first.shape);
   CHECK(first.bytes == want.bytes);
   CHECK(again.bytes == want.bytes);
+}
+
+// Greedy n-gram speculation drafted on the device (Backend::
+// drafts_on_device, codegen/cuda/device_drafts.h), on a prompt of a
+// 12-token passage said three times, 7 drafts a step (the first drafts
+// copy the passage and are rejected; then the output cycles and drafts
+// are accepted):
+//  - the tokens are plain decoding's (the same session's sampled decode
+//    steps on another slot);
+//  - every step's drafts are the host drafter's: a step has matched drafts
+//    exactly when NgramDrafter over the same history has a draft, and then
+//    accepts as many as that draft shares with plain decoding's tokens;
+//  - the host never waits for the device after the first step (the
+//    outcome of each step is read behind the next one), and nothing is
+//    prepared or captured again.
+TEST_CASE("n-gram drafts on the device: plain decoding's tokens, the host drafter's drafts, no host wait per step",
+          "[sim]") {
+  const std::string path = cycling_gemma2();
+  vtc::Session gpu(path, {.target = vtc::Target::Cuda, .n_ctx = 192, .n_slots = 2, .cuda_graphs = true});
+  REQUIRE(gpu.backend().drafts_on_device());
+  std::vector<int32_t> prompt = {1};
+  for (int rep = 0; rep < 3; ++rep)
+    for (int32_t i = 0; i < 12; ++i) prompt.push_back(3 + 7 * i);
+  constexpr size_t kTokens = 48;
+  constexpr int32_t kDrafts = 7;
+  const int32_t first = argmax_row(gpu.prefill(1, prompt, 0), 0);
+  std::vector<int32_t> want{first};
+  gpu.set_last_id(1, first);
+  const vtc::DeviceSampling greedy = vtc::DeviceSampling::greedy();
+  for (int32_t pos = int32_t(prompt.size()); pos < int32_t(prompt.size() + kTokens + 3 * kDrafts); ++pos) {
+    const std::vector<int32_t> ids = gpu.decode_sampled(std::vector<int32_t>{1}, std::vector<int32_t>{pos}, {&greedy, 1});
+    want.insert(want.end(), ids.begin(), ids.end());
+  }
+  want.push_back(gpu.finish_sampled().at(0));
+
+  gpu.prefill(0, prompt, 0);
+  std::vector<int32_t> history = prompt;
+  history.push_back(first);
+  gpu.start_device_drafts(0, history);
+  vtc::serve::NgramDrafter host;
+  host.append(history);
+  std::vector<int32_t> got{first};
+  size_t accepted = 0, rejections = 0;
+  auto take = [&](const vtc::DeviceVerifyOutcome& out) {
+    const std::vector<int32_t> draft = host.draft(kDrafts);
+    size_t shared = 0;
+    while (shared < draft.size() && got.size() + shared < want.size() && draft[shared] == want[got.size() + shared]) ++shared;
+    INFO("after " << got.size() << " tokens");
+    REQUIRE(!out.tokens.empty());
+    CHECK(out.drafted == (draft.empty() ? 0 : kDrafts));
+    if (!draft.empty()) CHECK(out.tokens.size() - 1 == shared);
+    accepted += out.tokens.size() - 1;
+    rejections += out.tokens.size() - 1 < size_t(kDrafts);
+    for (int32_t id : out.tokens) got.push_back(id), host.append(id);
+  };
+  int64_t known = int64_t(history.size());
+  int32_t rows_in_flight = 0;
+  std::vector<uint64_t> after_first;
+  for (int step = 0; got.size() < kTokens; ++step) {
+    if (step == 1) after_first = steady(stats(gpu));
+    const auto previous = gpu.verify_on_device(0, kDrafts, known + rows_in_flight + kDrafts);
+    rows_in_flight = kDrafts + 1;
+    if (previous) known += int64_t(previous->tokens.size()), take(*previous);
+  }
+  CHECK(steady(stats(gpu)) == after_first);  // no host wait, nothing planned or captured again
+  take(*gpu.finish_device_verify());
+  CHECK(accepted > kTokens / 2);  // the continuation cycles, so drafts are accepted
+  CHECK(rejections > 0);           // the prompt's passage drafts what the model does not say
+  REQUIRE(got.size() >= kTokens);
+  CHECK(std::vector<int32_t>(got.begin(), got.begin() + kTokens) == std::vector<int32_t>(want.begin(), want.begin() + kTokens));
 }
 
 TEST_CASE("a cuda artifact serves with no kernel generated at load", "[sim]") {

@@ -14,6 +14,7 @@ namespace vtc::cli {
 
 struct SpecFlags {
   std::string mode = "off";
+  std::string draft_on = "auto";
   bool fixed = false;
   serve::SpecOptions options;
 
@@ -22,6 +23,7 @@ struct SpecFlags {
     o.mode = serve::parse_spec_mode(mode);
     if (o.mode == serve::SpecMode::Off && !o.draft_model.empty()) o.mode = serve::SpecMode::Draft;
     o.adaptive = !fixed;
+    o.draft_on = serve::parse_draft_on(draft_on);
     o.check();
     return o;
   }
@@ -42,6 +44,12 @@ inline void add_spec_options(CLI::App* cmd, SpecFlags& f) {
       ->capture_default_str();
   cmd->add_flag("--draft-fixed", f.fixed,
                 "Verify every draft the drafter has, up to --draft-max (no adaptive length: to measure verify steps)");
+  cmd->add_option("--draft-on", f.draft_on,
+                  "Where --spec ngram drafts and accepts: auto (on a CUDA device for greedy sampling without penalties "
+                  "and a model without recurrent state, so no step waits for the host), host or device (refused, "
+                  "saying why, where it cannot)")
+      ->check(CLI::IsMember({"auto", "host", "device"}))
+      ->capture_default_str();
 }
 
 }  // namespace vtc::cli

@@ -22,7 +22,16 @@ SpecMode parse_spec_mode(std::string_view name) {
   throw Error(fmt::format("--spec {:?}: not a drafter; use ngram, draft or off", name));
 }
 
+DraftOn parse_draft_on(std::string_view name) {
+  if (name == "auto") return DraftOn::Auto;
+  if (name == "host") return DraftOn::Host;
+  if (name == "device") return DraftOn::Device;
+  throw Error(fmt::format("--draft-on {:?}: use auto, host or device", name));
+}
+
 void SpecOptions::check() const {
+  if (draft_on == DraftOn::Device && mode != SpecMode::Ngram)
+    throw Error(fmt::format("--draft-on device drafts with the n-gram drafter; --spec is {}", spec_mode_name(mode)));
   if (mode == SpecMode::Draft && draft_model.empty())
     throw Error("--spec draft needs a draft model: --draft-model M.gguf (a smaller model with the same vocabulary)");
   if (mode != SpecMode::Draft && !draft_model.empty())

@@ -7,6 +7,9 @@
 //   --draft-min N            fewer drafted than this: decode plainly (0)
 //   --draft-p-min P          the draft model stops drafting when its top
 //                            token's probability falls below P (0.75)
+//   --draft-on auto|host|device  where the n-gram drafter and the greedy
+//                            acceptance run: `vtc run` on the CUDA target
+//                            keeps them on the device where it can (auto)
 // and per request llama-server's `speculative.n_max / n_min / p_min`,
 // `"speculative": false` to opt out (SpecRequest).
 #pragma once
@@ -19,11 +22,13 @@
 namespace vtc::serve {
 
 enum class SpecMode { Off, Ngram, Draft };
+enum class DraftOn { Auto, Host, Device };
 
 // "off", "ngram", "draft".
 std::string_view spec_mode_name(SpecMode m);
 // Throws vtc::Error naming the value and the accepted ones.
 SpecMode parse_spec_mode(std::string_view name);
+DraftOn parse_draft_on(std::string_view name);
 
 struct SpecOptions {
   SpecMode mode = SpecMode::Off;
@@ -34,6 +39,11 @@ struct SpecOptions {
   // Adaptive length (speculative/draft_policy.h); false drafts draft_max
   // whenever the drafter has that many (for measuring the verify cost).
   bool adaptive = true;
+  // Where the n-gram drafter runs (generate_spec_device.cpp): Auto takes
+  // the device when the backend drafts there and the request allows it
+  // (greedy, no penalties, no recurrent state), Device refuses otherwise
+  // naming why.
+  DraftOn draft_on = DraftOn::Auto;
 
   // Throws vtc::Error for inconsistent flags (a draft model without --spec
   // draft, negative lengths, min above max, p_min outside [0, 1]).

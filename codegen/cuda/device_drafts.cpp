@@ -1,0 +1,95 @@
+// The device drafting kernels (device_drafts.h has the algorithm).
+#include "codegen/cuda/device_drafts.h"
+
+#include <fmt/format.h>
+
+#include "codegen/cuda/emit.h"
+
+namespace vtc::cuda {
+
+namespace {
+using R = DeviceDraftRecord;
+}  // namespace
+
+Kernel spec_rows_kernel() {
+  KernelBuilder kb("spec_rows", "device drafting: a verify step's ids and positions");
+  const std::string rec = kb.extra("record", "const int*"), ids = kb.extra("ids", "int*"),
+                    pos = kb.extra("pos", "int*"), rows = kb.extra("rows", "long long");
+  kb.body(fmt::format(R"(  const int len = {0}[{4}];
+  for (long long t = threadIdx.x; t < {3}; t += blockDim.x) {{
+    {1}[t] = t == 0 ? {0}[{5} + len - 1] : {0}[{6} + t - 1];
+    {2}[t] = len - 1 + (int)t;
+  }}
+)",
+                      rec, ids, pos, rows, R::kLen, R::kHistory, R::kDrafts));
+  kb.launch(ir::Dim(32), 32);
+  return kb.finish();
+}
+
+Kernel spec_accept_kernel(int64_t n_vocab) {
+  KernelBuilder kb("spec_accept", "device drafting: accept a verify step's rows, draft the next");
+  const std::string rec = kb.extra("record", "int*"), x = kb.extra("logits", "const float*"),
+                    rows = kb.extra("rows", "long long"), cap = kb.extra("capacity", "long long");
+  kb.need("block_argmax");
+  // {0} record, {1} logits, {2} rows, {3} capacity, {4} V, then the
+  // record's word offsets.
+  kb.body(fmt::format(R"(  constexpr long long V = {4};
+  constexpr int KD = {5};
+  __shared__ float sv[256];
+  __shared__ long long si[256];
+  __shared__ int best[KD + 1];
+  __shared__ int found[256];
+  int* hist = {0} + {6};
+  int* drafts = {0} + {7};
+  int* out = {0} + {8};
+  for (long long r = 0; r < {2}; ++r) {{
+    const long long b = vtc_block_argmax({1} + r * V, V, sv, si);
+    if (threadIdx.x == 0) best[r] = b == 0x7fffffffffffffffLL ? 0 : (int)b;
+    __syncthreads();
+  }}
+  if (threadIdx.x == 0 && {2} > 0) {{
+    const int len = {0}[{9}];
+    int n = 0;
+    while (n < {2} - 1 && best[n] == drafts[n]) ++n;
+    for (int i = 0; i < n; ++i) out[i] = drafts[i];
+    out[n] = best[n];
+    for (int i = 0; i <= n; ++i)
+      if (len + i < {3}) hist[len + i] = out[i];
+    {0}[{9}] = len + n + 1 < {3} ? len + n + 1 : (int){3};
+    {0}[{10}] = n + 1;
+    {0}[{11}] = {0}[{12}] ? (int)({2} - 1) : 0;
+  }}
+  __syncthreads();
+  const int len = {0}[{9}];
+  int from = -1;
+  for (int N = 4; N >= 1 && from < 0; --N) {{
+    int e_best = -1;
+    for (int e = N + (int)threadIdx.x; e <= len - 1; e += blockDim.x) {{
+      bool same = true;
+      for (int i = 1; i <= N && same; ++i) same = hist[e - i] == hist[len - i];
+      if (same) e_best = e;
+    }}
+    found[threadIdx.x] = e_best;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {{
+      if (threadIdx.x < s && found[threadIdx.x + s] > found[threadIdx.x]) found[threadIdx.x] = found[threadIdx.x + s];
+      __syncthreads();
+    }}
+    from = found[0];
+    __syncthreads();
+  }}
+  if (threadIdx.x == 0) {{
+    for (int i = 0; i < KD; ++i) {{
+      const int at = from + i;
+      drafts[i] = from < 0 ? hist[len - 1] : at < len ? hist[at] : drafts[at - len];
+    }}
+    {0}[{12}] = from >= 0 ? 1 : 0;
+  }}
+)",
+                      rec, x, rows, cap, n_vocab, R::kMaxDrafts, R::kHistory, R::kDrafts, R::kOut, R::kLen,
+                      R::kOutCount, R::kOutDrafted, R::kMatched));
+  kb.launch(ir::Dim(256), 256);
+  return kb.finish();
+}
+
+}  // namespace vtc::cuda
