@@ -53,6 +53,7 @@ struct SpecCounts {
   int64_t verify_steps = 0;      // steps that verified a draft
   int64_t steps = 0;             // target steps after the prompt
   int64_t longest_verify = 0;    // rows of the largest verify step (its k drafts and the pending token)
+  bool drafted_on_device = false;  // the n-gram drafter and the acceptance ran on the backend (--draft-on)
 };
 
 struct GenerateResult {

@@ -139,3 +139,37 @@ TEST_CASE("vtc run --target cuda: a seeded sampled --spec ngram run gives the id
   // The two samplers draw differently, so the check above is not vacuous.
   CHECK(ids("--spec off --device-sampling off") != off);
 }
+
+// --draft-on (docs/speculative.md, "Drafting on the device"): a greedy
+// --spec ngram run on the simulated device drafts there by default, says
+// so, and gives the ids of --spec off and of --draft-on host; where the
+// device cannot draft, --draft-on device is refused naming why.
+TEST_CASE("vtc run --draft-on: greedy n-gram drafting on the device gives --spec off's ids; refusals name why",
+          "[cli][spec][sim]") {
+  const std::string model = test::model_path("llama", "f32");
+  const auto run = [&](const std::string& flags) {
+    return test::run_capture(fmt::format("VTC_CUDA_DEVICE=sim {} run {} -p 'the cat sat on the mat the cat sat on the' "
+                                         "-n 12 -q {} 2>&1; echo exit=$?",
+                                         VTC_TOOL, model, flags));
+  };
+  const auto ids = [](const std::string& out) {
+    const size_t end = out.rfind("exit=");
+    const std::string body = out.substr(0, end);
+    return parse_ids(body.substr(body.find_last_of('\n', body.size() - 2) + 1));
+  };
+  const std::string off = run("--target cuda --temp 0 --spec off"), device = run("--target cuda --temp 0 --spec ngram"),
+                    host = run("--target cuda --temp 0 --spec ngram --draft-on host");
+  INFO(off << device << host);
+  REQUIRE(ids(off).size() == 12);
+  CHECK(ids(device) == ids(off));
+  CHECK(ids(host) == ids(off));
+  CHECK_THAT(device, Catch::Contains("speculative ngram (drafted on the device)"));
+  CHECK_THAT(host, !Catch::Contains("drafted on the device"));
+  CHECK_THAT(run("--target cpu --temp 0 --spec ngram --draft-on device"),
+             Catch::Contains("--draft-on device: the CPU interpreter") && Catch::Contains("drafts on the host") &&
+                 Catch::Contains("exit=1"));
+  CHECK_THAT(run("--target cuda --temp 0.7 --spec ngram --draft-on device"),
+             Catch::Contains("greedy decoding without penalties") && Catch::Contains("exit=1"));
+  CHECK_THAT(run("--target cuda --temp 0 --spec off --draft-on device"),
+             Catch::Contains("--draft-on device drafts with the n-gram drafter") && Catch::Contains("exit=1"));
+}

@@ -153,7 +153,8 @@ struct Outcome {
 };
 
 Outcome generate(Session& s, const Tokenizer& tok, const std::vector<int32_t>& prompt, serve::SpecMode mode,
-                 serve::ModelDrafter* drafter, bool sampled, bool on_backend = false) {
+                 serve::ModelDrafter* drafter, bool sampled, bool on_backend = false,
+                 serve::DraftOn draft_on = serve::DraftOn::Auto) {
   serve::GenerateOptions o;
   o.device_sampling = on_backend;
   o.n_predict = s.target() == Target::Cuda ? kGeneratedSim : kGenerated;
@@ -164,6 +165,7 @@ Outcome generate(Session& s, const Tokenizer& tok, const std::vector<int32_t>& p
   o.spec.draft_max = mode == serve::SpecMode::Draft ? 4 : 8;
   o.spec.p_min = 0;
   o.drafter = drafter;
+  o.spec.draft_on = draft_on;
   serve::GenerateResult r = serve::generate(s, tok, prompt, o);
   return {r.generated, r.spec};
 }
@@ -225,7 +227,8 @@ struct Row {
 };
 
 std::string describe(const serve::SpecCounts& c) {
-  return fmt::format("{}/{} accepted in {} verify steps", c.draft_n_accepted, c.draft_n, c.verify_steps);
+  return fmt::format("{}/{} accepted in {} verify steps{}", c.draft_n_accepted, c.draft_n, c.verify_steps,
+                     c.drafted_on_device ? " (drafted on the device)" : "");
 }
 
 // One mode against plain decoding; records a failure with the architecture.
@@ -273,7 +276,15 @@ Row run_model(const Model& m, const std::string& target) {
   row.rejected = draft.counts.draft_n_accepted < draft.counts.draft_n;
   row.draft = describe(draft.counts);
   if (so.target == Target::Cuda) {
-    row.self = "(cpu only)";
+    // Where the n-gram run above drafted on the device (a model without
+    // recurrent state), the host's drafter too.
+    if (ngram.counts.drafted_on_device) {
+      const Outcome host = generate(session, tok, prompt, serve::SpecMode::Ngram, nullptr, false, false, serve::DraftOn::Host);
+      compare(row, "ngram, greedy, drafted on the host", host, plain, target, Expect::Anything);
+      row.self = "ngram on the host: " + describe(host.counts);
+    } else {
+      row.self = "(cpu only)";
+    }
   } else {
     const Outcome plain_sampled = generate(session, tok, prompt, serve::SpecMode::Off, nullptr, true);
     const Outcome ngram_sampled = generate(session, tok, prompt, serve::SpecMode::Ngram, nullptr, true);

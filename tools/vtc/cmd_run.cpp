@@ -146,8 +146,9 @@ std::unique_ptr<serve::ModelDrafter> load_drafter(const RunOptions& o, serve::Ge
 
 void print_spec_counts(const serve::SpecOptions& spec, const serve::GenerateResult& r) {
   const serve::SpecCounts& c = r.spec;
-  fmt::print(stderr, "run: speculative {}: {} draft tokens, {} accepted ({:.1f}%), {} verify steps of {} steps (the longest {} "
-             "rows), {:.2f} tokens per step\n", serve::spec_mode_name(spec.mode), c.draft_n, c.draft_n_accepted,
+  fmt::print(stderr, "run: speculative {}{}: {} draft tokens, {} accepted ({:.1f}%), {} verify steps of {} steps (the longest {} "
+             "rows), {:.2f} tokens per step\n", serve::spec_mode_name(spec.mode),
+             c.drafted_on_device ? " (drafted on the device)" : "", c.draft_n, c.draft_n_accepted,
              c.draft_n ? 100.0 * double(c.draft_n_accepted) / double(c.draft_n) : 0.0, c.verify_steps, c.steps,
              c.longest_verify, c.steps ? double(r.generated.size() - 1) / double(c.steps) : 0.0);
 }

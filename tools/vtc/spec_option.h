@@ -45,9 +45,9 @@ inline void add_spec_options(CLI::App* cmd, SpecFlags& f) {
   cmd->add_flag("--draft-fixed", f.fixed,
                 "Verify every draft the drafter has, up to --draft-max (no adaptive length: to measure verify steps)");
   cmd->add_option("--draft-on", f.draft_on,
-                  "Where --spec ngram drafts and accepts: auto (on a CUDA device for greedy sampling without penalties "
-                  "and a model without recurrent state, so no step waits for the host), host or device (refused, "
-                  "saying why, where it cannot)")
+                  "Where --spec ngram drafts and accepts: auto (vtc run on a CUDA device, for greedy sampling without "
+                  "penalties and a model without recurrent state: no step waits for the host; else the host), host, "
+                  "or device (refused, saying why, where it cannot; vtc serve drafts on the host)")
       ->check(CLI::IsMember({"auto", "host", "device"}))
       ->capture_default_str();
 }

@@ -50,6 +50,7 @@ struct InFlight {
 
 void generate_speculative_on_device(Session& session, Generation& gen, std::span<const int32_t> prompt, int32_t first,
                                     const GenerateOptions& o, const PieceCallback& on_piece, GenerateResult& result) {
+  result.spec.drafted_on_device = true;
   const int32_t slot = o.slot;
   const int64_t n_ctx = session.n_ctx();
   const int32_t most_drafts = std::min(o.spec.draft_max, session.backend().rows_with_decode_bits() - 1);
