@@ -9,6 +9,7 @@
 #include <map>
 #include <cstdlib>
 #include <numeric>
+#include <span>
 #include <set>
 
 #include "codegen/cuda/sim_device.h"
@@ -142,6 +143,26 @@ void run_steps(Session& session, const PredictSpec& spec, StepWindow& window,
     window.end(fmt::format("verify, {} row(s) after {} tokens of context", v, spec.batch_context), "prefill",
                {{"T", v}, {"S", 1}, {"R", v}, {"KEYS", spec.batch_context + (v + 1) / 2}});
   }
+  // A model with recurrent state drafts on the host (its rollback is a
+  // host-ordered checkpoint restore): no device-drafted steps.
+  if (spec.device_drafted && !session.states().carries_recurrent_state())
+    for (int32_t v : spec.verify_rows) {
+      say(fmt::format("a verify step of {} row(s) drafted on the device after {} tokens", v, spec.batch_context));
+      session.reset(0);
+      std::vector<int32_t> context = bench_tokens(spec.batch_context + 1, 0, session.n_vocab());
+      session.prefill(0, std::span<const int32_t>(context).first(size_t(spec.batch_context)), 0);
+      session.start_device_drafts(0, context);
+      session.verify_on_device(0, v - 1, spec.batch_context + v);  // warm-up: graph capture
+      session.finish_device_verify();
+      session.reset(0);
+      session.prefill(0, std::span<const int32_t>(context).first(size_t(spec.batch_context)), 0);
+      session.start_device_drafts(0, context);
+      window.begin();
+      session.verify_on_device(0, v - 1, spec.batch_context + v);
+      session.finish_device_verify();
+      window.end(fmt::format("verify drafted on the device, {} row(s) after {} tokens of context", v, spec.batch_context),
+                 "prefill", {{"T", v}, {"S", 1}, {"R", v}, {"KEYS", spec.batch_context + (v + 1) / 2}});
+    }
 }
 
 struct ProfileWindow : StepWindow {

@@ -34,6 +34,11 @@ struct PredictSpec {
   // @prefill chunk of each of these row counts (1 + k) after
   // batch_context tokens, every row's logits kept.
   std::vector<int32_t> verify_rows;
+  // With verify_rows: each also as a verify step drafted on the device
+  // (Session::verify_on_device: the ids and positions written there, the
+  // acceptance and the next draft computed there, no logits copied out),
+  // after the host-drafted ones, in the same order.
+  bool device_drafted = false;
   // > 0: price the launches between the first and the last that read a
   // blk.N weight as if the model had this many layers (a 2-layer file
   // with 8B widths reported as the 32-layer model).

@@ -187,15 +187,20 @@ StepCost predict_step(std::string step, const VtcSimProfile& profile, const Step
   while (next < n && !reads_weight(*launched[next], *step_kernels, false)) ++next;
   if (first_layer < n && next < n) last_layer = next - 1;
   const bool in_graph = profile.graph_launches > 0;
+  // Records map to the step's launches in order; a launch the step does
+  // not own (device drafting's spec_rows and spec_accept around a verify
+  // step) is priced from its record alone and does not advance the cursor.
+  size_t cursor = 0;
   for (uint64_t i = 0; i < profile.launches; ++i) {
     const VtcSimLaunchProfile& r = profile.records[i];
     KernelCost k;
     k.entry = r.entry;
     k.family = kernel_family(k.entry);
-    if (n > 0 && launched[i % n]->entry == k.entry) {
-      k.kernel = launched[i % n];
+    if (n > 0 && launched[cursor % n]->entry == k.entry) {
+      const size_t at = cursor++ % n;
+      k.kernel = launched[at];
       k.what = k.kernel->what;
-      k.in_layers = i % n >= first_layer && i % n <= last_layer;
+      k.in_layers = at >= first_layer && at <= last_layer;
       if (k.kernel->fp32_flops)
         k.fp32_flops = double(k.kernel->fp32_flops->evaluate(shape_symbol, &shape).value_or(0));
       else if (k.kernel->op)

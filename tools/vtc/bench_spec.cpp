@@ -83,6 +83,7 @@ serve::GenerateResult generate_once(Session& session, const Tokenizer& tok, cons
   if (mode == serve::SpecMode::Draft) g.spec.draft_model = o.draft_model;
   g.spec.p_min = o.draft_p_min;
   g.spec.adaptive = !o.draft_fixed;
+  if (mode == serve::SpecMode::Ngram) g.spec.draft_on = serve::parse_draft_on(o.draft_on);
   g.spec.check();
   if (mode == serve::SpecMode::Draft) {
     drafter->forget(0);  // each repetition drafts from scratch, prompt included
@@ -120,13 +121,14 @@ void print_generation(const SpecBenchOptions& o, const std::vector<ModeRun>& run
                spec ? first_difference(runs[0].generated, r.generated) : "-");
   }
   fmt::print("({}, prompt {} tokens ({}), {} generated; tok/s of the decode after the prompt: medians of {} "
-             "repetitions, modes interleaved; {} threads; draft-max {}{}; counts summed over the repetitions)\n",
+             "repetitions, modes interleaved; {} threads; draft-max {}{}{}; counts summed over the repetitions)\n",
              o.temperature > 0 ? fmt::format("temperature {}, seed {}", o.temperature, o.seed) : "greedy", prompt_len,
              o.prompt_file.empty() ? fmt::format("--spec-prompt {}{}", o.prompt_kind,
                                                  o.prompt_kind == "repeat" ? fmt::format(", passage {}", o.passage) : "")
                                    : o.prompt_file,
              runs[0].generated.size(), o.repetitions, o.session.threads, o.draft_max,
-             o.draft_fixed ? ", fixed length" : ", adaptive length");
+             o.draft_fixed ? ", fixed length" : ", adaptive length",
+             runs.size() > 1 && runs[1].counts.drafted_on_device ? "; ngram drafted on the device" : "");
 }
 
 nlohmann::json generation_json(const std::vector<ModeRun>& runs, size_t prompt_len) {
@@ -179,6 +181,7 @@ nlohmann::json run_generation(const SpecBenchOptions& o) {
       r.tok_s.push_back(tok_s);
       r.counts.draft_n += g.spec.draft_n;
       r.counts.draft_n_accepted += g.spec.draft_n_accepted;
+      r.counts.drafted_on_device = r.counts.drafted_on_device || g.spec.drafted_on_device;
       r.counts.verify_steps += g.spec.verify_steps;
       r.counts.steps += g.spec.steps;
     }

@@ -37,6 +37,7 @@ struct SpecBenchOptions {
   int32_t draft_max = 16;
   float draft_p_min = 0.75f;
   bool draft_fixed = false;           // verify every draft the drafter has (no adaptive length)
+  std::string draft_on = "auto";      // --draft-on (serve::DraftOn)
   float temperature = 0;              // > 0: sampled (llama.cpp's default top-k/top-p/min-p), seed `seed`
   uint64_t seed = 1234;
   std::string prompt_kind = "repeat";  // repeat | random

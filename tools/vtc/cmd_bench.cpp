@@ -295,16 +295,28 @@ bool on_simulated_device(const BenchOptions& o) {
 // --verify-cost on the simulated device: each verify step's predicted time
 // over the 1-row decode step's (steps: that decode step, then the verify
 // steps of spec.verify_rows, in order).
+// With spec.device_drafted the same steps drafted on the device follow
+// (none for a model with recurrent state), in a second pair of columns.
 void print_predicted_verify_cost(const std::vector<PredictedStep>& steps, const PredictSpec& spec, const std::string& gpu) {
-  if (steps.size() != 1 + spec.verify_rows.size()) throw Error("bench: the predicted verify steps are missing");
+  const size_t n = spec.verify_rows.size();
+  const bool device = spec.device_drafted && steps.size() == 1 + 2 * n;
+  if (steps.size() != 1 + n && !device) throw Error("bench: the predicted verify steps are missing");
   const double decode_us = steps[0].cost.seconds * 1e6;
   fmt::print("\nverify step of 1 + k rows against a 1-row decode step, after {} tokens, on {} "
-             "(PREDICTED by the cost model, not measured)\n| k | rows | predicted us | / decode |\n|---|---|---|---|\n",
-             spec.batch_context, gpu);
-  fmt::print("| - | decode, 1 | {:.1f} | 1.00 |\n", decode_us);
-  for (size_t i = 0; i < spec.verify_rows.size(); ++i) {
+             "(PREDICTED by the cost model, not measured){}\n| k | rows | predicted us | / decode |{}\n|---|---|---|---|{}\n",
+             spec.batch_context, gpu,
+             device ? "; drafted on the host (its k + 1 logits rows copied out) and on the device (only the accepted ids)"
+                    : "",
+             device ? " drafted on the device, us | / decode |" : "", device ? "---|---|" : "");
+  fmt::print("| - | decode, 1 | {:.1f} | 1.00 |{}\n", decode_us, device ? " | |" : "");
+  for (size_t i = 0; i < n; ++i) {
     const double us = steps[i + 1].cost.seconds * 1e6;
-    fmt::print("| {} | {} | {:.1f} | {:.2f} |\n", spec.verify_rows[i] - 1, spec.verify_rows[i], us, us / decode_us);
+    fmt::print("| {} | {} | {:.1f} | {:.2f} |", spec.verify_rows[i] - 1, spec.verify_rows[i], us, us / decode_us);
+    if (device) {
+      const double on_device = steps[1 + n + i].cost.seconds * 1e6;
+      fmt::print(" {:.1f} | {:.2f} |", on_device, on_device / decode_us);
+    }
+    fmt::print("\n");
   }
 }
 
@@ -325,6 +337,7 @@ int run_predicted(const BenchOptions& o) {
     spec.prompt_tokens = 0;
     spec.batch_rows = {1};
     for (int32_t k = 0; k <= o.speculative.verify_max; ++k) spec.verify_rows.push_back(1 + k);
+    spec.device_drafted = true;
   }
   spec.gpu = o.gpu;
   cuda::find_gpu(o.gpu);  // an unknown name fails before the model loads
@@ -501,6 +514,11 @@ Runner add_bench(CLI::App& app) {
   cmd->add_option("--draft-p-min", sp.draft_p_min,
                   "With --spec draft: the draft stops below this probability of its top token")->capture_default_str();
   cmd->add_flag("--draft-fixed", sp.draft_fixed, "With --spec: verify every draft up to --draft-max (no adaptive length)");
+  cmd->add_option("--draft-on", sp.draft_on,
+                  "With --spec ngram: where it drafts and accepts (auto: on a CUDA device for greedy decoding of a model "
+                  "without recurrent state; host; device)")
+      ->check(CLI::IsMember({"auto", "host", "device"}))
+      ->capture_default_str();
   cmd->add_option("--spec-prompt", sp.prompt_kind,
                   "With --spec: the -p prompt ids: repeat (a passage of random ids, repeated) or random")
       ->check(CLI::IsMember({"repeat", "random"}))
