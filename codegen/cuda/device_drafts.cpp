@@ -33,18 +33,43 @@ Kernel spec_accept_kernel(int64_t n_vocab) {
   kb.need("block_argmax");
   // {0} record, {1} logits, {2} rows, {3} capacity, {4} V, then the
   // record's word offsets.
-  kb.body(fmt::format(R"(  constexpr long long V = {4};
+  kb.body(fmt::format(R"(  constexpr long long V = {4}, CH = {13}, NB = (V + CH - 1) / CH;
   constexpr int KD = {5};
   __shared__ float sv[256];
   __shared__ long long si[256];
   __shared__ int best[KD + 1];
   __shared__ int found[256];
+  __shared__ int s_last;
   int* hist = {0} + {6};
   int* drafts = {0} + {7};
   int* out = {0} + {8};
-  for (long long r = 0; r < {2}; ++r) {{
-    const long long b = vtc_block_argmax({1} + r * V, V, sv, si);
-    if (threadIdx.x == 0) best[r] = b == 0x7fffffffffffffffLL ? 0 : (int)b;
+  volatile int* part = {0} + {6} + {3};
+  if ({2} > 0) {{
+    const long long r = blockIdx.y, c0 = blockIdx.x * CH, n = V - c0 < CH ? V - c0 : CH;
+    const long long b = vtc_block_argmax({1} + r * V + c0, n, sv, si);
+    if (threadIdx.x == 0) {{
+      part[r * NB + blockIdx.x] = __float_as_int(sv[0]);
+      part[(KD + 1) * NB + r * NB + blockIdx.x] = b == 0x7fffffffffffffffLL ? -1 : (int)(c0 + b);
+    }}
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {{
+      s_last = atomicAdd(&{0}[{14}], 1) == (int)({2} * NB) - 1;
+      if (s_last) {0}[{14}] = 0;
+    }}
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    for (long long r = threadIdx.x; r < {2}; r += blockDim.x) {{
+      float bv = 0.0f;
+      int bi = -1;
+      for (long long c = 0; c < NB; ++c) {{
+        const float v = __int_as_float(part[r * NB + c]);
+        const int i = part[(KD + 1) * NB + r * NB + c];
+        if (i >= 0 && (bi < 0 || v > bv)) bv = v, bi = i;
+      }}
+      best[r] = bi < 0 ? 0 : bi;
+    }}
     __syncthreads();
   }}
   if (threadIdx.x == 0 && {2} > 0) {{
@@ -87,8 +112,8 @@ Kernel spec_accept_kernel(int64_t n_vocab) {
   }}
 )",
                       rec, x, rows, cap, n_vocab, R::kMaxDrafts, R::kHistory, R::kDrafts, R::kOut, R::kLen,
-                      R::kOutCount, R::kOutDrafted, R::kMatched));
-  kb.launch(ir::Dim(256), 256);
+                      R::kOutCount, R::kOutDrafted, R::kMatched, R::kChunk, R::kDone));
+  kb.launch(ir::Dim(256), 256);  // the executor launches spec_accept_grid() blocks
   return kb.finish();
 }
 

@@ -19,10 +19,14 @@
 // spec_rows(record, ids, pos, rows): before the step, writes its %ids
 // (the history's last token, then rows - 1 drafts) and %pos (len - 1 + t).
 //
-// spec_accept(record, logits, rows, capacity), one block of 256 threads:
-//  1. accept (rows > 0): each row's greedy token by the `sample` op's rule
-//     (emit_sample.cpp: first maximum, NaN never wins, a row with nothing
-//     above -inf gives 0); n = the leading drafts equal to their row's
+// spec_accept(record, logits, rows, capacity), a block of 256 threads per
+// (chunk of 2048 logits, row):
+//  1. accept (rows > 0): each block writes its chunk's first maximum to
+//     the record's partials; the last block to finish (a counter in the
+//     record, left at zero) takes each row's greedy token from them, in
+//     chunk order, by the `sample` op's rule (emit_sample.cpp: first
+//     maximum, NaN never wins, a row with nothing above -inf gives 0),
+//     and goes on alone: n = the leading drafts equal to their row's
 //     token; the n drafts and row n's token are the outcome and are
 //     appended to the history.
 //  2. draft, the host drafter's rule (serve/engine/speculative/
@@ -37,6 +41,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 
 #include "codegen/cuda/kernel.h"
 
@@ -45,12 +50,21 @@ namespace vtc::cuda {
 struct DeviceDraftRecord {
   static constexpr int64_t kMaxDrafts = kDecodeFormRows - 1;  // a verify step keeps decode's bits
   static constexpr int64_t kLen = 0, kMatched = 1, kOutCount = 2, kOutDrafted = 3, kOut = 4;
-  static constexpr int64_t kDrafts = kOut + kMaxDrafts + 1, kHistory = kDrafts + kMaxDrafts + 1;
+  static constexpr int64_t kDrafts = kOut + kMaxDrafts + 1, kDone = kDrafts + kMaxDrafts, kHistory = kDone + 1;
   static constexpr int64_t kOutcomeWords = kOut + kMaxDrafts + 1 - kOutCount;
-  static int64_t words(int64_t n_ctx) { return kHistory + n_ctx; }
+  static constexpr int64_t kChunk = 2048;  // logits per argmax block
+  static int64_t chunks(int64_t n_vocab) { return (n_vocab + kChunk - 1) / kChunk; }
+  // The history, then the argmax blocks' partials: [rows][chunks] value
+  // bits, then [rows][chunks] indices.
+  static int64_t words(int64_t n_ctx, int64_t n_vocab) { return kHistory + n_ctx + 2 * (kMaxDrafts + 1) * chunks(n_vocab); }
 };
 
 Kernel spec_rows_kernel();
 Kernel spec_accept_kernel(int64_t n_vocab);
+// spec_accept's grid: (chunks, rows) blocks, (1, 1) for rows = 0.
+inline std::pair<unsigned, unsigned> spec_accept_grid(int64_t n_vocab, int64_t rows) {
+  return rows > 0 ? std::pair<unsigned, unsigned>(unsigned(DeviceDraftRecord::chunks(n_vocab)), unsigned(rows))
+                  : std::pair<unsigned, unsigned>(1, 1);
+}
 
 }  // namespace vtc::cuda

@@ -925,6 +925,7 @@ struct Executor::Impl final : StateStorage {
   using Record = DeviceDraftRecord;
   void* spec_rows_fn = nullptr;
   void* spec_accept_fn = nullptr;
+  int64_t draft_vocab = 0;
   std::map<int32_t, DevPtr> draft_records;  // by slot
   bool pending_outcome = false;             // the pending copy-out is a verify outcome
 
@@ -939,6 +940,7 @@ struct Executor::Impl final : StateStorage {
     if (spec_accept_fn) return;
     const auto vocab = prefill_step().kernels.returns.at(0)->type.shape.at(1).constant();
     if (!vocab) throw Error("cuda: drafting on the device needs @prefill's logits to have a constant vocabulary");
+    draft_vocab = *vocab;
     const Kernel rows = spec_rows_kernel(), accept = spec_accept_kernel(*vocab);
     for (const Kernel* k : {&rows, &accept}) compiled[k->entry] = nvrtc->compile(*k, dev->arch(), CodeKind::Cubin).image;
     spec_rows_fn = load(rows);
@@ -948,7 +950,8 @@ struct Executor::Impl final : StateStorage {
   void launch_accept(DevPtr record, DevPtr logits, long long rows) {
     long long capacity = states.config().n_ctx;
     void* params[] = {&record, &logits, &rows, &capacity};
-    dev->launch(spec_accept_fn, 1, 1, 256, params, stream);
+    const auto [gx, gy] = spec_accept_grid(draft_vocab, rows);
+    dev->launch(spec_accept_fn, gx, gy, 256, params, stream);
   }
 
   void start_drafts(int32_t slot, std::span<const int32_t> tokens) {
@@ -956,7 +959,7 @@ struct Executor::Impl final : StateStorage {
     load_draft_kernels();
     if (pending_outcome && pending) collect();  // an earlier sequence's last step, no longer read
     DevPtr& record = draft_records[slot];
-    if (!record) record = dev->alloc(uint64_t(Record::words(states.config().n_ctx)) * 4);
+    if (!record) record = dev->alloc(uint64_t(Record::words(states.config().n_ctx, draft_vocab)) * 4);  // zeroed
     std::vector<int32_t> head(size_t(Record::kHistory) + tokens.size(), 0);
     head[Record::kLen] = int32_t(tokens.size());
     std::copy(tokens.begin(), tokens.end(), head.begin() + Record::kHistory);

@@ -216,7 +216,9 @@ TEST_CASE("vtc bench --verify-cost on the simulated device predicts verify steps
   CHECK_THAT(out, Catch::Contains("verify step of 1 + k rows against a 1-row decode step") &&
                       Catch::Contains("PREDICTED by the cost model, not measured"));
   const auto j = read_json(pred);
-  REQUIRE(j.at("steps").size() == 4);  // decode, then verify steps of 1, 2, 3 rows
+  // decode, then verify steps of 1, 2, 3 rows drafted on the host, then
+  // drafted on the device
+  REQUIRE(j.at("steps").size() == 7);
   const double decode_us = j.at("steps").at(0).at("predicted_us").get<double>();
   std::vector<double> verify_us;
   for (size_t i = 1; i < 4; ++i) {
@@ -232,6 +234,27 @@ TEST_CASE("vtc bench --verify-cost on the simulated device predicts verify steps
   CHECK(verify_us[0] < 1.2 * decode_us);
   CHECK(verify_us[0] <= verify_us[1]);
   CHECK(verify_us[1] <= verify_us[2]);
+  // Drafted on the device (docs/speculative.md): spec_rows and spec_accept
+  // run beside the step's kernels, only the accepted ids come back (no
+  // logits rows, no pageable copy), the host waits once (for the outcome,
+  // at the window's end) where the host-drafted step waits per download,
+  // and the step is predicted no dearer for it.
+  for (size_t i = 1; i < 4; ++i) {
+    const auto& host = j.at("steps").at(i);
+    const auto& device = j.at("steps").at(i + 3);
+    INFO(device.at("step").get<std::string>());
+    CHECK(device.at("step").get<std::string>() == fmt::format("verify drafted on the device, {} row(s) after 8 tokens of context", i));
+    std::map<std::string, double> launches;
+    for (const auto& f : device.at("families")) launches[f.at("family")] = f.at("launches").get<double>();
+    CHECK(launches["spec_rows"] == 1);
+    CHECK(launches["spec_accept"] == 1);
+    for (const auto& l : device.at("launches"))  // a block per 2048 of the 32000 logits, per row
+      if (l.at("entry").get<std::string>().rfind("spec_accept", 0) == 0) CHECK(l.at("blocks").get<double>() == 16 * double(i));
+    CHECK(device.at("pageable_copies").get<double>() == 0);
+    CHECK(device.at("host_waits").get<double>() == 1);
+    CHECK(host.at("host_waits").get<double>() > 1);
+    CHECK(device.at("predicted_us").get<double>() <= host.at("predicted_us").get<double>());
+  }
   const std::string spec = test::run_capture(fmt::format(
       "VTC_CUDA_DEVICE=sim {} bench {} --target cuda --spec ngram 2>&1; echo exit=$?", VTC_TOOL, model));
   CHECK_THAT(spec, Catch::Contains("--verify-cost for the predicted cost") && Catch::Contains("exit=1"));
