@@ -39,15 +39,6 @@ std::string why_not_drafting_on_device(Session& session, const GenerateOptions& 
   return "";
 }
 
-namespace {
-
-struct InFlight {
-  int32_t rows = 0;  // 0: nothing queued
-  std::chrono::steady_clock::time_point queued;
-};
-
-}  // namespace
-
 void generate_speculative_on_device(Session& session, Generation& gen, std::span<const int32_t> prompt, int32_t first,
                                     const GenerateOptions& o, const PieceCallback& on_piece, GenerateResult& result) {
   result.spec.drafted_on_device = true;
@@ -60,20 +51,25 @@ void generate_speculative_on_device(Session& session, Generation& gen, std::span
   int64_t known = int64_t(history.size());  // tokens whose outcome the host has read; the last has not run
   DraftPolicy policy;
   DraftPolicy::Sequence record;
-  InFlight in_flight;
+  int32_t in_flight = 0;  // rows of the step queued and not read yet (0: none)
   bool finished = false;
 
-  auto consume = [&](const DeviceVerifyOutcome& out, const InFlight& step) {
+  // A step's time: from the previous outcome read to this one (the device
+  // runs the queued steps back to back, so in steady state that is the
+  // step's own time).
+  auto last_read = std::chrono::steady_clock::now();
+  auto consume = [&](const DeviceVerifyOutcome& out, int32_t rows) {
     const auto now = std::chrono::steady_clock::now();
-    policy.step_timed(step.rows, std::chrono::duration<double>(now - step.queued).count());
-    const int32_t k = step.rows - 1, accepted = int32_t(out.tokens.size()) - 1;
+    policy.step_timed(rows, std::chrono::duration<double>(now - last_read).count());
+    last_read = now;
+    const int32_t k = rows - 1, accepted = int32_t(out.tokens.size()) - 1;
     ++result.spec.steps;
     if (k > 0) {
       policy.verified(record, k, accepted);
       result.spec.draft_n += k;
       result.spec.draft_n_accepted += accepted;
       ++result.spec.verify_steps;
-      result.spec.longest_verify = std::max<int64_t>(result.spec.longest_verify, step.rows);
+      result.spec.longest_verify = std::max<int64_t>(result.spec.longest_verify, rows);
     } else {
       policy.decoded_plainly(record);
     }
@@ -93,29 +89,29 @@ void generate_speculative_on_device(Session& session, Generation& gen, std::span
   for (;;) {
     // The most positions the queued step can reach, and the least output
     // it gives.
-    const int64_t reach = known + in_flight.rows;
-    const int64_t least_output = int64_t(result.generated.size()) + (in_flight.rows > 0 ? 1 : 0);
+    const int64_t reach = known + in_flight;
+    const int64_t least_output = int64_t(result.generated.size()) + (in_flight > 0 ? 1 : 0);
     int64_t room = std::min<int64_t>(most_drafts, n_ctx - reach);
     if (o.n_predict >= 0) room = std::min<int64_t>(room, int64_t(o.n_predict) - least_output - 1);
     const bool queue = !finished && room >= 0;
     std::optional<DeviceVerifyOutcome> previous;
-    InFlight queued = in_flight;
+    const int32_t queued = in_flight;
     if (queue) {
       int32_t k = int32_t(room);
       if (k > 0 && o.spec.adaptive) k = record.plain_left > 0 ? 0 : policy.length(record, k, o.spec.draft_min, o.spec.draft_max, 1, 1);
       if (k < std::max(o.spec.draft_min, 1)) k = 0;
-      in_flight = {k + 1, std::chrono::steady_clock::now()};
+      in_flight = k + 1;
       previous = session.verify_on_device(slot, k, reach - 1 + k + 1);
-    } else if (in_flight.rows > 0) {
+    } else if (in_flight > 0) {
       previous = session.finish_device_verify();
-      in_flight = {};
+      in_flight = 0;
     }
     if (previous) consume(*previous, queued);
-    if (finished && in_flight.rows > 0) {
+    if (finished && in_flight > 0) {
       session.finish_device_verify();  // queued past the end: discarded
-      in_flight = {};
+      in_flight = 0;
     }
-    if (in_flight.rows == 0 && (finished || !queue)) break;
+    if (in_flight == 0 && (finished || !queue)) break;
   }
   session.truncate(slot, int64_t(prompt.size() + result.generated.size()));
 }
