@@ -144,7 +144,7 @@ TEST_CASE("vtc run --target cuda: a seeded sampled --spec ngram run gives the id
 // --spec ngram run on the simulated device drafts there by default, says
 // so, and gives the ids of --spec off and of --draft-on host; where the
 // device cannot draft, --draft-on device is refused naming why.
-TEST_CASE("vtc run --draft-on: greedy n-gram drafting on the device gives --spec off's ids; refusals name why",
+TEST_CASE("vtc run --draft-on: greedy n-gram drafting on the device gives --spec off's ids, and refusals name why",
           "[cli][spec][sim]") {
   const std::string model = test::model_path("llama", "f32");
   const auto run = [&](const std::string& flags) {
