@@ -39,81 +39,111 @@ std::string why_not_drafting_on_device(Session& session, const GenerateOptions& 
   return "";
 }
 
+namespace {
+
+// One generation's pipelined verify steps (see above).
+class DeviceSpecLoop {
+ public:
+  DeviceSpecLoop(Session& session, Generation& gen, std::span<const int32_t> prompt, const GenerateOptions& o,
+                 const PieceCallback& on_piece, GenerateResult& result)
+      : session_(session), gen_(gen), prompt_(prompt), o_(o), on_piece_(on_piece), result_(result),
+        most_drafts_(std::min(o.spec.draft_max, session.backend().rows_with_decode_bits() - 1)) {}
+
+  void run(int32_t first) {
+    std::vector<int32_t> history(prompt_.begin(), prompt_.end());
+    history.push_back(first);
+    session_.start_device_drafts(o_.slot, history);
+    known_ = int64_t(history.size());
+    last_read_ = std::chrono::steady_clock::now();
+    for (;;) {
+      const int32_t queued = in_flight_, k = next_drafts();
+      std::optional<DeviceVerifyOutcome> previous;
+      if (k >= 0) {
+        // The step reaches at most the in-flight step's reach plus its own rows.
+        previous = session_.verify_on_device(o_.slot, k, known_ + in_flight_ + k);
+        in_flight_ = k + 1;
+      } else if (in_flight_ > 0) {
+        previous = session_.finish_device_verify();
+        in_flight_ = 0;
+      }
+      if (previous) consume(*previous, queued);
+      if (finished_ && in_flight_ > 0) {
+        session_.finish_device_verify();  // queued past the end: discarded
+        in_flight_ = 0;
+      }
+      if (in_flight_ == 0 && (finished_ || k < 0)) break;
+    }
+    session_.truncate(o_.slot, int64_t(prompt_.size() + result_.generated.size()));
+  }
+
+ private:
+  // The next step's draft count, or -1 when no step may be queued: the
+  // generation ended, or the steps in flight reach the context or -n.
+  int32_t next_drafts() {
+    const int64_t reach = known_ + in_flight_;  // the most tokens the queued step can leave
+    const int64_t least_output = int64_t(result_.generated.size()) + (in_flight_ > 0 ? 1 : 0);
+    int64_t room = std::min<int64_t>(most_drafts_, session_.n_ctx() - reach);
+    if (o_.n_predict >= 0) room = std::min<int64_t>(room, int64_t(o_.n_predict) - least_output - 1);
+    if (finished_ || room < 0) return -1;
+    int32_t k = int32_t(room);
+    if (k > 0 && o_.spec.adaptive)
+      k = record_.plain_left > 0 ? 0 : policy_.length(record_, k, o_.spec.draft_min, o_.spec.draft_max, 1, 1);
+    return k < std::max(o_.spec.draft_min, 1) ? 0 : k;
+  }
+
+  // A step's outcome: counts, the policy, and its tokens emitted. Its time
+  // is the interval since the previous outcome was read (the device runs
+  // the queued steps back to back: in steady state the step's own time).
+  void consume(const DeviceVerifyOutcome& out, int32_t rows) {
+    const auto now = std::chrono::steady_clock::now();
+    policy_.step_timed(rows, std::chrono::duration<double>(now - last_read_).count());
+    last_read_ = now;
+    const int32_t k = rows - 1, accepted = int32_t(out.tokens.size()) - 1;
+    SpecCounts& c = result_.spec;
+    ++c.steps;
+    if (k > 0) {
+      policy_.verified(record_, k, accepted);
+      c.draft_n += k;
+      c.draft_n_accepted += accepted;
+      ++c.verify_steps;
+      c.longest_verify = std::max<int64_t>(c.longest_verify, rows);
+    } else {
+      policy_.decoded_plainly(record_);
+    }
+    known_ += int64_t(out.tokens.size());
+    for (const int32_t id : out.tokens) {
+      if (finished_) break;
+      gen_.accept(id);
+      result_.generated.push_back(id);
+      const int64_t position = int64_t(prompt_.size() + result_.generated.size()) - 1;
+      const TokenEvent ev = gen_.emit(id, {}, position, session_.n_ctx(), result_.finish);
+      result_.text += ev.text;
+      if (on_piece_) on_piece_(id, ev.text);
+      finished_ = result_.finish.kind != Finish::None;
+    }
+  }
+
+  Session& session_;
+  Generation& gen_;
+  std::span<const int32_t> prompt_;
+  const GenerateOptions& o_;
+  const PieceCallback& on_piece_;
+  GenerateResult& result_;
+  const int32_t most_drafts_;
+  int64_t known_ = 0;      // tokens whose outcome the host has read; the last has not run
+  int32_t in_flight_ = 0;  // rows of the step queued and not read yet (0: none)
+  bool finished_ = false;
+  DraftPolicy policy_;
+  DraftPolicy::Sequence record_;
+  std::chrono::steady_clock::time_point last_read_;
+};
+
+}  // namespace
+
 void generate_speculative_on_device(Session& session, Generation& gen, std::span<const int32_t> prompt, int32_t first,
                                     const GenerateOptions& o, const PieceCallback& on_piece, GenerateResult& result) {
   result.spec.drafted_on_device = true;
-  const int32_t slot = o.slot;
-  const int64_t n_ctx = session.n_ctx();
-  const int32_t most_drafts = std::min(o.spec.draft_max, session.backend().rows_with_decode_bits() - 1);
-  std::vector<int32_t> history(prompt.begin(), prompt.end());
-  history.push_back(first);
-  session.start_device_drafts(slot, history);
-  int64_t known = int64_t(history.size());  // tokens whose outcome the host has read; the last has not run
-  DraftPolicy policy;
-  DraftPolicy::Sequence record;
-  int32_t in_flight = 0;  // rows of the step queued and not read yet (0: none)
-  bool finished = false;
-
-  // A step's time: from the previous outcome read to this one (the device
-  // runs the queued steps back to back, so in steady state that is the
-  // step's own time).
-  auto last_read = std::chrono::steady_clock::now();
-  auto consume = [&](const DeviceVerifyOutcome& out, int32_t rows) {
-    const auto now = std::chrono::steady_clock::now();
-    policy.step_timed(rows, std::chrono::duration<double>(now - last_read).count());
-    last_read = now;
-    const int32_t k = rows - 1, accepted = int32_t(out.tokens.size()) - 1;
-    ++result.spec.steps;
-    if (k > 0) {
-      policy.verified(record, k, accepted);
-      result.spec.draft_n += k;
-      result.spec.draft_n_accepted += accepted;
-      ++result.spec.verify_steps;
-      result.spec.longest_verify = std::max<int64_t>(result.spec.longest_verify, rows);
-    } else {
-      policy.decoded_plainly(record);
-    }
-    known += int64_t(out.tokens.size());
-    for (const int32_t id : out.tokens) {
-      if (finished) break;
-      gen.accept(id);
-      result.generated.push_back(id);
-      const int64_t position = int64_t(prompt.size() + result.generated.size()) - 1;
-      const TokenEvent ev = gen.emit(id, {}, position, n_ctx, result.finish);
-      result.text += ev.text;
-      if (on_piece) on_piece(id, ev.text);
-      finished = result.finish.kind != Finish::None;
-    }
-  };
-
-  for (;;) {
-    // The most positions the queued step can reach, and the least output
-    // it gives.
-    const int64_t reach = known + in_flight;
-    const int64_t least_output = int64_t(result.generated.size()) + (in_flight > 0 ? 1 : 0);
-    int64_t room = std::min<int64_t>(most_drafts, n_ctx - reach);
-    if (o.n_predict >= 0) room = std::min<int64_t>(room, int64_t(o.n_predict) - least_output - 1);
-    const bool queue = !finished && room >= 0;
-    std::optional<DeviceVerifyOutcome> previous;
-    const int32_t queued = in_flight;
-    if (queue) {
-      int32_t k = int32_t(room);
-      if (k > 0 && o.spec.adaptive) k = record.plain_left > 0 ? 0 : policy.length(record, k, o.spec.draft_min, o.spec.draft_max, 1, 1);
-      if (k < std::max(o.spec.draft_min, 1)) k = 0;
-      in_flight = k + 1;
-      previous = session.verify_on_device(slot, k, reach - 1 + k + 1);
-    } else if (in_flight > 0) {
-      previous = session.finish_device_verify();
-      in_flight = 0;
-    }
-    if (previous) consume(*previous, queued);
-    if (finished && in_flight > 0) {
-      session.finish_device_verify();  // queued past the end: discarded
-      in_flight = 0;
-    }
-    if (in_flight == 0 && (finished || !queue)) break;
-  }
-  session.truncate(slot, int64_t(prompt.size() + result.generated.size()));
+  DeviceSpecLoop(session, gen, prompt, o, on_piece, result).run(first);
 }
 
 }  // namespace vtc::serve
