@@ -133,6 +133,10 @@ void run_steps(Session& session, const PredictSpec& spec, StepWindow& window,
     window.end(fmt::format("decode, {} row(s) at {} tokens of context", b, spec.batch_context + 1), "decode",
                {{"T", b}, {"S", b}, {"R", b}, {"KEYS", spec.batch_context + 2}});
   }
+  // A verify step of v rows after the context (one sequence, every row's logits).
+  const auto verify_shape = [&](int32_t v) {
+    return cuda::StepShape{{"T", v}, {"S", 1}, {"R", v}, {"KEYS", spec.batch_context + (v + 1) / 2}};
+  };
   for (int32_t v : spec.verify_rows) {
     say(fmt::format("a verify step of {} row(s) after {} tokens", v, spec.batch_context));
     session.reset(0);
@@ -141,7 +145,7 @@ void run_steps(Session& session, const PredictSpec& spec, StepWindow& window,
     window.begin();
     session.prefill(0, rows, spec.batch_context, true);
     window.end(fmt::format("verify, {} row(s) after {} tokens of context", v, spec.batch_context), "prefill",
-               {{"T", v}, {"S", 1}, {"R", v}, {"KEYS", spec.batch_context + (v + 1) / 2}});
+               verify_shape(v));
   }
   // A model with recurrent state drafts on the host (its rollback is a
   // host-ordered checkpoint restore): no device-drafted steps.
@@ -162,7 +166,7 @@ void run_steps(Session& session, const PredictSpec& spec, StepWindow& window,
         if (spec.sample_blocks <= 1) throw;
       }
       window.end(fmt::format("verify drafted on the device, {} row(s) after {} tokens of context", v, spec.batch_context),
-                 "prefill", {{"T", v}, {"S", 1}, {"R", v}, {"KEYS", spec.batch_context + (v + 1) / 2}});
+                 "prefill", verify_shape(v));
     }
 }
 

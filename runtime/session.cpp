@@ -450,9 +450,10 @@ void Session::start_device_drafts(int32_t slot, std::span<const int32_t> tokens)
 }
 
 std::optional<DeviceVerifyOutcome> Session::verify_on_device(int32_t slot, int32_t drafts, int64_t n_positions) {
-  if (drafts < 0 || drafts >= int32_t(cuda::kDecodeFormRows) || n_positions > n_ctx())
+  const int32_t most = impl_->backend->rows_with_decode_bits() - 1;  // a verify row keeps decode's bits
+  if (drafts < 0 || drafts > most || n_positions > n_ctx())
     throw Error(fmt::format("speculate: {} drafts with {} positions reserved (at most {} and {})", drafts, n_positions,
-                            cuda::kDecodeFormRows - 1, n_ctx()));
+                            most, n_ctx()));
   impl_->reserve(slot, n_positions, "speculate");
   const int32_t rows = drafts + 1;
   std::vector<int32_t> zeros(size_t(rows), 0), order(static_cast<size_t>(rows));

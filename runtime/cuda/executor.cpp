@@ -911,12 +911,15 @@ struct Executor::Impl final : StateStorage {
     return previous;
   }
 
-  // The pending copy-out, which must be of the kind the caller reads (the
+  // An uncollected copy-out must be of the kind the caller reads next (the
   // sampled ids of @decode, or a device verify step's outcome words).
-  std::vector<int32_t> collect_kind(bool outcome) {
+  void require_pending_kind(bool outcome) const {
     if ((pending || !held.empty()) && pending_outcome != outcome)
       throw Error(outcome ? "cuda: a device verify step was queued behind an uncollected sampled step"
                           : "cuda: a sampled step was queued behind an uncollected device verify step");
+  }
+  std::vector<int32_t> collect_kind(bool outcome) {
+    require_pending_kind(outcome);
     return collect();
   }
 
@@ -926,21 +929,24 @@ struct Executor::Impl final : StateStorage {
   void* spec_rows_fn = nullptr;
   void* spec_accept_fn = nullptr;
   int64_t draft_vocab = 0;
+  size_t draft_ids_arg = 0, draft_pos_arg = 0;   // @prefill's %ids and %pos, which spec_rows writes
+  const ir::ValueData* draft_logits = nullptr;  // @prefill's logits, which spec_accept reads
   std::map<int32_t, DevPtr> draft_records;  // by slot
   bool pending_outcome = false;             // the pending copy-out is a verify outcome
 
-  const Step& prefill_step() const {
-    auto it = steps.find(std::string(ir::step_name(ir::StepKind::Prefill)));
-    if (it == steps.end()) throw Error("cuda: drafting on the device needs a @prefill step");
-    return it->second;
-  }
-
-  // The two kernels, compiled the first time a sequence drafts here.
+  // The two kernels, compiled the first time a sequence drafts here, and
+  // the @prefill values they touch.
   void load_draft_kernels() {
     if (spec_accept_fn) return;
-    const auto vocab = prefill_step().kernels.returns.at(0)->type.shape.at(1).constant();
+    auto it = steps.find(std::string(ir::step_name(ir::StepKind::Prefill)));
+    if (it == steps.end()) throw Error("cuda: drafting on the device needs a @prefill step");
+    const Step& st = it->second;
+    draft_logits = st.kernels.returns.at(0);
+    const auto vocab = draft_logits->type.shape.at(1).constant();
     if (!vocab) throw Error("cuda: drafting on the device needs @prefill's logits to have a constant vocabulary");
     draft_vocab = *vocab;
+    draft_ids_arg = arg_index(st, ir::step::kIds);
+    draft_pos_arg = arg_index(st, ir::step::kPos);
     const Kernel rows = spec_rows_kernel(), accept = spec_accept_kernel(*vocab);
     for (const Kernel* k : {&rows, &accept}) compiled[k->entry] = nvrtc->compile(*k, dev->arch(), CodeKind::Cubin).image;
     spec_rows_fn = load(rows);
@@ -976,21 +982,18 @@ struct Executor::Impl final : StateStorage {
     if (rec == draft_records.end())
       throw Error("cuda: a device verify step takes one slot that start_device_drafts gave a history");
     if (req.step != ir::step_name(ir::StepKind::Prefill)) throw Error("cuda: a device verify step runs @prefill");
-    const Step& st = prefill_step();
-    const ir::ValueData* logits = st.kernels.returns.at(0);
     const int64_t rows = req.args.at(std::string(ir::step::kRows)).numel();
     if (rows < 1 || rows > Record::kMaxDrafts + 1 || req.args.at(std::string(ir::step::kIds)).numel() != rows)
       throw Error(fmt::format("cuda: a device verify step has 1..{} rows, each with its logits", Record::kMaxDrafts + 1));
-    if ((pending || !held.empty()) && !pending_outcome)
-      throw Error("cuda: a device verify step was queued behind an uncollected sampled step");
+    require_pending_kind(true);
     DevPtr record = rec->second;
     const Call c = execute(req, [&](const Prepared& p) {
-      DevPtr ids = p.arg_dst[arg_index(st, ir::step::kIds)], pos = p.arg_dst[arg_index(st, ir::step::kPos)];
+      DevPtr ids = p.arg_dst[draft_ids_arg], pos = p.arg_dst[draft_pos_arg];
       long long n = rows;
       void* params[] = {&record, &ids, &pos, &n};
       dev->launch(spec_rows_fn, 1, 1, 32, params, stream);
     });
-    launch_accept(record, c.p->at(logits), rows);
+    launch_accept(record, c.p->at(draft_logits), rows);
     dev->download(stage[c.stage].ids, record + Record::kOutCount * 4, Record::kOutcomeWords * 4, stream);
     finish(c);
     const std::optional<DeviceVerifyOutcome> previous = outcome(collect());
@@ -1006,12 +1009,13 @@ struct Executor::Impl final : StateStorage {
     throw Error(fmt::format("cuda: @{} has no argument %{}", st.fn->name, name));
   }
 
+  // The outcome from its copied words (the record's from kOutCount on).
   static std::optional<DeviceVerifyOutcome> outcome(const std::vector<int32_t>& words) {
     if (words.empty()) return std::nullopt;
-    const int32_t count = words[Record::kOutCount - Record::kOutCount];
+    const auto word = [&](int64_t w) { return words.begin() + (w - Record::kOutCount); };  // by record word
+    const int32_t count = *word(Record::kOutCount);
     if (count < 1 || count > Record::kMaxDrafts + 1) throw Error(fmt::format("cuda: a device verify step accepted {} tokens", count));
-    const auto* first = words.data() + (Record::kOut - Record::kOutCount);
-    return DeviceVerifyOutcome{words[Record::kOutDrafted - Record::kOutCount], std::vector<int32_t>(first, first + count)};
+    return DeviceVerifyOutcome{*word(Record::kOutDrafted), std::vector<int32_t>(word(Record::kOut), word(Record::kOut) + count)};
   }
 };
 

@@ -30,6 +30,7 @@
 #include "runtime/session.h"
 #include "support/error.h"
 #include "tools/vtc/bench_spec.h"
+#include "tools/vtc/spec_option.h"
 #include "tools/vtc/cache_type_option.h"
 #include "tools/vtc/commands.h"
 #include "tools/vtc/target_option.h"
@@ -514,11 +515,7 @@ Runner add_bench(CLI::App& app) {
   cmd->add_option("--draft-p-min", sp.draft_p_min,
                   "With --spec draft: the draft stops below this probability of its top token")->capture_default_str();
   cmd->add_flag("--draft-fixed", sp.draft_fixed, "With --spec: verify every draft up to --draft-max (no adaptive length)");
-  cmd->add_option("--draft-on", sp.draft_on,
-                  "With --spec ngram: where it drafts and accepts (auto: on a CUDA device for greedy decoding of a model "
-                  "without recurrent state; host; device)")
-      ->check(CLI::IsMember({"auto", "host", "device"}))
-      ->capture_default_str();
+  add_draft_on_option(cmd, sp.draft_on);
   cmd->add_option("--spec-prompt", sp.prompt_kind,
                   "With --spec: the -p prompt ids: repeat (a passage of random ids, repeated) or random")
       ->check(CLI::IsMember({"repeat", "random"}))

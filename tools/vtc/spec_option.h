@@ -29,6 +29,17 @@ struct SpecFlags {
   }
 };
 
+// --draft-on (serve::DraftOn), for run and serve here and for bench's own
+// speculative flags (tools/vtc/cmd_bench.cpp).
+inline void add_draft_on_option(CLI::App* cmd, std::string& draft_on) {
+  cmd->add_option("--draft-on", draft_on,
+                  "Where --spec ngram drafts and accepts: auto (on a CUDA device, for greedy sampling without "
+                  "penalties and a model without recurrent state: no step waits for the host; else the host), host, "
+                  "or device (refused, saying why, where it cannot; vtc serve drafts on the host)")
+      ->check(CLI::IsMember({"auto", "host", "device"}))
+      ->capture_default_str();
+}
+
 inline void add_spec_options(CLI::App* cmd, SpecFlags& f) {
   cmd->add_option("--spec", f.mode,
                   "Speculative decoding: ngram (drafts from the sequence's own tokens), draft (a draft model), off "
@@ -44,12 +55,7 @@ inline void add_spec_options(CLI::App* cmd, SpecFlags& f) {
       ->capture_default_str();
   cmd->add_flag("--draft-fixed", f.fixed,
                 "Verify every draft the drafter has, up to --draft-max (no adaptive length: to measure verify steps)");
-  cmd->add_option("--draft-on", f.draft_on,
-                  "Where --spec ngram drafts and accepts: auto (vtc run on a CUDA device, for greedy sampling without "
-                  "penalties and a model without recurrent state: no step waits for the host; else the host), host, "
-                  "or device (refused, saying why, where it cannot; vtc serve drafts on the host)")
-      ->check(CLI::IsMember({"auto", "host", "device"}))
-      ->capture_default_str();
+  add_draft_on_option(cmd, f.draft_on);
 }
 
 }  // namespace vtc::cli
