@@ -89,6 +89,37 @@ TEST_CASE("sequences decoded in one batch match sequences decoded alone", "[e2e]
   CHECK(test::relative_l2(both.row(1), second.row(0)) < 1e-6);
 }
 
+// A speculative verify chunk must give each row the bits of its decode
+// step (docs/speculative.md, "The guarantee"). Q4_K weights in the x8
+// layout are the case where a matmul's order depends on its row count:
+// llama.cpp's gemm sums 4 tokens per pair of sub-blocks, its gemv one per
+// superblock. Below 64 rows every token takes the gemv's order (internal.h,
+// PackedFn); before that, `vtc bench --spec ngram` on the 0.56B Q4_K_M
+// model parted from --spec off at token 30.
+TEST_CASE("a verify chunk on Q4_K x8 weights has the bits of decode steps", "[e2e][reference][spec]") {
+  const std::string path = test::model_path("llama", "q4_k_m");
+  const auto prompt = test::sample_prompt(path);
+  const std::vector<int32_t> rows{11, 22, 33, 44, 55, 66, 77, 88};
+  const int32_t at = int32_t(prompt.size());
+  std::vector<std::vector<float>> decoded;
+  {
+    Session s(path, {.threads = 2, .n_ctx = 128, .n_slots = 1});
+    s.prefill(0, prompt, 0);
+    for (size_t i = 0; i < rows.size(); ++i)
+      decoded.push_back(
+          s.decode(std::vector<int32_t>{0}, std::vector<int32_t>{rows[i]}, std::vector<int32_t>{at + int32_t(i)}).row(0));
+  }
+  Session s(path, {.threads = 2, .n_ctx = 128, .n_slots = 1});
+  s.prefill(0, prompt, 0);
+  const HostTensor chunk = s.prefill(0, rows, at, true);
+  REQUIRE(chunk.shape.at(0) == int64_t(rows.size()));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const std::vector<float> row = chunk.row(int64_t(i));
+    INFO("row " << i << " of the chunk");
+    CHECK(std::memcmp(row.data(), decoded[i].data(), row.size() * sizeof(float)) == 0);
+  }
+}
+
 TEST_CASE("bad step inputs are clear errors", "[e2e][reference]") {
   Session s(test::model_path("llama", "f32"), {.threads = 1, .n_ctx = 16});
   CHECK_THROWS_WITH(s.prefill(0, std::vector<int32_t>{1, 99999999}, 0), Catch::Contains("outside the vocabulary"));

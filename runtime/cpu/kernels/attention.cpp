@@ -638,8 +638,86 @@ bool use_rows_as_decode(const AttentionJob& job, const int32_t* kv_pos) {
          reference_view_rows(job.n_kv) >= detail::kAttentionSplitMinKV;
 }
 
+// The row's n_kv as its one-token step sees it (its position + 1).
+int64_t decode_kv_rows(const AttentionJob& job, const int32_t* q_pos, int64_t t) {
+  return std::min<int64_t>(job.n_kv, int64_t(q_pos[t]) + 1);
+}
+
+// Tokens [t0, t1), whose one-token steps share one split (the same padded
+// view, so the same chunk bounds), as those steps run them on the AVX-512
+// one-row kernel: per (kv head, chunk) work item, one block of every
+// token's query rows over the chunk's cache rows (in slices, resumed), so
+// K and V are converted once for all of them instead of once per token;
+// a row's keys past its own position are masked, which the one-row loop
+// skips exactly as the shorter cache of its decode step would not hold
+// them. Then each (token, head) merges its chunks in order. Per row the
+// operations, chunks and merge are the one-token step's.
+void run_rows_as_decode_group(const AttentionJob& job, const int32_t* q_pos, int64_t t0, int64_t t1,
+                              ThreadPool& pool) {
+  const detail::FloatKernels& fk = float_kernels_for(job.ref_lanes);
+  const int64_t n_chunks = pool.size(), G = job.group, dv = job.dv, n_tok = t1 - t0, rows = n_tok * G;
+  const int64_t n_kv = decode_kv_rows(job, q_pos, t1 - 1);  // the group's longest
+  const int64_t chunk_rows = (reference_view_rows(n_kv) + n_chunks - 1) / n_chunks;
+  const int64_t part_size = 2 + dv;
+  std::vector<float> partials(size_t(n_tok * job.n_head * n_chunks * part_size));  // [token][head][chunk][M, S, acc]
+  // Item -> (kv head, chunk) with the chunks innermost: a thread's share of
+  // items holds every chunk, so the short last chunk does not idle a thread.
+  pool.parallel_for(job.n_head_kv * n_chunks, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> M, S, acc;
+    M.resize(size_t(rows));
+    S.resize(size_t(rows));
+    acc.resize(size_t(rows * dv));
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t hk = item / n_chunks, c = item % n_chunks;
+      const int64_t j0 = std::min(n_kv, c * chunk_rows), j1 = std::min(n_kv, j0 + chunk_rows);
+      if (j0 == j1) {
+        std::fill(M.begin(), M.end(), kNegInf);
+        std::fill(S.begin(), S.end(), 0.0f);
+      }
+      for (int64_t s0 = j0; s0 < j1; s0 += kSplitSliceRows)
+        if (!detail::one_row_block_avx512(job, hk, t0, t1, s0, std::min(j1, s0 + kSplitSliceRows), M.data(), S.data(),
+                                          acc.data(), s0 != j0))
+          throw Error("attention: the AVX-512 kernel is not built");
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t t = r / G, h = hk * G + r % G;
+        if (job.sinks != nullptr && j0 == 0 && j1 > 0)
+          detail::attention_apply_sink(job.sinks[h], M[size_t(r)], S[size_t(r)], acc.data() + r * dv, dv);
+        float* part = partials.data() + ((t * job.n_head + h) * n_chunks + c) * part_size;
+        part[0] = M[size_t(r)];
+        part[1] = S[size_t(r)];
+        std::memcpy(part + 2, acc.data() + r * dv, size_t(dv) * 4);
+      }
+    }
+  });
+  std::vector<float> merged(static_cast<size_t>(dv));
+  for (int64_t t = 0; t < n_tok; ++t)
+    for (int64_t h = 0; h < job.n_head; ++h)
+      merge_partials(partials.data() + (t * job.n_head + h) * n_chunks * part_size, n_chunks, dv, fk, merged.data(),
+                     job.out + ((t0 + t) * job.n_head + h) * dv);
+}
+
+// Whether run_rows_as_decode_group gives token t's one-token bits: that
+// step would take split-KV on the AVX-512 one-row kernel (not the depth
+// kernel, whose tiles are its own).
+bool decode_row_groups(const AttentionJob& job, const int32_t* q_pos, int64_t t) {
+  AttentionJob one = job;
+  one.n_tokens = 1;
+  one.n_kv = decode_kv_rows(job, q_pos, t);
+  return use_split_kv(one) && !use_depth_kernel(one) && active_isa() >= Isa::Avx512Vnni && job.f16 && !job.typed;
+}
+
 void run_rows_as_decode(const AttentionJob& job, const int32_t* q_pos, ThreadPool& pool) {
-  for (int64_t t = 0; t < job.n_tokens; ++t) {
+  for (int64_t t = 0; t < job.n_tokens;) {
+    if (!getenv("VTC_NOGROUP") && decode_row_groups(job, q_pos, t)) {
+      const int64_t view = reference_view_rows(decode_kv_rows(job, q_pos, t));
+      int64_t t1 = t + 1;
+      while (t1 < job.n_tokens && decode_row_groups(job, q_pos, t1) &&
+             reference_view_rows(decode_kv_rows(job, q_pos, t1)) == view)
+        ++t1;
+      run_rows_as_decode_group(job, q_pos, t, t1, pool);
+      t = t1;
+      continue;
+    }
     AttentionJob one = job;
     one.n_tokens = 1;
     one.n_kv = std::min<int64_t>(job.n_kv, int64_t(q_pos[t]) + 1);
@@ -651,6 +729,7 @@ void run_rows_as_decode(const AttentionJob& job, const int32_t* q_pos, ThreadPoo
     one.alibi_dist = detail::attention_alibi_row(job, t);
     if (use_split_kv(one)) run_split_kv(one, pool);
     else run_one_row(one, pool);
+    ++t;
   }
 }
 

@@ -244,6 +244,7 @@ struct NativeMatmul {
   const detail::PackedKernels* packed;  // interleaved-8 weights; null for Rows
   int64_t n_blocks;                     // weight blocks per row
   bool block_sums;                      // the kernel reads Activations::block_sums (Q4_0 x8)
+  detail::PackedFn full_group = nullptr;  // x8: the kernel for a full group of kMaxGemmToks tokens
 
   NativeMatmul(GgmlType wtype, WeightLayout layout, const void* weights, int64_t rows_, int64_t cols_,
                int64_t n_tokens_)
@@ -260,6 +261,11 @@ struct NativeMatmul {
     tiles = g.rows > 0 && (n_tokens >= 2 || g.widened_x || g.one_token) && !tiles_disabled() ? &g : nullptr;
     packed = layout == WeightLayout::Interleaved8 ? &qk.x8[static_cast<int>(wtype)] : nullptr;
     block_sums = packed != nullptr && wtype == GgmlType::Q4_0;
+    // A few tokens: every token in the one-token order (internal.h, PackedFn).
+    full_group = packed == nullptr ? nullptr
+                 : n_tokens < detail::kDecodeOrderBelow && packed->fn4_each_token != nullptr
+                     ? packed->fn4_each_token
+                     : packed->fn[detail::kMaxGemmToks];
   }
   bool wants_widened_x() const { return packed == nullptr && tiles != nullptr && tiles->widened_x; }
   bool wants_block_sums() const { return block_sums; }
@@ -277,11 +283,12 @@ struct NativeMatmul {
         const int32_t* sums = block_sums ? xa.block_sums + t * n_blocks : nullptr;
         const uint8_t* x = xa.data + t * xa.row_bytes;
         float* y = box + (t - t0) * ld + (g - r0);
-        if (pair && packed->fn16[nt] != nullptr) {
+        const detail::PackedFn fn = nt == detail::kMaxGemmToks ? full_group : packed->fn[nt];
+        if (pair && packed->fn16[nt] != nullptr && fn == packed->fn[nt]) {
           packed->fn16[nt](n_blocks, w + g * w_row, x, xa.row_bytes, sums, n_blocks, y, ld);
         } else {
-          packed->fn[nt](n_blocks, w + g * w_row, x, xa.row_bytes, sums, n_blocks, y, ld);
-          if (pair) packed->fn[nt](n_blocks, w + (g + 8) * w_row, x, xa.row_bytes, sums, n_blocks, y + 8, ld);
+          fn(n_blocks, w + g * w_row, x, xa.row_bytes, sums, n_blocks, y, ld);
+          if (pair) fn(n_blocks, w + (g + 8) * w_row, x, xa.row_bytes, sums, n_blocks, y + 8, ld);
         }
       }
       g += pair ? 16 : 8;

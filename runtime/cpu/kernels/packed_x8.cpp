@@ -214,11 +214,12 @@ int q4_k_x8_code(const BlockQ4_Kx8& b, int r, int v) {
 }
 
 // Groups of 4 tokens accumulate per pair of sub-blocks, fewer per
-// superblock (internal.h, PackedFn).
-template <int NT>
+// superblock (internal.h, PackedFn); kPerPair false: 4 tokens per
+// superblock too (PackedKernels::fn4_each_token).
+template <int NT, bool kPerPair = NT == 4>
 void q4_k_x8_scalar(int64_t n_blocks, const void* vw, const void* vx, int64_t x_stride, const int32_t*, int64_t,
                     float* y, int64_t y_stride) {
-  constexpr int kPairsPerStep = NT == 4 ? 1 : 4;
+  constexpr int kPairsPerStep = kPerPair ? 1 : 4;
   scalar_x8<BlockQ4_Kx8, BlockQ8_K>(
       NT, n_blocks, vw, vx, x_stride, nullptr, 0, y, y_stride,
       [](const BlockQ4_Kx8& w, const BlockQ8_K& x, int32_t, int r, float* acc) {
@@ -298,6 +299,7 @@ struct Q6_KScalar {
 void add_scalar_x8_kernels(QuantKernels& t) {
   t.x8[kSlotQ4_0] = make_packed<Q4_0Scalar>();
   t.x8[kSlotQ4_K] = make_packed<Q4_KScalar>();
+  t.x8[kSlotQ4_K].fn4_each_token = q4_k_x8_scalar<4, false>;
   t.x8[kSlotQ6_K] = make_packed<Q6_KScalar>();
   t.x8[kSlotQ8_0] = make_packed<Q8_0Scalar>();
 }

@@ -179,10 +179,9 @@ inline __m256i scale_lanes(const ScalesX8& s, int j) {
 // Groups of 4 tokens take the float steps per pair of sub-blocks, as
 // llama.cpp's ggml_gemm_q4_K_8x8_q8_K does; fewer tokens (a matmul's last
 // n % 4) take them per superblock, as its gemv (internal.h, PackedFn).
-template <int NT>
+template <int NT, bool kPerPair = NT == 4>
 void q4_k_x8_avx2(int64_t n_blocks, const void* vw, const void* vx, int64_t x_stride, const int32_t*, int64_t,
                   float* y, int64_t y_stride) {
-  constexpr bool kPerPair = NT == 4;
   const auto* w = static_cast<const BlockQ4_Kx8*>(vw);
   const BlockQ8_K* x[NT];
 #pragma GCC unroll 16
@@ -360,6 +359,7 @@ static_assert(kMaxGemmToks == 4, "make_packed fills fn[1..4]");
 void add_avx2_x8_kernels(QuantKernels& t) {
   t.x8[kSlotQ4_0] = make_packed<Q4_0Avx2>();
   t.x8[kSlotQ4_K] = make_packed<Q4_KAvx2>();
+  t.x8[kSlotQ4_K].fn4_each_token = q4_k_x8_avx2<4, false>;
   t.x8[kSlotQ6_K] = make_packed<Q6_KAvx2>();
   t.x8[kSlotQ8_0] = make_packed<Q8_0Avx2>();
 }

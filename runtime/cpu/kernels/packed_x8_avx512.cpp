@@ -328,12 +328,12 @@ inline void q4_k_unpack_x8(const uint8_t* s, uint8_t* out) {
 // through vpackssdw and vpmaddwd with the rows' scales, which leaves row
 // 2L+m's scaled sub-block 2p in lane 4L+m and 2p+1 in lane 4L+2+m; then
 // two tokens are paired into layout 4. A 4-token call takes the float
-// steps per pair p, a shorter one per superblock (internal.h, PackedFn).
-template <int NT>
+// steps per pair p, a shorter one (or one with kPerPair false) per
+// superblock (internal.h, PackedFn).
+template <int NT, bool kPerPair = NT == 4>
 void q4_k_x8_avx512(int64_t n_blocks, const void* vw, const void* vx, int64_t x_stride, const int32_t*, int64_t,
                     float* y, int64_t y_stride) {
   using T = Tokens<NT>;
-  constexpr bool kPerPair = NT == 4;
   const auto* w = static_cast<const BlockQ4_Kx8*>(vw);
   const BlockQ8_K* x[NT];
 #pragma GCC unroll 4
@@ -570,6 +570,7 @@ static_assert(kMaxGemmToks == 4, "make_packed fills fn[1..4]");
 void add_avx512_x8_kernels(QuantKernels& t) {
   t.x8[kSlotQ4_0] = make_packed<Q4_0Avx512>();
   t.x8[kSlotQ4_K] = make_packed<Q4_KAvx512>();
+  t.x8[kSlotQ4_K].fn4_each_token = q4_k_x8_avx512<4, false>;
   t.x8[kSlotQ6_K] = make_packed<Q6_KAvx512>();
   t.x8[kSlotQ8_0] = make_packed<Q8_0Avx512>();
 }
