@@ -15,8 +15,6 @@
 #include "frontends/gguf/gguf.h"
 #include "frontends/gguf/tokenizer/tokenizer.h"
 #include "runtime/bench.h"
-#include "runtime/cpu/cpu_backend.h"
-#include "runtime/session.h"
 #include "serve/engine/generate.h"
 #include "serve/engine/speculative/model_drafter.h"
 #include "support/error.h"
@@ -236,11 +234,7 @@ nlohmann::json run_verify_cost(const SpecBenchOptions& o) {
     if (rep >= 0) decode.push_back(d);
     for (int32_t k = 0; k <= o.verify_max; ++k) {
       const SeqChunk chunk{0, std::span<const int32_t>(tokens.data(), size_t(k + 1)), o.context, k + 1};
-      auto* cpuB = dynamic_cast<cpu::CpuBackend*>(&session.backend());
-      const bool prof = cpuB && getenv("VTC_VP") && atoi(getenv("VTC_VP")) == k && rep == 0;
-      if (prof) cpuB->interpreter().set_profiling(true);
       const double ms = mean_ms(o.steps, [&] { session.step({&chunk, 1}); });
-      if (prof) { fmt::print(stderr, "{}", cpuB->interpreter().profile().table()); cpuB->interpreter().set_profiling(false); }
       if (rep >= 0) verify[size_t(k)].push_back(ms);
     }
   }

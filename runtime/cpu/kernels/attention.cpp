@@ -708,7 +708,7 @@ bool decode_row_groups(const AttentionJob& job, const int32_t* q_pos, int64_t t)
 
 void run_rows_as_decode(const AttentionJob& job, const int32_t* q_pos, ThreadPool& pool) {
   for (int64_t t = 0; t < job.n_tokens;) {
-    if (!getenv("VTC_NOGROUP") && decode_row_groups(job, q_pos, t)) {
+    if (decode_row_groups(job, q_pos, t)) {
       const int64_t view = reference_view_rows(decode_kv_rows(job, q_pos, t));
       int64_t t1 = t + 1;
       while (t1 < job.n_tokens && decode_row_groups(job, q_pos, t1) &&

@@ -38,9 +38,7 @@ std::vector<int32_t> propose(const GenerateOptions& o, DraftPolicy& policy, Draf
   const bool ngram_mode = o.spec.mode == SpecMode::Ngram;
   std::vector<int32_t> draft = ngram_mode ? ngram.draft(room) : std::vector<int32_t>{};
   int32_t k = ngram_mode ? int32_t(draft.size()) : room;
-  const int32_t avail = k;
   if (o.spec.adaptive && k > 0) k = policy.length(record, k, o.spec.draft_min, o.spec.draft_max, 1, 1);
-  if (getenv("VTC_SPEC_TRACE")) fmt::print(stderr, "  propose avail={} k={} p={:.3f} q={:.3f}\n", avail, k, record.alpha(), record.alpha());
   if (!ngram_mode && k > 0) {
     ModelDrafter::Job job{slot, sequence, k, o.spec.p_min, o.spec.draft_min, {}};
     DraftPolicy::Sequence* owner = &record;
@@ -98,7 +96,6 @@ void generate_speculative(Session& session, Generation& gen, std::span<const int
           return !finished;
         });
     ++result.spec.steps;
-    if (getenv("VTC_SPEC_TRACE")) fmt::print(stderr, "step k={} acc={} c={:.3f} ms={:.2f}\n", draft.size(), accepted, policy.row_cost(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()*1e3);
     if (const int32_t k = int32_t(draft.size()); k > 0) {
       policy.verified(record, k, int32_t(accepted));
       result.spec.draft_n += k;
