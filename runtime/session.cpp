@@ -228,6 +228,10 @@ HostTensor Session::Impl::run_prefill(std::span<const SeqChunk> chunks, bool eve
   // belong to the slot and go back on reset().
   for (const SeqChunk& c : chunks) reserve(c.slot, c.n_past + int64_t(c.tokens.size()), "step");
   StepRequest req = step_request(StepKind::Prefill, std::move(slots));
+  // A chunk whose logits are read at more than its last row verifies drafts:
+  // its rows need decode's bits. (A prompt's every row, every_row, keeps the
+  // reference's batched order: its logits are compared with llama.cpp's.)
+  for (const SeqChunk& c : chunks) req.rows_as_decode = req.rows_as_decode || (!every_row && c.logit_rows > 1);
   set_arg(req, step::kIds, HostTensor::i32(ids));
   set_arg(req, step::kPos, HostTensor::i32(pos));
   set_arg(req, step::kSeq, HostTensor::i32(seq));
@@ -463,6 +467,7 @@ std::optional<DeviceVerifyOutcome> Session::verify_on_device(int32_t slot, int32
   set_arg(req, step::kPos, HostTensor::i32(zeros));  // written on the device
   set_arg(req, step::kSeq, HostTensor::i32(zeros));
   set_arg(req, step::kRows, HostTensor::i32(order));
+  req.rows_as_decode = true;
   return impl_->backend->run_device_verify(req);
 }
 

@@ -65,6 +65,8 @@ struct SeqChunk {
   int32_t n_past = 0;
   // How many of the chunk's last rows return logits: 1 (a prompt's end, a
   // decode row), 0 (a prompt chunk that ends nowhere), up to tokens.size().
+  // More than 1 makes the step a verify step: every row of it is computed
+  // with the bits its one-token step would have (StepRequest::rows_as_decode).
   int32_t logit_rows = 1;
 };
 

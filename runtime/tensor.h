@@ -36,6 +36,11 @@ struct StepRequest {
   std::string step;                          // function name: prefill, decode
   std::vector<int32_t> slots;                // the step's S sequences' state slots
   std::map<std::string, HostTensor> args;    // by argument name
+  // Each row must have the bits its one-token step would give it (a
+  // speculative verify chunk; Backend::rows_with_decode_bits): the CPU
+  // interpreter then sums every matmul row as a one-row matmul does
+  // (cpu::TokenOrder::EachAsOne), not in a batched order of the reference.
+  bool rows_as_decode = false;
 };
 
 // Called after every computing op with the op and its results copied to

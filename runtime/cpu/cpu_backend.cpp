@@ -7,7 +7,6 @@
 #include <thread>
 
 #include "runtime/cpu/kernels/attention_internal.h"
-#include "runtime/cpu/kernels/internal.h"
 #include "runtime/cpu/kernels/kernels.h"
 #include "support/error.h"
 
@@ -38,10 +37,7 @@ CpuBackend::CpuBackend(const BackendInputs& inputs, const CpuBackendOptions& opt
 }
 CpuBackend::~CpuBackend() = default;
 
-// Below 64 rows attention takes its one-row path and the Q4_K x8 matmuls
-// the one-token order: each row has its decode step's bits.
-static_assert(detail::kAttentionTileQ == detail::kDecodeOrderBelow);
-int32_t CpuBackend::rows_with_decode_bits() const { return int32_t(detail::kDecodeOrderBelow - 1); }
+int32_t CpuBackend::rows_with_decode_bits() const { return int32_t(detail::kAttentionTileQ - 1); }
 
 std::string CpuBackend::describe() const {
   return fmt::format("CPU interpreter, {} kernels{}, {} threads", isa_name(active_isa()),

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ir/module.h"
+#include "runtime/cpu/kernels/kernels.h"
 #include "runtime/cpu/thread_pool.h"
 #include "runtime/state/host_states.h"
 #include "runtime/tensor.h"
@@ -40,6 +41,8 @@ struct ExecContext {
   // Every value of the step, fused bodies included (described before the
   // first op runs, so lookups never insert).
   llvm::DenseMap<const ir::ValueData*, Buf>& bufs;
+  // StepRequest::rows_as_decode: matmuls sum every row as one-row ones do.
+  TokenOrder token_order = TokenOrder::Batched;
 
   const Buf& buf(const ir::ValueData* v) const {
     auto it = bufs.find(v);

@@ -274,7 +274,7 @@ bool FusedKernel::run_epilogue(ExecContext& ctx, bool materialize) const {
   }
   const MatmulOutput o{ggml_type_of(w.elem), w.data, rows, materialize ? y.as<float>() : nullptr, w.elem.layout()};
   const MatmulGroup group{&o, 1, 0, {&EpilogueTile::run, &tile}, !materialize};
-  matmul_groups(&group, 1, cols, x.as<float>(), n_tokens, ctx.pool);
+  matmul_groups(&group, 1, cols, x.as<float>(), n_tokens, ctx.pool, {}, ctx.token_order);
   return true;
 }
 
@@ -345,7 +345,7 @@ bool FusedKernel::run(ExecContext& ctx, bool materialize) const {
   }
   const bool any_prologue = p.norm != nullptr || !s.tables.empty();
   matmul_groups(s.groups.data(), s.groups.size(), cols, x.as<float>(), n_tokens, ctx.pool,
-                any_prologue ? RowFn{&Prologue::run, &s.prologue} : RowFn{});
+                any_prologue ? RowFn{&Prologue::run, &s.prologue} : RowFn{}, ctx.token_order);
   return true;
 }
 

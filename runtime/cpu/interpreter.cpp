@@ -289,7 +289,8 @@ void Interpreter::Impl::place_buffers(const ir::Function& fn, const SymbolEnv& e
 // Steps 3 and 4: run every op; the `return` operands are copied out.
 std::vector<HostTensor> Interpreter::Impl::execute(const ir::Function& fn, const SymbolEnv& env, const StepRequest& req,
                                                    BufMap& bufs) {
-  ExecContext ctx{module, states, pool, req.slots, bufs};
+  ExecContext ctx{module, states, pool, req.slots, bufs,
+                  req.rows_as_decode ? TokenOrder::EachAsOne : TokenOrder::Batched};
   std::vector<HostTensor> outputs;
   for (const auto& op_ptr : fn.ops) {
     if (op_ptr->kind == ir::OpKind::Return) {

@@ -98,7 +98,7 @@ void exec_Matmul(ExecContext& c, const ir::Op& op) {
   const Buf& w = c.in(op, 1);
   require_f32(op, x, "input");
   matmul(ggml_type_of(w.elem), w.data, w.shape[0], w.shape[1], x.as<float>(), x.rows(), c.out(op).as<float>(), c.pool,
-         w.elem.layout());
+         w.elem.layout(), c.token_order);
 }
 
 // --- elementwise -----------------------------------------------------------
@@ -783,7 +783,7 @@ void exec_matmuls_shared_input(ExecContext& c, const std::vector<const ir::Op*>&
                               x.last_dim(), w.shape[1]));
     outputs.push_back({ggml_type_of(w.elem), w.data, w.shape[0], c.out(*op).as<float>(), w.elem.layout()});
   }
-  matmul_shared_input(outputs.data(), outputs.size(), x.last_dim(), x.as<float>(), x.rows(), c.pool);
+  matmul_shared_input(outputs.data(), outputs.size(), x.last_dim(), x.as<float>(), x.rows(), c.pool, c.token_order);
 }
 
 namespace {

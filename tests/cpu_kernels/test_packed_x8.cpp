@@ -20,7 +20,6 @@
 #include <fmt/format.h>
 
 #include "kernel_test_util.h"
-#include "runtime/cpu/kernels/internal.h"
 #include "runtime/cpu/kernels/kernels.h"
 #include "support/error.h"
 
@@ -51,9 +50,9 @@ std::vector<uint8_t> packed(const Case& c, const std::vector<uint8_t>& w) {
 }
 
 std::vector<float> run_x8(const Case& c, const std::vector<uint8_t>& w8, const std::vector<float>& x, int64_t n_tokens,
-                          ThreadPool& pool) {
+                          ThreadPool& pool, TokenOrder order = TokenOrder::Batched) {
   Guarded y(static_cast<size_t>(c.rows * n_tokens));
-  matmul(c.type, w8.data(), c.rows, c.cols, x.data(), n_tokens, y.data(), pool, WeightLayout::Interleaved8);
+  matmul(c.type, w8.data(), c.rows, c.cols, x.data(), n_tokens, y.data(), pool, WeightLayout::Interleaved8, order);
   REQUIRE(y.intact());
   return y.values();
 }
@@ -111,41 +110,42 @@ TEST_CASE("packed x8: matmul against the double reference, every ISA, 1 to 17 to
   }
 }
 
-// A batch of fewer than kDecodeOrderBelow tokens gives every token its
-// one-token bits (a speculative verify chunk's rows are decode's); from
-// there on, groups of 4, as llama.cpp's gemm: every type's token depends on
-// the batch only through its group, and Q4_K's full groups sum in the
-// gemm's order (internal.h, PackedFn).
+// TokenOrder::Batched groups tokens by 4, as llama.cpp's gemm: a token
+// depends on the batch only through its group, and Q4_K's full groups sum
+// in the gemm's order. TokenOrder::EachAsOne (a speculative verify chunk)
+// gives every token its one-token bits (internal.h, PackedFn).
 TEST_CASE("packed x8: a token's outputs depend on the batch only through its group of 4", "[matmul][x8][threads]") {
   ThreadPool p1(1), p2(2), p3(3), p4(4);
   ThreadPool* pools[] = {&p1, &p2, &p3, &p4};
   for (const Case& c : kCases)
-    for (const int64_t n_tokens : {int64_t(19), int64_t(detail::kDecodeOrderBelow + 3)}) {
-      const bool few = n_tokens < detail::kDecodeOrderBelow;
+    for (const TokenOrder order : {TokenOrder::Batched, TokenOrder::EachAsOne}) {
+      const bool each = order == TokenOrder::EachAsOne;
+      const int64_t n_tokens = 19;  // groups of 4 across two 16-token tiles, and a short last group
       const auto w8 = packed(c, random_weights(c.type, c.rows, c.cols, 5));
       const auto x = random_floats(static_cast<size_t>(c.cols * n_tokens), 6);
-      const auto batch = run_x8(c, w8, x, n_tokens, p1);
-      INFO(describe(c, n_tokens));
-      for (ThreadPool* pool : pools) CHECK(bitwise_equal(batch, run_x8(c, w8, x, n_tokens, *pool)));
+      const auto batch = run_x8(c, w8, x, n_tokens, p1, order);
+      INFO(describe(c, n_tokens) << (each ? " each as one" : " batched"));
+      for (ThreadPool* pool : pools) CHECK(bitwise_equal(batch, run_x8(c, w8, x, n_tokens, *pool, order)));
       auto slice = [&](int64_t t0, int64_t n) {
-        return run_x8(c, w8, std::vector<float>(x.begin() + t0 * c.cols, x.begin() + (t0 + n) * c.cols), n, p2);
+        return run_x8(c, w8, std::vector<float>(x.begin() + t0 * c.cols, x.begin() + (t0 + n) * c.cols), n, p2, order);
       };
-      if (!few) {  // the full groups alone, still a long batch: the same groups, the same bits
-        const auto groups = slice(0, n_tokens - n_tokens % 4);
-        CHECK(std::memcmp(groups.data(), batch.data(), groups.size() * sizeof(float)) == 0);
+      for (int64_t g = 0; g < n_tokens; g += 4) {
+        const int64_t n = std::min<int64_t>(4, n_tokens - g);
+        const auto group = slice(g, n);
+        CHECK(std::memcmp(group.data(), batch.data() + g * c.rows, group.size() * sizeof(float)) == 0);
       }
       // One token alone equals its value in a batch wherever the sums are
-      // per token: every type in a few-token batch or a short group, all
-      // but Q4_K in a full group of a long batch.
+      // per token: every type each as one or in a short group, all but Q4_K
+      // in a full batched group.
       int64_t differs_in_full_groups = 0;
       for (int64_t t = 0; t < n_tokens; ++t) {
         const auto alone = slice(t, 1);
         const bool same = std::memcmp(alone.data(), batch.data() + t * c.rows, alone.size() * sizeof(float)) == 0;
-        if (few || t >= n_tokens - n_tokens % 4 || c.type != GgmlType::Q4_K) CHECK(same);
+        if (each || t >= n_tokens - n_tokens % 4 || c.type != GgmlType::Q4_K) CHECK(same);
         else differs_in_full_groups += !same;
       }
-      // The Q4_K gemm order is really in use in a long batch.
-      if (!few && c.type == GgmlType::Q4_K && c.cols >= 768) CHECK(differs_in_full_groups > 0);
+      // The Q4_K gemm order is really in use when batched.
+      if (!each && c.type == GgmlType::Q4_K && c.cols >= 768) CHECK(differs_in_full_groups > 0);
     }
 }
 

@@ -111,7 +111,8 @@ TEST_CASE("a verify chunk on Q4_K x8 weights has the bits of decode steps", "[e2
   }
   Session s(path, {.threads = 2, .n_ctx = 128, .n_slots = 1});
   s.prefill(0, prompt, 0);
-  const HostTensor chunk = s.prefill(0, rows, at, true);
+  const SeqChunk verify{0, rows, at, int32_t(rows.size())};  // a verify step: logits for every row
+  const HostTensor chunk = s.step({&verify, 1});
   REQUIRE(chunk.shape.at(0) == int64_t(rows.size()));
   for (size_t i = 0; i < rows.size(); ++i) {
     const std::vector<float> row = chunk.row(int64_t(i));

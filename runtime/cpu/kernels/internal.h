@@ -146,11 +146,10 @@ static_assert(sizeof(BlockQ4_0x8) == 8 * sizeof(BlockQ4_0) && sizeof(BlockQ4_Kx8
 //         taken per pair of sub-blocks (isum and the mins sum over j = 2p,
 //         2p+1), as in llama.cpp's gemm, which gets a matmul's tokens 4 at a
 //         time and its last n % 4 through the gemv; matmul groups tokens the
-//         same way (4-aligned, only the last group short) from
-//         kDecodeOrderBelow tokens on, and below that takes every group
-//         through fn4_each_token (the gemv's per-superblock steps), so that
-//         a step of a few rows (a speculative verify chunk, a batch of
-//         decode rows) gives each row the bits of its one-token step
+//         same way (4-aligned, only the last group short), or with
+//         TokenOrder::EachAsOne takes every group through fn4_each_token
+//         (the gemv's per-superblock steps), so that each row of a
+//         speculative verify chunk has the bits of its one-token step
 //   Q6_K: acc = fma(f16(d_r) * x.d, float(isum - 32 * sum_s sc_s * bsum_s), acc)
 //         (isum over the unsigned 6-bit codes)
 // For Q4_0 and Q4_K that is the float order of llama.cpp's own repacked
@@ -175,10 +174,6 @@ struct PackedKernels {  // POD; value-initialize it
   // tokens, each in fn[1]'s order. Null for the other types.
   PackedFn fn4_each_token;
 };
-// Matmuls of fewer tokens give each token its one-token bits (the x8
-// kernels above; attention's one-row path, kAttentionTileQ): the CPU
-// backend's rows_with_decode_bits is this - 1.
-constexpr int64_t kDecodeOrderBelow = 64;
 
 struct QuantKernels {
   QuantizeFn quantize[static_cast<int>(ActType::Count)];

@@ -74,6 +74,14 @@ bool matmul_supported(GgmlType wtype);
 // vec_dot_type); F32 for the row-dequantizing fallback.
 GgmlType matmul_activation_type(GgmlType wtype);
 
+// How a matmul of several tokens orders each token's float sums. Batched:
+// as the reference's batched kernels do (Q4_K in the x8 layout: full groups
+// of 4 tokens in its gemm's order, internal.h, PackedFn); EachAsOne: every
+// token as a one-token call sums it, so that no token's bits depend on the
+// batch (the rows of a speculative verify chunk then have decode's bits).
+// The other types and layouts sum every token alike either way.
+enum class TokenOrder : uint8_t { Batched, EachAsOne };
+
 // y[t][r] = dot(W[r], x[t]) for r < rows, t < n_tokens.
 // W: `rows` rows of `cols` values in ggml layout (each row a whole number of
 // wtype blocks, rows contiguous). x: [n_tokens][cols] f32. y: [n_tokens][rows].
@@ -82,7 +90,8 @@ GgmlType matmul_activation_type(GgmlType wtype);
 // `layout` says how W's bytes are arranged (support/weight_layout.h); a
 // layout other than Rows needs matmul_layout_supported().
 void matmul(GgmlType wtype, const void* w, int64_t rows, int64_t cols, const float* x, int64_t n_tokens,
-            float* y, ThreadPool& pool, WeightLayout layout = WeightLayout::Rows);
+            float* y, ThreadPool& pool, WeightLayout layout = WeightLayout::Rows,
+            TokenOrder order = TokenOrder::Batched);
 
 // True if matmul reads `wtype` weights stored in `layout` with `rows` rows
 // (Rows: matmul_supported; Interleaved8: Q4_0 or Q4_K, rows % 8 == 0).
@@ -108,7 +117,7 @@ struct MatmulOutput {
   WeightLayout layout = WeightLayout::Rows;
 };
 void matmul_shared_input(const MatmulOutput* outputs, size_t n_outputs, int64_t cols, const float* x,
-                         int64_t n_tokens, ThreadPool& pool);
+                         int64_t n_tokens, ThreadPool& pool, TokenOrder order = TokenOrder::Batched);
 
 // A fused region as one kernel (runtime/cpu/fused_kernels.h builds them):
 // the matmuls of one input in groups, an optional prologue that produces
@@ -151,7 +160,7 @@ struct RowFn {
   const void* context = nullptr;
 };
 void matmul_groups(const MatmulGroup* groups, size_t n_groups, int64_t cols, const float* x, int64_t n_tokens,
-                   ThreadPool& pool, RowFn prologue = {});
+                   ThreadPool& pool, RowFn prologue = {}, TokenOrder order = TokenOrder::Batched);
 
 // out[i][:] = dequantized row ids[i] of `table` ([n_rows][cols] of `type`).
 // Throws vtc::Error for an id outside [0, n_rows) or an unsupported type.

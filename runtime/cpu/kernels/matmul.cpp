@@ -247,7 +247,7 @@ struct NativeMatmul {
   detail::PackedFn full_group = nullptr;  // x8: the kernel for a full group of kMaxGemmToks tokens
 
   NativeMatmul(GgmlType wtype, WeightLayout layout, const void* weights, int64_t rows_, int64_t cols_,
-               int64_t n_tokens_)
+               int64_t n_tokens_, TokenOrder order)
       : w(static_cast<const uint8_t*>(weights)), rows(rows_), cols(cols_), w_row(row_bytes(wtype, cols_)),
         n_tokens(n_tokens_),
         n_blocks(cols_ / ggml_traits(wtype).block_size) {
@@ -261,9 +261,8 @@ struct NativeMatmul {
     tiles = g.rows > 0 && (n_tokens >= 2 || g.widened_x || g.one_token) && !tiles_disabled() ? &g : nullptr;
     packed = layout == WeightLayout::Interleaved8 ? &qk.x8[static_cast<int>(wtype)] : nullptr;
     block_sums = packed != nullptr && wtype == GgmlType::Q4_0;
-    // A few tokens: every token in the one-token order (internal.h, PackedFn).
     full_group = packed == nullptr ? nullptr
-                 : n_tokens < detail::kDecodeOrderBelow && packed->fn4_each_token != nullptr
+                 : order == TokenOrder::EachAsOne && packed->fn4_each_token != nullptr
                      ? packed->fn4_each_token
                      : packed->fn[detail::kMaxGemmToks];
   }
@@ -326,7 +325,7 @@ struct NativeMatmul {
 }  // namespace
 
 void matmul(GgmlType wtype, const void* w, int64_t rows, int64_t cols, const float* x, int64_t n_tokens, float* y,
-            ThreadPool& pool, WeightLayout layout) {
+            ThreadPool& pool, WeightLayout layout, TokenOrder order) {
   check_matmul_args(wtype, layout, rows, cols, n_tokens);
   if (rows == 0 || n_tokens == 0) return;
   ActInfo act{};
@@ -336,14 +335,14 @@ void matmul(GgmlType wtype, const void* w, int64_t rows, int64_t cols, const flo
   }
   const MatmulOutput out{wtype, w, rows, y, layout};
   const MatmulGroup group{&out, 1, 0, {}};
-  matmul_groups(&group, 1, cols, x, n_tokens, pool);
+  matmul_groups(&group, 1, cols, x, n_tokens, pool, {}, order);
 }
 
 void matmul_shared_input(const MatmulOutput* outputs, size_t n_outputs, int64_t cols, const float* x,
-                         int64_t n_tokens, ThreadPool& pool) {
+                         int64_t n_tokens, ThreadPool& pool, TokenOrder order) {
   std::vector<MatmulGroup> groups;
   for (size_t i = 0; i < n_outputs; ++i) groups.push_back({&outputs[i], 1, 0, {}});
-  matmul_groups(groups.data(), groups.size(), cols, x, n_tokens, pool);
+  matmul_groups(groups.data(), groups.size(), cols, x, n_tokens, pool, {}, order);
 }
 
 namespace {
@@ -400,7 +399,7 @@ bool one_activation_type(const MatmulGroup* groups, size_t n_groups, int64_t col
 // Without one activation type: the steps one after the other, the
 // epilogue on one box of the whole output (in scratch: a buffer of it).
 void matmul_groups_in_sequence(const MatmulGroup* groups, size_t n_groups, int64_t cols, const float* x,
-                               int64_t n_tokens, ThreadPool& pool, RowFn prologue) {
+                               int64_t n_tokens, ThreadPool& pool, RowFn prologue, TokenOrder order) {
   if (prologue.fn != nullptr && n_tokens > 0) run_rows(prologue, n_tokens, pool);
   for (size_t g = 0; g < n_groups; ++g) {
     const MatmulGroup& group = groups[g];
@@ -414,7 +413,7 @@ void matmul_groups_in_sequence(const MatmulGroup* groups, size_t n_groups, int64
         whole[i].resize(static_cast<size_t>(rows * n_tokens));
         y = whole[i].data();
       }
-      matmul(o.wtype, o.w, o.rows, cols, x, n_tokens, y, pool, o.layout);
+      matmul(o.wtype, o.w, o.rows, cols, x, n_tokens, y, pool, o.layout, order);
       box.out[i] = y;
     }
     if (group.epilogue.fn != nullptr && rows > 0 && n_tokens > 0) group.epilogue.fn(group.epilogue.context, box);
@@ -424,10 +423,10 @@ void matmul_groups_in_sequence(const MatmulGroup* groups, size_t n_groups, int64
 }  // namespace
 
 void matmul_groups(const MatmulGroup* groups, size_t n_groups, int64_t cols, const float* x, int64_t n_tokens,
-                   ThreadPool& pool, RowFn prologue) {
+                   ThreadPool& pool, RowFn prologue, TokenOrder order) {
   ActInfo act{};
   if (!one_activation_type(groups, n_groups, cols, n_tokens, act))
-    return matmul_groups_in_sequence(groups, n_groups, cols, x, n_tokens, pool, prologue);
+    return matmul_groups_in_sequence(groups, n_groups, cols, x, n_tokens, pool, prologue, order);
   std::vector<GroupItems> all;
   std::vector<int64_t> item_end;  // running total of items after each group
   bool widen = false, sums = false;
@@ -438,7 +437,7 @@ void matmul_groups(const MatmulGroup* groups, size_t n_groups, int64_t cols, con
                      n_tok_tiles};
     for (size_t i = 0; i < group.n_outputs; ++i) {
       const MatmulOutput& o = group.outputs[i];
-      items.parts.emplace_back(o.wtype, o.layout, o.w, o.rows, cols, n_tokens);
+      items.parts.emplace_back(o.wtype, o.layout, o.w, o.rows, cols, n_tokens, order);
       widen = widen || items.parts.back().wants_widened_x();
       sums = sums || items.parts.back().wants_block_sums();
     }
