@@ -25,12 +25,13 @@
 // @last_ids.
 // A request's tokens depend only on its own rows (the kernels compute each
 // row independently of the batch), so greedy output is the same alone or
-// batched. One exception, shared with llama.cpp: in a step of 64 rows or
-// more, Q4_K weights in the x8 layout sum full groups of 4 rows in the
-// reference's gemm order (runtime/cpu/kernels/internal.h; fewer rows take
-// its gemv order, every row as its decode step), so there a row's last
-// bits can depend on how many rows share its step. When a prompt has been
-// prefilled, its full pages enter the prefix cache.
+// batched. One exception, shared with llama.cpp: Q4_K weights in the x8
+// layout sum full groups of 4 rows in the reference's gemm order
+// (runtime/cpu/kernels/internal.h), so a row's last bits can depend on how
+// many rows share its step; except in a step that holds a verify chunk,
+// whose rows all take the one-row order (StepRequest::rows_as_decode), so
+// speculation keeps decode's bits. When a prompt has been prefilled, its
+// full pages enter the prefix cache.
 //
 // Prefix reuse on a model with recurrent state (serve/engine/prefix_cache.h):
 // a prompt of n tokens is prefilled in chunks of which one ends exactly at
