@@ -953,3 +953,50 @@ TEST_CASE("attn_temp: log(floor((pos + offset) / floor_scale) + 1) * scale + 1, 
   CHECK(out[0].f32()[4] == 1.0f);   // pos 8190: still the first floor step
   CHECK(out[0].f32()[5] > 1.06f);   // pos 8191: log(2) * 0.1 + 1
 }
+
+// A speculative verify chunk at depth: each of its rows must have the bits
+// its one-token step gives it (attention.cpp, use_rows_as_decode), while
+// the chunk shares work between its rows (run_one_row_group below 1024
+// cached keys, run_depth_group from there). Chunks that straddle the
+// kernels' boundary (1023 keys) and a padded view's (1024 -> 1280) mix
+// groups; with sinks, on 1 to 3 threads, every ISA the machine has.
+TEST_CASE("attention: the rows of a verify chunk at depth have their one-token steps' bits", "[attention][spec]") {
+  const int64_t n_rows = 8, n_head = 20, n_head_kv = 4, dk = 64;
+  for (Isa isa : available_isas()) {
+    IsaScope scope(isa);
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      for (const int32_t first : {300, 1019, 1100})
+        for (const bool with_sinks : {false, true}) {
+          const int64_t n_kv = first + n_rows;
+          const Cache cache = make_cache(GgmlType::F16, n_kv, n_head_kv, dk, dk, 91 + uint32_t(first));
+          const std::vector<float> q = random_floats(n_rows * n_head * dk, 17 + uint32_t(first));
+          const std::vector<float> sinks = random_floats(n_head, 5, -1.0f, 3.0f);
+          std::vector<int32_t> pos(static_cast<size_t>(n_rows), 0);
+          for (int64_t t = 0; t < n_rows; ++t) pos[size_t(t)] = first + int32_t(t);
+          AttentionParams p;
+          p.n_head = n_head;
+          p.n_head_kv = n_head_kv;
+          p.head_dim = dk;
+          p.k_type = p.v_type = GgmlType::F16;
+          p.scale = 0.125f;
+          p.sinks = with_sinks ? sinks.data() : nullptr;
+          p.n_tokens = n_rows;
+          p.n_kv = n_kv;
+          std::vector<float> chunk(size_t(n_rows * n_head * dk));
+          attention(q.data(), cache.k.data(), cache.v.data(), pos.data(), nullptr, p, chunk.data(), pool);
+          for (int64_t t = 0; t < n_rows; ++t) {
+            AttentionParams one = p;
+            one.n_tokens = 1;
+            one.n_kv = pos[size_t(t)] + 1;  // the cache as the decode step at that position holds it
+            std::vector<float> row(size_t(n_head * dk));
+            attention(q.data() + t * n_head * dk, cache.k.data(), cache.v.data(), &pos[size_t(t)], nullptr, one,
+                      row.data(), pool);
+            INFO(fmt::format("{} threads {}, rows from position {}{}, row {}", isa_name(isa), threads, first,
+                             with_sinks ? ", sinks" : "", t));
+            CHECK(std::memcmp(row.data(), chunk.data() + t * n_head * dk, row.size() * sizeof(float)) == 0);
+          }
+        }
+    }
+  }
+}

@@ -643,93 +643,151 @@ int64_t decode_kv_rows(const AttentionJob& job, const int32_t* q_pos, int64_t t)
   return std::min<int64_t>(job.n_kv, int64_t(q_pos[t]) + 1);
 }
 
-// Tokens [t0, t1), whose one-token steps share one split (the same padded
-// view, so the same chunk bounds), as those steps run them on the AVX-512
-// one-row kernel: per (kv head, chunk) work item, one block of every
-// token's query rows over the chunk's cache rows (in slices, resumed), so
-// K and V are converted once for all of them instead of once per token;
-// a row's keys past its own position are masked, which the one-row loop
-// skips exactly as the shorter cache of its decode step would not hold
-// them. Then each (token, head) merges its chunks in order. Per row the
+// The split-KV partials of a group of tokens [t0, t1) run as their one-token
+// steps (below): [token][head][chunk][M, S, acc], merged per (token, head)
+// in chunk order into job.out.
+struct GroupPartials {
+  const AttentionJob& job;
+  int64_t t0, n_tok, n_chunks;
+  std::vector<float> data;
+  GroupPartials(const AttentionJob& j, int64_t first, int64_t end, int64_t chunks)
+      : job(j), t0(first), n_tok(end - first), n_chunks(chunks),
+        data(size_t(n_tok * j.n_head * chunks * (2 + j.dv))) {}
+  // Token t's (of the group) head h, chunk c; sinks folded in on chunk 0.
+  void store(int64_t t, int64_t h, int64_t c, bool first_chunk, float M, float S, float* acc) {
+    if (job.sinks != nullptr && first_chunk) detail::attention_apply_sink(job.sinks[h], M, S, acc, job.dv);
+    float* part = data.data() + ((t * job.n_head + h) * n_chunks + c) * (2 + job.dv);
+    part[0] = M;
+    part[1] = S;
+    std::memcpy(part + 2, acc, size_t(job.dv) * 4);
+  }
+  void merge() {
+    const detail::FloatKernels& fk = float_kernels_for(job.ref_lanes);
+    std::vector<float> merged(static_cast<size_t>(job.dv));
+    for (int64_t t = 0; t < n_tok; ++t)
+      for (int64_t h = 0; h < job.n_head; ++h)
+        merge_partials(data.data() + (t * job.n_head + h) * n_chunks * (2 + job.dv), n_chunks, job.dv, fk,
+                       merged.data(), job.out + ((t0 + t) * job.n_head + h) * job.dv);
+  }
+};
+
+
+// Token t alone, as its one-token step's attention call sees it (n_kv: the
+// cache rows it may read, at least its own).
+AttentionJob token_job(const AttentionJob& job, const int32_t* q_pos, int64_t t, int64_t n_kv) {
+  AttentionJob one = job;
+  one.n_tokens = 1;
+  one.n_kv = n_kv > 0 ? n_kv : decode_kv_rows(job, q_pos, t);
+  one.q = job.q + t * job.n_head * job.dk;
+  one.out = job.out + t * job.n_head * job.dv;
+  one.visible = job.visible + t * job.n_kv;
+  one.first_visible = job.first_visible + t;
+  one.last_visible = job.last_visible + t;
+  one.alibi_dist = detail::attention_alibi_row(job, t);
+  return one;
+}
+
+// Tokens [t0, t1) whose one-token steps share one split (the same padded
+// view, so the same chunk bounds) and take the AVX-512 one-row kernel in
+// it: per (kv head, chunk) work item, one block of every token's query
+// rows over the chunk's cache rows (in slices, resumed), so K and V are
+// converted once for all of them instead of once per token. A row's keys
+// past its own position are masked, which the one-row loop skips exactly
+// as the shorter cache of its decode step would not hold them. Per row the
 // operations, chunks and merge are the one-token step's.
-void run_rows_as_decode_group(const AttentionJob& job, const int32_t* q_pos, int64_t t0, int64_t t1,
-                              ThreadPool& pool) {
-  const detail::FloatKernels& fk = float_kernels_for(job.ref_lanes);
-  const int64_t n_chunks = pool.size(), G = job.group, dv = job.dv, n_tok = t1 - t0, rows = n_tok * G;
-  const int64_t n_kv = decode_kv_rows(job, q_pos, t1 - 1);  // the group's longest
+void run_one_row_group(const AttentionJob& job, int64_t n_kv, int64_t t0, int64_t t1, ThreadPool& pool) {
+  const int64_t n_chunks = pool.size(), G = job.group, dv = job.dv, rows = (t1 - t0) * G;
   const int64_t chunk_rows = (reference_view_rows(n_kv) + n_chunks - 1) / n_chunks;
-  const int64_t part_size = 2 + dv;
-  std::vector<float> partials(size_t(n_tok * job.n_head * n_chunks * part_size));  // [token][head][chunk][M, S, acc]
+  GroupPartials partials(job, t0, t1, n_chunks);
   // Item -> (kv head, chunk) with the chunks innermost: a thread's share of
   // items holds every chunk, so the short last chunk does not idle a thread.
   pool.parallel_for(job.n_head_kv * n_chunks, [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> M, S, acc;
-    M.resize(size_t(rows));
-    S.resize(size_t(rows));
+    M.assign(size_t(rows), kNegInf);
+    S.assign(size_t(rows), 0.0f);
     acc.resize(size_t(rows * dv));
     for (int64_t item = begin; item < end; ++item) {
       const int64_t hk = item / n_chunks, c = item % n_chunks;
       const int64_t j0 = std::min(n_kv, c * chunk_rows), j1 = std::min(n_kv, j0 + chunk_rows);
-      if (j0 == j1) {
-        std::fill(M.begin(), M.end(), kNegInf);
-        std::fill(S.begin(), S.end(), 0.0f);
-      }
+      if (j0 == j1) std::fill(M.begin(), M.end(), kNegInf), std::fill(S.begin(), S.end(), 0.0f);
       for (int64_t s0 = j0; s0 < j1; s0 += kSplitSliceRows)
         if (!detail::one_row_block_avx512(job, hk, t0, t1, s0, std::min(j1, s0 + kSplitSliceRows), M.data(), S.data(),
                                           acc.data(), s0 != j0))
           throw Error("attention: the AVX-512 kernel is not built");
-      for (int64_t r = 0; r < rows; ++r) {
-        const int64_t t = r / G, h = hk * G + r % G;
-        if (job.sinks != nullptr && j0 == 0 && j1 > 0)
-          detail::attention_apply_sink(job.sinks[h], M[size_t(r)], S[size_t(r)], acc.data() + r * dv, dv);
-        float* part = partials.data() + ((t * job.n_head + h) * n_chunks + c) * part_size;
-        part[0] = M[size_t(r)];
-        part[1] = S[size_t(r)];
-        std::memcpy(part + 2, acc.data() + r * dv, size_t(dv) * 4);
-      }
+      for (int64_t r = 0; r < rows; ++r)
+        partials.store(r / G, hk * G + r % G, c, j0 == 0 && j1 > 0, M[size_t(r)], S[size_t(r)], acc.data() + r * dv);
     }
   });
-  std::vector<float> merged(static_cast<size_t>(dv));
-  for (int64_t t = 0; t < n_tok; ++t)
-    for (int64_t h = 0; h < job.n_head; ++h)
-      merge_partials(partials.data() + (t * job.n_head + h) * n_chunks * part_size, n_chunks, dv, fk, merged.data(),
-                     job.out + ((t0 + t) * job.n_head + h) * dv);
+  partials.merge();
 }
 
-// Whether run_rows_as_decode_group gives token t's one-token bits: that
-// step would take split-KV on the AVX-512 one-row kernel (not the depth
-// kernel, whose tiles are its own).
-bool decode_row_groups(const AttentionJob& job, const int32_t* q_pos, int64_t t) {
-  AttentionJob one = job;
-  one.n_tokens = 1;
-  one.n_kv = decode_kv_rows(job, q_pos, t);
-  return use_split_kv(one) && !use_depth_kernel(one) && active_isa() >= Isa::Avx512Vnni && job.f16 && !job.typed;
+// The same for tokens whose one-token steps take the depth kernel (1024+
+// keys): per chunk, slices of kAttentionDepthSliceRows cache rows, every
+// token over a slice before the next slice, so the slice's K and V come
+// from memory once and from cache for the other tokens. The kernel resumes
+// each token's (M, S, acc) slice after slice over the same tiles as one
+// call over the chunk (attention_internal.h).
+void run_depth_group(const AttentionJob& job, const int32_t* q_pos, int64_t n_kv, int64_t t0, int64_t t1,
+                     ThreadPool& pool) {
+  const int64_t n_chunks = pool.size(), H = job.n_head, dv = job.dv, n_tok = t1 - t0;
+  const int64_t chunk_rows = (reference_view_rows(n_kv) + n_chunks - 1) / n_chunks;
+  GroupPartials partials(job, t0, t1, n_chunks);
+  std::vector<AttentionJob> tokens;
+  for (int64_t t = t0; t < t1; ++t) tokens.push_back(token_job(job, q_pos, t, n_kv));
+  pool.parallel_for(n_chunks, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> M, S, acc;
+    M.resize(size_t(n_tok * H));
+    S.resize(size_t(n_tok * H));
+    acc.resize(size_t(n_tok * H * dv));
+    for (int64_t c = begin; c < end; ++c) {
+      const int64_t j0 = std::min(n_kv, c * chunk_rows), j1 = std::min(n_kv, j0 + chunk_rows);
+      std::fill(M.begin(), M.end(), kNegInf);
+      std::fill(S.begin(), S.end(), 0.0f);
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t s0 = j0; s0 < j1; s0 += detail::kAttentionDepthSliceRows)
+        for (int64_t t = 0; t < n_tok; ++t)
+          if (!detail::depth_block_avx512(tokens[size_t(t)], s0, std::min(j1, s0 + detail::kAttentionDepthSliceRows),
+                                          M.data() + t * H, S.data() + t * H, acc.data() + t * H * dv, s0 != j0))
+            throw Error("attention: the depth kernel is not built");
+      for (int64_t t = 0; t < n_tok; ++t)
+        for (int64_t h = 0; h < H; ++h)
+          partials.store(t, h, c, j0 == 0 && j1 > 0, M[size_t(t * H + h)], S[size_t(t * H + h)],
+                         acc.data() + (t * H + h) * dv);
+    }
+  });
+  partials.merge();
+}
+
+// How token t's one-token step attends, where a group of tokens can share
+// its split: None (run it alone), the one-row kernel or the depth kernel.
+enum class RowGroup { None, OneRow, Depth };
+RowGroup row_group(const AttentionJob& job, const int32_t* q_pos, int64_t t) {
+  const AttentionJob one = token_job(job, q_pos, t, 0);
+  if (!use_split_kv(one)) return RowGroup::None;
+  if (use_depth_kernel(one)) return RowGroup::Depth;
+  return active_isa() >= Isa::Avx512Vnni && job.f16 && !job.typed ? RowGroup::OneRow : RowGroup::None;
 }
 
 void run_rows_as_decode(const AttentionJob& job, const int32_t* q_pos, ThreadPool& pool) {
   for (int64_t t = 0; t < job.n_tokens;) {
-    if (decode_row_groups(job, q_pos, t)) {
-      const int64_t view = reference_view_rows(decode_kv_rows(job, q_pos, t));
-      int64_t t1 = t + 1;
-      while (t1 < job.n_tokens && decode_row_groups(job, q_pos, t1) &&
-             reference_view_rows(decode_kv_rows(job, q_pos, t1)) == view)
-        ++t1;
-      run_rows_as_decode_group(job, q_pos, t, t1, pool);
-      t = t1;
+    const RowGroup kind = row_group(job, q_pos, t);
+    if (kind == RowGroup::None) {
+      const AttentionJob one = token_job(job, q_pos, t, 0);
+      if (use_split_kv(one)) run_split_kv(one, pool);
+      else run_one_row(one, pool);
+      ++t;
       continue;
     }
-    AttentionJob one = job;
-    one.n_tokens = 1;
-    one.n_kv = std::min<int64_t>(job.n_kv, int64_t(q_pos[t]) + 1);
-    one.q = job.q + t * job.n_head * job.dk;
-    one.out = job.out + t * job.n_head * job.dv;
-    one.visible = job.visible + t * job.n_kv;
-    one.first_visible = job.first_visible + t;
-    one.last_visible = job.last_visible + t;
-    one.alibi_dist = detail::attention_alibi_row(job, t);
-    if (use_split_kv(one)) run_split_kv(one, pool);
-    else run_one_row(one, pool);
-    ++t;
+    // The run of tokens after t with the same kind and padded view.
+    const int64_t view = reference_view_rows(decode_kv_rows(job, q_pos, t));
+    int64_t t1 = t + 1;
+    while (t1 < job.n_tokens && row_group(job, q_pos, t1) == kind &&
+           reference_view_rows(decode_kv_rows(job, q_pos, t1)) == view)
+      ++t1;
+    const int64_t n_kv = decode_kv_rows(job, q_pos, t1 - 1);  // the group's longest
+    if (kind == RowGroup::OneRow) run_one_row_group(job, n_kv, t, t1, pool);
+    else run_depth_group(job, q_pos, n_kv, t, t1, pool);
+    t = t1;
   }
 }
 
@@ -749,7 +807,7 @@ bool one_row_block_avx512(const AttentionJob&, int64_t, int64_t, int64_t, int64_
   return false;
 }
 bool tiled_block_avx512(const AttentionJob&, int64_t, int64_t, int64_t) { return false; }
-bool depth_block_avx512(const AttentionJob&, int64_t, int64_t, float*, float*, float*) { return false; }
+bool depth_block_avx512(const AttentionJob&, int64_t, int64_t, float*, float*, float*, bool) { return false; }
 #endif
 
 void attention_with_lanes(const float* q, const void* k, const void* v, const int32_t* q_pos, const int32_t* kv_pos,

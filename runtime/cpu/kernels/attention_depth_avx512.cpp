@@ -202,6 +202,7 @@ struct DepthTile {
   static constexpr int kNC = D / 16;                   // 16-value chunks of a row
   static constexpr int kSub = D <= 64 ? 4 : D <= 128 ? 2 : 1;  // D * keys <= 4096
   static constexpr int kKeys = 16 * kSub;
+  static_assert(kAttentionDepthSliceRows % kKeys == 0, "a slice of a resumed range is whole tiles");
 
   // The 16 scores of query row qg against K rows kt[0..16) (f32), unscaled.
   static __m512 scores16(const float* qg, const float* kt) {
@@ -389,11 +390,11 @@ struct DepthTile {
   }
 
   // The kernel over rows [j0, j1) (depth_block_avx512's contract).
-  static void run(const AttentionJob& job, int64_t j0, int64_t j1, float* M, float* S, float* acc);
+  static void run(const AttentionJob& job, int64_t j0, int64_t j1, float* M, float* S, float* acc, bool resume);
 };
 
 template <int D>
-void DepthTile<D>::run(const AttentionJob& job, int64_t j0, int64_t j1, float* M, float* S, float* acc) {
+void DepthTile<D>::run(const AttentionJob& job, int64_t j0, int64_t j1, float* M, float* S, float* acc, bool resume) {
   const bool k_q8 = job.k_type == GgmlType::Q8_0;
   const bool int_k = k_q8 && D % 64 == 0;  // the integer path for K
   const int64_t G = job.group, Hkv = job.n_head_kv;
@@ -410,6 +411,7 @@ void DepthTile<D>::run(const AttentionJob& job, int64_t j0, int64_t j1, float* M
   for (int64_t h = 0; h < job.n_head; ++h) {
     if (int_k) quantize_query(job.q + h * D, D, qq[size_t(h)]);
     else query_for_k(job.q + h * D, k_q8, D, qf.data() + h * D);
+    if (resume) continue;  // (M, S, acc) hold the rows before j0: the tiles go on from there
     M[h] = -__builtin_inff(), S[h] = 0.0f;
     for (int64_t i = 0; i < D; ++i) acc[h * D + i] = 0.0f;
   }
@@ -466,19 +468,19 @@ void DepthTile<D>::run(const AttentionJob& job, int64_t j0, int64_t j1, float* M
 
 }  // namespace
 
-bool depth_block_avx512(const AttentionJob& job, int64_t j0, int64_t j1, float* M, float* S, float* acc) {
+bool depth_block_avx512(const AttentionJob& job, int64_t j0, int64_t j1, float* M, float* S, float* acc, bool resume) {
   const bool k_q8 = job.k_type == GgmlType::Q8_0, v_q8 = job.v_type == GgmlType::Q8_0;
   if ((!k_q8 && job.k_type != GgmlType::F16) || (!v_q8 && job.v_type != GgmlType::F16)) return false;
   if (job.dv != job.dk || job.n_tokens != 1 || job.group > kMaxGroup) return false;
   switch (job.dk) {
-    case 32: DepthTile<32>::run(job, j0, j1, M, S, acc); return true;
-    case 64: DepthTile<64>::run(job, j0, j1, M, S, acc); return true;
-    case 96: DepthTile<96>::run(job, j0, j1, M, S, acc); return true;
-    case 128: DepthTile<128>::run(job, j0, j1, M, S, acc); return true;
-    case 160: DepthTile<160>::run(job, j0, j1, M, S, acc); return true;
-    case 192: DepthTile<192>::run(job, j0, j1, M, S, acc); return true;
-    case 224: DepthTile<224>::run(job, j0, j1, M, S, acc); return true;
-    case 256: DepthTile<256>::run(job, j0, j1, M, S, acc); return true;
+    case 32: DepthTile<32>::run(job, j0, j1, M, S, acc, resume); return true;
+    case 64: DepthTile<64>::run(job, j0, j1, M, S, acc, resume); return true;
+    case 96: DepthTile<96>::run(job, j0, j1, M, S, acc, resume); return true;
+    case 128: DepthTile<128>::run(job, j0, j1, M, S, acc, resume); return true;
+    case 160: DepthTile<160>::run(job, j0, j1, M, S, acc, resume); return true;
+    case 192: DepthTile<192>::run(job, j0, j1, M, S, acc, resume); return true;
+    case 224: DepthTile<224>::run(job, j0, j1, M, S, acc, resume); return true;
+    case 256: DepthTile<256>::run(job, j0, j1, M, S, acc, resume); return true;
     default: return false;
   }
 }

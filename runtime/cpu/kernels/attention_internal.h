@@ -113,7 +113,12 @@ bool tiled_block_avx512(const AttentionJob& job, int64_t hk, int64_t t0, int64_t
 // ([n_head], [n_head][dv]) as one_row_block does per row. False where not
 // built or for types it does not take (K and V each f16 or q8_0, equal
 // head sizes a multiple of 32 up to 256).
-bool depth_block_avx512(const AttentionJob& job, int64_t j0, int64_t j1, float* M, float* S, float* acc);
+// With resume it continues from the given (M, S, acc), the state after the
+// rows before j0: a range cut at a multiple of kAttentionDepthSliceRows
+// from its start gives the same tiles, and so the bits of one call.
+bool depth_block_avx512(const AttentionJob& job, int64_t j0, int64_t j1, float* M, float* S, float* acc,
+                        bool resume = false);
+constexpr int64_t kAttentionDepthSliceRows = 256;  // a multiple of every head size's tile
 // Cache rows from which a one-token decode takes that kernel.
 constexpr int64_t kAttentionDepthMinKV = 1024;
 // Query heads per kv head it takes (its softmax buffer).
