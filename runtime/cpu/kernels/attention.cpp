@@ -404,11 +404,11 @@ void store_partials(float* partials, int64_t n_chunks, int64_t c, int64_t dv, in
   }
 }
 
-void merge_all_heads(const AttentionJob& job, const std::vector<float>& partials, int64_t n_chunks,
+void merge_all_heads(const AttentionJob& job, const float* partials, int64_t n_chunks,
                      const detail::FloatKernels& fk) {
   std::vector<float> merged(static_cast<size_t>(job.dv));
   for (int64_t h = 0; h < job.n_head; ++h)
-    merge_partials(partials.data() + h * n_chunks * (2 + job.dv), n_chunks, job.dv, fk, merged.data(),
+    merge_partials(partials + h * n_chunks * (2 + job.dv), n_chunks, job.dv, fk, merged.data(),
                    job.out + h * job.dv);
 }
 
@@ -473,7 +473,7 @@ void run_split_kv(const AttentionJob& job, ThreadPool& pool) {
         store_partials(partials.data(), n_chunks, c, dv, 0, job.n_head, M.data(), S.data(), acc.data());
       }
     });
-    merge_all_heads(job, partials, n_chunks, fk);
+    merge_all_heads(job, partials.data(), n_chunks, fk);
     return;
   }
   if (active_isa() >= Isa::Avx512Vnni && job.f16 && !job.typed) {
@@ -489,7 +489,7 @@ void run_split_kv(const AttentionJob& job, ThreadPool& pool) {
         store_partials(partials.data(), n_chunks, c, dv, 0, job.n_head, M.data(), S.data(), acc.data());
       }
     });
-    merge_all_heads(job, partials, n_chunks, fk);
+    merge_all_heads(job, partials.data(), n_chunks, fk);
     return;
   }
   pool.parallel_for(n_chunks * job.n_head_kv, [&](int64_t begin, int64_t end) {
@@ -504,7 +504,7 @@ void run_split_kv(const AttentionJob& job, ThreadPool& pool) {
       store_partials(partials.data(), n_chunks, c, dv, hk * G, G, M.data(), S.data(), acc.data());
     }
   });
-  merge_all_heads(job, partials, n_chunks, fk);
+  merge_all_heads(job, partials.data(), n_chunks, fk);
 }
 
 // The tiled algorithm without SIMD, row by row, as the reference's scalar
@@ -644,8 +644,8 @@ int64_t decode_kv_rows(const AttentionJob& job, const int32_t* q_pos, int64_t t)
 }
 
 // The split-KV partials of a group of tokens [t0, t1) run as their one-token
-// steps (below): [token][head][chunk][M, S, acc], merged per (token, head)
-// in chunk order into job.out.
+// steps (below): per token, run_split_kv's [head][chunk][M, S, acc], stored
+// and merged as there.
 struct GroupPartials {
   const AttentionJob& job;
   int64_t t0, n_tok, n_chunks;
@@ -653,24 +653,21 @@ struct GroupPartials {
   GroupPartials(const AttentionJob& j, int64_t first, int64_t end, int64_t chunks)
       : job(j), t0(first), n_tok(end - first), n_chunks(chunks),
         data(size_t(n_tok * j.n_head * chunks * (2 + j.dv))) {}
+  float* token(int64_t t) { return data.data() + t * job.n_head * n_chunks * (2 + job.dv); }
   // Token t's (of the group) head h, chunk c; sinks folded in on chunk 0.
   void store(int64_t t, int64_t h, int64_t c, bool first_chunk, float M, float S, float* acc) {
     if (job.sinks != nullptr && first_chunk) detail::attention_apply_sink(job.sinks[h], M, S, acc, job.dv);
-    float* part = data.data() + ((t * job.n_head + h) * n_chunks + c) * (2 + job.dv);
-    part[0] = M;
-    part[1] = S;
-    std::memcpy(part + 2, acc, size_t(job.dv) * 4);
+    store_partials(token(t), n_chunks, c, job.dv, h, 1, &M, &S, acc);
   }
   void merge() {
     const detail::FloatKernels& fk = float_kernels_for(job.ref_lanes);
-    std::vector<float> merged(static_cast<size_t>(job.dv));
-    for (int64_t t = 0; t < n_tok; ++t)
-      for (int64_t h = 0; h < job.n_head; ++h)
-        merge_partials(data.data() + (t * job.n_head + h) * n_chunks * (2 + job.dv), n_chunks, job.dv, fk,
-                       merged.data(), job.out + ((t0 + t) * job.n_head + h) * job.dv);
+    for (int64_t t = 0; t < n_tok; ++t) {
+      AttentionJob one = job;
+      one.out = job.out + (t0 + t) * job.n_head * job.dv;
+      merge_all_heads(one, token(t), n_chunks, fk);
+    }
   }
 };
-
 
 // Token t alone, as its one-token step's attention call sees it (n_kv: the
 // cache rows it may read, at least its own).

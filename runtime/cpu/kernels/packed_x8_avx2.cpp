@@ -178,7 +178,8 @@ inline __m256i scale_lanes(const ScalesX8& s, int j) {
 
 // Groups of 4 tokens take the float steps per pair of sub-blocks, as
 // llama.cpp's ggml_gemm_q4_K_8x8_q8_K does; fewer tokens (a matmul's last
-// n % 4) take them per superblock, as its gemv (internal.h, PackedFn).
+// n % 4) take them per superblock, as its gemv (internal.h, PackedFn), and so
+// do 4 with kPerPair false (PackedKernels::fn4_each_token).
 template <int NT, bool kPerPair = NT == 4>
 void q4_k_x8_avx2(int64_t n_blocks, const void* vw, const void* vx, int64_t x_stride, const int32_t*, int64_t,
                   float* y, int64_t y_stride) {
