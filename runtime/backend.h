@@ -15,6 +15,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -92,9 +93,15 @@ class Backend {
   // bits plain decoding gives its token, which a speculative verify step
   // needs (docs/speculative.md): the CPU runs up to 63 rows of a sequence
   // as one-token steps in attention (past that, the reference's tiles); the
-  // CUDA executor's @prefill runs decode's kernels in steps of at most 16
-  // rows in all (codegen/cuda/kernel.h).
+  // CUDA executor's @prefill runs decode's kernels, at their speed up to 16
+  // rows (codegen/cuda/kernel.h).
   virtual int32_t rows_with_decode_bits() const = 0;
+  // The most rows, all sequences together, that a step verifying drafts
+  // should hold. Past 16 the CUDA executor still runs such a step with
+  // decode's kernels (its rows keep their bits), but their GEMVs read the
+  // weights once per 8 rows, which costs more than the drafts win; the
+  // CPU's cost grows with rows alone.
+  virtual int32_t verify_step_rows() const { return std::numeric_limits<int32_t>::max(); }
 
   // Runs one step; returns the values of its `return`, copied to the host.
   // Throws vtc::Error on bad inputs (unknown step, missing or mis-shaped

@@ -231,7 +231,8 @@ HostTensor Session::Impl::run_prefill(std::span<const SeqChunk> chunks, bool eve
   // A chunk whose logits are read at more than its last row verifies drafts:
   // its rows need decode's bits. (A prompt's every row, every_row, keeps the
   // reference's batched order: its logits are compared with llama.cpp's.)
-  for (const SeqChunk& c : chunks) req.rows_as_decode = req.rows_as_decode || (!every_row && c.logit_rows > 1);
+  for (const SeqChunk& c : chunks)
+    req.rows_as_decode = req.rows_as_decode || c.rows_as_decode || (!every_row && c.logit_rows > 1);
   set_arg(req, step::kIds, HostTensor::i32(ids));
   set_arg(req, step::kPos, HostTensor::i32(pos));
   set_arg(req, step::kSeq, HostTensor::i32(seq));

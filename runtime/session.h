@@ -68,6 +68,10 @@ struct SeqChunk {
   // More than 1 makes the step a verify step: every row of it is computed
   // with the bits its one-token step would have (StepRequest::rows_as_decode).
   int32_t logit_rows = 1;
+  // The same for a chunk that returns fewer rows: a speculating sequence's
+  // accepted tokens run again after a recurrent rollback, whose states must
+  // be the ones decoding them one by one gives.
+  bool rows_as_decode = false;
 };
 
 // One declared state of one sequence, as `vtc run --fingerprint` prints it

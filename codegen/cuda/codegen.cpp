@@ -534,11 +534,12 @@ StepKernels generate_step(const ir::Module& module, const ir::Function& fn) {
   return out;
 }
 
-bool launches_in(const Kernel& k, std::optional<int64_t> t_rows) {
+bool launches_in(const Kernel& k, std::optional<int64_t> t_rows, bool rows_as_decode) {
+  const bool decode_form = t_rows && (*t_rows <= kDecodeFormRows || rows_as_decode);
   switch (k.guard) {
     case RowsGuard::Always: return true;
-    case RowsGuard::FewRows: return t_rows && *t_rows <= kDecodeFormRows;
-    case RowsGuard::ManyRows: return !t_rows || *t_rows > kDecodeFormRows;
+    case RowsGuard::FewRows: return decode_form;
+    case RowsGuard::ManyRows: return !decode_form;
   }
   return true;
 }

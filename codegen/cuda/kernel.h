@@ -50,7 +50,8 @@ struct KernelArg {
 // (GEMV, flash decoding: generate_step's "decode form"), so each of its
 // rows has the bits plain decoding gives that token (a speculative verify
 // row must: docs/speculative.md); a step of more rows runs the tiled GEMMs
-// and prefill attention. A step without T launches every kernel.
+// and prefill attention, unless it asks for decode's bits (launches_in). A
+// step without T launches every kernel.
 enum class RowsGuard : uint8_t { Always, FewRows, ManyRows };
 constexpr int64_t kDecodeFormRows = 16;
 
@@ -81,13 +82,16 @@ struct Kernel {
 };
 
 // Whether `k` launches in a bucket whose T is `t_rows` (nullopt: the step
-// has no T symbol).
-bool launches_in(const Kernel& k, std::optional<int64_t> t_rows);
+// has no T symbol). `rows_as_decode` (StepRequest::rows_as_decode: a step
+// whose rows must have their one-token steps' bits) takes the decode form
+// at any T: past kDecodeFormRows its GEMVs read the weights once per 8
+// rows, slower than the tiles but exact.
+bool launches_in(const Kernel& k, std::optional<int64_t> t_rows, bool rows_as_decode = false);
 // The same at a bucket's symbol bindings (a map from symbol name to value).
 template <class Symbols>
-bool launches_at(const Kernel& k, const Symbols& symbols) {
+bool launches_at(const Kernel& k, const Symbols& symbols, bool rows_as_decode = false) {
   const auto t = symbols.find("T");
-  return launches_in(k, t == symbols.end() ? std::nullopt : std::optional<int64_t>(t->second));
+  return launches_in(k, t == symbols.end() ? std::nullopt : std::optional<int64_t>(t->second), rows_as_decode);
 }
 
 // A value that shares another's storage: reshape, view (at an element

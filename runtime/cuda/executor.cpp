@@ -572,6 +572,8 @@ struct Executor::Impl final : StateStorage {
     p.stage_bytes = off + uint64_t(p.rows * pt_stride) * 4;
   }
 
+  // `key`: the symbol values, then whether the bucket runs the decode form
+  // past kDecodeFormRows rows (find_bucket).
   std::unique_ptr<Prepared> prepare(Step& st, const std::vector<int64_t>& key, bool observe, bool graph) {
     ++stats.buckets_prepared;
     auto p = std::make_unique<Prepared>();
@@ -579,7 +581,7 @@ struct Executor::Impl final : StateStorage {
     p->env["PT_STRIDE"] = pt_stride;
     p->rows = key[st.s_index];
     for (size_t i = 0; i < st.kernels.kernels.size(); ++i)
-      if (launches_at(st.kernels.kernels[i], p->env)) p->kernels.push_back(i);
+      if (launches_at(st.kernels.kernels[i], p->env, key.back() != 0)) p->kernels.push_back(i);
     const Roots r = find_roots(st, *p);
     const BufferPlan plan = plan_arena(r, *p, observe);
     uint64_t scratch = 0, counter_ints = 0;
@@ -679,6 +681,9 @@ struct Executor::Impl final : StateStorage {
   Prepared& find_bucket(Step& st, const StepRequest& req, bool& graph) {
     std::vector<int64_t> key = symbol_values(st, req);
     if (!args_match(st, req, key)) bind_step_symbols(*st.fn, req, Target::Cuda);  // throws naming the argument
+    // A verify step of more rows than the decode form's usual bucket still
+    // needs decode's bits: its own bucket runs the decode form (launches_in).
+    key.push_back(req.rows_as_decode && st.t_index && key[*st.t_index] > kDecodeFormRows);
     const bool observe = bool(observer);
     graph = options.graphs && !observe && st.fn->name == ir::step_name(ir::StepKind::Decode);
     if (graph && st.paddable && !options.sentinels)

@@ -129,6 +129,7 @@ class Executor final : public Backend {
   Target target() const override { return Target::Cuda; }
   std::string describe() const override;
   int32_t rows_with_decode_bits() const override { return int32_t(kDecodeFormRows); }
+  int32_t verify_step_rows() const override { return int32_t(kDecodeFormRows); }
   std::vector<HostTensor> run(const StepRequest& request) override;
   std::vector<uint8_t> read_slot_row(const StateStore::Layout& state, int32_t slot) override;
   void write_slot_row(const StateStore::Layout& state, int32_t slot, std::span<const uint8_t> bytes) override;

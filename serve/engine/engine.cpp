@@ -434,17 +434,24 @@ bool Engine::run_step() {
   for (const auto& c : chunks) tokens += int64_t(c.tokens.size());
   draft_policy_.step_timed(int32_t(tokens), seconds);
   metrics_.step(int64_t(chunks.size()), tokens, generated, seconds);
+  if (std::any_of(chunks.begin(), chunks.end(), [](const SeqChunk& c) { return c.logit_rows > 1; }))
+    metrics_.verify_step(tokens);
   return true;
 }
 
 // Each speculating request's draft for this step (Active::draft): as long
-// as its reservation, its remaining output, the step's token budget and the
+// as its reservation, its remaining output, the step's token budget, the
 // rows whose bits are decode's (Backend::rows_with_decode_bits: a verify of
-// at most 16 rows on CUDA) allow, and as DraftPolicy finds worth the step's
-// time; the draft model runs once for all of them.
+// at most 16 rows on CUDA) and the rows a verifying step should hold in all
+// (Backend::verify_step_rows: 16 on CUDA, so a step still busy with
+// prompts drafts nothing there) allow, and as DraftPolicy finds worth the
+// step's time; the draft model runs once for all of them.
 void Engine::plan_drafts(int64_t budget, int32_t step_rows, int32_t step_outputs) {
   const SpecOptions& o = options_.spec;
   const int64_t exact_rows = session_->backend().rows_with_decode_bits();
+  int64_t step_room = int64_t(session_->backend().verify_step_rows()) - step_rows;
+  for (const auto& a : active_)  // accepted tokens that run again (verify.h)
+    if (a->spec_started && !a->done) step_room -= int64_t(a->spec.pending().size()) - 1;
   std::vector<ModelDrafter::Job> jobs;
   std::vector<Active*> owners;
   std::vector<DraftPolicy::Sequence*> records;
@@ -457,7 +464,7 @@ void Engine::plan_drafts(int64_t budget, int32_t step_rows, int32_t step_outputs
     const int64_t pending = int64_t(a.spec.pending().size());
     int64_t room = std::min<int64_t>({int64_t(n_max), a.reserved - a.spec.positions_after(0), budget - pending + 1,
                                       int64_t(a.req->params.max_tokens) - a.req->generated_ - 1,
-                                      exact_rows - pending});
+                                      exact_rows - pending, step_room});
     budget -= pending - 1;  // the decode row's own token was counted by the caller
     if (room <= 0 || a.record.plain_left > 0 || !a.spec.may_draft()) continue;
     if (o.mode == SpecMode::Ngram) {
@@ -470,6 +477,7 @@ void Engine::plan_drafts(int64_t budget, int32_t step_rows, int32_t step_outputs
         owners.push_back(&a);
         records.push_back(&a.record);
         budget -= room;
+        step_room -= room;
         step_rows += int32_t(room);
       }
       continue;
@@ -478,6 +486,7 @@ void Engine::plan_drafts(int64_t budget, int32_t step_rows, int32_t step_outputs
     if (o.adaptive && k > 0) k = draft_policy_.length(a.record, k, n_min, n_max, step_rows, step_outputs);
     a.draft.resize(size_t(k));
     budget -= k;
+    step_room -= k;
     step_rows += k;
   }
   draft_and_account(*drafter_, draft_policy_, jobs, records);

@@ -25,6 +25,7 @@ void Histogram::render(std::string& out, const std::string& name, const std::str
 Metrics::Metrics()
     : seqs_per_step_({1, 2, 4, 8, 16, 32, 64}),
       tokens_per_step_({1, 4, 16, 64, 128, 256, 512, 1024}),
+      verify_step_tokens_({2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}),
       time_to_first_token_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
                             10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}),
       inter_token_latency_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0,
@@ -73,6 +74,11 @@ void Metrics::verified(int64_t k, int64_t accepted) {
   ++verifies_;
   draft_tokens_ += uint64_t(k);
   draft_accepted_ += uint64_t(accepted);
+}
+
+void Metrics::verify_step(int64_t tokens) {
+  std::lock_guard<std::mutex> lock(mu_);
+  verify_step_tokens_.observe(double(tokens));
 }
 
 void Metrics::finished(Finish reason) {
@@ -142,6 +148,8 @@ std::string Metrics::render(const EngineGauges& g) const {
   gauge("vtc_kv_bytes_per_token", "Bytes one position of context takes in the KV cache.", double(g.kv_bytes_per_token));
   seqs_per_step_.render(out, "vtc_batch_sequences", "Sequences per scheduler step.");
   tokens_per_step_.render(out, "vtc_batch_tokens", "Tokens per scheduler step.");
+  verify_step_tokens_.render(out, "vtc_spec_step_tokens",
+                             "Tokens (rows) of the scheduler steps that verify drafts, all sequences together.");
   time_to_first_token_.render(out, "vtc_time_to_first_token_seconds", "Seconds from a request's arrival to its first token.");
   inter_token_latency_.render(out, "vtc_inter_token_latency_seconds", "Seconds between consecutive tokens of a request.");
   e2e_latency_.render(out, "vtc_e2e_request_latency_seconds", "Seconds from a request's arrival to its end.");

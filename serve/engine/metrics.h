@@ -64,6 +64,8 @@ class Metrics {
   void request_latency(double seconds);
   // One verify step's share of a sequence: k draft tokens, `accepted` kept.
   void verified(int64_t k, int64_t accepted);
+  // A scheduler step that verified drafts, of `tokens` rows in all.
+  void verify_step(int64_t tokens);
 
   int64_t cached_prompt_tokens() const;
   std::string render(const EngineGauges& g) const;
@@ -78,7 +80,7 @@ class Metrics {
   uint64_t prompt_tokens_ = 0, cached_tokens_ = 0, generated_tokens_ = 0, steps_ = 0;
   uint64_t draft_tokens_ = 0, draft_accepted_ = 0, verifies_ = 0;
   double step_seconds_ = 0;
-  Histogram seqs_per_step_, tokens_per_step_;
+  Histogram seqs_per_step_, tokens_per_step_, verify_step_tokens_;
   Histogram time_to_first_token_, inter_token_latency_, e2e_latency_;
   struct Sample {
     Clock::time_point at;

@@ -191,6 +191,50 @@ TEST_CASE("a few-row @prefill bucket runs as a graph with the eager run's bits, 
   CHECK(again.bytes == want.bytes);
 }
 
+// A serving step that batches several sequences' verify chunks can hold
+// more rows than the decode form's usual bucket (kDecodeFormRows): it
+// still asks for decode's bits (StepRequest::rows_as_decode), so it runs
+// the decode form too, and each of its 21 rows equals that token's own
+// decode step bit for bit. The same rows as a prompt (no verify) take the
+// tiles.
+TEST_CASE("a verify step of 21 rows across 3 sequences keeps each row's decode bits", "[sim]") {
+  const std::string path = tiny_llama();
+  const vtc::SessionOptions so{.target = vtc::Target::Cuda, .n_ctx = 64, .n_slots = 3};
+  std::vector<std::vector<int32_t>> prompts(3), drafts(3);
+  for (int32_t s = 0; s < 3; ++s)
+    for (int32_t i = 0; i < 7; ++i) {
+      prompts[size_t(s)].push_back(1000 + 37 * i + 101 * s);
+      drafts[size_t(s)].push_back(2000 + 11 * i + 7 * s);
+    }
+  const int32_t at = 7;
+  std::vector<std::vector<std::vector<float>>> decoded(3);
+  {
+    vtc::Session one(path, so);
+    for (int32_t s = 0; s < 3; ++s) {
+      one.prefill(s, prompts[size_t(s)], 0);
+      for (int32_t i = 0; i < 7; ++i)
+        decoded[size_t(s)].push_back(one.decode(std::vector<int32_t>{s}, std::vector<int32_t>{drafts[size_t(s)][size_t(i)]},
+                                                std::vector<int32_t>{at + i})
+                                         .row(0));
+    }
+  }
+  vtc::Session batched(path, so);
+  std::vector<vtc::SeqChunk> chunks;
+  for (int32_t s = 0; s < 3; ++s) {
+    batched.prefill(s, prompts[size_t(s)], 0);
+    chunks.push_back({s, drafts[size_t(s)], at, 7});
+  }
+  const vtc::HostTensor verify = batched.step(chunks);
+  REQUIRE(verify.shape.at(0) == 21);
+  int differing = 0;
+  for (int32_t s = 0; s < 3; ++s)
+    for (int32_t i = 0; i < 7; ++i) {
+      const std::vector<float> row = verify.row(7 * s + i);
+      differing += std::memcmp(row.data(), decoded[size_t(s)][size_t(i)].data(), row.size() * sizeof(float)) != 0;
+    }
+  CHECK(differing == 0);
+}
+
 // Greedy n-gram speculation drafted on the device (Backend::
 // drafts_on_device, codegen/cuda/device_drafts.h), on a prompt of a
 // 12-token passage said three times, 7 drafts a step (the first drafts

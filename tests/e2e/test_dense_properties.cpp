@@ -121,6 +121,34 @@ TEST_CASE("a verify chunk on Q4_K x8 weights has the bits of decode steps", "[e2
   }
 }
 
+// After a rejected draft, a recurrent model's accepted tokens run again as
+// one chunk that returns only its last row (serve/engine/speculative/
+// verify.h). Its states must be those of decoding the tokens one by one,
+// so the chunk asks for decode's bits (SeqChunk::rows_as_decode): on Q4_K
+// x8 weights its rows would otherwise take the reference's 4-token gemm
+// order. The next token's logits, after the chunk, must be decode's.
+TEST_CASE("a recurrent model's re-run chunk after a rollback has the states of decode steps", "[e2e][reference][spec]") {
+  const std::string path = test::model_path("qwen35", "q4_k_m");
+  const auto prompt = test::sample_prompt(path);
+  const std::vector<int32_t> rows{11, 22, 33, 44, 55, 66, 77, 88};
+  const int32_t at = int32_t(prompt.size()), next = 99, end = at + int32_t(rows.size());
+  std::vector<float> decoded;
+  {
+    Session s(path, {.threads = 2, .n_ctx = 128, .n_slots = 1});
+    s.prefill(0, prompt, 0);
+    for (size_t i = 0; i < rows.size(); ++i)
+      s.decode(std::vector<int32_t>{0}, std::vector<int32_t>{rows[i]}, std::vector<int32_t>{at + int32_t(i)});
+    decoded = s.decode(std::vector<int32_t>{0}, std::vector<int32_t>{next}, std::vector<int32_t>{end}).row(0);
+  }
+  Session s(path, {.threads = 2, .n_ctx = 128, .n_slots = 1});
+  s.prefill(0, prompt, 0);
+  const SeqChunk rerun{0, rows, at, 1, true};
+  s.step({&rerun, 1});
+  const std::vector<float> after =
+      s.decode(std::vector<int32_t>{0}, std::vector<int32_t>{next}, std::vector<int32_t>{end}).row(0);
+  CHECK(std::memcmp(after.data(), decoded.data(), after.size() * sizeof(float)) == 0);
+}
+
 TEST_CASE("bad step inputs are clear errors", "[e2e][reference]") {
   Session s(test::model_path("llama", "f32"), {.threads = 1, .n_ctx = 16});
   CHECK_THROWS_WITH(s.prefill(0, std::vector<int32_t>{1, 99999999}, 0), Catch::Contains("outside the vocabulary"));

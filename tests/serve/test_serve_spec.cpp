@@ -4,7 +4,7 @@
 // kept token is one draw of the request's own sampler, so sampled requests
 // repeat too: serve/engine/speculative/verify.h); on an attention model and
 // hybrids with recurrent state (their rollback restores a checkpoint), on
-// the CPU (sampling on the host, and on the backend) and (4 requests, jamba,
+// the CPU (sampling on the host, and on the backend) and (5 requests, jamba,
 // sampling on the device) the simulated CUDA device. A request cancelled between verify
 // steps gives every page back. The per-request fields: "speculative":
 // false opts out, speculative.n_max bounds the draft.
@@ -67,8 +67,17 @@ serve::EngineOptions options(const std::string& arch, Target target, int32_t par
   return o;
 }
 
+// A metric's value in a /metrics rendering (-1 when absent).
+double metric(const std::string& text, const std::string& name) {
+  const size_t at = text.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stod(text.substr(at + name.size() + 2));
+}
+
 // `n` requests (8 on the CPU; the simulated device runs fewer, shorter
-// ones) with speculation, at once, against each alone without.
+// ones) with speculation, at once, against each alone without. On CUDA a
+// step that verifies drafts holds at most 16 rows (Backend::
+// verify_step_rows: past that the executor's decode-form GEMVs read the
+// weights once per 8 rows), which the rows histogram shows.
 void check_concurrent_equals_solo(const std::string& arch, Target target, int n, int32_t max_tokens,
                                   std::vector<serve::SpecMode> modes, bool device_sampling = false) {
   INFO(arch << " on " << (target == Target::Cuda ? "cuda (simulated)" : "cpu")
@@ -105,6 +114,12 @@ void check_concurrent_equals_solo(const std::string& arch, Target target, int n,
     }
     auto g = idle_gauges(engine);
     CHECK(g.kv_pages_free + g.kv_pages_cached == g.kv_pages_total);
+    if (target == Target::Cuda) {
+      const std::string text = spec_metrics.render(g);
+      const double verify_steps = metric(text, "vtc_spec_step_tokens_count");
+      CHECK(verify_steps > 0);
+      CHECK(metric(text, "vtc_spec_step_tokens_bucket{le=\"16\"}") == verify_steps);
+    }
   }
 }
 
@@ -123,7 +138,9 @@ TEST_CASE("speculating requests on the simulated cuda device give their solo tok
   // jamba: recurrent states (Mamba) and attention, and a 32k vocabulary
   // (qwen35's 152k makes every simulated step slow).
   // Sampling on the device, its default there.
-  check_concurrent_equals_solo("jamba", Target::Cuda, 4, 16, {serve::SpecMode::Draft}, true);
+  // 5 requests, 4 of them drafting up to 4 tokens: 20 rows a step
+  // uncapped.
+  check_concurrent_equals_solo("jamba", Target::Cuda, 5, 16, {serve::SpecMode::Draft}, true);
 }
 
 TEST_CASE("a speculating request cancelled between verify steps gives its pages back", "[serve][reference][spec]") {

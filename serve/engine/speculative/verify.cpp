@@ -20,7 +20,7 @@ SeqChunk SpecSequence::chunk(int32_t slot, std::span<const int32_t> draft, State
     checkpoint_ = states.save_checkpoint(slot, std::move(checkpoint_));
     checkpoint_at_ = n_past_;
   }
-  return {slot, chunk_, n_past_, int32_t(draft_.size() + 1)};
+  return {slot, chunk_, n_past_, int32_t(draft_.size() + 1), chunk_.size() > 1};
 }
 
 void SpecSequence::verified(int32_t slot, size_t accepted, int32_t next, StateStore& states, Session* session) {

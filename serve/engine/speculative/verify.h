@@ -30,7 +30,8 @@
 //     and the new token become pending. The next step runs them again
 //     without a draft (may_draft() is false), as a plain decode step that
 //     recomputes: its last row gives the next token, and the states are
-//     committed, so the following step drafts from a fresh checkpoint. A
+//     committed, so the following step drafts from a fresh checkpoint
+//     (its rows take decode's bits too: SeqChunk::rows_as_decode). A
 //     rejection thus costs one undrafted step, and a chunk never holds more
 //     than k + 2 tokens.
 #pragma once
