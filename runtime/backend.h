@@ -136,12 +136,14 @@ class Backend {
   // Gives `slot` its history: the prompt and the first sampled token
   // (which has not run yet), and drafts from it.
   virtual void start_device_drafts(int32_t, std::span<const int32_t>) { throw Error(drafts_on_host()); }
-  // Queues one verify step (`request`: @prefill of one drafting slot over
-  // 1 + k rows, k <= 15, returning every row's logits; its %ids and %pos
-  // are written on the backend) and returns the previous call's outcome
-  // (nullopt on the first); wait_device_verify() returns the last.
-  virtual std::optional<DeviceVerifyOutcome> run_device_verify(const StepRequest&) { throw Error(drafts_on_host()); }
-  virtual std::optional<DeviceVerifyOutcome> wait_device_verify() { return std::nullopt; }
+  // Queues one verify step (`request`: @prefill of drafting slots, each
+  // over 1 + k consecutive rows, k <= 15, %seq giving each row's slot
+  // index, every row's logits returned; its %ids and %pos are written on
+  // the backend) and returns the previous call's outcomes, one per slot
+  // in its order (none on the first); wait_device_verify() returns the
+  // last call's.
+  virtual std::vector<DeviceVerifyOutcome> run_device_verify(const StepRequest&) { throw Error(drafts_on_host()); }
+  virtual std::vector<DeviceVerifyOutcome> wait_device_verify() { return {}; }
 
  private:
   std::string drafts_on_host() const { return "drafting on the device: the " + describe() + " drafts on the host"; }

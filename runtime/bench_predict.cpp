@@ -157,7 +157,8 @@ void run_steps(Session& session, const PredictSpec& spec, StepWindow& window,
       session.prefill(0, std::span<const int32_t>(context).first(size_t(spec.batch_context)), 0);
       session.start_device_drafts(0, context);  // compiles the two kernels the first time
       window.begin();  // the bucket's graph was captured by the host-drafted step of v rows above
-      session.verify_on_device(0, v - 1, spec.batch_context + v);
+      const Session::DeviceVerifyRows rows{0, v - 1, spec.batch_context + v};
+      session.verify_on_device({&rows, 1});
       try {
         session.finish_device_verify();
       } catch (const Error&) {

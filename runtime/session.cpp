@@ -454,25 +454,33 @@ void Session::start_device_drafts(int32_t slot, std::span<const int32_t> tokens)
   impl_->backend->start_device_drafts(slot, tokens);
 }
 
-std::optional<DeviceVerifyOutcome> Session::verify_on_device(int32_t slot, int32_t drafts, int64_t n_positions) {
+std::vector<DeviceVerifyOutcome> Session::verify_on_device(std::span<const DeviceVerifyRows> seqs) {
   const int32_t most = impl_->backend->rows_with_decode_bits() - 1;  // a verify row keeps decode's bits
-  if (drafts < 0 || drafts > most || n_positions > n_ctx())
-    throw Error(fmt::format("speculate: {} drafts with {} positions reserved (at most {} and {})", drafts, n_positions,
-                            most, n_ctx()));
-  impl_->reserve(slot, n_positions, "speculate");
-  const int32_t rows = drafts + 1;
-  std::vector<int32_t> zeros(size_t(rows), 0), order(static_cast<size_t>(rows));
+  std::vector<int32_t> slots, seq;
+  for (const DeviceVerifyRows& s : seqs) {
+    impl_->states.check_slot(s.slot);
+    if (s.drafts < 0 || s.drafts > most || s.n_positions > n_ctx())
+      throw Error(fmt::format("speculate: {} drafts with {} positions reserved (at most {} and {})", s.drafts,
+                              s.n_positions, most, n_ctx()));
+    if (std::find(slots.begin(), slots.end(), s.slot) != slots.end())
+      throw Error(fmt::format("speculate: slot {} appears twice in one verify step", s.slot));
+    slots.push_back(s.slot);
+    seq.insert(seq.end(), size_t(s.drafts) + 1, int32_t(slots.size()) - 1);
+  }
+  if (seqs.empty()) throw Error("speculate: a verify step needs a sequence");
+  for (const DeviceVerifyRows& s : seqs) impl_->reserve(s.slot, s.n_positions, "speculate");
+  std::vector<int32_t> zeros(seq.size(), 0), order(seq.size());
   std::iota(order.begin(), order.end(), 0);
-  StepRequest req = step_request(StepKind::Prefill, {slot});
+  StepRequest req = step_request(StepKind::Prefill, std::move(slots));
   set_arg(req, step::kIds, HostTensor::i32(zeros));  // written on the device
   set_arg(req, step::kPos, HostTensor::i32(zeros));  // written on the device
-  set_arg(req, step::kSeq, HostTensor::i32(zeros));
+  set_arg(req, step::kSeq, HostTensor::i32(seq));
   set_arg(req, step::kRows, HostTensor::i32(order));
   req.rows_as_decode = true;
   return impl_->backend->run_device_verify(req);
 }
 
-std::optional<DeviceVerifyOutcome> Session::finish_device_verify() { return impl_->backend->wait_device_verify(); }
+std::vector<DeviceVerifyOutcome> Session::finish_device_verify() { return impl_->backend->wait_device_verify(); }
 
 int32_t DeviceSampling::draw_on_host(std::span<const float> row, int32_t pos) const {
   // The settings decode_request passes, and the op's bound on candidates

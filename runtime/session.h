@@ -159,15 +159,20 @@ class Session {
   // Greedy n-gram speculation kept on the backend (Backend::
   // drafts_on_device; docs/speculative.md). start_device_drafts gives
   // `slot` its history (the prompt and the first sampled token, not run
-  // yet). verify_on_device queues one verify step of `slot` over 1 +
-  // `drafts` rows (drafts <= 15) whose ids and positions the backend
-  // holds, with pages reserved for the first `n_positions` positions (the
-  // most the steps queued so far can reach), and returns the previous
-  // call's outcome; finish_device_verify() the last call's. The caller
-  // gives back pages past the final length (truncate).
+  // yet). verify_on_device queues one verify step of the sequences
+  // `rows`, each over 1 + `drafts` rows (drafts <= 15) whose ids and
+  // positions the backend holds, with pages reserved for its first
+  // `n_positions` positions (the most the steps queued so far can reach),
+  // and returns the previous call's outcomes (one per sequence, in order;
+  // none on the first call); finish_device_verify() the last call's. The
+  // caller gives back pages past the final length (truncate).
+  struct DeviceVerifyRows {
+    int32_t slot = 0, drafts = 0;
+    int64_t n_positions = 0;
+  };
   void start_device_drafts(int32_t slot, std::span<const int32_t> tokens);
-  std::optional<DeviceVerifyOutcome> verify_on_device(int32_t slot, int32_t drafts, int64_t n_positions);
-  std::optional<DeviceVerifyOutcome> finish_device_verify();
+  std::vector<DeviceVerifyOutcome> verify_on_device(std::span<const DeviceVerifyRows> rows);
+  std::vector<DeviceVerifyOutcome> finish_device_verify();
 
   // Forgets a sequence: gives its KV pages back and empties its states.
   void reset(int32_t slot);

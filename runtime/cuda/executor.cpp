@@ -979,31 +979,65 @@ struct Executor::Impl final : StateStorage {
     sync();  // `head` is pageable and goes out of scope
   }
 
-  // Queues spec_rows, the step (a graph for up to 16 rows) and spec_accept,
-  // then the outcome's copy-out behind the stage's event; returns the
-  // previous verify step's outcome.
-  std::optional<DeviceVerifyOutcome> run_verify(const StepRequest& req) {
-    auto rec = req.slots.size() == 1 ? draft_records.find(req.slots[0]) : draft_records.end();
-    if (rec == draft_records.end())
-      throw Error("cuda: a device verify step takes one slot that start_device_drafts gave a history");
+  // One drafting sequence of a device verify step: its record and rows.
+  struct VerifyRows {
+    DevPtr record;
+    int64_t first, rows;
+  };
+
+  // The sequences of a device verify step, from its slots and %seq (each
+  // slot's rows consecutive, 1..16 of them, every row with its logits).
+  std::vector<VerifyRows> verify_rows(const StepRequest& req) const {
     if (req.step != ir::step_name(ir::StepKind::Prefill)) throw Error("cuda: a device verify step runs @prefill");
-    const int64_t rows = req.args.at(std::string(ir::step::kRows)).numel();
-    if (rows < 1 || rows > Record::kMaxDrafts + 1 || req.args.at(std::string(ir::step::kIds)).numel() != rows)
-      throw Error(fmt::format("cuda: a device verify step has 1..{} rows, each with its logits", Record::kMaxDrafts + 1));
+    const HostTensor& seq = req.args.at(std::string(ir::step::kSeq));
+    const int64_t total = seq.numel();
+    if (req.args.at(std::string(ir::step::kRows)).numel() != total || req.args.at(std::string(ir::step::kIds)).numel() != total)
+      throw Error("cuda: every row of a device verify step returns its logits");
+    std::vector<VerifyRows> out;
+    for (int64_t r = 0; r < total; ++r) {
+      const int32_t s = seq.i32_data()[r];
+      if (s == int32_t(out.size())) {
+        auto rec = s < int32_t(req.slots.size()) ? draft_records.find(req.slots[size_t(s)]) : draft_records.end();
+        if (rec == draft_records.end())
+          throw Error("cuda: a device verify step takes slots that start_device_drafts gave a history");
+        out.push_back({rec->second, r, 0});
+      } else if (s != int32_t(out.size()) - 1) {
+        throw Error("cuda: a device verify step takes each slot's rows together, in slot order");
+      }
+      ++out.back().rows;
+    }
+    if (out.size() != req.slots.size() || out.size() * size_t(Record::kOutcomeWords) > kMaxSampledRows)
+      throw Error(fmt::format("cuda: a device verify step has rows for each of its {} slots", req.slots.size()));
+    for (const VerifyRows& v : out)
+      if (v.rows > Record::kMaxDrafts + 1)
+        throw Error(fmt::format("cuda: a device verify step has 1..{} rows a slot", Record::kMaxDrafts + 1));
+    return out;
+  }
+
+  // Queues spec_rows for each sequence, the step (a graph for up to 16
+  // rows) and spec_accept for each, then the outcomes' copy-out behind the
+  // stage's event; returns the previous verify step's outcomes.
+  std::vector<DeviceVerifyOutcome> run_verify(const StepRequest& req) {
+    const std::vector<VerifyRows> seqs = verify_rows(req);
     require_pending_kind(true);
-    DevPtr record = rec->second;
     const Call c = execute(req, [&](const Prepared& p) {
-      DevPtr ids = p.arg_dst[draft_ids_arg], pos = p.arg_dst[draft_pos_arg];
-      long long n = rows;
-      void* params[] = {&record, &ids, &pos, &n};
-      dev->launch(spec_rows_fn, 1, 1, 32, params, stream);
+      for (const VerifyRows& v : seqs) {
+        DevPtr record = v.record, ids = p.arg_dst[draft_ids_arg] + DevPtr(v.first * 4),
+               pos = p.arg_dst[draft_pos_arg] + DevPtr(v.first * 4);
+        long long n = v.rows;
+        void* params[] = {&record, &ids, &pos, &n};
+        dev->launch(spec_rows_fn, 1, 1, 32, params, stream);
+      }
     });
-    launch_accept(record, c.p->at(draft_logits), rows);
-    dev->download(stage[c.stage].ids, record + Record::kOutCount * 4, Record::kOutcomeWords * 4, stream);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      launch_accept(seqs[i].record, c.p->at(draft_logits) + DevPtr(seqs[i].first * draft_vocab * 4), seqs[i].rows);
+      dev->download(stage[c.stage].ids + i * Record::kOutcomeWords, seqs[i].record + Record::kOutCount * 4,
+                    Record::kOutcomeWords * 4, stream);
+    }
     finish(c);
-    const std::optional<DeviceVerifyOutcome> previous = outcome(collect());
+    std::vector<DeviceVerifyOutcome> previous = outcomes(collect());
     pending_stage = c.stage;
-    pending = size_t(Record::kOutcomeWords);
+    pending = seqs.size() * size_t(Record::kOutcomeWords);
     pending_outcome = true;
     return previous;
   }
@@ -1014,13 +1048,17 @@ struct Executor::Impl final : StateStorage {
     throw Error(fmt::format("cuda: @{} has no argument %{}", st.fn->name, name));
   }
 
-  // The outcome from its copied words (the record's from kOutCount on).
-  static std::optional<DeviceVerifyOutcome> outcome(const std::vector<int32_t>& words) {
-    if (words.empty()) return std::nullopt;
-    const auto word = [&](int64_t w) { return words.begin() + (w - Record::kOutCount); };  // by record word
-    const int32_t count = *word(Record::kOutCount);
-    if (count < 1 || count > Record::kMaxDrafts + 1) throw Error(fmt::format("cuda: a device verify step accepted {} tokens", count));
-    return DeviceVerifyOutcome{*word(Record::kOutDrafted), std::vector<int32_t>(word(Record::kOut), word(Record::kOut) + count)};
+  // The outcomes from their copied words (each record's from kOutCount on).
+  static std::vector<DeviceVerifyOutcome> outcomes(const std::vector<int32_t>& words) {
+    std::vector<DeviceVerifyOutcome> out;
+    for (size_t at = 0; at + size_t(Record::kOutcomeWords) <= words.size(); at += size_t(Record::kOutcomeWords)) {
+      const auto word = [&](int64_t w) { return words.begin() + int64_t(at) + (w - Record::kOutCount); };  // by record word
+      const int32_t count = *word(Record::kOutCount);
+      if (count < 1 || count > Record::kMaxDrafts + 1)
+        throw Error(fmt::format("cuda: a device verify step accepted {} tokens", count));
+      out.push_back({*word(Record::kOutDrafted), std::vector<int32_t>(word(Record::kOut), word(Record::kOut) + count)});
+    }
+    return out;
   }
 };
 
@@ -1054,13 +1092,13 @@ std::vector<int32_t> Executor::run_sampled(const StepRequest& request) {
 std::vector<int32_t> Executor::wait_sampled() { return impl_->collect_kind(false); }
 
 void Executor::start_device_drafts(int32_t slot, std::span<const int32_t> tokens) { impl_->start_drafts(slot, tokens); }
-std::optional<DeviceVerifyOutcome> Executor::run_device_verify(const StepRequest& request) {
+std::vector<DeviceVerifyOutcome> Executor::run_device_verify(const StepRequest& request) {
   const uint64_t t0 = thread_cpu_ns(), w0 = impl_->wait_ns;
   auto out = impl_->run_verify(request);
   impl_->stats.host_ns += thread_cpu_ns() - t0 - (impl_->wait_ns - w0);
   return out;
 }
-std::optional<DeviceVerifyOutcome> Executor::wait_device_verify() { return Impl::outcome(impl_->collect_kind(true)); }
+std::vector<DeviceVerifyOutcome> Executor::wait_device_verify() { return Impl::outcomes(impl_->collect_kind(true)); }
 
 std::vector<uint8_t> Executor::read_slot_row(const StateStore::Layout& state, int32_t slot) {
   std::vector<uint8_t> row(state.row_bytes());

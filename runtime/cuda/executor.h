@@ -142,8 +142,8 @@ class Executor final : public Backend {
   // Drafting on the device: see the header comment.
   bool drafts_on_device() const override { return true; }
   void start_device_drafts(int32_t slot, std::span<const int32_t> tokens) override;
-  std::optional<DeviceVerifyOutcome> run_device_verify(const StepRequest& request) override;
-  std::optional<DeviceVerifyOutcome> wait_device_verify() override;
+  std::vector<DeviceVerifyOutcome> run_device_verify(const StepRequest& request) override;
+  std::vector<DeviceVerifyOutcome> wait_device_verify() override;
   const ExecutorStats& stats() const;
 
   struct Impl;

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "serve/constraints/grammar/matcher.h"
+#include "serve/engine/generate.h"
 #include "serve/engine/prefix_cache.h"
 #include "serve/engine/output.h"
 #include "serve/engine/speculative/model_drafter.h"
@@ -105,6 +106,11 @@ struct Engine::Active {
   DraftPolicy::Sequence record;
   std::vector<int32_t> draft;
   int64_t reserved = 0;
+  // Greedy n-gram speculation kept on the backend (Engine::
+  // run_device_verify): the history, drafts and acceptance live in device
+  // memory, and the host reads only each step's accepted tokens.
+  bool drafts_on_device = false;
+  bool verifies_on_device() const { return drafts_on_device && spec_started; }
 
   Active(std::shared_ptr<Request> r, int32_t s, size_t cached, const Tokenizer& tok)
       : req(std::move(r)), slot(s), prefilled(cached), n_past(int32_t(cached)), gen(req->params, tok),
@@ -133,6 +139,9 @@ Engine::Engine(const EngineOptions& o, Metrics& metrics) : options_(o), metrics_
   session_ = std::make_unique<Session>(o.model, so);
   if (!o.embeddings) session_->require_text_generation("vtc serve without --embeddings");
   device_sampling_ = o.device_sampling.value_or(o.target == Target::Cuda);
+  const std::string host_drafts_because = why_model_drafts_on_host(*session_, o.spec.mode);
+  device_drafting_ = o.spec.draft_on != DraftOn::Host && host_drafts_because.empty();
+  if (o.spec.draft_on == DraftOn::Device && !device_drafting_) throw Error("--draft-on device: " + host_drafts_because);
   tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(session_->file()));
   if (o.spec.mode == SpecMode::Draft) {
     SessionOptions draft = so;
@@ -295,11 +304,13 @@ void Engine::admit() {
     added.reserved = total;
     added.speculates = options_.spec.mode != SpecMode::Off && !embed && r->params.speculative.enabled &&
                        !r->params.constraint && r->params.max_tokens > 1;
-    if (device_sampling_ && !embed)
-      if (auto d = device_settings(r->params, added.gen.seed())) {
-        if (added.speculates) added.verify_rule = *d;
-        else added.device = true, added.device_params = *d;
-      }
+    // Greedy requests the backend's sampler covers draft there, where it can.
+    const std::optional<DeviceSampling> d = embed ? std::nullopt : device_settings(r->params, added.gen.seed());
+    added.drafts_on_device = added.speculates && device_drafting_ && d && r->params.sampling.temperature <= 0.0f;
+    if (device_sampling_ && d && !added.drafts_on_device) {
+      if (added.speculates) added.verify_rule = *d;
+      else added.device = true, added.device_params = *d;
+    }
   }
 }
 
@@ -351,14 +362,18 @@ bool Engine::run_step() {
   };
   std::vector<Rows> outputs;
   int64_t budget = session_->max_step_tokens(), generated = 0;
-  std::vector<Active*> device_rows;
+  std::vector<Active*> device_rows, device_verifies;
   for (auto& a : active_)
-    if (a->decoding() && a->device) device_rows.push_back(a.get());
+    if (a->decoding() && !a->done) {
+      if (a->device) device_rows.push_back(a.get());
+      if (a->verifies_on_device()) device_verifies.push_back(a.get());
+    }
   if (!device_rows.empty()) run_device_decode(device_rows);
+  if (!device_verifies.empty()) run_device_verify(device_verifies);
   int32_t decoding = 0;
   int64_t prompt_left = 0;
   for (auto& a : active_) {
-    if (a->done || a->device || a->req->params.embeddings) continue;
+    if (a->done || a->device || a->verifies_on_device() || a->req->params.embeddings) continue;
     if (a->decoding()) ++decoding;
     else prompt_left += int64_t(a->req->params.prompt.size() - a->prefilled);
   }
@@ -368,7 +383,7 @@ bool Engine::run_step() {
   if (options_.spec.mode != SpecMode::Off)
     plan_drafts(budget - 2 * decoding, decoding + int32_t(std::min<int64_t>(prompt_left, budget - decoding)), decoding);
   for (auto& a : active_)
-    if (a->decoding() && !a->device && !a->done && !a->req->params.embeddings) {
+    if (a->decoding() && !a->device && !a->verifies_on_device() && !a->done && !a->req->params.embeddings) {
       if (a->spec_started) {
         chunks.push_back(a->spec.chunk(a->slot, a->draft, session_->states()));
         budget -= int64_t(chunks.back().tokens.size());
@@ -390,7 +405,7 @@ bool Engine::run_step() {
     if (ends) outputs.push_back({a.get(), false});
     budget -= int64_t(n);
   }
-  if (chunks.empty()) return !device_rows.empty();
+  if (chunks.empty()) return !device_rows.empty() || !device_verifies.empty();
   const auto t0 = Clock::now();
   HostTensor logits = session_->step(chunks);
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -423,12 +438,7 @@ bool Engine::run_step() {
     sample_row(a, row);
     row += V;
     ++generated;
-    if (a.speculates && !a.done && !a.spec_started) {
-      a.spec_started = true;
-      a.spec.start(a.n_past, a.last);
-      a.ngram.append(a.req->params.prompt);
-      a.ngram.append(a.last);
-    }
+    if (a.speculates && !a.done && !a.spec_started) start_speculating(a);
   }
   int64_t tokens = 0;
   for (const auto& c : chunks) tokens += int64_t(c.tokens.size());
@@ -451,14 +461,14 @@ void Engine::plan_drafts(int64_t budget, int32_t step_rows, int32_t step_outputs
   const int64_t exact_rows = session_->backend().rows_with_decode_bits();
   int64_t step_room = int64_t(session_->backend().verify_step_rows()) - step_rows;
   for (const auto& a : active_)  // accepted tokens that run again (verify.h)
-    if (a->spec_started && !a->done) step_room -= int64_t(a->spec.pending().size()) - 1;
+    if (a->spec_started && !a->verifies_on_device() && !a->done) step_room -= int64_t(a->spec.pending().size()) - 1;
   std::vector<ModelDrafter::Job> jobs;
   std::vector<Active*> owners;
   std::vector<DraftPolicy::Sequence*> records;
   for (auto& ap : active_) {
     Active& a = *ap;
     a.draft.clear();
-    if (!a.spec_started || a.done) continue;
+    if (!a.spec_started || a.verifies_on_device() || a.done) continue;
     const SpecRequest& r = a.req->params.speculative;
     const int32_t n_max = r.n_max.value_or(o.draft_max), n_min = r.n_min.value_or(o.draft_min);
     const int64_t pending = int64_t(a.spec.pending().size());
@@ -612,6 +622,80 @@ void Engine::run_device_decode(std::vector<Active*>& rows) {
   }
   metrics_.step(int64_t(rows.size()), int64_t(rows.size()), int64_t(rows.size()),
                 std::chrono::duration<double>(Clock::now() - t0).count());
+}
+
+// After a speculating request's first token: its history goes to the
+// backend's drafter, or the host's verify state and n-gram index start.
+void Engine::start_speculating(Active& a) {
+  a.spec_started = true;
+  if (a.drafts_on_device) {
+    std::vector<int32_t> history(a.req->params.prompt.begin(), a.req->params.prompt.end());
+    history.push_back(a.last);
+    session_->start_device_drafts(a.slot, history);
+    a.req->drafted_on_device_ = true;
+    return;
+  }
+  a.spec.start(a.n_past, a.last);
+  a.ngram.append(a.req->params.prompt);
+  a.ngram.append(a.last);
+}
+
+// One verify step for the requests drafting on the backend
+// (codegen/cuda/device_drafts.h): each verifies the k drafts its record
+// holds, k as the request's limits, the step's 16 rows
+// (Backend::verify_step_rows) and DraftPolicy allow; the backend accepts
+// greedily and drafts the next step, and the host reads only the accepted
+// tokens. Unlike `vtc run`'s pipelined loop the host waits for each step:
+// the engine streams the tokens, checks stops and batches the other
+// requests between steps.
+void Engine::run_device_verify(std::vector<Active*>& seqs) {
+  const SpecOptions& o = options_.spec;
+  const auto t0 = Clock::now();
+  const int32_t n = int32_t(seqs.size());
+  int64_t step_room = int64_t(session_->backend().verify_step_rows()) - n;
+  std::vector<Session::DeviceVerifyRows> jobs;
+  for (Active* a : seqs) {
+    const SpecRequest& r = a->req->params.speculative;
+    const int32_t n_max = r.n_max.value_or(o.draft_max), n_min = std::max(r.n_min.value_or(o.draft_min), 1);
+    const int64_t room = std::min<int64_t>({int64_t(n_max), session_->backend().rows_with_decode_bits() - 1,
+                                            a->reserved - a->n_past - 1,
+                                            int64_t(a->req->params.max_tokens) - a->req->generated_ - 1, step_room});
+    int32_t k = room < n_min ? 0 : int32_t(room);
+    if (k > 0 && o.adaptive) k = a->record.plain_left > 0 ? 0 : draft_policy_.length(a->record, k, n_min, n_max, n, n);
+    if (k < n_min) k = 0;
+    step_room -= k;
+    jobs.push_back({a->slot, k, int64_t(a->n_past) + 1 + k});
+  }
+  session_->verify_on_device(jobs);
+  const std::vector<DeviceVerifyOutcome> outcomes = session_->finish_device_verify();
+  if (outcomes.size() != seqs.size())
+    throw Error(fmt::format("serve: {} verify outcomes for {} sequences", outcomes.size(), seqs.size()));
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  int64_t rows = 0, generated = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    Active& a = *seqs[i];
+    const int32_t k = jobs[i].drafts, accepted = int32_t(outcomes[i].tokens.size()) - 1;
+    rows += k + 1;
+    if (k > 0) {
+      metrics_.verified(k, accepted);
+      a.req->draft_n_ += k;
+      a.req->draft_accepted_ += accepted;
+      draft_policy_.verified(a.record, k, accepted);
+    } else {
+      draft_policy_.decoded_plainly(a.record);
+    }
+    for (const int32_t id : outcomes[i].tokens) {
+      if (a.done) break;
+      a.n_past += 1;
+      a.gen.accept(id);  // no grammar on speculating requests
+      ++generated;
+      deliver(a, id, {});
+    }
+    if (!a.done && accepted < k) session_->truncate(a.slot, a.n_past);  // the rejected rows' pages
+  }
+  draft_policy_.step_timed(int32_t(rows), seconds);
+  metrics_.step(n, rows, generated, seconds);
+  if (rows > n) metrics_.verify_step(rows);
 }
 
 void Engine::loop() {

@@ -173,6 +173,8 @@ class Engine {
   bool run_step();
   bool run_embed_step();
   void run_device_decode(std::vector<Active*>& rows);
+  void run_device_verify(std::vector<Active*>& seqs);
+  void start_speculating(Active& a);
   // Speculation: the drafts of this step, and the verify rows' sampling.
   void plan_drafts(int64_t budget, int32_t step_rows, int32_t step_outputs);
   void verify_chunk(Active& a, const float* logits);
@@ -184,6 +186,7 @@ class Engine {
 
   EngineOptions options_;
   bool device_sampling_ = false;
+  bool device_drafting_ = false;  // greedy n-gram requests draft on the backend
   Metrics& metrics_;
   std::unique_ptr<Session> session_;
   std::unique_ptr<Tokenizer> tokenizer_;

@@ -92,5 +92,9 @@ void generate_speculative_on_device(Session& session, Generation& gen, std::span
                                     const GenerateOptions& options, const PieceCallback& on_piece,
                                     GenerateResult& result);
 std::string why_not_drafting_on_device(Session& session, const GenerateOptions& options);
+// The reasons that hold for every request of `session` (the drafter, the
+// backend, recurrent state); `vtc serve` drafts a greedy request on the
+// device when there are none (serve/engine/engine.h).
+std::string why_model_drafts_on_host(Session& session, SpecMode mode);
 
 }  // namespace vtc::serve

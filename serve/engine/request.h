@@ -122,6 +122,9 @@ class Request {
   // timings.draft_n / draft_n_accepted).
   int32_t draft_tokens() const { return draft_n_.load(); }
   int32_t draft_tokens_accepted() const { return draft_accepted_.load(); }
+  // Whether its drafts and their acceptance ran on the backend (greedy
+  // n-gram speculation on the cuda target: Engine::run_device_verify).
+  bool drafted_on_device() const { return drafted_on_device_.load(); }
   // Arrival (submit) time: latencies are measured from it.
   std::chrono::steady_clock::time_point arrived() const { return arrived_; }
   // An embeddings request's hidden states, [prompt tokens x n_embd] row-major,
@@ -142,7 +145,7 @@ class Request {
   bool finished_ = false;
   FinishReason reason_;
   std::string error_;
-  std::atomic<bool> cancelled_{false};
+  std::atomic<bool> cancelled_{false}, drafted_on_device_{false};
   std::atomic<int32_t> cached_{0}, generated_{0}, draft_n_{0}, draft_accepted_{0};
   std::atomic<double> prompt_ms_{0}, generate_ms_{0};
   std::chrono::steady_clock::time_point arrived_ = std::chrono::steady_clock::now();

@@ -293,12 +293,13 @@ TEST_CASE("n-gram drafts on the device: plain decoding's tokens, the host drafte
   std::vector<uint64_t> after_first;
   for (int step = 0; got.size() < kTokens; ++step) {
     if (step == 1) after_first = steady(stats(gpu));
-    const auto previous = gpu.verify_on_device(0, kDrafts, known + rows_in_flight + kDrafts);
+    const vtc::Session::DeviceVerifyRows rows{0, kDrafts, known + rows_in_flight + kDrafts};
+    const auto previous = gpu.verify_on_device({&rows, 1});
     rows_in_flight = kDrafts + 1;
-    if (previous) known += int64_t(previous->tokens.size()), take(*previous);
+    if (!previous.empty()) known += int64_t(previous.at(0).tokens.size()), take(previous.at(0));
   }
   CHECK(steady(stats(gpu)) == after_first);  // no host wait, nothing planned or captured again
-  take(*gpu.finish_device_verify());
+  take(gpu.finish_device_verify().at(0));
   CHECK(accepted > kTokens / 2);  // the continuation cycles, so drafts are accepted
   CHECK(rejections > 0);           // the prompt's passage drafts what the model does not say
   REQUIRE(got.size() >= kTokens);

@@ -45,6 +45,25 @@ inline std::string tiny_model_of(const std::string& arch, uint64_t seed = 42) {
   return path;
 }
 
+// gemma2 in llama.cpp's test-llama-archs layout: a 128-id vocabulary and
+// small weights, whose greedy output soon falls into a cycle, so n-gram
+// drafts get accepted.
+inline std::string cycling_gemma2() {
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto dir = std::filesystem::path(VTC_TEST_DATA_DIR) / "serve";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "gemma2-cycling.gguf").string();
+  if (std::filesystem::exists(path)) return path;
+  synth::Options o;
+  o.arch = "gemma2";
+  o.llama_archs_layout = true;
+  const std::string partial = path + fmt::format(".{}.partial", getpid());
+  synth::write_model(o, partial);
+  std::filesystem::rename(partial, path);
+  return path;
+}
+
 // The quick start's default model: tiny llama (512-token context), seed 42.
 inline std::string tiny_model() { return tiny_model_of("llama"); }
 

@@ -49,7 +49,7 @@ serve::GenerationParams request(int i, int64_t n_vocab) {
 serve::EngineOptions options(const std::string& arch, Target target, int32_t parallel, serve::SpecMode mode,
                              bool device_sampling) {
   serve::EngineOptions o;
-  o.model = test::tiny_model_of(arch);
+  o.model = arch == "gemma2-cycling" ? test::cycling_gemma2() : test::tiny_model_of(arch);
   o.target = target;
   o.threads = target == Target::Cuda ? 1 : 2;
   o.parallel = parallel;
@@ -104,6 +104,11 @@ void check_concurrent_equals_solo(const std::string& arch, Target target, int n,
       INFO("request " << i);
       CHECK(tokens_of(reqs[size_t(i)]) == solo[size_t(i)]);
       if (i % 4 == 3) CHECK(reqs[size_t(i)]->draft_tokens() == 0);
+      // Greedy n-gram requests draft on the device where the model allows
+      // it (no recurrent state); the others on the host.
+      const bool on_device = target == Target::Cuda && mode == serve::SpecMode::Ngram && i % 2 == 0 &&
+                             arch != "jamba";
+      CHECK(reqs[size_t(i)]->drafted_on_device() == on_device);
       drafted += reqs[size_t(i)]->draft_tokens();
     }
     // The draft model drafts at every step; with other weights it is
@@ -141,6 +146,14 @@ TEST_CASE("speculating requests on the simulated cuda device give their solo tok
   // 5 requests, 4 of them drafting up to 4 tokens: 20 rows a step
   // uncapped.
   check_concurrent_equals_solo("jamba", Target::Cuda, 5, 16, {serve::SpecMode::Draft}, true);
+}
+
+TEST_CASE("greedy n-gram requests on the simulated cuda device draft there, batched, and give their solo tokens",
+          "[serve][reference][spec][sim]") {
+  ::setenv("VTC_CUDA_DEVICE", "sim", 1);
+  // Requests 0, 2, 4 verify on the device in one step (Engine::
+  // run_device_verify), 1 on the host, 3 decodes on the device unspeculated.
+  check_concurrent_equals_solo("gemma2-cycling", Target::Cuda, 5, 24, {serve::SpecMode::Ngram}, true);
 }
 
 TEST_CASE("a speculating request cancelled between verify steps gives its pages back", "[serve][reference][spec]") {

@@ -133,9 +133,6 @@ int serve_main(ServeOptions o) {
   if (!o.chat_template_file.empty() && !o.chat_template.empty())
     throw Error("serve: --chat-template and --chat-template-file exclude each other");
   o.engine.spec = o.spec.resolve();  // bad flags fail before the port opens
-  if (o.engine.spec.draft_on == serve::DraftOn::Device)
-    throw Error("--draft-on device: vtc serve drafts on the host (its engine batches many sequences' verify rows in one "
-                "step); vtc run drafts on the device");
   serve::Metrics metrics;
   serve::HttpServer http(o.http, metrics);
   const int port = http.bind();

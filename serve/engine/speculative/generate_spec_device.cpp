@@ -29,14 +29,18 @@
 
 namespace vtc::serve {
 
-std::string why_not_drafting_on_device(Session& session, const GenerateOptions& o) {
-  if (o.spec.mode != SpecMode::Ngram) return "only the n-gram drafter runs on the device (--spec ngram)";
+std::string why_model_drafts_on_host(Session& session, SpecMode mode) {
+  if (mode != SpecMode::Ngram) return "only the n-gram drafter runs on the device (--spec ngram)";
   if (!session.backend().drafts_on_device()) return fmt::format("the {} drafts on the host", session.backend().describe());
-  if (!(o.sampling.temperature <= 0.0f) || !DeviceSampling::covers(o.sampling))
-    return "the device accepts by greedy decoding without penalties (--temp 0)";
   if (session.states().carries_recurrent_state())
     return "this model has recurrent state, which a rejected draft rolls back from a host-driven checkpoint";
   return "";
+}
+
+std::string why_not_drafting_on_device(Session& session, const GenerateOptions& o) {
+  if (o.spec.mode == SpecMode::Ngram && (!(o.sampling.temperature <= 0.0f) || !DeviceSampling::covers(o.sampling)))
+    return "the device accepts by greedy decoding without penalties (--temp 0)";
+  return why_model_drafts_on_host(session, o.spec.mode);
 }
 
 namespace {
@@ -57,16 +61,17 @@ class DeviceSpecLoop {
     last_read_ = std::chrono::steady_clock::now();
     for (;;) {
       const int32_t queued = in_flight_, k = next_drafts();
-      std::optional<DeviceVerifyOutcome> previous;
+      std::vector<DeviceVerifyOutcome> previous;
       if (k >= 0) {
         // The step reaches at most the in-flight step's reach plus its own rows.
-        previous = session_.verify_on_device(o_.slot, k, known_ + in_flight_ + k);
+        const Session::DeviceVerifyRows rows{o_.slot, k, known_ + in_flight_ + k};
+        previous = session_.verify_on_device({&rows, 1});
         in_flight_ = k + 1;
       } else if (in_flight_ > 0) {
         previous = session_.finish_device_verify();
         in_flight_ = 0;
       }
-      if (previous) consume(*previous, queued);
+      if (!previous.empty()) consume(previous.at(0), queued);
       if (finished_ && in_flight_ > 0) {
         session_.finish_device_verify();  // queued past the end: discarded
         in_flight_ = 0;
