@@ -48,7 +48,12 @@
 // its own tokens or from the draft model (one batched draft run for all
 // such requests before the step), of the length DraftPolicy picks for the
 // step's load; its k + 1 logits rows are sampled in order while they
-// confirm the draft. Such requests sample on the host.
+// confirm the draft. Such requests sample on the host, except greedy
+// n-gram ones on a backend that drafts on the device (a model without
+// recurrent state, on CUDA): those keep their history, drafts and
+// acceptance there and share one verify step of their own each iteration
+// (run_device_verify), the host reading only their accepted tokens.
+// A step that verifies holds at most Backend::verify_step_rows rows.
 //
 // Embeddings (EngineOptions::embeddings, GenerationParams::embeddings): a
 // request that only reads its prompt. Its chunks run in their own @embed

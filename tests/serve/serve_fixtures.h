@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "samples/synthetic_model.h"
+#include "tests/generated_model.h"
 #include "tests/test_process.h"
 
 namespace vtc::test {
@@ -27,41 +28,22 @@ namespace vtc::test {
 // A generated tiny model of `arch` (`vtc gen-model --arch ARCH --size
 // tiny --seed SEED`, 42 by default), written once into the test data folder.
 inline std::string tiny_model_of(const std::string& arch, uint64_t seed = 42) {
-  static std::mutex mutex;
-  std::lock_guard<std::mutex> lock(mutex);
-  const auto dir = std::filesystem::path(VTC_TEST_DATA_DIR) / "serve";
-  std::filesystem::create_directories(dir);
-  const std::string path =
-      (dir / (seed == 42 ? fmt::format("tiny-{}.gguf", arch) : fmt::format("tiny-{}-seed{}.gguf", arch, seed))).string();
-  if (std::filesystem::exists(path)) return path;
   synth::Options o;
   o.arch = arch;
   o.size = "tiny";
   o.seed = seed;
   o.vocab_path = synth::find_default_vocab(o.arch);
-  const std::string partial = path + fmt::format(".{}.partial", getpid());
-  synth::write_model(o, partial);
-  std::filesystem::rename(partial, path);
-  return path;
+  return generated_model("serve", seed == 42 ? fmt::format("tiny-{}.gguf", arch) : fmt::format("tiny-{}-seed{}.gguf", arch, seed), o);
 }
 
 // gemma2 in llama.cpp's test-llama-archs layout: a 128-id vocabulary and
 // small weights, whose greedy output soon falls into a cycle, so n-gram
 // drafts get accepted.
 inline std::string cycling_gemma2() {
-  static std::mutex mutex;
-  std::lock_guard<std::mutex> lock(mutex);
-  const auto dir = std::filesystem::path(VTC_TEST_DATA_DIR) / "serve";
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / "gemma2-cycling.gguf").string();
-  if (std::filesystem::exists(path)) return path;
   synth::Options o;
   o.arch = "gemma2";
   o.llama_archs_layout = true;
-  const std::string partial = path + fmt::format(".{}.partial", getpid());
-  synth::write_model(o, partial);
-  std::filesystem::rename(partial, path);
-  return path;
+  return generated_model("serve", "gemma2-cycling.gguf", o);
 }
 
 // The quick start's default model: tiny llama (512-token context), seed 42.

@@ -35,7 +35,7 @@ inline void add_draft_on_option(CLI::App* cmd, std::string& draft_on) {
   cmd->add_option("--draft-on", draft_on,
                   "Where --spec ngram drafts and accepts: auto (on a CUDA device, for greedy sampling without "
                   "penalties and a model without recurrent state: no step waits for the host; else the host), host, "
-                  "or device (refused, saying why, where it cannot; vtc serve drafts on the host)")
+                  "or device (refused, saying why, where it cannot; vtc serve drafts a sampled request on the host)")
       ->check(CLI::IsMember({"auto", "host", "device"}))
       ->capture_default_str();
 }

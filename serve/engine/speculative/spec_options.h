@@ -8,8 +8,9 @@
 //   --draft-p-min P          the draft model stops drafting when its top
 //                            token's probability falls below P (0.75)
 //   --draft-on auto|host|device  where the n-gram drafter and the greedy
-//                            acceptance run: `vtc run` on the CUDA target
-//                            keeps them on the device where it can (auto)
+//                            acceptance run: `vtc run` and `vtc serve` on
+//                            the CUDA target keep them on the device where
+//                            they can (auto)
 // and per request llama-server's `speculative.n_max / n_min / p_min`,
 // `"speculative": false` to opt out (SpecRequest).
 #pragma once

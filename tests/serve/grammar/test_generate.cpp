@@ -19,6 +19,7 @@
 #include "serve/constraints/grammar/grammar.h"
 #include "serve/constraints/grammar/json_schema.h"
 #include "serve/constraints/grammar/matcher.h"
+#include "tests/generated_model.h"
 #include "tests/test_process.h"
 
 using namespace vtc::grammar;
@@ -27,21 +28,12 @@ using Json = nlohmann::ordered_json;
 namespace {
 
 std::string qwen2_model() {
-  static std::mutex mutex;
-  std::lock_guard<std::mutex> lock(mutex);
-  const auto dir = std::filesystem::path(VTC_TEST_DATA_DIR) / "grammar";
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / "tiny-qwen2.gguf").string();
-  if (std::filesystem::exists(path)) return path;
   vtc::synth::Options o;
   o.arch = "qwen2";
   o.size = "tiny";
   o.seed = 7;
   o.vocab_path = vtc::synth::find_default_vocab(o.arch);
-  const std::string partial = path + fmt::format(".{}.partial", getpid());
-  vtc::synth::write_model(o, partial);
-  std::filesystem::rename(partial, path);
-  return path;
+  return vtc::test::generated_model("grammar", "tiny-qwen2.gguf", o);
 }
 
 // Every string bounded, so every run ends within the token budget.
