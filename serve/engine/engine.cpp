@@ -368,8 +368,12 @@ bool Engine::run_step() {
       if (a->device) device_rows.push_back(a.get());
       if (a->verifies_on_device()) device_verifies.push_back(a.get());
     }
+  // Only device verifies to run: their steps are pipelined (run_device_verify).
+  const bool steady = device_rows.empty() && std::all_of(active_.begin(), active_.end(), [](const auto& a) {
+    return a->done || a->verifies_on_device();
+  });
+  if (!device_verifies.empty() || device_flight_) run_device_verify(device_verifies, steady);
   if (!device_rows.empty()) run_device_decode(device_rows);
-  if (!device_verifies.empty()) run_device_verify(device_verifies);
   int32_t decoding = 0;
   int64_t prompt_left = 0;
   for (auto& a : active_) {
@@ -640,42 +644,70 @@ void Engine::start_speculating(Active& a) {
   a.ngram.append(a.last);
 }
 
-// One verify step for the requests drafting on the backend
-// (codegen/cuda/device_drafts.h): each verifies the k drafts its record
-// holds, k as the request's limits, the step's 16 rows
-// (Backend::verify_step_rows) and DraftPolicy allow; the backend accepts
-// greedily and drafts the next step, and the host reads only the accepted
-// tokens. Unlike `vtc run`'s pipelined loop the host waits for each step:
-// the engine streams the tokens, checks stops and batches the other
-// requests between steps.
-void Engine::run_device_verify(std::vector<Active*>& seqs) {
+// The verify steps of the requests drafting on the backend
+// (codegen/cuda/device_drafts.h): one step a iteration for all of them,
+// each verifying the k drafts its record holds, k as the request's
+// limits, the step's 16 rows (Backend::verify_step_rows) and DraftPolicy
+// allow; the backend accepts greedily and drafts the next step, and the
+// host reads only the accepted tokens.
+//
+// Pipelining, as `vtc run`'s loop (speculative/generate_spec_device.cpp):
+// while these requests are all the engine has to run (`steady`), the host
+// queues the next step before it reads the previous one's outcomes, so it
+// never waits for the device between steps. It plans from what it has read:
+// pages for the most the step in flight can reach plus the new step's
+// rows, no step for a request that the step in flight may finish, and a
+// step's outcome for a request that ended meanwhile is dropped (its rows
+// only wrote positions past it). Any other work (a prompt, rows sampled by
+// the host or the `sample` op) reads its own results, so the step in
+// flight is read first and the iteration runs its steps one by one.
+void Engine::run_device_verify(std::vector<Active*>& seqs, bool steady) {
+  if (device_flight_ && !steady) consume_device_verify(session_->finish_device_verify());
   const SpecOptions& o = options_.spec;
-  const auto t0 = Clock::now();
   const int32_t n = int32_t(seqs.size());
   int64_t step_room = int64_t(session_->backend().verify_step_rows()) - n;
+  DeviceFlight next;
   std::vector<Session::DeviceVerifyRows> jobs;
   for (Active* a : seqs) {
+    const int64_t flying = device_flight_ ? device_flight_->rows_of(a->req.get()) : 0;
     const SpecRequest& r = a->req->params.speculative;
     const int32_t n_max = r.n_max.value_or(o.draft_max), n_min = std::max(r.n_min.value_or(o.draft_min), 1);
+    const int64_t least_output = a->req->generated_ + (flying > 0 ? 1 : 0);
     const int64_t room = std::min<int64_t>({int64_t(n_max), session_->backend().rows_with_decode_bits() - 1,
-                                            a->reserved - a->n_past - 1,
-                                            int64_t(a->req->params.max_tokens) - a->req->generated_ - 1, step_room});
+                                            a->reserved - a->n_past - flying - 1,
+                                            int64_t(a->req->params.max_tokens) - least_output - 1, step_room});
+    if (room < 0) continue;  // the step in flight may end it
     int32_t k = room < n_min ? 0 : int32_t(room);
     if (k > 0 && o.adaptive) k = a->record.plain_left > 0 ? 0 : draft_policy_.length(a->record, k, n_min, n_max, n, n);
     if (k < n_min) k = 0;
     step_room -= k;
-    jobs.push_back({a->slot, k, int64_t(a->n_past) + 1 + k});
+    jobs.push_back({a->slot, k, int64_t(a->n_past) + flying + 1 + k});
+    next.seqs.push_back({a->req, k});
   }
-  session_->verify_on_device(jobs);
-  const std::vector<DeviceVerifyOutcome> outcomes = session_->finish_device_verify();
-  if (outcomes.size() != seqs.size())
-    throw Error(fmt::format("serve: {} verify outcomes for {} sequences", outcomes.size(), seqs.size()));
-  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (jobs.empty() && !device_flight_) return;
+  next.queued = Clock::now();
+  std::vector<DeviceVerifyOutcome> previous =
+      jobs.empty() ? session_->finish_device_verify() : session_->verify_on_device(jobs);
+  if (device_flight_) consume_device_verify(std::move(previous));
+  if (!jobs.empty()) device_flight_ = std::move(next);
+  if (!steady && device_flight_) consume_device_verify(session_->finish_device_verify());
+}
+
+// The outcomes of the step in flight, for its requests still running: counts,
+// the policy, and their tokens streamed.
+void Engine::consume_device_verify(std::vector<DeviceVerifyOutcome> outcomes) {
+  const DeviceFlight flight = std::move(*device_flight_);
+  device_flight_.reset();
+  if (outcomes.size() != flight.seqs.size())
+    throw Error(fmt::format("serve: {} verify outcomes for {} sequences", outcomes.size(), flight.seqs.size()));
+  const double seconds = std::chrono::duration<double>(Clock::now() - flight.queued).count();
   int64_t rows = 0, generated = 0;
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    Active& a = *seqs[i];
-    const int32_t k = jobs[i].drafts, accepted = int32_t(outcomes[i].tokens.size()) - 1;
+  for (size_t i = 0; i < flight.seqs.size(); ++i) {
+    const int32_t k = flight.seqs[i].drafts, accepted = int32_t(outcomes[i].tokens.size()) - 1;
     rows += k + 1;
+    auto it = std::find_if(active_.begin(), active_.end(), [&](const auto& a) { return a->req == flight.seqs[i].req; });
+    if (it == active_.end() || (*it)->done) continue;  // ended while the step ran: its rows are past it
+    Active& a = **it;
     if (k > 0) {
       metrics_.verified(k, accepted);
       a.req->draft_n_ += k;
@@ -691,11 +723,10 @@ void Engine::run_device_verify(std::vector<Active*>& seqs) {
       ++generated;
       deliver(a, id, {});
     }
-    if (!a.done && accepted < k) session_->truncate(a.slot, a.n_past);  // the rejected rows' pages
   }
   draft_policy_.step_timed(int32_t(rows), seconds);
-  metrics_.step(n, rows, generated, seconds);
-  if (rows > n) metrics_.verify_step(rows);
+  metrics_.step(int64_t(flight.seqs.size()), rows, generated, seconds);
+  if (rows > int64_t(flight.seqs.size())) metrics_.verify_step(rows);
 }
 
 void Engine::loop() {
@@ -720,6 +751,7 @@ void Engine::loop() {
       // A failed step must not take the server down: fail the requests in
       // it (their slots are reset, so no state leaks into later requests).
       for (auto& a : active_) release(*a, {Finish::Error}, e.what());
+      device_flight_.reset();  // its outcome, if the backend still has it, is never read
     }
     std::erase_if(active_, [](const auto& a) { return a->done; });
     std::lock_guard<std::mutex> lock(mu_);

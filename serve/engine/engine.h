@@ -52,7 +52,8 @@
 // n-gram ones on a backend that drafts on the device (a model without
 // recurrent state, on CUDA): those keep their history, drafts and
 // acceptance there and share one verify step of their own each iteration
-// (run_device_verify), the host reading only their accepted tokens.
+// (run_device_verify), the host reading only their accepted tokens, one
+// step late while nothing else runs (pipelined).
 // A step that verifies holds at most Backend::verify_step_rows rows.
 //
 // Embeddings (EngineOptions::embeddings, GenerationParams::embeddings): a
@@ -178,7 +179,8 @@ class Engine {
   bool run_step();
   bool run_embed_step();
   void run_device_decode(std::vector<Active*>& rows);
-  void run_device_verify(std::vector<Active*>& seqs);
+  void run_device_verify(std::vector<Active*>& seqs, bool steady);
+  void consume_device_verify(std::vector<DeviceVerifyOutcome> outcomes);
   void start_speculating(Active& a);
   // Speculation: the drafts of this step, and the verify rows' sampling.
   void plan_drafts(int64_t budget, int32_t step_rows, int32_t step_outputs);
@@ -192,6 +194,22 @@ class Engine {
   EngineOptions options_;
   bool device_sampling_ = false;
   bool device_drafting_ = false;  // greedy n-gram requests draft on the backend
+  // The device verify step queued and not read yet (run_device_verify):
+  // each request's drafts, by request (it may end before the step is read).
+  struct DeviceFlight {
+    struct Seq {
+      std::shared_ptr<Request> req;
+      int32_t drafts;
+    };
+    std::vector<Seq> seqs;
+    std::chrono::steady_clock::time_point queued;
+    int64_t rows_of(const Request* r) const {
+      for (const Seq& s : seqs)
+        if (s.req.get() == r) return s.drafts + 1;
+      return 0;
+    }
+  };
+  std::optional<DeviceFlight> device_flight_;
   Metrics& metrics_;
   std::unique_ptr<Session> session_;
   std::unique_ptr<Tokenizer> tokenizer_;
