@@ -673,10 +673,11 @@ void Engine::run_device_verify(std::vector<Active*>& seqs, bool steady) {
     const SpecRequest& r = a->req->params.speculative;
     const int32_t n_max = r.n_max.value_or(o.draft_max), n_min = std::max(r.n_min.value_or(o.draft_min), 1);
     const int64_t least_output = a->req->generated_ + (flying > 0 ? 1 : 0);
-    const int64_t room = std::min<int64_t>({int64_t(n_max), session_->backend().rows_with_decode_bits() - 1,
-                                            a->reserved - a->n_past - flying - 1,
-                                            int64_t(a->req->params.max_tokens) - least_output - 1, step_room});
-    if (room < 0) continue;  // the step in flight may end it
+    const int64_t left = std::min<int64_t>(a->reserved - a->n_past - flying - 1,
+                                           int64_t(a->req->params.max_tokens) - least_output - 1);
+    if (left < 0) continue;  // the step in flight may end it (never without one)
+    const int64_t room =
+        std::min<int64_t>({int64_t(n_max), session_->backend().rows_with_decode_bits() - 1, left, step_room});
     int32_t k = room < n_min ? 0 : int32_t(room);
     if (k > 0 && o.adaptive) k = a->record.plain_left > 0 ? 0 : draft_policy_.length(a->record, k, n_min, n_max, n, n);
     if (k < n_min) k = 0;

@@ -89,7 +89,7 @@ void check_concurrent_equals_solo(const std::string& arch, Target target, int n,
   auto make = [&](int i, int64_t n_vocab) {
     auto p = request(i, n_vocab);
     p.max_tokens = max_tokens;
-    if (greedy_only) p.sampling = SamplingParams::greedy(), p.speculative.enabled = true, p.max_tokens -= 5 * i;
+    if (greedy_only) p.sampling = SamplingParams::greedy(), p.speculative.enabled = true, p.max_tokens -= 5 * (i % 4);
     return p;
   };
   {
