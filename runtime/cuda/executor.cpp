@@ -1001,7 +1001,7 @@ struct Executor::Impl final : StateStorage {
         if (rec == draft_records.end())
           throw Error("cuda: a device verify step takes slots that start_device_drafts gave a history");
         out.push_back({rec->second, r, 0});
-      } else if (s != int32_t(out.size()) - 1) {
+      } else if (out.empty() || s != int32_t(out.size()) - 1) {
         throw Error("cuda: a device verify step takes each slot's rows together, in slot order");
       }
       ++out.back().rows;

@@ -525,15 +525,21 @@ void Engine::verify_chunk(Active& a, const float* logits) {
         deliver(a, id, row);
         return !a.done;
       });
+  account_verify(a, k, int32_t(accepted));
+  if (!a.done) a.spec.verified(a.slot, accepted, next, session_->states());
+}
+
+// A verify step's k drafts of `a`, `accepted` kept: the request's counts,
+// the metrics and the draft policy's record (k = 0: a plain decode row).
+void Engine::account_verify(Active& a, int32_t k, int32_t accepted) {
   if (k > 0) {
     metrics_.verified(k, int64_t(accepted));
     a.req->draft_n_ += k;
-    a.req->draft_accepted_ += int32_t(accepted);
-    draft_policy_.verified(a.record, k, int32_t(accepted));
+    a.req->draft_accepted_ += accepted;
+    draft_policy_.verified(a.record, k, accepted);
   } else {
     draft_policy_.decoded_plainly(a.record);
   }
-  if (!a.done) a.spec.verified(a.slot, accepted, next, session_->states());
 }
 
 // After a prefill chunk: takes the checkpoint where one is due, and caches
@@ -709,14 +715,7 @@ void Engine::consume_device_verify(std::vector<DeviceVerifyOutcome> outcomes) {
     auto it = std::find_if(active_.begin(), active_.end(), [&](const auto& a) { return a->req == flight.seqs[i].req; });
     if (it == active_.end() || (*it)->done) continue;  // ended while the step ran: its rows are past it
     Active& a = **it;
-    if (k > 0) {
-      metrics_.verified(k, accepted);
-      a.req->draft_n_ += k;
-      a.req->draft_accepted_ += accepted;
-      draft_policy_.verified(a.record, k, accepted);
-    } else {
-      draft_policy_.decoded_plainly(a.record);
-    }
+    account_verify(a, k, accepted);
     for (const int32_t id : outcomes[i].tokens) {
       if (a.done) break;
       a.n_past += 1;

@@ -185,6 +185,7 @@ class Engine {
   // Speculation: the drafts of this step, and the verify rows' sampling.
   void plan_drafts(int64_t budget, int32_t step_rows, int32_t step_outputs);
   void verify_chunk(Active& a, const float* logits);
+  void account_verify(Active& a, int32_t k, int32_t accepted);
   void sample_row(Active& a, const float* logits);
   void deliver(Active& a, int32_t id, std::span<const float> row);
   void release(Active& a, FinishReason reason, const std::string& error = {});
