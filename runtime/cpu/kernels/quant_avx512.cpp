@@ -68,14 +68,6 @@ inline __m256i lo256(__m512i v) { return _mm512_castsi512_si256(v); }
 inline __m256i hi256(__m512i v) { return _mm512_extracti64x4_epi64(v, 1); }
 inline __m512i loadu512(const void* p) { return _mm512_loadu_si512(p); }
 
-// Decode streams weights from DRAM once per token; the next rows of a
-// matmul follow the current one in memory, so the dots prefetch this far
-// ahead of their reads (past the end of the row into the next one). 4 KiB,
-// not the 1 KiB it was: q6_K 32000x1280 at 1 token, 2 threads, from DRAM
-// (`vtc-bench-kernels --dram`), 0.87-0.96 -> 0.68-0.76 ms; 6 KiB no better.
-constexpr int64_t kPrefetchAhead = 4096;
-inline void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p) + kPrefetchAhead, _MM_HINT_T0); }
-
 // ----- 32-value blocks with q8_0 activations --------------------------------
 // Each weight type gives its block's signed codes (|q| <= 128) as 32 bytes.
 
@@ -112,7 +104,7 @@ float dot_q8_family(int64_t n, const void* vw, const void* vx) {
   __m256 acc = _mm256_setzero_ps();
   int64_t b = 0;
   for (; b + 1 < nb; b += 2) {
-    prefetch(&w[b]);
+    prefetch_dot_ahead(&w[b]);
     const __m512i wu = _mm512_xor_si512(pair512(Codes::codes(w[b]), Codes::codes(w[b + 1])), bias);
     const __m512i xv = pair512(loadu(x[b].qs), loadu(x[b + 1].qs));
     const __m512i neg = _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, _mm512_sub_epi8(_mm512_setzero_si512(), xv));
@@ -225,8 +217,8 @@ float dot_q45_k(int64_t n, const void* vw, const void* vx) {
   for (int64_t b = 0; b < n / 256; ++b) {
     const Block& wb = w[b];
     const BlockQ8_K& xb = x[b];
-    prefetch(&wb);
-    if constexpr (kFive) prefetch(reinterpret_cast<const uint8_t*>(&wb) + 64);
+    prefetch_dot_ahead(&wb);
+    if constexpr (kFive) prefetch_dot_ahead(reinterpret_cast<const uint8_t*>(&wb) + 64);
     const float d = xb.d * h2f(wb.d);
     const float dmin = -(xb.d * h2f(wb.dmin));
     const __m128i sm = k4_unpack(wb.scales);
@@ -283,9 +275,9 @@ float dot_q6_k(int64_t n, const void* vw, const void* vx) {
   for (int64_t b = 0; b < n / 256; ++b) {
     const BlockQ6_K& wb = w[b];
     const BlockQ8_K& xb = x[b];
-    prefetch(&wb);
-    prefetch(reinterpret_cast<const uint8_t*>(&wb) + 64);
-    prefetch(reinterpret_cast<const uint8_t*>(&wb) + 128);
+    prefetch_dot_ahead(&wb);
+    prefetch_dot_ahead(reinterpret_cast<const uint8_t*>(&wb) + 64);
+    prefetch_dot_ahead(reinterpret_cast<const uint8_t*>(&wb) + 128);
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales)));
     const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(sc16, loadu(xb.bsums)), 5);
     const __m512i scz = _mm512_castsi256_si512(sc16);
