@@ -19,6 +19,7 @@
 #include "serve/api/common/json_text.h"
 #include "serve/api/openai/completions.h"
 #include "serve/api/openai/tokenize.h"
+#include "tests/serve/engine_test_util.h"
 #include "tests/serve/in_process_server.h"
 #include "tests/serve/serve_fixtures.h"
 
@@ -71,9 +72,7 @@ std::vector<int32_t> prompt_with_byte_pieces(serve::Engine& engine) {
     p.sampling = SamplingParams::greedy();
     p.top_logprobs = 20;
     auto r = engine.submit(p);
-    std::vector<serve::TokenEvent> events;
-    while (!r->poll(events, 1000ms)) {}
-    for (const auto& e : events) {
+    for (const auto& e : vtc::test::drain(*r)) {
       bool hit = !serve::is_valid_utf8(tok.token_piece(e.id));
       for (const auto& [id, lp] : e.top) hit = hit || !serve::is_valid_utf8(tok.token_piece(id));
       if (hit) return p.prompt;
@@ -243,8 +242,7 @@ TEST_CASE("an exception inside a response ends that response only", "[serve][har
       return respond(engine, r, req, info, rec.sink(), stream);
     };
     REQUIRE_NOTHROW(run());
-    std::vector<serve::TokenEvent> rest;
-    while (!r->poll(rest, 1000ms)) {}
+    vtc::test::drain(*r);
     CHECK(r->finish_reason().kind == serve::Finish::Cancelled);  // the engine stops generating for it
     if (stream) {
       CHECK(rec.written.find("\"error\"") != std::string::npos);

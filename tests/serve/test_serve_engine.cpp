@@ -29,9 +29,7 @@ struct Outcome {
 
 Outcome collect(const std::shared_ptr<serve::Request>& r) {
   Outcome o;
-  std::vector<serve::TokenEvent> events;
-  while (!r->poll(events, 1000ms)) {}
-  for (const auto& e : events) o.ids.push_back(e.id);
+  for (const auto& e : test::drain(*r)) o.ids.push_back(e.id);
   o.reason = std::string(vtc::serve::finish_name(r->finish_reason().kind));
   return o;
 }
@@ -163,9 +161,7 @@ Scored scored(serve::Engine& engine, std::vector<int32_t> prompt) {
   p.top_logprobs = 4;
   auto r = engine.submit(p);
   Scored s;
-  std::vector<serve::TokenEvent> events;
-  while (!r->poll(events, 1000ms)) {}
-  for (const auto& e : events) {
+  for (const auto& e : test::drain(*r)) {
     s.ids.push_back(e.id);
     s.logprobs.push_back(e.logprob);
     for (const auto& [id, lp] : e.top) s.logprobs.push_back(lp);
@@ -280,7 +276,7 @@ TEST_CASE("a cancelled request gives its pages back and others finish", "[serve]
   auto keep = engine.submit(greedy(prompt_of(40, 3), 30));
   auto gone = engine.submit(greedy(prompt_of(50, 4), 400));
   std::vector<serve::TokenEvent> ev;
-  while (ev.empty()) gone->poll(ev, 100ms);
+  test::poll_progress(*gone, ev, 1);
   engine.cancel(gone);
   CHECK(collect(gone).reason == "cancelled");
   CHECK(collect(keep).reason == "length");
@@ -303,7 +299,7 @@ TEST_CASE("when KV pages run out new requests wait and running ones are untouche
   serve::Engine engine(options(3, 22), metrics);
   auto a = engine.submit(greedy(prompt_of(30, 7), 300));
   std::vector<serve::TokenEvent> first;
-  while (first.empty()) a->poll(first, 100ms);
+  test::poll_progress(*a, first, 1);
   auto b = engine.submit(greedy(prompt_of(30, 8), 40));
   std::this_thread::sleep_for(50ms);
   CHECK(engine.gauges().queue_depth == 1);
@@ -374,4 +370,11 @@ TEST_CASE("decode rows sampled on the backend give the host sampler's greedy tok
   CHECK(collect(engine.submit(penalized)).ids == collect(host_engine.submit(penalized)).ids);
   auto g = idle_gauges(engine);
   CHECK(g.kv_pages_free + g.kv_pages_cached == g.kv_pages_total);
+}
+
+TEST_CASE("the tests' poll helper fails a request that sends nothing instead of waiting forever", "[serve]") {
+  serve::Request never_scheduled;  // no engine: no event will ever come
+  std::vector<serve::TokenEvent> events;
+  REQUIRE_THROWS_WITH(test::poll_progress(never_scheduled, events, SIZE_MAX, 1s),
+                      Catch::Contains("stalled: no token for 1 s after 0 tokens"));
 }

@@ -24,15 +24,7 @@ using test::idle_gauges;
 namespace {
 
 std::vector<int32_t> tokens_of(const std::shared_ptr<serve::Request>& r) {
-  std::vector<serve::TokenEvent> events;
-  // A request that stops making progress fails the test instead of hanging
-  // it (a step that leaves every request out never ends them).
-  size_t seen = 0;
-  auto last_progress = std::chrono::steady_clock::now();
-  while (!r->poll(events, 1000ms)) {
-    if (events.size() > seen) seen = events.size(), last_progress = std::chrono::steady_clock::now();
-    if (std::chrono::steady_clock::now() - last_progress > 120s) FAIL("no token for 120 s after " << seen << " tokens: stalled");
-  }
+  const std::vector<serve::TokenEvent> events = test::drain(*r);
   std::vector<int32_t> ids;
   for (const auto& e : events) ids.push_back(e.id);
   INFO("request error: " << r->error());
@@ -192,7 +184,7 @@ TEST_CASE("a speculating request cancelled between verify steps gives its pages 
   auto gone = engine.submit(p);
   auto keep = engine.submit(request(2, engine.n_vocab()));
   std::vector<serve::TokenEvent> ev;
-  while (ev.size() < 8 && !gone->poll(ev, 100ms)) {}
+  test::poll_progress(*gone, ev, 8);
   engine.cancel(gone);
   tokens_of(gone);
   CHECK(std::string(serve::finish_name(gone->finish_reason().kind)) == "cancelled");
