@@ -175,6 +175,9 @@ TEST_CASE("kv-cache: q8_0, q4_0 and q8_0/f16 match llama.cpp on every other arch
     if (m.name == "llama" || m.name == "gemma2-softcap" || m.name == "gpt-oss" || m.name == "deepseek2" ||
         m.name == "mistral4" || m.name == "kimi-linear")
       continue;
+    // VTC_LLAMA_ARCHS_ONLY=a,b runs only those (as the other llama-archs suites).
+    const char* only = std::getenv("VTC_LLAMA_ARCHS_ONLY");
+    if (only && ("," + std::string(only) + ",").find("," + m.name + ",") == std::string::npos) continue;
     match(m.name, kCommon, "q8_0", {.prefill = kQuantFlipTolerance});
   }
 }
