@@ -238,3 +238,12 @@ TEST_CASE("serve: SIGTERM while a 0.5b model loads exits within 2 s", "[serve][s
   }
   WARN(fmt::format("SIGTERM during a 0.5b load: {} runs, slowest exit {:.3f} s after the signal", kRuns, worst));
 }
+
+// A refusal that needs no model comes before the port opens (no
+// "listening on"), so nothing ever answers on it.
+TEST_CASE("serve: --draft-on device on the cpu target exits 1 before the port opens", "[serve][startup][reference]") {
+  const Outcome o =
+      run_vtc({"serve", vtc::test::tiny_model(), "--port", "0", "--spec", "ngram", "--draft-on", "device"}, {});
+  check_start_failure(o, "--draft-on device: the cpu target drafts on the host");
+  CHECK(o.stderr_text.find("listening on") == std::string::npos);
+}

@@ -133,6 +133,12 @@ int serve_main(ServeOptions o) {
   if (!o.chat_template_file.empty() && !o.chat_template.empty())
     throw Error("serve: --chat-template and --chat-template-file exclude each other");
   o.engine.spec = o.spec.resolve();  // bad flags fail before the port opens
+  o.engine.target = parse_target(o.target);
+  // Only the cuda target drafts on the device; a model that cannot (its
+  // recurrent state) is refused once loaded, like every other load error.
+  if (o.engine.spec.draft_on == serve::DraftOn::Device && o.engine.target != Target::Cuda)
+    throw Error(fmt::format("--draft-on device: the {} target drafts on the host (the device drafter runs on --target "
+                            "cuda)", o.target));
   serve::Metrics metrics;
   serve::HttpServer http(o.http, metrics);
   const int port = http.bind();
@@ -141,7 +147,6 @@ int serve_main(ServeOptions o) {
 
   if (o.device_sampling != "auto") o.engine.device_sampling = o.device_sampling == "on";
   if (o.checkpoint_mib >= 0) o.engine.checkpoint_bytes = uint64_t(o.checkpoint_mib * 1024 * 1024);
-  o.engine.target = parse_target(o.target);
   o.engine.cache_type_k = o.cache.k_type();
   o.engine.cache_type_v = o.cache.v_type();
   LoadedModel loaded = load_while_watching_signals(o, metrics, set);
