@@ -427,8 +427,9 @@ bool split_chunk_avx512(const AttentionJob& job, int64_t j0, int64_t j1, float* 
   return true;
 }
 
-// Decode at depth takes the f32 tile kernel (attention_depth_avx512.cpp)
-// where it is built and takes the types: at 1024+ cached keys the
+// Decode at depth takes the f32 tile kernel (attention_depth_avx512.cpp,
+// attention_depth_avx2.cpp below AVX-512) where it is built and takes the
+// types: at 1024+ cached keys the
 // reference's one-row order is not kept (issue 43 allows any order within
 // 1e-3 there). VTC_CPU_ATTN_DEPTH=0 keeps the one-row loop (before/after
 // figures, parity checks).
@@ -441,7 +442,15 @@ bool depth_kernel_takes(const AttentionJob& job) {
                      (job.v_type == GgmlType::F16 || job.v_type == GgmlType::Q8_0);
   return !off && job.depth_kernel && types && job.n_kv >= detail::kAttentionDepthMinKV && job.dk == job.dv &&
          job.dk % 32 == 0 && job.dk <= 256 && job.group <= detail::kAttentionDepthMaxGroup &&
-         active_isa() >= Isa::Avx512Vnni;
+         active_isa() >= Isa::Avx2;
+}
+
+// The depth kernel of the active level over rows [j0, j1) (the contract of
+// depth_block_avx512, attention_internal.h).
+void depth_block(const AttentionJob& job, int64_t j0, int64_t j1, float* M, float* S, float* acc, bool resume) {
+  const bool done = active_isa() >= Isa::Avx512Vnni ? detail::depth_block_avx512(job, j0, j1, M, S, acc, resume)
+                                                    : detail::depth_block_avx2(job, j0, j1, M, S, acc, resume);
+  if (!done) throw Error("attention: the depth kernel is not built");
 }
 
 bool use_depth_kernel(const AttentionJob& job) { return job.n_tokens == 1 && depth_kernel_takes(job); }
@@ -450,7 +459,7 @@ bool use_depth_kernel(const AttentionJob& job) { return job.n_tokens == 1 && dep
 // in where the range is the first (or only) one, as one_row_block folds
 // them on chunk 0.
 void depth_chunk(const AttentionJob& job, int64_t j0, int64_t j1, bool first, float* M, float* S, float* acc) {
-  if (!detail::depth_block_avx512(job, j0, j1, M, S, acc)) throw Error("attention: the depth kernel is not built");
+  depth_block(job, j0, j1, M, S, acc, false);
   if (job.sinks == nullptr || !first) return;
   for (int64_t h = 0; h < job.n_head; ++h) detail::attention_apply_sink(job.sinks[h], M[h], S[h], acc + h * job.dv, job.dv);
 }
@@ -743,9 +752,8 @@ void run_depth_group(const AttentionJob& job, const int32_t* q_pos, int64_t n_kv
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int64_t s0 = j0; s0 < j1; s0 += detail::kAttentionDepthSliceRows)
         for (int64_t t = 0; t < n_tok; ++t)
-          if (!detail::depth_block_avx512(tokens[size_t(t)], s0, std::min(j1, s0 + detail::kAttentionDepthSliceRows),
-                                          M.data() + t * H, S.data() + t * H, acc.data() + t * H * dv, s0 != j0))
-            throw Error("attention: the depth kernel is not built");
+          depth_block(tokens[size_t(t)], s0, std::min(j1, s0 + detail::kAttentionDepthSliceRows), M.data() + t * H,
+                      S.data() + t * H, acc.data() + t * H * dv, s0 != j0);
       for (int64_t t = 0; t < n_tok; ++t)
         for (int64_t h = 0; h < H; ++h)
           partials.store(t, h, c, j0 == 0 && j1 > 0, M[size_t(t * H + h)], S[size_t(t * H + h)],
@@ -797,6 +805,7 @@ bool one_row_block_avx2(const AttentionJob&, int64_t, int64_t, int64_t, int64_t,
   return false;
 }
 bool tiled_block_avx2(const AttentionJob&, int64_t, int64_t, int64_t) { return false; }
+bool depth_block_avx2(const AttentionJob&, int64_t, int64_t, float*, float*, float*, bool) { return false; }
 #endif
 #if !defined(VTC_HAVE_AVX512_TU)
 bool one_row_block_avx512(const AttentionJob&, int64_t, int64_t, int64_t, int64_t, int64_t, float*, float*, float*, bool,

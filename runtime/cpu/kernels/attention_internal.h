@@ -118,6 +118,10 @@ bool tiled_block_avx512(const AttentionJob& job, int64_t hk, int64_t t0, int64_t
 // from its start gives the same tiles, and so the bits of one call.
 bool depth_block_avx512(const AttentionJob& job, int64_t j0, int64_t j1, float* M, float* S, float* acc,
                         bool resume = false);
+// The same contract at 8 lanes (attention_depth_avx2.cpp), for AVX2
+// levels below Avx512Vnni.
+bool depth_block_avx2(const AttentionJob& job, int64_t j0, int64_t j1, float* M, float* S, float* acc,
+                      bool resume = false);
 constexpr int64_t kAttentionDepthSliceRows = 256;  // a multiple of every head size's tile
 // Cache rows from which a one-token decode takes that kernel.
 constexpr int64_t kAttentionDepthMinKV = 1024;
