@@ -7,6 +7,7 @@
 
 #include <xmmintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "runtime/cpu/kernels/attention_internal.h"
@@ -48,6 +49,63 @@ struct RowPrefetcher {
     }
   }
 };
+
+// A short last tile's missing rows point here: zero keys (masked) and zero
+// values, for heads of up to 256 values of either cache type.
+alignas(64) inline const uint8_t kDepthZeroRow[512] = {};
+
+// The running (M, S, acc) of n_head heads of `d` values, empty: before the
+// first of a range's rows (a resumed range keeps the ones it is given).
+inline void start_depth_heads(int64_t n_head, int64_t d, float* M, float* S, float* acc) {
+  std::fill(M, M + n_head, -__builtin_inff());
+  std::fill(S, S + n_head, 0.0f);
+  std::fill(acc, acc + n_head * d, 0.0f);
+}
+
+// One tile of the depth kernels' walk over the cache: positions
+// [t0, t0 + n), n <= Keys; live[s] bit i: key i of sub-tile s (Lanes keys
+// each) is visible; rows: their physical rows; alibi: their ALiBi
+// distances (dist), or null without ALiBi.
+template <int Keys, int Lanes>
+struct DepthTileKeys {
+  int64_t t0 = 0;
+  int n = 0;
+  uint32_t live[Keys / Lanes];
+  int64_t rows[Keys];
+  alignas(64) float dist[Keys];
+  const float* alibi = nullptr;
+};
+
+// Walks cache rows [j0, j1) in tiles of Keys positions and calls
+// visit(tile, ahead) for each tile with a visible key. The next tile's
+// rows (whole, every kv head) are prefetched into L2 while visit computes
+// this one (it advances `ahead` a row at a time): each head reads its
+// slice of a row at the row stride, a pattern the hardware prefetcher does
+// not follow well.
+template <int Keys, int Lanes, class Visit>
+void walk_depth_tiles(const AttentionJob& job, int64_t j0, int64_t j1, Visit&& visit) {
+  RowPrefetcher ahead{job, j0, std::min(j1, j0 + Keys)};
+  ahead.rows(Keys);
+  DepthTileKeys<Keys, Lanes> tile;
+  for (int64_t t0 = j0; t0 < j1; t0 += Keys) {
+    ahead.rows(Keys);  // the rest of this tile's, where the last one's compute did not reach
+    ahead.end = std::min(j1, t0 + 2 * Keys);
+    ahead.run = 0;  // `end` moved: a run without a page table ended at the old one
+    tile.t0 = t0;
+    tile.n = int(std::min<int64_t>(Keys, j1 - t0));
+    std::fill(tile.live, tile.live + Keys / Lanes, 0u);
+    for (int jj = 0; jj < tile.n; ++jj) tile.live[jj / Lanes] |= uint32_t(job.visible[t0 + jj] != 0) << (jj % Lanes);
+    uint32_t any = 0;
+    for (uint32_t l : tile.live) any |= l;
+    if (any == 0) continue;
+    physical_rows(job, t0, tile.n, tile.rows);
+    std::fill(tile.dist, tile.dist + Keys, 0.0f);
+    if (job.alibi_dist != nullptr)
+      for (int jj = 0; jj < tile.n; ++jj) tile.dist[jj] = job.alibi_dist[t0 + jj];
+    tile.alibi = job.alibi_dist != nullptr ? tile.dist : nullptr;
+    visit(tile, ahead);
+  }
+}
 
 }  // namespace
 }  // namespace vtc::cpu::detail

@@ -367,8 +367,6 @@ void DepthTile<D>::run(const AttentionJob& job, int64_t j0, int64_t j1, float* M
   thread_local std::vector<float> qf, kt, sc;
   thread_local std::vector<QueryQ8> qq;
   thread_local KTileQ8 kq;
-  // A short last tile's missing rows: zero keys (masked) and zero values.
-  alignas(64) static const uint8_t zero_row[2 * kMaxDim] = {};
   qf.resize(size_t(job.n_head * D));
   kt.resize(size_t(kKeys * D));
   sc.resize(size_t(G * kKeys) + 16);
@@ -377,59 +375,37 @@ void DepthTile<D>::run(const AttentionJob& job, int64_t j0, int64_t j1, float* M
   for (int64_t h = 0; h < job.n_head; ++h) {
     if (int_k) quantize_query(job.q + h * D, D, qq[size_t(h)]);
     else query_for_k(job.q + h * D, k_q8, D, qf.data() + h * D);
-    if (resume) continue;  // (M, S, acc) hold the rows before j0: the tiles go on from there
-    M[h] = -__builtin_inff(), S[h] = 0.0f;
-    for (int64_t i = 0; i < D; ++i) acc[h * D + i] = 0.0f;
   }
-  const uint8_t* vis = job.visible;
-  // Tiles of kKeys positions, every kv head per tile: the rows of a tile
-  // (all heads side by side) are read from memory once. Each head reads
-  // its slice of a row at the row stride, a pattern the hardware
-  // prefetcher does not follow well: the next tile's rows (whole, every
-  // head) are prefetched into L2 while this one is computed.
-  RowPrefetcher ahead{job, j0, std::min(j1, j0 + kKeys)};
-  ahead.rows(kKeys);
-  for (int64_t t0 = j0; t0 < j1; t0 += kKeys) {
-    ahead.rows(kKeys);  // the rest of this tile's, where the last one's compute did not reach
-    ahead.end = std::min(j1, t0 + 2 * kKeys);
-    ahead.run = 0;  // `end` moved: a run without a page table ended at the old one
-    const int n = int(std::min<int64_t>(kKeys, j1 - t0));
-    uint32_t live[kSub] = {};
-    int64_t rows[kKeys];
-    for (int jj = 0; jj < n; ++jj) live[jj / kTile] |= uint32_t(vis[t0 + jj] != 0) << (jj % kTile);
-    physical_rows(job, t0, n, rows);
-    uint32_t any = 0;
-    for (int s = 0; s < kSub; ++s) any |= live[s];
-    if (any == 0) continue;
-    alignas(64) float dist[kKeys] = {};
-    if (job.alibi_dist != nullptr)
-      for (int jj = 0; jj < n; ++jj) dist[jj] = job.alibi_dist[t0 + jj];
-    const float* alibi = job.alibi_dist != nullptr ? dist : nullptr;
+  // A resumed range's (M, S, acc) hold the rows before j0: the tiles go on from there.
+  if (!resume) start_depth_heads(job.n_head, D, M, S, acc);
+  // Every kv head per tile: the tile's rows are read from memory once.
+  walk_depth_tiles<kKeys, kTile>(job, j0, j1, [&](const DepthTileKeys<kKeys, kTile>& tile, RowPrefetcher& ahead) {
+    const int n = tile.n;
     // A short last tile: zero rows, masked (their weights are 0), so every
     // loop runs over whole sub-tiles in registers.
     const uint8_t *krow[kKeys], *vrow[kKeys];
     if (n < kKeys) {
       std::fill(kt.begin() + n * D, kt.end(), 0.0f);
-      std::fill(krow + n, krow + kKeys, zero_row);
-      std::fill(vrow + n, vrow + kKeys, zero_row);
+      std::fill(krow + n, krow + kKeys, kDepthZeroRow);
+      std::fill(vrow + n, vrow + kKeys, kDepthZeroRow);
     }
     for (int64_t hk = 0; hk < Hkv; ++hk) {
       for (int jj = 0; jj < n; ++jj) {
-        krow[jj] = job.k + size_t(rows[jj] * Hkv + hk) * size_t(job.k_head_bytes);
-        vrow[jj] = job.v + size_t(rows[jj] * Hkv + hk) * size_t(job.v_head_bytes);
+        krow[jj] = job.k + size_t(tile.rows[jj] * Hkv + hk) * size_t(job.k_head_bytes);
+        vrow[jj] = job.v + size_t(tile.rows[jj] * Hkv + hk) * size_t(job.v_head_bytes);
       }
       float *Mg = M + hk * G, *Sg = S + hk * G, *accg = acc + hk * G * D;
       const float* slopes = job.alibi_slopes != nullptr ? job.alibi_slopes + hk * G : nullptr;
       if (int_k) {
         stage_q8(krow, kq);
-        heads(job, Q8Scores{qq.data() + hk * G, &kq}, vrow, live, alibi, slopes, scores, Mg, Sg, accg, ahead);
+        heads(job, Q8Scores{qq.data() + hk * G, &kq}, vrow, tile.live, tile.alibi, slopes, scores, Mg, Sg, accg, ahead);
       } else {
         for (int jj = 0; jj < n; ++jj) row_to_f32(krow[jj], k_q8, D, kt.data() + jj * D);
-        heads(job, F32Scores{qf.data() + hk * G * D, kt.data()}, vrow, live, alibi, slopes, scores, Mg, Sg, accg,
-              ahead);
+        heads(job, F32Scores{qf.data() + hk * G * D, kt.data()}, vrow, tile.live, tile.alibi, slopes, scores, Mg, Sg,
+              accg, ahead);
       }
     }
-  }
+  });
 }
 
 }  // namespace
