@@ -127,42 +127,51 @@ struct DepthTile {
   }
 
   // acc_g = acc_g * corr_g + sum_j p_gj v_j for HB heads over the tile's
-  // keys, V read from the cache rows (vrow[j]) in passes of 4 chunks, each
-  // converted once for the HB heads: HB x 4 accumulators, 4 chunks and the
-  // broadcast weight fit AVX2's 16 registers for HB = 2.
+  // keys, V read from the cache rows (vrow[j]) in passes of 2 chunks, each
+  // converted once for the HB heads: HB x 2 accumulators, 2 chunks and the
+  // broadcast weight fit AVX2's 16 registers for HB up to 5 (a GQA group of
+  // 5 in one pass: its V chunks converted once, not once per 2 heads).
   template <int HB>
   static void accumulate(const float* p, const uint8_t* const* vrow, bool q8, const float* corr, float* acc) {
-    constexpr int kCP = 4;
+    constexpr int kCP = 2;
     for (int c0 = 0; c0 < kNC; c0 += kCP) {
       __m256 part[HB][kCP];
-#pragma GCC unroll 2
+#pragma GCC unroll 5
       for (int g = 0; g < HB; ++g)
-#pragma GCC unroll 4
+#pragma GCC unroll 2
         for (int c = 0; c < kCP; ++c)
           part[g][c] = _mm256_mul_ps(_mm256_loadu_ps(acc + g * D + 8 * (c0 + c)), _mm256_set1_ps(corr[g]));
       for (int j = 0; j < kKeys; ++j) {
         __m256 v[kCP];
-#pragma GCC unroll 4
-        for (int c = 0; c < kCP; ++c) v[c] = v_chunk(vrow[j], q8, c0 + c);
 #pragma GCC unroll 2
+        for (int c = 0; c < kCP; ++c) v[c] = v_chunk(vrow[j], q8, c0 + c);
+#pragma GCC unroll 5
         for (int g = 0; g < HB; ++g) {
           const __m256 pg = _mm256_set1_ps(p[g * kKeys + j]);
-#pragma GCC unroll 4
+#pragma GCC unroll 2
           for (int c = 0; c < kCP; ++c) part[g][c] = _mm256_fmadd_ps(pg, v[c], part[g][c]);
         }
       }
-#pragma GCC unroll 2
+#pragma GCC unroll 5
       for (int g = 0; g < HB; ++g)
-#pragma GCC unroll 4
+#pragma GCC unroll 2
         for (int c = 0; c < kCP; ++c) _mm256_storeu_ps(acc + g * D + 8 * (c0 + c), part[g][c]);
     }
   }
 
+  static constexpr int kHeadBatch = 5;
+
   static void accumulate_heads(int64_t G, const float* p, const uint8_t* const* vrow, bool q8, const float* corr,
                                float* acc) {
     int64_t g = 0;
-    for (; g + 2 <= G; g += 2) accumulate<2>(p + g * kKeys, vrow, q8, corr + g, acc + g * D);
-    if (g < G) accumulate<1>(p + g * kKeys, vrow, q8, corr + g, acc + g * D);
+    for (; g + kHeadBatch <= G; g += kHeadBatch) accumulate<kHeadBatch>(p + g * kKeys, vrow, q8, corr + g, acc + g * D);
+    switch (G - g) {
+      case 1: return accumulate<1>(p + g * kKeys, vrow, q8, corr + g, acc + g * D);
+      case 2: return accumulate<2>(p + g * kKeys, vrow, q8, corr + g, acc + g * D);
+      case 3: return accumulate<3>(p + g * kKeys, vrow, q8, corr + g, acc + g * D);
+      case 4: return accumulate<4>(p + g * kKeys, vrow, q8, corr + g, acc + g * D);
+      default: return;
+    }
   }
 
   // The G query heads of one kv head over the tile (qf: their query rows
