@@ -13,7 +13,7 @@
 // statistics are paid once per tile. Each K row is converted to f32 once
 // for every query head of its GQA group; 8 scores of a head are
 // exponentiated together (ggml's AVX2 v_expf, avx2_expf.h); V is read from
-// the cache straight into the f32 accumulators of 2 heads at a time. The
+// the cache straight into the f32 accumulators of up to 5 heads a pass. The
 // query is converted as the reference converts it for K's dot (f16
 // rounding, or q8_0 codes times their scale). A q8_0 K takes the f32 dot
 // of its codes times their scales at every head size: AVX2 has no
