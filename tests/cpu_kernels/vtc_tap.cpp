@@ -2,7 +2,7 @@
 // op's f32 results to a directory, for layer-by-layer comparison with
 // `vtc-ref logits --dump` (see docs/numerics-parity.md).
 //
-//   vtc-tap MODEL.gguf --tokens 1,2,3 OUT_DIR [--threads N]
+//   vtc-tap MODEL.gguf --tokens 1,2,3 OUT_DIR [--threads N] [-ctk T] [-ctv T]
 //
 // OUT_DIR/<seq>_<op>.f32 holds raw floats; OUT_DIR/index.json lists
 // {"file", "op", "name", "shape"} in execution order.
@@ -17,30 +17,39 @@
 #include <vector>
 
 #include "runtime/session.h"
+#include "support/kv_cache_type.h"
 
 int main(int argc, char** argv) {
   std::string model, tokens_arg, dir;
   int threads = 2;
+  vtc::GgmlType cache_k = vtc::GgmlType::F16, cache_v = vtc::GgmlType::F16;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--tokens" && i + 1 < argc)
       tokens_arg = argv[++i];
     else if (a == "--threads" && i + 1 < argc)
       threads = std::stoi(argv[++i]);
+    else if (a == "-ctk" && i + 1 < argc)
+      cache_k = vtc::parse_kv_cache_type(argv[++i], "-ctk");
+    else if (a == "-ctv" && i + 1 < argc)
+      cache_v = vtc::parse_kv_cache_type(argv[++i], "-ctv");
     else if (model.empty())
       model = a;
     else
       dir = a;
   }
   if (model.empty() || dir.empty() || tokens_arg.empty()) {
-    std::fprintf(stderr, "usage: vtc-tap MODEL.gguf --tokens 1,2,3 OUT_DIR [--threads N]\n");
+    std::fprintf(stderr, "usage: vtc-tap MODEL.gguf --tokens 1,2,3 OUT_DIR [--threads N] [-ctk T] [-ctv T]\n");
     return 2;
   }
   std::vector<int32_t> tokens;
   std::stringstream ss(tokens_arg);
   for (std::string item; std::getline(ss, item, ',');) tokens.push_back(std::stoi(item));
 
-  vtc::Session s(model, {.threads = threads, .n_ctx = 256});
+  vtc::SessionOptions so{.threads = threads, .n_ctx = 256};
+  so.cache_type_k = cache_k;
+  so.cache_type_v = cache_v;
+  vtc::Session s(model, so);
   nlohmann::json index = nlohmann::json::array();
   int seq = 0;
   s.backend().set_observer([&](const vtc::ir::Op& op, const std::vector<std::optional<vtc::HostTensor>>& results) {

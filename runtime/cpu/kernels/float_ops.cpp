@@ -54,20 +54,51 @@ void sigmoid(const float* x, float* y, int64_t n) {
 void tanh_values(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
 }
+namespace {
+
+// ggml_vec_cvar_f32: y = x - mean, and the sum of y^2 in double over float
+// partial sums. Per `lanes` values (8 on the reference's AVX2 build, 16 on
+// its AVX-512 builds) the squares are summed in the order of its horizontal
+// add (each half added to the other, down to one lane), then added to the
+// double; the leftovers (and every value, with lanes 0: the build without
+// SIMD the scalar level stands for) one square at a time. Summing every
+// square in double instead parted from the reference by an ulp of the
+// variance on some rows, which a q8_0 activation turned into a whole code
+// (gptneox and jais with a q8_0 cache on an AVX2 core, issue 43).
+double centered_squares(const float* x, float mean, float* y, int64_t n, int lanes) {
+  double sum = 0.0;
+  int64_t i = 0;
+  if (lanes > 0)
+    for (; i + lanes <= n; i += lanes) {
+      float p[16];
+      for (int l = 0; l < lanes; ++l) {
+        y[i + l] = x[i + l] - mean;
+        p[l] = y[i + l] * y[i + l];
+      }
+      for (int half = lanes / 2; half >= 1; half /= 2)
+        for (int l = 0; l < half; ++l) p[l] = p[l + half] + p[l];
+      sum += double(p[0]);
+    }
+  for (; i < n; ++i) {
+    const float v = x[i] - mean;
+    y[i] = v;
+    sum += double(v * v);
+  }
+  return sum;
+}
+
+}  // namespace
+
 void layer_norm(const float* x, const float* gain, const float* bias, float eps, int64_t n_rows, int64_t n_cols,
                 float* y) {
+  const int lanes = active_isa() == Isa::Scalar ? 0 : detail::reference_lanes();
   for (int64_t r = 0; r < n_rows; ++r) {
     const float* xr = x + r * n_cols;
     float* yr = y + r * n_cols;
     double sum = 0.0;
     for (int64_t c = 0; c < n_cols; ++c) sum += double(xr[c]);
-    const float mean = float(sum / double(n_cols));
-    double sum2 = 0.0;
-    for (int64_t c = 0; c < n_cols; ++c) {
-      const float v = xr[c] - mean;
-      yr[c] = v;
-      sum2 += double(v * v);
-    }
+    const float mean = float(sum) / float(n_cols);  // ggml_vec_sum_f32 rounds the sum, then a float division
+    const double sum2 = centered_squares(xr, mean, yr, n_cols, lanes);
     const float s = 1.0f / std::sqrt(float(sum2 / double(n_cols)) + eps);
     for (int64_t c = 0; c < n_cols; ++c) yr[c] *= s;
     if (gain != nullptr)
