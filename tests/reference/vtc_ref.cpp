@@ -9,7 +9,7 @@
 //
 //   vtc-ref logits MODEL.gguf --tokens 1,2,3 [--n-predict N] [--threads N]
 //           [--no-repack] [--ubatch N] [--dump DIR] [--cache-type-k T] [--cache-type-v T]
-//           [--prompt-batch N]
+//           [--prompt-batch N] [--dump-at P]
 //   vtc-ref quantize IN.gguf OUT.gguf TYPE [--pure] [--threads N]
 //           [--token-embedding-type T] [--output-tensor-type T]
 //   vtc-ref tokenize VOCAB.gguf [--no-special] [--no-add-special] < text
@@ -206,7 +206,7 @@ constexpr const char* kOracleThreads = "1";
 
 int cmd_logits(const Args& a) {
   a.allow({"--tokens", "--n-predict", "--threads", "--no-repack", "--verbose", "--dump", "--ubatch", "--logits-file",
-           "--cache-type-k", "--cache-type-v", "--prompt-batch"});
+           "--cache-type-k", "--cache-type-v", "--prompt-batch", "--dump-at"});
   if (a.positional.size() != 1) throw UsageError("logits MODEL.gguf --tokens 1,2,3");
   const auto tokens_arg = a.get("--tokens");
   if (!tokens_arg) throw UsageError("logits needs --tokens");
@@ -256,9 +256,12 @@ int cmd_logits(const Args& a) {
   cp.no_perf = true;
   set_cache_types(a, cp);
   DumpState dump;
+  // --dump-at P (with --dump and --prompt-batch): the one-token step of
+  // position P instead of the prompt's batch.
+  const int dump_at = static_cast<int>(parse_int(a.get("--dump-at").value_or("-1"), "--dump-at"));
   if (auto d = a.get("--dump")) {
     dump.dir = *d;
-    dump.active = true;
+    dump.active = dump_at < 0;
     cp.cb_eval = dump_callback;
     cp.cb_eval_user_data = &dump;
   }
@@ -298,16 +301,19 @@ int cmd_logits(const Args& a) {
   }
   batch.n_tokens = n_first;
   if (llama_decode(ctx, batch) != 0) fail("llama_decode failed on the prompt");
-  if (dump.active) {
+  auto finish_dump = [&] {
     dump.active = false;
     std::ofstream(dump.dir + "/index.json") << dump.index.dump(1) << "\n";
-  }
+  };
+  if (dump.active) finish_dump();
   for (int i = 0; i < n_first; ++i) keep_row(llama_get_logits_ith(ctx, i), i);
   for (int i = n_first; i < n_tokens; ++i) {
     batch.token[0] = tokens[i];
     batch.pos[0] = i;
     batch.n_tokens = 1;
+    dump.active = i == dump_at;
     if (llama_decode(ctx, batch) != 0) fail("llama_decode failed at position " + std::to_string(i));
+    if (i == dump_at) finish_dump();
     keep_row(llama_get_logits_ith(ctx, 0), i);
   }
   llama_batch_free(batch);
@@ -1073,7 +1079,7 @@ int cmd_mxfp4(const Args& a) {
 
 void usage() {
   std::cerr << "usage:\n"
-               "  vtc-ref logits MODEL.gguf --tokens 1,2,3 [--n-predict N] [--threads N] [--no-repack] [--ubatch N] [--dump DIR]\n"
+               "  vtc-ref logits MODEL.gguf --tokens 1,2,3 [--n-predict N] [--threads N] [--no-repack] [--ubatch N] [--dump DIR] [--dump-at P]\n"
                "                 [--logits-file F]\n"
                "  vtc-ref quantize IN.gguf OUT.gguf TYPE [--pure] [--threads N]\n"
                "          [--token-embedding-type T] [--output-tensor-type T]\n"
@@ -1276,7 +1282,7 @@ int main(int argc, char** argv) {
                                {"--tokens", "--n-predict", "--threads", "--token-embedding-type", "--dump",
                                 "--output-tensor-type", "--all", "--pp", "--tg", "--reps", "--ubatch",
                                 "--batch-rows", "--batch-context", "--batch-steps", "--cols", "--x", "--logits-file",
-                                "--pooling", "--cache-type-k", "--cache-type-v", "--prompt-batch", "--ctx-size",
+                                "--pooling", "--cache-type-k", "--cache-type-v", "--prompt-batch", "--dump-at", "--ctx-size",
                                 "--parallel", "--fill", "--max-k", "--context", "--steps"});
     g_verbose = a.has("--verbose");
     if (cmd == "logits") return cmd_logits(a);
