@@ -41,13 +41,6 @@ constexpr int kTile = 8;
 constexpr int64_t kMaxDim = 256;
 constexpr int64_t kMaxGroup = kAttentionDepthMaxGroup;
 
-inline float reduce_max8(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  m = _mm_max_ss(m, _mm_movehdup_ps(m));
-  return _mm_cvtss_f32(m);
-}
-
 // Lane j = a[j]'s lane sum, in key order: two rounds of horizontal adds
 // within 128-bit halves, then the halves' partial sums added.
 inline __m256 sum8(const __m256* a) {
@@ -57,20 +50,18 @@ inline __m256 sum8(const __m256* a) {
   return _mm256_add_ps(_mm256_permute2f128_ps(lo, hi, 0x20), _mm256_permute2f128_ps(lo, hi, 0x31));
 }
 
-// One row of `d` values of a cache half (f16 or q8_0 blocks) as f32.
+// Values 8c..8c+7 of a row of a cache half (f16, or q8_0 codes times
+// their block's scale) as f32.
+inline __m256 row_chunk(const uint8_t* row, bool q8, int64_t c) {
+  if (!q8) return load_f16(reinterpret_cast<const uint16_t*>(row) + 8 * c);
+  const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + c / 4;
+  const __m128i codes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk->qs + 8 * (c % 4)));
+  return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(codes)), _mm256_set1_ps(h2f(blk->d)));
+}
+
+// One row of `d` values of a cache half as f32.
 inline void row_to_f32(const uint8_t* src, bool q8, int64_t d, float* dst) {
-  if (!q8) {
-    for (int64_t i = 0; i < d; i += 8) _mm256_storeu_ps(dst + i, load_f16(reinterpret_cast<const uint16_t*>(src) + i));
-    return;
-  }
-  for (int64_t b = 0; b < d / 32; ++b) {
-    const auto* blk = reinterpret_cast<const BlockQ8_0*>(src) + b;
-    const __m256 scale = _mm256_set1_ps(h2f(blk->d));
-    for (int c = 0; c < 4; ++c) {
-      const __m128i codes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk->qs + 8 * c));
-      _mm256_storeu_ps(dst + 32 * b + 8 * c, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(codes)), scale));
-    }
-  }
+  for (int64_t c = 0; c < d / 8; ++c) _mm256_storeu_ps(dst + 8 * c, row_chunk(src, q8, c));
 }
 
 // Query row q (f32) as the reference converts it for K's dot: f16-rounded,
@@ -117,15 +108,6 @@ struct DepthTile {
     return sum8(a);
   }
 
-  // 8 values of a V row (f16, or q8_0 codes times their block's scale)
-  // from the cache, chunk c.
-  static __m256 v_chunk(const uint8_t* row, bool q8, int c) {
-    if (!q8) return load_f16(reinterpret_cast<const uint16_t*>(row) + 8 * c);
-    const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + c / 4;
-    const __m128i codes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk->qs + 8 * (c % 4)));
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(codes)), _mm256_set1_ps(h2f(blk->d)));
-  }
-
   // acc_g = acc_g * corr_g + sum_j p_gj v_j for HB heads over the tile's
   // keys, V read from the cache rows (vrow[j]) in passes of 2 chunks, each
   // converted once for the HB heads: HB x 2 accumulators, 2 chunks and the
@@ -144,7 +126,7 @@ struct DepthTile {
       for (int j = 0; j < kKeys; ++j) {
         __m256 v[kCP];
 #pragma GCC unroll 2
-        for (int c = 0; c < kCP; ++c) v[c] = v_chunk(vrow[j], q8, c0 + c);
+        for (int c = 0; c < kCP; ++c) v[c] = row_chunk(vrow[j], q8, c0 + c);
 #pragma GCC unroll 5
         for (int g = 0; g < HB; ++g) {
           const __m256 pg = _mm256_set1_ps(p[g * kKeys + j]);
@@ -191,7 +173,8 @@ struct DepthTile {
         ahead.rows(1);
         __m256 v = _mm256_mul_ps(scores8(qf + g * D, kt + s * kTile * D), scale);
         if (job.softcap != 0.0f) v = softcapped(v, job.softcap);
-        if (dist != nullptr) v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_set1_ps(slopes[g]), _mm256_load_ps(dist + s * kTile)));
+        if (dist != nullptr)
+          v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_set1_ps(slopes[g]), _mm256_load_ps(dist + s * kTile)));
         _mm256_store_ps(sc + g * kKeys + s * kTile, _mm256_blendv_ps(minus_inf, v, live_lanes(live[s])));
       }
     alignas(32) float corr[kMaxGroup];
@@ -199,7 +182,7 @@ struct DepthTile {
       float* pg = sc + g * kKeys;
       __m256 mx = _mm256_load_ps(pg);
       for (int s = 1; s < kSub; ++s) mx = _mm256_max_ps(mx, _mm256_load_ps(pg + s * kTile));
-      const float tile_max = reduce_max8(mx);  // finite: the tile has a live key
+      const float tile_max = hmax_ps(mx);  // finite: the tile has a live key
       const float m_new = tile_max > M[g] ? tile_max : M[g];
       // exp(M - m'): 1 where the maximum holds (most tiles), 0 on the
       // first live tile (M = -inf)

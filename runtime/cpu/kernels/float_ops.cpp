@@ -91,7 +91,7 @@ double centered_squares(const float* x, float mean, float* y, int64_t n, int lan
 
 void layer_norm(const float* x, const float* gain, const float* bias, float eps, int64_t n_rows, int64_t n_cols,
                 float* y) {
-  const int lanes = active_isa() == Isa::Scalar ? 0 : detail::reference_lanes();
+  const int lanes = detail::reference_vector_width();
   for (int64_t r = 0; r < n_rows; ++r) {
     const float* xr = x + r * n_cols;
     float* yr = y + r * n_cols;

@@ -242,6 +242,10 @@ const FloatKernels* avx2_float_kernels_l16();
 // this machine would load: 16 with AVX-512F, else 8. VTC_CPU_REF_LANES=8|16
 // overrides it.
 int reference_lanes();
+// The reference's vector width for the active ISA: reference_lanes() where
+// the active level has FMA, 0 on the scalar level (standing for the
+// reference's builds without FMA, whose sums run in plain order).
+int reference_vector_width();
 
 // The tables for the active ISA.
 const QuantKernels& active_quant_kernels();

@@ -187,6 +187,8 @@ int reference_lanes() {
   return lanes;
 }
 
+int reference_vector_width() { return active_isa() == Isa::Scalar ? 0 : reference_lanes(); }
+
 namespace {
 
 // The table of each level: the one below it, with the level's kernels in

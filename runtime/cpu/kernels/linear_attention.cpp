@@ -48,8 +48,6 @@ namespace vtc::cpu {
 
 namespace {
 
-// The reference's vector width for the active ISA; 0: a build without FMA.
-int reference_width() { return active_isa() == Isa::Scalar ? 0 : detail::reference_lanes(); }
 
 // How many leading products of an n-term in-order sum the reference rounds
 // before adding (whole blocks of L, then one of L/2); the rest are fused.
@@ -110,7 +108,9 @@ void roll_history(float* hist, int64_t width, const float* x, int64_t channels, 
 
 namespace detail {
 
-float vec_dot_f32_ref(const float* a, const float* b, int64_t n) { return dot_ref(a, b, n, reference_width()); }
+float vec_dot_f32_ref(const float* a, const float* b, int64_t n) {
+  return dot_ref(a, b, n, detail::reference_vector_width());
+}
 
 std::vector<std::vector<int64_t>> tokens_by_sequence(const int32_t* seq, int64_t n_tokens, int64_t n_seqs,
                                                      const char* op) {
@@ -143,7 +143,7 @@ void causal_conv1d(const float* x, const float* w, const int32_t* seq, float* co
   if (n_k < 1 || p.dilation < 1)
     throw Error(fmt::format("causal_conv1d: bad kernel width {} or dilation {}", n_k, p.dilation));
   const auto members = detail::tokens_by_sequence(seq, p.n_tokens, p.n_seqs, "causal_conv1d");
-  const int64_t unfused = unfused_products(n_k, reference_width());
+  const int64_t unfused = unfused_products(n_k, detail::reference_vector_width());
   for (size_t s = 0; s < members.size(); ++s) {
     const auto& rows = members[s];
     if (rows.empty()) continue;
@@ -209,7 +209,7 @@ void delta_rule(const float* q, const float* k, const float* v, const float* g, 
                 ThreadPool& pool) {
   const auto members = detail::tokens_by_sequence(seq, p.n_tokens, p.n_seqs, "delta_rule");
   const int64_t n_h = p.n_heads, dk = p.dk, dv = p.dv;
-  const int lanes = reference_width();
+  const int lanes = detail::reference_vector_width();
   // (sequence, head) pairs are independent; the tokens of one pair are a
   // recurrence and run in order on one worker.
   pool.parallel_for(p.n_seqs * n_h, [&](int64_t begin, int64_t end) {

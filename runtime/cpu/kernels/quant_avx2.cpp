@@ -40,10 +40,7 @@ void quantize_q8_32(const float* x, void* vy, int64_t n) {
     for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(x + 8 * k);
     __m256 m = _mm256_andnot_ps(sign, v[0]);
     for (int k = 1; k < 4; ++k) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[k]));
-    __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(m, 1), _mm256_castps256_ps128(m));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-    const float amax = _mm_cvtss_f32(m4);
+    const float amax = hmax_ps(m);
     const float d = amax / 127.f;
     const float id = amax != 0.0f ? 127.f / amax : 0.0f;
     const __m256 mul = _mm256_set1_ps(id);
@@ -89,10 +86,7 @@ void quantize_q8_K(const float* x, void* vy, int64_t n) {
       quantize_q8_K_scalar(x, &blk, 256);
       continue;
     }
-    __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(m, 1), _mm256_castps256_ps128(m));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-    const float amax = _mm_cvtss_f32(m4);
+    const float amax = hmax_ps(m);
     if (amax == 0.0f) {
       std::memset(&blk, 0, sizeof(blk));
       continue;
