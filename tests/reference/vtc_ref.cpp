@@ -283,6 +283,9 @@ int cmd_logits(const Args& a) {
   std::vector<llama_token> greedy;
 
   const int n_first = prompt_batch > 0 ? std::min(prompt_batch, n_tokens) : n_tokens;
+  if (dump_at >= 0 && (!a.get("--dump") || dump_at < n_first || dump_at >= n_tokens))
+    throw UsageError("--dump-at P dumps the one-token step of position P: it needs --dump, and P from the --prompt-batch "
+                     "up to the last token's position");
   std::vector<float> last;
   auto keep_row = [&](const float* row, int i) {
     if (!row) fail("no logits for position " + std::to_string(i));
