@@ -71,6 +71,9 @@ struct DeviceSampling {
 struct DeviceVerifyOutcome {
   int32_t drafted = 0;           // drafts it verified that came from an n-gram match
   std::vector<int32_t> tokens;   // its accepted drafts, then the token drawn after them
+  // Rows it spent replaying tokens a rolled-back recurrent state had run
+  // (device_drafts.h); a step of replays only has no tokens.
+  int32_t replayed = 0;
 };
 
 // What a backend is built from: the lowered module, its weights' file, the
@@ -126,7 +129,7 @@ class Backend {
   virtual std::vector<int32_t> run_sampled(const StepRequest& request) = 0;
   virtual std::vector<int32_t> wait_sampled() = 0;
 
-  // Greedy n-gram speculation kept on the backend (the CUDA executor;
+  // N-gram speculation kept on the backend (the CUDA executor;
   // docs/speculative.md): a drafting sequence's tokens and drafts live in
   // the backend's memory, a verify step takes its ids and positions from
   // there, accepts and drafts the next step there, and only the accepted
@@ -134,8 +137,10 @@ class Backend {
   // for a step before queueing the next.
   virtual bool drafts_on_device() const { return false; }
   // Gives `slot` its history: the prompt and the first sampled token
-  // (which has not run yet), and drafts from it.
-  virtual void start_device_drafts(int32_t, std::span<const int32_t>) { throw Error(drafts_on_host()); }
+  // (which has not run yet), and drafts from it. Its rows are accepted by
+  // `sampling`, the `sample` op's rule: greedy, or the op's draws at each
+  // row's input position, the draws plain decoding would make.
+  virtual void start_device_drafts(int32_t, std::span<const int32_t>, const DeviceSampling&) { throw Error(drafts_on_host()); }
   // Queues one verify step (`request`: @prefill of drafting slots, each
   // over 1 + k consecutive rows, k <= 15, %seq giving each row's slot
   // index, every row's logits returned; its %ids and %pos are written on

@@ -445,13 +445,13 @@ std::vector<StateSnapshot> Session::snapshot(int32_t slot) {
   return out;
 }
 
-void Session::start_device_drafts(int32_t slot, std::span<const int32_t> tokens) {
+void Session::start_device_drafts(int32_t slot, std::span<const int32_t> tokens, const DeviceSampling& sampling) {
   require_text_generation("speculate");
   impl_->states.check_slot(slot);
   check_tokens(tokens, n_vocab(), "speculate");
   if (tokens.empty() || int64_t(tokens.size()) > n_ctx())
     throw Error(fmt::format("speculate: a history of {} tokens does not fit the context of {}", tokens.size(), n_ctx()));
-  impl_->backend->start_device_drafts(slot, tokens);
+  impl_->backend->start_device_drafts(slot, tokens, sampling);
 }
 
 std::vector<DeviceVerifyOutcome> Session::verify_on_device(std::span<const DeviceVerifyRows> seqs) {

@@ -156,10 +156,11 @@ class Session {
                                       std::span<const DeviceSampling> sampling);
   std::vector<int32_t> finish_sampled();
 
-  // Greedy n-gram speculation kept on the backend (Backend::
-  // drafts_on_device; docs/speculative.md). start_device_drafts gives
-  // `slot` its history (the prompt and the first sampled token, not run
-  // yet). verify_on_device queues one verify step of the sequences
+  // N-gram speculation kept on the backend (Backend::drafts_on_device;
+  // docs/speculative.md). start_device_drafts gives `slot` its history
+  // (the prompt and the first sampled token, not run yet) and the `sample`
+  // op's settings its rows are accepted by (greedy, or the draws decode_
+  // sampled would make with them). verify_on_device queues one verify step of the sequences
   // `rows`, each over 1 + `drafts` rows (drafts <= 15) whose ids and
   // positions the backend holds, with pages reserved for its first
   // `n_positions` positions (the most the steps queued so far can reach),
@@ -170,7 +171,8 @@ class Session {
     int32_t slot = 0, drafts = 0;
     int64_t n_positions = 0;
   };
-  void start_device_drafts(int32_t slot, std::span<const int32_t> tokens);
+  void start_device_drafts(int32_t slot, std::span<const int32_t> tokens,
+                           const DeviceSampling& sampling = DeviceSampling::greedy());
   std::vector<DeviceVerifyOutcome> verify_on_device(std::span<const DeviceVerifyRows> rows);
   std::vector<DeviceVerifyOutcome> finish_device_verify();
 

@@ -13,26 +13,42 @@ using R = DeviceDraftRecord;
 
 Kernel spec_rows_kernel() {
   KernelBuilder kb("spec_rows", "device drafting: a verify step's ids and positions");
-  const std::string rec = kb.extra("record", "const int*"), ids = kb.extra("ids", "int*"),
+  const std::string rec = kb.extra("record", "int*"), ids = kb.extra("ids", "int*"),
                     pos = kb.extra("pos", "int*"), rows = kb.extra("rows", "long long");
-  kb.body(fmt::format(R"(  const int len = {0}[{4}];
+  kb.body(fmt::format(R"(  const int len = {0}[{4}], run = {0}[{8}];
   for (long long t = threadIdx.x; t < {3}; t += blockDim.x) {{
-    {1}[t] = t == 0 ? {0}[{5} + len - 1] : {0}[{6} + t - 1];
-    {2}[t] = len - 1 + (int)t;
+    const int at = run + (int)t;
+    {1}[t] = at < len ? {0}[{5} + at] : {0}[{6} + at - len];
+    {2}[t] = {0}[{7} + t] = at;
   }}
 )",
-                      rec, ids, pos, rows, R::kLen, R::kHistory, R::kDrafts));
+                      rec, ids, pos, rows, R::kLen, R::kHistory, R::kDrafts, R::kRowPos, R::kRun));
   kb.launch(ir::Dim(32), 32);
+  return kb.finish();
+}
+
+Kernel spec_restore_kernel() {
+  KernelBuilder kb("spec_restore", "device drafting: a rejected draft's recurrent states from the checkpoint");
+  const std::string rec = kb.extra("record", "const int*"), to = kb.extra("to", "unsigned int*"),
+                    from = kb.extra("from", "const unsigned int*"), bytes = kb.extra("bytes", "long long");
+  kb.body(fmt::format(R"(  if (!{0}[{4}]) return;
+  const long long words = {3} / 4;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < words; i += (long long)gridDim.x * blockDim.x)
+    {1}[i] = {2}[i];
+)",
+                      rec, to, from, bytes, R::kRestore));
+  kb.launch(ir::Dim(256), 256);
   return kb.finish();
 }
 
 Kernel spec_accept_kernel(int64_t n_vocab) {
   KernelBuilder kb("spec_accept", "device drafting: accept a verify step's rows, draft the next");
   const std::string rec = kb.extra("record", "int*"), x = kb.extra("logits", "const float*"),
-                    rows = kb.extra("rows", "long long"), cap = kb.extra("capacity", "long long");
+                    rows = kb.extra("rows", "long long"), cap = kb.extra("capacity", "long long"),
+                    drawn = kb.extra("drawn", "long long");
   kb.need("block_argmax");
   // {0} record, {1} logits, {2} rows, {3} capacity, {4} V, then the
-  // record's word offsets.
+  // record's word offsets, {16} drawn, then more word offsets.
   kb.body(fmt::format(R"(  constexpr long long V = {4}, CH = {13}, NB = (V + CH - 1) / CH;
   constexpr int KD = {5};
   __shared__ float sv[256];
@@ -44,7 +60,10 @@ Kernel spec_accept_kernel(int64_t n_vocab) {
   int* drafts = {0} + {7};
   int* out = {0} + {8};
   volatile int* part = {0} + {6} + {3};
-  if ({2} > 0) {{
+  if ({2} > 0 && {16}) {{
+    for (long long r = threadIdx.x; r < {2}; r += blockDim.x) best[r] = {0}[{15} + r];
+    __syncthreads();
+  }} else if ({2} > 0) {{
     const long long r = blockIdx.y, c0 = blockIdx.x * CH, n = V - c0 < CH ? V - c0 : CH;
     const long long b = vtc_block_argmax({1} + r * V + c0, n, sv, si);
     if (threadIdx.x == 0) {{
@@ -73,16 +92,30 @@ Kernel spec_accept_kernel(int64_t n_vocab) {
     __syncthreads();
   }}
   if (threadIdx.x == 0 && {2} > 0) {{
-    const int len = {0}[{9}];
-    int n = 0;
-    while (n < {2} - 1 && best[n] == drafts[n]) ++n;
-    for (int i = 0; i < n; ++i) out[i] = drafts[i];
-    out[n] = best[n];
-    for (int i = 0; i <= n; ++i)
-      if (len + i < {3}) hist[len + i] = out[i];
-    {0}[{9}] = len + n + 1 < {3} ? len + n + 1 : (int){3};
-    {0}[{10}] = n + 1;
-    {0}[{11}] = {0}[{12}] ? (int)({2} - 1) : 0;
+    const int len = {0}[{9}], run = {0}[{17}], replay = len - 1 - run;
+    {0}[{20}] = 0;
+    if ({2} <= replay) {{
+      {0}[{17}] = run + (int){2};
+      {0}[{10}] = 0;
+      {0}[{11}] = 0;
+      {0}[{18}] = (int){2};
+    }} else {{
+      const int d = (int){2} - 1 - replay;
+      int n = 0;
+      while (n < d && best[replay + n] == drafts[n]) ++n;
+      for (int i = 0; i < n; ++i) out[i] = drafts[i];
+      out[n] = best[replay + n];
+      for (int i = 0; i <= n; ++i)
+        if (len + i < {3}) hist[len + i] = out[i];
+      const int grown = len + n + 1 < {3} ? len + n + 1 : (int){3};
+      {0}[{9}] = grown;
+      {0}[{10}] = n + 1;
+      {0}[{11}] = {0}[{12}] ? d : 0;
+      {0}[{18}] = replay;
+      const bool restore = n < d && {0}[{19}];
+      {0}[{17}] = restore ? run : grown - 1;
+      {0}[{20}] = restore ? 1 : 0;
+    }}
   }}
   __syncthreads();
   const int len = {0}[{9}];
@@ -112,7 +145,8 @@ Kernel spec_accept_kernel(int64_t n_vocab) {
   }}
 )",
                       rec, x, rows, cap, n_vocab, R::kMaxDrafts, R::kHistory, R::kDrafts, R::kOut, R::kLen,
-                      R::kOutCount, R::kOutDrafted, R::kMatched, R::kChunk, R::kDone));
+                      R::kOutCount, R::kOutDrafted, R::kMatched, R::kChunk, R::kDone, R::kDrawn, drawn, R::kRun,
+                      R::kOutReplayed, R::kRecurrent, R::kRestore));
   kb.launch(ir::Dim(256), 256);  // the executor launches spec_accept_grid() blocks
   return kb.finish();
 }

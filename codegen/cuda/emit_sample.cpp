@@ -39,6 +39,7 @@
 
 #include <algorithm>
 
+#include "codegen/cuda/device_drafts.h"
 #include "codegen/cuda/emit.h"
 
 namespace vtc::cuda {
@@ -65,16 +66,18 @@ std::string row_k_and_registers(const std::string& count, const std::string& val
                      count, value, index);
 }
 
-// Kernel 1: each (chunk, row) block's candidates into scratch: values
-// [rows][NB][K] floats, then indices [rows][NB][K] ints.
-Kernel sample_partial(const ir::Op& op, const std::string& what, int64_t vocab, int64_t k_cap, int64_t nb) {
-  KernelBuilder kb("sample_partial", what + " [per-chunk candidates]");
-  const std::string x = kb.in(op.operands[0], "logits"), prm = kb.in(op.operands[1], "params");
-  const ir::Dim rows = op.operands[0].type().shape[0];
-  kb.scratch(rows * (nb * k_cap * 8));
-  kb.need("block_argmax");
-  kb.need("block_best_regs");
-  kb.body(fmt::format(R"(  constexpr long long N = {0}, CH = {1}, NB = {2};
+// Where a sample kernel finds its operands: parameter names, the rows as a
+// C expression, and how far apart consecutive rows' settings are (4 and 2
+// for the op's [S, 4] and [S, 2]; 0 where one setting serves every row).
+struct SampleIo {
+  std::string logits, params, seed, pos, tokens, rows;
+  int params_stride = 4, seed_stride = 2;
+};
+
+// Kernel 1's body: each (chunk, row) block's candidates into scratch:
+// values [rows][NB][K] floats, then indices [rows][NB][K] ints.
+std::string partial_body(const SampleIo& io, int64_t vocab, int64_t max_k, int64_t k_cap, int64_t nb) {
+  return fmt::format(R"(  constexpr long long N = {0}, CH = {1}, NB = {2};
   constexpr int MAX_K = {3}, K = {4}, NPT = CH / 256;
   __shared__ float sv[256];
   __shared__ long long si[256];
@@ -82,7 +85,7 @@ Kernel sample_partial(const ir::Op& op, const std::string& what, int64_t vocab, 
   const float* xr = {6} + r * N + c0;
   float* ov = scratch + (r * NB + blockIdx.x) * K;
   int* oi = (int*)(scratch + {5} * NB * K) + (r * NB + blockIdx.x) * K;
-  const float temp = {7}[r * 4], top_k = {7}[r * 4 + 1];
+  const float temp = {7}[r * {9}], top_k = {7}[r * {9} + 1];
   int filled = 0;
   if (!(temp > 0.0f)) {{
     const long long best = vtc_block_argmax(xr, n, sv, si);
@@ -98,33 +101,14 @@ Kernel sample_partial(const ir::Op& op, const std::string& what, int64_t vocab, 
   }}
   for (int j = filled + threadIdx.x; j < K; j += blockDim.x) oi[j] = -1;
 )",
-                      vocab, kChunk, nb, ir::SampleAttrs::of(op).max_k, k_cap, kb.expr(rows), x, prm,
-                      row_k_and_registers("n", "xr[c]", "(int)(c0 + c)")));
-  kb.launch(ir::Dim(nb * 256), 256, rows, 1);
-  return kb.finish();
+                     vocab, kChunk, nb, max_k, k_cap, io.rows, io.logits, io.params,
+                     row_k_and_registers("n", "xr[c]", "(int)(c0 + c)"), io.params_stride);
 }
 
-}  // namespace
-
-Kernels emit_sample(const ir::Op& op, const std::string& what) {
-  const ir::TensorType& lt = op.operands[0].type();
-  if (lt.rank() != 2 || lt.elem.kind() != ir::ElemType::F32)
-    unsupported(op, "logits must be [S, V] f32, got " + lt.str());
-  const auto vocab = lt.shape[1].constant();
-  if (!vocab || *vocab <= 0) unsupported(op, "the vocabulary must be a positive constant, got " + lt.str());
-  const int64_t max_k = ir::SampleAttrs::of(op).max_k;
-  if (max_k < 1 || max_k > 256) unsupported(op, fmt::format("max_k = {} must be in [1, 256]", max_k));
-  const int64_t k_cap = std::min(max_k, *vocab), nb = (*vocab + kChunk - 1) / kChunk;
-  Kernels out{sample_partial(op, what, *vocab, k_cap, nb)};
-  KernelBuilder kb(op.mnemonic(), what);
-  const std::string prm = kb.in(op.operands[1], "params"), seed = kb.in(op.operands[2], "seed"),
-                    pos = kb.in(op.operands[3], "pos"), y = kb.out(op.results[0], "tokens");
-  const ir::Dim rows = lt.shape[0];
-  kb.scratch(rows * (nb * k_cap * 8));
-  kb.need("block_argmax");
-  kb.need("block_best_regs");
-  // {0} the candidates a row (NB x K), {1} rows, {2} max_k, {3} K.
-  kb.body(fmt::format(R"(  constexpr long long NC = {0};
+// Kernel 2's body: one block per row picks from the chunks' candidates
+// and draws.
+std::string pick_body(const SampleIo& io, int64_t max_k, int64_t k_cap, int64_t nb) {
+  return fmt::format(R"(  constexpr long long NC = {0};
   constexpr int MAX_K = {2}, NPT = (int)((NC + 255) / 256);
   constexpr int K = {3};
   __shared__ float sv[256];
@@ -135,7 +119,7 @@ Kernels emit_sample(const ir::Op& op, const std::string& what) {
   for (long long r = blockIdx.x; r < {1}; r += gridDim.x) {{
     const float* xr = scratch + r * NC;
     const int* xi = (const int*)(scratch + {1} * NC) + r * NC;
-    const float temp = {4}[r * 4], top_k = {4}[r * 4 + 1];
+    const float temp = {4}[r * {9}], top_k = {4}[r * {9} + 1];
     if (!(temp > 0.0f)) {{
       const long long best = vtc_block_argmax(xr, NC, sv, si, xi);
       if (threadIdx.x == 0) {7}[r] = best == 0x7fffffffffffffffLL ? 0 : (int)best;
@@ -148,7 +132,7 @@ Kernels emit_sample(const ir::Op& op, const std::string& what) {
       if (threadIdx.x == 0) {{ cand_v[j] = pv; cand_i[j] = (int)pi; }}
     }}
     if (threadIdx.x == 0) {{
-      const float top_p = {4}[r * 4 + 2], min_p = {4}[r * 4 + 3];
+      const float top_p = {4}[r * {9} + 2], min_p = {4}[r * {9} + 3];
       float total = 0.0f;
       for (int j = 0; j < k; ++j) {{ sp[j] = expf((cand_v[j] - cand_v[0]) / temp); total += sp[j]; }}
       int keep = k;
@@ -161,7 +145,7 @@ Kernels emit_sample(const ir::Op& op, const std::string& what) {
       if (keep < 1) keep = 1;
       float kept = 0.0f;
       for (int j = 0; j < keep; ++j) kept += sp[j];
-      const unsigned long long key = (unsigned long long)(unsigned int){5}[r * 2] | ((unsigned long long)(unsigned int){5}[r * 2 + 1] << 32);
+      const unsigned long long key = (unsigned long long)(unsigned int){5}[r * {10}] | ((unsigned long long)(unsigned int){5}[r * {10} + 1] << 32);
       unsigned long long z = key + 0x9E3779B97F4A7C15ULL * ((unsigned long long)(long long){6}[r] + 1ULL);
       z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
       z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
@@ -175,9 +159,78 @@ Kernels emit_sample(const ir::Op& op, const std::string& what) {
     __syncthreads();
   }}
 )",
-                      nb * k_cap, kb.expr(rows), max_k, k_cap, prm, seed, pos, y, row_k_and_registers("NC", "xr[c]", "xi[c]")));
+                     nb * k_cap, io.rows, max_k, k_cap, io.params, io.seed, io.pos, io.tokens,
+                     row_k_and_registers("NC", "xr[c]", "xi[c]"), io.params_stride, io.seed_stride);
+}
+
+}  // namespace
+
+Kernels emit_sample(const ir::Op& op, const std::string& what) {
+  const ir::TensorType& lt = op.operands[0].type();
+  if (lt.rank() != 2 || lt.elem.kind() != ir::ElemType::F32)
+    unsupported(op, "logits must be [S, V] f32, got " + lt.str());
+  const auto vocab = lt.shape[1].constant();
+  if (!vocab || *vocab <= 0) unsupported(op, "the vocabulary must be a positive constant, got " + lt.str());
+  const int64_t max_k = ir::SampleAttrs::of(op).max_k;
+  if (max_k < 1 || max_k > 256) unsupported(op, fmt::format("max_k = {} must be in [1, 256]", max_k));
+  const int64_t k_cap = std::min(max_k, *vocab), nb = (*vocab + kChunk - 1) / kChunk;
+  const ir::Dim rows = lt.shape[0];
+  Kernels out;
+  {
+    KernelBuilder kb("sample_partial", what + " [per-chunk candidates]");
+    SampleIo io;
+    io.logits = kb.in(op.operands[0], "logits");
+    io.params = kb.in(op.operands[1], "params");
+    kb.scratch(rows * (nb * k_cap * 8));
+    io.rows = kb.expr(rows);
+    kb.need("block_argmax");
+    kb.need("block_best_regs");
+    kb.body(partial_body(io, *vocab, max_k, k_cap, nb));
+    kb.launch(ir::Dim(nb * 256), 256, rows, 1);
+    out.push_back(kb.finish());
+  }
+  KernelBuilder kb(op.mnemonic(), what);
+  SampleIo io;
+  io.params = kb.in(op.operands[1], "params");
+  io.seed = kb.in(op.operands[2], "seed");
+  io.pos = kb.in(op.operands[3], "pos");
+  io.tokens = kb.out(op.results[0], "tokens");
+  kb.scratch(rows * (nb * k_cap * 8));
+  io.rows = kb.expr(rows);
+  kb.need("block_argmax");
+  kb.need("block_best_regs");
+  kb.body(pick_body(io, max_k, k_cap, nb));
   kb.launch(rows * 256, 256);
   out.push_back(kb.finish());
+  return out;
+}
+
+SampleRowsKernels sample_rows_kernels(int64_t vocab, int64_t max_k) {
+  const int64_t k_cap = std::min(max_k, vocab), nb = (vocab + kChunk - 1) / kChunk;
+  SampleRowsKernels out;
+  out.scratch_bytes = kDecodeFormRows * nb * k_cap * 8;
+  const auto build = [&](const char* mnemonic, const char* what, bool pick) {
+    KernelBuilder kb(mnemonic, what);
+    SampleIo io;
+    io.params_stride = io.seed_stride = 0;
+    if (!pick) io.logits = kb.extra("logits", "const float*");
+    io.params = kb.extra("params", "const float*");
+    if (pick) {
+      io.seed = kb.extra("seed", "const int*");
+      io.pos = kb.extra("pos", "const int*");
+      io.tokens = kb.extra("tokens", "int*");
+    }
+    kb.extra("scratch", "float*");
+    io.rows = kb.extra("rows", "long long");
+    kb.need("block_argmax");
+    kb.need("block_best_regs");
+    kb.body(pick ? pick_body(io, max_k, k_cap, nb) : partial_body(io, vocab, max_k, k_cap, nb));
+    kb.launch(ir::Dim(256), 256);  // the caller launches sample_rows_grid() blocks
+    return kb.finish();
+  };
+  out.partial = build("spec_sample_partial", "device drafting: a verify step's draws [per-chunk candidates]", false);
+  out.pick = build("spec_sample", "device drafting: a verify step's draws", true);
+  out.chunks = nb;
   return out;
 }
 

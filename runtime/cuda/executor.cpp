@@ -21,9 +21,11 @@
 #include "codegen/cuda/nvrtc.h"
 #include "passes/buffer_plan.h"
 #include "runtime/cuda/driver.h"
+#include "ir/op_attrs.h"
 #include "ir/step_interface.h"
 #include "runtime/step_symbols.h"
 #include "support/error.h"
+#include "support/mutation.h"
 
 namespace vtc::cuda {
 namespace {
@@ -933,10 +935,20 @@ struct Executor::Impl final : StateStorage {
   using Record = DeviceDraftRecord;
   void* spec_rows_fn = nullptr;
   void* spec_accept_fn = nullptr;
+  void* spec_restore_fn = nullptr;
+  void* spec_sample_partial_fn = nullptr;  // a sampled sequence's draws (sample_rows_kernels)
+  void* spec_sample_fn = nullptr;
+  int64_t sample_chunks = 0;
+  DevPtr sample_scratch = 0;
   int64_t draft_vocab = 0;
   size_t draft_ids_arg = 0, draft_pos_arg = 0;   // @prefill's %ids and %pos, which spec_rows writes
   const ir::ValueData* draft_logits = nullptr;  // @prefill's logits, which spec_accept reads
-  std::map<int32_t, DevPtr> draft_records;  // by slot
+  struct DraftSlot {
+    DevPtr record = 0;
+    bool sampled = false;   // draws its rows (temperature > 0) rather than taking their argmax
+    DevPtr checkpoint = 0;  // the slot's plain states before the step in flight (a model with recurrent state)
+  };
+  std::map<int32_t, DraftSlot> draft_records;  // by slot
   bool pending_outcome = false;             // the pending copy-out is a verify outcome
 
   // The two kernels, compiled the first time a sequence drafts here, and
@@ -952,38 +964,106 @@ struct Executor::Impl final : StateStorage {
     draft_vocab = *vocab;
     draft_ids_arg = arg_index(st, ir::step::kIds);
     draft_pos_arg = arg_index(st, ir::step::kPos);
-    const Kernel rows = spec_rows_kernel(), accept = spec_accept_kernel(*vocab);
-    for (const Kernel* k : {&rows, &accept}) compiled[k->entry] = nvrtc->compile(*k, dev->arch(), CodeKind::Cubin).image;
+    const Kernel rows = spec_rows_kernel(), accept = spec_accept_kernel(*vocab), restore = spec_restore_kernel();
+    for (const Kernel* k : {&rows, &accept, &restore})
+      compiled[k->entry] = nvrtc->compile(*k, dev->arch(), CodeKind::Cubin).image;
     spec_rows_fn = load(rows);
     spec_accept_fn = load(accept);
+    spec_restore_fn = load(restore);
   }
 
-  void launch_accept(DevPtr record, DevPtr logits, long long rows) {
-    long long capacity = states.config().n_ctx;
-    void* params[] = {&record, &logits, &rows, &capacity};
-    const auto [gx, gy] = spec_accept_grid(draft_vocab, rows);
+  // The sampled rows' two kernels, the first time a sampled sequence
+  // drafts here, at the bound on candidates of the module's `sample` op.
+  void load_sample_kernels() {
+    if (spec_sample_fn) return;
+    std::optional<int64_t> max_k;
+    for (const auto& [name, st] : steps)
+      for (const auto& op : st.fn->ops)
+        if (op->kind == ir::OpKind::Sample) max_k = ir::SampleAttrs::of(*op).max_k;
+    if (!max_k) throw Error("cuda: a sampled sequence drafts on the device through the `sample` op, which no step has");
+    const SampleRowsKernels k = sample_rows_kernels(draft_vocab, *max_k);
+    for (const Kernel* kk : {&k.partial, &k.pick})
+      compiled[kk->entry] = nvrtc->compile(*kk, dev->arch(), CodeKind::Cubin).image;
+    spec_sample_partial_fn = load(k.partial);
+    spec_sample_fn = load(k.pick);
+    sample_chunks = k.chunks;
+    sample_scratch = dev->alloc(uint64_t(k.scratch_bytes));
+  }
+
+  void launch_accept(DevPtr record, DevPtr logits, long long rows, bool sampled) {
+    long long capacity = states.config().n_ctx, drawn = sampled ? 1 : 0;
+    void* params[] = {&record, &logits, &rows, &capacity, &drawn};
+    const auto [gx, gy] = spec_accept_grid(draft_vocab, rows, sampled);
     dev->launch(spec_accept_fn, gx, gy, 256, params, stream);
   }
 
-  void start_drafts(int32_t slot, std::span<const int32_t> tokens) {
+  // A sampled sequence's rows drawn into its record (kDrawn): the `sample`
+  // op's kernels at the record's settings and its rows' positions.
+  void launch_draws(DevPtr record, DevPtr logits, long long rows) {
+    DevPtr settings = record + Record::kSampling * 4, seed = record + Record::kSeed * 4,
+           pos = record + Record::kRowPos * 4, drawn = record + Record::kDrawn * 4, scratch = sample_scratch;
+    void* partial[] = {&logits, &settings, &scratch, &rows};
+    dev->launch(spec_sample_partial_fn, unsigned(sample_chunks), unsigned(rows), 256, partial, stream);
+    void* pick[] = {&settings, &seed, &pos, &drawn, &scratch, &rows};
+    dev->launch(spec_sample_fn, unsigned(rows), 1, 256, pick, stream);
+  }
+
+  void start_drafts(int32_t slot, std::span<const int32_t> tokens, const DeviceSampling& sampling) {
     states.check_slot(slot);
     load_draft_kernels();
+    const bool sampled = sampling.temperature > 0.0f;
+    if (sampled) load_sample_kernels();
     if (pending_outcome && pending) collect();  // an earlier sequence's last step, no longer read
-    DevPtr& record = draft_records[slot];
-    if (!record) record = dev->alloc(uint64_t(Record::words(states.config().n_ctx, draft_vocab)) * 4);  // zeroed
+    DraftSlot& d = draft_records[slot];
+    if (!d.record) d.record = dev->alloc(uint64_t(Record::words(states.config().n_ctx, draft_vocab)) * 4);  // zeroed
+    const bool recurrent = states.carries_recurrent_state();
+    if (recurrent && !d.checkpoint) d.checkpoint = dev->alloc(states.slot_state_bytes());
+    d.sampled = sampled;
     std::vector<int32_t> head(size_t(Record::kHistory) + tokens.size(), 0);
     head[Record::kLen] = int32_t(tokens.size());
+    head[Record::kRun] = int32_t(tokens.size()) - 1;
+    head[Record::kRecurrent] = recurrent ? 1 : 0;
+    const std::array<float, 4> settings = sampling.op_params();
+    std::memcpy(&head[Record::kSampling], settings.data(), sizeof settings);
+    head[Record::kSeed] = int32_t(uint32_t(sampling.seed));
+    head[Record::kSeed + 1] = int32_t(uint32_t(sampling.seed >> 32));
     std::copy(tokens.begin(), tokens.end(), head.begin() + Record::kHistory);
-    dev->upload(record, head.data(), head.size() * 4, stream);
-    launch_accept(record, 0, 0);  // drafts only
+    dev->upload(d.record, head.data(), head.size() * 4, stream);
+    launch_accept(d.record, 0, 0, false);  // drafts only
     sync();  // `head` is pageable and goes out of scope
   }
 
   // One drafting sequence of a device verify step: its record and rows.
   struct VerifyRows {
-    DevPtr record;
+    DraftSlot slot;
+    int32_t slot_index;
     int64_t first, rows;
   };
+
+  // The slot's plain states into `checkpoint` (save) or back, in layout
+  // order, as save_slot lays them out.
+  void copy_slot_states(DevPtr checkpoint, int32_t slot, bool save) {
+    for (const auto& l : states.layouts())
+      if (!l.paged()) {
+        const DevPtr row = slot_row(l, slot);
+        dev->copy(save ? checkpoint : row, save ? row : checkpoint, l.row_bytes(), stream);
+        checkpoint += l.row_bytes();
+      }
+  }
+  // spec_restore for each plain state: the checkpoint back where the step
+  // rejected a draft (the record says so on the device).
+  void restore_if_rejected(const VerifyRows& v) {
+    DevPtr from = v.slot.checkpoint, record = v.slot.record;
+    for (const auto& l : states.layouts())
+      if (!l.paged()) {
+        DevPtr to = slot_row(l, v.slot_index);
+        long long bytes = l.row_bytes();
+        if (bytes % 4) throw Error(fmt::format("cuda: state @{} has rows of {} bytes, not whole words", l.decl->name, bytes));
+        void* params[] = {&record, &to, &from, &bytes};
+        dev->launch(spec_restore_fn, spec_restore_blocks(uint64_t(bytes)), 1, 256, params, stream);
+        from += DevPtr(bytes);
+      }
+  }
 
   // The sequences of a device verify step, from its slots and %seq (each
   // slot's rows consecutive, 1..16 of them, every row with its logits).
@@ -1000,7 +1080,7 @@ struct Executor::Impl final : StateStorage {
         auto rec = s < int32_t(req.slots.size()) ? draft_records.find(req.slots[size_t(s)]) : draft_records.end();
         if (rec == draft_records.end())
           throw Error("cuda: a device verify step takes slots that start_device_drafts gave a history");
-        out.push_back({rec->second, r, 0});
+        out.push_back({rec->second, rec->first, r, 0});
       } else if (out.empty() || s != int32_t(out.size()) - 1) {
         throw Error("cuda: a device verify step takes each slot's rows together, in slot order");
       }
@@ -1022,16 +1102,21 @@ struct Executor::Impl final : StateStorage {
     require_pending_kind(true);
     const Call c = execute(req, [&](const Prepared& p) {
       for (const VerifyRows& v : seqs) {
-        DevPtr record = v.record, ids = p.arg_dst[draft_ids_arg] + DevPtr(v.first * 4),
+        DevPtr record = v.slot.record, ids = p.arg_dst[draft_ids_arg] + DevPtr(v.first * 4),
                pos = p.arg_dst[draft_pos_arg] + DevPtr(v.first * 4);
         long long n = v.rows;
         void* params[] = {&record, &ids, &pos, &n};
         dev->launch(spec_rows_fn, 1, 1, 32, params, stream);
+        if (v.slot.checkpoint) copy_slot_states(v.slot.checkpoint, v.slot_index, true);
       }
     });
     for (size_t i = 0; i < seqs.size(); ++i) {
-      launch_accept(seqs[i].record, c.p->at(draft_logits) + DevPtr(seqs[i].first * draft_vocab * 4), seqs[i].rows);
-      dev->download(stage[c.stage].ids + i * Record::kOutcomeWords, seqs[i].record + Record::kOutCount * 4,
+      const VerifyRows& v = seqs[i];
+      const DevPtr logits = c.p->at(draft_logits) + DevPtr(v.first * draft_vocab * 4);
+      if (v.slot.sampled) launch_draws(v.slot.record, logits, v.rows);
+      launch_accept(v.slot.record, logits, v.rows, v.slot.sampled);
+      if (v.slot.checkpoint && !mutated(Mutation::SpecSkipStateRestore)) restore_if_rejected(v);
+      dev->download(stage[c.stage].ids + i * Record::kOutcomeWords, v.slot.record + Record::kOutCount * 4,
                     Record::kOutcomeWords * 4, stream);
     }
     finish(c);
@@ -1053,10 +1138,11 @@ struct Executor::Impl final : StateStorage {
     std::vector<DeviceVerifyOutcome> out;
     for (size_t at = 0; at + size_t(Record::kOutcomeWords) <= words.size(); at += size_t(Record::kOutcomeWords)) {
       const auto word = [&](int64_t w) { return words.begin() + int64_t(at) + (w - Record::kOutCount); };  // by record word
-      const int32_t count = *word(Record::kOutCount);
-      if (count < 1 || count > Record::kMaxDrafts + 1)
+      const int32_t count = *word(Record::kOutCount), replayed = *word(Record::kOutReplayed);
+      if (count < (replayed > 0 ? 0 : 1) || count > Record::kMaxDrafts + 1)
         throw Error(fmt::format("cuda: a device verify step accepted {} tokens", count));
-      out.push_back({*word(Record::kOutDrafted), std::vector<int32_t>(word(Record::kOut), word(Record::kOut) + count)});
+      out.push_back({*word(Record::kOutDrafted), std::vector<int32_t>(word(Record::kOut), word(Record::kOut) + count),
+                     replayed});
     }
     return out;
   }
@@ -1091,7 +1177,9 @@ std::vector<int32_t> Executor::run_sampled(const StepRequest& request) {
 }
 std::vector<int32_t> Executor::wait_sampled() { return impl_->collect_kind(false); }
 
-void Executor::start_device_drafts(int32_t slot, std::span<const int32_t> tokens) { impl_->start_drafts(slot, tokens); }
+void Executor::start_device_drafts(int32_t slot, std::span<const int32_t> tokens, const DeviceSampling& sampling) {
+  impl_->start_drafts(slot, tokens, sampling);
+}
 std::vector<DeviceVerifyOutcome> Executor::run_device_verify(const StepRequest& request) {
   const uint64_t t0 = thread_cpu_ns(), w0 = impl_->wait_ns;
   auto out = impl_->run_verify(request);

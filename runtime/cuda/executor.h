@@ -141,7 +141,7 @@ class Executor final : public Backend {
   std::vector<int32_t> wait_sampled() override;
   // Drafting on the device: see the header comment.
   bool drafts_on_device() const override { return true; }
-  void start_device_drafts(int32_t slot, std::span<const int32_t> tokens) override;
+  void start_device_drafts(int32_t slot, std::span<const int32_t> tokens, const DeviceSampling& sampling) override;
   std::vector<DeviceVerifyOutcome> run_device_verify(const StepRequest& request) override;
   std::vector<DeviceVerifyOutcome> wait_device_verify() override;
   const ExecutorStats& stats() const;

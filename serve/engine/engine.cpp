@@ -304,9 +304,13 @@ void Engine::admit() {
     added.reserved = total;
     added.speculates = options_.spec.mode != SpecMode::Off && !embed && r->params.speculative.enabled &&
                        !r->params.constraint && r->params.max_tokens > 1;
-    // Greedy requests the backend's sampler covers draft there, where it can.
+    // Requests the backend's sampler covers draft there, where it can: the
+    // greedy ones, and with device sampling the sampled ones (the device
+    // draws their verify rows as their plain decode steps would).
     const std::optional<DeviceSampling> d = embed ? std::nullopt : device_settings(r->params, added.gen.seed());
-    added.drafts_on_device = added.speculates && device_drafting_ && d && r->params.sampling.temperature <= 0.0f;
+    added.drafts_on_device = added.speculates && device_drafting_ && d &&
+                             (r->params.sampling.temperature <= 0.0f || device_sampling_);
+    if (added.drafts_on_device) added.device_params = *d;
     if (device_sampling_ && d && !added.drafts_on_device) {
       if (added.speculates) added.verify_rule = *d;
       else added.device = true, added.device_params = *d;
@@ -641,7 +645,7 @@ void Engine::start_speculating(Active& a) {
   if (a.drafts_on_device) {
     std::vector<int32_t> history(a.req->params.prompt.begin(), a.req->params.prompt.end());
     history.push_back(a.last);
-    session_->start_device_drafts(a.slot, history);
+    session_->start_device_drafts(a.slot, history, a.device_params);
     a.req->drafted_on_device_ = true;
     return;
   }
@@ -710,12 +714,14 @@ void Engine::consume_device_verify(std::vector<DeviceVerifyOutcome> outcomes) {
   const double seconds = std::chrono::duration<double>(Clock::now() - flight.queued).count();
   int64_t rows = 0, generated = 0;
   for (size_t i = 0; i < flight.seqs.size(); ++i) {
-    const int32_t k = flight.seqs[i].drafts, accepted = int32_t(outcomes[i].tokens.size()) - 1;
-    rows += k + 1;
+    // Rows that replayed a rolled-back recurrent state's tokens verified
+    // nothing; a step of replays only gave no token.
+    const int32_t k = flight.seqs[i].drafts - outcomes[i].replayed, accepted = int32_t(outcomes[i].tokens.size()) - 1;
+    rows += flight.seqs[i].drafts + 1;
     auto it = std::find_if(active_.begin(), active_.end(), [&](const auto& a) { return a->req == flight.seqs[i].req; });
     if (it == active_.end() || (*it)->done) continue;  // ended while the step ran: its rows are past it
     Active& a = **it;
-    account_verify(a, k, accepted);
+    if (!outcomes[i].tokens.empty()) account_verify(a, k, accepted);
     for (const int32_t id : outcomes[i].tokens) {
       if (a.done) break;
       a.n_past += 1;

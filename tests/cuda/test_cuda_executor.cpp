@@ -235,8 +235,8 @@ TEST_CASE("a verify step of 21 rows across 3 sequences keeps each row's decode b
   CHECK(differing == 0);
 }
 
-// Greedy n-gram speculation drafted on the device (Backend::
-// drafts_on_device, codegen/cuda/device_drafts.h), on a prompt of a
+// N-gram speculation drafted on the device (Backend::drafts_on_device,
+// codegen/cuda/device_drafts.h), on a prompt of a
 // 12-token passage said three times, 7 drafts a step (the first drafts
 // copy the passage and are rejected; then the output cycles and drafts
 // are accepted):
@@ -248,8 +248,12 @@ TEST_CASE("a verify step of 21 rows across 3 sequences keeps each row's decode b
 //  - the host never waits for the device after the first step (the
 //    outcome of each step is read behind the next one), and nothing is
 //    prepared or captured again.
-TEST_CASE("n-gram drafts on the device: plain decoding's tokens, the host drafter's drafts, no host wait per step",
-          "[sim]") {
+struct DeviceDraftRun {
+  std::vector<int32_t> tokens;  // plain decoding's, which the drafted run gave
+  size_t accepted = 0, rejections = 0;
+};
+
+DeviceDraftRun check_device_drafting(const vtc::DeviceSampling& sampling) {
   const std::string path = cycling_gemma2();
   vtc::Session gpu(path, {.target = vtc::Target::Cuda, .n_ctx = 192, .n_slots = 2, .cuda_graphs = true});
   REQUIRE(gpu.backend().drafts_on_device());
@@ -261,9 +265,8 @@ TEST_CASE("n-gram drafts on the device: plain decoding's tokens, the host drafte
   const int32_t first = argmax_row(gpu.prefill(1, prompt, 0), 0);
   std::vector<int32_t> want{first};
   gpu.set_last_id(1, first);
-  const vtc::DeviceSampling greedy = vtc::DeviceSampling::greedy();
   for (int32_t pos = int32_t(prompt.size()); pos < int32_t(prompt.size() + kTokens + 3 * kDrafts); ++pos) {
-    const std::vector<int32_t> ids = gpu.decode_sampled(std::vector<int32_t>{1}, std::vector<int32_t>{pos}, {&greedy, 1});
+    const std::vector<int32_t> ids = gpu.decode_sampled(std::vector<int32_t>{1}, std::vector<int32_t>{pos}, {&sampling, 1});
     want.insert(want.end(), ids.begin(), ids.end());
   }
   want.push_back(gpu.finish_sampled().at(0));
@@ -271,11 +274,11 @@ TEST_CASE("n-gram drafts on the device: plain decoding's tokens, the host drafte
   gpu.prefill(0, prompt, 0);
   std::vector<int32_t> history = prompt;
   history.push_back(first);
-  gpu.start_device_drafts(0, history);
+  gpu.start_device_drafts(0, history, sampling);
   vtc::serve::NgramDrafter host;
   host.append(history);
   std::vector<int32_t> got{first};
-  size_t accepted = 0, rejections = 0;
+  DeviceDraftRun run;
   auto take = [&](const vtc::DeviceVerifyOutcome& out) {
     const std::vector<int32_t> draft = host.draft(kDrafts);
     size_t shared = 0;
@@ -284,8 +287,8 @@ TEST_CASE("n-gram drafts on the device: plain decoding's tokens, the host drafte
     REQUIRE(!out.tokens.empty());
     CHECK(out.drafted == (draft.empty() ? 0 : kDrafts));
     if (!draft.empty()) CHECK(out.tokens.size() - 1 == shared);
-    accepted += out.tokens.size() - 1;
-    rejections += out.tokens.size() - 1 < size_t(kDrafts);
+    run.accepted += out.tokens.size() - 1;
+    run.rejections += out.tokens.size() - 1 < size_t(kDrafts);
     for (int32_t id : out.tokens) got.push_back(id), host.append(id);
   };
   int64_t known = int64_t(history.size());
@@ -300,10 +303,30 @@ TEST_CASE("n-gram drafts on the device: plain decoding's tokens, the host drafte
   }
   CHECK(steady(stats(gpu)) == after_first);  // no host wait, nothing planned or captured again
   take(gpu.finish_device_verify().at(0));
-  CHECK(accepted > kTokens / 2);  // the continuation cycles, so drafts are accepted
-  CHECK(rejections > 0);           // the prompt's passage drafts what the model does not say
   REQUIRE(got.size() >= kTokens);
-  CHECK(std::vector<int32_t>(got.begin(), got.begin() + kTokens) == std::vector<int32_t>(want.begin(), want.begin() + kTokens));
+  run.tokens.assign(want.begin(), want.begin() + kTokens);
+  CHECK(std::vector<int32_t>(got.begin(), got.begin() + kTokens) == run.tokens);
+  return run;
+}
+
+TEST_CASE("n-gram drafts on the device: plain decoding's tokens, the host drafter's drafts, no host wait per step",
+          "[sim]") {
+  const DeviceDraftRun run = check_device_drafting(vtc::DeviceSampling::greedy());
+  CHECK(run.accepted > run.tokens.size() / 2);  // the continuation cycles, so drafts are accepted
+  CHECK(run.rejections > 0);                    // the prompt's passage drafts what the model does not say
+}
+
+// The same with sampled rows (temperature 0.5 over the 2 best, whose
+// logits this model keeps close): the device draws each row as
+// decode_sampled would at its position, so the tokens are plain sampled
+// decoding's, which are not the greedy ones, and drafts are accepted only
+// where the draws follow the cycle.
+TEST_CASE("sampled n-gram drafts on the device: plain sampled decoding's tokens, no host wait per step", "[sim]") {
+  const vtc::DeviceSampling sampled{.temperature = 0.5f, .top_k = 2, .top_p = 0.95f, .min_p = 0.0f, .seed = 7};
+  const DeviceDraftRun run = check_device_drafting(sampled);
+  CHECK(run.accepted >= 8);  // 13 of 48 tokens
+  CHECK(run.rejections > 0);
+  CHECK(run.tokens != check_device_drafting(vtc::DeviceSampling::greedy()).tokens);
 }
 
 TEST_CASE("a cuda artifact serves with no kernel generated at load", "[sim]") {

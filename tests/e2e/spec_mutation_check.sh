@@ -8,16 +8,20 @@
 set -uo pipefail
 SPEC=$1
 SERVE=$2
-# mutation, architectures (VTC_LLAMA_ARCHS_ONLY), what the failure names
+# mutation, architectures (VTC_LLAMA_ARCHS_ONLY), what the failure names,
+# where (cpu, or sim: the CUDA executor on the simulated device, whose
+# n-gram drafts and rollback run on the device: codegen/cuda/device_drafts.h)
 CHECKS=(
-  "spec_keep_rejected_row  llama,deepseek2 llama"       # a rejected draft's KV row stays in the context
-  "spec_skip_state_restore qwen35,mamba2   qwen35"      # recurrent states keep the rejected rows
-  "spec_accept_every_draft llama,mamba2    llama"       # drafts kept whatever the target drew
-  "spec_verify_rows_one_pass llama,qwen35  llama"       # verify rows at depth attend unlike decode
+  "spec_keep_rejected_row  llama,deepseek2 llama  cpu"   # a rejected draft's KV row stays in the context
+  "spec_skip_state_restore qwen35,mamba2   qwen35 cpu"   # recurrent states keep the rejected rows
+  "spec_skip_state_restore qwen35,mamba2   qwen35 sim"   # the same, restored on the device
+  "spec_accept_every_draft llama,mamba2    llama  cpu"   # drafts kept whatever the target drew
+  "spec_verify_rows_one_pass llama,qwen35  llama  cpu"   # verify rows at depth attend unlike decode
 )
 status=0
 for row in "${CHECKS[@]}"; do
-  read -r mutation archs named <<<"$row"
+  read -r mutation archs named where <<<"$row"
+  if [[ $where == sim ]]; then export VTC_CUDA_DEVICE=sim VTC_SPEC_FAMILIES=1; else unset VTC_CUDA_DEVICE VTC_SPEC_FAMILIES; fi
   if ! out=$(VTC_LLAMA_ARCHS_ONLY=$archs "$SPEC" 2>&1); then
     echo "spec-mutation-check: $archs fail without a mutation, so the check proves nothing:"
     echo "$out" | tail -20
@@ -35,8 +39,9 @@ for row in "${CHECKS[@]}"; do
     verdict="red: ${first#FAILED: }"
   fi
   [[ $verdict == FAIL* ]] && status=1
-  echo "spec-mutation-check: $mutation -> $verdict"
+  echo "spec-mutation-check: $mutation ($where) -> $verdict"
 done
+unset VTC_CUDA_DEVICE VTC_SPEC_FAMILIES
 # The distribution test against a sampler that keeps every draft.
 dist="[spec-distribution]"
 if ! "$SERVE" "$dist" >/dev/null 2>&1; then

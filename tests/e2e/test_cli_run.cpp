@@ -142,9 +142,10 @@ TEST_CASE("vtc run --target cuda: a seeded sampled --spec ngram run gives the id
 
 // --draft-on (docs/speculative.md, "Drafting on the device"): a greedy
 // --spec ngram run on the simulated device drafts there by default, says
-// so, and gives the ids of --spec off and of --draft-on host; where the
-// device cannot draft, --draft-on device is refused naming why.
-TEST_CASE("vtc run --draft-on: greedy n-gram drafting on the device gives --spec off's ids, and refusals name why",
+// so, and gives the ids of --spec off and of --draft-on host; so does a
+// seeded sampled run (the device draws its rows by the `sample` op); where
+// the device cannot draft, --draft-on device is refused naming why.
+TEST_CASE("vtc run --draft-on: n-gram drafting on the device gives --spec off's ids, and refusals name why",
           "[cli][spec][sim]") {
   const std::string model = test::model_path("llama", "f32");
   const auto run = [&](const std::string& flags) {
@@ -168,8 +169,17 @@ TEST_CASE("vtc run --draft-on: greedy n-gram drafting on the device gives --spec
   CHECK_THAT(run("--target cpu --temp 0 --spec ngram --draft-on device"),
              Catch::Contains("--draft-on device: the CPU interpreter") && Catch::Contains("drafts on the host") &&
                  Catch::Contains("exit=1"));
-  CHECK_THAT(run("--target cuda --temp 0.7 --spec ngram --draft-on device"),
-             Catch::Contains("greedy decoding without penalties") && Catch::Contains("exit=1"));
+  const std::string sampled_off = run("--target cuda --temp 0.7 --seed 5 --spec off"),
+                    sampled = run("--target cuda --temp 0.7 --seed 5 --spec ngram");
+  INFO(sampled_off << sampled);
+  REQUIRE(ids(sampled_off).size() == 12);
+  CHECK(ids(sampled) == ids(sampled_off));
+  CHECK(ids(sampled_off) != ids(off));
+  CHECK_THAT(sampled, Catch::Contains("speculative ngram (drafted on the device)"));
+  CHECK_THAT(run("--target cuda --temp 0.7 --spec ngram --draft-on device --device-sampling off"),
+             Catch::Contains("with --device-sampling on") && Catch::Contains("exit=1"));
+  CHECK_THAT(run("--target cuda --temp 0 --repeat-penalty 1.1 --spec ngram --draft-on device"),
+             Catch::Contains("applies no penalties") && Catch::Contains("exit=1"));
   CHECK_THAT(run("--target cuda --temp 0 --spec off --draft-on device"),
              Catch::Contains("--draft-on device drafts with the n-gram drafter") && Catch::Contains("exit=1"));
 }

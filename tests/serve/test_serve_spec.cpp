@@ -5,7 +5,8 @@
 // repeat too: serve/engine/speculative/verify.h); on an attention model and
 // hybrids with recurrent state (their rollback restores a checkpoint), on
 // the CPU (sampling on the host, and on the backend) and (5 requests, jamba,
-// sampling on the device) the simulated CUDA device. A request cancelled between verify
+// sampling on the device) the simulated CUDA device, where n-gram requests
+// draft on the device, greedy and sampled. A request cancelled between verify
 // steps gives every page back. The per-request fields: "speculative":
 // false opts out, speculative.n_max bounds the draft.
 #include <catch2/catch.hpp>
@@ -108,10 +109,12 @@ void check_concurrent_equals_solo(const std::string& arch, Target target, int n,
       INFO("request " << i);
       CHECK(tokens_of(reqs[size_t(i)]) == solo[size_t(i)]);
       if (i % 4 == 3 && !greedy_only) CHECK(reqs[size_t(i)]->draft_tokens() == 0);
-      // Greedy n-gram requests draft on the device where the model allows
-      // it (no recurrent state); the others on the host.
-      const bool on_device = target == Target::Cuda && mode == serve::SpecMode::Ngram &&
-                             (i % 2 == 0 || greedy_only) && arch != "jamba";
+      // N-gram requests draft on the device (a recurrent model's rollback
+      // too): greedy ones, and with sampling on the device the sampled
+      // ones; the others on the host.
+      const bool speculating = greedy_only || i % 4 != 3;
+      const bool on_device = target == Target::Cuda && mode == serve::SpecMode::Ngram && speculating &&
+                             (i % 2 == 0 || greedy_only || device_sampling);
       CHECK(reqs[size_t(i)]->drafted_on_device() == on_device);
       drafted += reqs[size_t(i)]->draft_tokens();
     }
@@ -150,15 +153,17 @@ TEST_CASE("speculating requests on the simulated cuda device give their solo tok
   // (qwen35's 152k makes every simulated step slow).
   // Sampling on the device, its default there.
   // 5 requests, 4 of them drafting up to 4 tokens: 20 rows a step
-  // uncapped.
-  check_concurrent_equals_solo("jamba", Target::Cuda, 5, 16, {serve::SpecMode::Draft}, true);
+  // uncapped. The n-gram ones draft on the device, where a rejected draft
+  // restores the Mamba states from the device's checkpoint.
+  check_concurrent_equals_solo("jamba", Target::Cuda, 5, 16, {serve::SpecMode::Draft, serve::SpecMode::Ngram}, true);
 }
 
-TEST_CASE("greedy n-gram requests on the simulated cuda device draft there, batched, and give their solo tokens",
+TEST_CASE("greedy and sampled n-gram requests on the simulated cuda device draft there, batched, and give their solo tokens",
           "[serve][reference][spec][sim]") {
   ::setenv("VTC_CUDA_DEVICE", "sim", 1);
-  // Requests 0, 2, 4 verify on the device in one step (Engine::
-  // run_device_verify), 1 on the host, 3 decodes on the device unspeculated.
+  // Requests 0, 1, 2, 4 verify on the device in one step (Engine::
+  // run_device_verify; 1 samples, drawn on the device), 3 decodes on the
+  // device unspeculated.
   check_concurrent_equals_solo("gemma2-cycling", Target::Cuda, 5, 24, {serve::SpecMode::Ngram}, true);
   // Only device verifies to run: their steps are pipelined, the host reading
   // each step's outcomes after it has queued the next; requests end (at 36,

@@ -134,8 +134,7 @@ int serve_main(ServeOptions o) {
     throw Error("serve: --chat-template and --chat-template-file exclude each other");
   o.engine.spec = o.spec.resolve();  // bad flags fail before the port opens
   o.engine.target = parse_target(o.target);
-  // Only the cuda target drafts on the device; a model that cannot (its
-  // recurrent state) is refused once loaded, like every other load error.
+  // Only the cuda target drafts on the device (any model it loads).
   if (o.engine.spec.draft_on == serve::DraftOn::Device && o.engine.target != Target::Cuda)
     throw Error(fmt::format("--draft-on device: the {} target drafts on the host (the device drafter runs on --target "
                             "cuda)", o.target));

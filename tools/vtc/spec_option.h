@@ -33,10 +33,10 @@ struct SpecFlags {
 // speculative flags (tools/vtc/cmd_bench.cpp).
 inline void add_draft_on_option(CLI::App* cmd, std::string& draft_on) {
   cmd->add_option("--draft-on", draft_on,
-                  "Where --spec ngram drafts and accepts: auto (on a CUDA device for greedy requests without "
-                  "penalties or logprobs on a model without recurrent state, so a verify step copies back only its "
-                  "accepted tokens, not k+1 rows of logits; else the host), host, or device (refused at start-up, "
-                  "saying why, where it cannot; vtc serve still drafts a sampled request on the host)")
+                  "Where --spec ngram drafts and accepts: auto (on a CUDA device, for greedy requests and, with "
+                  "--device-sampling, sampled ones, all without penalties or logprobs, recurrent models included, so a verify step copies back only its accepted tokens, not k+1 rows of logits; else "
+                  "the host), host, or device (refused at start-up, saying why, where it cannot; vtc serve still "
+                  "drafts a request with penalties or logprobs on the host)")
       ->check(CLI::IsMember({"auto", "host", "device"}))
       ->capture_default_str();
 }

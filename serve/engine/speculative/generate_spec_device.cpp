@@ -15,8 +15,9 @@
 //     reach it; a step queued past an end of generation is discarded (its
 //     rows only wrote positions past the sequence).
 // The rows' bits are decode's (at most 16 rows: Backend::
-// rows_with_decode_bits) and the acceptance is greedy, so the tokens are
-// plain decoding's.
+// rows_with_decode_bits) and each row is accepted by the token plain
+// decoding takes from it (greedy, or with device sampling the `sample`
+// op's draw at the row's position), so the tokens are plain decoding's.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -32,14 +33,16 @@ namespace vtc::serve {
 std::string why_model_drafts_on_host(Session& session, SpecMode mode) {
   if (mode != SpecMode::Ngram) return "only the n-gram drafter runs on the device (--spec ngram)";
   if (!session.backend().drafts_on_device()) return fmt::format("the {} drafts on the host", session.backend().describe());
-  if (session.states().carries_recurrent_state())
-    return "this model has recurrent state, which a rejected draft rolls back from a host-driven checkpoint";
   return "";
 }
 
 std::string why_not_drafting_on_device(Session& session, const GenerateOptions& o) {
-  if (o.spec.mode == SpecMode::Ngram && (!(o.sampling.temperature <= 0.0f) || !DeviceSampling::covers(o.sampling)))
-    return "the device accepts by greedy decoding without penalties (--temp 0)";
+  if (o.spec.mode == SpecMode::Ngram && !DeviceSampling::covers(o.sampling))
+    return "the device draws by the `sample` op, which applies no penalties (--repeat-penalty, --presence-penalty, "
+           "--frequency-penalty)";
+  if (o.spec.mode == SpecMode::Ngram && !(o.sampling.temperature <= 0.0f) && !o.device_sampling)
+    return "a sampled generation drafts on the device with --device-sampling on (the device draws its rows by the "
+           "`sample` op's rule, which plain decoding then uses too)";
   return why_model_drafts_on_host(session, o.spec.mode);
 }
 
@@ -56,7 +59,7 @@ class DeviceSpecLoop {
   void run(int32_t first) {
     std::vector<int32_t> history(prompt_.begin(), prompt_.end());
     history.push_back(first);
-    session_.start_device_drafts(o_.slot, history);
+    session_.start_device_drafts(o_.slot, history, DeviceSampling::of(o_.sampling, gen_.seed()));
     known_ = int64_t(history.size());
     last_read_ = std::chrono::steady_clock::now();
     for (;;) {
@@ -103,10 +106,13 @@ class DeviceSpecLoop {
     const auto now = std::chrono::steady_clock::now();
     policy_.step_timed(rows, std::chrono::duration<double>(now - last_read_).count());
     last_read_ = now;
-    const int32_t k = rows - 1, accepted = int32_t(out.tokens.size()) - 1;
+    // Rows that replayed a rolled-back recurrent state's tokens verified
+    // nothing; a step of replays only gave no token.
+    const int32_t k = rows - 1 - out.replayed, accepted = int32_t(out.tokens.size()) - 1;
     SpecCounts& c = result_.spec;
     ++c.steps;
-    if (k > 0) {
+    if (out.tokens.empty()) {
+    } else if (k > 0) {
       policy_.verified(record_, k, accepted);
       c.draft_n += k;
       c.draft_n_accepted += accepted;
