@@ -408,10 +408,14 @@ struct Executor::Impl final : StateStorage {
       c->bytes = dev->alloc(states.slot_state_bytes());
       ++stats.checkpoints_allocated;
     }
-    DevPtr to = c->bytes;
+    copy_plain_rows(c->bytes, slot);
+    return c;
+  }
+  // The slot's plain rows into `to`, one after the other in layout order
+  // (a checkpoint's layout), on the stream.
+  void copy_plain_rows(DevPtr to, int32_t slot) {
     for (const auto& l : states.layouts())
       if (!l.paged()) dev->copy(to, slot_row(l, slot), l.row_bytes(), stream), to += l.row_bytes();
-    return c;
   }
   void restore_slot(int32_t slot, const SlotCheckpoint& checkpoint) override {
     const auto* c = dynamic_cast<const DeviceCheckpoint*>(&checkpoint);
@@ -951,8 +955,8 @@ struct Executor::Impl final : StateStorage {
   std::map<int32_t, DraftSlot> draft_records;  // by slot
   bool pending_outcome = false;             // the pending copy-out is a verify outcome
 
-  // The two kernels, compiled the first time a sequence drafts here, and
-  // the @prefill values they touch.
+  // spec_rows, spec_accept and spec_restore, compiled the first time a
+  // sequence drafts here, and the @prefill values they touch.
   void load_draft_kernels() {
     if (spec_accept_fn) return;
     auto it = steps.find(std::string(ir::step_name(ir::StepKind::Prefill)));
@@ -1017,6 +1021,10 @@ struct Executor::Impl final : StateStorage {
     DraftSlot& d = draft_records[slot];
     if (!d.record) d.record = dev->alloc(uint64_t(Record::words(states.config().n_ctx, draft_vocab)) * 4);  // zeroed
     const bool recurrent = states.carries_recurrent_state();
+    for (const auto& l : states.layouts())
+      if (recurrent && !l.paged() && l.row_bytes() % 4)  // spec_restore copies words
+        throw Error(fmt::format("cuda: drafting on the device restores state @{}, whose rows of {} bytes are not "
+                                "whole words", l.decl->name, l.row_bytes()));
     if (recurrent && !d.checkpoint) d.checkpoint = dev->alloc(states.slot_state_bytes());
     d.sampled = sampled;
     std::vector<int32_t> head(size_t(Record::kHistory) + tokens.size(), 0);
@@ -1040,25 +1048,15 @@ struct Executor::Impl final : StateStorage {
     int64_t first, rows;
   };
 
-  // The slot's plain states into `checkpoint` (save) or back, in layout
-  // order, as save_slot lays them out.
-  void copy_slot_states(DevPtr checkpoint, int32_t slot, bool save) {
-    for (const auto& l : states.layouts())
-      if (!l.paged()) {
-        const DevPtr row = slot_row(l, slot);
-        dev->copy(save ? checkpoint : row, save ? row : checkpoint, l.row_bytes(), stream);
-        checkpoint += l.row_bytes();
-      }
-  }
-  // spec_restore for each plain state: the checkpoint back where the step
-  // rejected a draft (the record says so on the device).
+  // spec_restore for each plain state: the checkpoint (copy_plain_rows'
+  // layout) back where the step rejected a draft (the record says so on
+  // the device).
   void restore_if_rejected(const VerifyRows& v) {
     DevPtr from = v.slot.checkpoint, record = v.slot.record;
     for (const auto& l : states.layouts())
       if (!l.paged()) {
         DevPtr to = slot_row(l, v.slot_index);
         long long bytes = l.row_bytes();
-        if (bytes % 4) throw Error(fmt::format("cuda: state @{} has rows of {} bytes, not whole words", l.decl->name, bytes));
         void* params[] = {&record, &to, &from, &bytes};
         dev->launch(spec_restore_fn, spec_restore_blocks(uint64_t(bytes)), 1, 256, params, stream);
         from += DevPtr(bytes);
@@ -1107,7 +1105,7 @@ struct Executor::Impl final : StateStorage {
         long long n = v.rows;
         void* params[] = {&record, &ids, &pos, &n};
         dev->launch(spec_rows_fn, 1, 1, 32, params, stream);
-        if (v.slot.checkpoint) copy_slot_states(v.slot.checkpoint, v.slot_index, true);
+        if (v.slot.checkpoint) copy_plain_rows(v.slot.checkpoint, v.slot_index);
       }
     });
     for (size_t i = 0; i < seqs.size(); ++i) {

@@ -51,15 +51,18 @@
 // idle) and `collect_waits` (waits for step N's ids while step N+1 is
 // queued; the host is then ahead of the device, as it should be).
 //
-// Drafting on the device (greedy n-gram speculation; Backend::
-// drafts_on_device, codegen/cuda/device_drafts.h): a drafting slot owns a
-// device record (its history, the next drafts, the last outcome). A verify
-// step is spec_rows (writes the bucket's %ids and %pos from the record),
-// the @prefill bucket (a graph, as any few-row @prefill), then spec_accept
-// (accepts, appends, drafts the next step); the outcome's words are copied
-// out into the stage's pinned memory as sampled ids are, and read after the
-// next step is queued. The outcome is collected by the next verify call,
-// so a steady run of them waits only in collect_waits.
+// Drafting on the device (n-gram speculation; Backend::drafts_on_device,
+// codegen/cuda/device_drafts.h): a drafting slot owns a device record (its
+// history, the next drafts, the last outcome). A verify step is spec_rows
+// (writes the bucket's %ids and %pos from the record), on a recurrent
+// model a copy of the slot's states into the slot's checkpoint, the
+// @prefill bucket (a graph, as any few-row @prefill), for a sampled slot
+// the `sample` op's kernels over its rows, then spec_accept (accepts,
+// appends, drafts the next step) and on a recurrent model spec_restore
+// (the checkpoint back if a draft was rejected); the outcome's words are
+// copied out into the stage's pinned memory as sampled ids are, and read
+// after the next step is queued. The outcome is collected by the next
+// verify call, so a steady run of them waits only in collect_waits.
 //
 // Diffs (`vtc diff`'s cuda arm): with an observer set, every step runs its
 // kernels one by one on the stream (no CUDA graph: the copies out cannot
