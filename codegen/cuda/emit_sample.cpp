@@ -175,34 +175,26 @@ Kernels emit_sample(const ir::Op& op, const std::string& what) {
   if (max_k < 1 || max_k > 256) unsupported(op, fmt::format("max_k = {} must be in [1, 256]", max_k));
   const int64_t k_cap = std::min(max_k, *vocab), nb = (*vocab + kChunk - 1) / kChunk;
   const ir::Dim rows = lt.shape[0];
-  Kernels out;
-  {
-    KernelBuilder kb("sample_partial", what + " [per-chunk candidates]");
+  const auto build = [&](bool pick) {
+    KernelBuilder kb(pick ? op.mnemonic() : "sample_partial", pick ? what : what + " [per-chunk candidates]");
     SampleIo io;
-    io.logits = kb.in(op.operands[0], "logits");
+    if (!pick) io.logits = kb.in(op.operands[0], "logits");
     io.params = kb.in(op.operands[1], "params");
+    if (pick) {
+      io.seed = kb.in(op.operands[2], "seed");
+      io.pos = kb.in(op.operands[3], "pos");
+      io.tokens = kb.out(op.results[0], "tokens");
+    }
     kb.scratch(rows * (nb * k_cap * 8));
     io.rows = kb.expr(rows);
     kb.need("block_argmax");
     kb.need("block_best_regs");
-    kb.body(partial_body(io, *vocab, max_k, k_cap, nb));
-    kb.launch(ir::Dim(nb * 256), 256, rows, 1);
-    out.push_back(kb.finish());
-  }
-  KernelBuilder kb(op.mnemonic(), what);
-  SampleIo io;
-  io.params = kb.in(op.operands[1], "params");
-  io.seed = kb.in(op.operands[2], "seed");
-  io.pos = kb.in(op.operands[3], "pos");
-  io.tokens = kb.out(op.results[0], "tokens");
-  kb.scratch(rows * (nb * k_cap * 8));
-  io.rows = kb.expr(rows);
-  kb.need("block_argmax");
-  kb.need("block_best_regs");
-  kb.body(pick_body(io, max_k, k_cap, nb));
-  kb.launch(rows * 256, 256);
-  out.push_back(kb.finish());
-  return out;
+    kb.body(pick ? pick_body(io, max_k, k_cap, nb) : partial_body(io, *vocab, max_k, k_cap, nb));
+    if (pick) kb.launch(rows * 256, 256);
+    else kb.launch(ir::Dim(nb * 256), 256, rows, 1);
+    return kb.finish();
+  };
+  return {build(false), build(true)};
 }
 
 SampleRowsKernels sample_rows_kernels(int64_t vocab, int64_t max_k) {
@@ -225,7 +217,7 @@ SampleRowsKernels sample_rows_kernels(int64_t vocab, int64_t max_k) {
     kb.need("block_argmax");
     kb.need("block_best_regs");
     kb.body(pick ? pick_body(io, max_k, k_cap, nb) : partial_body(io, vocab, max_k, k_cap, nb));
-    kb.launch(ir::Dim(256), 256);  // the caller launches sample_rows_grid() blocks
+    kb.launch(ir::Dim(256), 256);  // the executor launches (chunks, rows), then rows blocks
     return kb.finish();
   };
   out.partial = build("spec_sample_partial", "device drafting: a verify step's draws [per-chunk candidates]", false);
