@@ -241,11 +241,12 @@ TEST_CASE("attention: decode at depth (the f32 tile kernel past 1024 keys) again
           "[cpu][kv_cache][attention]") {
   // 1500 keys (a short last tile), 2 kv heads of 32 to 256 values (the
   // kernel is compiled per head size: tiles of 64, 32 and 16 keys), each
-  // with 1, 5 or 8 query heads (the values are accumulated 6 heads at a
-  // time, then the rest); f16 and q8_0 halves, every ISA level and 1 or 2
-  // threads (the chunks differ, so only the tolerance is shared).
+  // with 1, 5, 7 or 8 query heads (AVX-512 accumulates the values 6 heads
+  // at a time, then the rest; AVX2 takes the heads in batches of up to 5,
+  // 7 as 4 + 3 and 8 as 4 + 4); f16 and q8_0 halves, every ISA level and 1
+  // or 2 threads (the chunks differ, so only the tolerance is shared).
   const int64_t D = GENERATE(32, 64, 96, 128, 160, 256);
-  const int64_t G = GENERATE(1, 5, 8);
+  const int64_t G = GENERATE(1, 5, 7, 8);
   const int64_t Hkv = 2, H = G * Hkv, n_kv = 1500;
   const auto q = test::random_floats(size_t(H * D), 21);
   const auto kf = keys_of_varied_scale(n_kv, Hkv * D, 22), vf = test::random_floats(size_t(n_kv * Hkv * D), 23);
@@ -326,8 +327,12 @@ TEST_CASE("attention at depth timing: one decode step of the bench model's 20 la
   const double gbps = std::getenv("VTC_BENCH_GBPS") ? std::atof(std::getenv("VTC_BENCH_GBPS")) : 50.0;
   const bool cached = std::getenv("VTC_BENCH_CACHED") != nullptr;
   const auto q = test::random_floats(size_t(H * D), 31);
+  const char* only_type = std::getenv("VTC_DEPTH_BENCH_TYPE");  // f16 or q8_0: that cache type alone
+  const int64_t only_depth = std::getenv("NKV") ? std::atoi(std::getenv("NKV")) : 0;  // that depth alone
   for (int64_t n_kv : {4096, 16384})
     for (GgmlType t : {GgmlType::F16, GgmlType::Q8_0}) {
+      if ((only_depth != 0 && n_kv != only_depth) || (only_type != nullptr && std::string(only_type) != ggml_type_name(t)))
+        continue;
       const auto rows = test::random_floats(size_t(n_kv * Hkv * D), 32);
       const auto one = quantized(t, rows);
       std::vector<std::vector<uint8_t>> k(size_t(layers), one), v(size_t(layers), one);
@@ -364,7 +369,9 @@ TEST_CASE("attention at depth timing: the tile kernel's compute per key", "[.dep
   const int64_t n_kv = std::getenv("NKV") ? std::atoi(std::getenv("NKV")) : 256;
   const double ghz = std::getenv("VTC_BENCH_GHZ") ? std::atof(std::getenv("VTC_BENCH_GHZ")) : 3.3;
   const auto q = test::random_floats(size_t(H * D), 31);
+  const char* only = std::getenv("VTC_DEPTH_BENCH_TYPE");  // f16 or q8_0: that cache type alone
   for (GgmlType t : {GgmlType::F16, GgmlType::Q8_0}) {
+    if (only != nullptr && std::string(only) != ggml_type_name(t)) continue;
     const auto k = quantized(t, test::random_floats(size_t(n_kv * Hkv * D), 32));
     const auto v = quantized(t, test::random_floats(size_t(n_kv * Hkv * D), 33));
     const std::vector<uint8_t> visible(size_t(n_kv), 1);

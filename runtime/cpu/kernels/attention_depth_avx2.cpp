@@ -9,15 +9,28 @@
 //     S = S c + sum_j p_j; acc = acc c + sum_j p_j v_j (f32);
 //
 // Tiles of 64 keys (32 for heads of 96 or 128 values, 16 above) in
-// sub-tiles of 8: K and V of a tile, as f32, stay in L1, and the softmax
-// statistics are paid once per tile. Each K row is converted to f32 once
-// for every query head of its GQA group; 8 scores of a head are
-// exponentiated together (ggml's AVX2 v_expf, avx2_expf.h); V is read from
-// the cache straight into the f32 accumulators of up to 5 heads a pass. The
-// query is converted as the reference converts it for K's dot (f16
-// rounding, or q8_0 codes times their scale). A q8_0 K takes the f32 dot
-// of its codes times their scales at every head size: AVX2 has no
-// vpdpbusd for the AVX-512 kernel's integer dot.
+// sub-tiles of 8; the softmax statistics are paid once per tile. The query
+// heads of a GQA group go in batches of up to 5 (as even as they go):
+//  - scores: each K chunk is converted from the cache into a register once
+//    for the batch's heads, 2 keys at a time (10 FMA chains for 5 heads),
+//    and each head's 8 lane sums reduced together (sum8);
+//  - 8 scores of a head are exponentiated together by exp_nonpositive (a
+//    degree-5 polynomial, 1.4e-7 relative: cheaper than ggml's v_expf,
+//    which the reference's one-row loop does not use here anyway);
+//  - V is read from the cache straight into the f32 accumulators of the
+//    batch's heads, each chunk converted once.
+// The cache types and the head size are template arguments. The query is
+// converted as the reference converts it for K's dot (f16 rounding, or
+// q8_0 codes times their scale). A q8_0 K takes the f32 dot of its codes
+// times their scales at every head size: AVX2 has no vpdpbusd for the
+// AVX-512 kernel's integer dot.
+//
+// On Zen 3 (the 0.56B bench model's shape, 20 query and 4 kv heads of 64,
+// one thread, rows in L2; `test_cpu_kernels "[.depth-kernel-bench]"`) this
+// computes a key in about 106 ns with an f16 cache and 128 with q8_0; the
+// version before (each tile's K rows converted to f32 in memory, then read
+// back per head; ggml's v_expf; the row types tested in the inner loops)
+// took 147 and 200.
 //
 // Why: without it an AVX2 machine ran decode at depth through the
 // reference's one-row loop (a scalar expf and an f16 rounding of the
@@ -32,7 +45,6 @@
 #include "runtime/cpu/kernels/attention_depth.h"
 #include "runtime/cpu/kernels/attention_internal.h"
 #include "runtime/cpu/kernels/avx2_common.h"
-#include "runtime/cpu/kernels/avx2_expf.h"
 
 namespace vtc::cpu::detail {
 namespace {
@@ -52,16 +64,12 @@ inline __m256 sum8(const __m256* a) {
 
 // Values 8c..8c+7 of a row of a cache half (f16, or q8_0 codes times
 // their block's scale) as f32.
-inline __m256 row_chunk(const uint8_t* row, bool q8, int64_t c) {
-  if (!q8) return load_f16(reinterpret_cast<const uint16_t*>(row) + 8 * c);
+template <bool Q8>
+inline __m256 row_chunk(const uint8_t* row, int64_t c) {
+  if (!Q8) return load_f16(reinterpret_cast<const uint16_t*>(row) + 8 * c);
   const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + c / 4;
   const __m128i codes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk->qs + 8 * (c % 4)));
   return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(codes)), _mm256_set1_ps(h2f(blk->d)));
-}
-
-// One row of `d` values of a cache half as f32.
-inline void row_to_f32(const uint8_t* src, bool q8, int64_t d, float* dst) {
-  for (int64_t c = 0; c < d / 8; ++c) _mm256_storeu_ps(dst + 8 * c, row_chunk(src, q8, c));
 }
 
 // Query row q (f32) as the reference converts it for K's dot: f16-rounded,
@@ -74,7 +82,30 @@ void query_for_k(const float* q, bool k_q8, int64_t d, float* out) {
   }
   BlockQ8_0 blocks[kMaxDim / 32];
   active_quant_kernels().quantize[static_cast<int>(ActType::Q8_0)](q, blocks, d);
-  row_to_f32(reinterpret_cast<const uint8_t*>(blocks), true, d, out);
+  for (int64_t c = 0; c < d / 8; ++c)
+    _mm256_storeu_ps(out + 8 * c, row_chunk<true>(reinterpret_cast<const uint8_t*>(blocks), c));
+}
+
+// exp(x) for x <= 0 (a score minus the running maximum, or -inf for a
+// masked key): 2^t, t = x log2(e), as 2^round(t) times a degree-5
+// polynomial for 2^f, f = t - round(t) in [-1/2, 1/2] (least squares in
+// relative error on Chebyshev nodes: 1.4e-7 at most, near f32's own
+// rounding). t is clamped at -127, where the power of two is +0, so a
+// masked key weighs exactly 0. About 13 operations against ggml's
+// v_expf's 20 and its branch: the softmax was a fifth of a step at depth,
+// and issue 43 allows any order within rel-L2 1e-3 of the reference's logits.
+inline __m256 exp_nonpositive(__m256 x) {
+  const __m256 t = _mm256_max_ps(_mm256_mul_ps(x, _mm256_set1_ps(0x1.715476p+0f)), _mm256_set1_ps(-127.0f));
+  const __m256i n = _mm256_cvtps_epi32(t);  // round to nearest
+  const __m256 f = _mm256_sub_ps(t, _mm256_cvtepi32_ps(n));
+  __m256 p = _mm256_set1_ps(0x1.5bc922p-10f);
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(0x1.3d0ba4p-7f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(0x1.c6b782p-5f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(0x1.ebf91ap-3f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(0x1.62e428p-1f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(0x1.000002p+0f));
+  const __m256 two_n = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
+  return _mm256_mul_ps(p, two_n);
 }
 
 // Lanes of the keys whose bit is set in `live` all ones, the others zero.
@@ -83,10 +114,11 @@ inline __m256 live_lanes(uint32_t live) {
   return _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(int(live)), bits), bits));
 }
 
-// The head size D is a template argument, so every offset below is an
-// immediate and the 8 score chains fit the registers (as in the AVX-512
-// kernel, where D at run time doubled the step's time).
-template <int D>
+// The head size D and the cache types are template arguments, so every
+// offset below is an immediate, the accumulators fit the registers (as in
+// the AVX-512 kernel, where D at run time doubled the step's time) and no
+// inner loop branches on a type.
+template <int D, bool KQ8, bool VQ8>
 struct DepthTile {
   static constexpr int kNC = D / 8;                             // 8-value chunks of a row
   static constexpr int kSub = D <= 64 ? 8 : D <= 128 ? 4 : 2;  // D * keys <= 4096
@@ -94,18 +126,50 @@ struct DepthTile {
   static_assert(kAttentionDepthSliceRows % kKeys == 0, "a slice of a resumed range is whole tiles");
   static_assert(kNC % 4 == 0, "head sizes are multiples of 32");
 
-  // The 8 scores of query row qg against K rows kt[0..8) (f32), unscaled.
-  static __m256 scores8(const float* qg, const float* kt) {
-    __m256 a[kTile];
+  // The unscaled scores of HB query heads (rows D apart from q) against the
+  // 8 K rows krow[0..8) of a sub-tile, lane j = key j, into out[0..HB).
+  // Each K chunk is converted once, in registers, for the HB heads: KP keys
+  // at a time, HB x KP accumulators (HB x KP + KP <= 12 of AVX2's 16
+  // registers, and at least 8 independent FMA chains where HB allows).
+  // The lane sums wait in `part` (memory) for one reduction per 8 keys.
+  template <int HB>
+  static void scores(const float* q, const uint8_t* const* krow, size_t koff, __m256* out) {
+    constexpr int KP = HB >= 3 ? 2 : HB == 2 ? 4 : 8;
+    __m256 part[HB][kTile];
+    for (int j0 = 0; j0 < kTile; j0 += KP) {
+      __m256 a[HB][KP];
 #pragma GCC unroll 8
-    for (int jj = 0; jj < kTile; ++jj) a[jj] = _mm256_mul_ps(_mm256_loadu_ps(qg), _mm256_loadu_ps(kt + jj * D));
+      for (int k = 0; k < KP; ++k) {
+        const __m256 kv = row_chunk<KQ8>(krow[j0 + k] + koff, 0);
+#pragma GCC unroll 5
+        for (int g = 0; g < HB; ++g) a[g][k] = _mm256_mul_ps(kv, _mm256_loadu_ps(q + g * D));
+      }
 #pragma GCC unroll 32
-    for (int c = 1; c < kNC; ++c) {
-      const __m256 qv = _mm256_loadu_ps(qg + 8 * c);
+      for (int c = 1; c < kNC; ++c)
 #pragma GCC unroll 8
-      for (int jj = 0; jj < kTile; ++jj) a[jj] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kt + jj * D + 8 * c), a[jj]);
+        for (int k = 0; k < KP; ++k) {
+          const __m256 kv = row_chunk<KQ8>(krow[j0 + k] + koff, c);
+#pragma GCC unroll 5
+          for (int g = 0; g < HB; ++g) a[g][k] = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q + g * D + 8 * c), a[g][k]);
+        }
+#pragma GCC unroll 5
+      for (int g = 0; g < HB; ++g)
+#pragma GCC unroll 8
+        for (int k = 0; k < KP; ++k) part[g][j0 + k] = a[g][k];
     }
-    return sum8(a);
+#pragma GCC unroll 5
+    for (int g = 0; g < HB; ++g) out[g] = sum8(part[g]);
+  }
+
+  // scores<HB> for HB heads chosen at run time (1..5).
+  static void scores_any(int hb, const float* q, const uint8_t* const* krow, size_t koff, __m256* out) {
+    switch (hb) {
+      case 1: return scores<1>(q, krow, koff, out);
+      case 2: return scores<2>(q, krow, koff, out);
+      case 3: return scores<3>(q, krow, koff, out);
+      case 4: return scores<4>(q, krow, koff, out);
+      default: return scores<5>(q, krow, koff, out);
+    }
   }
 
   // acc_g = acc_g * corr_g + sum_j p_gj v_j for HB heads over the tile's
@@ -114,7 +178,7 @@ struct DepthTile {
   // broadcast weight fit AVX2's 16 registers for HB up to 5 (a GQA group of
   // 5 in one pass: its V chunks converted once, not once per 2 heads).
   template <int HB>
-  static void accumulate(const float* p, const uint8_t* const* vrow, bool q8, const float* corr, float* acc) {
+  static void accumulate(const float* p, const uint8_t* const* vrow, size_t voff, const float* corr, float* acc) {
     constexpr int kCP = 2;
     for (int c0 = 0; c0 < kNC; c0 += kCP) {
       __m256 part[HB][kCP];
@@ -123,10 +187,11 @@ struct DepthTile {
 #pragma GCC unroll 2
         for (int c = 0; c < kCP; ++c)
           part[g][c] = _mm256_mul_ps(_mm256_loadu_ps(acc + g * D + 8 * (c0 + c)), _mm256_set1_ps(corr[g]));
+#pragma GCC unroll 4
       for (int j = 0; j < kKeys; ++j) {
         __m256 v[kCP];
 #pragma GCC unroll 2
-        for (int c = 0; c < kCP; ++c) v[c] = row_chunk(vrow[j], q8, c0 + c);
+        for (int c = 0; c < kCP; ++c) v[c] = row_chunk<VQ8>(vrow[j] + voff, c0 + c);
 #pragma GCC unroll 5
         for (int g = 0; g < HB; ++g) {
           const __m256 pg = _mm256_set1_ps(p[g * kKeys + j]);
@@ -141,42 +206,60 @@ struct DepthTile {
     }
   }
 
-  static constexpr int kHeadBatch = 5;
+  static void accumulate_any(int hb, const float* p, const uint8_t* const* vrow, size_t voff, const float* corr,
+                             float* acc) {
+    switch (hb) {
+      case 1: return accumulate<1>(p, vrow, voff, corr, acc);
+      case 2: return accumulate<2>(p, vrow, voff, corr, acc);
+      case 3: return accumulate<3>(p, vrow, voff, corr, acc);
+      case 4: return accumulate<4>(p, vrow, voff, corr, acc);
+      default: return accumulate<5>(p, vrow, voff, corr, acc);
+    }
+  }
 
-  static void accumulate_heads(int64_t G, const float* p, const uint8_t* const* vrow, bool q8, const float* corr,
-                               float* acc) {
-    int64_t g = 0;
-    for (; g + kHeadBatch <= G; g += kHeadBatch) accumulate<kHeadBatch>(p + g * kKeys, vrow, q8, corr + g, acc + g * D);
-    switch (G - g) {
-      case 1: return accumulate<1>(p + g * kKeys, vrow, q8, corr + g, acc + g * D);
-      case 2: return accumulate<2>(p + g * kKeys, vrow, q8, corr + g, acc + g * D);
-      case 3: return accumulate<3>(p + g * kKeys, vrow, q8, corr + g, acc + g * D);
-      case 4: return accumulate<4>(p + g * kKeys, vrow, q8, corr + g, acc + g * D);
-      default: return;
+  // The heads of a group in batches of at most 5, as even as they go (a
+  // group of 6 is 3 + 3, not 5 + 1: a batch of one head has half the
+  // independent chains). f(first head, batch size).
+  template <class F>
+  static void head_batches(int64_t G, F&& f) {
+    const int64_t n = (G + 4) / 5;
+    for (int64_t b = 0, g = 0; b < n; ++b) {
+      const int hb = int((G - g) / (n - b));
+      f(g, hb);
+      g += hb;
     }
   }
 
   // The G query heads of one kv head over the tile (qf: their query rows
-  // as query_for_k converts them; kt: the tile's K rows as f32; vrow: its V
-  // rows in the cache; live[s]: the visible keys of sub-tile s), folded
-  // into (M, S, acc). Three passes over the heads (scores, softmax
-  // statistics, values), each head independent of the others within a
-  // pass, so their latency chains overlap. ALiBi: dist holds the tile's
-  // kKeys distances and slopes the G heads' slopes (both null without).
-  static void heads(const AttentionJob& job, const float* qf, const float* kt, const uint8_t* const* vrow,
-                    const uint32_t* live, const float* dist, const float* slopes, float* sc, float* M, float* S,
-                    float* acc, RowPrefetcher& ahead) {
+  // as query_for_k converts them; krow, vrow: the tile's K and V rows in
+  // the cache; live[s]: the visible keys of sub-tile s), folded into
+  // (M, S, acc). Three passes over the heads (scores, softmax statistics,
+  // values), each head independent of the others within a pass, so their
+  // latency chains overlap. ALiBi: dist holds the tile's kKeys distances
+  // and slopes the G heads' slopes (both null without).
+  static void heads(const AttentionJob& job, const float* qf, const uint8_t* const* krow, const uint8_t* const* vrow,
+                    int64_t hk, const __m256* live, const float* dist, const float* slopes, float* sc, float* M,
+                    float* S, float* acc, RowPrefetcher& ahead) {
     const int64_t G = job.group;
+    const size_t koff = size_t(hk) * size_t(job.k_head_bytes), voff = size_t(hk) * size_t(job.v_head_bytes);
     const __m256 scale = _mm256_set1_ps(job.scale), minus_inf = _mm256_set1_ps(-__builtin_inff());
-    for (int64_t g = 0; g < G; ++g)
-      for (int s = 0; s < kSub; ++s) {
-        ahead.rows(1);
-        __m256 v = _mm256_mul_ps(scores8(qf + g * D, kt + s * kTile * D), scale);
-        if (job.softcap != 0.0f) v = softcapped(v, job.softcap);
-        if (dist != nullptr)
-          v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_set1_ps(slopes[g]), _mm256_load_ps(dist + s * kTile)));
-        _mm256_store_ps(sc + g * kKeys + s * kTile, _mm256_blendv_ps(minus_inf, v, live_lanes(live[s])));
-      }
+    for (int s = 0; s < kSub; ++s)
+      head_batches(G, [&](int64_t g0, int hb) {
+        // 2 rows of the next tile per sub-tile and batch: its 64 rows spread
+        // over the whole tile's compute for a group of 5 (4 per call measured
+        // 10-20% slower at 16384 keys from DRAM: the prefetches came in bursts)
+        ahead.rows(2);
+        __m256 raw[5];
+        scores_any(hb, qf + g0 * D, krow + s * kTile, koff, raw);
+        for (int b = 0; b < hb; ++b) {
+          const int64_t g = g0 + b;
+          __m256 v = _mm256_mul_ps(raw[b], scale);
+          if (job.softcap != 0.0f) v = softcapped(v, job.softcap);
+          if (dist != nullptr)
+            v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_set1_ps(slopes[g]), _mm256_load_ps(dist + s * kTile)));
+          _mm256_store_ps(sc + g * kKeys + s * kTile, _mm256_blendv_ps(minus_inf, v, live[s]));
+        }
+      });
     alignas(32) float corr[kMaxGroup];
     for (int64_t g = 0; g < G; ++g) {
       float* pg = sc + g * kKeys;
@@ -186,18 +269,18 @@ struct DepthTile {
       const float m_new = tile_max > M[g] ? tile_max : M[g];
       // exp(M - m'): 1 where the maximum holds (most tiles), 0 on the
       // first live tile (M = -inf)
-      corr[g] = m_new == M[g] ? 1.0f : _mm256_cvtss_f32(v_expf_avx2(_mm256_set1_ps(M[g] - m_new)));
+      corr[g] = m_new == M[g] ? 1.0f : _mm256_cvtss_f32(exp_nonpositive(_mm256_set1_ps(M[g] - m_new)));
       const __m256 mv = _mm256_set1_ps(m_new);
       __m256 sum = _mm256_setzero_ps();
       for (int s = 0; s < kSub; ++s) {
-        const __m256 p = v_expf_avx2(_mm256_sub_ps(_mm256_load_ps(pg + s * kTile), mv));
+        const __m256 p = exp_nonpositive(_mm256_sub_ps(_mm256_load_ps(pg + s * kTile), mv));
         _mm256_store_ps(pg + s * kTile, p);
         sum = _mm256_add_ps(sum, p);
       }
       S[g] = S[g] * corr[g] + hsum_ps(sum);
       M[g] = m_new;
     }
-    accumulate_heads(G, sc, vrow, job.v_type == GgmlType::Q8_0, corr, acc);
+    head_batches(G, [&](int64_t g0, int hb) { accumulate_any(hb, sc + g0 * kKeys, vrow, voff, corr + g0, acc + g0 * D); });
   }
 
   static __m256 softcapped(__m256 v, float cap) {
@@ -211,37 +294,47 @@ struct DepthTile {
   static void run(const AttentionJob& job, int64_t j0, int64_t j1, float* M, float* S, float* acc, bool resume);
 };
 
-template <int D>
-void DepthTile<D>::run(const AttentionJob& job, int64_t j0, int64_t j1, float* M, float* S, float* acc, bool resume) {
-  const bool k_q8 = job.k_type == GgmlType::Q8_0;
+template <int D, bool KQ8, bool VQ8>
+void DepthTile<D, KQ8, VQ8>::run(const AttentionJob& job, int64_t j0, int64_t j1, float* M, float* S, float* acc,
+                                 bool resume) {
   const int64_t G = job.group, Hkv = job.n_head_kv;
-  thread_local std::vector<float> qf, kt, sc;
+  thread_local std::vector<float> qf, sc;
   qf.resize(size_t(job.n_head * D));
-  kt.resize(size_t(kKeys * D));
   sc.resize(size_t(G * kKeys) + 8);
   float* scores = sc.data() + (8 - (reinterpret_cast<uintptr_t>(sc.data()) / 4) % 8) % 8;  // 32-byte aligned
-  for (int64_t h = 0; h < job.n_head; ++h) query_for_k(job.q + h * D, k_q8, D, qf.data() + h * D);
+  for (int64_t h = 0; h < job.n_head; ++h) query_for_k(job.q + h * D, KQ8, D, qf.data() + h * D);
   // A resumed range's (M, S, acc) hold the rows before j0: the tiles go on from there.
   if (!resume) start_depth_heads(job.n_head, D, M, S, acc);
   // Every kv head per tile: the tile's rows are read from memory once.
   walk_depth_tiles<kKeys, kTile>(job, j0, j1, [&](const DepthTileKeys<kKeys, kTile>& tile, RowPrefetcher& ahead) {
     const int n = tile.n;
+    const uint8_t* krow[kKeys];
     const uint8_t* vrow[kKeys];
-    if (n < kKeys) {  // a short last tile: zero rows, masked (their weights are 0)
-      std::fill(kt.begin() + n * D, kt.end(), 0.0f);
-      std::fill(vrow + n, vrow + kKeys, kDepthZeroRow);
+    // Kv head 0's rows (head hk's are hk head sizes further). A short last
+    // tile repeats its last row: masked, so its weight is exactly 0
+    // (exp_nonpositive(-inf)), read in bounds for every kv head.
+    for (int jj = 0; jj < kKeys; ++jj) {
+      const int64_t row = tile.rows[std::min(jj, n - 1)] * Hkv;
+      krow[jj] = job.k + size_t(row) * size_t(job.k_head_bytes);
+      vrow[jj] = job.v + size_t(row) * size_t(job.v_head_bytes);
     }
+    __m256 live[kSub];
+    for (int s = 0; s < kSub; ++s) live[s] = live_lanes(tile.live[s]);
     for (int64_t hk = 0; hk < Hkv; ++hk) {
-      for (int jj = 0; jj < n; ++jj) {
-        const int64_t row = tile.rows[jj] * Hkv + hk;
-        row_to_f32(job.k + size_t(row) * size_t(job.k_head_bytes), k_q8, D, kt.data() + jj * D);
-        vrow[jj] = job.v + size_t(row) * size_t(job.v_head_bytes);
-      }
       const float* slopes = job.alibi_slopes != nullptr ? job.alibi_slopes + hk * G : nullptr;
-      heads(job, qf.data() + hk * G * D, kt.data(), vrow, tile.live, tile.alibi, slopes, scores, M + hk * G,
-            S + hk * G, acc + hk * G * D, ahead);
+      heads(job, qf.data() + hk * G * D, krow, vrow, hk, live, tile.alibi, slopes, scores, M + hk * G, S + hk * G,
+            acc + hk * G * D, ahead);
     }
   });
+}
+
+template <int D>
+void run_types(const AttentionJob& job, bool k_q8, bool v_q8, int64_t j0, int64_t j1, float* M, float* S, float* acc,
+               bool resume) {
+  if (k_q8 && v_q8) return DepthTile<D, true, true>::run(job, j0, j1, M, S, acc, resume);
+  if (k_q8) return DepthTile<D, true, false>::run(job, j0, j1, M, S, acc, resume);
+  if (v_q8) return DepthTile<D, false, true>::run(job, j0, j1, M, S, acc, resume);
+  DepthTile<D, false, false>::run(job, j0, j1, M, S, acc, resume);
 }
 
 }  // namespace
@@ -251,14 +344,14 @@ bool depth_block_avx2(const AttentionJob& job, int64_t j0, int64_t j1, float* M,
   if ((!k_q8 && job.k_type != GgmlType::F16) || (!v_q8 && job.v_type != GgmlType::F16)) return false;
   if (job.dv != job.dk || job.n_tokens != 1 || job.group > kMaxGroup) return false;
   switch (job.dk) {
-    case 32: DepthTile<32>::run(job, j0, j1, M, S, acc, resume); return true;
-    case 64: DepthTile<64>::run(job, j0, j1, M, S, acc, resume); return true;
-    case 96: DepthTile<96>::run(job, j0, j1, M, S, acc, resume); return true;
-    case 128: DepthTile<128>::run(job, j0, j1, M, S, acc, resume); return true;
-    case 160: DepthTile<160>::run(job, j0, j1, M, S, acc, resume); return true;
-    case 192: DepthTile<192>::run(job, j0, j1, M, S, acc, resume); return true;
-    case 224: DepthTile<224>::run(job, j0, j1, M, S, acc, resume); return true;
-    case 256: DepthTile<256>::run(job, j0, j1, M, S, acc, resume); return true;
+    case 32: run_types<32>(job, k_q8, v_q8, j0, j1, M, S, acc, resume); return true;
+    case 64: run_types<64>(job, k_q8, v_q8, j0, j1, M, S, acc, resume); return true;
+    case 96: run_types<96>(job, k_q8, v_q8, j0, j1, M, S, acc, resume); return true;
+    case 128: run_types<128>(job, k_q8, v_q8, j0, j1, M, S, acc, resume); return true;
+    case 160: run_types<160>(job, k_q8, v_q8, j0, j1, M, S, acc, resume); return true;
+    case 192: run_types<192>(job, k_q8, v_q8, j0, j1, M, S, acc, resume); return true;
+    case 224: run_types<224>(job, k_q8, v_q8, j0, j1, M, S, acc, resume); return true;
+    case 256: run_types<256>(job, k_q8, v_q8, j0, j1, M, S, acc, resume); return true;
     default: return false;
   }
 }
