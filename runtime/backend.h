@@ -74,6 +74,12 @@ struct DeviceVerifyOutcome {
   // Rows it spent replaying tokens a rolled-back recurrent state had run
   // (device_drafts.h); a step of replays only has no tokens.
   int32_t replayed = 0;
+  // Of the step's `drafts` rows after the first, those that verified a
+  // draft: the replaying rows verified nothing.
+  int32_t verified(int32_t drafts) const { return drafts - replayed; }
+  // Its accepted drafts (the last token is drawn after them); -1 for a step
+  // of replays only.
+  int32_t accepted() const { return int32_t(tokens.size()) - 1; }
 };
 
 // What a backend is built from: the lowered module, its weights' file, the

@@ -47,25 +47,25 @@ Kernel spec_accept_kernel(int64_t n_vocab) {
                     rows = kb.extra("rows", "long long"), cap = kb.extra("capacity", "long long"),
                     drawn = kb.extra("drawn", "long long");
   kb.need("block_argmax");
-  // {0} record, {1} logits, {2} rows, {3} capacity, {4} V, then the
-  // record's word offsets, {16} drawn, then more word offsets.
-  kb.body(fmt::format(R"(  constexpr long long V = {4}, CH = {13}, NB = (V + CH - 1) / CH;
-  constexpr int KD = {5};
+  // The record's word offsets are named w_*; `drawn`: the rows' tokens were
+  // drawn into the record (sampled requests) instead of taken by argmax.
+  kb.body(fmt::format(R"(  constexpr long long V = {n_vocab}, CH = {chunk}, NB = (V + CH - 1) / CH;
+  constexpr int KD = {max_drafts};
   __shared__ float sv[256];
   __shared__ long long si[256];
   __shared__ int best[KD + 1];
   __shared__ int found[256];
   __shared__ int s_last;
-  int* hist = {0} + {6};
-  int* drafts = {0} + {7};
-  int* out = {0} + {8};
-  volatile int* part = {0} + {6} + {3};
-  if ({2} > 0 && {16}) {{
-    for (long long r = threadIdx.x; r < {2}; r += blockDim.x) best[r] = {0}[{15} + r];
+  int* hist = {rec} + {w_history};
+  int* drafts = {rec} + {w_drafts};
+  int* out = {rec} + {w_out};
+  volatile int* part = {rec} + {w_history} + {cap};
+  if ({rows} > 0 && {drawn}) {{
+    for (long long r = threadIdx.x; r < {rows}; r += blockDim.x) best[r] = {rec}[{w_drawn} + r];
     __syncthreads();
-  }} else if ({2} > 0) {{
+  }} else if ({rows} > 0) {{
     const long long r = blockIdx.y, c0 = blockIdx.x * CH, n = V - c0 < CH ? V - c0 : CH;
-    const long long b = vtc_block_argmax({1} + r * V + c0, n, sv, si);
+    const long long b = vtc_block_argmax({logits} + r * V + c0, n, sv, si);
     if (threadIdx.x == 0) {{
       part[r * NB + blockIdx.x] = __float_as_int(sv[0]);
       part[(KD + 1) * NB + r * NB + blockIdx.x] = b == 0x7fffffffffffffffLL ? -1 : (int)(c0 + b);
@@ -73,13 +73,13 @@ Kernel spec_accept_kernel(int64_t n_vocab) {
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) {{
-      s_last = atomicAdd(&{0}[{14}], 1) == (int)({2} * NB) - 1;
-      if (s_last) {0}[{14}] = 0;
+      s_last = atomicAdd(&{rec}[{w_done}], 1) == (int)({rows} * NB) - 1;
+      if (s_last) {rec}[{w_done}] = 0;
     }}
     __syncthreads();
     if (!s_last) return;
     __threadfence();
-    for (long long r = threadIdx.x; r < {2}; r += blockDim.x) {{
+    for (long long r = threadIdx.x; r < {rows}; r += blockDim.x) {{
       float bv = 0.0f;
       int bi = -1;
       for (long long c = 0; c < NB; ++c) {{
@@ -91,34 +91,34 @@ Kernel spec_accept_kernel(int64_t n_vocab) {
     }}
     __syncthreads();
   }}
-  if (threadIdx.x == 0 && {2} > 0) {{
-    const int len = {0}[{9}], run = {0}[{17}], replay = len - 1 - run;
-    {0}[{20}] = 0;
-    if ({2} <= replay) {{
-      {0}[{17}] = run + (int){2};
-      {0}[{10}] = 0;
-      {0}[{11}] = 0;
-      {0}[{18}] = (int){2};
+  if (threadIdx.x == 0 && {rows} > 0) {{
+    const int len = {rec}[{w_len}], run = {rec}[{w_run}], replay = len - 1 - run;
+    {rec}[{w_restore}] = 0;
+    if ({rows} <= replay) {{
+      {rec}[{w_run}] = run + (int){rows};
+      {rec}[{w_out_count}] = 0;
+      {rec}[{w_out_drafted}] = 0;
+      {rec}[{w_out_replayed}] = (int){rows};
     }} else {{
-      const int d = (int){2} - 1 - replay;
+      const int d = (int){rows} - 1 - replay;
       int n = 0;
       while (n < d && best[replay + n] == drafts[n]) ++n;
       for (int i = 0; i < n; ++i) out[i] = drafts[i];
       out[n] = best[replay + n];
       for (int i = 0; i <= n; ++i)
-        if (len + i < {3}) hist[len + i] = out[i];
-      const int grown = len + n + 1 < {3} ? len + n + 1 : (int){3};
-      {0}[{9}] = grown;
-      {0}[{10}] = n + 1;
-      {0}[{11}] = {0}[{12}] ? d : 0;
-      {0}[{18}] = replay;
-      const bool restore = n < d && {0}[{19}];
-      {0}[{17}] = restore ? run : grown - 1;
-      {0}[{20}] = restore ? 1 : 0;
+        if (len + i < {cap}) hist[len + i] = out[i];
+      const int grown = len + n + 1 < {cap} ? len + n + 1 : (int){cap};
+      {rec}[{w_len}] = grown;
+      {rec}[{w_out_count}] = n + 1;
+      {rec}[{w_out_drafted}] = {rec}[{w_matched}] ? d : 0;
+      {rec}[{w_out_replayed}] = replay;
+      const bool restore = n < d && {rec}[{w_recurrent}];
+      {rec}[{w_run}] = restore ? run : grown - 1;
+      {rec}[{w_restore}] = restore ? 1 : 0;
     }}
   }}
   __syncthreads();
-  const int len = {0}[{9}];
+  const int len = {rec}[{w_len}];
   int from = -1;
   for (int N = 4; N >= 1 && from < 0; --N) {{
     int e_best = -1;
@@ -141,12 +141,17 @@ Kernel spec_accept_kernel(int64_t n_vocab) {
       const int at = from + i;
       drafts[i] = from < 0 ? hist[len - 1] : at < len ? hist[at] : drafts[at - len];
     }}
-    {0}[{12}] = from >= 0 ? 1 : 0;
+    {rec}[{w_matched}] = from >= 0 ? 1 : 0;
   }}
 )",
-                      rec, x, rows, cap, n_vocab, R::kMaxDrafts, R::kHistory, R::kDrafts, R::kOut, R::kLen,
-                      R::kOutCount, R::kOutDrafted, R::kMatched, R::kChunk, R::kDone, R::kDrawn, drawn, R::kRun,
-                      R::kOutReplayed, R::kRecurrent, R::kRestore));
+                      fmt::arg("rec", rec), fmt::arg("logits", x), fmt::arg("rows", rows), fmt::arg("cap", cap),
+                      fmt::arg("n_vocab", n_vocab), fmt::arg("max_drafts", R::kMaxDrafts),
+                      fmt::arg("w_history", R::kHistory), fmt::arg("w_drafts", R::kDrafts), fmt::arg("w_out", R::kOut),
+                      fmt::arg("w_len", R::kLen), fmt::arg("w_out_count", R::kOutCount),
+                      fmt::arg("w_out_drafted", R::kOutDrafted), fmt::arg("w_matched", R::kMatched),
+                      fmt::arg("chunk", R::kChunk), fmt::arg("w_done", R::kDone), fmt::arg("w_drawn", R::kDrawn),
+                      fmt::arg("drawn", drawn), fmt::arg("w_run", R::kRun), fmt::arg("w_out_replayed", R::kOutReplayed),
+                      fmt::arg("w_recurrent", R::kRecurrent), fmt::arg("w_restore", R::kRestore)));
   kb.launch(ir::Dim(256), 256);  // the executor launches spec_accept_grid() blocks
   return kb.finish();
 }

@@ -714,9 +714,7 @@ void Engine::consume_device_verify(std::vector<DeviceVerifyOutcome> outcomes) {
   const double seconds = std::chrono::duration<double>(Clock::now() - flight.queued).count();
   int64_t rows = 0, generated = 0;
   for (size_t i = 0; i < flight.seqs.size(); ++i) {
-    // Rows that replayed a rolled-back recurrent state's tokens verified
-    // nothing; a step of replays only gave no token.
-    const int32_t k = flight.seqs[i].drafts - outcomes[i].replayed, accepted = int32_t(outcomes[i].tokens.size()) - 1;
+    const int32_t k = outcomes[i].verified(flight.seqs[i].drafts), accepted = outcomes[i].accepted();
     rows += flight.seqs[i].drafts + 1;
     auto it = std::find_if(active_.begin(), active_.end(), [&](const auto& a) { return a->req == flight.seqs[i].req; });
     if (it == active_.end() || (*it)->done) continue;  // ended while the step ran: its rows are past it

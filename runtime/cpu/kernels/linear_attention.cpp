@@ -48,7 +48,6 @@ namespace vtc::cpu {
 
 namespace {
 
-
 // How many leading products of an n-term in-order sum the reference rounds
 // before adding (whole blocks of L, then one of L/2); the rest are fused.
 int64_t unfused_products(int64_t n, int lanes) {

@@ -106,19 +106,16 @@ class DeviceSpecLoop {
     const auto now = std::chrono::steady_clock::now();
     policy_.step_timed(rows, std::chrono::duration<double>(now - last_read_).count());
     last_read_ = now;
-    // Rows that replayed a rolled-back recurrent state's tokens verified
-    // nothing; a step of replays only gave no token.
-    const int32_t k = rows - 1 - out.replayed, accepted = int32_t(out.tokens.size()) - 1;
+    const int32_t k = out.verified(rows - 1), accepted = out.accepted();
     SpecCounts& c = result_.spec;
     ++c.steps;
-    if (out.tokens.empty()) {
-    } else if (k > 0) {
+    if (k > 0 && !out.tokens.empty()) {
       policy_.verified(record_, k, accepted);
       c.draft_n += k;
       c.draft_n_accepted += accepted;
       ++c.verify_steps;
       c.longest_verify = std::max<int64_t>(c.longest_verify, rows);
-    } else {
+    } else if (!out.tokens.empty()) {
       policy_.decoded_plainly(record_);
     }
     known_ += int64_t(out.tokens.size());
