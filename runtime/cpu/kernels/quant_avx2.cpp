@@ -416,10 +416,21 @@ float dot_q6_k(int64_t n, const void* vw, const void* vx) {
     for (int h = 0; h < 2; ++h) {
       __m256i q[4];
       q6_k_codes(wb, h, q);
+      // Sub-blocks 8h..8h+7's scales in both 128-bit lanes; one vpshufb
+      // then gives each pair's scales2 (sub-block 8h + 2k in the low lane,
+      // 8h + 2k + 1 in the high): the same integers as building them from
+      // two scalars, in 1 operation instead of about 6.
+      const __m256i half =
+          h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00) : _mm256_permute2x128_si256(sc16, sc16, 0x11);
+#pragma GCC unroll 4
       for (int k = 0; k < 4; ++k) {
-        const int s = 8 * h + 2 * k;
+        const __m256i ctrl = _mm256_setr_epi8(4 * k, 4 * k + 1, 4 * k, 4 * k + 1, 4 * k, 4 * k + 1, 4 * k, 4 * k + 1,
+                                              4 * k, 4 * k + 1, 4 * k, 4 * k + 1, 4 * k, 4 * k + 1, 4 * k, 4 * k + 1,
+                                              4 * k + 2, 4 * k + 3, 4 * k + 2, 4 * k + 3, 4 * k + 2, 4 * k + 3,
+                                              4 * k + 2, 4 * k + 3, 4 * k + 2, 4 * k + 3, 4 * k + 2, 4 * k + 3,
+                                              4 * k + 2, 4 * k + 3, 4 * k + 2, 4 * k + 3);
         const __m256i p = _mm256_maddubs_epi16(q[k], loadu(xb.qs + 128 * h + 32 * k));
-        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scales2(wb.scales[s], wb.scales[s + 1])));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(half, ctrl)));
       }
     }
     acc = fmadd_lanes(xb.d * h2f(wb.d), _mm256_sub_epi32(isum, offset), acc);
