@@ -308,14 +308,16 @@ float dot_q2_k(int64_t n, const void* vw, const void* vx) {
     const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales));
     const __m256i mins = _mm256_cvtepu8_epi16(_mm_srli_epi16(_mm_and_si128(sc, _mm_set1_epi8(static_cast<char>(0xf0))), 4));
     acc = fmadd_lanes(dmin, _mm256_madd_epi16(mins, loadu(xb.bsums)), acc);
+    const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sc, _mm_set1_epi8(0x0f)));
     __m256i isum = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
       const __m256i q = loadu(wb.qs + 32 * h);
+      const __m256i half = scales_half(sc16, h);
+#pragma GCC unroll 4
       for (int k = 0; k < 4; ++k) {
-        const int s = 8 * h + 2 * k;
         const __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m3);
         const __m256i p = _mm256_maddubs_epi16(v, loadu(xb.qs + 128 * h + 32 * k));
-        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scales2(wb.scales[s] & 0xf, wb.scales[s + 1] & 0xf)));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, pair_scales(half, k)));
       }
     }
     acc = fmadd_lanes(d, isum, acc);
@@ -335,17 +337,19 @@ float dot_q3_k(int64_t n, const void* vw, const void* vx) {
     int8_t scale[16];
     unpack_q3k_scales(wb.scales, scale);
     const __m256i hm = loadu(wb.hmask);
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scale)));
     __m256i isum = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
       const __m256i q = loadu(wb.qs + 32 * h);
+      const __m256i half = scales_half(sc16, h);
+#pragma GCC unroll 4
       for (int k = 0; k < 4; ++k) {
-        const int s = 8 * h + 2 * k;
         const __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m3);
         const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + k), one);
         const __m256i sub4 = _mm256_slli_epi16(_mm256_xor_si256(hb, one), 2);  // 4 where the high bit is clear
         const __m256i y = loadu(xb.qs + 128 * h + 32 * k);
         const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(v, y), _mm256_maddubs_epi16(sub4, y));
-        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scales2(scale[s], scale[s + 1])));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, pair_scales(half, k)));
       }
     }
     acc = fmadd_lanes(xb.d * h2f(wb.d), isum, acc);
@@ -416,21 +420,11 @@ float dot_q6_k(int64_t n, const void* vw, const void* vx) {
     for (int h = 0; h < 2; ++h) {
       __m256i q[4];
       q6_k_codes(wb, h, q);
-      // Sub-blocks 8h..8h+7's scales in both 128-bit lanes; one vpshufb
-      // then gives each pair's scales2 (sub-block 8h + 2k in the low lane,
-      // 8h + 2k + 1 in the high): the same integers as building them from
-      // two scalars, in 1 operation instead of about 6.
-      const __m256i half =
-          h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00) : _mm256_permute2x128_si256(sc16, sc16, 0x11);
+      const __m256i half = scales_half(sc16, h);
 #pragma GCC unroll 4
       for (int k = 0; k < 4; ++k) {
-        const __m256i ctrl = _mm256_setr_epi8(4 * k, 4 * k + 1, 4 * k, 4 * k + 1, 4 * k, 4 * k + 1, 4 * k, 4 * k + 1,
-                                              4 * k, 4 * k + 1, 4 * k, 4 * k + 1, 4 * k, 4 * k + 1, 4 * k, 4 * k + 1,
-                                              4 * k + 2, 4 * k + 3, 4 * k + 2, 4 * k + 3, 4 * k + 2, 4 * k + 3,
-                                              4 * k + 2, 4 * k + 3, 4 * k + 2, 4 * k + 3, 4 * k + 2, 4 * k + 3,
-                                              4 * k + 2, 4 * k + 3, 4 * k + 2, 4 * k + 3);
         const __m256i p = _mm256_maddubs_epi16(q[k], loadu(xb.qs + 128 * h + 32 * k));
-        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(half, ctrl)));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, pair_scales(half, k)));
       }
     }
     acc = fmadd_lanes(xb.d * h2f(wb.d), _mm256_sub_epi32(isum, offset), acc);
