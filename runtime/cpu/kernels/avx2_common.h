@@ -135,19 +135,16 @@ inline __m256i dot_i8(__m256i x, __m256i y) {
 inline __m256i dot_u8(__m256i x, __m256i y) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1));
 }
-// Two 16-lane scale vectors: lanes 0..7 (first 16 bytes) get a, 8..15 get b.
-inline __m256i scales2(int a, int b) {
-  return _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(b)), _mm_set1_epi16(static_cast<int16_t>(a)));
-}
 // A K-quant superblock's 16 sub-block scales as int16 lanes (sc16: scale j
 // in lane j), sub-blocks 8h..8h+7 in both 128-bit lanes.
 inline __m256i scales_half(__m256i sc16, int h) {
   return h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00) : _mm256_permute2x128_si256(sc16, sc16, 0x11);
 }
-// scales2(scale[8h + 2k], scale[8h + 2k + 1]) from scales_half(sc16, h):
-// the same integers in one vpshufb, where building them from two scalars
-// takes about 6 operations (in the Q6_K dot, as many as the pair's
-// arithmetic: it held the dot to about 10 GB/s per Zen 3 core).
+// The 16 int16 scale lanes of sub-blocks 8h + 2k (lanes 0..7) and
+// 8h + 2k + 1 (lanes 8..15), from scales_half(sc16, h): one vpshufb, where
+// building them from two scalar broadcasts took about 6 operations (in the
+// Q6_K dot as many as the pair's arithmetic: it held the dot to about 10
+// GB/s per Zen 3 core).
 inline __m256i pair_scales(__m256i half, int k) {
   const char a0 = char(4 * k), a1 = char(4 * k + 1), b0 = char(4 * k + 2), b1 = char(4 * k + 3);
   const __m256i ctrl = _mm256_setr_epi8(a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1,  //

@@ -226,10 +226,11 @@ void gemm_q6_k(int64_t n, const void* w, int64_t ws, const void* x, int64_t xs, 
       for (int r = 0; r < RM; ++r) {
         __m256i q[4];
         q6_k_codes(*wb[r], h, q);
+        const __m256i half = scales_half(
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb[r]->scales))), h);
         #pragma GCC unroll 16
         for (int k = 0; k < 4; ++k) {
-          const int s = 8 * h + 2 * k;
-          const __m256i scale = scales2(wb[r]->scales[s], wb[r]->scales[s + 1]);
+          const __m256i scale = pair_scales(half, k);
           #pragma GCC unroll 16
           for (int t = 0; t < NT; ++t) {
             const __m256i p = _mm256_maddubs_epi16(q[k], loadu(xb[t]->qs + 128 * h + 32 * k));
