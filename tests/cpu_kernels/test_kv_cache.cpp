@@ -314,6 +314,13 @@ TEST_CASE("attention: a prompt at depth (tokens past 1024 keys) through the tile
     }
 }
 
+// The depth benches below run every cache type, or only the one named in
+// VTC_DEPTH_BENCH_TYPE (f16 or q8_0).
+static bool depth_bench_runs(GgmlType t) {
+  const char* only = std::getenv("VTC_DEPTH_BENCH_TYPE");
+  return only == nullptr || std::string(only) == ggml_type_name(t);
+}
+
 // Not a gate (hidden tag): the time of one decode step's attention at
 // depth on the 0.56B bench model's shape (20 layers of 20 query and 4 kv
 // heads of 64), each layer's cache its own buffer so the rows come from
@@ -327,12 +334,10 @@ TEST_CASE("attention at depth timing: one decode step of the bench model's 20 la
   const double gbps = std::getenv("VTC_BENCH_GBPS") ? std::atof(std::getenv("VTC_BENCH_GBPS")) : 50.0;
   const bool cached = std::getenv("VTC_BENCH_CACHED") != nullptr;
   const auto q = test::random_floats(size_t(H * D), 31);
-  const char* only_type = std::getenv("VTC_DEPTH_BENCH_TYPE");  // f16 or q8_0: that cache type alone
   const int64_t only_depth = std::getenv("NKV") ? std::atoi(std::getenv("NKV")) : 0;  // that depth alone
   for (int64_t n_kv : {4096, 16384})
     for (GgmlType t : {GgmlType::F16, GgmlType::Q8_0}) {
-      if ((only_depth != 0 && n_kv != only_depth) || (only_type != nullptr && std::string(only_type) != ggml_type_name(t)))
-        continue;
+      if ((only_depth != 0 && n_kv != only_depth) || !depth_bench_runs(t)) continue;
       const auto rows = test::random_floats(size_t(n_kv * Hkv * D), 32);
       const auto one = quantized(t, rows);
       std::vector<std::vector<uint8_t>> k(size_t(layers), one), v(size_t(layers), one);
@@ -369,9 +374,8 @@ TEST_CASE("attention at depth timing: the tile kernel's compute per key", "[.dep
   const int64_t n_kv = std::getenv("NKV") ? std::atoi(std::getenv("NKV")) : 256;
   const double ghz = std::getenv("VTC_BENCH_GHZ") ? std::atof(std::getenv("VTC_BENCH_GHZ")) : 3.3;
   const auto q = test::random_floats(size_t(H * D), 31);
-  const char* only = std::getenv("VTC_DEPTH_BENCH_TYPE");  // f16 or q8_0: that cache type alone
   for (GgmlType t : {GgmlType::F16, GgmlType::Q8_0}) {
-    if (only != nullptr && std::string(only) != ggml_type_name(t)) continue;
+    if (!depth_bench_runs(t)) continue;
     const auto k = quantized(t, test::random_floats(size_t(n_kv * Hkv * D), 32));
     const auto v = quantized(t, test::random_floats(size_t(n_kv * Hkv * D), 33));
     const std::vector<uint8_t> visible(size_t(n_kv), 1);

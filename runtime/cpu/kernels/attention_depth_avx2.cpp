@@ -40,6 +40,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/cpu/kernels/attention_depth.h"
@@ -161,17 +162,6 @@ struct DepthTile {
     for (int g = 0; g < HB; ++g) out[g] = sum8(part[g]);
   }
 
-  // scores<HB> for HB heads chosen at run time (1..5).
-  static void scores_any(int hb, const float* q, const uint8_t* const* krow, size_t koff, __m256* out) {
-    switch (hb) {
-      case 1: return scores<1>(q, krow, koff, out);
-      case 2: return scores<2>(q, krow, koff, out);
-      case 3: return scores<3>(q, krow, koff, out);
-      case 4: return scores<4>(q, krow, koff, out);
-      default: return scores<5>(q, krow, koff, out);
-    }
-  }
-
   // acc_g = acc_g * corr_g + sum_j p_gj v_j for HB heads over the tile's
   // keys, V read from the cache rows (vrow[j]) in passes of 2 chunks, each
   // converted once for the HB heads: HB x 2 accumulators, 2 chunks and the
@@ -206,26 +196,23 @@ struct DepthTile {
     }
   }
 
-  static void accumulate_any(int hb, const float* p, const uint8_t* const* vrow, size_t voff, const float* corr,
-                             float* acc) {
-    switch (hb) {
-      case 1: return accumulate<1>(p, vrow, voff, corr, acc);
-      case 2: return accumulate<2>(p, vrow, voff, corr, acc);
-      case 3: return accumulate<3>(p, vrow, voff, corr, acc);
-      case 4: return accumulate<4>(p, vrow, voff, corr, acc);
-      default: return accumulate<5>(p, vrow, voff, corr, acc);
-    }
-  }
-
-  // The heads of a group in batches of at most 5, as even as they go (a
-  // group of 6 is 3 + 3, not 5 + 1: a batch of one head has half the
-  // independent chains). f(first head, batch size).
+  // The heads of a group in batches of at most kMaxBatch, as even as they
+  // go (a group of 6 is 3 + 3, not 5 + 1: a batch of one head has half the
+  // independent chains). f(first head, batch size as a compile-time
+  // std::integral_constant, for scores<HB> and accumulate<HB>).
+  static constexpr int kMaxBatch = 5;
   template <class F>
   static void head_batches(int64_t G, F&& f) {
-    const int64_t n = (G + 4) / 5;
+    const int64_t n = (G + kMaxBatch - 1) / kMaxBatch;
     for (int64_t b = 0, g = 0; b < n; ++b) {
       const int hb = int((G - g) / (n - b));
-      f(g, hb);
+      switch (hb) {
+        case 1: f(g, std::integral_constant<int, 1>{}); break;
+        case 2: f(g, std::integral_constant<int, 2>{}); break;
+        case 3: f(g, std::integral_constant<int, 3>{}); break;
+        case 4: f(g, std::integral_constant<int, 4>{}); break;
+        default: f(g, std::integral_constant<int, kMaxBatch>{}); break;
+      }
       g += hb;
     }
   }
@@ -244,13 +231,13 @@ struct DepthTile {
     const size_t koff = size_t(hk) * size_t(job.k_head_bytes), voff = size_t(hk) * size_t(job.v_head_bytes);
     const __m256 scale = _mm256_set1_ps(job.scale), minus_inf = _mm256_set1_ps(-__builtin_inff());
     for (int s = 0; s < kSub; ++s)
-      head_batches(G, [&](int64_t g0, int hb) {
+      head_batches(G, [&](int64_t g0, auto hb) {
         // 2 rows of the next tile per sub-tile and batch: its 64 rows spread
         // over the whole tile's compute for a group of 5 (4 per call measured
         // 10-20% slower at 16384 keys from DRAM: the prefetches came in bursts)
         ahead.rows(2);
-        __m256 raw[5];
-        scores_any(hb, qf + g0 * D, krow + s * kTile, koff, raw);
+        __m256 raw[hb];
+        scores<hb>(qf + g0 * D, krow + s * kTile, koff, raw);
         for (int b = 0; b < hb; ++b) {
           const int64_t g = g0 + b;
           __m256 v = _mm256_mul_ps(raw[b], scale);
@@ -280,7 +267,9 @@ struct DepthTile {
       S[g] = S[g] * corr[g] + hsum_ps(sum);
       M[g] = m_new;
     }
-    head_batches(G, [&](int64_t g0, int hb) { accumulate_any(hb, sc + g0 * kKeys, vrow, voff, corr + g0, acc + g0 * D); });
+    head_batches(G, [&](int64_t g0, auto hb) {
+      accumulate<hb>(sc + g0 * kKeys, vrow, voff, corr + g0, acc + g0 * D);
+    });
   }
 
   static __m256 softcapped(__m256 v, float cap) {
