@@ -23,7 +23,7 @@
 // for bit.
 //
 // Tile shapes (AVX2 has 16 ymm registers): 32-value blocks 2 x 4, Q4_K
-// 2 x 4, Q6_K 2 x 3, F16/BF16 1 x 3 (each output has 4 accumulators there;
+// 2 x 4, Q6_K 2 x 4, F16/BF16 1 x 3 (each output has 4 accumulators there;
 // they read the activations widened to f32, see gemm_16bit).
 // The instantiations for fewer tokens (NT = 1..max) cover the token tails.
 // Every loop over rows, tokens and sub-blocks is unrolled (#pragma GCC
@@ -181,6 +181,7 @@ void gemm_q4_k(int64_t n, const void* w, int64_t ws, const void* x, int64_t xs, 
           const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, loadu(xb[t]->qs + 64 * j)), scl);
           const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, loadu(xb[t]->qs + 64 * j + 32)), sch);
           isum[r][t] = _mm256_add_epi32(isum[r][t], _mm256_add_epi32(p_lo, p_hi));
+          keep_chain(isum[r][t]);
         }
       }
     }
@@ -235,6 +236,7 @@ void gemm_q6_k(int64_t n, const void* w, int64_t ws, const void* x, int64_t xs, 
           for (int t = 0; t < NT; ++t) {
             const __m256i p = _mm256_maddubs_epi16(q[k], loadu(xb[t]->qs + 128 * h + 32 * k));
             isum[r][t] = _mm256_add_epi32(isum[r][t], _mm256_madd_epi16(p, scale));
+            keep_chain(isum[r][t]);
           }
         }
       }
@@ -335,7 +337,7 @@ void add_avx2_gemm_kernels(QuantKernels& t) {
   t.gemm[kSlotQ5_0] = make_gemm<Q8Family<CodesQ5_0>::K, 2, 4>();
   t.gemm[kSlotIQ4_NL] = make_gemm<Q8Family<CodesIQ4_NL>::K, 2, 4>();
   t.gemm[kSlotQ4_K] = make_gemm<Q4K, 2, 4>();
-  t.gemm[kSlotQ6_K] = make_gemm<Q6K, 2, 3>();
+  t.gemm[kSlotQ6_K] = make_gemm<Q6K, 2, 4>();
   t.gemm[kSlotF16] = make_gemm<Half<false>::K, 1, 3>();
   t.gemm[kSlotBF16] = make_gemm<Half<true>::K, 1, 3>();
   t.gemm[kSlotF16].widened_x = t.gemm[kSlotBF16].widened_x = true;

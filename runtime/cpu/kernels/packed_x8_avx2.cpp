@@ -55,6 +55,7 @@ void q4_0_x8_avx2(int64_t n_blocks, const void* vw, const void* vx, int64_t x_st
       for (int t = 0; t < NT; ++t) {
         s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(lo, bcast4(x[t][b].qs + 4 * c)));
         s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(hi, bcast4(x[t][b].qs + 16 + 4 * c)));
+        keep_chain(s16[t]);
       }
     }
     const __m256 dw = load_f16x8(wb.d);
@@ -97,6 +98,7 @@ void q8_0_x8_avx2(int64_t n_blocks, const void* vw, const void* vx, int64_t x_st
       for (int t = 0; t < NT; ++t) {
         const __m256i p = _mm256_maddubs_epi16(mag, _mm256_sign_epi8(bcast4(x[t][b].qs + 4 * c), q));
         isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p, ones));
+        keep_chain(isum[t]);
       }
     }
     const __m256 dw = load_f16x8(wb.d);
@@ -176,6 +178,35 @@ inline __m256i scale_lanes(const ScalesX8& s, int j) {
   return dup_rows_epi16((j & 1) ? _mm_srli_si128(half, 8) : half);
 }
 
+// One sub-block (the low nibbles, H = 0, or the high, H = 1, of a pair's
+// 256 bytes) for NT tokens, times its row scales, into pair[t] (H = 0 sets
+// it, H = 1 adds). The halves go one after the other, each reloading the
+// quants from L1, so that only NT 16-bit sums are live: both at once
+// (2 NT sums) spilled registers at NT = 4.
+template <int NT, int H>
+inline void q4_k_subblock_x8(const uint8_t* qs, const BlockQ8_K* const* x, int64_t b, int x_off, __m256i sc,
+                             __m256i* pair) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  __m256i s16[NT];
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) s16[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+  for (int c = 0; c < 8; ++c) {
+    const __m256i q = loadu(qs + 32 * c);
+    const __m256i v = H == 0 ? _mm256_and_si256(q, m4) : _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t) {
+      s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(v, bcast4(x[t][b].qs + x_off + 4 * c)));
+      keep_chain(s16[t]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) {
+    const __m256i scaled = _mm256_madd_epi16(s16[t], sc);
+    pair[t] = H == 0 ? scaled : _mm256_add_epi32(pair[t], scaled);
+  }
+}
+
 // Groups of 4 tokens take the float steps per pair of sub-blocks, as
 // llama.cpp's ggml_gemm_q4_K_8x8_q8_K does; fewer tokens (a matmul's last
 // n % 4) take them per superblock, as its gemv (internal.h, PackedFn), and so
@@ -187,7 +218,6 @@ void q4_k_x8_avx2(int64_t n_blocks, const void* vw, const void* vx, int64_t x_st
   const BlockQ8_K* x[NT];
 #pragma GCC unroll 16
   for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(vx) + t * x_stride);
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
   __m256 acc[NT], acc_min[NT];
 #pragma GCC unroll 16
   for (int t = 0; t < NT; ++t) acc[t] = acc_min[t] = _mm256_setzero_ps();
@@ -201,31 +231,18 @@ void q4_k_x8_avx2(int64_t n_blocks, const void* vw, const void* vx, int64_t x_st
     for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int p = 0; p < 4; ++p) {
-      __m256i s_lo[NT], s_hi[NT];
-#pragma GCC unroll 16
-      for (int t = 0; t < NT; ++t) s_lo[t] = s_hi[t] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-      for (int c = 0; c < 8; ++c) {
-        const __m256i q = loadu(wb.qs + 256 * p + 32 * c);
-        const __m256i lo = _mm256_and_si256(q, m4);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-#pragma GCC unroll 16
-        for (int t = 0; t < NT; ++t) {
-          s_lo[t] = _mm256_add_epi16(s_lo[t], _mm256_maddubs_epi16(lo, bcast4(x[t][b].qs + 64 * p + 4 * c)));
-          s_hi[t] = _mm256_add_epi16(s_hi[t], _mm256_maddubs_epi16(hi, bcast4(x[t][b].qs + 64 * p + 32 + 4 * c)));
-        }
-      }
-      const __m256i sc_lo = scale_lanes(sm, 2 * p), sc_hi = scale_lanes(sm, 2 * p + 1);
+      __m256i pair[NT];
+      q4_k_subblock_x8<NT, 0>(wb.qs + 256 * p, x, b, 64 * p, scale_lanes(sm, 2 * p), pair);
+      q4_k_subblock_x8<NT, 1>(wb.qs + 256 * p, x, b, 64 * p + 32, scale_lanes(sm, 2 * p + 1), pair);
 #pragma GCC unroll 16
       for (int t = 0; t < NT; ++t) {
-        const __m256i pair = _mm256_add_epi32(_mm256_madd_epi16(s_lo[t], sc_lo), _mm256_madd_epi16(s_hi[t], sc_hi));
         if constexpr (kPerPair) {
           const __m256 xd = _mm256_set1_ps(x[t][b].d);
-          acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, xd), _mm256_cvtepi32_ps(pair), acc[t]);
+          acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, xd), _mm256_cvtepi32_ps(pair[t]), acc[t]);
           const __m256i mins = q4_k_min_pair_x8(sm, bsum_pairs(x[t][b]), p);
           acc_min[t] = _mm256_fmadd_ps(_mm256_mul_ps(dmin, xd), _mm256_cvtepi32_ps(mins), acc_min[t]);
         } else {
-          isum[t] = _mm256_add_epi32(isum[t], pair);
+          isum[t] = _mm256_add_epi32(isum[t], pair[t]);
         }
       }
     }
@@ -287,6 +304,7 @@ inline void q6_pair_x8(const BlockQ6_Kx8& wb, const BlockQ8_K* const* x, int64_t
     const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(va, bcast4(x[t][b].qs + off)),
                                        _mm256_maddubs_epi16(vb, bcast4(x[t][b].qs + off + 4)));
     isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p, sc));
+    keep_chain(isum[t]);
   }
 }
 
