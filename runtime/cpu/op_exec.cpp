@@ -326,6 +326,40 @@ void read_f32_cache_as_f16(ExecContext& c, HostStates::Buffer& kv, HostStates::B
   p.page_table = nullptr;
 }
 
+// The tokens of each sequence of a step, in order: their indices, their
+// positions and the rows their attention reads (last position + 1).
+struct SequenceRows {
+  int32_t seq = 0;
+  std::vector<int32_t> members, q_pos;
+  int64_t n_kv = 0;
+  int64_t cost() const { return int64_t(members.size()) * n_kv; }  // query rows x cache rows
+};
+
+std::vector<SequenceRows> sequences_of(const Buf& seq, const Buf& pos) {
+  std::vector<SequenceRows> out;
+  std::vector<bool> done(size_t(seq.numel), false);
+  for (int64_t first = 0; first < seq.numel; ++first) {
+    if (done[size_t(first)]) continue;
+    SequenceRows sr;
+    sr.seq = seq.as<int32_t>()[first];
+    for (int64_t t = first; t < seq.numel; ++t)
+      if (seq.as<int32_t>()[t] == sr.seq) {
+        sr.members.push_back(int32_t(t));
+        sr.q_pos.push_back(pos.as<int32_t>()[t]);
+        done[size_t(t)] = true;
+      }
+    sr.n_kv = *std::max_element(sr.q_pos.begin(), sr.q_pos.end()) + 1;
+    out.push_back(std::move(sr));
+  }
+  return out;
+}
+
+int64_t total_cost(const std::vector<SequenceRows>& seqs) {
+  int64_t sum = 0;
+  for (const SequenceRows& sr : seqs) sum += sr.cost();
+  return sum;
+}
+
 // Appends each token's K/V row to its sequence's cache at its position,
 // then attends per sequence over that sequence's cache.
 void exec_Attention(ExecContext& c, const ir::Op& op) {
@@ -371,46 +405,54 @@ void exec_Attention(ExecContext& c, const ir::Op& op) {
   }
   p.selected_width = selected != nullptr ? selected->shape[1] : 0;
   // Tokens of one sequence are gathered in order, so any batch layout works.
-  std::vector<bool> done(size_t(n_tokens), false);
-  // Kept between calls: fresh multi-MiB buffers cost a page fault per 4 KiB
-  // on every call (~20 ms for a 512-token step of a 1280-wide model).
-  thread_local std::vector<float> q_rows, out_rows;
-  std::vector<int32_t> q_pos, members, sel_rows;
-  for (int64_t first = 0; first < n_tokens; ++first) {
-    if (done[size_t(first)]) continue;
-    const int32_t s = seq.as<int32_t>()[first];
-    members.clear();
-    q_pos.clear();
-    for (int64_t t = first; t < n_tokens; ++t)
-      if (seq.as<int32_t>()[t] == s) members.push_back(int32_t(t)), q_pos.push_back(pos.as<int32_t>()[t]), done[size_t(t)] = true;
+  const std::vector<SequenceRows> seqs = sequences_of(seq, pos);
+  auto attend = [&](const SequenceRows& sr) {
+    // Kept between calls: fresh multi-MiB buffers cost a page fault per 4 KiB
+    // on every call (~20 ms for a 512-token step of a 1280-wide model).
+    thread_local std::vector<float> q_rows, out_rows;
+    thread_local std::vector<int32_t> sel_rows;
     // One sequence (every token, in order) whose output does not overlap q:
     // attend in place, without gathering q and scattering the output.
     const float* q_src = q.as<float>();
     float* out_dst = out.as<float>();
-    const bool whole = int64_t(members.size()) == n_tokens &&
+    const bool whole = int64_t(sr.members.size()) == n_tokens &&
                        (out_dst + n_tokens * q_row <= q_src || q_src + n_tokens * q_row <= out_dst);
     if (!whole) {
-      out_rows.resize(members.size() * size_t(q_row));
-      q_src = gather_rows(q.as<float>(), members, q_row, q_rows);
+      out_rows.resize(sr.members.size() * size_t(q_row));
+      q_src = gather_rows(q.as<float>(), sr.members, q_row, q_rows);
       out_dst = out_rows.data();
     }
-    if (selected != nullptr) p.selected = gather_rows(selected->as<int32_t>(), members, p.selected_width, sel_rows);
-    p.n_tokens = int64_t(members.size());
-    p.n_kv = *std::max_element(q_pos.begin(), q_pos.end()) + 1;
-    const int32_t slot = int32_t(sequence_slot(c, op, s));
+    AttentionParams call = p;  // this sequence's: an f32 cache's rows become an f16 copy
+    if (selected != nullptr) call.selected = gather_rows(selected->as<int32_t>(), sr.members, p.selected_width, sel_rows);
+    call.n_tokens = int64_t(sr.members.size());
+    call.n_kv = sr.n_kv;
+    const int32_t slot = int32_t(sequence_slot(c, op, sr.seq));
     const auto& table = c.states.page_table(slot);
-    if (int64_t(table.size()) * p.page_size < p.n_kv)
-      fail(op, fmt::format("slot {} maps {} KV pages, too few for position {}", slot, table.size(), p.n_kv - 1));
-    p.page_table = table.data();
+    if (int64_t(table.size()) * p.page_size < call.n_kv)
+      fail(op, fmt::format("slot {} maps {} KV pages, too few for position {}", slot, table.size(), call.n_kv - 1));
+    call.page_table = table.data();
     const void* k_rows = c.states.pool_base(kv, 0);
     const void* v_rows = c.states.pool_base(v_kv, v_half);
-    AttentionParams call = p;  // this sequence's: an f32 cache's rows become an f16 copy
     if (p.k_type == GgmlType::F32 || p.v_type == GgmlType::F32) read_f32_cache_as_f16(c, kv, v_kv, v_half, call, k_rows, v_rows);
-    attention(q_src, k_rows, v_rows, q_pos.data(), nullptr, call, out_dst, c.pool);
-    if (whole) continue;
-    for (size_t i = 0; i < members.size(); ++i)
-      std::memcpy(out.as<float>() + members[i] * q_row, out_rows.data() + i * q_row, size_t(q_row) * 4);
-  }
+    attention(q_src, k_rows, v_rows, sr.q_pos.data(), nullptr, call, out_dst, c.pool);
+    if (whole) return;
+    for (size_t i = 0; i < sr.members.size(); ++i)
+      std::memcpy(out.as<float>() + sr.members[i] * q_row, out_rows.data() + i * q_row, size_t(q_row) * 4);
+  };
+  // A sequence that costs more than a thread's share of the step attends
+  // with the whole pool; the others are spread over the pool one sequence
+  // per worker at a time, each attending on its worker (the kernel's own
+  // parallel_for runs inline there, with the same split, so the same bits).
+  // Why: a decode step of 8 sequences at a short depth was 160 tiny
+  // parallel regions per step, whose dispatch cost more than their work.
+  std::vector<size_t> shared;
+  const int64_t share = total_cost(seqs) / std::max(1, c.pool.size());
+  for (size_t i = 0; i < seqs.size(); ++i)
+    if (seqs.size() == 1 || seqs[i].cost() > share) attend(seqs[i]);
+    else shared.push_back(i);
+  c.pool.parallel_for(int64_t(shared.size()), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) attend(seqs[shared[size_t(i)]]);
+  });
 }
 
 // Stores each token's raw key in the side cache first (a query reads the

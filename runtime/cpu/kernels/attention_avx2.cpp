@@ -71,6 +71,7 @@ float dot_l8(const float* k, const float* q, int64_t n) {
   __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
   const int64_t np = n & ~int64_t{31};
   for (int64_t i = 0; i < np; i += 32)
+#pragma GCC unroll 4
     for (int j = 0; j < 4; ++j)
       acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(k + i + 8 * j), _mm256_loadu_ps(q + i + 8 * j), acc[j]);
   const __m256 r = _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]));
@@ -86,6 +87,7 @@ float dot_l16(const float* k, const float* q, int64_t n) {
   for (int j = 0; j < 4; ++j) lo[j] = hi[j] = _mm256_setzero_ps();
   const int64_t np = n & ~int64_t{63};
   for (int64_t i = 0; i < np; i += 64)
+#pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
       lo[j] = _mm256_fmadd_ps(_mm256_loadu_ps(k + i + 16 * j), _mm256_loadu_ps(q + i + 16 * j), lo[j]);
       hi[j] = _mm256_fmadd_ps(_mm256_loadu_ps(k + i + 16 * j + 8), _mm256_loadu_ps(q + i + 16 * j + 8), hi[j]);
@@ -122,26 +124,6 @@ void mad_acc(float* acc, const float* v, float s, int64_t n, bool acc16) {
   for (; i < n; ++i) acc[i] = acc16 ? round_f16(__builtin_fmaf(v[i], s, acc[i])) : __builtin_fmaf(v[i], s, acc[i]);
 }
 
-// One cache row's step of the online softmax for one query row.
-// alibi: the score's ALiBi bias (slope * distance), added after the
-// softcap; 0 without ALiBi (the add is then skipped).
-inline void one_row_step(const AttentionJob& job, float s, float alibi, const float* vf, float& M, float& S, float* acc) {
-  s *= job.scale;
-  if (job.softcap != 0.0f) s = job.softcap * std::tanh(s);
-  if (job.alibi_slopes != nullptr) s += alibi;
-  float ms = 1.0f, vs = 1.0f;
-  if (s > M) {
-    const float m_old = M;
-    M = s;
-    ms = std::exp(m_old - M);
-    scale_acc(acc, ms, job.dv, job.acc16);
-  } else {
-    vs = std::exp(s - M);
-  }
-  mad_acc(acc, vf, vs, job.dv, job.acc16);
-  S = S * ms + vs;
-}
-
 constexpr int64_t kPrefetchRows = 6;
 
 inline void prefetch_bytes(const uint8_t* p, size_t n) {
@@ -158,62 +140,102 @@ bool block_sees_row(const AttentionJob& job, int64_t t0, int64_t t1, int64_t j) 
 
 namespace {
 
-constexpr int64_t kOneRowChunk = 64;  // cache rows converted per pass
+constexpr int64_t kOneRowChunk = 32;  // cache rows converted per pass
 
-// One query row over the n converted cache rows keys[0..n) (their K in
-// kf[c * dk], V in vf[c * dv]); vis is the row's token's visibility row,
-// alibi its ALiBi distance row (null: none) and slope its head's slope.
-// dv == 64: the accumulator lives in 8 registers for the whole pass.
+// One query row's online softmax over a chunk's visible cache rows, in key
+// order (ggml's one-row update): s = dot * scale (softcapped, plus the ALiBi
+// bias); a new maximum rescales the accumulator by ms = exp(M_old - M) and
+// the key weighs 1, else it weighs vs = exp(s - M); S = S * ms + vs.
+// Kept per key for the accumulator pass: whether it rescales, ms and vs.
+struct ChunkWeights {
+  int64_t n = 0;               // visible keys of the chunk
+  int64_t at[kOneRowChunk];    // their index in the chunk
+  float score[kOneRowChunk];   // dot, then s, then vs
+  float ms[kOneRowChunk];      // the rescale factor (where rescale[i])
+  bool rescale[kOneRowChunk];
+};
+
+void chunk_scores(const AttentionJob& job, const float* qr, const float* kf, const int64_t* keys, int64_t n,
+                  const uint8_t* vis, ChunkWeights& w) {
+  const bool l16 = job.ref_lanes == 16;
+  w.n = 0;
+  for (int64_t c = 0; c < n; ++c) {
+    if (vis[keys[c]] == 0) continue;
+    w.at[w.n] = c;
+    w.score[w.n++] = l16 ? dot_l16(kf + c * job.dk, qr, job.dk) : dot_l8(kf + c * job.dk, qr, job.dk);
+  }
+}
+
+void chunk_softmax(const AttentionJob& job, const int64_t* keys, const float* alibi, float slope, float& M, float& S,
+                   ChunkWeights& w) {
+  float m = M, sum = S;
+  for (int64_t i = 0; i < w.n; ++i) {
+    float s = w.score[i] * job.scale;
+    if (job.softcap != 0.0f) s = job.softcap * std::tanh(s);
+    if (alibi != nullptr) s += slope * alibi[keys[w.at[i]]];
+    float ms = 1.0f, vs = 1.0f;
+    w.rescale[i] = s > m;
+    if (w.rescale[i]) {
+      const float m_old = m;
+      m = s;
+      ms = std::exp(m_old - m);
+    } else {
+      vs = std::exp(s - m);
+    }
+    w.ms[i] = ms;
+    w.score[i] = vs;
+    sum = sum * ms + vs;
+  }
+  M = m;
+  S = sum;
+}
+
+// acc = round(acc * ms) where the key rescales, then acc = round(v * vs +
+// acc), key by key. dv == 64: the accumulator lives in 8 registers.
 template <bool kAcc16>
-void row_pass_dv64(const AttentionJob& job, const float* qr, const float* kf, const float* vf, const int64_t* keys,
-                   int64_t n, const uint8_t* vis, const float* alibi, float slope, float& M, float& S, float* acc) {
+void chunk_accumulate_dv64(const float* vf, const ChunkWeights& w, float* acc) {
   __m256 a[8];
   #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) a[i] = _mm256_loadu_ps(acc + 8 * i);
-  const bool l16 = job.ref_lanes == 16;
-  for (int64_t c = 0; c < n; ++c) {
-    if (vis[keys[c]] == 0) continue;
-    float s = l16 ? dot_l16(kf + c * job.dk, qr, job.dk) : dot_l8(kf + c * job.dk, qr, job.dk);
-    s *= job.scale;
-    if (job.softcap != 0.0f) s = job.softcap * std::tanh(s);
-    if (alibi != nullptr) s += slope * alibi[keys[c]];
-    float ms = 1.0f, vs = 1.0f;
-    if (s > M) {
-      const float m_old = M;
-      M = s;
-      ms = std::exp(m_old - M);
-      const __m256 vms = _mm256_set1_ps(ms);
+  for (int64_t k = 0; k < w.n; ++k) {
+    if (w.rescale[k]) {
+      const __m256 vms = _mm256_set1_ps(w.ms[k]);
       #pragma GCC unroll 8
       for (int i = 0; i < 8; ++i) a[i] = kAcc16 ? round_f16(_mm256_mul_ps(a[i], vms)) : _mm256_mul_ps(a[i], vms);
-    } else {
-      vs = std::exp(s - M);
     }
-    const __m256 vvs = _mm256_set1_ps(vs);
-    const float* v = vf + c * 64;
+    const __m256 vvs = _mm256_set1_ps(w.score[k]);
+    const float* v = vf + w.at[k] * 64;
     #pragma GCC unroll 8
     for (int i = 0; i < 8; ++i) {
       const __m256 y = _mm256_fmadd_ps(_mm256_loadu_ps(v + 8 * i), vvs, a[i]);
       a[i] = kAcc16 ? round_f16(y) : y;
     }
-    S = S * ms + vs;
   }
   #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) _mm256_storeu_ps(acc + 8 * i, a[i]);
 }
 
+void chunk_accumulate(const AttentionJob& job, const float* vf, const ChunkWeights& w, float* acc) {
+  if (job.dv == 64) return job.acc16 ? chunk_accumulate_dv64<true>(vf, w, acc) : chunk_accumulate_dv64<false>(vf, w, acc);
+  for (int64_t k = 0; k < w.n; ++k) {
+    if (w.rescale[k]) scale_acc(acc, w.ms[k], job.dv, job.acc16);
+    mad_acc(acc, vf + w.at[k] * job.dv, w.score[k], job.dv, job.acc16);
+  }
+}
+
+// One query row over the n converted cache rows keys[0..n) (their K in
+// kf[c * dk], V in vf[c * dv]); vis is the row's token's visibility row,
+// alibi its ALiBi distance row (null: none) and slope its head's slope.
+// Three passes, each in key order, with the arithmetic of ggml's one-row
+// loop: the dots, the softmax (scalars), the accumulator. Why: in one loop
+// the dot and exp calls spilled the accumulator around each call (no vector
+// register survives a call) and a key cost ~100 cycles.
 void row_pass(const AttentionJob& job, const float* qr, const float* kf, const float* vf, const int64_t* keys,
               int64_t n, const uint8_t* vis, const float* alibi, float slope, float& M, float& S, float* acc) {
-  if (job.dv == 64) {
-    if (job.acc16) row_pass_dv64<true>(job, qr, kf, vf, keys, n, vis, alibi, slope, M, S, acc);
-    else row_pass_dv64<false>(job, qr, kf, vf, keys, n, vis, alibi, slope, M, S, acc);
-    return;
-  }
-  const bool l16 = job.ref_lanes == 16;
-  for (int64_t c = 0; c < n; ++c) {
-    if (vis[keys[c]] == 0) continue;
-    const float s = l16 ? dot_l16(kf + c * job.dk, qr, job.dk) : dot_l8(kf + c * job.dk, qr, job.dk);
-    one_row_step(job, s, alibi != nullptr ? slope * alibi[keys[c]] : 0.0f, vf + c * job.dv, M, S, acc);
-  }
+  ChunkWeights w;
+  chunk_scores(job, qr, kf, keys, n, vis, w);
+  chunk_softmax(job, keys, alibi, slope, M, S, w);
+  chunk_accumulate(job, vf, w, acc);
 }
 
 }  // namespace
