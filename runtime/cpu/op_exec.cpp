@@ -439,14 +439,15 @@ void exec_Attention(ExecContext& c, const ir::Op& op) {
     for (size_t i = 0; i < sr.members.size(); ++i)
       std::memcpy(out.as<float>() + sr.members[i] * q_row, out_rows.data() + i * q_row, size_t(q_row) * 4);
   };
-  // A sequence that costs more than a thread's share of the step attends
-  // with the whole pool; the others are spread over the pool one sequence
-  // per worker at a time, each attending on its worker (the kernel's own
-  // parallel_for runs inline there, with the same split, so the same bits).
-  // Why: a decode step of 8 sequences at a short depth was 160 tiny
-  // parallel regions per step, whose dispatch cost more than their work.
+  // A sequence that costs more than half a thread's share of the step
+  // attends with the whole pool; the others are spread over the pool one
+  // sequence per worker at a time, each attending on its worker (the
+  // kernel's own parallel_for runs inline there, with the same split, so
+  // the same bits). Why: a decode step of 8 sequences was 160 small
+  // parallel regions per step; a few large sequences (3 prefill chunks on
+  // 2 threads) still split each one, not 2 + 1.
   std::vector<size_t> shared;
-  const int64_t share = total_cost(seqs) / std::max(1, c.pool.size());
+  const int64_t share = total_cost(seqs) / (2 * std::max(1, c.pool.size()));
   for (size_t i = 0; i < seqs.size(); ++i)
     if (seqs.size() == 1 || seqs[i].cost() > share) attend(seqs[i]);
     else shared.push_back(i);
