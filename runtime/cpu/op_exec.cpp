@@ -360,6 +360,25 @@ int64_t total_cost(const std::vector<SequenceRows>& seqs) {
   return sum;
 }
 
+// Calls attend(sr) for every sequence. A sequence that costs more than
+// half a thread's share of the step attends with the whole pool; the
+// others are spread over the pool one sequence per worker at a time, each
+// attending on its worker (the kernel's own parallel_for runs inline there,
+// with the same split, so the same bits). Why: a decode step of 8
+// sequences was 160 small parallel regions per step; a few large sequences
+// (3 prefill chunks on 2 threads) still split each one, not 2 + 1.
+template <class Attend>
+void attend_sequences(ThreadPool& pool, const std::vector<SequenceRows>& seqs, Attend&& attend) {
+  std::vector<size_t> shared;
+  const int64_t share = total_cost(seqs) / (2 * std::max(1, pool.size()));
+  for (size_t i = 0; i < seqs.size(); ++i)
+    if (seqs.size() == 1 || seqs[i].cost() > share) attend(seqs[i]);
+    else shared.push_back(i);
+  pool.parallel_for(int64_t(shared.size()), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) attend(seqs[shared[size_t(i)]]);
+  });
+}
+
 // Appends each token's K/V row to its sequence's cache at its position,
 // then attends per sequence over that sequence's cache.
 void exec_Attention(ExecContext& c, const ir::Op& op) {
@@ -439,21 +458,7 @@ void exec_Attention(ExecContext& c, const ir::Op& op) {
     for (size_t i = 0; i < sr.members.size(); ++i)
       std::memcpy(out.as<float>() + sr.members[i] * q_row, out_rows.data() + i * q_row, size_t(q_row) * 4);
   };
-  // A sequence that costs more than half a thread's share of the step
-  // attends with the whole pool; the others are spread over the pool one
-  // sequence per worker at a time, each attending on its worker (the
-  // kernel's own parallel_for runs inline there, with the same split, so
-  // the same bits). Why: a decode step of 8 sequences was 160 small
-  // parallel regions per step; a few large sequences (3 prefill chunks on
-  // 2 threads) still split each one, not 2 + 1.
-  std::vector<size_t> shared;
-  const int64_t share = total_cost(seqs) / (2 * std::max(1, c.pool.size()));
-  for (size_t i = 0; i < seqs.size(); ++i)
-    if (seqs.size() == 1 || seqs[i].cost() > share) attend(seqs[i]);
-    else shared.push_back(i);
-  c.pool.parallel_for(int64_t(shared.size()), [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) attend(seqs[shared[size_t(i)]]);
-  });
+  attend_sequences(c.pool, seqs, attend);
 }
 
 // Stores each token's raw key in the side cache first (a query reads the
