@@ -89,6 +89,42 @@ TEST_CASE("sequences decoded in one batch match sequences decoded alone", "[e2e]
   CHECK(test::relative_l2(both.row(1), second.row(0)) < 1e-6);
 }
 
+// A step of several sequences: the attention op spreads the small ones over
+// the pool, one per worker, and gives a large one (here a whole prompt) the
+// pool to itself (attend_sequences, runtime/cpu/op_exec.cpp). Each sequence
+// must still get the logits it gets alone.
+TEST_CASE("a step of five decode rows and a prompt gives each sequence its logits alone", "[e2e][reference]") {
+  const std::string path = test::model_path("qwen2", "f32");
+  const auto prompt = test::sample_prompt(path);
+  REQUIRE(prompt.size() >= 12);
+  const std::vector<size_t> lengths{5, 7, 9, 11, prompt.size()};
+  const std::vector<int32_t> next{100, 200, 300, 400, 500};
+  std::vector<std::vector<float>> alone_rows;
+  Session alone(path, {.threads = 2, .n_ctx = 128, .n_slots = 1});
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    alone.reset(0);
+    alone.prefill(0, head(prompt, lengths[i]), 0);
+    alone_rows.push_back(
+        alone.decode(std::vector<int32_t>{0}, std::vector<int32_t>{next[i]}, std::vector<int32_t>{int32_t(lengths[i])})
+            .row(0));
+  }
+  alone.reset(0);
+  alone_rows.push_back(alone.prefill(0, prompt, 0).row(0));
+  Session batched(path, {.threads = 2, .n_ctx = 128, .n_slots = 6});
+  std::vector<SeqChunk> chunks;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    batched.prefill(int32_t(i), head(prompt, lengths[i]), 0);
+    chunks.push_back({int32_t(i), {&next[i], 1}, int32_t(lengths[i]), 1});
+  }
+  chunks.push_back({5, prompt, 0, 1});
+  const HostTensor out = batched.step(chunks);
+  REQUIRE(out.shape.at(0) == int64_t(chunks.size()));
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    INFO("sequence " << i);
+    CHECK(test::relative_l2(out.row(int64_t(i)), alone_rows[i]) < 1e-6);
+  }
+}
+
 // A speculative verify chunk must give each row the bits of its decode
 // step (docs/speculative.md, "The guarantee"). Q4_K weights in the x8
 // layout are the case where a matmul's order depends on its row count:
