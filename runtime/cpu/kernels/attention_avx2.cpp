@@ -150,7 +150,7 @@ constexpr int64_t kOneRowChunk = 32;  // cache rows converted per pass
 struct ChunkWeights {
   int64_t n = 0;               // visible keys of the chunk
   int64_t at[kOneRowChunk];    // their index in the chunk
-  float score[kOneRowChunk];   // dot, then s, then vs
+  float score[kOneRowChunk];   // the dot, replaced by vs in chunk_softmax
   float ms[kOneRowChunk];      // the rescale factor (where rescale[i])
   bool rescale[kOneRowChunk];
 };

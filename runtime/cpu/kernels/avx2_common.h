@@ -212,6 +212,12 @@ inline __m256i lane16_shuffle(int k) {
   return _mm256_set1_epi16(static_cast<int16_t>((2 * k) | ((2 * k + 1) << 8)));
 }
 
+// Q6_K: the 16 signed sub-block scales of a super-block as int16 lanes
+// (scale j in lane j).
+inline __m256i q6_k_scales16(const BlockQ6_K& wb) {
+  return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales)));
+}
+
 // Q6_K: the 6-bit codes (0..63) of half h (128 values) of a super-block,
 // as 4 vectors of 32 bytes in ggml's order.
 inline void q6_k_codes(const BlockQ6_K& wb, int h, __m256i q[4]) {

@@ -215,7 +215,7 @@ void gemm_q6_k(int64_t n, const void* w, int64_t ws, const void* x, int64_t xs, 
     #pragma GCC unroll 16
     for (int r = 0; r < RM; ++r) {
       wb[r] = &block_at<BlockQ6_K>(w, ws, r, b);
-      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb[r]->scales)));
+      const __m256i sc16 = q6_k_scales16(*wb[r]);
       #pragma GCC unroll 16
       for (int t = 0; t < NT; ++t)
         isum[r][t] = _mm256_sub_epi32(_mm256_setzero_si256(),
@@ -227,8 +227,9 @@ void gemm_q6_k(int64_t n, const void* w, int64_t ws, const void* x, int64_t xs, 
       for (int r = 0; r < RM; ++r) {
         __m256i q[4];
         q6_k_codes(*wb[r], h, q);
-        const __m256i half = scales_half(
-            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb[r]->scales))), h);
+        // The scales are reloaded (L1), not kept from above: at 2 x 4 the
+        // isum tile, codes and products fill the 16 registers.
+        const __m256i half = scales_half(q6_k_scales16(*wb[r]), h);
         #pragma GCC unroll 16
         for (int k = 0; k < 4; ++k) {
           const __m256i scale = pair_scales(half, k);

@@ -414,7 +414,7 @@ float dot_q6_k(int64_t n, const void* vw, const void* vx) {
     const BlockQ6_K& wb = w[b];
     const BlockQ8_K& xb = x[b];
     // The +32 offset of the codes: 32 * scale * bsum, sub-block pairs in 8 lanes.
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales)));
+    const __m256i sc16 = q6_k_scales16(wb);
     const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(sc16, loadu(xb.bsums)), 5);
     __m256i isum = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {

@@ -278,7 +278,7 @@ float dot_q6_k(int64_t n, const void* vw, const void* vx) {
     prefetch_dot_ahead(&wb);
     prefetch_dot_ahead(reinterpret_cast<const uint8_t*>(&wb) + 64);
     prefetch_dot_ahead(reinterpret_cast<const uint8_t*>(&wb) + 128);
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales)));
+    const __m256i sc16 = q6_k_scales16(wb);
     const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(sc16, loadu(xb.bsums)), 5);
     const __m512i scz = _mm512_castsi256_si512(sc16);
     __m512i isum = _mm512_setzero_si512();
@@ -334,7 +334,7 @@ void gemm_q6_k(int64_t n, const void* w, int64_t ws, const void* x, int64_t xs, 
       #pragma GCC unroll 16
       for (int r = 0; r < RM; ++r) {
         const __m512i scz = _mm512_castsi256_si512(
-            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb[r]->scales))));
+            q6_k_scales16(*wb[r]));
         __m512i c01, c23;
         q6_codes512(*wb[r], h, c01, c23);
         const __m512i s01 = q6_scales(scz, 2 * h), s23 = q6_scales(scz, 2 * h + 1);
@@ -348,7 +348,7 @@ void gemm_q6_k(int64_t n, const void* w, int64_t ws, const void* x, int64_t xs, 
     }
     #pragma GCC unroll 16
     for (int r = 0; r < RM; ++r) {
-      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb[r]->scales)));
+      const __m256i sc16 = q6_k_scales16(*wb[r]);
       #pragma GCC unroll 16
       for (int t = 0; t < NT; ++t)
         lanes[r][t] = _mm256_sub_epi32(fold(isum[r][t]), _mm256_slli_epi32(_mm256_madd_epi16(sc16, loadu(xb[t]->bsums)), 5));
