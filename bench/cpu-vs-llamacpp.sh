@@ -49,7 +49,10 @@
 #    time of each engine beside the step's bandwidth floor: (bytes of
 #    weights one token reads + D x the KV cache's bytes per position, which
 #    vtc bench reports for the cache type) / the median bandwidth of that
-#    thread count. --only-depth skips the pp/tg/batch rounds and serving.
+#    thread count, and the prefill of those D tokens in tok/s for both
+#    engines (issue 43's "prefill of 16384 tokens": each engine's own
+#    batching, timed once per round). --only-depth skips the pp/tg/batch
+#    rounds and serving.
 #
 # The binaries are copied into WORKDIR/bin first (a rebuild during the run
 # cannot mix two builds). Progress goes to stderr; each invocation's log
@@ -306,8 +309,9 @@ def main_table():
 
 def depth_table():
     print("| type | cache | threads | depth | vtc step ms | llama.cpp step ms | llama.cpp / vtc | floor ms "
-          "| vtc / floor | llama.cpp / floor | vtc spread | llama.cpp spread |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| vtc / floor | llama.cpp / floor | vtc spread | llama.cpp spread "
+          "| prefill D tok/s vtc | llama.cpp | vtc / llama.cpp |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     kv_notes = {}
     for th in threads:
         for t in types:
@@ -320,13 +324,20 @@ def depth_table():
                     v = [x for j in js for x in j["vtc"]["step1_ms"]]
                     l = [x for j in js for x in j["llama.cpp"]["step1_ms"]]
                     mv, ml = med(v), med(l)
+                    # the context's prefill (once per round; older JSON has none)
+                    pv = [1e3 * int(d) / j["vtc"]["context_prefill_ms"] for j in js if "context_prefill_ms" in j["vtc"]]
+                    pl = [1e3 * int(d) / j["llama.cpp"]["context_prefill_ms"] for j in js
+                          if "context_prefill_ms" in j["llama.cpp"]]
+                    prefill = [fmt(med(pv), 1), fmt(med(pl), 1), fmt(med(pv) / med(pl))] if pv and pl else ["-"] * 3
                     row([t, c, th, d, fmt(mv), fmt(ml), fmt(ml / mv), fmt(floor), fmt(mv / floor), fmt(ml / floor),
-                         fmt(spread(v)), fmt(spread(l))])
+                         fmt(spread(v)), fmt(spread(l))] + prefill)
     print()
     print(f"Decode at depth: one-token steps after D cached tokens (`vtc bench -p 0 -n 0 --batch-rows 1 "
           f"--batch-context D -ctk C -ctv C --vs-reference -r 1` per round, medians of {reps} rounds). Floor = "
           f"(bytes of weights per token + D x KV bytes per position) / the median bandwidth of that thread count; "
-          f"KV: " + "; ".join(kv_notes.values()) + ".")
+          f"KV: " + "; ".join(kv_notes.values()) + ". Prefill D: the D prompt tokens each engine runs before "
+          f"those steps (one prompt, its engine's default batching, timed once per round, no warm-up before it), "
+          f"medians of the rounds.")
 
 if only_depth == "0":
     main_table()

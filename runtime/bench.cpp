@@ -106,10 +106,15 @@ void bench_batch_step(Session& session, const BenchSpec& spec, BenchFigures& f, 
   if (batch_step_context(spec) > session.n_ctx())
     throw Error(fmt::format("bench: the batched step needs a context of {} (have {})", batch_step_context(spec),
                             session.n_ctx()));
+  const auto prefill_start = clock_type::now();
   for (int32_t b = 0; b < rows; ++b) {
     session.reset(b);
     session.prefill(b, bench_tokens(ctx, int64_t{b} * ctx, session.n_vocab()), 0);
   }
+  f.context_prefill_ms = 1e3 * seconds_since(prefill_start);
+  if (progress)
+    progress(fmt::format("context: {} x {} tokens prefilled in {:.1f} s ({:.1f} tok/s)", rows, ctx,
+                         f.context_prefill_ms / 1e3, 1e3 * double(rows) * ctx / f.context_prefill_ms));
   if (context_ready) context_ready();
   std::vector<int32_t> slots(static_cast<size_t>(rows)), pos(static_cast<size_t>(rows), ctx);
   std::iota(slots.begin(), slots.end(), 0);

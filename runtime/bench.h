@@ -41,6 +41,11 @@ struct BenchFigures {
   std::vector<double> tg_tokens_per_s;
   std::vector<double> step1_ms;         // ms per 1-row decode step, one per repetition
   std::vector<double> stepn_ms;         // ms per batch_rows-row decode step
+  // The batched steps' context: ms to prefill batch_context tokens into
+  // each of the batch_rows slots, one prompt after another (once, with no
+  // warm-up before it: it includes the first step's set-up, which is lost
+  // in the time of a long context, the figure it is for). 0: not measured.
+  double context_prefill_ms = 0;
   // Which kernels ran: vtc's CPU ISA level ("avx512vnni"), or the
   // instruction sets of llama.cpp's loaded CPU backend ("AVX2 AVX512 ...").
   std::string kernels;
@@ -71,7 +76,8 @@ BenchFigures bench_session(Session& session, const BenchSpec& spec, const BenchP
 // on slow builds); then each repetition (after one warm-up) times
 // batch_steps 1-row steps (slot 0) and batch_steps B-row steps (slots
 // 0..B-1, each at its own next position), so the context grows by
-// 2 * batch_steps per repetition. Fills f.step1_ms and f.stepn_ms.
+// 2 * batch_steps per repetition. Fills f.step1_ms, f.stepn_ms and
+// f.context_prefill_ms.
 // `context_ready`, when given, runs between the prefills and the steps
 // (vtc bench --profile starts the op profile there).
 void bench_batch_step(Session& session, const BenchSpec& spec, BenchFigures& f,

@@ -138,7 +138,10 @@ TEST_CASE("vtc bench --vs-reference --batch-rows runs the batched step in llama.
     check_positive(j.at(engine).at("tg"), 3);
     check_positive(j.at(engine).at("step1_ms"), 3);
     check_positive(j.at(engine).at("stepn_ms"), 3);
+    // the 3 x 8 context tokens' prefill, timed in each engine
+    CHECK(j.at(engine).at("context_prefill_ms").get<double>() > 0);
   }
+  CHECK(out.find("| context 3 x 8 tok/s (once) |") != std::string::npos);
   std::filesystem::remove(json);
 }
 

@@ -669,7 +669,8 @@ int cmd_chat_template(const Args& a) {
 // repetition times K one-row steps on sequence 0 and K steps of one batch
 // of B rows (one token per sequence, B seq ids, logits for every row), ms
 // per step; positions keep growing across repetitions.
-// JSON {"pp": [tok/s...], "tg": [...], "step1_ms": [...], "stepn_ms": [...]}.
+// JSON {"pp": [tok/s...], "tg": [...], "step1_ms": [...], "stepn_ms": [...],
+// "context_prefill_ms": ms}.
 struct BenchArgs {
   int pp = 512, tg = 128, reps = 3, threads = 2;
   int batch_rows = 0, batch_context = 64, batch_steps = 16;
@@ -786,11 +787,13 @@ void bench_batch_step(llama_model* model, const BenchArgs& b, int n_vocab, nlohm
   llama_batch batch = llama_batch_init(n_batch, 0, 1);
   std::vector<int> iota(static_cast<size_t>(n_batch));
   for (size_t i = 0; i < iota.size(); ++i) iota[i] = int(i);
-  for (int s = 0; s < rows; ++s) {  // once, as vtc bench does
+  const auto prefill_start = Clock::now();
+  for (int s = 0; s < rows; ++s) {  // once, as vtc bench does, and timed as it times it
     std::vector<llama_token> prompt(static_cast<size_t>(c));
     for (int i = 0; i < c; ++i) prompt[size_t(i)] = bench_token(int64_t(s) * c + i, n_vocab);
     decode_rows(ctx, batch, c, prompt, std::vector<int>(static_cast<size_t>(c), s), iota, false);
   }
+  out["context_prefill_ms"] = 1e3 * seconds_since(prefill_start);
   const std::vector<int> seqs(iota.begin(), iota.begin() + rows);
   std::vector<int> pos(static_cast<size_t>(rows), c), pos0{c};  // sequence 0 also holds the 1-row steps
   nlohmann::json one = nlohmann::json::array(), many = nlohmann::json::array();

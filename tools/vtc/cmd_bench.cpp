@@ -92,8 +92,9 @@ BenchFigures run_reference(const BenchOptions& o) {
   while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
   if (pclose(pipe) != 0) throw Error("bench: the reference run failed: " + cmd);
   auto j = nlohmann::json::parse(out);
-  return {doubles(j, "pp"), doubles(j, "tg"), doubles(j, "step1_ms"), doubles(j, "stepn_ms"),
-          j.value("cpu_features", std::string())};
+  BenchFigures f{doubles(j, "pp"), doubles(j, "tg"), doubles(j, "step1_ms"), doubles(j, "stepn_ms"),
+                 j.value("context_prefill_ms", 0.0), j.value("cpu_features", std::string())};
+  return f;
 }
 
 Bandwidth run_bandwidth(const BenchOptions& o) {
@@ -197,6 +198,10 @@ void print_table(const BenchOptions& o, const BenchFigures& vtc, const BenchFigu
     row("step1 ms", vtc.step1_median(), ref.step1_median());
     row(fmt::format("step{} ms", b), vtc.stepn_median(), ref.stepn_median());
     row(fmt::format("step{} / step1", b), ratio(vtc), ratio(ref));
+    auto prefill_tok_s = [&](const BenchFigures& f) {
+      return f.context_prefill_ms > 0 ? 1e3 * double(b) * o.spec.batch_context / f.context_prefill_ms : 0;
+    };
+    row(fmt::format("context {} x {} tok/s (once)", b, o.spec.batch_context), prefill_tok_s(vtc), prefill_tok_s(ref));
   }
   fmt::print("(medians of {} repetitions, {} threads)\n", o.spec.repetitions, o.threads);
   if (!vtc.kernels.empty()) fmt::print("kernels: vtc {}", vtc.kernels);
@@ -235,6 +240,7 @@ nlohmann::json figures_json(const BenchFigures& f) {
   nlohmann::json j = {{"pp", f.pp_tokens_per_s}, {"tg", f.tg_tokens_per_s}};
   if (!f.step1_ms.empty()) j["step1_ms"] = f.step1_ms;
   if (!f.stepn_ms.empty()) j["stepn_ms"] = f.stepn_ms;
+  if (f.context_prefill_ms > 0) j["context_prefill_ms"] = f.context_prefill_ms;
   if (!f.kernels.empty()) j["kernels"] = f.kernels;
   return j;
 }
