@@ -328,11 +328,13 @@ static bool depth_bench_runs(GgmlType t) {
 // what they cost at a bandwidth given in VTC_BENCH_GBPS (default 50).
 // VTC_BENCH_CACHED=1 runs every layer on the first layer's buffers, so
 // the rows come from the caches at 4096 keys: the compute alone.
+// VTC_BENCH_THREADS: the pool's threads (default 2).
 //   build/tests/cpu_kernels/test_cpu_kernels "[.depth-bench]"
 TEST_CASE("attention at depth timing: one decode step of the bench model's 20 layers", "[.depth-bench]") {
   const int64_t H = 20, Hkv = 4, D = 64, layers = 20;
   const double gbps = std::getenv("VTC_BENCH_GBPS") ? std::atof(std::getenv("VTC_BENCH_GBPS")) : 50.0;
   const bool cached = std::getenv("VTC_BENCH_CACHED") != nullptr;
+  const int threads = std::getenv("VTC_BENCH_THREADS") ? std::atoi(std::getenv("VTC_BENCH_THREADS")) : 2;
   const auto q = test::random_floats(size_t(H * D), 31);
   const int64_t only_depth = std::getenv("NKV") ? std::atoi(std::getenv("NKV")) : 0;  // that depth alone
   for (int64_t n_kv : {4096, 16384})
@@ -345,7 +347,7 @@ TEST_CASE("attention at depth timing: one decode step of the bench model's 20 la
       p.n_tokens = 1, p.n_head = H, p.n_head_kv = Hkv, p.head_dim = D, p.n_kv = n_kv, p.scale = 0.125f;
       p.k_type = p.v_type = t;
       const int32_t pos = int32_t(n_kv - 1);
-      ThreadPool pool(2);
+      ThreadPool pool(threads);
       std::vector<float> out(size_t(H * D));
       std::vector<double> ms;
       for (int rep = 0; rep < 6; ++rep) {
@@ -358,8 +360,8 @@ TEST_CASE("attention at depth timing: one decode step of the bench model's 20 la
       }
       std::sort(ms.begin(), ms.end());
       const double bytes = 2.0 * double(layers) * double(one.size());
-      WARN(fmt::format("{} keys, {}: {:.2f} ms for {} layers (median of 6, 2 threads); {:.1f} MB read, {:.2f} ms at {:.0f} GB/s",
-                       n_kv, ggml_type_name(t), ms[3], layers, bytes / 1e6, bytes / gbps / 1e6, gbps));
+      WARN(fmt::format("{} keys, {}: {:.2f} ms for {} layers (median of 6, {} threads); {:.1f} MB read, {:.2f} ms at {:.0f} GB/s",
+                       n_kv, ggml_type_name(t), ms[3], layers, threads, bytes / 1e6, bytes / gbps / 1e6, gbps));
     }
 }
 
