@@ -196,8 +196,10 @@ void print_table(const BenchOptions& o, const BenchFigures& vtc, const BenchFigu
     const int32_t b = o.spec.batch_rows;
     auto ratio = [](const BenchFigures& f) { return f.step1_median() > 0 ? f.stepn_median() / f.step1_median() : 0; };
     row("step1 ms", vtc.step1_median(), ref.step1_median());
-    row(fmt::format("step{} ms", b), vtc.stepn_median(), ref.stepn_median());
-    row(fmt::format("step{} / step1", b), ratio(vtc), ratio(ref));
+    if (b > 1) {  // a "step of 1 row" twice says nothing new
+      row(fmt::format("step{} ms", b), vtc.stepn_median(), ref.stepn_median());
+      row(fmt::format("step{} / step1", b), ratio(vtc), ratio(ref));
+    }
     auto prefill_tok_s = [&](const BenchFigures& f) {
       return f.context_prefill_ms > 0 ? 1e3 * double(b) * o.spec.batch_context / f.context_prefill_ms : 0;
     };
