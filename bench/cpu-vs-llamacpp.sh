@@ -324,10 +324,11 @@ def depth_table():
                     v = [x for j in js for x in j["vtc"]["step1_ms"]]
                     l = [x for j in js for x in j["llama.cpp"]["step1_ms"]]
                     mv, ml = med(v), med(l)
-                    # the context's prefill (once per round; older JSON has none)
-                    pv = [1e3 * int(d) / j["vtc"]["context_prefill_ms"] for j in js if "context_prefill_ms" in j["vtc"]]
-                    pl = [1e3 * int(d) / j["llama.cpp"]["context_prefill_ms"] for j in js
-                          if "context_prefill_ms" in j["llama.cpp"]]
+                    # the context's prefill in tok/s (once per round; older JSON has none)
+                    def prefill_tok_s(engine):
+                        return [1e3 * int(d) / j[engine]["context_prefill_ms"] for j in js
+                                if "context_prefill_ms" in j[engine]]
+                    pv, pl = prefill_tok_s("vtc"), prefill_tok_s("llama.cpp")
                     prefill = [fmt(med(pv), 1), fmt(med(pl), 1), fmt(med(pv) / med(pl))] if pv and pl else ["-"] * 3
                     row([t, c, th, d, fmt(mv), fmt(ml), fmt(ml / mv), fmt(floor), fmt(mv / floor), fmt(ml / floor),
                          fmt(spread(v)), fmt(spread(l))] + prefill)

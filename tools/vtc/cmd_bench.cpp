@@ -92,9 +92,8 @@ BenchFigures run_reference(const BenchOptions& o) {
   while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
   if (pclose(pipe) != 0) throw Error("bench: the reference run failed: " + cmd);
   auto j = nlohmann::json::parse(out);
-  BenchFigures f{doubles(j, "pp"), doubles(j, "tg"), doubles(j, "step1_ms"), doubles(j, "stepn_ms"),
-                 j.value("context_prefill_ms", 0.0), j.value("cpu_features", std::string())};
-  return f;
+  return {doubles(j, "pp"), doubles(j, "tg"), doubles(j, "step1_ms"), doubles(j, "stepn_ms"),
+          j.value("context_prefill_ms", 0.0), j.value("cpu_features", std::string())};
 }
 
 Bandwidth run_bandwidth(const BenchOptions& o) {

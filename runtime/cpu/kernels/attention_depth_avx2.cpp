@@ -406,7 +406,7 @@ void DepthTile<D, KQ8, VQ8>::run(const AttentionJob& job, int64_t j0, int64_t j1
                                  bool resume) {
   const int64_t G = job.group, Hkv = job.n_head_kv;
   // 32-byte aligned: the inner loops read the query rows (and the scores)
-  // as memory operands, and a 32-byte load across a cache line costs two
+  // as memory operands, and a 32-byte load across a cache line costs two.
   thread_local std::vector<float> qf, qd, sc;
   thread_local std::vector<int8_t> qc;
   qf.resize(size_t(job.n_head * D) + 8);
