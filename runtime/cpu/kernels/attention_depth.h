@@ -50,10 +50,6 @@ struct RowPrefetcher {
   }
 };
 
-// A short last tile's missing rows point here: zero keys (masked) and zero
-// values, for heads of up to 256 values of either cache type.
-alignas(64) inline const uint8_t kDepthZeroRow[512] = {};
-
 // The running (M, S, acc) of n_head heads of `d` values, empty: before the
 // first of a range's rows (a resumed range keeps the ones it is given).
 inline void start_depth_heads(int64_t n_head, int64_t d, float* M, float* S, float* acc) {
