@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "runtime/cpu/kernels/attention_internal.h"
 
@@ -100,6 +101,70 @@ void walk_depth_tiles(const AttentionJob& job, int64_t j0, int64_t j1, Visit&& v
       for (int jj = 0; jj < tile.n; ++jj) tile.dist[jj] = job.alibi_dist[t0 + jj];
     tile.alibi = job.alibi_dist != nullptr ? tile.dist : nullptr;
     visit(tile, ahead);
+  }
+}
+
+// The tile's K and V rows for kv head 0 (head hk's are hk head sizes
+// further) into krow[0..Keys) and vrow[0..Keys). A short last tile repeats
+// its last row: masked, so its weight is exactly 0 (the kernels' exp of
+// -inf), and read in bounds for every kv head.
+template <int Keys, int Lanes>
+void depth_tile_rows(const AttentionJob& job, const DepthTileKeys<Keys, Lanes>& tile, const uint8_t** krow,
+                     const uint8_t** vrow) {
+  for (int jj = 0; jj < Keys; ++jj) {
+    const int64_t row = tile.rows[std::min(jj, tile.n - 1)] * job.n_head_kv;
+    krow[jj] = job.k + size_t(row) * size_t(job.k_head_bytes);
+    vrow[jj] = job.v + size_t(row) * size_t(job.v_head_bytes);
+  }
+}
+
+// f(g, batch) for the heads [g, g + batch) of a group of G, in batches of
+// at most MaxBatch, as even as they go (7 heads at most 6 a batch are 4 +
+// 3, not 6 + 1: a batch of one head has the fewest independent chains);
+// the batch size is a std::integral_constant, for the kernels' templates.
+template <int N, class F>
+void depth_call_batch(int hb, int64_t g, F& f) {
+  if constexpr (N > 1)
+    if (hb < N) return depth_call_batch<N - 1>(hb, g, f);
+  f(g, std::integral_constant<int, N>{});
+}
+template <int MaxBatch, class F>
+void depth_head_batches(int64_t G, F&& f) {
+  const int64_t n = (G + MaxBatch - 1) / MaxBatch;
+  for (int64_t b = 0, g = 0; b < n; ++b) {
+    const int hb = int((G - g) / (n - b));
+    depth_call_batch<MaxBatch>(hb, g, f);
+    g += hb;
+  }
+}
+
+// The depth kernels' entry (depth_block_avx512's contract): runs
+// Tile<D, K is q8_0, V is q8_0>::run for the job's head size and cache
+// types, or returns false where no instance takes the job (other types,
+// unequal head sizes, several tokens, too large a group).
+template <template <int, bool, bool> class Tile, int D>
+void run_depth_types(const AttentionJob& job, int64_t j0, int64_t j1, float* M, float* S, float* acc, bool resume) {
+  const bool k_q8 = job.k_type == GgmlType::Q8_0, v_q8 = job.v_type == GgmlType::Q8_0;
+  if (k_q8 && v_q8) return Tile<D, true, true>::run(job, j0, j1, M, S, acc, resume);
+  if (k_q8) return Tile<D, true, false>::run(job, j0, j1, M, S, acc, resume);
+  if (v_q8) return Tile<D, false, true>::run(job, j0, j1, M, S, acc, resume);
+  Tile<D, false, false>::run(job, j0, j1, M, S, acc, resume);
+}
+template <template <int, bool, bool> class Tile>
+bool run_depth_kernel(const AttentionJob& job, int64_t j0, int64_t j1, float* M, float* S, float* acc, bool resume) {
+  const bool k_q8 = job.k_type == GgmlType::Q8_0, v_q8 = job.v_type == GgmlType::Q8_0;
+  if ((!k_q8 && job.k_type != GgmlType::F16) || (!v_q8 && job.v_type != GgmlType::F16)) return false;
+  if (job.dv != job.dk || job.n_tokens != 1 || job.group > kAttentionDepthMaxGroup) return false;
+  switch (job.dk) {
+    case 32: run_depth_types<Tile, 32>(job, j0, j1, M, S, acc, resume); return true;
+    case 64: run_depth_types<Tile, 64>(job, j0, j1, M, S, acc, resume); return true;
+    case 96: run_depth_types<Tile, 96>(job, j0, j1, M, S, acc, resume); return true;
+    case 128: run_depth_types<Tile, 128>(job, j0, j1, M, S, acc, resume); return true;
+    case 160: run_depth_types<Tile, 160>(job, j0, j1, M, S, acc, resume); return true;
+    case 192: run_depth_types<Tile, 192>(job, j0, j1, M, S, acc, resume); return true;
+    case 224: run_depth_types<Tile, 224>(job, j0, j1, M, S, acc, resume); return true;
+    case 256: run_depth_types<Tile, 256>(job, j0, j1, M, S, acc, resume); return true;
+    default: return false;
   }
 }
 

@@ -284,26 +284,7 @@ struct DepthTile {
     }
   }
 
-  // The heads of a group in batches of at most kMaxBatch, as even as they
-  // go (a group of 6 is 3 + 3, not 5 + 1: a batch of one head has half the
-  // independent chains). f(first head, batch size as a compile-time
-  // std::integral_constant, for scores<HB> and accumulate<HB>).
-  static constexpr int kMaxBatch = 5;
-  template <class F>
-  static void head_batches(int64_t G, F&& f) {
-    const int64_t n = (G + kMaxBatch - 1) / kMaxBatch;
-    for (int64_t b = 0, g = 0; b < n; ++b) {
-      const int hb = int((G - g) / (n - b));
-      switch (hb) {
-        case 1: f(g, std::integral_constant<int, 1>{}); break;
-        case 2: f(g, std::integral_constant<int, 2>{}); break;
-        case 3: f(g, std::integral_constant<int, 3>{}); break;
-        case 4: f(g, std::integral_constant<int, 4>{}); break;
-        default: f(g, std::integral_constant<int, kMaxBatch>{}); break;
-      }
-      g += hb;
-    }
-  }
+  static constexpr int kMaxBatch = 5;  // heads per batch (depth_head_batches)
 
   // The query rows of every head as query_for_k converts them for K: f32
   // rows D apart (an f16 K), or q8_0 codes D apart and their block scales
@@ -341,7 +322,7 @@ struct DepthTile {
     const size_t koff = size_t(hk) * size_t(job.k_head_bytes), voff = size_t(hk) * size_t(job.v_head_bytes);
     const __m256 scale = _mm256_set1_ps(job.scale), minus_inf = _mm256_set1_ps(-__builtin_inff());
     for (int s = 0; s < kSub; ++s)
-      head_batches(G, [&](int64_t g0, auto hb) {
+      depth_head_batches<kMaxBatch>(G, [&](int64_t g0, auto hb) {
         // 2 rows of the next tile per sub-tile and batch: its 64 rows spread
         // over the whole tile's compute for a group of 5 (4 per call measured
         // 10-20% slower at 16384 keys from DRAM: the prefetches came in bursts)
@@ -385,7 +366,7 @@ struct DepthTile {
       weights = sc + G * kKeys;
       fold_v_scales(G, sc, vrow, voff, weights);
     }
-    head_batches(G, [&](int64_t g0, auto hb) {
+    depth_head_batches<kMaxBatch>(G, [&](int64_t g0, auto hb) {
       accumulate<hb>(weights + g0 * kWeightsPerHead, vrow, voff, corr + g0, acc + g0 * D);
     });
   }
@@ -423,17 +404,9 @@ void DepthTile<D, KQ8, VQ8>::run(const AttentionJob& job, int64_t j0, int64_t j1
   if (!resume) start_depth_heads(job.n_head, D, M, S, acc);
   // Every kv head per tile: the tile's rows are read from memory once.
   walk_depth_tiles<kKeys, kTile>(job, j0, j1, [&](const DepthTileKeys<kKeys, kTile>& tile, RowPrefetcher& ahead) {
-    const int n = tile.n;
     const uint8_t* krow[kKeys];
     const uint8_t* vrow[kKeys];
-    // Kv head 0's rows (head hk's are hk head sizes further). A short last
-    // tile repeats its last row: masked, so its weight is exactly 0
-    // (exp_nonpositive(-inf)), read in bounds for every kv head.
-    for (int jj = 0; jj < kKeys; ++jj) {
-      const int64_t row = tile.rows[std::min(jj, n - 1)] * Hkv;
-      krow[jj] = job.k + size_t(row) * size_t(job.k_head_bytes);
-      vrow[jj] = job.v + size_t(row) * size_t(job.v_head_bytes);
-    }
+    depth_tile_rows(job, tile, krow, vrow);
     __m256 live[kSub];
     for (int s = 0; s < kSub; ++s) live[s] = live_lanes(tile.live[s]);
     for (int64_t hk = 0; hk < Hkv; ++hk) {
@@ -444,32 +417,10 @@ void DepthTile<D, KQ8, VQ8>::run(const AttentionJob& job, int64_t j0, int64_t j1
   });
 }
 
-template <int D>
-void run_types(const AttentionJob& job, bool k_q8, bool v_q8, int64_t j0, int64_t j1, float* M, float* S, float* acc,
-               bool resume) {
-  if (k_q8 && v_q8) return DepthTile<D, true, true>::run(job, j0, j1, M, S, acc, resume);
-  if (k_q8) return DepthTile<D, true, false>::run(job, j0, j1, M, S, acc, resume);
-  if (v_q8) return DepthTile<D, false, true>::run(job, j0, j1, M, S, acc, resume);
-  DepthTile<D, false, false>::run(job, j0, j1, M, S, acc, resume);
-}
-
 }  // namespace
 
 bool depth_block_avx2(const AttentionJob& job, int64_t j0, int64_t j1, float* M, float* S, float* acc, bool resume) {
-  const bool k_q8 = job.k_type == GgmlType::Q8_0, v_q8 = job.v_type == GgmlType::Q8_0;
-  if ((!k_q8 && job.k_type != GgmlType::F16) || (!v_q8 && job.v_type != GgmlType::F16)) return false;
-  if (job.dv != job.dk || job.n_tokens != 1 || job.group > kMaxGroup) return false;
-  switch (job.dk) {
-    case 32: run_types<32>(job, k_q8, v_q8, j0, j1, M, S, acc, resume); return true;
-    case 64: run_types<64>(job, k_q8, v_q8, j0, j1, M, S, acc, resume); return true;
-    case 96: run_types<96>(job, k_q8, v_q8, j0, j1, M, S, acc, resume); return true;
-    case 128: run_types<128>(job, k_q8, v_q8, j0, j1, M, S, acc, resume); return true;
-    case 160: run_types<160>(job, k_q8, v_q8, j0, j1, M, S, acc, resume); return true;
-    case 192: run_types<192>(job, k_q8, v_q8, j0, j1, M, S, acc, resume); return true;
-    case 224: run_types<224>(job, k_q8, v_q8, j0, j1, M, S, acc, resume); return true;
-    case 256: run_types<256>(job, k_q8, v_q8, j0, j1, M, S, acc, resume); return true;
-    default: return false;
-  }
+  return run_depth_kernel<DepthTile>(job, j0, j1, M, S, acc, resume);
 }
 
 }  // namespace vtc::cpu::detail
