@@ -251,6 +251,12 @@ struct DepthTile {
     __m512 d[D / 32];
   };
 
+  // This thread's staging tile: only the integer path's instances have one.
+  static KTileQ8& k_tile() {
+    thread_local KTileQ8 t;
+    return t;
+  }
+
   // The 16 K rows krow[0..16) into t (once per kv head, for all its heads).
   static void stage_q8(const uint8_t* const* krow, size_t koff, KTileQ8& t) {
     const __m512i offset = _mm512_set1_epi8(char(0x80));
@@ -361,15 +367,16 @@ struct DepthTile {
     const __m512 scale = _mm512_set1_ps(job.scale), minus_inf = _mm512_set1_ps(-__builtin_inff());
     // the next tile's rows, spread over this one's sub-tiles and kv heads
     const int64_t ahead_rows = (kKeys + job.n_head_kv * kSub - 1) / (job.n_head_kv * kSub);
-    thread_local KTileQ8 kq;
+    KTileQ8* kq = nullptr;  // the integer path's staged sub-tile
+    if constexpr (kIntK) kq = &k_tile();
     for (int s = 0; s < kSub; ++s) {
       ahead.rows(ahead_rows);
-      if constexpr (kIntK) stage_q8(krow + s * kTile, koff, kq);
+      if constexpr (kIntK) stage_q8(krow + s * kTile, koff, *kq);
       depth_head_batches<kMaxBatch>(G, [&](int64_t g0, auto hb) {
         __m512 raw[hb];
         if constexpr (kIntK)
           scores_q8<hb>(query.codes + (h0 + g0) * (D / 4), query.sums + (h0 + g0) * (D / 32),
-                        query.scales + (h0 + g0) * (D / 32), kq, raw);
+                        query.scales + (h0 + g0) * (D / 32), *kq, raw);
         else
           scores<hb>(query.f + (h0 + g0) * D, krow + s * kTile, koff, query.order, raw);
         for (int b = 0; b < hb; ++b) {
