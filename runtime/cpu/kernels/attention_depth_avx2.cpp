@@ -44,7 +44,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <type_traits>
 #include <vector>
 
 #include "runtime/cpu/kernels/attention_depth.h"

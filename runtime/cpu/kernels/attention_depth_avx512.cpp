@@ -47,7 +47,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <type_traits>
 #include <vector>
 
 #include "runtime/cpu/kernels/attention_depth.h"
