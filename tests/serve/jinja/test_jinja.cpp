@@ -520,15 +520,14 @@ TEST_CASE("string concatenation is linear", "[jinja]") {
       t16 = std::min(t16, build(16 * 1024, op, big));
     }
     // Bytes written: the appended chunks and the output; quadratic would be
-    // ~8 GiB for 16 MiB.
+    // ~8 GiB for 16 MiB. This count is the gate: it is what the render
+    // copied, whatever else runs on the machine.
     CHECK(big.bytes < 3 * (uint64_t{16} << 20) + (uint64_t{1} << 20));
     CHECK(big.bytes < 8.8 * small.bytes);
-    // 8x the text: linear takes 8x the time (up to ~13x here, the small
-    // text staying in cache), quadratic 64x. The bound sits between with
-    // room for a loaded machine: with 8 and 16 MiB and a bound of 3x
-    // between linear's 2x and quadratic's 4x, a CI run measured 3.05x once.
+    // The times are printed, not asserted: 8x the text takes 8-13x the time
+    // here and quadratic 64x, but a loaded CI machine measured 45x once
+    // (2.3 ms for the small text), so a bound between the two is a flake.
     WARN("2 MiB " << t2 << " s, 16 MiB " << t16 << " s");
-    CHECK(t16 < 24 * t2);
   }
   // Chains and locals too; an alias keeps its value.
   CHECK(render("{% set s = 'a' %}{% set t = s %}{% set s = s ~ 0 ~ '-' %}{% set s = s + '1' %}{{ s }}|{{ t }}") ==
