@@ -210,6 +210,44 @@ TEST_CASE("matmul: the AVX-VNNI tiles are bit-identical to the AVX2 ones", "[mat
   }
 }
 
+namespace {
+
+// Whether two levels' tables hold the same kernels in every slot but `skip`.
+bool same_kernels_except(const detail::QuantKernels& a, const detail::QuantKernels& b, int skip) {
+  for (int i = 0; i < static_cast<int>(detail::ActType::Count); ++i)
+    if (a.quantize[i] != b.quantize[i]) return false;
+  for (int s = 0; s < detail::kTypeSlots; ++s) {
+    if (s == skip) continue;
+    const auto &ga = a.gemm[s], &gb = b.gemm[s];
+    const auto &pa = a.x8[s], &pb = b.x8[s];
+    if (a.dot[s] != b.dot[s] || ga.rows != gb.rows || ga.toks != gb.toks || ga.widened_x != gb.widened_x ||
+        ga.one_token != gb.one_token || pa.toks != pb.toks || pa.fn4_each_token != pb.fn4_each_token)
+      return false;
+    for (int k = 0; k <= detail::kMaxGemmToks; ++k)
+      if (ga.fn[k] != gb.fn[k] || pa.fn[k] != pb.fn[k] || pa.fn16[k] != pb.fn16[k]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+// tests/e2e/isa_sweep.sh runs only the bf16 models under avx512vnni where
+// the machine's level is avx512bf16, because the two tables differ in the
+// bf16 slot alone. A kernel added to one level only fails this, and the
+// sweep must then run everything under both.
+TEST_CASE("matmul: the AVX512-BF16 level differs from AVX-512 VNNI in the bf16 kernels alone", "[matmul][isa]") {
+  if (!isa_supported(Isa::Avx512Bf16)) {
+    WARN("SKIPPED: no AVX512-BF16 here; the sweep runs every test under each level this machine has");
+    return;
+  }
+  const auto& vnni = detail::quant_kernels(Isa::Avx512Vnni);
+  const auto& bf16 = detail::quant_kernels(Isa::Avx512Bf16);
+  const int slot = static_cast<int>(GgmlType::BF16);
+  CHECK(vnni.dot[slot] != bf16.dot[slot]);
+  CHECK(same_kernels_except(vnni, bf16, slot));
+  CHECK_FALSE(same_kernels_except(vnni, detail::quant_kernels(Isa::Avx2), slot));  // the comparison sees a change
+}
+
 // Activations of `cols` values for each of n_tokens rows, converted by `k`
 // to the activation type of `t`; the row stride in bytes goes to x_row.
 std::vector<uint8_t> quantized_activations(const detail::QuantKernels& k, GgmlType t, int64_t cols, int64_t n_tokens,
