@@ -231,10 +231,10 @@ bool same_kernels_except(const detail::QuantKernels& a, const detail::QuantKerne
 
 }  // namespace
 
-// tests/e2e/isa_sweep.sh runs only the bf16 models under avx512vnni where
-// the machine's level is avx512bf16, because the two tables differ in the
-// bf16 slot alone. A kernel added to one level only fails this, and the
-// sweep must then run everything under both.
+// tests/e2e/isa_sweep.sh does not sweep avx512vnni where the machine's
+// level is avx512bf16, because the two tables differ in the bf16 slot
+// alone. A kernel added to one level only fails this, and the sweep must
+// then run everything under both.
 TEST_CASE("matmul: the AVX512-BF16 level differs from AVX-512 VNNI in the bf16 kernels alone", "[matmul][isa]") {
   if (!isa_supported(Isa::Avx512Bf16)) {
     WARN("SKIPPED: no AVX512-BF16 here; the sweep runs every test under each level this machine has");
