@@ -26,15 +26,20 @@ inline void physical_rows(const AttentionJob& job, int64_t t0, int n, int64_t* r
   }
 }
 
-// Prefetches cache rows [next, end) into L2 (K and V of every kv head, a
-// row's whole lines) a few rows at a time, spread through the compute of
-// the tile before them. Issued all at once at the start of a tile (1024
-// lines on the bench model), they waited in the load queue for miss
-// buffers and stalled the compute behind them: the step read its rows at
-// about 8 GB/s per thread, half what one core streams.
+// Prefetches cache rows [next, end) into L2, or into L1 and L2 (into_l1),
+// K and V of every kv head, a row's whole lines, a few rows at a time,
+// spread through the compute of the tile before them. Issued all at once
+// at the start of a tile (1024 lines on the bench model), they waited in
+// the load queue for miss buffers and stalled the compute behind them: the
+// step read its rows at about 8 GB/s per thread, half what one core
+// streams. Into L1 suits the AVX-512 kernel on Zen 5 (its attention alone
+// at 16384 keys from DRAM, 2 threads, 12 pairs alternated: f16 12.0-15.2
+// ms against 13.2-17.8 into L2, q8_0 8.6-11.7 against 8.6-14.4); the AVX2
+// kernel there was even, and it keeps L2 (its Zen 3 figures were taken so).
 struct RowPrefetcher {
   const AttentionJob& job;
   int64_t next, end;
+  bool into_l1 = false;
   int64_t phys = 0, run = 0;  // the physical row of `next`, and the positions left on its page
   void rows(int64_t n) {
     const int64_t k_bytes = job.n_head_kv * job.k_head_bytes, v_bytes = job.n_head_kv * job.v_head_bytes;
@@ -45,8 +50,13 @@ struct RowPrefetcher {
       }
       const char* k = reinterpret_cast<const char*>(job.k) + phys * k_bytes;
       const char* v = reinterpret_cast<const char*>(job.v) + phys * v_bytes;
-      for (int64_t b = 0; b < k_bytes; b += 64) _mm_prefetch(k + b, _MM_HINT_T1);
-      for (int64_t b = 0; b < v_bytes; b += 64) _mm_prefetch(v + b, _MM_HINT_T1);
+      if (into_l1) {
+        for (int64_t b = 0; b < k_bytes; b += 64) _mm_prefetch(k + b, _MM_HINT_T0);
+        for (int64_t b = 0; b < v_bytes; b += 64) _mm_prefetch(v + b, _MM_HINT_T0);
+      } else {
+        for (int64_t b = 0; b < k_bytes; b += 64) _mm_prefetch(k + b, _MM_HINT_T1);
+        for (int64_t b = 0; b < v_bytes; b += 64) _mm_prefetch(v + b, _MM_HINT_T1);
+      }
     }
   }
 };
@@ -75,13 +85,13 @@ struct DepthTileKeys {
 
 // Walks cache rows [j0, j1) in tiles of Keys positions and calls
 // visit(tile, ahead) for each tile with a visible key. The next tile's
-// rows (whole, every kv head) are prefetched into L2 while visit computes
+// rows (whole, every kv head) are prefetched (RowPrefetcher) while visit computes
 // this one (it advances `ahead` a row at a time): each head reads its
 // slice of a row at the row stride, a pattern the hardware prefetcher does
 // not follow well.
-template <int Keys, int Lanes, class Visit>
+template <int Keys, int Lanes, bool IntoL1 = false, class Visit>
 void walk_depth_tiles(const AttentionJob& job, int64_t j0, int64_t j1, Visit&& visit) {
-  RowPrefetcher ahead{job, j0, std::min(j1, j0 + Keys)};
+  RowPrefetcher ahead{job, j0, std::min(j1, j0 + Keys), IntoL1};
   ahead.rows(Keys);
   DepthTileKeys<Keys, Lanes> tile;
   for (int64_t t0 = j0; t0 < j1; t0 += Keys) {

@@ -480,7 +480,7 @@ void DepthTile<D, KQ8, VQ8>::run(const AttentionJob& job, int64_t j0, int64_t j1
   // A resumed range's (M, S, acc) hold the rows before j0: the tiles go on from there.
   if (!resume) start_depth_heads(job.n_head, D, M, S, acc);
   // Every kv head per tile: the tile's rows are read from memory once.
-  walk_depth_tiles<kKeys, kTile>(job, j0, j1, [&](const DepthTileKeys<kKeys, kTile>& tile, RowPrefetcher& ahead) {
+  walk_depth_tiles<kKeys, kTile, true>(job, j0, j1, [&](const DepthTileKeys<kKeys, kTile>& tile, RowPrefetcher& ahead) {
     const uint8_t* krow[kKeys];
     const uint8_t* vrow[kKeys];
     depth_tile_rows(job, tile, krow, vrow);
