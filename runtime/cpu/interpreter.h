@@ -30,6 +30,7 @@ struct StepStats {
   uint64_t arena_bytes = 0;       // planned peak of activations
   uint64_t naive_bytes = 0;       // sum of all activation sizes (no reuse)
   bool compiled_plan = false;     // the step ran with a plan given to use_plans()
+  bool reused_placement = false;  // its buffers were placed by an earlier step of the same sizes
 };
 
 // Time per op mnemonic, accumulated over steps while profiling is on.

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <vector>
 
 #include "frontends/gguf/arch/arch.h"
 #include "ir/op_attrs.h"
@@ -110,6 +112,50 @@ TEST_CASE("steps run with the compiled memory plan while they fit its bounds", "
   CHECK_FALSE(vtc::test::cpu_interpreter(s).last_stats().compiled_plan);
   CHECK(vtc::test::cpu_interpreter(s).last_stats().arena_bytes != compiled_arena);
   CHECK(vtc::test::cpu_interpreter(s).last_stats().arena_bytes < vtc::test::cpu_interpreter(s).last_stats().naive_bytes);
+}
+
+// The interpreter keeps each step's placement for the same sizes
+// (interpreter.cpp, `placements`) while the arena stays where it was: a
+// step that grows the arena makes the kept ones stale, and the steps after
+// it are placed anew; then reused, with their own stats and the bits of
+// their first runs.
+TEST_CASE("a step of sizes run before reuses its placement and never a stale one", "[compile][reference]") {
+  const std::string path = test::model_path("llama", "f32");
+  Session s(path, options(true));
+  const auto prompt = test::sample_prompt(path);
+  const auto& stats = vtc::test::cpu_interpreter(s).last_stats();
+  auto step = [&](const std::vector<int32_t>& tokens, bool all_logits) {
+    s.reset(0);
+    return s.prefill(0, tokens, 0, all_logits).bytes;
+  };
+  const auto one = step(prompt, false);
+  CHECK_FALSE(stats.reused_placement);
+  CHECK(stats.compiled_plan);
+  uint64_t arena = stats.arena_bytes;
+  const auto all = step(prompt, true);  // R = 25: planned now
+  CHECK_FALSE(stats.reused_placement);
+  CHECK_FALSE(stats.compiled_plan);
+  arena = std::max(arena, stats.arena_bytes);
+  CHECK(step(prompt, false) == one);
+  // Four times the prompt, every row's logits: an arena larger than any
+  // before, so the host arena is reallocated.
+  std::vector<int32_t> longer;
+  for (int i = 0; i < 4; ++i) longer.insert(longer.end(), prompt.begin(), prompt.end());
+  step(longer, true);
+  REQUIRE(stats.arena_bytes > arena);
+  CHECK(step(prompt, false) == one);
+  CHECK_FALSE(stats.reused_placement);  // kept, but in the old arena
+  CHECK(step(prompt, true) == all);
+  CHECK_FALSE(stats.reused_placement);
+  for (int round = 0; round < 2; ++round) {
+    INFO("round " << round);
+    CHECK(step(prompt, true) == all);
+    CHECK(stats.reused_placement);
+    CHECK_FALSE(stats.compiled_plan);  // the 25-row step's own stats, not the 1-row step's before it
+    CHECK(step(prompt, false) == one);
+    CHECK(stats.reused_placement);
+    CHECK(stats.compiled_plan);
+  }
 }
 
 TEST_CASE("a compiled artifact runs like its GGUF, packed or referenced", "[compile][reference]") {
